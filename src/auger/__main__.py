@@ -1,0 +1,3 @@
+from auger.frontends.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,145 @@
+"""Layered configuration: defaults < user config file < environment < flags (`-c key=value`).
+
+Bad user input never raises: an unknown key, a wrong type or an unreadable file is
+reported as a diagnostic (what, where) and the previous layer's value is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+
+@dataclass
+class Config:
+    provider: str = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    mode: str = "auto"
+    max_model_calls_per_turn: int = 200
+    model_max_attempts: int = 5
+    model_retry_base_delay: float = 1.0
+    model_retry_max_delay: float = 60.0
+    stream_idle_timeout: float = 300.0
+    db_path: str | None = None
+    diagnostics: list[str] = field(default_factory=list, compare=False)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "diagnostics"}
+_ENV = {  # environment variable -> key
+    "AUGER_PROVIDER": "provider", "AUGER_MODEL": "model", "AUGER_BASE_URL": "base_url",
+    "AUGER_MODE": "mode", "AUGER_DB": "db_path",
+}
+_CHOICES = {"mode": ("plan", "safe", "auto")}
+
+
+def home_dirs() -> dict[str, Path]:
+    """Where auger keeps its config, data and cache; all under AUGER_HOME when it is set."""
+    home = os.environ.get("AUGER_HOME")
+    if home:
+        base = Path(home).expanduser()
+        return {"config": base, "data": base, "cache": base / "cache"}
+    import platformdirs
+
+    return {
+        "config": Path(platformdirs.user_config_dir("auger", appauthor=False)),
+        "data": Path(platformdirs.user_data_dir("auger", appauthor=False)),
+        "cache": Path(platformdirs.user_cache_dir("auger", appauthor=False)),
+    }
+
+
+def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = None,
+                env: dict[str, str] | None = None, config_file: Path | None = None) -> Config:
+    """Build the effective config. Never raises for user mistakes; see `Config.diagnostics`."""
+    env = os.environ if env is None else env
+    config = Config()
+    path = config_file or home_dirs()["config"] / "config.toml"
+    _apply_file(config, path)
+    for var, key in _ENV.items():
+        if env.get(var):
+            _set(config, key, env[var], f"environment variable {var}")
+    for raw in overrides:
+        key, sep, value = raw.partition("=")
+        if not sep:
+            config.diagnostics.append(f"-c {raw!r}: expected key=value")
+            continue
+        _set(config, key.strip(), _parse_value(value.strip()), f"-c {key.strip()}")
+    for key, value in (flags or {}).items():
+        if value is not None:
+            _set(config, key, value, f"--{key.replace('_', '-')}")
+    return config
+
+
+def _apply_file(config: Config, path: Path) -> None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        config.diagnostics.append(f"{path}: cannot read config file ({exc.strerror}); using defaults")
+        return
+    import tomllib
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        config.diagnostics.append(f"{path}: invalid TOML ({exc}); using defaults")
+        return
+    for key, value in data.items():
+        if isinstance(value, dict):  # tables belong to later layers (providers, policy...)
+            continue
+        _set(config, key, value, str(path))
+
+
+def _parse_value(text: str) -> Any:
+    """`-c` values are TOML scalars when they parse as one (`5`, `true`, `"x"`), else plain strings."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _set(config: Config, key: str, value: Any, where: str) -> None:
+    f = _FIELDS.get(key)
+    if f is None:
+        config.diagnostics.append(f"{where}: unknown config key '{key}' (ignored)")
+        return
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    try:
+        coerced = _coerce(kind, value)
+    except (TypeError, ValueError):
+        config.diagnostics.append(f"{where}: '{key}' expects {kind.replace(' | None', '')}, got {value!r} (ignored)")
+        return
+    if key in _CHOICES and coerced not in _CHOICES[key]:
+        config.diagnostics.append(f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
+        return
+    setattr(config, key, coerced)
+
+
+def _coerce(kind: str, value: Any) -> Any:
+    base = kind.replace(" | None", "")
+    if base == "str":
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise TypeError
+        return str(value)
+    if base == "int":
+        if isinstance(value, bool):
+            raise TypeError
+        result = int(value)
+        if result < 1:
+            raise ValueError
+        return result
+    if base == "float":
+        if isinstance(value, bool):
+            raise TypeError
+        result = float(value)
+        if result < 0:
+            raise ValueError
+        return result
+    raise TypeError

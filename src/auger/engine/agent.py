@@ -1,0 +1,74 @@
+"""The Agent: what every session of one project shares, and never mutates."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from auger.config import Config
+from auger.engine.history import INTERRUPTED_OUTPUT, History
+from auger.engine.session import Session
+from auger.models.base import ModelClient
+from auger.protocol.items import ToolOutput
+from auger.store.base import SessionRecord, Store
+from auger.tools.registry import ToolRegistry, default_registry
+
+
+class SessionNotFound(LookupError):
+    pass
+
+
+class Agent:
+    """Project root, tool catalog and configuration, shared read-only by many concurrent sessions."""
+
+    __slots__ = ("root", "config", "tools")
+
+    def __init__(self, root: Path | str, config: Config | None = None, tools: ToolRegistry | None = None) -> None:
+        object.__setattr__(self, "root", Path(os.path.realpath(root)))
+        object.__setattr__(self, "config", config or Config())
+        object.__setattr__(self, "tools", tools or default_registry())
+        if not self.root.is_dir():
+            raise NotADirectoryError(f"project root {self.root} is not a directory")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Agent is immutable; per-conversation state belongs to a Session")
+
+    async def start_session(self, *, store: Store, client: ModelClient, mode: str | None = None,
+                            interactive: bool = False) -> Session:
+        now = time.time()
+        record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.root),
+                               provider=client.provider, model=client.model, mode=mode or self.config.mode)
+        await store.create_session(record)
+        session = Session(self, store=store, client=client, meta=record, history=History(),
+                          interactive=interactive)
+        session.start(resumed=False)
+        return session
+
+    async def resume_session(self, session_id: str, *, store: Store, client: ModelClient,
+                             mode: str | None = None, interactive: bool = False) -> Session:
+        """Continue a stored session with its full history.
+
+        Calls that never got an output (the process died mid-call) are closed with
+        an "interrupted" output, recorded, so the model knows and the API accepts it.
+        """
+        record = await store.get_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no stored session matches '{session_id}'; list them with `auger sessions`")
+        stored = await store.load_items(record.id)
+        history = History(s.item for s in stored)
+        last_turn = stored[-1].turn_id if stored else "resume"
+        for call in history.unanswered_calls():
+            output = ToolOutput(call.call_id, INTERRUPTED_OUTPUT, ok=False)
+            await store.append(record.id, last_turn, output, tool_name=call.name, arguments=call.arguments)
+            history.append(output)
+        if mode:
+            record.mode = mode
+        if (client.provider, client.model) != (record.provider, record.model) or mode:
+            record.provider, record.model = client.provider, client.model
+            await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
+        session = Session(self, store=store, client=client, meta=record, history=history,
+                          interactive=interactive, usage=await store.usage_total(record.id))
+        session.start(resumed=True)
+        return session

@@ -1,0 +1,197 @@
+"""A Session: one conversation's mutable state, driven by ops, observed through events.
+
+The session loop owns dispatch: a user turn starts a turn (or, while one runs, is
+queued and injected before the next model call); an interrupt cancels the running
+turn; an approval decision wakes whoever asked; shutdown ends everything. All of
+a session's state lives here, so many sessions can share one Agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, AsyncIterator
+
+from auger.engine.history import History
+from auger.models.base import ModelClient
+from auger.protocol.events import (
+    ApprovalRequest, Event, SessionConfigured, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
+)
+from auger.protocol.items import Item
+from auger.protocol.ops import ApprovalDecision, Interrupt, Op, Shutdown, UserTurn
+from auger.store.base import SessionRecord, Store
+from auger.tools.base import SessionToolState
+from auger.tools.shell import stop_background
+
+if TYPE_CHECKING:
+    from auger.engine.agent import Agent
+
+log = logging.getLogger("auger.session")
+
+
+class _TurnFinished:
+    """Internal op: the running turn task has ended."""
+
+
+class Session:
+    def __init__(self, agent: Agent, *, store: Store, client: ModelClient, meta: SessionRecord,
+                 history: History, interactive: bool, usage: Usage | None = None) -> None:
+        self.agent = agent
+        self.store = store
+        self.client = client
+        self.meta = meta
+        self.history = history
+        self.interactive = interactive
+        self.usage = usage or Usage()
+        self.tool_state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}")
+        self.pending_input: list[UserTurn] = []
+        self._ops: asyncio.Queue[Op | _TurnFinished] = asyncio.Queue()
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._turn: asyncio.Task[None] | None = None
+        self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- client side ----------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+    @property
+    def mode(self) -> str:
+        return self.meta.mode
+
+    def submit(self, op: Op) -> None:
+        if self._closed:
+            raise RuntimeError("session is shut down")
+        self._ops.put_nowait(op)
+
+    async def next_event(self) -> Event:
+        return await self._events.get()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event until (and including) ShutdownComplete."""
+        while True:
+            event = await self._events.get()
+            yield event
+            if isinstance(event, ShutdownComplete):
+                return
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn is not None and not self._turn.done()
+
+    # -- engine side ----------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        self._events.put_nowait(event)
+
+    async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,
+                     tool_name: str = "", arguments: str = "") -> None:
+        """Commit an item to the store, then to the in-memory history (store first: nothing is half-recorded)."""
+        await self.store.append(self.id, turn_id, item, full_output=full_output, tool_name=tool_name,
+                                arguments=arguments)
+        self.history.append(item)
+
+    async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
+                  details: dict | None = None) -> ApprovalDecision:
+        """Ask the client to decide; with nobody to ask (headless), take `headless_default`."""
+        request_id = uuid.uuid4().hex[:12]
+        if not self.interactive:
+            return ApprovalDecision(request_id, headless_default)
+        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+        self._approvals[request_id] = (future, options)
+        self.emit(ApprovalRequest(turn_id, request_id, kind, message, options, details or {}))
+        try:
+            return await future
+        finally:
+            self._approvals.pop(request_id, None)
+
+    async def set_title(self, text: str) -> None:
+        """A provisional title from the first prompt, so `auger sessions` can tell sessions apart."""
+        title = " ".join(text.split())[:80]
+        self.meta.title = title
+        await self.store.update_session(self.id, title=title)
+
+    def start(self, *, resumed: bool) -> None:
+        self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.agent.root),
+                                    self.mode, resumed, len(self.history)))
+        self._loop_task = asyncio.create_task(self._loop(), name=f"session-{self.id}")
+
+    async def _loop(self) -> None:
+        while True:
+            op = await self._ops.get()
+            try:
+                if await self._dispatch(op):
+                    return
+            except Exception as exc:  # an engine bug: say so and keep serving ops
+                log.exception("session %s failed handling %s", self.id, type(op).__name__)
+                self.emit(WarningEvent(f"internal error: {type(exc).__name__}: {exc}"))
+
+    async def _dispatch(self, op: Op | _TurnFinished) -> bool:
+        """Handle one op; True when the session is finished."""
+        if isinstance(op, UserTurn):
+            self.pending_input.append(op)
+            if not self.turn_running:
+                self._start_turn()
+        elif isinstance(op, _TurnFinished):
+            self._turn = None
+            if self.pending_input:  # input that arrived as the last turn was ending
+                self._start_turn()
+        elif isinstance(op, Interrupt):
+            if self.turn_running:
+                self._turn.cancel()
+        elif isinstance(op, ApprovalDecision):
+            self._decide(op)
+        elif isinstance(op, Shutdown):
+            await self._shutdown()
+            return True
+        return False
+
+    def _decide(self, op: ApprovalDecision) -> None:
+        waiting = self._approvals.get(op.request_id)
+        if waiting is None:
+            self.emit(WarningEvent(f"no approval request {op.request_id!r} is waiting; decision ignored"))
+            return
+        future, options = waiting
+        if op.decision not in options:
+            self.emit(WarningEvent(f"decision {op.decision!r} is not one of {', '.join(options)}; still waiting"))
+            return
+        if not future.done():
+            future.set_result(op)
+
+    def _start_turn(self) -> None:
+        from auger.engine.turn import Turn
+
+        turn = Turn(self, uuid.uuid4().hex[:12])
+        self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
+        self._turn.add_done_callback(lambda _: self._ops.put_nowait(_TurnFinished()))
+
+    async def _run_turn(self, turn) -> None:
+        self.emit(TurnStarted(turn.id))
+        try:
+            reason, message = await turn.run()
+        except Exception as exc:  # an engine bug: report it, keep the session usable
+            log.exception("turn %s failed", turn.id)
+            reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
+        self.emit(TurnEnded(turn.id, reason, message))
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        if self._turn is not None and not self._turn.done():
+            self._turn.cancel()
+            await asyncio.gather(self._turn, return_exceptions=True)
+        await stop_background(self.tool_state.background)
+        shutil.rmtree(self.tool_state.scratch_dir, ignore_errors=True)
+        try:
+            await self.client.aclose()
+        except Exception:  # closing a broken connection must not block shutdown
+            log.debug("client close failed", exc_info=True)
+        self.emit(ShutdownComplete())
+
+    async def wait_closed(self) -> None:
+        if self._loop_task is not None:
+            await self._loop_task

@@ -1,0 +1,263 @@
+"""One turn: model call, tool calls, repeat until the model answers without calling a tool.
+
+Order of effects is the durability contract: an item is committed to the store
+before the event announcing it is emitted and before the next model call, so a
+process killed at any moment has lost nothing it had already shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from auger.context.instructions import build_instructions
+from auger.engine.history import INTERRUPTED_OUTPUT
+from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
+from auger.models.base import (
+    Completed, ModelError, ModelRequest, ReasoningDelta, StreamEvent, TextDelta, ToolCallReady, UsageReport,
+)
+from auger.models.retry import RetryPolicy, stream_with_retry
+from auger.protocol import events as ev
+from auger.protocol.events import Usage
+from auger.protocol.items import AssistantMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage
+from auger.tools.base import ToolContext, ToolError, ToolResult
+
+if TYPE_CHECKING:
+    from auger.engine.session import Session
+
+log = logging.getLogger("auger.turn")
+
+
+class TurnStopped(Exception):
+    """The turn ends early by decision (loop guard), not by failure of a part."""
+
+
+@dataclass
+class _Reply:
+    text: str = ""
+    reasoning: str = ""
+    calls: list[ToolCallReady] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+
+
+class _Archive:
+    """Gives `recall` this session's stored outputs, and nothing of other sessions."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    async def get_output(self, call_id: str):
+        return await self._session.store.get_output(self._session.id, call_id)
+
+    async def list_outputs(self):
+        return await self._session.store.list_outputs(self._session.id)
+
+
+class _BadJSON:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class Turn:
+    def __init__(self, session: Session, turn_id: str) -> None:
+        self.session = session
+        self.id = turn_id
+        config = session.agent.config
+        self.guard = LoopGuard(config.max_model_calls_per_turn)
+        self.retry = RetryPolicy(config.model_max_attempts, config.model_retry_base_delay,
+                                 config.model_retry_max_delay)
+        self.usage = Usage()
+        self._calls: list[ToolCall] = []
+
+    async def run(self) -> tuple[str, str | None]:
+        """Run to the end; return (reason, message) for the turn_ended event."""
+        try:
+            await self._loop()
+            return "complete", None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await self._record_abort("interrupted by the user")
+            return "cancelled", "interrupted by the user"
+        except (ModelError, TurnStopped) as exc:
+            return "error", str(exc)
+
+    async def _loop(self) -> None:
+        session = self.session
+        instructions = build_instructions(session.agent.root, session.mode)
+        tools = session.agent.tools.schemas
+        first = True
+        while True:
+            await self._take_input(announce=not first)
+            first = False
+            if self.guard.at_cap():
+                await self._ask_to_continue()
+            request = ModelRequest(instructions, session.history.for_prompt(), tools)
+            reply = await self._call_model(request)
+            self.guard.note_model_call()
+            calls = await self._record_reply(reply)
+            if calls:
+                await self._run_calls(calls)
+            elif not session.pending_input:
+                return
+
+    async def _take_input(self, *, announce: bool) -> None:
+        """Move queued user input into the conversation, so mid-turn input is never lost."""
+        session = self.session
+        while session.pending_input:
+            op = session.pending_input.pop(0)
+            await session.record(self.id, UserMessage(op.text, list(op.images)))
+            if not session.meta.title:
+                await session.set_title(op.text)
+            if announce:
+                session.emit(ev.UserInputInjected(self.id, op.text))
+
+    async def _ask_to_continue(self) -> None:
+        cap = self.guard.max_model_calls
+        message = (f"this turn has made {self.guard.model_calls} model calls (max_model_calls_per_turn = {cap}); "
+                   "stopped to avoid a runaway loop")
+        decision = await self.session.ask(turn_id=self.id, kind="continue", message=message,
+                                          options=["continue", "stop"], headless_default="stop")
+        if decision.decision != "continue":
+            raise TurnStopped(message)
+        self.guard.extend()
+
+    async def _call_model(self, request: ModelRequest) -> _Reply:
+        session = self.session
+        reply = _Reply()
+
+        def on_event(event: StreamEvent) -> None:
+            if isinstance(event, TextDelta):
+                reply.text += event.text
+                session.emit(ev.MessageDelta(self.id, event.text))
+            elif isinstance(event, ReasoningDelta):
+                reply.reasoning += event.text
+                session.emit(ev.ReasoningDelta(self.id, event.text))
+            elif isinstance(event, ToolCallReady):
+                reply.calls.append(event)
+            elif isinstance(event, UsageReport):
+                reply.usage = event.usage
+            elif isinstance(event, Completed):
+                reply.finish_reason = event.finish_reason
+
+        def on_retry(attempt: int, delay: float, error: ModelError) -> None:
+            nonlocal reply
+            reply = _Reply()  # the failed attempt's partial reply is discarded
+            session.emit(ev.Retrying(self.id, attempt, self.retry.max_attempts, round(delay, 3), str(error)))
+
+        try:
+            await stream_with_retry(session.client, request, self.retry, on_event, on_retry)
+        except ModelError as exc:
+            if exc.retryable:
+                raise ModelError(f"model request failed after {self.retry.max_attempts} attempts: {exc}",
+                                 retryable=False, status=exc.status) from exc
+            raise
+        return reply
+
+    async def _record_reply(self, reply: _Reply) -> list[ToolCall]:
+        """Commit the reply's items and usage; return its tool calls (ids made unique in the session)."""
+        session = self.session
+        if reply.reasoning:
+            await session.record(self.id, Reasoning(reply.reasoning))
+        if reply.text:
+            await session.record(self.id, AssistantMessage(reply.text))
+            session.emit(ev.AgentMessage(self.id, reply.text))
+        known = session.history.call_ids()
+        calls = []
+        for ready in reply.calls:
+            call_id = ready.call_id
+            if call_id in known:  # some local servers reuse ids across replies; ids must stay unique
+                call_id = f"{call_id}_{len(known)}"
+            known.add(call_id)
+            call = ToolCall(call_id, ready.name, ready.arguments)
+            await session.record(self.id, call)
+            calls.append(call)
+        self._calls.extend(calls)
+        self.usage = self.usage + reply.usage
+        session.usage = session.usage + reply.usage
+        await session.store.record_usage(session.id, self.id, session.client.model, reply.usage)
+        session.emit(ev.TokenUsage(self.id, reply.usage, self.usage, session.usage))
+        if reply.finish_reason == "length":
+            session.emit(ev.WarningEvent("the model's reply was cut off at its output token limit", self.id))
+        return calls
+
+    async def _run_calls(self, calls: list[ToolCall]) -> None:
+        """Consecutive parallel-safe calls run together; anything that mutates runs alone, in order."""
+        batches: list[tuple[bool, list[ToolCall]]] = []
+        for call in calls:
+            spec = self.session.agent.tools.get(call.name)
+            parallel = spec is not None and spec.parallel_safe
+            if parallel and batches and batches[-1][0]:
+                batches[-1][1].append(call)
+            else:
+                batches.append((parallel, [call]))
+        for _, batch in batches:
+            if len(batch) == 1:
+                await self._run_call(batch[0])
+            else:
+                await asyncio.gather(*(self._run_call(call) for call in batch))
+
+    async def _run_call(self, call: ToolCall) -> None:
+        session = self.session
+        arguments = _parse_arguments(call.arguments)
+        shown = call.arguments if isinstance(arguments, _BadJSON) else arguments
+        session.emit(ev.ToolCallStarted(self.id, call.call_id, call.name, shown))
+        repeats = self.guard.note_tool_call(call.name, call.arguments)
+        started = time.monotonic()
+        result = await self._execute(call, arguments)
+        if repeats >= DOOM_REPEATS:
+            result.output += doom_note(call.name, repeats)
+            session.emit(ev.LoopDetected(self.id, call.name, repeats))
+        output = ToolOutput(call.call_id, result.output, result.ok)
+        await session.record(self.id, output, full_output=result.full_output, tool_name=call.name,
+                             arguments=call.arguments)
+        session.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
+                                      int((time.monotonic() - started) * 1000)))
+
+    async def _execute(self, call: ToolCall, arguments: object) -> ToolResult:
+        session = self.session
+        spec = session.agent.tools.get(call.name)
+        if spec is None:
+            return ToolResult(f"Error: there is no tool named {call.name!r}. Available tools: "
+                              f"{', '.join(session.agent.tools.names)}", ok=False)
+        if isinstance(arguments, _BadJSON):
+            return ToolResult(f"Error: the arguments for {call.name} are not valid JSON ({arguments.reason}). "
+                              "Send a JSON object that matches the tool's parameters.", ok=False)
+        ctx = ToolContext(root=session.agent.root, state=session.tool_state, call_id=call.call_id,
+                          archive=_Archive(session),
+                          emit_output=lambda stream, text: session.emit(
+                              ev.ToolOutputDelta(self.id, call.call_id, stream, text)))
+        try:
+            return await spec.handler(spec.validate(arguments), ctx)
+        except ToolError as exc:
+            return ToolResult(f"Error: {exc}", ok=False)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not end the turn; the model can try another way
+            log.exception("tool %s failed", call.name)
+            return ToolResult(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}", ok=False)
+
+    async def _record_abort(self, reason: str) -> None:
+        """Close this turn's unfinished calls and mark the turn aborted, durably."""
+        session = self.session
+        answered = {i.call_id for i in session.history.items if isinstance(i, ToolOutput)}
+        for call in self._calls:
+            if call.call_id not in answered:
+                await session.record(self.id, ToolOutput(call.call_id, INTERRUPTED_OUTPUT, ok=False),
+                                     tool_name=call.name, arguments=call.arguments)
+        await session.record(self.id, TurnAborted(reason))
+
+
+def _parse_arguments(raw: str) -> object:
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        return _BadJSON(str(exc))

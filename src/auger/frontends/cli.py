@@ -1,0 +1,272 @@
+"""The `auger` command: headless runs (`exec`, `resume`), stored sessions, version.
+
+Imports are deferred to the command that needs them: `auger --version` loads
+nothing of the engine, and `auger exec` loads no more than one run needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from auger import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class CliError(Exception):
+    """A one-line, actionable reason the command could not run."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv in (["--version"], ["-V"]):
+        print(f"auger {__version__}")
+        return EXIT_OK
+    args = _parser().parse_args(argv)
+    if not getattr(args, "command", None):
+        _parser().print_help()
+        return EXIT_USAGE
+    try:
+        return args.run(args)
+    except CliError as exc:
+        print(f"auger: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="auger", description="An AI coding agent for your project.")
+    parser.add_argument("-V", "--version", action="version", version=f"auger {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run_opts = argparse.ArgumentParser(add_help=False)
+    run_opts.add_argument("--json", action="store_true", help="print one JSON event per line")
+    run_opts.add_argument("-m", "--model", help="model name")
+    run_opts.add_argument("-p", "--provider", help="provider (openai, openrouter, ollama, vllm, lmstudio, llamacpp, "
+                                                   "openai-compatible)")
+    run_opts.add_argument("--base-url", help="base URL of an OpenAI-compatible API, e.g. http://localhost:11434/v1")
+    run_opts.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
+    _store_opts(run_opts)
+
+    p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
+    p_exec.add_argument("prompt", nargs="?", help="the task; '-' or omitted reads it from stdin")
+    p_exec.set_defaults(run=_cmd_exec)
+
+    p_resume = sub.add_parser("resume", parents=[run_opts], help="continue a stored session with a new prompt")
+    p_resume.add_argument("session_id", help="session id (or a unique prefix), see `auger sessions`")
+    p_resume.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
+    p_resume.set_defaults(run=_cmd_resume)
+
+    p_sessions = sub.add_parser("sessions", help="list stored sessions")
+    p_sessions.add_argument("--json", action="store_true", help="print JSON")
+    p_sessions.add_argument("-n", "--limit", type=int, default=30)
+    _store_opts(p_sessions)
+    p_sessions.set_defaults(run=_cmd_sessions)
+    return parser
+
+
+def _store_opts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key for this run (repeatable)")
+    parser.add_argument("--db", help="session database file (default: in the user data directory; env AUGER_DB)")
+
+
+# -- commands -------------------------------------------------------------------------
+def _cmd_exec(args: argparse.Namespace) -> int:
+    return _run_headless(args, _read_prompt(args.prompt), resume_id=None)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    return _run_headless(args, _read_prompt(args.prompt), resume_id=args.session_id)
+
+
+def _cmd_sessions(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    config = _load_config(args)
+
+    async def fetch():
+        store = _open_store(config)
+        try:
+            return await store.list_sessions(args.limit)
+        finally:
+            await store.aclose()
+
+    sessions = _guard_store(lambda: asyncio.run(fetch()))
+    if args.json:
+        for s in sessions:
+            print(json.dumps({"id": s.id, "title": s.title, "updated": s.updated, "created": s.created,
+                              "cwd": s.cwd, "provider": s.provider, "model": s.model, "items": s.items}))
+        return EXIT_OK
+    if not sessions:
+        print("No stored sessions.")
+        return EXIT_OK
+    import time
+
+    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'TITLE':<40} CWD")
+    for s in sessions:
+        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
+        title = (s.title or "(untitled)").replace("\n", " ")
+        print(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {title[:40]:<40} {s.cwd}")
+    return EXIT_OK
+
+
+# -- headless run -----------------------------------------------------------------------
+def _read_prompt(prompt: str | None) -> str:
+    if prompt is None or prompt == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise CliError("no prompt given: pass it as an argument or pipe it on stdin")
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise CliError("the prompt is empty")
+    return prompt
+
+
+def _load_config(args: argparse.Namespace):
+    from auger.config import load_config
+
+    flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url")}
+    flags["db_path"] = args.db
+    config = load_config(args.overrides, flags)
+    for line in config.diagnostics:
+        print(f"auger: warning: {line}", file=sys.stderr)
+    return config
+
+
+def _open_store(config):
+    from pathlib import Path
+
+    from auger.config import home_dirs
+    from auger.store.sqlite import SqliteStore
+
+    return SqliteStore(Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db")
+
+
+def _guard_store(fn):
+    from auger.store.sqlite import StoreError
+
+    try:
+        return fn()
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _run_headless(args: argparse.Namespace, prompt: str, resume_id: str | None) -> int:
+    import asyncio
+
+    config = _load_config(args)
+    root = os.path.abspath(args.cwd or os.getcwd())
+    if not os.path.isdir(root):
+        raise CliError(f"project directory {root} does not exist")
+    return _guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, resume_id)))
+
+
+async def _headless(args, config, root: str, prompt: str, resume_id: str | None) -> int:
+    import asyncio
+    import signal
+
+    from auger.engine.agent import Agent, SessionNotFound
+    from auger.models.registry import ProviderError, create_client, resolve_provider
+    from auger.protocol.events import AgentMessage, ShutdownComplete, TurnEnded
+    from auger.protocol.ops import Interrupt, Shutdown, UserTurn
+
+    store = _open_store(config)
+    try:
+        if resume_id is not None:
+            record = await store.get_session(resume_id)
+            if record is None:
+                raise CliError(f"no stored session matches '{resume_id}'; list them with `auger sessions`")
+            explicit = {o.partition("=")[0].strip() for o in args.overrides}
+            if not (args.provider or "provider" in explicit):
+                config.provider = record.provider
+            if not (args.model or "model" in explicit):
+                config.model = record.model
+            if not args.cwd:
+                root = record.cwd
+        try:
+            provider = resolve_provider(config.provider, config.base_url, config.api_key_env)
+            client = create_client(provider, config.model, idle_timeout=config.stream_idle_timeout)
+        except ProviderError as exc:
+            raise CliError(str(exc)) from None
+        agent = Agent(root, config)
+        try:
+            if resume_id is None:
+                session = await agent.start_session(store=store, client=client)
+            else:
+                session = await agent.resume_session(resume_id, store=store, client=client)
+        except SessionNotFound as exc:
+            raise CliError(str(exc)) from None
+
+        loop = asyncio.get_running_loop()
+        interrupts = 0
+
+        def on_sigint() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts > 1:
+                os._exit(EXIT_CANCELLED)
+            session.submit(Interrupt())
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        render = _JsonRenderer() if args.json else _PlainRenderer()
+        session.submit(UserTurn(prompt))
+        ended: TurnEnded | None = None
+        final = ""
+        async for event in session.events():
+            render(event)
+            if isinstance(event, AgentMessage):
+                final = event.text
+            elif isinstance(event, TurnEnded):
+                ended = event
+                session.submit(Shutdown())
+            elif isinstance(event, ShutdownComplete):
+                break
+        loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGTERM)
+    finally:
+        await store.aclose()
+    assert ended is not None
+    if not args.json and final:
+        print(final)
+    if ended.reason == "complete":
+        return EXIT_OK
+    print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
+          file=sys.stderr)
+    return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+class _JsonRenderer:
+    def __call__(self, event: Any) -> None:
+        import json
+
+        sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+
+
+class _PlainRenderer:
+    """Progress on stderr when a person is watching; stdout carries only the final answer."""
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+
+    def __call__(self, event: Any) -> None:
+        if not self.live:
+            return
+        from auger.protocol import events as ev
+
+        if isinstance(event, ev.ToolCallStarted):
+            args = event.arguments
+            detail = args.get("command") or args.get("path") or args.get("pattern") or "" if isinstance(args, dict) else ""
+            print(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m", file=sys.stderr)
+        elif isinstance(event, ev.Retrying):
+            print(f"\x1b[33m↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: "
+                  f"{event.reason}\x1b[0m", file=sys.stderr)
+        elif isinstance(event, (ev.WarningEvent, ev.LoopDetected)):
+            text = event.message if isinstance(event, ev.WarningEvent) else f"{event.tool} repeated {event.repeats}x"
+            print(f"\x1b[33m! {text}\x1b[0m", file=sys.stderr)

@@ -1,0 +1,88 @@
+"""The model-client contract: one request shape in, one internal stream-event shape out.
+
+Every wire API (Chat Completions, Responses, Anthropic Messages, replay) turns its
+own streaming format into these events, so the turn loop never sees a vendor format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol
+
+from auger.protocol.events import Usage
+from auger.protocol.items import Item
+
+
+@dataclass
+class ToolSchema:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class ModelRequest:
+    instructions: str
+    items: list[Item]  # normalised history (every tool call has its output)
+    tools: list[ToolSchema] = field(default_factory=list)
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallReady:
+    call_id: str
+    name: str
+    arguments: str  # raw JSON text
+
+
+@dataclass
+class UsageReport:
+    usage: Usage
+
+
+@dataclass
+class Completed:
+    finish_reason: str = "stop"
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | UsageReport | Completed
+
+
+class ModelError(Exception):
+    """A failed model call, with what the retry policy needs to decide.
+
+    The message is one readable line for the user; `retryable` says whether the
+    same request may succeed later; `retry_after` is the server's hint in seconds.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
+                 status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
+        self.code = code
+
+
+class ContextWindowExceeded(ModelError):
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message, retryable=False, status=status, code="context_length_exceeded")
+
+
+class ModelClient(Protocol):
+    provider: str
+    model: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one reply. Raises ModelError on failure (possibly after yielding events)."""
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,81 @@
+"""Shared HTTP plumbing for the wire clients: one client per model client, errors made readable."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import httpx
+
+from auger.models.base import ContextWindowExceeded, ModelError
+from auger.models.retry import parse_retry_after
+
+_CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
+                    "prompt is too long", "context window")
+
+
+@lru_cache(maxsize=1)
+def _tls_context():
+    # Loading CA certificates costs tens of milliseconds; do it once per process, and
+    # only when a provider actually speaks TLS.
+    return httpx.create_ssl_context()
+
+
+def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float) -> httpx.AsyncClient:
+    verify: Any = _tls_context() if base_url.startswith("https:") else False
+    return httpx.AsyncClient(
+        headers=headers,
+        timeout=httpx.Timeout(connect=15.0, read=idle_timeout, write=30.0, pool=30.0),
+        verify=verify,
+        http2=False,
+    )
+
+
+def transport_error(exc: httpx.HTTPError, url: str) -> ModelError:
+    """Connection-level failures: all retryable, each with a message naming the endpoint."""
+    if isinstance(exc, httpx.ConnectError):
+        return ModelError(f"cannot connect to {url}: {exc or 'connection refused'}", retryable=True)
+    if isinstance(exc, httpx.ReadTimeout):
+        return ModelError(f"model stream from {url} went idle (no data within the idle timeout)",
+                          retryable=True)
+    if isinstance(exc, httpx.TimeoutException):
+        return ModelError(f"timed out talking to {url}: {type(exc).__name__}", retryable=True)
+    return ModelError(f"connection to {url} failed: {type(exc).__name__}: {exc}", retryable=True)
+
+
+def status_error(response: httpx.Response, body: bytes, url: str, *, model: str, key_env: str | None) -> ModelError:
+    """Map an HTTP error status to a ModelError: what failed, why, and what to do."""
+    status = response.status_code
+    message, code = _error_detail(body)
+    where = f"{url} (HTTP {status})"
+    lowered = f"{code} {message}".lower()
+    if status in (401, 403):
+        hint = f"; check {key_env}" if key_env else ""
+        return ModelError(f"authentication failed at {where}: {message}{hint}", retryable=False,
+                          status=status, code=code)
+    if status == 404:
+        return ModelError(f"model '{model}' or endpoint not found at {where}: {message}",
+                          retryable=False, status=status, code=code)
+    if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
+        return ContextWindowExceeded(f"the conversation no longer fits the model's context window: {message}",
+                                     status=status)
+    if status == 429 and ("insufficient_quota" in lowered or "quota" in (code or "")):
+        return ModelError(f"quota exhausted at {where}: {message}", retryable=False, status=status, code=code)
+    retryable = status in (408, 409, 429) or status >= 500
+    return ModelError(f"{where}: {message}", retryable=retryable, retry_after=parse_retry_after(response.headers),
+                      status=status, code=code)
+
+
+def _error_detail(body: bytes) -> tuple[str, str | None]:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return (text[:300] or "no error message"), None
+    err = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(err, dict):
+        message = str(err.get("message") or err.get("detail") or text[:300])
+        code = err.get("code") or err.get("type")
+        return message, (str(code) if code else None)
+    return str(err)[:300], None

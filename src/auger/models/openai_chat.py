@@ -1,0 +1,152 @@
+"""OpenAI Chat Completions over httpx + SSE: OpenAI, OpenRouter, vLLM, Ollama, llama.cpp, LM Studio."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, AsyncIterator
+
+import httpx
+from httpx_sse import EventSource
+
+from auger.models.base import (
+    Completed, ModelError, ModelRequest, ReasoningDelta, StreamEvent, TextDelta, ToolCallReady, UsageReport,
+)
+from auger.models.http import make_http_client, status_error, transport_error
+from auger.protocol.events import Usage
+from auger.protocol.items import AssistantMessage, Reasoning, ToolCall, ToolOutput, UserMessage
+
+
+class OpenAIChatClient:
+    def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
+                 key_env: str | None = None, idle_timeout: float = 300.0,
+                 extra_headers: dict[str, str] | None = None) -> None:
+        self.provider = provider
+        self.model = model
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self._key_env = key_env
+        headers = {"accept": "text/event-stream", **(extra_headers or {})}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self._http = make_http_client(base_url, headers, idle_timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [
+                {"type": "function",
+                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in request.tools
+            ]
+            body["tool_choice"] = "auto"
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        body = self.build_body(request)
+        try:
+            async with self._http.stream("POST", self.url, json=body) as response:
+                if response.status_code != 200:
+                    raise status_error(response, await response.aread(), self.url,
+                                       model=self.model, key_env=self._key_env)
+                async for event in _parse_stream(response, self.url):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self.url) from exc
+
+
+async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[StreamEvent]:
+    calls: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    done = False
+    source = EventSource(response)
+    ctype = response.headers.get("content-type", "")
+    if "text/event-stream" not in ctype:
+        raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
+                         "is the base URL an OpenAI-compatible /v1 endpoint?", retryable=False)
+    async for sse in source.aiter_sse():
+        data = sse.data.strip()
+        if not data:
+            continue
+        if data == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise ModelError(f"malformed stream chunk from {url}: {data[:200]}", retryable=True) from None
+        if "error" in chunk:  # some servers report failures inside a 200 stream
+            err = chunk["error"]
+            message = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            raise ModelError(f"{url}: {message}", retryable=True)
+        usage = chunk.get("usage")
+        if usage:
+            yield UsageReport(_usage(usage))
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                yield ReasoningDelta(reasoning)
+            if delta.get("content"):
+                yield TextDelta(delta["content"])
+            for frag in delta.get("tool_calls") or []:
+                slot = calls.setdefault(frag.get("index", len(calls)), {"id": "", "name": "", "arguments": ""})
+                if frag.get("id"):
+                    slot["id"] = frag["id"]
+                fn = frag.get("function") or {}
+                if fn.get("name"):
+                    slot["name"] += fn["name"]
+                if fn.get("arguments"):
+                    slot["arguments"] += fn["arguments"]
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if not done and finish is None:
+        raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
+    for index in sorted(calls):
+        slot = calls[index]
+        yield ToolCallReady(slot["id"] or f"call_{uuid.uuid4().hex[:12]}", slot["name"], slot["arguments"])
+    yield Completed(finish or "stop")
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("prompt_tokens") or 0),
+        cached_input_tokens=int(prompt_details.get("cached_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """History items → Chat Completions messages; an assistant text and its tool calls share one message."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": request.instructions}]
+    assistant: dict[str, Any] | None = None
+    for item in request.items:
+        if isinstance(item, (AssistantMessage, ToolCall, Reasoning)):
+            if assistant is None:
+                assistant = {"role": "assistant", "content": None}
+                messages.append(assistant)
+            if isinstance(item, AssistantMessage):
+                assistant["content"] = (assistant["content"] or "") + item.text
+            elif isinstance(item, ToolCall):
+                assistant.setdefault("tool_calls", []).append(
+                    {"id": item.call_id, "type": "function",
+                     "function": {"name": item.name, "arguments": item.arguments}})
+            continue  # reasoning text is not sent back over Chat Completions
+        assistant = None
+        if isinstance(item, ToolOutput):
+            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
+        elif isinstance(item, UserMessage):
+            messages.append({"role": "user", "content": item.text})
+    # An assistant message made only of reasoning carries nothing the API accepts.
+    return [m for m in messages if not (m["role"] == "assistant" and m["content"] is None
+                                        and not m.get("tool_calls"))]

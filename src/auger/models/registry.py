@@ -1,0 +1,74 @@
+"""Built-in providers and how to build a client for one.
+
+A provider is a wire API plus where it lives and which env var holds its key.
+Local servers need no key. Building a client never imports a vendor SDK.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from auger.models.base import ModelClient
+
+
+class ProviderError(Exception):
+    """A provider that cannot be used as configured; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    wire: str  # "openai_chat"
+    base_url: str
+    key_env: str | None  # None: no key needed (local servers)
+    default_model: str | None = None
+    label: str = ""
+
+
+BUILTIN: dict[str, Provider] = {p.name: p for p in (
+    Provider("openai", "openai_chat", "https://api.openai.com/v1", "OPENAI_API_KEY", "gpt-5", "OpenAI"),
+    Provider("openrouter", "openai_chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", None, "OpenRouter"),
+    Provider("ollama", "openai_chat", "http://localhost:11434/v1", None, None, "Ollama (local)"),
+    Provider("vllm", "openai_chat", "http://localhost:8000/v1", None, None, "vLLM (local)"),
+    Provider("lmstudio", "openai_chat", "http://localhost:1234/v1", None, None, "LM Studio (local)"),
+    Provider("llamacpp", "openai_chat", "http://localhost:8080/v1", None, None, "llama.cpp server (local)"),
+    Provider("openai-compatible", "openai_chat", "", "OPENAI_API_KEY", None, "any OpenAI-compatible server"),
+)}
+
+
+def resolve_provider(name: str, base_url: str | None = None, key_env: str | None = None) -> Provider:
+    provider = BUILTIN.get(name)
+    if provider is None:
+        raise ProviderError(f"unknown provider '{name}'; known providers: {', '.join(BUILTIN)}")
+    if base_url:
+        provider = replace(provider, base_url=base_url)
+    if key_env:
+        provider = replace(provider, key_env=key_env)
+    if not provider.base_url:
+        raise ProviderError(f"provider '{name}' needs a base URL: pass --base-url URL or -c base_url=URL")
+    return provider
+
+
+def create_client(provider: Provider, model: str | None, *, idle_timeout: float = 300.0,
+                  env: dict[str, str] | None = None) -> ModelClient:
+    """A ready client, or ProviderError naming exactly what is missing."""
+    env = os.environ if env is None else env
+    model = model or provider.default_model
+    if not model:
+        raise ProviderError(f"no model chosen for provider '{provider.name}': pass --model NAME or -c model=NAME")
+    api_key = None
+    if provider.key_env:
+        api_key = env.get(provider.key_env)
+        local = provider.base_url.startswith(("http://localhost", "http://127.", "http://[::1]"))
+        if not api_key and not local:
+            raise ProviderError(
+                f"{provider.key_env} is not set: export it with your {provider.label or provider.name} API key, "
+                "or use a local server (--provider ollama, or --base-url http://localhost:PORT/v1)"
+            )
+    if provider.wire == "openai_chat":
+        from auger.models.openai_chat import OpenAIChatClient
+
+        return OpenAIChatClient(provider=provider.name, model=model, base_url=provider.base_url,
+                                api_key=api_key, key_env=provider.key_env, idle_timeout=idle_timeout)
+    raise ProviderError(f"provider '{provider.name}' uses wire API '{provider.wire}', which this build cannot speak")

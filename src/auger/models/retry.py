@@ -1,0 +1,83 @@
+"""Retry policy for model calls: exponential backoff with full jitter, honouring Retry-After.
+
+A whole streamed reply is the unit of retry: if a stream breaks part-way, the reply
+is requested again and the caller is told (so it can discard the partial text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from auger.models.base import ModelClient, ModelError, ModelRequest, StreamEvent
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        ceiling = min(self.base_delay * (2 ** (attempt - 1)), self.max_delay)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def parse_retry_after(headers) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+async def stream_with_retry(
+    client: ModelClient,
+    request: ModelRequest,
+    policy: RetryPolicy,
+    on_event: Callable[[StreamEvent], Awaitable[None] | None],
+    on_retry: Callable[[int, float, ModelError], Awaitable[None] | None],
+) -> None:
+    """Run one reply to completion, retrying retryable failures within the policy.
+
+    `on_retry(attempt, delay, error)` is called before each wait; the caller must
+    drop what it collected from the failed attempt. The last error is raised.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            async for event in client.stream(request):
+                result = on_event(event)
+                if result is not None:
+                    await result
+            return
+        except ModelError as exc:
+            if not exc.retryable or attempt >= policy.max_attempts:
+                raise
+            delay = policy.delay(attempt, exc.retry_after)
+            result = on_retry(attempt, delay, exc)
+            if result is not None:
+                await result
+            await asyncio.sleep(delay)

@@ -1,0 +1,157 @@
+"""Events a Session emits. Every front end renders exactly these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from auger.protocol._data import Record, family, tag
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@family
+class Event(Record):
+    pass
+
+
+@tag("session_configured")
+class SessionConfigured(Event):
+    session_id: str
+    model: str
+    provider: str
+    cwd: str
+    mode: str
+    resumed: bool = False
+    history_items: int = 0
+
+
+@tag("turn_started")
+class TurnStarted(Event):
+    turn_id: str
+
+
+@tag("message_delta")
+class MessageDelta(Event):
+    turn_id: str
+    delta: str
+
+
+@tag("reasoning_delta")
+class ReasoningDelta(Event):
+    turn_id: str
+    delta: str
+
+
+@tag("agent_message")
+class AgentMessage(Event):
+    """The complete text of one model reply (deltas may have been retried; this is final)."""
+
+    turn_id: str
+    text: str
+
+
+@tag("user_input_injected")
+class UserInputInjected(Event):
+    """Input submitted mid-turn has been added to the conversation before the next model call."""
+
+    turn_id: str
+    text: str
+
+
+@tag("tool_call_started")
+class ToolCallStarted(Event):
+    turn_id: str
+    call_id: str
+    name: str
+    arguments: Any
+
+
+@tag("tool_output_delta")
+class ToolOutputDelta(Event):
+    turn_id: str
+    call_id: str
+    stream: str  # "stdout" | "stderr"
+    text: str
+
+
+@tag("tool_call_ended")
+class ToolCallEnded(Event):
+    turn_id: str
+    call_id: str
+    name: str
+    ok: bool
+    output: str
+    duration_ms: int = 0
+
+
+@tag("retrying")
+class Retrying(Event):
+    turn_id: str
+    attempt: int
+    max_attempts: int
+    delay_s: float
+    reason: str
+
+
+@tag("token_usage")
+class TokenUsage(Event):
+    turn_id: str
+    last: Usage = field(default_factory=Usage)
+    turn: Usage = field(default_factory=Usage)
+    session: Usage = field(default_factory=Usage)
+
+
+@tag("approval_request")
+class ApprovalRequest(Event):
+    """The engine waits for an ApprovalDecision op naming `request_id`."""
+
+    turn_id: str
+    request_id: str
+    kind: str  # "continue" (loop guard); tool approvals come with the policy layer
+    message: str
+    options: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@tag("loop_detected")
+class LoopDetected(Event):
+    turn_id: str
+    tool: str
+    repeats: int
+
+
+@tag("warning")
+class WarningEvent(Event):
+    message: str
+    turn_id: str | None = None
+
+
+@tag("turn_ended")
+class TurnEnded(Event):
+    turn_id: str
+    reason: str  # "complete" | "cancelled" | "error"
+    message: str | None = None
+
+
+@tag("shutdown_complete")
+class ShutdownComplete(Event):
+    pass

@@ -1,0 +1,53 @@
+"""Conversation items: what the store records and the history turns into prompts.
+
+Items are the durable truth of a session. A tool's full output is not part of its
+item (it can be 200 KB); the store keeps it beside the item for `recall`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import field
+
+from auger.protocol._data import Record, family, tag
+
+
+@family
+class Item(Record):
+    pass
+
+
+@tag("user_message")
+class UserMessage(Item):
+    text: str
+    images: list[str] = field(default_factory=list)
+
+
+@tag("assistant_message")
+class AssistantMessage(Item):
+    text: str
+
+
+@tag("reasoning")
+class Reasoning(Item):
+    text: str
+
+
+@tag("tool_call")
+class ToolCall(Item):
+    call_id: str
+    name: str
+    arguments: str  # raw JSON text exactly as the model produced it
+
+
+@tag("tool_output")
+class ToolOutput(Item):
+    call_id: str
+    output: str  # what the model sees
+    ok: bool = True
+
+
+@tag("turn_aborted")
+class TurnAborted(Item):
+    """Marks that a turn was interrupted, so the next turn's prompt can say so."""
+
+    reason: str

@@ -1,0 +1,45 @@
+"""The Store contract: sessions, their items (committed one by one), full tool outputs, usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from auger.protocol.events import Usage
+from auger.protocol.items import Item
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    created: float
+    updated: float
+    cwd: str
+    provider: str
+    model: str
+    mode: str
+    title: str = ""
+    items: int = 0
+
+
+@dataclass
+class StoredItem:
+    seq: int
+    turn_id: str
+    item: Item
+
+
+class Store(Protocol):
+    async def create_session(self, record: SessionRecord) -> None: ...
+    async def update_session(self, session_id: str, **fields: object) -> None: ...
+    async def get_session(self, id_or_prefix: str) -> SessionRecord | None: ...
+    async def list_sessions(self, limit: int = 50) -> list[SessionRecord]: ...
+    async def append(self, session_id: str, turn_id: str, item: Item, *,
+                     full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
+        """Commit one item durably before returning its sequence number."""
+    async def load_items(self, session_id: str) -> list[StoredItem]: ...
+    async def get_output(self, session_id: str, call_id: str) -> tuple[str, str, str] | None: ...
+    async def list_outputs(self, session_id: str) -> list[tuple[str, str, str, str]]: ...
+    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None: ...
+    async def usage_total(self, session_id: str) -> Usage: ...
+    async def aclose(self) -> None: ...

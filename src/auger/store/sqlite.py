@@ -1,0 +1,208 @@
+"""The default store: one SQLite file in WAL mode, written from a single worker thread.
+
+Every `append` is its own transaction, committed before it returns, so a process
+killed at any moment keeps every item it had finished recording. Blocking SQLite
+calls run on one dedicated thread: the event loop never waits on disk, and writes
+from many sessions in one process are serialised without locks of our own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from auger.protocol.events import Usage
+from auger.protocol.items import Item, ToolOutput
+from auger.store.base import SessionRecord, StoredItem
+
+T = TypeVar("T")
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL, cwd TEXT NOT NULL,
+        provider TEXT NOT NULL, model TEXT NOT NULL, mode TEXT NOT NULL, title TEXT NOT NULL DEFAULT '')""",
+    """CREATE TABLE IF NOT EXISTS items (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, turn_id TEXT NOT NULL, type TEXT NOT NULL,
+        data TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS tool_outputs (
+        session_id TEXT NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL, tool TEXT NOT NULL,
+        arguments TEXT NOT NULL, full_output TEXT NOT NULL, PRIMARY KEY (session_id, call_id)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS usage (
+        session_id TEXT NOT NULL, turn_id TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL,
+        cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id)",
+    "CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated)",
+]
+_SCHEMA_VERSION = 1
+
+
+class StoreError(Exception):
+    """The database cannot be used (unreadable, locked, newer schema); the message says which file."""
+
+
+class SqliteStore:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._next_seq: dict[str, int] = {}
+
+    # -- plumbing -----------------------------------------------------------------
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = self._open()
+        return fn(self._conn)
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise StoreError(f"{self.path} was written by a newer auger (schema {version}); upgrade auger")
+            if version < _SCHEMA_VERSION:
+                with conn:
+                    conn.execute("BEGIN")
+                    for stmt in _SCHEMA:
+                        conn.execute(stmt)
+                    conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            return conn
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open session database {self.path}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        def close(conn: sqlite3.Connection) -> None:
+            conn.close()
+            self._conn = None
+
+        if self._conn is not None:
+            await self._run(close)
+        self._executor.shutdown(wait=False)
+
+    # -- sessions -----------------------------------------------------------------
+    async def create_session(self, record: SessionRecord) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) VALUES (?,?,?,?,?,?,?,?)",
+                (record.id, record.created, record.updated, record.cwd, record.provider, record.model,
+                 record.mode, record.title))
+
+        await self._run(insert)
+
+    async def update_session(self, session_id: str, **fields: object) -> None:
+        allowed = {"title", "provider", "model", "mode", "cwd"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"cannot update session fields {bad}")
+        fields["updated"] = time.time()
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+
+        def update(conn: sqlite3.Connection) -> None:
+            conn.execute(f"UPDATE sessions SET {assignments} WHERE id = ?", (*fields.values(), session_id))
+
+        await self._run(update)
+
+    async def get_session(self, id_or_prefix: str) -> SessionRecord | None:
+        """Exact id, or a unique prefix of one (as `auger sessions` shows short ids)."""
+
+        def find(conn: sqlite3.Connection) -> SessionRecord | None:
+            rows = conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (id_or_prefix,)).fetchall()
+            if not rows and len(id_or_prefix) >= 4:
+                rows = conn.execute(_SESSION_SELECT + " WHERE s.id LIKE ? LIMIT 2",
+                                    (id_or_prefix.replace("%", "").replace("_", "") + "%",)).fetchall()
+            return _session(rows[0]) if len(rows) == 1 else None
+
+        return await self._run(find)
+
+    async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
+        def select(conn: sqlite3.Connection) -> list[SessionRecord]:
+            rows = conn.execute(_SESSION_SELECT + " ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
+            return [_session(r) for r in rows]
+
+        return await self._run(select)
+
+    # -- items --------------------------------------------------------------------
+    async def append(self, session_id: str, turn_id: str, item: Item, *,
+                     full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
+        data = json.dumps(item.to_json(), ensure_ascii=False)
+
+        def insert(conn: sqlite3.Connection) -> int:
+            seq = self._next_seq.get(session_id)
+            if seq is None:
+                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE session_id = ?",
+                                   (session_id,)).fetchone()[0]
+            now = time.time()
+            with conn:
+                conn.execute("BEGIN")
+                conn.execute("INSERT INTO items (session_id, seq, turn_id, type, data, created) VALUES (?,?,?,?,?,?)",
+                             (session_id, seq, turn_id, item.TYPE, data, now))
+                if isinstance(item, ToolOutput):
+                    conn.execute(
+                        "INSERT OR REPLACE INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
+                        "VALUES (?,?,?,?,?,?)",
+                        (session_id, item.call_id, seq, tool_name, arguments,
+                         full_output if full_output is not None else item.output))
+                conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (now, session_id))
+            self._next_seq[session_id] = seq + 1
+            return seq
+
+        return await self._run(insert)
+
+    async def load_items(self, session_id: str) -> list[StoredItem]:
+        def select(conn: sqlite3.Connection) -> list[StoredItem]:
+            rows = conn.execute("SELECT seq, turn_id, data FROM items WHERE session_id = ? ORDER BY seq",
+                                (session_id,)).fetchall()
+            return [StoredItem(seq, turn_id, Item.from_json(json.loads(data))) for seq, turn_id, data in rows]
+
+        return await self._run(select)
+
+    async def get_output(self, session_id: str, call_id: str) -> tuple[str, str, str] | None:
+        def select(conn: sqlite3.Connection) -> tuple[str, str, str] | None:
+            return conn.execute("SELECT tool, arguments, full_output FROM tool_outputs "
+                                "WHERE session_id = ? AND call_id = ?", (session_id, call_id)).fetchone()
+
+        return await self._run(select)
+
+    async def list_outputs(self, session_id: str) -> list[tuple[str, str, str, str]]:
+        def select(conn: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
+            return conn.execute(
+                "SELECT call_id, tool, arguments, full_output FROM tool_outputs WHERE session_id = ? ORDER BY seq",
+                (session_id,)).fetchall()
+
+        return await self._run(select)
+
+    # -- usage --------------------------------------------------------------------
+    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?)",
+                         (session_id, turn_id, model, usage.input_tokens, usage.cached_input_tokens,
+                          usage.output_tokens, usage.reasoning_tokens, time.time()))
+
+        await self._run(insert)
+
+    async def usage_total(self, session_id: str) -> Usage:
+        def select(conn: sqlite3.Connection) -> Usage:
+            row = conn.execute("SELECT COALESCE(SUM(input),0), COALESCE(SUM(cached),0), COALESCE(SUM(output),0), "
+                               "COALESCE(SUM(reasoning),0) FROM usage WHERE session_id = ?", (session_id,)).fetchone()
+            return Usage(*row)
+
+        return await self._run(select)
+
+
+_SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
+                   "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id) FROM sessions s")
+
+
+def _session(row: Any) -> SessionRecord:
+    return SessionRecord(*row)

@@ -1,0 +1,154 @@
+"""What every tool is made of: a spec beside its handler, a context, a result.
+
+A handler raises `ToolError` for anything the model can fix (bad arguments, a path
+outside the project, a missing file); the turn turns it into an error output the
+model reads. Any other exception is an internal bug and is reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Protocol
+
+READ_ONLY = "read_only"
+LOCAL_MUTATION = "local_mutation"
+REMOTE_ACTION = "remote_action"
+DESTRUCTIVE = "destructive"
+
+
+class ToolError(Exception):
+    """A failure the model caused and can fix; its message is shown to the model."""
+
+
+@dataclass
+class ToolResult:
+    output: str  # the text the model sees
+    ok: bool = True
+    full_output: str | None = None  # stored for `recall` when larger than `output`
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class OutputArchive(Protocol):
+    """Read access to this session's stored tool outputs (for `recall`)."""
+
+    async def get_output(self, call_id: str) -> tuple[str, str, str] | None:
+        """(tool name, arguments JSON, full output) of one call, or None."""
+
+    async def list_outputs(self) -> list[tuple[str, str, str, str]]:
+        """(call id, tool name, arguments JSON, full output) of every call, oldest first."""
+
+
+@dataclass
+class FileStamp:
+    mtime_ns: int
+    size: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileStamp:
+        st = os.stat(path)
+        return cls(st.st_mtime_ns, st.st_size)
+
+
+@dataclass
+class SessionToolState:
+    """Mutable per-session state the tools share; one per Session, never shared."""
+
+    scratch_dir: Path
+    read_stamps: dict[Path, FileStamp] = field(default_factory=dict)
+    created_files: set[Path] = field(default_factory=set)
+    background: dict[int, Any] = field(default_factory=dict)  # pid -> process handle
+
+
+@dataclass
+class ToolContext:
+    root: Path
+    state: SessionToolState
+    call_id: str
+    archive: OutputArchive
+    emit_output: Callable[[str, str], None] = lambda stream, text: None
+    env: dict[str, str] | None = None
+
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+    handler: Handler
+    effect: str = READ_ONLY
+    parallel_safe: bool = False  # may run concurrently with other parallel-safe calls
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """Check and normalise arguments against the schema; raise ToolError saying what is wrong."""
+        return _validate_object(self.name, self.parameters, args)
+
+
+def _validate_object(tool: str, schema: dict[str, Any], args: Any) -> dict[str, Any]:
+    if not isinstance(args, dict):
+        raise ToolError(f"{tool}: arguments must be a JSON object, got {type(args).__name__}")
+    props: dict[str, Any] = schema.get("properties", {})
+    missing = [name for name in schema.get("required", []) if args.get(name) is None]
+    if missing:
+        raise ToolError(f"{tool}: missing required argument(s): {', '.join(missing)}")
+    unknown = [k for k in args if k not in props]
+    if unknown:
+        raise ToolError(
+            f"{tool}: unknown argument(s): {', '.join(unknown)}; accepted: {', '.join(props)}"
+        )
+    out: dict[str, Any] = {}
+    for name, value in args.items():
+        if value is None:
+            continue
+        out[name] = _coerce(tool, name, props[name], value)
+    return out
+
+
+def _coerce(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
+    """Accept what models commonly send (\"10\" for 10, \"true\" for true); refuse the rest."""
+    kind = prop.get("type")
+    bad = ToolError(f"{tool}: argument '{name}' must be {_describe(prop)}, got {value!r}")
+    if kind == "string":
+        if not isinstance(value, str):
+            raise bad
+    elif kind == "integer":
+        if isinstance(value, bool):
+            raise bad
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise bad from None
+        if not isinstance(value, int):
+            raise bad
+        if "minimum" in prop and value < prop["minimum"]:
+            raise ToolError(f"{tool}: argument '{name}' must be >= {prop['minimum']}, got {value}")
+    elif kind == "boolean":
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        if not isinstance(value, bool):
+            raise bad
+    elif kind == "array":
+        if not isinstance(value, list):
+            raise bad
+        item_schema = prop.get("items")
+        if item_schema:
+            value = [_coerce(tool, f"{name}[{i}]", item_schema, v) for i, v in enumerate(value)]
+    elif kind == "object":
+        value = _validate_object(tool, prop, value)
+    if "enum" in prop and value not in prop["enum"]:
+        raise bad
+    return value
+
+
+def _describe(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return "one of " + ", ".join(repr(v) for v in prop["enum"])
+    return {"string": "a string", "integer": "an integer", "boolean": "true or false",
+            "array": "an array", "object": "an object"}.get(prop.get("type", ""), "valid")

@@ -1,0 +1,592 @@
+"""The file tools: `read_file`, `write_file`, `edit_file`.
+
+Design choices, and why:
+
+* Every path goes through `resolve_inside`, so nothing outside the project root is
+  ever read or written, whatever `..`, absolute path or symlink the model sends.
+* Files are handled as bytes and decoded with UTF-8 `surrogateescape`: a file that
+  is not valid UTF-8 (latin-1, a stray byte) can still be read and edited, and the
+  bytes outside the edited region are written back exactly as they were.
+* Writes are atomic (temp file in the same directory, then `os.replace`) so a
+  crash or a full disk never leaves a half-written source file behind; the old
+  file's permission bits are carried over so an executable script stays one.
+* A file the session has read is stamped (mtime, size). If it changed on disk
+  since (the user edited it, a formatter ran), writing over it would silently
+  discard that change, so the tools refuse and ask the model to read it again.
+* Blocking I/O runs in `asyncio.to_thread` so a large file never stalls the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from auger.policy.paths import PathEscape, display, resolve_inside
+from auger.tools.base import (
+    LOCAL_MUTATION,
+    READ_ONLY,
+    FileStamp,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+)
+
+DEFAULT_LIMIT = 2000  # lines read_file shows when no limit is given
+MAX_LINE_CHARS = 2000  # longer lines are cut, so one minified line cannot flood the context
+BINARY_SNIFF_BYTES = 8192  # a NUL byte in this prefix marks a file as binary (as git does)
+SNIPPET_CONTEXT = 2  # lines of context around an edit in edit_file's output
+SNIPPET_MAX_LINES = 40  # edit_file's snippet stays short even for a large replacement
+
+ENCODING = "utf-8"
+ERRORS = "surrogateescape"  # undecodable bytes become lone surrogates and round-trip exactly
+
+# read_file shows lines as `{n:>6}\t{line}`; models often paste that prefix into old_string.
+_LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
+# Lone surrogates produced by surrogateescape, shown to the model as U+FFFD.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _resolve(ctx: ToolContext, path: str) -> Path:
+    """Resolve a model-supplied path inside the root, or explain why it is refused."""
+    try:
+        return resolve_inside(ctx.root, path)
+    except PathEscape as e:
+        raise ToolError(str(e)) from None
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """The file's stat, or None when nothing is there (also when a parent is a file)."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        raise ToolError(f"cannot access {path.name}: {e.strerror or e}") from None
+
+
+def _missing(ctx: ToolContext, path: Path, rel: str, hint: str = "") -> ToolError:
+    """A "does not exist" error that names similarly spelled siblings, since typos are common."""
+    msg = f"{rel} does not exist"
+    parent = path.parent
+    if parent.is_dir():
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            names = []
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[path.name.lower()]] if path.name.lower() in lowered else []
+        close += [n for n in difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
+                  if n not in close]
+        if close:
+            msg += "; did you mean " + " or ".join(
+                display(ctx.root, parent / n) for n in close[:3]) + "?"
+    elif parent != ctx.root:
+        msg += f" (directory {display(ctx.root, parent)} does not exist either)"
+    return ToolError(msg + hint)
+
+
+def _require_regular_file(st: os.stat_result, rel: str, tool: str) -> None:
+    """Refuse directories and special files (a FIFO would block a read forever)."""
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{rel} is a directory, not a file; {tool} works on files only")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{rel} is not a regular file (device, socket or pipe); {tool} refuses it")
+
+
+def _check_fresh(ctx: ToolContext, path: Path, rel: str, st: os.stat_result | None,
+                 verb: str) -> None:
+    """Refuse to overwrite a file that changed on disk since this session read it.
+
+    Only files the session has read are checked: for those the model's picture of the
+    content may be outdated, and writing would silently discard someone else's change.
+    """
+    seen = ctx.state.read_stamps.get(path)
+    if seen is None or st is None:
+        return
+    if FileStamp(st.st_mtime_ns, st.st_size) != seen:
+        raise ToolError(
+            f"{rel} has changed on disk since you last read it (modified by someone else); "
+            f"read it again with read_file before {verb} it"
+        )
+
+
+def _is_binary(data: bytes) -> bool:
+    return b"\x00" in data[:BINARY_SNIFF_BYTES]
+
+
+def _binary_error(rel: str, size: int, tool: str) -> ToolError:
+    return ToolError(
+        f"{rel} is a binary file ({size:,} bytes, contains NUL bytes); {tool} only handles text"
+    )
+
+
+def _shown(text: str) -> str:
+    """Text as the model sees it: undecodable bytes become U+FFFD, a CR before LF is hidden."""
+    if text.endswith("\r"):
+        text = text[:-1]
+    return _ESCAPED_BYTE.sub("\ufffd", text)
+
+
+def _cut(line: str) -> str:
+    """Cut an over-long line, saying how much was dropped so the model knows it is partial."""
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return f"{line[:MAX_LINE_CHARS]} [... {len(line) - MAX_LINE_CHARS:,} more chars cut]"
+
+
+def _numbered(n: int, line: str) -> str:
+    return f"{n:>6}\t{_cut(_shown(line))}"
+
+
+def _count_lines(text: str) -> int:
+    """Lines as an editor counts them: a final line without a newline still counts."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def _split_keepends(text: str) -> list[str]:
+    """Split on "\\n" only; str.splitlines would also split on \\f, \\x1c, U+2028 and so on."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _unified_diff(old: str, new: str, rel: str, created: bool = False) -> str:
+    """A unified diff old vs new that `patch`/`git apply` would accept."""
+    out: list[str] = []
+    for line in difflib.unified_diff(
+        _split_keepends(_shown_all(old)), _split_keepends(_shown_all(new)),
+        fromfile="/dev/null" if created else f"a/{rel}", tofile=f"b/{rel}",
+    ):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _shown_all(text: str) -> str:
+    """Whole-text variant of `_shown` for diffs: keeps CRs (real content there) and turns
+    escaped bytes into U+FFFD, since lone surrogates cannot be stored or sent as UTF-8."""
+    return _ESCAPED_BYTE.sub("\ufffd", text)
+
+
+def _umask() -> int:
+    """The process umask, to give new files the mode `open()` would have given them.
+
+    Read from /proc where possible; setting-and-restoring the umask is racy with threads.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _atomic_write(path: Path, data: bytes, mode: int | None) -> None:
+    """Write `data` to `path` via a temp file in the same directory and `os.replace`.
+
+    `mode` is the permission bits to keep (the old file's), or None for a new file.
+    The temp file lives beside the target so the rename never crosses filesystems.
+    """
+    if mode is None:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _encode(text: str, what: str) -> bytes:
+    """Encode back to bytes; escaped bytes round-trip, other lone surrogates are refused."""
+    try:
+        return text.encode(ENCODING, ERRORS)
+    except UnicodeEncodeError as e:
+        raise ToolError(
+            f"{what} contains a character that cannot be written as UTF-8 "
+            f"({text[e.start:e.end]!r} at offset {e.start})"
+        ) from None
+
+
+def _check_writable(path: Path, rel: str, st: os.stat_result | None) -> None:
+    """Refuse read-only files: os.replace would otherwise quietly bypass the permission."""
+    if st is not None and not os.access(path, os.W_OK):
+        raise ToolError(f"{rel} is read-only (no write permission); it was left unchanged")
+
+
+# --------------------------------------------------------------------------- read_file
+
+
+@dataclass
+class _Page:
+    lines: list[tuple[int, str]]  # (1-based number, decoded line with its ending stripped)
+    total: int  # lines in the whole file
+    valid_utf8: bool
+
+
+def _read_page(path: Path, offset: int, limit: int) -> _Page:
+    """Stream the file, keeping only the requested lines, so huge logs cost little memory."""
+    shown: list[tuple[int, str]] = []
+    valid = True
+    total = 0
+    last = offset + limit - 1
+    with open(path, "rb") as f:
+        for total, raw in enumerate(f, start=1):
+            try:
+                raw.decode(ENCODING)
+            except UnicodeDecodeError:
+                valid = False
+            if offset <= total <= last:
+                shown.append((total, raw.decode(ENCODING, ERRORS).rstrip("\n")))
+    return _Page(shown, total, valid)
+
+
+async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Show part of a text file with line numbers, and stamp it for the stale-write check."""
+    path = _resolve(ctx, args["path"])
+    rel = display(ctx.root, path)
+    offset: int = args.get("offset", 1)
+    limit: int = args.get("limit", DEFAULT_LIMIT)
+
+    # Stamp before reading: if the file changes while we read, the stamp is the older
+    # one, so a later edit is refused rather than allowed on outdated content.
+    st = _stat(path)
+    if st is None:
+        raise _missing(ctx, path, rel)
+    _require_regular_file(st, rel, "read_file")
+
+    def work() -> _Page | bytes:
+        with open(path, "rb") as f:
+            head = f.read(BINARY_SNIFF_BYTES)
+        if _is_binary(head):
+            return head
+        return _read_page(path, offset, limit)
+
+    try:
+        page = await asyncio.to_thread(work)
+    except OSError as e:
+        raise ToolError(f"cannot read {rel}: {e.strerror or e}") from None
+    if isinstance(page, bytes):
+        raise _binary_error(rel, st.st_size, "read_file")
+
+    meta: dict[str, Any] = {"path": rel, "total_lines": page.total}
+    if page.total == 0:
+        ctx.state.read_stamps[path] = FileStamp(st.st_mtime_ns, st.st_size)
+        return ToolResult(f"{rel} is empty (0 lines).", metadata=meta)
+    if offset > page.total:
+        raise ToolError(
+            f"offset {offset} is past the end of {rel}: the file has {page.total} "
+            f"line{'s' if page.total != 1 else ''}"
+        )
+
+    out: list[str] = []
+    if not page.valid_utf8:
+        out.append(
+            f"[note: {rel} is not valid UTF-8; undecodable bytes are shown as \ufffd. "
+            "edit_file keeps them unchanged outside the text you replace.]"
+        )
+    out.extend(_numbered(n, line) for n, line in page.lines)
+    first, end = page.lines[0][0], page.lines[-1][0]
+    if end < page.total:
+        out.append(
+            f"[showing lines {first}-{end} of {page.total}; "
+            f"call read_file with offset={end + 1} to read more]"
+        )
+    ctx.state.read_stamps[path] = FileStamp(st.st_mtime_ns, st.st_size)
+    meta.update(first_line=first, last_line=end, valid_utf8=page.valid_utf8)
+    return ToolResult("\n".join(out), metadata=meta)
+
+
+# --------------------------------------------------------------------------- write_file
+
+
+async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Create or overwrite a whole file, atomically, refusing to clobber unseen changes."""
+    path = _resolve(ctx, args["path"])
+    rel = display(ctx.root, path)
+    content: str = args["content"]
+    data = _encode(content, "content")
+
+    def work() -> tuple[bool, str | None]:
+        st = _stat(path)
+        old: str | None = ""
+        if st is not None:
+            _require_regular_file(st, rel, "write_file")
+            _check_fresh(ctx, path, rel, st, "overwriting")
+            _check_writable(path, rel, st)
+            old_bytes = path.read_bytes()
+            old = None if _is_binary(old_bytes) else old_bytes.decode(ENCODING, ERRORS)
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise ToolError(
+                    f"cannot create {rel}: a parent of it is an existing file, not a directory"
+                ) from None
+        _atomic_write(path, data, None if st is None else stat.S_IMODE(st.st_mode))
+        ctx.state.read_stamps[path] = FileStamp.of(path)
+        return st is None, old
+
+    try:
+        created, old = await asyncio.to_thread(work)
+    except OSError as e:
+        raise ToolError(f"cannot write {rel}: {e.strerror or e}") from None
+
+    if created:
+        ctx.state.created_files.add(path)
+    n = _count_lines(content)
+    verb = "Created" if created else "Overwrote"
+    if old is None:  # a text diff against binary content would be noise
+        diff = f"Binary file a/{rel} replaced by text file b/{rel}\n"
+    else:
+        diff = _unified_diff(old, content, rel, created)
+    return ToolResult(
+        f"{verb} {rel} ({n} line{'s' if n != 1 else ''}, {len(data):,} bytes).",
+        metadata={"path": rel, "created": created, "diff": diff},
+    )
+
+
+# --------------------------------------------------------------------------- edit_file
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _fuzzy_match_line(text: str, old: str) -> int | None:
+    """First line where `old` matches if all whitespace is ignored, else None.
+
+    Only used to hint *why* an exact match failed (indentation, tabs vs spaces), so a
+    cheap, slightly lenient comparison is fine.
+    """
+    def squash(s: str) -> str:
+        return "".join(s.split())
+
+    want = [squash(line) for line in old.split("\n")]
+    while want and not want[0]:
+        want.pop(0)
+    while want and not want[-1]:
+        want.pop()
+    if not want:
+        return None
+    have = [squash(line) for line in text.split("\n")]
+    n = len(want)
+    for i in range(len(have) - n + 1):
+        if n == 1:
+            if want[0] in have[i]:
+                return i + 1
+        elif (have[i].endswith(want[0]) and have[i + n - 1].startswith(want[-1])
+              and have[i + 1:i + n - 1] == want[1:-1]):
+            return i + 1
+    return None
+
+
+def _not_found(text: str, old: str, rel: str) -> ToolError:
+    """Explain a failed match, pointing at the likely cause where one can be seen."""
+    msg = f"old_string was not found in {rel}."
+    lines = [line for line in old.split("\n") if line.strip()]
+    if lines and all(_LINE_NUMBER_PREFIX.match(line) for line in lines):
+        msg += (" It seems to include the line-number prefixes that read_file shows;"
+                " remove them and use only the file's text.")
+    else:
+        at = _fuzzy_match_line(text, old)
+        if at is not None:
+            msg += (f" A match ignoring whitespace exists near line {at}: the indentation or"
+                    " whitespace differs. Copy the exact text (tabs/spaces) from read_file.")
+        else:
+            msg += " Read the file again and copy the exact text to replace."
+    return ToolError(msg)
+
+
+def _snippet(text: str, first_line: int, last_line: int) -> str:
+    """Numbered lines around the changed region, kept short."""
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    start = max(1, first_line - SNIPPET_CONTEXT)
+    end = min(len(lines), last_line + SNIPPET_CONTEXT)
+    out: list[str] = []
+    for n in range(start, end + 1):
+        if len(out) == SNIPPET_MAX_LINES:
+            out.append(f"[... {end - n + 1} more lines]")
+            break
+        out.append(_numbered(n, lines[n - 1]))
+    return "\n".join(out)
+
+
+@dataclass
+class _Edit:
+    old_text: str
+    new_text: str
+    count: int
+    first_index: int  # where the first replacement starts
+    new_len: int  # length of the replacement as inserted (CRLF-adjusted)
+
+
+def _apply_edit(text: str, old: str, new: str, replace_all: bool, rel: str) -> _Edit:
+    """Replace `old` by `new` in `text`, or raise a ToolError the model can act on."""
+    count = text.count(old)
+    if count == 0 and "\n" in old and "\r\n" in text:
+        # The model writes "\n"; a CRLF file needs "\r\n" on both sides to stay CRLF.
+        crlf_old = old.replace("\r\n", "\n").replace("\n", "\r\n")
+        if crlf_old in text:
+            old = crlf_old
+            new = new.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = text.count(old)
+    if count == 0:
+        raise _not_found(text, old, rel)
+    if count > 1 and not replace_all:
+        at = []
+        start = 0
+        for _ in range(min(count, 5)):
+            i = text.index(old, start)
+            at.append(str(_line_of(text, i)))
+            start = i + len(old)
+        more = ", ..." if count > 5 else ""
+        raise ToolError(
+            f"old_string matches {count} times in {rel} (at lines {', '.join(at)}{more}); "
+            "include more surrounding context to make it unique, or set replace_all=true "
+            "to replace every occurrence"
+        )
+    new_text = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    return _Edit(text, new_text, count, text.index(old), len(new))
+
+
+async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Replace an exact, unique string in a file, leaving every other byte untouched."""
+    path = _resolve(ctx, args["path"])
+    rel = display(ctx.root, path)
+    old: str = args["old_string"]
+    new: str = args["new_string"]
+    replace_all: bool = args.get("replace_all", False)
+    if old == "":
+        raise ToolError("old_string is empty; to create or replace a whole file use write_file")
+    if old == new:
+        raise ToolError("old_string and new_string are identical; there is nothing to change")
+
+    def work() -> _Edit:
+        st = _stat(path)
+        if st is None:
+            raise _missing(ctx, path, rel, "; use write_file to create a new file")
+        _require_regular_file(st, rel, "edit_file")
+        _check_fresh(ctx, path, rel, st, "editing")
+        data = path.read_bytes()
+        if _is_binary(data):
+            raise _binary_error(rel, len(data), "edit_file")
+        edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, rel)
+        _check_writable(path, rel, st)
+        _atomic_write(path, _encode(edit.new_text, "new_string"), stat.S_IMODE(st.st_mode))
+        ctx.state.read_stamps[path] = FileStamp.of(path)
+        return edit
+
+    try:
+        edit = await asyncio.to_thread(work)
+    except OSError as e:
+        raise ToolError(f"cannot edit {rel}: {e.strerror or e}") from None
+
+    first = _line_of(edit.new_text, edit.first_index)
+    last = _line_of(edit.new_text, edit.first_index + max(edit.new_len - 1, 0))
+    head = f"Edited {rel}: {edit.count} replacement{'s' if edit.count != 1 else ''}."
+    if edit.count > 1:
+        head += " The first changed region:"
+    return ToolResult(
+        head + "\n" + _snippet(edit.new_text, first, last),
+        metadata={"path": rel, "replacements": edit.count,
+                  "diff": _unified_diff(edit.old_text, edit.new_text, rel)},
+    )
+
+
+# --------------------------------------------------------------------------- specs
+
+
+READ_FILE = ToolSpec(
+    name="read_file",
+    description=(
+        "Read a text file in the project. Output is numbered lines (`cat -n` style); the "
+        "numbers are not part of the file. Shows up to 2000 lines from `offset` (1-based); "
+        "use offset/limit to page through longer files. Lines over 2000 characters are cut. "
+        "Binary files are refused. Read a file before editing it."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the project root."},
+            "offset": {"type": "integer", "minimum": 1,
+                       "description": "First line to show, 1-based (default 1)."},
+            "limit": {"type": "integer", "minimum": 1,
+                      "description": f"Maximum number of lines to show (default {DEFAULT_LIMIT})."},
+        },
+        "required": ["path"],
+    },
+    handler=read_file,
+    effect=READ_ONLY,
+    parallel_safe=True,
+)
+
+WRITE_FILE = ToolSpec(
+    name="write_file",
+    description=(
+        "Create a file, or replace a file's entire content. Parent directories are created. "
+        "Prefer edit_file for changing part of an existing file. Refused if the file changed "
+        "on disk since you read it (read it again first)."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the project root."},
+            "content": {"type": "string", "description": "The complete new content of the file."},
+        },
+        "required": ["path", "content"],
+    },
+    handler=write_file,
+    effect=LOCAL_MUTATION,
+    parallel_safe=False,
+)
+
+EDIT_FILE = ToolSpec(
+    name="edit_file",
+    description=(
+        "Replace text in an existing file. old_string must match the file exactly, including "
+        "whitespace and indentation (without read_file's line-number prefixes), and must be "
+        "unique in the file unless replace_all is true; add surrounding lines to make it "
+        "unique. Everything else in the file is left byte-for-byte unchanged. Refused if the "
+        "file changed on disk since you read it."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the project root."},
+            "old_string": {"type": "string", "description": "The exact text to replace."},
+            "new_string": {"type": "string", "description": "The text to put in its place."},
+            "replace_all": {"type": "boolean",
+                            "description": "Replace every occurrence (default false)."},
+        },
+        "required": ["path", "old_string", "new_string"],
+    },
+    handler=edit_file,
+    effect=LOCAL_MUTATION,
+    parallel_safe=False,
+)
+
+TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE]

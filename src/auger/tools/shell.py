@@ -1,0 +1,245 @@
+"""The `shell` tool: run a command in its own process group, stream its lines, summarise for the model.
+
+The model sees a compact summary (exit code, line counts, the tail of stderr and
+stdout); the full output, capped, is stored so `recall` can fetch any part later.
+Every way a command can end — exit, timeout, interrupt, orphaned children holding
+the pipes — ends with the whole process group gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from auger.policy.paths import PathEscape, display, resolve_inside
+from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
+
+DEFAULT_TIMEOUT = 60
+MAX_TIMEOUT = 300
+STDERR_TAIL = 50
+STDOUT_TAIL = 20
+LINE_CUT = 500
+STREAM_CAP = 100_000  # bytes kept per stream (head and tail halves): 200 KB in all
+PIPE_GRACE = 0.3  # seconds to drain pipes after the command exits
+KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
+
+COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+@dataclass
+class CapturedStream:
+    """Counts every line, keeps the head and tail of the text within a byte cap."""
+
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+    lines: int = 0
+    last_partial: bool = False
+
+    def add(self, chunk: bytes) -> None:
+        self.lines += chunk.count(b"\n")
+        self.last_partial = not chunk.endswith(b"\n")
+        room = STREAM_CAP // 2 - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            excess = len(self.tail) - STREAM_CAP // 2
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    @property
+    def line_count(self) -> int:
+        return self.lines + (1 if self.last_partial and (self.head or self.tail) else 0)
+
+    def text(self) -> str:
+        joined = self.head.decode("utf-8", "replace")
+        if self.dropped:
+            joined += f"\n[... {self.dropped} bytes not kept ...]\n"
+        return joined + self.tail.decode("utf-8", "replace")
+
+    def last_lines(self, n: int) -> tuple[list[str], int]:
+        """The last n lines (each cut at LINE_CUT chars), and how many earlier lines were left out."""
+        lines = self.text().splitlines()
+        shown = lines[-n:] if n else []
+        cut = [ln if len(ln) <= LINE_CUT else ln[:LINE_CUT] + f" [... {len(ln) - LINE_CUT} chars cut]"
+               for ln in shown]
+        return cut, max(0, self.line_count - len(shown))
+
+
+async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    command: str = args["command"]
+    if not command.strip():
+        raise ToolError("shell: 'command' is empty")
+    cwd = ctx.root
+    if args.get("workdir"):
+        try:
+            cwd = resolve_inside(ctx.root, args["workdir"])
+        except PathEscape as exc:
+            raise ToolError(f"shell: {exc}") from None
+        if not cwd.is_dir():
+            raise ToolError(f"shell: workdir {display(ctx.root, cwd)!r} is not a directory")
+    env = {**(ctx.env if ctx.env is not None else os.environ), **COMMAND_ENV}
+    if args.get("background"):
+        return await _start_background(command, cwd, env, ctx)
+    timeout = min(args.get("timeout", DEFAULT_TIMEOUT), MAX_TIMEOUT)
+    return await _run(command, cwd, env, timeout, ctx)
+
+
+async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolContext) -> ToolResult:
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    out, err = CapturedStream(), CapturedStream()
+    readers = [asyncio.create_task(_pump(proc.stdout, out, "stdout", ctx)),
+               asyncio.create_task(_pump(proc.stderr, err, "stderr", ctx))]
+    timed_out = False
+    try:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            timed_out = True
+            await kill_group(proc)
+        # Children that outlive the shell may hold the pipes open; don't wait for them.
+        _, pending = await asyncio.wait(readers, timeout=PIPE_GRACE)
+        if pending:
+            await kill_group(proc)
+            await asyncio.wait(readers, timeout=PIPE_GRACE)
+    except asyncio.CancelledError:
+        await asyncio.shield(kill_group(proc))
+        raise
+    finally:
+        for task in readers:
+            task.cancel()
+        _signal_group(proc.pid, signal.SIGKILL)  # nothing of this command survives it
+    elapsed = time.monotonic() - started
+    return _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
+
+
+async def _pump(pipe: asyncio.StreamReader | None, sink: CapturedStream, name: str, ctx: ToolContext) -> None:
+    """Copy a pipe into the capture, emitting whole lines live as they arrive."""
+    if pipe is None:
+        return
+    pending = b""
+    while True:
+        chunk = await pipe.read(65536)
+        if not chunk:
+            break
+        sink.add(chunk)
+        pending += chunk
+        cut = pending.rfind(b"\n")
+        if cut >= 0:
+            ctx.emit_output(name, pending[:cut + 1].decode("utf-8", "replace"))
+            pending = pending[cut + 1:]
+        elif len(pending) > 65536:
+            ctx.emit_output(name, pending.decode("utf-8", "replace"))
+            pending = b""
+    if pending:
+        ctx.emit_output(name, pending.decode("utf-8", "replace"))
+
+
+def _summarise(command: str, code: int | None, timed_out: bool, timeout: int, elapsed: float,
+               out: CapturedStream, err: CapturedStream, call_id: str) -> ToolResult:
+    if timed_out:
+        status = f"Command timed out after {timeout}s and was killed"
+    elif code is not None and code < 0:
+        status = f"Exit code: killed by {_signal_name(-code)}"
+    else:
+        status = f"Exit code: {code}"
+    parts = [f"{status} | stdout: {out.line_count} lines | stderr: {err.line_count} lines"]
+    stored = False
+    for label, stream, keep in (("stderr", err, STDERR_TAIL), ("stdout", out, STDOUT_TAIL)):
+        lines, hidden = stream.last_lines(keep)
+        if not lines:
+            continue
+        header = f"--- {label}" + (f" (last {len(lines)} of {stream.line_count} lines)" if hidden else "") + " ---"
+        parts.append(header + "\n" + "\n".join(lines))
+        stored = stored or hidden > 0 or any("chars cut]" in ln for ln in lines)
+    if stored:
+        parts.append(f"[full output stored: recall with call_id={call_id!r}]")
+    full = (f"$ {command}\n{status} (after {elapsed:.1f}s)\n--- stdout ---\n{out.text()}\n"
+            f"--- stderr ---\n{err.text()}")
+    return ToolResult(output="\n".join(parts), ok=not timed_out and code == 0, full_output=full,
+                      metadata={"exit_code": code, "timed_out": timed_out, "duration_s": round(elapsed, 3)})
+
+
+async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolContext) -> ToolResult:
+    ctx.state.scratch_dir.mkdir(parents=True, exist_ok=True)
+    log_path = ctx.state.scratch_dir / f"bg-{ctx.call_id}.log"
+    with open(log_path, "wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+    ctx.state.background[proc.pid] = proc
+    return ToolResult(
+        output=(f"Started in the background: pid {proc.pid}. Output (stdout and stderr) goes to {log_path}; "
+                f"read it with e.g. `tail -n 50 {log_path}`. It is stopped when the session ends "
+                f"(or stop it with `kill {proc.pid}`)."),
+        metadata={"pid": proc.pid, "log": str(log_path)})
+
+
+async def kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
+    if proc.returncode is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        except TimeoutError:
+            pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    if proc.returncode is None:
+        await proc.wait()
+
+
+async def stop_background(state_background: dict[int, Any]) -> None:
+    """End every background process group a session started."""
+    procs = list(state_background.values())
+    state_background.clear()
+    await asyncio.gather(*(kill_group(p) for p in procs), return_exceptions=True)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+SHELL = ToolSpec(
+    name="shell",
+    description=(
+        "Run a shell command (sh -c) in the project root or `workdir`. Returns exit code, line counts, the last "
+        f"{STDERR_TAIL} stderr and {STDOUT_TAIL} stdout lines; the full output is kept for `recall`. "
+        f"Default timeout {DEFAULT_TIMEOUT}s (max {MAX_TIMEOUT}s). Use background=true for servers and "
+        "watchers (returns at once with the pid). Prefer the file tools for reading and editing files."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command line."},
+            "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is killed."},
+            "background": {"type": "boolean", "description": "Start it and return immediately."},
+            "workdir": {"type": "string", "description": "Directory inside the project to run in."},
+        },
+        "required": ["command"],
+    },
+    handler=_shell,
+    effect=LOCAL_MUTATION,
+    parallel_safe=False,
+)
+
+TOOLS = [SHELL]

@@ -1,0 +1,128 @@
+"""Shared harness: a temp project, a scripted mock model server, and two ways to drive the engine
+(the library API in-process, and the real `auger` command as a subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from auger.config import Config, load_config
+from auger.engine.agent import Agent
+from auger.models.registry import create_client, resolve_provider
+from auger.protocol import events as ev
+from auger.protocol.ops import Shutdown, UserTurn
+from auger.store.sqlite import SqliteStore
+from tests.support.mock_openai import MockChatServer
+
+FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def server():
+    with MockChatServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def auger_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+@dataclass
+class Run:
+    """What one session produced: its events, and the objects to look deeper."""
+
+    events: list[ev.Event] = field(default_factory=list)
+    session_id: str = ""
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    @property
+    def ended(self) -> ev.TurnEnded:
+        ends = self.of(ev.TurnEnded)
+        assert ends, f"no turn ended; events: {[e.TYPE for e in self.events]}"
+        return ends[-1]
+
+
+def make_config(*overrides: str) -> Config:
+    config = load_config([*FAST, *overrides], env={}, config_file=Path("/nonexistent"))
+    assert not config.diagnostics, config.diagnostics
+    return config
+
+
+async def open_session(project: Path, server: MockChatServer, db: Path, *overrides: str, resume: str | None = None,
+                       interactive: bool = False):
+    config = make_config(*overrides)
+    provider = resolve_provider("openai-compatible", server.base_url)
+    client = create_client(provider, "mock-model", env={"OPENAI_API_KEY": "sk-test"})
+    store = SqliteStore(db)
+    agent = Agent(project, config)
+    if resume:
+        session = await agent.resume_session(resume, store=store, client=client, interactive=interactive)
+    else:
+        session = await agent.start_session(store=store, client=client, interactive=interactive)
+    return session, store
+
+
+async def drive(session, *prompts: str, turns: int | None = None, on_event=None) -> Run:
+    """Submit prompts, collect events until `turns` turns ended (default: one per prompt), then shut down."""
+    run = Run(session_id=session.id)
+    for p in prompts:
+        session.submit(UserTurn(p))
+    wanted = turns if turns is not None else len(prompts)
+    done = 0
+    async for event in session.events():
+        run.events.append(event)
+        if on_event is not None:
+            on_event(session, event)
+        if isinstance(event, ev.TurnEnded):
+            done += 1
+            if done == wanted:
+                session.submit(Shutdown())
+    return run
+
+
+def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path | None = None,
+                overrides: tuple[str, ...] = (), resume: str | None = None, turns: int | None = None,
+                on_event=None, interactive: bool = False) -> Run:
+    db = db or project.parent / "sessions.db"
+
+    async def main() -> Run:
+        session, store = await open_session(project, server, db, *overrides, resume=resume, interactive=interactive)
+        try:
+            return await asyncio.wait_for(drive(session, *prompts, turns=turns, on_event=on_event), 60)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(main())
+
+
+def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+              input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the real `auger` command in a subprocess with an isolated AUGER_HOME."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    full_env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-test"})
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "auger", *args], cwd=cwd, env=full_env, input=input,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def json_events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
