@@ -15,7 +15,7 @@ import pytest
 
 from auger.config import Config, load_config
 from auger.engine.agent import Agent
-from auger.models.registry import create_client, resolve_provider
+from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
@@ -69,9 +69,8 @@ def make_config(*overrides: str) -> Config:
 
 async def open_session(project: Path, server: MockChatServer, db: Path, *overrides: str, resume: str | None = None,
                        interactive: bool = False):
-    config = make_config(*overrides)
-    provider = resolve_provider("openai-compatible", server.base_url)
-    client = create_client(provider, "mock-model", env={"OPENAI_API_KEY": "sk-test"})
+    config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model", *overrides)
+    client = client_for(config, env={"OPENAI_API_KEY": "sk-test"})
     store = SqliteStore(db)
     agent = Agent(project, config)
     if resume:
@@ -82,10 +81,12 @@ async def open_session(project: Path, server: MockChatServer, db: Path, *overrid
 
 
 async def drive(session, *prompts: str, turns: int | None = None, on_event=None) -> Run:
-    """Submit prompts, collect events until `turns` turns ended (default: one per prompt), then shut down."""
+    """Submit each prompt after the previous turn ended; collect events until `turns` turns ended
+    (default: one per prompt), then shut down."""
     run = Run(session_id=session.id)
-    for p in prompts:
-        session.submit(UserTurn(p))
+    queue = list(prompts)
+    if queue:
+        session.submit(UserTurn(queue.pop(0)))
     wanted = turns if turns is not None else len(prompts)
     done = 0
     async for event in session.events():
@@ -96,6 +97,8 @@ async def drive(session, *prompts: str, turns: int | None = None, on_event=None)
             done += 1
             if done == wanted:
                 session.submit(Shutdown())
+            elif queue:
+                session.submit(UserTurn(queue.pop(0)))
     return run
 
 

@@ -49,13 +49,13 @@ class History:
             open_calls.clear()
 
         for item in self._items:
-            if isinstance(item, ToolOutput):
-                continue
             if isinstance(item, ToolCall):
                 prompt.append(item)
                 open_calls.append(item)
                 continue
-            close_calls()
+            close_calls()  # a reply's calls are contiguous: anything else ends the block
+            if isinstance(item, ToolOutput):
+                continue  # placed right after its call by close_calls (or an orphan: dropped)
             if isinstance(item, TurnAborted):
                 prompt.append(UserMessage(ABORTED_NOTE.format(reason=item.reason)))
             else:

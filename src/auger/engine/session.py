@@ -34,7 +34,10 @@ log = logging.getLogger("auger.session")
 
 
 class _TurnFinished:
-    """Internal op: the running turn task has ended."""
+    """Internal op: a turn task has ended."""
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
 
 
 class Session:
@@ -138,8 +141,9 @@ class Session:
             if not self.turn_running:
                 self._start_turn()
         elif isinstance(op, _TurnFinished):
-            self._turn = None
-            if self.pending_input:  # input that arrived as the last turn was ending
+            if self._turn is op.task:
+                self._turn = None
+            if self.pending_input and not self.turn_running:  # input that arrived as a turn was ending
                 self._start_turn()
         elif isinstance(op, Interrupt):
             if self.turn_running:
@@ -168,7 +172,7 @@ class Session:
 
         turn = Turn(self, uuid.uuid4().hex[:12])
         self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
-        self._turn.add_done_callback(lambda _: self._ops.put_nowait(_TurnFinished()))
+        self._turn.add_done_callback(lambda task: self._ops.put_nowait(_TurnFinished(task)))
 
     async def _run_turn(self, turn) -> None:
         self.emit(TurnStarted(turn.id))

@@ -25,9 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv in (["--version"], ["-V"]):
         print(f"auger {__version__}")
         return EXIT_OK
-    args = _parser().parse_args(argv)
-    if not getattr(args, "command", None):
-        _parser().print_help()
+    parser, commands = _parser()
+    if argv and argv[0] in commands:
+        # Per-command parsing lets options sit between positionals: `auger resume ID --json PROMPT`.
+        args = commands[argv[0]].parse_intermixed_args(argv[1:])
+    else:
+        args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
         return EXIT_USAGE
     try:
         return args.run(args)
@@ -38,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CANCELLED
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog="auger", description="An AI coding agent for your project.")
     parser.add_argument("-V", "--version", action="version", version=f"auger {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -66,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     p_sessions.add_argument("-n", "--limit", type=int, default=30)
     _store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
-    return parser
+    return parser, {"exec": p_exec, "resume": p_resume, "sessions": p_sessions}
 
 
 def _store_opts(parser: argparse.ArgumentParser) -> None:
@@ -171,7 +176,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None)
     import signal
 
     from auger.engine.agent import Agent, SessionNotFound
-    from auger.models.registry import ProviderError, create_client, resolve_provider
+    from auger.models.registry import ProviderError, client_for
     from auger.protocol.events import AgentMessage, ShutdownComplete, TurnEnded
     from auger.protocol.ops import Interrupt, Shutdown, UserTurn
 
@@ -189,8 +194,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None)
             if not args.cwd:
                 root = record.cwd
         try:
-            provider = resolve_provider(config.provider, config.base_url, config.api_key_env)
-            client = create_client(provider, config.model, idle_timeout=config.stream_idle_timeout)
+            client = client_for(config)
         except ProviderError as exc:
             raise CliError(str(exc)) from None
         agent = Agent(root, config)

@@ -9,7 +9,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from typing import TYPE_CHECKING
+
 from auger.models.base import ModelClient
+
+if TYPE_CHECKING:
+    from auger.config import Config
 
 
 class ProviderError(Exception):
@@ -72,3 +77,9 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
         return OpenAIChatClient(provider=provider.name, model=model, base_url=provider.base_url,
                                 api_key=api_key, key_env=provider.key_env, idle_timeout=idle_timeout)
     raise ProviderError(f"provider '{provider.name}' uses wire API '{provider.wire}', which this build cannot speak")
+
+
+def client_for(config: Config, env: dict[str, str] | None = None) -> ModelClient:
+    """The client the configuration asks for (provider, base URL, key env, model, timeouts)."""
+    provider = resolve_provider(config.provider, config.base_url, config.api_key_env)
+    return create_client(provider, config.model, idle_timeout=config.stream_idle_timeout, env=env)

@@ -16,6 +16,9 @@ from typing import Awaitable, Callable
 from auger.models.base import ModelClient, ModelError, ModelRequest, StreamEvent
 
 
+RETRY_AFTER_CEILING = 120.0  # a server asking for longer is answered with an error, later
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_attempts: int = 5
@@ -24,8 +27,8 @@ class RetryPolicy:
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay)
+        if retry_after is not None:  # the server knows best, within reason
+            return min(max(retry_after, 0.0), RETRY_AFTER_CEILING)
         ceiling = min(self.base_delay * (2 ** (attempt - 1)), self.max_delay)
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 

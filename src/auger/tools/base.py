@@ -93,13 +93,14 @@ def _validate_object(tool: str, schema: dict[str, Any], args: Any) -> dict[str, 
         raise ToolError(f"{tool}: arguments must be a JSON object, got {type(args).__name__}")
     props: dict[str, Any] = schema.get("properties", {})
     missing = [name for name in schema.get("required", []) if args.get(name) is None]
-    if missing:
-        raise ToolError(f"{tool}: missing required argument(s): {', '.join(missing)}")
     unknown = [k for k in args if k not in props]
+    problems = []
+    if missing:
+        problems.append(f"missing required argument(s): {', '.join(missing)}")
     if unknown:
-        raise ToolError(
-            f"{tool}: unknown argument(s): {', '.join(unknown)}; accepted: {', '.join(props)}"
-        )
+        problems.append(f"unknown argument(s): {', '.join(unknown)} (accepted: {', '.join(props)})")
+    if problems:
+        raise ToolError(f"{tool}: " + "; ".join(problems))
     out: dict[str, Any] = {}
     for name, value in args.items():
         if value is None:

@@ -94,12 +94,23 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolContext) -> ToolResult:
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        "/bin/sh", "-c", command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     out, err = CapturedStream(), CapturedStream()
-    readers = [asyncio.create_task(_pump(proc.stdout, out, "stdout", ctx)),
-               asyncio.create_task(_pump(proc.stderr, err, "stderr", ctx))]
+    # Our own pipes, not asyncio's: asyncio's Process.wait() also waits for its pipes to
+    # close, which a backgrounded grandchild can hold open forever.
+    (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=out_w, stderr=err_w, start_new_session=True)
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    readers = [asyncio.create_task(_pump(out_r, out, "stdout", ctx)),
+               asyncio.create_task(_pump(err_r, err, "stderr", ctx))]
     timed_out = False
     try:
         try:
@@ -110,7 +121,7 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
         # Children that outlive the shell may hold the pipes open; don't wait for them.
         _, pending = await asyncio.wait(readers, timeout=PIPE_GRACE)
         if pending:
-            await kill_group(proc)
+            _signal_group(proc.pid, signal.SIGKILL)
             await asyncio.wait(readers, timeout=PIPE_GRACE)
     except asyncio.CancelledError:
         await asyncio.shield(kill_group(proc))
@@ -118,31 +129,41 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
     finally:
         for task in readers:
             task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
         _signal_group(proc.pid, signal.SIGKILL)  # nothing of this command survives it
     elapsed = time.monotonic() - started
     return _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
 
 
-async def _pump(pipe: asyncio.StreamReader | None, sink: CapturedStream, name: str, ctx: ToolContext) -> None:
-    """Copy a pipe into the capture, emitting whole lines live as they arrive."""
-    if pipe is None:
-        return
+async def _pump(fd: int, sink: CapturedStream, name: str, ctx: ToolContext) -> None:
+    """Copy a pipe into the capture, emitting whole lines live as they arrive; closes the pipe."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except BaseException:
+        pipe.close()
+        raise
     pending = b""
-    while True:
-        chunk = await pipe.read(65536)
-        if not chunk:
-            break
-        sink.add(chunk)
-        pending += chunk
-        cut = pending.rfind(b"\n")
-        if cut >= 0:
-            ctx.emit_output(name, pending[:cut + 1].decode("utf-8", "replace"))
-            pending = pending[cut + 1:]
-        elif len(pending) > 65536:
+    try:
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            sink.add(chunk)
+            pending += chunk
+            cut = pending.rfind(b"\n")
+            if cut >= 0:
+                ctx.emit_output(name, pending[:cut + 1].decode("utf-8", "replace"))
+                pending = pending[cut + 1:]
+            elif len(pending) > 65536:
+                ctx.emit_output(name, pending.decode("utf-8", "replace"))
+                pending = b""
+    finally:
+        transport.close()
+        if pending:
             ctx.emit_output(name, pending.decode("utf-8", "replace"))
-            pending = b""
-    if pending:
-        ctx.emit_output(name, pending.decode("utf-8", "replace"))
 
 
 def _summarise(command: str, code: int | None, timed_out: bool, timeout: int, elapsed: float,

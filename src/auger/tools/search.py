@@ -1,0 +1,589 @@
+"""Read-only search tools: `list_dir`, `glob` and `grep`.
+
+All three see the project through `walk.py`, so they agree on what exists: ignored
+files (`.gitignore` at every level, `.git/info/exclude`, `.ignore`/`.rgignore`) and the
+`.git` directory are invisible, hidden files are not. `grep` runs ripgrep when it is
+installed and a pure-Python search otherwise; the two are built to return identical
+output on the same tree (same files, same lines, same order, same formatting), so a
+session never behaves differently because of what happens to be installed. Set
+`AUGER_GREP_BACKEND=python` (or `ripgrep`) to force a backend; it is read per call.
+
+Known, deliberate limits of that equivalence (each would cost more than it is worth):
+* Invalid UTF-8 bytes: rg matches raw bytes, and no regex item (not even `.`) matches
+  an invalid byte; Python searches the text decoded with U+FFFD replacements, which
+  `.`, `\\W` or `[^x]` do match. Patterns that only match through such a byte differ.
+* A NUL byte deep in a large file: rg notices it only when its read buffer reaches
+  it, so it may or may not report earlier lines; Python skips any file with a NUL.
+* Regex dialects: constructs only one engine accepts are refused up front (see
+  `_compile_regex`), but the two engines are not identical in every corner.
+
+Paths come from the model, so every one goes through `resolve_inside`; output paths are
+relative to the project root. Blocking filesystem work runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from auger.policy.paths import PathEscape, display, resolve_inside
+from auger.tools.base import READ_ONLY, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.walk import GlobError, PathFilter, glob_matcher, path_sort_key, walk
+
+LIST_DIR_MAX_ENTRIES = 500
+GLOB_MAX_RESULTS = 200
+GREP_MAX_LINE_CHARS = 500
+BACKEND_ENV = "AUGER_GREP_BACKEND"
+
+try:  # used only to refuse regex features ripgrep lacks; optional if Python moves it
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    _sre_parse = None
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _resolve(root: Path, tool: str, raw: str) -> Path:
+    """Resolve a model-supplied path inside the root; it must exist."""
+    try:
+        target = resolve_inside(root, raw)
+    except PathEscape as exc:
+        raise ToolError(f"{tool}: {exc}") from None
+    if not target.exists():
+        raise ToolError(f"{tool}: no such file or directory: {raw!r}")
+    return target
+
+
+def _resolve_dir(root: Path, tool: str, raw: str) -> Path:
+    target = _resolve(root, tool, raw)
+    if not target.is_dir():
+        raise ToolError(f"{tool}: {raw!r} is a file, not a directory")
+    return target
+
+
+def _clean_glob(tool: str, pattern: str) -> str:
+    """Drop a leading './' (models write it; as a glob it would match nothing)."""
+    negated = pattern.startswith("!")
+    body = pattern[1:] if negated else pattern
+    while body.startswith("./"):
+        body = body[2:]
+    if not body.strip():
+        raise ToolError(f"{tool}: the glob pattern is empty")
+    return ("!" if negated else "") + body
+
+
+def _compile_glob(tool: str, pattern: str) -> Callable[[str], bool]:
+    try:
+        return glob_matcher(pattern)
+    except GlobError as exc:
+        raise ToolError(f"{tool}: invalid glob pattern {pattern!r}: {exc}") from None
+
+
+# ---------------------------------------------------------------------- list_dir
+
+
+def _list_dir(root: Path, raw_path: str, depth: int) -> ToolResult:
+    target = _resolve_dir(root, "list_dir", raw_path)
+    header = display(root, target).rstrip("/") + "/"
+    lines = [header]
+    total = 0
+    for entry in walk(target, max_depth=depth, include_dirs=True, include_symlinks=True):
+        total += 1
+        if total > LIST_DIR_MAX_ENTRIES:
+            continue  # keep walking only to count what is not shown
+        if entry.kind == "dir":
+            label = entry.name + "/"
+        elif entry.kind == "symlink":
+            try:
+                label = f"{entry.name} -> {os.readlink(entry.path)}"
+            except OSError:
+                label = f"{entry.name} -> ?"
+        else:
+            label = entry.name
+        lines.append("  " * entry.depth + label)
+    if total == 0:
+        lines.append("  (empty, or everything in it is ignored)")
+    elif total > LIST_DIR_MAX_ENTRIES:
+        lines.append(
+            f"… {total - LIST_DIR_MAX_ENTRIES} more entries not shown; "
+            "list a subdirectory or use a smaller depth"
+        )
+    return ToolResult(
+        "\n".join(lines),
+        metadata={"entries": total, "truncated": total > LIST_DIR_MAX_ENTRIES},
+    )
+
+
+async def _list_dir_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    return await asyncio.to_thread(
+        _list_dir, ctx.root, args.get("path", "."), args.get("depth", 2)
+    )
+
+
+LIST_DIR = ToolSpec(
+    name="list_dir",
+    description=(
+        "List a directory as an indented tree: directories (ending in '/') first, then "
+        "files, each sorted by name; symlinks show their target. Files ignored by "
+        ".gitignore and the .git directory are left out; hidden files are shown. "
+        f"Goes `depth` levels deep (default 2); at most {LIST_DIR_MAX_ENTRIES} entries."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Directory to list, relative to the project root.",
+                "default": ".",
+            },
+            "depth": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "How many levels to show; 1 lists only direct children.",
+                "default": 2,
+            },
+        },
+        "required": [],
+        "additionalProperties": False,
+    },
+    handler=_list_dir_handler,
+    effect=READ_ONLY,
+    parallel_safe=True,
+)
+
+
+# -------------------------------------------------------------------------- glob
+
+
+def _glob(root: Path, pattern: str, raw_path: str) -> ToolResult:
+    target = _resolve_dir(root, "glob", raw_path)
+    pattern = _clean_glob("glob", pattern)
+    matches = _compile_glob("glob", pattern)
+    found = sorted(
+        (display(root, Path(e.path)) for e in walk(target) if matches(e.rel)),
+        key=path_sort_key,
+    )
+    if not found:
+        where = "" if target == root else f" under {display(root, target)}/"
+        return ToolResult(f"No files match {pattern}{where}", metadata={"files": 0})
+    lines = found[:GLOB_MAX_RESULTS]
+    if len(found) > GLOB_MAX_RESULTS:
+        lines.append(
+            f"… {len(found) - GLOB_MAX_RESULTS} more files not shown; narrow the pattern or path"
+        )
+    return ToolResult(
+        "\n".join(lines),
+        metadata={"files": len(found), "truncated": len(found) > GLOB_MAX_RESULTS},
+    )
+
+
+async def _glob_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    return await asyncio.to_thread(_glob, ctx.root, args["pattern"], args.get("path", "."))
+
+
+GLOB = ToolSpec(
+    name="glob",
+    description=(
+        "Find files by path pattern. No '/' in the pattern: matches file names at any "
+        "depth (`*.py`, `test_*.py`). With '/': matches the path relative to `path` "
+        "(`src/**/*.ts`, `**/tests/*.py`); `**` spans directories, `*` and `?` stay "
+        "within one; `[abc]` and `{a,b}` work; a leading `!` excludes instead. Skips "
+        "ignored files and .git. Returns paths relative to the project root, sorted, "
+        f"at most {GLOB_MAX_RESULTS}."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob pattern, e.g. `src/**/*.py`."},
+            "path": {
+                "type": "string",
+                "description": "Directory to search from, relative to the project root.",
+                "default": ".",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    },
+    handler=_glob_handler,
+    effect=READ_ONLY,
+    parallel_safe=True,
+)
+
+
+# -------------------------------------------------------------------------- grep
+
+Match = tuple[str, int, str]  # (display path, line number, line text)
+
+
+@dataclass
+class _GrepJob:
+    """Everything both backends need, worked out once so they cannot disagree."""
+
+    root: Path
+    target: Path
+    is_file: bool
+    pattern: str
+    regex: re.Pattern[str]
+    prefilter: re.Pattern[str] | None  # whole-file test to skip files fast
+    glob: str | None
+    matches_glob: Callable[[str], bool] | None
+    case_insensitive: bool
+    max_results: int
+    backend: str  # "ripgrep" or "python"
+    rg: str | None  # the rg executable when backend == "ripgrep"
+
+
+_UNSUPPORTED_OPS = {
+    "ASSERT": "lookahead/lookbehind assertions",
+    "ASSERT_NOT": "lookahead/lookbehind assertions",
+    "GROUPREF": "backreferences",
+    "GROUPREF_EXISTS": "conditional groups",
+    "ATOMIC_GROUP": "atomic groups",
+    "POSSESSIVE_REPEAT": "possessive quantifiers",
+}
+
+
+def _unportable(pattern: str) -> str | None:
+    """Why ripgrep's regex engine would reject a pattern Python accepts, if it would.
+
+    Refusing these in both backends keeps grep's answer independent of the backend.
+    """
+    if _sre_parse is None:  # pragma: no cover
+        return None
+
+    def scan(sub: Any) -> str | None:
+        for op, av in sub:
+            name = getattr(op, "name", str(op))
+            if name in _UNSUPPORTED_OPS:
+                return f"{_UNSUPPORTED_OPS[name]} are not supported"
+            if name == "LITERAL" and av == 10:
+                return "a newline can never match: lines are searched one at a time"
+            if name == "AT" and getattr(av, "name", "") == "AT_END_STRING":
+                return "\\Z is not supported; use $"
+            for child in _subpatterns(av):
+                if (problem := scan(child)) is not None:
+                    return problem
+        return None
+
+    try:
+        return scan(_sre_parse.parse(pattern))
+    except Exception:  # pragma: no cover - only a best-effort extra check
+        return None
+
+
+def _subpatterns(av: Any) -> Iterator[Any]:
+    """The sub-patterns nested anywhere inside one parsed regex node's argument."""
+    if _sre_parse is not None and isinstance(av, _sre_parse.SubPattern):
+        yield av
+    elif isinstance(av, (list, tuple)):
+        for item in av:
+            yield from _subpatterns(item)
+
+
+def _compile_regex(pattern: str, case_insensitive: bool) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """Compile with Python `re`, refusing what would make the two backends disagree.
+
+    Python validates first so both backends word syntax errors the same way; then the
+    constructs that only one engine understands (or reads differently) are refused.
+    """
+    if "[[:" in pattern:  # rg: a POSIX class; Python: a nested-set warning and a different class
+        raise ToolError(
+            f"grep: invalid regex {pattern!r}: POSIX classes like [[:alpha:]] are not "
+            "supported; use \\w, \\d, \\s or ranges like [a-zA-Z]"
+        )
+    if re.search(r"(?<!\\)\{,\d", pattern):  # Python: {0,n}; rg: a syntax error
+        raise ToolError(f"grep: invalid regex {pattern!r}: write {{0,n}} instead of {{,n}}")
+    flags = re.IGNORECASE if case_insensitive else 0
+    try:
+        regex = re.compile(pattern, flags)
+    except re.error as exc:
+        raise ToolError(f"grep: invalid regex {pattern!r}: {exc}") from None
+    problem = _unportable(pattern)
+    if problem:
+        raise ToolError(f"grep: invalid regex {pattern!r}: {problem}")
+    # A match in a line is also a match in the whole text under MULTILINE, except for
+    # string anchors and flags scoped off inside the pattern, which we leave alone.
+    prefilter_safe = not any(s in pattern for s in ("\\A", "\\Z", "(?-"))
+    prefilter = re.compile(pattern, flags | re.MULTILINE) if prefilter_safe else None
+    return regex, prefilter
+
+
+def _decode(data: bytes) -> str | None:
+    """File bytes as text the way ripgrep reads them, or None for a binary file.
+
+    Like rg: a UTF-8 BOM is dropped and UTF-16 with a BOM is transcoded; anything else
+    is UTF-8 with invalid bytes replaced. Binary means a NUL byte. (rg only notices a
+    NUL where its read buffer happens to reach before it stops; "anywhere in the file"
+    is the closest fixed rule, and agrees with rg on every file whose NUL sits in the
+    first 64 KiB or nowhere.)
+    """
+    if data.startswith(codecs.BOM_UTF8):
+        text = data[3:].decode("utf-8", "replace")
+    elif data.startswith(codecs.BOM_UTF16_LE):
+        text = data[2:].decode("utf-16-le", "replace")
+    elif data.startswith(codecs.BOM_UTF16_BE):
+        text = data[2:].decode("utf-16-be", "replace")
+    elif b"\0" in data:
+        return None
+    else:
+        return data.decode("utf-8", "replace")
+    return None if "\0" in text else text
+
+
+def _read_text(path: Path) -> str | None:
+    with open(path, "rb") as fh:
+        return _decode(fh.read())
+
+
+def _choose_backend() -> tuple[str, str | None]:
+    """("ripgrep", rg path) or ("python", None), from AUGER_GREP_BACKEND at call time."""
+    choice = os.environ.get(BACKEND_ENV, "").strip().lower()
+    if choice == "python":
+        return "python", None
+    rg = shutil.which("rg")
+    if choice in ("ripgrep", "rg") and rg is None:
+        raise ToolError(f"grep: {BACKEND_ENV}={choice} but no `rg` executable is on PATH")
+    return ("ripgrep", rg) if rg else ("python", None)
+
+
+def _prepare_grep(root: Path, args: dict[str, Any]) -> _GrepJob:
+    pattern: str = args["pattern"]
+    case_insensitive = bool(args.get("case_insensitive", False))
+    regex, prefilter = _compile_regex(pattern, case_insensitive)
+    target = _resolve(root, "grep", args.get("path", "."))
+    is_file = not target.is_dir()
+    glob = args.get("glob")
+    matches_glob = None
+    if glob is not None and not is_file:  # like rg, an explicit file is searched as is
+        glob = _clean_glob("grep", glob)
+        matches_glob = _compile_glob("grep", glob)
+    else:
+        glob = None
+    backend, rg = _choose_backend()
+    return _GrepJob(
+        root=root,
+        target=target,
+        is_file=is_file,
+        pattern=pattern,
+        regex=regex,
+        prefilter=prefilter,
+        glob=glob,
+        matches_glob=matches_glob,
+        case_insensitive=case_insensitive,
+        max_results=int(args.get("max_results", 100)),
+        backend=backend,
+        rg=rg,
+    )
+
+
+def _python_search(job: _GrepJob) -> tuple[list[Match], list[str]]:
+    """The fallback backend: walk, read, decode, match line by line."""
+    matches: list[Match] = []
+    errors: list[str] = []
+    if job.is_file:
+        paths: Any = [str(job.target)]
+    else:
+        paths = (e.path for e in walk(job.target) if job.matches_glob is None or job.matches_glob(e.rel))
+    search = job.regex.search
+    for path in paths:
+        try:
+            text = _read_text(Path(path))
+        except OSError as exc:
+            errors.append(f"{display(job.root, Path(path))}: {exc.strerror or exc}")
+            continue
+        if text is None or (job.prefilter is not None and not job.prefilter.search(text)):
+            continue
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the text after the final newline is not a line
+        shown = display(job.root, Path(path))
+        matches.extend((shown, number, line) for number, line in enumerate(lines, 1) if search(line))
+    return matches, errors
+
+
+_RG_LINE_NUMBER = re.compile(rb"(\d+):")
+
+
+def _rg_command(rg: str, job: _GrepJob) -> list[str]:
+    cmd = [
+        rg, "--no-config", "--no-heading", "-n", "--with-filename", "--null",
+        "--color", "never", "--hidden",
+        # Make rg read exactly the ignore files the walker reads.
+        "--no-require-git", "--no-ignore-global", "--no-ignore-messages",
+    ]
+    if job.case_insensitive:
+        cmd.append("-i")
+    if job.glob is not None:
+        cmd += ["--glob", job.glob]
+    # After the user's glob: for rg the last matching glob wins, and .git stays out.
+    cmd += ["--glob", "!.git", "-e", job.pattern, "--", str(job.target)]
+    return cmd
+
+
+async def _rg_search(rg: str, job: _GrepJob) -> tuple[list[Match], list[str]]:
+    """The ripgrep backend; rg's own output order is nondeterministic, we sort later."""
+    proc = await asyncio.create_subprocess_exec(
+        *_rg_command(rg, job),
+        cwd=str(job.target.parent if job.is_file else job.target),  # --glob is cwd-relative
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await proc.communicate()
+    except asyncio.CancelledError:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    # 0: matches, 1: none, 2: errors, possibly alongside matches. Per-file errors start
+    # with the (absolute) path; anything else with no output means rg refused to run.
+    err_lines: list[str] = []
+    if proc.returncode not in (0, 1):
+        err_lines = [ln.rstrip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        if not stdout and err_lines and not err_lines[0].startswith("/"):
+            if any("regex" in ln for ln in err_lines):
+                raise ToolError(f"grep: invalid regex {job.pattern!r}: " + "\n".join(err_lines[:8]))
+            raise ToolError("grep: ripgrep failed: " + "\n".join(err_lines[:8]))
+        err_lines = err_lines or [f"rg exited with status {proc.returncode}"]
+    matches = await asyncio.to_thread(_parse_rg_output, stdout, job)
+    return matches, err_lines
+
+
+def _parse_rg_output(stdout: bytes, job: _GrepJob) -> list[Match]:
+    """Parse `path NUL line:text` records, dropping rg's binary-file warnings.
+
+    With a glob, rg lets a matching `--glob` override ignore rules; the `glob` tool
+    does not, so results are re-checked against the glob and the walker's rules.
+    """
+    keep: dict[str, str | None] = {}  # absolute path -> display path, or None to drop
+    path_filter = PathFilter(job.target) if job.matches_glob is not None else None
+    target = str(job.target)
+    matches: list[Match] = []
+    for record in stdout.split(b"\n"):
+        nul = record.find(b"\0")
+        if nul < 0:
+            continue  # e.g. "WARNING: stopped searching binary file after match"
+        number = _RG_LINE_NUMBER.match(record, nul + 1)
+        if number is None:
+            continue
+        path = os.fsdecode(record[:nul])
+        if path not in keep:
+            shown: str | None = display(job.root, Path(path))
+            if path_filter is not None and job.matches_glob is not None:
+                rel = os.path.relpath(path, target).replace(os.sep, "/")
+                if not (job.matches_glob(rel) and path_filter.includes(rel)):
+                    shown = None
+            keep[path] = shown
+        shown = keep[path]
+        if shown is not None:
+            text = record[number.end():].decode("utf-8", "replace")
+            matches.append((shown, int(number.group(1)), text))
+    return matches
+
+
+def _format_grep(job: _GrepJob, matches: list[Match], errors: list[str]) -> ToolResult:
+    matches.sort(key=lambda m: (path_sort_key(m[0]), m[1]))
+    lines: list[str] = []
+    for shown, number, text in matches[: job.max_results]:
+        text = text.removesuffix("\r")  # CRLF files: the line, not its terminator
+        if len(text) > GREP_MAX_LINE_CHARS:
+            text = text[:GREP_MAX_LINE_CHARS] + "…"
+        lines.append(f"{shown}:{number}:{text}")
+    if not matches:
+        lines.append("No matches")
+    elif len(matches) > job.max_results:
+        lines.append(
+            f"… {len(matches) - job.max_results} more matches not shown; "
+            "raise max_results or narrow the pattern, path or glob"
+        )
+    if errors:
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        lines.append(f"(some files could not be searched: {'; '.join(errors[:3])}{more})")
+    return ToolResult(
+        "\n".join(lines),
+        metadata={
+            "backend": job.backend,
+            "matches": len(matches),
+            "files": len({m[0] for m in matches}),
+            "truncated": len(matches) > job.max_results,
+        },
+    )
+
+
+def _binary_target(job: _GrepJob) -> bool:
+    """An explicitly named binary file: rg would search it (unlike in a walk); we don't."""
+    if not job.is_file:
+        return False
+    try:
+        return _read_text(job.target) is None
+    except OSError as exc:
+        raise ToolError(f"grep: cannot read {display(job.root, job.target)}: {exc.strerror}") from None
+
+
+def _prepare_and_check(root: Path, args: dict[str, Any]) -> tuple[_GrepJob, bool]:
+    job = _prepare_grep(root, args)
+    return job, _binary_target(job)
+
+
+async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    job, binary = await asyncio.to_thread(_prepare_and_check, ctx.root, args)
+    if binary:
+        return ToolResult(
+            f"{display(job.root, job.target)} is a binary file; not searched",
+            metadata={"backend": job.backend, "matches": 0, "files": 0, "truncated": False},
+        )
+    if job.rg is not None:
+        matches, errors = await _rg_search(job.rg, job)
+    else:
+        matches, errors = await asyncio.to_thread(_python_search, job)
+    return await asyncio.to_thread(_format_grep, job, matches, errors)
+
+
+GREP = ToolSpec(
+    name="grep",
+    description=(
+        "Search file contents for a regular expression, line by line (ripgrep syntax: "
+        "no lookaround or backreferences). Prints `path:line:text`, sorted by path then "
+        f"line, at most max_results lines (default 100); lines over {GREP_MAX_LINE_CHARS} "
+        "chars are cut. `path` is a file or directory; `glob` limits a directory search "
+        "to matching files, with the same syntax as the glob tool (`*.py`, `src/**/*.ts`). "
+        "Skips ignored files, .git and binary files."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression to search for."},
+            "path": {
+                "type": "string",
+                "description": "File or directory to search, relative to the project root.",
+                "default": ".",
+            },
+            "glob": {
+                "type": "string",
+                "description": "Only search files matching this glob, e.g. `*.py`.",
+            },
+            "case_insensitive": {"type": "boolean", "default": False},
+            "max_results": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Maximum number of matching lines to show.",
+                "default": 100,
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    },
+    handler=_grep_handler,
+    effect=READ_ONLY,
+    parallel_safe=True,
+)
+
+TOOLS = [LIST_DIR, GLOB, GREP]

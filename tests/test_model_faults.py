@@ -1,0 +1,98 @@
+"""The Chat Completions client and retry policy against a real mock server injecting real faults."""
+
+from __future__ import annotations
+
+import time
+
+from auger.protocol import events as ev
+from tests.conftest import run_session
+from tests.support.mock_openai import Fault, Reply, ToolCall
+
+
+def test_request_wire_format(project, server):
+    server.add(Reply(text="hi"))
+    run_session(project, server, "hello")
+    req = server.chat_requests[0]
+    assert req.headers["authorization"] == "Bearer sk-test"
+    body = req.body
+    assert body["model"] == "mock-model" and body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][-1] == {"role": "user", "content": "hello"}
+    names = {t["function"]["name"] for t in body["tools"]}
+    assert names == {"shell", "read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "recall"}
+
+
+def test_429_honours_retry_after(project, server):
+    server.add(Fault.status(429, retry_after="1"), Reply(text="after wait"))
+    started = time.monotonic()
+    run = run_session(project, server, "hi")
+    assert time.monotonic() - started >= 1.0
+    retries = run.of(ev.Retrying)
+    assert len(retries) == 1 and retries[0].delay_s == 1.0 and retries[0].attempt == 1
+    assert "429" in retries[0].reason
+    assert run.ended.reason == "complete"
+    assert [m.text for m in run.of(ev.AgentMessage)] == ["after wait"]
+
+
+def test_500_then_success(project, server):
+    server.add(Fault.status(500), Fault.status(503), Reply(text="ok"))
+    run = run_session(project, server, "hi")
+    assert [r.attempt for r in run.of(ev.Retrying)] == [1, 2]
+    assert run.ended.reason == "complete"
+
+
+def test_dropped_stream_is_retried_and_partial_text_discarded(project, server):
+    server.add(Fault.drop(after_chunks=3, reply=Reply(text="partial partial partial partial", chunk_chars=4)),
+               Reply(text="the whole answer"))
+    run = run_session(project, server, "hi")
+    assert len(run.of(ev.Retrying)) == 1
+    assert [m.text for m in run.of(ev.AgentMessage)] == ["the whole answer"]
+    assert run.ended.reason == "complete"
+
+
+def test_stalled_stream_times_out_and_is_retried(project, server):
+    server.add(Fault.hang(after_chunks=1, seconds=10), Reply(text="second try"))
+    started = time.monotonic()
+    run = run_session(project, server, "hi", overrides=("stream_idle_timeout=0.5",))
+    assert time.monotonic() - started < 5
+    assert "idle" in run.of(ev.Retrying)[0].reason
+    assert run.ended.reason == "complete"
+
+
+def test_retry_budget_exhausted_ends_turn_and_session_stays_usable(project, server):
+    server.add(Fault.status(500), Fault.status(500), Reply(text="back again"))
+    run = run_session(project, server, "first", "second", overrides=("model_max_attempts=2",))
+    ends = run.of(ev.TurnEnded)
+    assert [e.reason for e in ends] == ["error", "complete"]
+    assert "after 2 attempts" in ends[0].message
+    # the failed turn's user message is still part of the conversation
+    users = [m["content"] for m in server.chat_requests[-1].body["messages"] if m["role"] == "user"]
+    assert users == ["first", "second"]
+
+
+def test_non_retryable_errors_say_what_to_do(project, server):
+    server.add(Fault.status(401), Fault.status(404), Fault.context_length(), Reply(text="fine"))
+    run = run_session(project, server, "a", "b", "c", "d")
+    ends = run.of(ev.TurnEnded)
+    assert [e.reason for e in ends] == ["error", "error", "error", "complete"]
+    assert not run.of(ev.Retrying)
+    assert "authentication failed" in ends[0].message
+    assert "model 'mock-model'" in ends[1].message and "not found" in ends[1].message
+    assert "context window" in ends[2].message
+
+
+def test_tool_call_fragments_reassemble(project, server):
+    content = "line with \"quotes\" and unicode é ✓\n" * 20
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "out.txt", "content": content})]),
+               Reply(text="written"))
+    run = run_session(project, server, "write it")
+    assert run.ended.reason == "complete"
+    assert (project / "out.txt").read_text() == content
+
+
+def test_reasoning_deltas_are_streamed_and_recorded(project, server):
+    server.add(Reply(text="answer", reasoning="thinking about it"))
+    run = run_session(project, server, "q")
+    assert "".join(d.delta for d in run.of(ev.ReasoningDelta)) == "thinking about it"
+    assert [m.text for m in run.of(ev.AgentMessage)] == ["answer"]
