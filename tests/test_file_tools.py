@@ -495,3 +495,20 @@ def test_module_helpers_are_consistent() -> None:
     assert files._count_lines("a") == 1
     assert files._count_lines("a\n") == 1
     assert files._count_lines("a\nb") == 2
+
+
+def test_read_file_answer_is_capped_in_size(tmp_path):
+    from auger.tools.files import MAX_PAGE_CHARS
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "big.txt").write_text(("y" * 1500 + "\n") * 1000)
+    ctx = ToolContext(root=root.resolve(), state=SessionToolState(scratch_dir=tmp_path / "scratch"),
+                      call_id="c1", archive=None)
+    result = asyncio.run(READ_FILE.handler(READ_FILE.validate({"path": "big.txt"}), ctx))
+    assert len(result.output) <= MAX_PAGE_CHARS + 500
+    footer = result.output.splitlines()[-1]
+    assert footer.startswith("[showing lines 1-") and "of 1000" in footer and "offset=" in footer
+    next_offset = int(footer.split("offset=")[1].split()[0])
+    more = asyncio.run(READ_FILE.handler(READ_FILE.validate({"path": "big.txt", "offset": next_offset}), ctx))
+    assert more.output.splitlines()[0].lstrip().startswith(str(next_offset))

@@ -436,7 +436,7 @@ def test_concurrent_clients_each_get_one_step():
         def call():
             with httpx.Client(timeout=5.0) as c:
                 with c.stream("POST", server.base_url + "/chat/completions", json=chat_body()) as r:
-                    chunks = [json.loads(l[6:]) for l in r.iter_lines() if l.startswith("data: {")]
+                    chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
             results.append(reassemble(chunks)["text"])
 
         threads = [threading.Thread(target=call) for _ in range(n)]
@@ -501,7 +501,7 @@ def test_cli_serves_script(tmp_path: Path):
         base_url = line.split(" ", 1)[1]
         with httpx.Client(timeout=5.0) as c:
             with c.stream("POST", base_url + "/chat/completions", json=chat_body()) as r:
-                chunks = [json.loads(l[6:]) for l in r.iter_lines() if l.startswith("data: {")]
+                chunks = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
             got = reassemble(chunks)
             assert got["text"] == "from cli" and got["calls"][0]["arguments"] == '{"c": 1}'
             r2 = c.post(base_url + "/chat/completions", json=chat_body())

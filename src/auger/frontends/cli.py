@@ -136,6 +136,8 @@ def _load_config(args: argparse.Namespace):
     from auger.config import load_config
 
     flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url")}
+    if flags["base_url"] and not flags["provider"]:
+        flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
     flags["db_path"] = args.db
     config = load_config(args.overrides, flags)
     for line in config.diagnostics:

@@ -26,19 +26,22 @@ class Provider:
     name: str
     wire: str  # "openai_chat"
     base_url: str
-    key_env: str | None  # None: no key needed (local servers)
+    key_env: str | None  # where the API key is read from; None: never send one
     default_model: str | None = None
     label: str = ""
+    key_required: bool = False  # hosted APIs: refuse to start without a key rather than fail remotely
 
 
 BUILTIN: dict[str, Provider] = {p.name: p for p in (
-    Provider("openai", "openai_chat", "https://api.openai.com/v1", "OPENAI_API_KEY", "gpt-5", "OpenAI"),
-    Provider("openrouter", "openai_chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", None, "OpenRouter"),
+    Provider("openai", "openai_chat", "https://api.openai.com/v1", "OPENAI_API_KEY", "gpt-5", "OpenAI", True),
+    Provider("openrouter", "openai_chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", None, "OpenRouter",
+             True),
     Provider("ollama", "openai_chat", "http://localhost:11434/v1", None, None, "Ollama (local)"),
     Provider("vllm", "openai_chat", "http://localhost:8000/v1", None, None, "vLLM (local)"),
     Provider("lmstudio", "openai_chat", "http://localhost:1234/v1", None, None, "LM Studio (local)"),
     Provider("llamacpp", "openai_chat", "http://localhost:8080/v1", None, None, "llama.cpp server (local)"),
     Provider("openai-compatible", "openai_chat", "", "OPENAI_API_KEY", None, "any OpenAI-compatible server"),
+    # ^ sends OPENAI_API_KEY when it is set; self-hosted servers often need none
 )}
 
 
@@ -62,11 +65,10 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
     model = model or provider.default_model
     if not model:
         raise ProviderError(f"no model chosen for provider '{provider.name}': pass --model NAME or -c model=NAME")
-    api_key = None
-    if provider.key_env:
-        api_key = env.get(provider.key_env)
+    api_key = env.get(provider.key_env) if provider.key_env else None
+    if not api_key and provider.key_required:
         local = provider.base_url.startswith(("http://localhost", "http://127.", "http://[::1]"))
-        if not api_key and not local:
+        if not local:
             raise ProviderError(
                 f"{provider.key_env} is not set: export it with your {provider.label or provider.name} API key, "
                 "or use a local server (--provider ollama, or --base-url http://localhost:PORT/v1)"

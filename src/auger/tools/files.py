@@ -42,6 +42,7 @@ from auger.tools.base import (
 
 DEFAULT_LIMIT = 2000  # lines read_file shows when no limit is given
 MAX_LINE_CHARS = 2000  # longer lines are cut, so one minified line cannot flood the context
+MAX_PAGE_CHARS = 100_000  # one read_file answer stops here (about 25k tokens); page on with offset
 BINARY_SNIFF_BYTES = 8192  # a NUL byte in this prefix marks a file as binary (as git does)
 SNIPPET_CONTEXT = 2  # lines of context around an edit in edit_file's output
 SNIPPET_MAX_LINES = 40  # edit_file's snippet stays short even for a large replacement
@@ -251,14 +252,20 @@ def _read_page(path: Path, offset: int, limit: int) -> _Page:
     valid = True
     total = 0
     last = offset + limit - 1
+    budget = MAX_PAGE_CHARS
     with open(path, "rb") as f:
         for total, raw in enumerate(f, start=1):
             try:
                 raw.decode(ENCODING)
             except UnicodeDecodeError:
                 valid = False
-            if offset <= total <= last:
-                shown.append((total, raw.decode(ENCODING, ERRORS).rstrip("\n")))
+            if offset <= total <= last and budget > 0:
+                line = raw.decode(ENCODING, ERRORS).rstrip("\n")
+                budget -= min(len(line), MAX_LINE_CHARS) + 8
+                if budget < 0 and shown:
+                    last = total - 1  # the page is full; the footer says where to go on
+                    continue
+                shown.append((total, line))
     return _Page(shown, total, valid)
 
 

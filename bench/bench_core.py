@@ -1,0 +1,117 @@
+"""Engine core benchmark: start-up, time to first model request, per-step overhead, memory, request size.
+
+Runs the real `auger` command against the scripted mock server (zero latency) on
+loopback and prints a table. Not a test: nothing here is asserted.
+
+    python bench/bench_core.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.mock_openai import MockChatServer, Reply, ToolCall  # noqa: E402
+
+TARGETS = {
+    "cold start: auger --version": (0.1, "s"),
+    "exec: spawn -> first model request": (0.25, "s"),
+    "engine overhead per tool step": (0.02, "s"),
+    "peak RSS of a short exec": (60.0, "MB"),
+    "first request size (all tools)": (15.0, "KB"),
+}
+
+
+def auger_cmd() -> list[str]:
+    exe = shutil.which("auger", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return [exe] if exe else [sys.executable, "-m", "auger"]
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-bench"})
+    return env
+
+
+def run_child(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, float]:
+    """(wall seconds, exit status, peak RSS in MB) of one child process."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - started, proc.returncode, usage.ru_maxrss / 1024
+
+
+def three_step_script(arrivals: list[float]) -> list:
+    """write → read → shell → answer: the same small task used to compare agents."""
+
+    def stamp(reply):
+        def step(body):
+            arrivals.append(time.perf_counter())
+            return reply
+        return step
+
+    return [
+        stamp(Reply(tool_calls=[ToolCall("write_file", {"path": "hello.py", "content": "print('hello')\n"})])),
+        stamp(Reply(tool_calls=[ToolCall("read_file", {"path": "hello.py"})])),
+        stamp(Reply(tool_calls=[ToolCall("shell", {"command": "echo ok"})])),
+        stamp(Reply(text="done")),
+    ]
+
+
+def bench(runs: int) -> dict[str, list[float]]:
+    results: dict[str, list[float]] = {k: [] for k in TARGETS}
+    cmd = auger_cmd()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        home, project = tmp_path / "home", tmp_path / "project"
+        home.mkdir()
+        project.mkdir()
+        env = env_for(home)
+        for _ in range(runs):
+            wall, code, _ = run_child([*cmd, "--version"], env, project)
+            assert code == 0
+            results["cold start: auger --version"].append(wall)
+        for _ in range(runs):
+            arrivals: list[float] = []
+            with MockChatServer(three_step_script(arrivals)) as server:
+                started = time.perf_counter()
+                wall, code, rss = run_child([*cmd, "exec", "--base-url", server.base_url, "-m", "bench",
+                                             "write hello.py, read it, run echo"], env, project)
+                if code != 0 or len(arrivals) != 4:
+                    raise SystemExit(f"benchmark run failed (exit {code}, {len(arrivals)} requests)")
+                results["exec: spawn -> first model request"].append(arrivals[0] - started)
+                results["engine overhead per tool step"].append((arrivals[-1] - arrivals[0]) / 3)
+                results["peak RSS of a short exec"].append(rss)
+                results["first request size (all tools)"].append(len(server.chat_requests[0].raw) / 1024)
+            (project / "hello.py").unlink()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    results = bench(args.runs)
+    print(f"auger engine core benchmark ({args.runs} runs each, median; {sys.platform}, "
+          f"{os.cpu_count()} cpus, python {sys.version.split()[0]})")
+    print(f"{'measure':<38} {'median':>9} {'min':>9} {'max':>9} {'target':>9}")
+    for name, values in results.items():
+        target, unit = TARGETS[name]
+        fmt = (lambda v: f"{v:.3f}") if unit == "s" else (lambda v: f"{v:.1f}")
+        print(f"{name:<38} {fmt(statistics.median(values)):>9} {fmt(min(values)):>9} {fmt(max(values)):>9} "
+              f"{'<= ' + fmt(target) + unit:>9}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""History normalisation and the JSON form of every op, event and item."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from auger.engine.history import History
+from auger.protocol.events import Event, TokenUsage, Usage
+from auger.protocol.items import AssistantMessage, Item, ToolCall, ToolOutput, TurnAborted, UserMessage
+from auger.protocol.ops import Op
+
+
+def test_every_call_gets_an_output_right_after_its_block():
+    h = History([
+        UserMessage("u1"), AssistantMessage("a"), ToolCall("c1", "read_file", "{}"), ToolCall("c2", "grep", "{}"),
+        ToolOutput("c2", "second done"), ToolOutput("c1", "first done"),  # parallel calls finished out of order
+        ToolCall("c3", "shell", "{}"),  # process died here: no output
+        UserMessage("u2"),
+        ToolOutput("zz", "orphan"),
+    ])
+    prompt = h.for_prompt()
+    kinds = [(type(i).__name__, getattr(i, "call_id", "")) for i in prompt]
+    assert kinds == [("UserMessage", ""), ("AssistantMessage", ""), ("ToolCall", "c1"), ("ToolCall", "c2"),
+                     ("ToolOutput", "c1"), ("ToolOutput", "c2"), ("ToolCall", "c3"), ("ToolOutput", "c3"),
+                     ("UserMessage", "")]
+    assert prompt[7].ok is False and "interrupted" in prompt[7].output
+    assert [c.call_id for c in h.unanswered_calls()] == ["c3"]
+
+
+def test_calls_of_consecutive_replies_stay_separate_blocks():
+    h = History([ToolCall("a", "x", "{}"), ToolOutput("a", "A"), ToolCall("b", "y", "{}"), ToolOutput("b", "B")])
+    assert [type(i).__name__ for i in h.for_prompt()] == ["ToolCall", "ToolOutput", "ToolCall", "ToolOutput"]
+
+
+def test_aborted_turn_becomes_a_note_for_the_model():
+    prompt = History([UserMessage("go"), TurnAborted("interrupted by the user")]).for_prompt()
+    assert isinstance(prompt[1], UserMessage) and "<turn_aborted>" in prompt[1].text
+
+
+def _sample(cls):
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        values[f.name] = {"str": "x", "bool": True, "int": 3, "float": 1.5}.get(str(f.type).split(" ")[0], "x")
+    return cls(**values)
+
+
+@pytest.mark.parametrize("family", [Op, Event, Item])
+def test_every_record_round_trips_through_json(family):
+    assert family._registry, "no record types registered"
+    for tag, cls in family._registry.items():
+        record = _sample(cls)
+        data = json.loads(json.dumps(record.to_json()))
+        assert data["type"] == tag
+        assert family.from_json(data) == record
+
+
+def test_nested_usage_round_trips_and_unknown_types_are_refused():
+    event = TokenUsage("t", Usage(1, 2, 3, 4), Usage(5, 6, 7, 8), Usage(9, 10, 11, 12))
+    back = Event.from_json(json.loads(json.dumps(event.to_json())))
+    assert back == event and isinstance(back.session, Usage)
+    with pytest.raises(ValueError, match="unknown Op type"):
+        Op.from_json({"type": "self_destruct"})
+    with pytest.raises(ValueError):
+        Op.from_json({"type": "turn_started", "turn_id": "t"})  # an event is not an op
