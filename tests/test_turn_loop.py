@@ -265,3 +265,37 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_recall_fetches_and_searches_full_outputs_the_model_only_saw_summarised(project, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "for i in $(seq 1 500); do echo row-$i; done"})]))
+
+    def recall_by_id(body):
+        shell_out = [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+        assert "row-1\n" not in shell_out and "row-500" in shell_out  # the model saw only the tail
+        call_id = shell_out.split("call_id='")[1].split("'")[0]
+        return Reply(tool_calls=[ToolCall("recall", {"call_id": call_id}), ToolCall("recall", {"query": "ROW-42"}),
+                                 ToolCall("recall", {})])
+
+    server.add(recall_by_id, Reply(text="found it"))
+    run = run_session(project, server, "count")
+    assert run.ended.reason == "complete" and not server.errors
+    by_id, by_query, listing = [m["content"] for m in server.chat_requests[-1].body["messages"]
+                                if m["role"] == "tool"][1:]
+    assert "row-1\n" in by_id and "row-250\n" in by_id and "row-500" in by_id
+    assert "line" in by_query and "row-42" in by_query and "row-420" in by_query
+    assert "shell for i in" in listing
+
+
+def test_database_location_follows_flag_and_environment(project, server, auger_home, tmp_path):
+    from tests.conftest import auger_cli
+
+    server.add(Reply(text="a"), Reply(text="b"))
+    flag_db, env_db = tmp_path / "flag.db", tmp_path / "env.db"
+    assert auger_cli("exec", "--db", str(flag_db), "--base-url", server.base_url, "-m", "m", "x",
+                     home=auger_home, cwd=project).returncode == 0
+    assert auger_cli("exec", "--base-url", server.base_url, "-m", "m", "y", home=auger_home, cwd=project,
+                     env={"AUGER_DB": str(env_db)}).returncode == 0
+    assert flag_db.exists() and env_db.exists() and not (auger_home / "sessions.db").exists()
+    listing = auger_cli("sessions", "--db", str(flag_db), home=auger_home).stdout
+    assert "x" in listing and " y " not in listing
