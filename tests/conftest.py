@@ -129,3 +129,16 @@ def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, st
 
 def json_events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie counts as dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -11,6 +11,7 @@ import pytest
 
 from auger.tools.base import SessionToolState, ToolContext, ToolError
 from auger.tools.shell import SHELL, stop_background
+from tests.conftest import process_alive
 
 
 class Archive:
@@ -75,7 +76,7 @@ def test_timeout_kills_the_whole_group(project):
     assert time.monotonic() - started < 4
     assert "timed out after 1s" in result.output
     assert not result.ok
-    assert not _alive(int(pidfile.read_text()))
+    assert not process_alive(int(pidfile.read_text()))
 
 
 def test_timeout_is_capped_at_300(project):
@@ -91,7 +92,7 @@ def test_orphan_holding_the_pipe_does_not_hang_the_call(project):
     result = shell(project, command=f"(sleep 60; echo late) & echo $! > {pidfile}; echo quick")
     assert time.monotonic() - started < 3
     assert "Exit code: 0" in result.output and "quick" in result.output
-    assert not _alive(int(pidfile.read_text()))
+    assert not process_alive(int(pidfile.read_text()))
 
 
 def test_workdir_must_stay_inside_the_root(project):
@@ -110,14 +111,14 @@ def test_background_process_is_tracked_and_stopped_with_the_session(project):
         pid = result.metadata["pid"]
         assert f"pid {pid}" in result.output
         await asyncio.sleep(0.2)
-        assert _alive(pid)
+        assert process_alive(pid)
         log = Path(result.metadata["log"]).read_text()
         assert "started" in log
         await stop_background(ctx.state.background)
         return pid
 
     pid = asyncio.run(main())
-    assert not _alive(pid)
+    assert not process_alive(pid)
 
 
 def test_commands_get_a_non_interactive_environment(project):
@@ -125,14 +126,3 @@ def test_commands_get_a_non_interactive_environment(project):
     assert "cat cat" in result.output
     assert "rc=1" in result.output  # stdin is closed: a prompt cannot hang the agent
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -13,7 +13,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, Shutdown, UserTurn
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolResult, ToolSpec
 from auger.tools.registry import ToolRegistry, default_registry
-from tests.conftest import drive, make_config, open_session, run_session
+from tests.conftest import drive, make_config, open_session, run_session, process_alive
 from tests.support.mock_openai import Reply, ToolCall
 
 TIMELINE: list[tuple[str, str, float]] = []
@@ -107,7 +107,7 @@ def test_interrupt_kills_running_command_within_a_second_and_next_turn_knows(pro
     assert [e.reason for e in ends] == ["cancelled", "complete"]
     assert stamps["ended"] - stamps["interrupt"] < 1.0
     child = int(pidfile.read_text())
-    assert not _alive(child), "the command's child process survived the interrupt"
+    assert not process_alive(child), "the command's child process survived the interrupt"
     messages = server.chat_requests[-1].body["messages"]
     tool = [m for m in messages if m["role"] == "tool"]
     assert tool and "interrupted" in tool[0]["content"]
@@ -252,19 +252,6 @@ def test_many_sessions_share_one_agent_concurrently(project, server):
         assert [m.text for m in run.of(ev.AgentMessage)] == [f"echo: task {i}"]
     assert len({r.session_id for r in runs}) == 8
     assert elapsed < 8 * 0.05 + 2  # they overlapped rather than queueing behind each other
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_recall_fetches_and_searches_full_outputs_the_model_only_saw_summarised(project, server):
