@@ -24,6 +24,15 @@ from tests.support.mock_openai import MockChatServer
 FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05"]
 
 
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch) -> Path:
+    """No test reads or writes the real user config/data dirs (rules, config.toml, sessions)."""
+    home = tmp_path / "auger-home"
+    home.mkdir()
+    monkeypatch.setenv("AUGER_HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"

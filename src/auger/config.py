@@ -26,6 +26,15 @@ class Config:
     model_retry_max_delay: float = 60.0
     stream_idle_timeout: float = 300.0
     db_path: str | None = None
+    approve_all: bool = False  # headless: approve what would be asked instead of denying it
+    sandbox: str = "auto"  # auto | bwrap | landlock | off
+    sandbox_network: str = "proxy"  # none | proxy (allowlist) | full
+    egress_allow: list[str] = field(default_factory=list)  # added to the default development allowlist
+    egress_hosts: dict[str, str] = field(default_factory=dict)  # static name -> IP entries for the proxy
+    shell_env_include: list[str] = field(default_factory=list)
+    shell_env_exclude: list[str] = field(default_factory=list)
+    shell_env_set: dict[str, str] = field(default_factory=dict)
+    trust_project_rules: bool = False
     diagnostics: list[str] = field(default_factory=list, compare=False)
 
 
@@ -34,7 +43,8 @@ _ENV = {  # environment variable -> key
     "AUGER_PROVIDER": "provider", "AUGER_MODEL": "model", "AUGER_BASE_URL": "base_url",
     "AUGER_MODE": "mode", "AUGER_DB": "db_path",
 }
-_CHOICES = {"mode": ("plan", "safe", "auto")}
+_CHOICES = {"mode": ("plan", "safe", "auto"), "sandbox": ("auto", "bwrap", "landlock", "off"),
+            "sandbox_network": ("none", "proxy", "full")}
 
 
 def home_dirs() -> dict[str, Path]:
@@ -90,7 +100,7 @@ def _apply_file(config: Config, path: Path) -> None:
         config.diagnostics.append(f"{path}: invalid TOML ({exc}); using defaults")
         return
     for key, value in data.items():
-        if isinstance(value, dict):  # tables belong to later layers (providers, policy...)
+        if isinstance(value, dict) and key not in _FIELDS:  # tables of later layers (providers...)
             continue
         _set(config, key, value, str(path))
 
@@ -114,7 +124,8 @@ def _set(config: Config, key: str, value: Any, where: str) -> None:
     try:
         coerced = _coerce(kind, value)
     except (TypeError, ValueError):
-        config.diagnostics.append(f"{where}: '{key}' expects {kind.replace(' | None', '')}, got {value!r} (ignored)")
+        expected = _DESCRIBE.get(kind.replace(" | None", ""), kind)
+        config.diagnostics.append(f"{where}: '{key}' expects {expected}, got {value!r} (ignored)")
         return
     if key in _CHOICES and coerced not in _CHOICES[key]:
         config.diagnostics.append(f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
@@ -122,8 +133,29 @@ def _set(config: Config, key: str, value: Any, where: str) -> None:
     setattr(config, key, coerced)
 
 
+_DESCRIBE = {"str": "a string", "int": "a whole number >= 1", "float": "a number >= 0", "bool": "true or false",
+             "list[str]": "a list of strings", "dict[str, str]": "a table of strings"}
+
+
 def _coerce(kind: str, value: Any) -> Any:
     base = kind.replace(" | None", "")
+    if base == "bool":
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        if not isinstance(value, bool):
+            raise TypeError
+        return value
+    if base == "list[str]":
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError
+        return list(value)
+    if base == "dict[str, str]":
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in value.items()):
+            raise TypeError
+        return dict(value)
     if base == "str":
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise TypeError

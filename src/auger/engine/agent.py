@@ -43,6 +43,7 @@ class Agent:
         await store.create_session(record)
         session = Session(self, store=store, client=client, meta=record, history=History(),
                           interactive=interactive)
+        await session.prepare()
         session.start(resumed=False)
         return session
 
@@ -70,5 +71,6 @@ class Agent:
             await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
         session = Session(self, store=store, client=client, meta=record, history=history,
                           interactive=interactive, usage=await store.usage_total(record.id))
+        await session.prepare()
         session.start(resumed=True)
         return session

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.engine.history import History
 from auger.models.base import ModelClient
 from auger.protocol.events import (
-    ApprovalRequest, Event, SessionConfigured, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
+    ApprovalRequest, Event, ModeChanged, SessionConfigured, ShutdownComplete, TurnEnded, TurnStarted, Usage,
+    WarningEvent,
 )
 from auger.protocol.items import Item
-from auger.protocol.ops import ApprovalDecision, Interrupt, Op, Shutdown, UserTurn
+from auger.protocol.ops import ApprovalDecision, Interrupt, Op, SetMode, Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.shell import stop_background
@@ -58,6 +59,10 @@ class Session:
         self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
+        self.gate = None  # set by prepare(): auger.engine.gate.Gate
+        self.confinement = None  # auger.policy.confinement.Confinement, when a sandbox works here
+        self.command_env: dict[str, str] | None = None
+        self._startup_warnings: list[str] = []
 
     # -- client side ----------------------------------------------------------------
     @property
@@ -119,9 +124,38 @@ class Session:
         self.meta.title = title
         await self.store.update_session(self.id, title=title)
 
+    async def prepare(self) -> None:
+        """Set up the session's policy: sandbox + egress proxy, exec-policy rules, command environment."""
+        import os
+
+        from auger.config import home_dirs
+        from auger.engine.gate import Gate
+        from auger.policy.confinement import confine
+        from auger.policy.env import command_env
+        from auger.policy.rules import load_rules
+
+        config = self.agent.config
+        dirs = home_dirs()
+        protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
+        self.confinement = await confine(config, self.agent.root, self.tool_state.scratch_dir, protected,
+                                         self._startup_warnings.append)
+        if self.confinement is not None:
+            self.tool_state.scratch_dir.mkdir(parents=True, exist_ok=True)
+        user_rules = dirs["config"] / "rules.toml"
+        rules, problems = load_rules(user_rules, self.agent.root / ".auger" / "rules.toml",
+                                     trust_project=config.trust_project_rules)
+        self._startup_warnings.extend(problems)
+        self.command_env = command_env(os.environ, include=config.shell_env_include,
+                                       exclude=config.shell_env_exclude, set_values=config.shell_env_set)
+        self.gate = Gate(self, rules, sandboxed=self.confinement is not None, approve_all=config.approve_all,
+                         user_rules_path=user_rules)
+
     def start(self, *, resumed: bool) -> None:
+        sandbox = self.confinement.kind if self.confinement is not None else "none"
         self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.agent.root),
-                                    self.mode, resumed, len(self.history)))
+                                    self.mode, resumed, len(self.history), sandbox))
+        for message in self._startup_warnings:
+            self.emit(WarningEvent(message))
         self._loop_task = asyncio.create_task(self._loop(), name=f"session-{self.id}")
 
     async def _loop(self) -> None:
@@ -150,10 +184,24 @@ class Session:
                 self._turn.cancel()
         elif isinstance(op, ApprovalDecision):
             self._decide(op)
+        elif isinstance(op, SetMode):
+            await self._set_mode(op.mode)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
         return False
+
+    async def _set_mode(self, mode: str) -> None:
+        from auger.policy.trust import MODES
+
+        if mode not in MODES:
+            self.emit(WarningEvent(f"unknown trust mode {mode!r}; choose one of {', '.join(MODES)}"))
+            return
+        previous = self.meta.mode
+        if mode != previous:
+            self.meta.mode = mode
+            await self.store.update_session(self.id, mode=mode)
+        self.emit(ModeChanged(mode, previous))
 
     def _decide(self, op: ApprovalDecision) -> None:
         waiting = self._approvals.get(op.request_id)
@@ -189,6 +237,8 @@ class Session:
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
         await stop_background(self.tool_state.background)
+        if self.confinement is not None:
+            await self.confinement.close()
         shutil.rmtree(self.tool_state.scratch_dir, ignore_errors=True)
         try:
             await self.client.aclose()

@@ -36,6 +36,10 @@ class TurnStopped(Exception):
     """The turn ends early by decision (loop guard), not by failure of a part."""
 
 
+class TurnAbortedByUser(Exception):
+    """The user chose "abort" at an approval: end the turn as cancelled."""
+
+
 @dataclass
 class _Reply:
     text: str = ""
@@ -85,6 +89,9 @@ class Turn:
                 task.uncancel()
             await self._record_abort("interrupted by the user")
             return "cancelled", "interrupted by the user"
+        except TurnAbortedByUser:
+            await self._record_abort("aborted by the user at an approval")
+            return "cancelled", "aborted by the user at an approval"
         except (ModelError, TurnStopped) as exc:
             return "error", str(exc)
 
@@ -219,8 +226,11 @@ class Turn:
                              arguments=call.arguments)
         session.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
                                       int((time.monotonic() - started) * 1000)))
+        if result.metadata.get("aborted"):
+            raise TurnAbortedByUser()
 
     async def _execute(self, call: ToolCall, arguments: object) -> ToolResult:
+        """Validate, pass the policy gate, run. Every failure becomes an output the model reads."""
         session = self.session
         spec = session.agent.tools.get(call.name)
         if spec is None:
@@ -230,11 +240,21 @@ class Turn:
             return ToolResult(f"Error: the arguments for {call.name} are not valid JSON ({arguments.reason}). "
                               "Send a JSON object that matches the tool's parameters.", ok=False)
         ctx = ToolContext(root=session.agent.root, state=session.tool_state, call_id=call.call_id,
-                          archive=_Archive(session),
+                          archive=_Archive(session), env=session.command_env, sandbox=session.confinement,
                           emit_output=lambda stream, text: session.emit(
                               ev.ToolOutputDelta(self.id, call.call_id, stream, text)))
         try:
-            return await spec.handler(spec.validate(arguments), ctx)
+            args = spec.validate(arguments)
+            review = await session.gate.review(self.id, call.call_id, spec, args, ctx)
+            if not review.run:
+                return ToolResult(review.message, ok=False, metadata={"aborted": review.abort})
+            result = await spec.handler(args, ctx)
+            if result.metadata.get("sandbox_blocked") and await session.gate.allow_unsandboxed(
+                    self.id, call.call_id, spec, args, result.metadata["sandbox_blocked"]):
+                ctx.sandbox = None
+                result = await spec.handler(args, ctx)
+                result.output = "Re-run outside the sandbox with the user's approval.\n" + result.output
+            return result
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", ok=False)
         except asyncio.CancelledError:

@@ -55,6 +55,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                                    "openai-compatible)")
     run_opts.add_argument("--base-url", help="base URL of an OpenAI-compatible API, e.g. http://localhost:11434/v1")
     run_opts.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
+    run_opts.add_argument("--mode", choices=("plan", "safe", "auto"),
+                          help="trust mode: plan (read-only), safe (ask before changes), auto (default headless: "
+                               "changes inside the project run in the sandbox)")
+    run_opts.add_argument("--approve-all", action="store_true", default=None,
+                          help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
     _store_opts(run_opts)
 
     p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
@@ -71,6 +76,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_sessions.add_argument("-n", "--limit", type=int, default=30)
     _store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
+
+    p_policy = sub.add_parser("policy", help="inspect the exec policy")
+    policy_sub = p_policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", required=True)
+    p_check = policy_sub.add_parser("check", help="show what would happen to a command: auger policy check -- CMD...")
+    p_check.add_argument("--mode", choices=("plan", "safe", "auto"), help="trust mode to decide for")
+    p_check.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
+    p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
+    _store_opts(p_check)
+    p_check.set_defaults(run=_cmd_policy_check)
     return parser, {"exec": p_exec, "resume": p_resume, "sessions": p_sessions}
 
 
@@ -121,6 +135,43 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_policy_check(args: argparse.Namespace) -> int:
+    import shlex
+    from pathlib import Path
+
+    from auger.config import home_dirs
+    from auger.policy.effects import analyze_command, unwrap
+    from auger.policy.rules import load_rules
+    from auger.policy.sandbox import detect
+    from auger.policy.trust import decide, effective_mode
+
+    words = args.words[1:] if args.words[:1] == ["--"] else args.words
+    if not words:
+        raise CliError("no command given: auger policy check -- CMD [ARGS...]")
+    command = words[0] if len(words) == 1 else shlex.join(words)
+    config = _load_config(args)
+    root = Path(os.path.realpath(args.cwd or os.getcwd()))
+    rules, problems = load_rules(home_dirs()["config"] / "rules.toml", root / ".auger" / "rules.toml",
+                                 trust_project=config.trust_project_rules)
+    for line in problems:
+        print(f"auger: warning: {line}", file=sys.stderr)
+    analysis = analyze_command(command, root)
+    outcome = rules.evaluate([unwrap(argv) for argv in analysis.commands])
+    sandboxed = detect(config.sandbox)[0] is not None
+    decision = decide(config.mode, analysis.effect, outside=bool(analysis.outside_paths),
+                      rule=outcome.decision, sandboxed=sandboxed)
+    mode = effective_mode(config.mode, sandboxed)
+    print(f"command:  {command}")
+    print(f"effect:   {analysis.effect}" + (f" ({'; '.join(analysis.reasons)})" if analysis.reasons else ""))
+    if analysis.outside_paths:
+        print(f"outside:  {', '.join(analysis.outside_paths)}")
+    print(f"rule:     {outcome.rule.describe() if outcome.rule else 'none matches'}")
+    shown_mode = mode if mode == config.mode else f"{config.mode} (acting as {mode}: no sandbox)"
+    print(f"decision: {outcome.decision if outcome.decision == 'forbidden' else decision.verdict} "
+          f"in {shown_mode} mode: {decision.reason}")
+    return EXIT_OK
+
+
 # -- headless run -----------------------------------------------------------------------
 def _read_prompt(prompt: str | None) -> str:
     if prompt is None or prompt == "-":
@@ -139,6 +190,8 @@ def _load_config(args: argparse.Namespace):
     if flags["base_url"] and not flags["provider"]:
         flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
     flags["db_path"] = args.db
+    flags["mode"] = getattr(args, "mode", None)
+    flags["approve_all"] = getattr(args, "approve_all", None)
     config = load_config(args.overrides, flags)
     for line in config.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)

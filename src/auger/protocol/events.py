@@ -42,6 +42,7 @@ class SessionConfigured(Event):
     mode: str
     resumed: bool = False
     history_items: int = 0
+    sandbox: str = "none"  # "bwrap" | "landlock" | "none"
 
 
 @tag("turn_started")
@@ -130,6 +131,12 @@ class ApprovalRequest(Event):
     message: str
     options: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@tag("mode_changed")
+class ModeChanged(Event):
+    mode: str
+    previous: str
 
 
 @tag("loop_detected")

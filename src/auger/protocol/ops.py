@@ -32,6 +32,13 @@ class ApprovalDecision(Op):
     feedback: str | None = None
 
 
+@tag("set_mode")
+class SetMode(Op):
+    """Switch the trust mode (plan | safe | auto); applies from the next tool call."""
+
+    mode: str
+
+
 @tag("shutdown")
 class Shutdown(Op):
     pass

@@ -69,9 +69,33 @@ class ToolContext:
     archive: OutputArchive
     emit_output: Callable[[str, str], None] = lambda stream, text: None
     env: dict[str, str] | None = None
+    sandbox: CommandSandbox | None = None
+
+
+class CommandSandbox(Protocol):
+    """Confines a command (see auger.policy.confinement.Confinement)."""
+
+    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]: ...
+
+    def explain(self, exit_code: int | None, stderr: str, since: float) -> str | None: ...
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What a call would do, decided before it runs; the policy gate reads only this."""
+
+    effect: str
+    subject: str  # what a user approves: the command line, or the file's path
+    commands: tuple[tuple[str, ...], ...] = ()  # simple commands (shell), for rules and session grants
+    outside_paths: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
+Classifier = Callable[[dict[str, Any], Path], Classification]
+Previewer = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,14 @@ class ToolSpec:
     handler: Handler
     effect: str = READ_ONLY
     parallel_safe: bool = False  # may run concurrently with other parallel-safe calls
+    classifier: Classifier | None = None  # per-call effect (shell); default: the static `effect`
+    previewer: Previewer | None = None  # shows the change an approval is asked for (a diff)
+
+    def classify(self, args: dict[str, Any], root: Path) -> Classification:
+        if self.classifier is not None:
+            return self.classifier(args, root)
+        subject = args.get("path") or args.get("command") or self.name
+        return Classification(self.effect, str(subject))
 
     def validate(self, args: Any) -> dict[str, Any]:
         """Check and normalise arguments against the schema; raise ToolError saying what is wrong."""

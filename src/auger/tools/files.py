@@ -524,6 +524,28 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     )
 
 
+# --------------------------------------------------------------------------- previews
+
+
+async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
+    """The unified diff a write_file/edit_file call would make, without making it (for approvals)."""
+    path = _resolve(ctx, args["path"])
+    rel = display(ctx.root, path)
+
+    def work() -> str:
+        st = _stat(path)
+        old = "" if st is None else path.read_bytes().decode(ENCODING, ERRORS)
+        if "content" in args:
+            return _unified_diff(old, args["content"], rel, created=st is None)
+        edit = _apply_edit(old, args["old_string"], args["new_string"], args.get("replace_all", False), rel)
+        return _unified_diff(edit.old_text, edit.new_text, rel)
+
+    try:
+        return await asyncio.to_thread(work)
+    except (ToolError, OSError) as exc:
+        return f"(no preview: {exc})"
+
+
 # --------------------------------------------------------------------------- specs
 
 
@@ -568,6 +590,7 @@ WRITE_FILE = ToolSpec(
     },
     handler=write_file,
     effect=LOCAL_MUTATION,
+    previewer=preview_change,
     parallel_safe=False,
 )
 
@@ -593,6 +616,7 @@ EDIT_FILE = ToolSpec(
     },
     handler=edit_file,
     effect=LOCAL_MUTATION,
+    previewer=preview_change,
     parallel_safe=False,
 )
 

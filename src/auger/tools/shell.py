@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auger.policy.paths import PathEscape, display, resolve_inside
-from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.base import LOCAL_MUTATION, Classification, ToolContext, ToolError, ToolResult, ToolSpec
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 300
@@ -92,15 +92,23 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return await _run(command, cwd, env, timeout, ctx)
 
 
+def _argv(command: str, cwd, env: dict[str, str], ctx: ToolContext) -> tuple[list[str], dict[str, str]]:
+    argv = ["/bin/sh", "-c", command]
+    if ctx.sandbox is None:
+        return argv, env
+    return ctx.sandbox.wrap(argv, cwd, env)
+
+
 async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolContext) -> ToolResult:
-    started = time.monotonic()
+    started, wall_start = time.monotonic(), time.time()
+    argv, env = _argv(command, cwd, env, ctx)
     out, err = CapturedStream(), CapturedStream()
     # Our own pipes, not asyncio's: asyncio's Process.wait() also waits for its pipes to
     # close, which a backgrounded grandchild can hold open forever.
     (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=out_w, stderr=err_w, start_new_session=True)
     except BaseException:
         for fd in (out_r, err_r):
@@ -132,7 +140,13 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
         await asyncio.gather(*readers, return_exceptions=True)
         _signal_group(proc.pid, signal.SIGKILL)  # nothing of this command survives it
     elapsed = time.monotonic() - started
-    return _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
+    result = _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
+    if ctx.sandbox is not None:  # a refused host can hide behind exit 0 (curl without -f)
+        blocked = ctx.sandbox.explain(proc.returncode, err.text(), wall_start)
+        if blocked:
+            result.output = f"[sandbox] {blocked}\n{result.output}"
+            result.metadata["sandbox_blocked"] = blocked
+    return result
 
 
 async def _pump(fd: int, sink: CapturedStream, name: str, ctx: ToolContext) -> None:
@@ -194,9 +208,10 @@ def _summarise(command: str, code: int | None, timed_out: bool, timeout: int, el
 async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolContext) -> ToolResult:
     ctx.state.scratch_dir.mkdir(parents=True, exist_ok=True)
     log_path = ctx.state.scratch_dir / f"bg-{ctx.call_id}.log"
+    argv, env = _argv(command, cwd, env, ctx)
     with open(log_path, "wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
     ctx.state.background[proc.pid] = proc
     return ToolResult(
@@ -240,6 +255,21 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
+def classify(args: dict[str, Any], root) -> Classification:
+    """Per-command effect: parse the command line, strictest simple command wins."""
+    from auger.policy.effects import analyze_command
+
+    cwd = root
+    if args.get("workdir"):
+        try:
+            cwd = resolve_inside(root, args["workdir"])
+        except PathEscape:
+            pass  # the handler refuses it with a clear message
+    analysis = analyze_command(args["command"], root, cwd)
+    return Classification(analysis.effect, args["command"], analysis.commands, analysis.outside_paths,
+                          analysis.reasons)
+
+
 SHELL = ToolSpec(
     name="shell",
     description=(
@@ -261,6 +291,7 @@ SHELL = ToolSpec(
     handler=_shell,
     effect=LOCAL_MUTATION,
     parallel_safe=False,
+    classifier=classify,
 )
 
 TOOLS = [SHELL]

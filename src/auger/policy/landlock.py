@@ -1,0 +1,356 @@
+"""Landlock: confine this process's filesystem access, then exec a command.
+
+Usage::
+
+    python -m auger.policy.landlock --rw DIR ... --ro-all --deny-read PATH ... -- CMD ARGS...
+
+(`sandbox.LandlockSandbox.wrap` runs this same file's text with `python -S -I -c`,
+see there why.) This module must stay self-contained: standard library only.
+
+Landlock (Linux >= 5.13) lets an unprivileged process restrict itself and every
+process it later starts; the restriction survives `execve` and cannot be lifted.
+It is the fallback for machines without a working bubblewrap: it needs no
+namespaces, no setuid helper and no mount rights, only the three syscalls used
+here (through ctypes, so no extension module is required).
+
+What it can and cannot express, and therefore what this mode guarantees:
+
+- Landlock only *allows*: a rule grants rights on a file or a whole directory
+  hierarchy, and everything not granted is denied. "Read everywhere except
+  ~/.ssh" is therefore spelled as read rules on every top-level directory of
+  `/`, except that a directory containing a denied path is not granted as a
+  whole: its entries are granted one by one, skipping the denied ones
+  (recursively, down to the denied path). The directories on that path keep
+  READ_DIR only, and READ_DIR is inherited by everything beneath, so *names*
+  inside a denied directory stay listable; the contents do not. Entries created
+  inside such a split directory while the command runs (the ruleset is built per
+  command) are not readable by it.
+- A grant cannot be taken back lower in the tree: a read-only path inside a
+  writable directory (`.git/hooks` in the project) and a denied path inside a
+  writable directory are NOT enforced. Callers must not present this mode as
+  protecting them.
+- There is no network isolation here (Landlock's TCP port rules cannot tell the
+  host's loopback from the internet), and connecting to Unix sockets by path is
+  not mediated either.
+- Capabilities: when started with any (typically as root), the bounding and
+  ambient sets are cleared before the exec, so the command runs without them —
+  otherwise root could load a kernel module or reconfigure the system around
+  the ruleset.
+
+If Landlock is unavailable when this runs, it refuses to run the command (exit
+126) rather than running it unconfined.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import sys
+
+# Stdlib only, and nothing slow to import: this runs before every confined command
+# (`platform`, `typing` and `argparse` would add ~10 ms).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import NoReturn
+
+# Syscall numbers. Landlock arrived after the syscall tables were unified, so it
+# has the same numbers in the generic table (aarch64, riscv, ...) and on x86_64
+# and i386; only alpha is offset by 110.
+_SYSCALLS = {"alpha": (554, 555, 556)}
+_DEFAULT_SYSCALLS = (444, 445, 446)
+SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = _SYSCALLS.get(os.uname().machine, _DEFAULT_SYSCALLS)
+
+CREATE_RULESET_VERSION = 1 << 0
+RULE_PATH_BENEATH = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+# Filesystem access rights (include/uapi/linux/landlock.h).
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13       # ABI 2: link/rename across directories
+TRUNCATE = 1 << 14    # ABI 3
+IOCTL_DEV = 1 << 15   # ABI 5
+
+# Rights a rule on a non-directory may carry (the kernel rejects the others with EINVAL).
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+
+
+def handled_rights(abi: int) -> int:
+    """Every filesystem right the running ABI knows: all of them are restricted, so that
+    nothing is allowed by omission; rights newer than the kernel must be left out or
+    `landlock_create_ruleset` fails with EINVAL."""
+    if abi >= 5:
+        return (IOCTL_DEV << 1) - 1
+    if abi >= 3:
+        return (TRUNCATE << 1) - 1
+    if abi >= 2:
+        return (REFER << 1) - 1
+    return (MAKE_SYM << 1) - 1
+
+
+def read_rights(abi: int) -> int:
+    """What "readable" means: read files, list directories, execute programs (and use
+    device ioctls on what can be opened, so terminals keep working)."""
+    return (EXECUTE | READ_FILE | READ_DIR | IOCTL_DEV) & handled_rights(abi)
+
+
+class LandlockUnavailable(OSError):
+    """The kernel (or a seccomp filter around us) does not provide Landlock."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    # Only the first field (handled_access_fs): passing the smaller size is the
+    # documented way to leave network rights and scopes unrestricted.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _c() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+        _libc.prctl.restype = ctypes.c_int
+    return _libc
+
+
+def _syscall(number: int, *args: object) -> int:
+    result = _c().syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version (>= 1); raises LandlockUnavailable saying why not."""
+    if not sys.platform.startswith("linux"):
+        raise LandlockUnavailable(errno.ENOSYS, "Landlock is Linux-only")
+    try:
+        return _syscall(SYS_CREATE_RULESET, ctypes.c_void_p(None), ctypes.c_size_t(0),
+                        ctypes.c_uint32(CREATE_RULESET_VERSION))
+    except OSError as exc:
+        reason = {
+            errno.ENOSYS: "kernel without Landlock (needs Linux >= 5.13), or blocked by seccomp",
+            errno.EOPNOTSUPP: "Landlock built in but not enabled (add it to the lsm= boot parameter)",
+        }.get(exc.errno, os.strerror(exc.errno or 0))
+        raise LandlockUnavailable(exc.errno, reason) from None
+
+
+# --- planning (pure: which rights on which paths) -------------------------------------------
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _inside(parent: str, path: str) -> bool:
+    """True if `path` is `parent` or beneath it (whole components)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool) -> list[tuple[str, str]]:
+    """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights)
+    or "ls" (READ_DIR only: the directories on the way to a denied path).
+
+    Paths are resolved first: Landlock attaches rules to the inodes the paths reach,
+    so a symlink grants (or fails to deny) whatever it points at.
+    """
+    rules: list[tuple[str, str]] = [(_real(p), "rw") for p in rw]
+    if ro_all:
+        denied = sorted({_real(p) for p in deny_read})
+        rules.extend(_read_rules("/", denied))
+    return rules
+
+
+def _read_rules(directory: str, denied: list[str]) -> Iterator[tuple[str, str]]:
+    if any(_inside(d, directory) for d in denied):
+        return
+    if not any(_inside(directory, d) for d in denied):
+        yield directory, "r"
+        return
+    # A denied path lies below: grant this level entry by entry.
+    yield directory, "ls"
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                # Access through a link is checked where it lands, which has its own rule
+                # (or none, when it lands in a denied path): nothing to grant here.
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                yield from _read_rules(entry.path, denied)
+            elif not any(_inside(d, entry.path) for d in denied):
+                yield entry.path, "r"
+        except OSError:
+            continue
+
+
+# --- applying ---------------------------------------------------------------------------------
+
+def apply(rules: Sequence[tuple[str, str]], abi: int) -> None:
+    """Build the ruleset, drop capabilities, and restrict this process (and future children)."""
+    handled = handled_rights(abi)
+    grants = {"rw": handled, "r": read_rights(abi), "ls": READ_DIR}
+    attr = _RulesetAttr(handled_access_fs=handled)
+    ruleset = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                       ctypes.c_uint32(0))
+    try:
+        for path, grant in rules:
+            _add_rule(ruleset, path, grants[grant])
+        if _c().prctl(PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
+        _drop_capabilities()
+        _syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+
+
+def _add_rule(ruleset: int, path: str, access: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # vanished or unreachable: nothing to grant
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            access &= FILE_RIGHTS
+        if not access:
+            return
+        attr = _PathBeneathAttr(allowed_access=access, parent_fd=fd)
+        try:
+            _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(attr),
+                     ctypes.c_uint32(0))
+        except OSError as exc:
+            # Some pseudo-filesystems (nsfs, pipefs) take no rules; skipping them only denies more.
+            if exc.errno != errno.EBADFD:
+                raise OSError(exc.errno, f"landlock_add_rule({path!r}): {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _drop_capabilities() -> None:
+    """Make sure the exec'd command starts without capabilities.
+
+    Landlock confines paths, not privileges: root with CAP_SYS_MODULE or CAP_SYS_ADMIN
+    could step around it. With the bounding and ambient sets empty (and no inheritable
+    capabilities), execve gives even uid 0 an empty permitted set.
+    """
+    status = _capability_status()
+    if not any(status.get(k, 0) for k in ("CapEff", "CapPrm", "CapAmb")):
+        return
+    libc = _c()
+    libc.prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), ctypes.c_ulong(0),
+               ctypes.c_ulong(0))
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    if status.get("CapInh", 0):
+        raise OSError(errno.EPERM, "process has inheritable capabilities; refusing to run the command with them")
+    if _capability_status().get("CapBnd", 0):
+        raise OSError(errno.EPERM, "could not drop the capability bounding set")
+
+
+def _capability_status() -> dict[str, int]:
+    caps: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Cap"):
+                    key, _, value = line.partition(":")
+                    caps[key] = int(value.strip(), 16)
+    except (OSError, ValueError):
+        pass
+    return caps
+
+
+# --- command line ------------------------------------------------------------------------------
+
+USAGE = "usage: python -m auger.policy.landlock [--rw PATH]... [--ro-all] [--deny-read PATH]... -- CMD [ARGS...]"
+
+
+def _parse(argv: Sequence[str]) -> tuple[list[str], list[str], bool, list[str]]:
+    """Hand-rolled (argparse costs import time on every command): returns rw, deny_read, ro_all, command."""
+    rw: list[str] = []
+    deny: list[str] = []
+    ro_all = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            command = list(argv[i + 1:])
+            if not command:
+                raise ValueError("no command after --")
+            return rw, deny, ro_all, command
+        if arg == "--ro-all":
+            ro_all = True
+            i += 1
+        elif arg in ("--rw", "--deny-read"):
+            if i + 1 >= len(argv):
+                raise ValueError(f"{arg} needs a path")
+            (rw if arg == "--rw" else deny).append(argv[i + 1])
+            i += 2
+        else:
+            raise ValueError(f"unknown option {arg!r}")
+    raise ValueError("missing -- before the command")
+
+
+def _fail(code: int, message: str) -> NoReturn:
+    sys.stderr.write(f"auger-landlock: {message}\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    try:
+        rw, deny, ro_all, command = _parse(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
+        _fail(2, f"{exc}\n{USAGE}")
+    try:
+        abi = abi_version()
+    except LandlockUnavailable as exc:
+        _fail(126, f"Landlock unavailable ({exc.strerror}); refusing to run the command unconfined")
+    try:
+        apply(plan(rw, deny, ro_all), abi)
+    except OSError as exc:
+        _fail(126, f"could not apply the sandbox: {exc.strerror or exc}; refusing to run the command")
+    sys.stdout.flush()
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        _fail(127 if exc.errno == errno.ENOENT else 126, f"{command[0]}: {exc.strerror}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,538 @@
+"""The OS sandbox for shell commands (Linux): what a command may write, read and reach.
+
+`policy.paths` keeps the *file tools* inside the project, but a shell command is
+arbitrary code: only the kernel can hold it to the same rules. `detect()` picks
+the strongest mechanism that works on this machine, and its `wrap()` turns a
+command line into one that runs confined:
+
+- **bubblewrap** (preferred): a new mount namespace where `/` is bound read-only,
+  the project root, the temp dir and the session's writable dirs are bound
+  read-write, protected paths (`.git/hooks`, auger's own files) are bound
+  read-only again on top, and credential paths are covered (an empty, mode-0000
+  tmpfs over directories, `/dev/null` over files). New PID, IPC, UTS and cgroup
+  namespaces; a new network namespace (loopback only) unless the network is
+  "full"; no capabilities, even when run as root. Because bwrap's reaper is PID 1
+  of the namespace, nothing the command forks outlives it.
+- **Landlock** (fallback): see `auger.policy.landlock`. Filesystem only, and only
+  allow-rules: read-only or hidden paths inside writable dirs are *not* enforced,
+  the network is *not* isolated, and background processes are not contained.
+
+`blocked_by_sandbox()` reads a failed command's stderr and, when the sandbox is the
+likely cause, tells the model so in one line, so it stops retrying variations of
+a write it can never make.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+NETWORK_MODES = ("none", "proxy", "full")
+PREFERENCES = ("auto", "bwrap", "landlock", "off")
+PROBE_TIMEOUT = 5.0
+SYSTEM_BIN = "/usr/bin:/bin:/usr/local/bin:/usr/sbin:/sbin:/run/current-system/sw/bin"
+
+# Credentials and secrets commonly kept in a home directory ("~" is the HOME of the
+# command's environment, and the user's home from the password database too).
+DEFAULT_HIDDEN: tuple[str, ...] = (
+    "~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gcloud", "~/.azure", "~/.kube",
+    "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/git/credentials",
+    "~/.pypirc", "~/.npmrc", "~/.yarnrc.yml", "~/.config/gh", "~/.config/hub", "~/.password-store",
+    "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.gem/credentials",
+    "~/.terraform.d/credentials.tfrc.json", "~/.vault-token", "~/.pgpass", "~/.my.cnf",
+    "~/.config/op", "~/.oci", "~/.config/doctl", "~/.s3cfg", "~/.boto", "~/.config/rclone",
+    "~/.local/share/keyrings", "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium",
+    "~/.bash_history", "~/.zsh_history", "~/.docker/run",
+)
+
+# Unix sockets that hand out control of the machine or the user's session (a read-only
+# mount does not stop connect(), and --unshare-net only separates abstract sockets).
+# Hidden under bubblewrap; Landlock cannot mediate connect(), see landlock.py.
+SYSTEM_HIDDEN: tuple[str, ...] = (
+    "/run/docker.sock", "/var/run/docker.sock", "/run/containerd", "/run/podman", "/run/dbus",
+    "/run/systemd/private", "/run/user", "/run/screen", "/run/snapd.socket", "/run/libvirt", "/run/lxd",
+)
+# The same, for session sockets living in the (writable) temp dir: X11, tmux, ssh-agent.
+TEMP_HIDDEN_GLOBS: tuple[str, ...] = (".X11-unix", ".ICE-unix", "tmux-*", "ssh-*", "screens")
+
+# Device files a Landlock-confined command may write (bwrap builds its own /dev).
+LANDLOCK_DEVICES: tuple[str, ...] = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm",
+)
+
+
+def default_hidden(home: Path) -> tuple[Path, ...]:
+    """DEFAULT_HIDDEN with "~" expanded to `home` (not resolved; absolute entries kept)."""
+    return tuple(home / entry[2:] if entry.startswith("~/") else Path(entry) for entry in DEFAULT_HIDDEN)
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What a command may touch. Paths are taken as given and resolved by `wrap`."""
+
+    root: Path                        # resolved project root: writable
+    writable: tuple[Path, ...] = ()   # extra writable dirs (the session scratch dir); the temp dir always is
+    read_only: tuple[Path, ...] = ()  # read-only even inside writable dirs (root/.git/hooks always added)
+    hidden: tuple[Path, ...] = ()     # not readable, on top of DEFAULT_HIDDEN
+    network: str = "none"             # "none" | "proxy" | "full"
+    proxy_sockets: tuple[tuple[int, Path], ...] = ()   # (port inside, unix socket on the host): HTTP, then SOCKS
+
+    def __post_init__(self) -> None:
+        if self.network not in NETWORK_MODES:
+            raise ValueError(f"network must be one of {NETWORK_MODES}, not {self.network!r}")
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """A command ready to run confined.
+
+    kind "bwrap": everything in SandboxPolicy is enforced.
+    kind "landlock": writes are confined and hidden paths are unreadable, but read-only
+    paths inside writable dirs (root/.git/hooks) and hidden paths inside writable dirs
+    are NOT protected, the network is NOT blocked (network "proxy" only sets the proxy
+    variables), Unix sockets stay reachable, and processes the command forks into the
+    background are not tied to it.
+    """
+
+    argv: list[str]          # what to exec instead of the original argv
+    env: dict[str, str]      # environment to use (adds proxy variables when network == "proxy")
+    kind: str                # "bwrap" | "landlock"
+
+
+class Sandbox(Protocol):
+    kind: str
+
+    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped: ...
+
+
+# --- shared planning --------------------------------------------------------------------------
+
+def _real(path: Path | str) -> Path:
+    return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
+
+
+def _inside(parent: Path, path: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _homes(env: dict[str, str]) -> list[Path]:
+    """The command's HOME and the user's real home: secrets are hidden in both."""
+    homes = []
+    if env.get("HOME"):
+        homes.append(_real(env["HOME"]))
+    try:
+        homes.append(_real(pwd.getpwuid(os.getuid()).pw_dir))
+    except KeyError:
+        pass
+    return list(dict.fromkeys(homes))
+
+
+def temp_dir(env: dict[str, str]) -> Path:
+    """The temp dir the command will use: its TMPDIR if that is a directory, else the system's.
+
+    A TMPDIR of "/" or one containing a home directory would open far too much; those fall
+    back to the system default.
+    """
+    candidate = env.get("TMPDIR", "")
+    if candidate and os.path.isabs(candidate) and os.path.isdir(candidate):
+        tmp = _real(candidate)
+        if tmp != Path("/") and not any(_inside(tmp, home) for home in _homes(env)):
+            return tmp
+    return _real(tempfile.gettempdir())
+
+
+def _essential_paths() -> list[Path]:
+    """What the sandbox itself needs to read: the interpreter, its stdlib, and auger."""
+    paths = [_real(sys.executable), _real(sys.prefix), _real(sys.base_prefix), Path(__file__).resolve().parents[1]]
+    stdlib = sysconfig.get_paths().get("stdlib")
+    if stdlib:
+        paths.append(_real(stdlib))
+    return paths
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Resolved, de-duplicated paths for one command."""
+
+    writable: list[Path]
+    read_only: list[Path]
+    hidden: list[Path]
+
+
+def _plan(cwd: Path, env: dict[str, str], policy: SandboxPolicy, create_hooks: bool) -> _Plan:
+    root = _real(policy.root)
+    tmp = temp_dir(env)
+    writable = [root, tmp]
+    for extra in policy.writable:
+        # The scratch dir is created lazily by the shell tool: make it now, or it could
+        # not be bound (bwrap) or granted (Landlock).
+        Path(extra).mkdir(parents=True, exist_ok=True)
+        writable.append(_real(extra))
+    writable = sorted(set(writable), key=lambda p: len(p.parts))
+
+    git = root / ".git"
+    if create_hooks and git.is_dir() and not (git / "hooks").exists():
+        # Protect the hooks dir even before git made it: otherwise the command could create it.
+        (git / "hooks").mkdir(exist_ok=True)
+    # Hooks and config both make the user's next git command run code outside the sandbox
+    # (a planted pre-commit hook; core.hooksPath / core.fsmonitor in .git/config).
+    read_only = [root / ".git" / "hooks", root / ".git" / "config", *policy.read_only]
+
+    hidden: list[Path] = [*policy.hidden]
+    for home in _homes(env):
+        hidden.extend(default_hidden(home))
+    hidden.extend(Path(p) for p in SYSTEM_HIDDEN)
+    if env.get("SSH_AUTH_SOCK"):
+        hidden.append(Path(env["SSH_AUTH_SOCK"]))
+    for pattern in TEMP_HIDDEN_GLOBS:
+        hidden.extend(tmp.glob(pattern))
+
+    # Resolve, keep what exists, and never hide what the command needs to run at all
+    # (or a writable dir itself, or the working directory).
+    keep_visible = [*_essential_paths(), *writable, _real(cwd)]
+    # (Existence is checked after resolving: a dangling symlink has nothing to hide, and
+    # covering its missing target would make bwrap fail every command.)
+    hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
+    hidden_final: list[Path] = []
+    for h in hidden_real:
+        if any(_inside(h, v) for v in keep_visible) or any(_inside(kept, h) for kept in hidden_final):
+            continue
+        hidden_final.append(h)
+    ro_final = sorted({_real(p) for p in read_only if os.path.exists(p)}, key=lambda p: len(p.parts))
+    ro_final = [p for p in ro_final if not any(_inside(h, p) for h in hidden_final)]
+    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final)
+
+
+def _proxy_env(env: dict[str, str], policy: SandboxPolicy) -> dict[str, str]:
+    """Point HTTP(S) clients at the first bridged port and SOCKS clients at the second."""
+    out = dict(env)
+    if policy.network != "proxy" or not policy.proxy_sockets:
+        return out
+    http_port = policy.proxy_sockets[0][0]
+    http = f"http://127.0.0.1:{http_port}"
+    out.update({"HTTP_PROXY": http, "HTTPS_PROXY": http, "http_proxy": http, "https_proxy": http})
+    if len(policy.proxy_sockets) > 1:
+        socks = f"socks5h://127.0.0.1:{policy.proxy_sockets[1][0]}"
+        out.update({"ALL_PROXY": socks, "all_proxy": socks})
+    out.update({"NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"})
+    return out
+
+
+# --- bubblewrap -------------------------------------------------------------------------------
+
+class BwrapSandbox:
+    """Mount-namespace sandbox through the `bwrap` binary (see the module docstring)."""
+
+    kind = "bwrap"
+
+    def __init__(self, path: str, version: tuple[int, ...]):
+        self.path = path
+        self.version = version
+
+    def _base(self, network: str) -> list[str]:
+        args = [self.path, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--unshare-cgroup-try"]
+        if network != "full":
+            args.append("--unshare-net")
+        # Run as root, bwrap would otherwise hand the command every capability (enough to
+        # remount / read-write); as a normal user this is already the default.
+        args += ["--cap-drop", "ALL"]
+        # /proc/sys stays writable for uid 0 (core_pattern is a host-root escape): cover it.
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        return args
+
+    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+        """Bind order matters: later mounts cover earlier ones, so writable dirs come first,
+        then read-only exceptions inside them, then hidden paths, then the proxy sockets."""
+        plan = _plan(cwd, env, policy, create_hooks=True)
+        args = self._base(policy.network)
+        for path in plan.writable:
+            args += ["--bind", str(path), str(path)]
+        for path in plan.read_only:
+            args += ["--ro-bind", str(path), str(path)]
+        for path in plan.hidden:
+            if path.is_dir():
+                if self.version >= (0, 5):
+                    args += ["--perms", "0000"]  # "Permission denied", not a confusing empty dir
+                args += ["--tmpfs", str(path)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(path)]
+        command = list(argv)
+        if policy.network == "proxy" and policy.proxy_sockets:
+            from auger.policy.egress import NETBRIDGE_SCRIPT  # lazy: only proxy mode needs it
+
+            # Read-only: reachable (connect() needs no write access) but not replaceable.
+            for sock_dir in sorted({_real(sock).parent for _, sock in policy.proxy_sockets}):
+                args += ["--ro-bind", str(sock_dir), str(sock_dir)]
+            bridge = [sys.executable, "-S", "-I", str(NETBRIDGE_SCRIPT)]
+            for port, sock in policy.proxy_sockets:
+                bridge += ["--listen", f"{port}={_real(sock)}"]
+            command = [*bridge, "--", *command]
+        args += ["--chdir", str(_real(cwd)), "--", *command]
+        return Wrapped(argv=args, env=_proxy_env(env, policy), kind=self.kind)
+
+    def probe(self) -> str | None:
+        """Run `true` with the namespace flags `wrap` uses; None if it works, else why not."""
+        args = [*self._base("none"), "--", "true"]
+        try:
+            proc = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return f"bwrap probe timed out after {PROBE_TIMEOUT:.0f}s"
+        except OSError as exc:
+            return f"bwrap could not start ({exc.strerror})"
+        if proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            return f"bwrap probe failed ({detail[-1] if detail else f'exit {proc.returncode}'})"
+        return None
+
+
+def _bwrap_version(path: str) -> tuple[int, ...]:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    match = re.search(r"(\d+(?:\.\d+)+)", out)
+    return tuple(int(x) for x in match.group(1).split(".")) if match else ()
+
+
+# --- Landlock ---------------------------------------------------------------------------------
+
+class LandlockSandbox:
+    """Filesystem-only confinement through the `auger.policy.landlock` helper (see that module).
+
+    The helper runs *before* the ruleset exists, so nothing it loads may be writable by
+    earlier commands. `python -m auger.policy.landlock` would not do: with auger
+    installed in the project's own virtualenv (common), the model could edit
+    `landlock.py`, drop a `.pth` file into site-packages, or plant an `auger/` package in
+    the working directory, and the next command would start unconfined. So the helper's
+    source is read once, when the sandbox is created, and passed with `-c` to the base
+    interpreter (outside any venv) in isolated mode without site (`-S -I`): only the
+    standard library is loaded from disk. It is also ~20 ms faster than `-m`.
+    """
+
+    kind = "landlock"
+
+    def __init__(self, abi: int, helper_source: str | None = None):
+        from auger.policy import landlock
+
+        self.abi = abi
+        self.helper_source = helper_source or Path(landlock.__file__).read_text(encoding="utf-8")
+        self.python = getattr(sys, "_base_executable", None) or sys.executable
+
+    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+        """Read-only paths are not passed on: Landlock cannot take back a grant, so
+        `root/.git/hooks` stays writable here (see `Wrapped`). The network is not blocked."""
+        plan = _plan(cwd, env, policy, create_hooks=False)
+        args = [self.python, "-S", "-I", "-c", self.helper_source]
+        for path in [*plan.writable, *(Path(d) for d in LANDLOCK_DEVICES)]:
+            args += ["--rw", str(path)]
+        args.append("--ro-all")
+        for path in plan.hidden:
+            if not any(_inside(w, path) for w in plan.writable):  # a grant there cannot be taken back
+                args += ["--deny-read", str(path)]
+        args += ["--", *argv]
+        return Wrapped(argv=args, env=_proxy_env(env, policy), kind=self.kind)
+
+
+# --- detection --------------------------------------------------------------------------------
+
+_cache: dict[str, tuple[Sandbox | None, str]] = {}
+_cache_lock = threading.Lock()
+LANDLOCK_LIMITS = ("filesystem only: network not isolated, read-only paths inside writable dirs "
+                   "not enforced")
+
+
+def detect(preference: str = "auto") -> tuple[Sandbox | None, str]:
+    """Pick the best working sandbox: "auto" (bwrap, else landlock), "bwrap", "landlock", or "off".
+
+    Returns (sandbox or None, a one-line explanation). Both mechanisms are probed for real
+    (bwrap runs `true` once; Landlock is asked for its ABI version), because being
+    installed is not the same as working: containers often forbid namespaces, and kernels
+    may build Landlock without enabling it. The answer is cached per preference.
+    """
+    if preference not in PREFERENCES:
+        raise ValueError(f"sandbox preference must be one of {PREFERENCES}, not {preference!r}")
+    with _cache_lock:
+        if preference not in _cache:
+            _cache[preference] = _detect(preference)
+        return _cache[preference]
+
+
+def _detect(preference: str) -> tuple[Sandbox | None, str]:
+    if preference == "off":
+        return None, "no sandbox: turned off by configuration"
+    bwrap_reason = ""
+    if preference in ("auto", "bwrap"):
+        # System locations first: PATH often starts with project dirs (.venv/bin,
+        # node_modules/.bin) where a command could have planted a fake `bwrap`.
+        found = shutil.which("bwrap", path=SYSTEM_BIN) or shutil.which("bwrap")
+        if not found:
+            bwrap_reason = "bwrap not installed"
+        else:
+            sandbox = BwrapSandbox(found, _bwrap_version(found))
+            failure = sandbox.probe()
+            if failure is None:
+                version = ".".join(map(str, sandbox.version)) or "(unknown version)"
+                return sandbox, f"bubblewrap {version} (filesystem + network)"
+            bwrap_reason = failure
+        if preference == "bwrap":
+            return None, f"no sandbox: {bwrap_reason}"
+    from auger.policy import landlock
+
+    try:
+        abi = landlock.abi_version()
+    except landlock.LandlockUnavailable as exc:
+        landlock_reason = f"Landlock unavailable ({exc.strerror})"
+    else:
+        if abi >= 1:
+            prefix = f"{bwrap_reason}; using " if bwrap_reason else ""
+            return LandlockSandbox(abi), f"{prefix}Landlock ABI {abi} ({LANDLOCK_LIMITS})"
+        landlock_reason = "Landlock unavailable (kernel ABI < 1)"
+    if preference == "landlock":
+        return None, f"no sandbox: {landlock_reason}"
+    return None, f"no sandbox: {bwrap_reason} and {landlock_reason}"
+
+
+# --- explaining failures ----------------------------------------------------------------------
+
+# "/.ssh", "/.config/gcloud", ...: matched as whole components anywhere in a path an error names.
+_HIDDEN_SUFFIXES = tuple(entry[1:] for entry in DEFAULT_HIDDEN if entry.startswith("~/"))
+_PATH_IN_LINE = (
+    re.compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
+    re.compile(r'"([^"]+)"'),
+    re.compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
+               r"|No such file or directory)", re.I),   # cat: /x: Permission denied; sh: cannot create /x: ...
+)
+_NETWORK = re.compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
+                      r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
+                      r"|failed to resolve|name resolution", re.I)
+_LOCAL = re.compile(r"127\.0\.0\.1|localhost|::1")
+_PROXY_DENIED = re.compile(r"CONNECT tunnel failed, response 403|Received HTTP code 403 from proxy"
+                           r"|403 Forbidden.*proxy|proxy.*403", re.I)
+
+
+def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxPolicy | None = None,
+                       cwd: Path | None = None, kind: str | None = None) -> str | None:
+    """If a failed command's stderr shows the sandbox stopped it, a one-line explanation
+    for the model ("blocked by the sandbox: ..."); else None.
+
+    Heuristic by necessity (the kernel only says EROFS/EACCES/ENETUNREACH), so the
+    optional arguments sharpen it: with `policy` (and `cwd`, default the root) the paths
+    an error names are checked against the writable set and the network mode is known;
+    with `kind` "landlock", network errors are never blamed on the sandbox (it does not
+    touch the network). Without them, "Permission denied" on a plain relative path
+    (`./build.sh: Permission denied`, most likely inside the project) is not reported,
+    and a refused connection is only "possibly" the sandbox.
+    """
+    if exit_code == 0 or not stderr_text:
+        return None
+    network = policy.network if policy is not None else None
+    check_network = network != "full" and kind != "landlock"
+    for raw in stderr_text.splitlines()[-200:]:
+        line = raw.strip()
+        lowered = line.lower()
+        quote = f" ({line[:160]})"
+        path = _path_in(line)
+        if "permission denied" in lowered or "no such file or directory" in lowered:
+            if path is not None and _is_hidden(path, policy, cwd):
+                return ("blocked by the sandbox: credential files and directories (~/.ssh, ~/.aws, tokens ...) "
+                        "are hidden from commands" + quote)
+            if "no such file or directory" in lowered:
+                continue
+        if "read-only file system" in lowered:
+            if path is not None and _is_protected(path, policy, cwd):
+                return "blocked by the sandbox: this path is read-only (protected even inside the project)" + quote
+            return "blocked by the sandbox: " + _WRITE_OUTSIDE + quote
+        if "permission denied" in lowered:
+            if path is None or not _outside_writable(path, policy, cwd):
+                continue
+            return "blocked by the sandbox: " + _WRITE_OUTSIDE + quote
+        if "operation not permitted" in lowered and (path is None or _outside_writable(path, policy, cwd)):
+            return ("blocked by the sandbox: commands run without privileges (no mount, chown to others, "
+                    "ptrace, raw sockets ...)" + quote)
+        if not check_network:
+            continue
+        if _PROXY_DENIED.search(line):
+            return "blocked by the sandbox: this host is not on the network allowlist" + quote
+        no_network = ("only allowlisted hosts are reachable, through the proxy (HTTP_PROXY/ALL_PROXY)"
+                      if network == "proxy" else "network access is disabled for commands")
+        if _NETWORK.search(line):
+            return f"blocked by the sandbox: {no_network}" + quote
+        if _CONNECT_FAILED.search(line):
+            if _LOCAL.search(line):
+                return ("possibly blocked by the sandbox: commands have their own network namespace, so servers "
+                        "on the host's localhost are unreachable (a server started in the same command works)"
+                        + quote)
+            return ("blocked by the sandbox: " if network is not None else "possibly blocked by the sandbox: ") + (
+                no_network + quote)
+    return None
+
+
+_WRITE_OUTSIDE = "writing outside the project, its temp and scratch dirs is not allowed"
+_CONNECT_FAILED = re.compile(r"connection refused|couldn't connect to server|failed to connect to"
+                             r"|connection timed out", re.I)
+
+
+def _path_in(line: str) -> str | None:
+    for pattern in _PATH_IN_LINE:
+        match = pattern.search(line)
+        if match:
+            candidate = match.group(1).strip()
+            if candidate and ("/" in candidate or candidate.startswith((".", "~"))):
+                return candidate
+    return None
+
+
+def _absolute(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> Path | None:
+    if path.startswith("~"):
+        return _real(path)
+    if os.path.isabs(path):
+        return _real(path)
+    base = cwd or (policy.root if policy is not None else None)
+    return _real(Path(base) / path) if base is not None else None
+
+
+def _is_hidden(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    padded = "/" + path.lstrip("~") + "/"
+    if any(suffix + "/" in padded for suffix in _HIDDEN_SUFFIXES):
+        return True
+    if policy is None or not policy.hidden:
+        return False
+    absolute = _absolute(path, policy, cwd)
+    return absolute is not None and any(_inside(_real(h), absolute) for h in policy.hidden)
+
+
+def _is_protected(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    if ".git/hooks" in path or path.endswith(".git/config"):
+        return True
+    absolute = _absolute(path, policy, cwd)
+    if policy is None or absolute is None:
+        return False
+    return any(_inside(_real(p), absolute) for p in policy.read_only)
+
+
+def _outside_writable(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    """Whether a path an error names lies outside what commands may write.
+
+    Without a policy: absolute and parent-relative paths count as outside, plain relative
+    ones (most likely inside the project) do not.
+    """
+    if policy is None:
+        return path.startswith(("/", "~", ".."))
+    absolute = _absolute(path, policy, cwd)
+    if absolute is None:
+        return False
+    writable = [_real(policy.root), *(_real(w) for w in policy.writable)]
+    if any(_inside(w, absolute) for w in writable):
+        return _is_protected(path, policy, cwd)
+    return True

