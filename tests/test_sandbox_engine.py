@@ -153,3 +153,14 @@ def test_without_a_sandbox_auto_acts_as_safe_and_says_so_once(project, server):
     assert run.of(ev.SessionConfigured)[0].sandbox == "none"
     assert not (project / "x.txt").exists()
     assert "headless" in shell_outputs(server)[0]
+
+
+def test_proxy_that_cannot_start_leaves_a_working_session_without_network(project, server, upstream):
+    overrides = ("approve_all=true", 'egress_allow=["not a host name!"]', 'egress_hosts={ "mirror.test" = "127.0.0.1" }')
+    run = run_commands(project, server, "echo still works",
+                       f"curl -sS --max-time 5 http://mirror.test:{upstream}/", overrides=overrides)
+    warnings = [w.message for w in run.of(ev.WarningEvent)]
+    assert any("egress proxy could not start" in w and "not a host name!" in w for w in warnings)
+    works, curl = shell_outputs(server)
+    assert works.startswith("Exit code: 0") and "still works" in works
+    assert "hello from upstream" not in curl and not curl.startswith("Exit code: 0")

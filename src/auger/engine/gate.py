@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from auger.policy.effects import unwrap
 from auger.policy.rules import RuleSet, append_rule
 from auger.policy.trust import ALLOW, DENY, decide
 from auger.tools.base import DESTRUCTIVE, Classification, ToolContext, ToolSpec
@@ -47,7 +46,11 @@ class Gate:
     async def review(self, turn_id: str, call_id: str, spec: ToolSpec, args: dict[str, Any],
                      ctx: ToolContext) -> Review:
         c = self.classify(spec, args)
-        outcome = self.rules.evaluate([unwrap(argv) for argv in c.commands]) if c.commands else None
+        outcome = None
+        if c.commands:
+            from auger.policy.effects import unwrap  # the shell parser loads with the first command
+
+            outcome = self.rules.evaluate([unwrap(argv) for argv in c.commands])
         decision = decide(self.session.mode, c.effect, outside=bool(c.outside_paths),
                           rule=outcome.decision if outcome else None, sandboxed=self.sandboxed)
         reason = decision.reason
@@ -86,6 +89,8 @@ class Gate:
         if answer.decision in (APPROVE_SESSION, APPROVE_ALWAYS):
             self.grants.update(self._grant_keys(spec, c))
             if answer.decision == APPROVE_ALWAYS:
+                from auger.policy.effects import unwrap
+
                 for argv in c.commands:
                     append_rule(self.user_rules_path, unwrap(argv), "allow")
             return Review(True)
