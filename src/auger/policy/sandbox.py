@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from auger.policy.paths import is_inside
+
 NETWORK_MODES = ("none", "proxy", "full")
 PREFERENCES = ("auto", "bwrap", "landlock", "off")
 PROBE_TIMEOUT = 5.0
@@ -121,10 +123,6 @@ def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
-def _inside(parent: Path, path: Path) -> bool:
-    return path == parent or parent in path.parents
-
-
 def _homes(env: dict[str, str]) -> list[Path]:
     """The command's HOME and the user's real home: secrets are hidden in both."""
     homes = []
@@ -146,7 +144,7 @@ def temp_dir(env: dict[str, str]) -> Path:
     candidate = env.get("TMPDIR", "")
     if candidate and os.path.isabs(candidate) and os.path.isdir(candidate):
         tmp = _real(candidate)
-        if tmp != Path("/") and not any(_inside(tmp, home) for home in _homes(env)):
+        if tmp != Path("/") and not any(is_inside(tmp, home) for home in _homes(env)):
             return tmp
     return _real(tempfile.gettempdir())
 
@@ -205,11 +203,11 @@ def _plan(cwd: Path, env: dict[str, str], policy: SandboxPolicy, create_hooks: b
     hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
     hidden_final: list[Path] = []
     for h in hidden_real:
-        if any(_inside(h, v) for v in keep_visible) or any(_inside(kept, h) for kept in hidden_final):
+        if any(is_inside(h, v) for v in keep_visible) or any(is_inside(kept, h) for kept in hidden_final):
             continue
         hidden_final.append(h)
     ro_final = sorted({_real(p) for p in read_only if os.path.exists(p)}, key=lambda p: len(p.parts))
-    ro_final = [p for p in ro_final if not any(_inside(h, p) for h in hidden_final)]
+    ro_final = [p for p in ro_final if not any(is_inside(h, p) for h in hidden_final)]
     return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final)
 
 
@@ -338,7 +336,7 @@ class LandlockSandbox:
             args += ["--rw", str(path)]
         args.append("--ro-all")
         for path in plan.hidden:
-            if not any(_inside(w, path) for w in plan.writable):  # a grant there cannot be taken back
+            if not any(is_inside(w, path) for w in plan.writable):  # a grant there cannot be taken back
                 args += ["--deny-read", str(path)]
         args += ["--", *argv]
         return Wrapped(argv=args, env=_proxy_env(env, policy), kind=self.kind)
@@ -509,7 +507,7 @@ def _is_hidden(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> boo
     if policy is None or not policy.hidden:
         return False
     absolute = _absolute(path, policy, cwd)
-    return absolute is not None and any(_inside(_real(h), absolute) for h in policy.hidden)
+    return absolute is not None and any(is_inside(_real(h), absolute) for h in policy.hidden)
 
 
 def _is_protected(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
@@ -518,7 +516,7 @@ def _is_protected(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> 
     absolute = _absolute(path, policy, cwd)
     if policy is None or absolute is None:
         return False
-    return any(_inside(_real(p), absolute) for p in policy.read_only)
+    return any(is_inside(_real(p), absolute) for p in policy.read_only)
 
 
 def _outside_writable(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
@@ -533,6 +531,6 @@ def _outside_writable(path: str, policy: SandboxPolicy | None, cwd: Path | None)
     if absolute is None:
         return False
     writable = [_real(policy.root), *(_real(w) for w in policy.writable)]
-    if any(_inside(w, absolute) for w in writable):
+    if any(is_inside(w, absolute) for w in writable):
         return _is_protected(path, policy, cwd)
     return True
