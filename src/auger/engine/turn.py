@@ -18,7 +18,8 @@ from auger.context.instructions import build_instructions
 from auger.engine.history import INTERRUPTED_OUTPUT
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.models.base import (
-    Completed, ModelError, ModelRequest, ReasoningDelta, StreamEvent, TextDelta, ToolCallReady, UsageReport,
+    Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
+    UsageReport,
 )
 from auger.models.retry import RetryPolicy, stream_with_retry
 from auger.protocol import events as ev
@@ -44,6 +45,7 @@ class TurnAbortedByUser(Exception):
 class _Reply:
     text: str = ""
     reasoning: str = ""
+    reasoning_items: list[ReasoningDone] = field(default_factory=list)
     calls: list[ToolCallReady] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
@@ -146,6 +148,8 @@ class Turn:
             elif isinstance(event, ReasoningDelta):
                 reply.reasoning += event.text
                 session.emit(ev.ReasoningDelta(self.id, event.text))
+            elif isinstance(event, ReasoningDone):
+                reply.reasoning_items.append(event)
             elif isinstance(event, ToolCallReady):
                 reply.calls.append(event)
             elif isinstance(event, UsageReport):
@@ -170,7 +174,10 @@ class Turn:
     async def _record_reply(self, reply: _Reply) -> list[ToolCall]:
         """Commit the reply's items and usage; return its tool calls (ids made unique in the session)."""
         session = self.session
-        if reply.reasoning:
+        for done in reply.reasoning_items:  # complete items carry provider state to send back
+            await session.record(self.id, Reasoning(done.text, done.encrypted, done.provider, done.item_id,
+                                                    done.redacted))
+        if reply.reasoning and not reply.reasoning_items:
             await session.record(self.id, Reasoning(reply.reasoning))
         if reply.text:
             await session.record(self.id, AssistantMessage(reply.text))

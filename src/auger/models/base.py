@@ -38,6 +38,17 @@ class ReasoningDelta:
 
 
 @dataclass
+class ReasoningDone:
+    """A complete reasoning item with the provider state to send back (see items.Reasoning)."""
+
+    text: str
+    encrypted: str | None = None
+    provider: str | None = None
+    item_id: str | None = None
+    redacted: bool = False
+
+
+@dataclass
 class ToolCallReady:
     call_id: str
     name: str
@@ -54,7 +65,7 @@ class Completed:
     finish_reason: str = "stop"
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | UsageReport | Completed
+StreamEvent = TextDelta | ReasoningDelta | ReasoningDone | ToolCallReady | UsageReport | Completed
 
 
 class ModelError(Exception):

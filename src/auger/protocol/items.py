@@ -29,7 +29,15 @@ class AssistantMessage(Item):
 
 @tag("reasoning")
 class Reasoning(Item):
+    """Model reasoning. `encrypted` is opaque provider state that must be sent back verbatim to the
+    same wire API (`provider`): a Responses `encrypted_content`, an Anthropic thinking `signature`, or
+    the data of a redacted thinking block (`redacted`). Other wire APIs ignore it."""
+
     text: str
+    encrypted: str | None = None
+    provider: str | None = None  # wire API name: "openai_responses" | "anthropic"
+    item_id: str | None = None  # the provider's id for the item, when it has one
+    redacted: bool = False
 
 
 @tag("tool_call")
