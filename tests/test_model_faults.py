@@ -20,7 +20,8 @@ def test_request_wire_format(project, server):
     assert body["messages"][0]["role"] == "system"
     assert body["messages"][-1] == {"role": "user", "content": "hello"}
     names = {t["function"]["name"] for t in body["tools"]}
-    assert names == {"shell", "read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "recall"}
+    assert names == {"shell", "read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "recall",
+                     "update_plan"}
 
 
 def test_429_honours_retry_after(project, server):
@@ -72,7 +73,9 @@ def test_retry_budget_exhausted_ends_turn_and_session_stays_usable(project, serv
 
 
 def test_non_retryable_errors_say_what_to_do(project, server):
-    server.add(Fault.status(401), Fault.status(404), Fault.context_length(), Reply(text="fine"))
+    # a context-window error compacts the conversation and retries once; a second one ends the turn
+    server.add(Fault.status(401), Fault.status(404), Fault.context_length(), Reply(text="summary of a and b"),
+               Fault.context_length(), Reply(text="fine"))
     run = run_session(project, server, "a", "b", "c", "d")
     ends = run.of(ev.TurnEnded)
     assert [e.reason for e in ends] == ["error", "error", "error", "complete"]
@@ -80,6 +83,7 @@ def test_non_retryable_errors_say_what_to_do(project, server):
     assert "authentication failed" in ends[0].message
     assert "model 'mock-model'" in ends[1].message and "not found" in ends[1].message
     assert "context window" in ends[2].message
+    assert [c.summary for c in run.of(ev.ContextCompacted)] == ["summary of a and b"]
 
 
 def test_tool_call_fragments_reassemble(project, server):

@@ -35,6 +35,11 @@ class Config:
     shell_env_exclude: list[str] = field(default_factory=list)
     shell_env_set: dict[str, str] = field(default_factory=dict)
     trust_project_rules: bool = False
+    model_context_window: int | None = None  # overrides the model registry
+    model_auto_compact_token_limit: int | None = None  # default: 85% of the window
+    generate_titles: bool = True
+    project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
+    project_doc_max_bytes: int = 32_768
     diagnostics: list[str] = field(default_factory=list, compare=False)
 
 

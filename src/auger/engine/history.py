@@ -1,20 +1,39 @@
-"""The in-memory conversation of one session and its normalised prompt form.
+"""The in-memory conversation of one session and its prompt form.
 
-Normalisation is what makes any recorded history sendable: every tool call gets
-an output (a synthetic "interrupted" one if the process died mid-call), outputs
-sit right after their calls in call order (parallel calls may finish in any
-order), orphan outputs are dropped, and an aborted turn becomes a note the model reads.
+The store keeps every item forever; the prompt is a *view* of them, rebuilt from
+the items alone (so a resumed session sends byte-for-byte what the original would):
+
+1. `compaction` items replace everything before them with what they kept (context
+   messages, the user's own messages, the summary, the plan); `rollback` items drop
+   the last N user turns.
+2. Normalisation makes any recorded history sendable: a reply's calls form one
+   contiguous block closed by the first non-call item; outputs sit right after their
+   block in call order (parallel calls may finish in any order); a call without an
+   output gets a synthetic "interrupted" one; orphan outputs are dropped.
+3. Tool outputs longer than the budget keep their head and tail, with a marker
+   saying how much was cut and that `recall` fetches the rest.
+4. Engine context (instructions, environment, summaries, plan, aborted-turn notes)
+   becomes user-role messages, so wire clients only ever see user, assistant,
+   reasoning, call and output items.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Sequence
 
-from auger.protocol.items import Item, ToolCall, ToolOutput, TurnAborted, UserMessage
+from auger.protocol.items import (
+    Compaction, ContextMessage, Item, Rollback, ToolCall, ToolOutput, TurnAborted, UserMessage,
+)
+from auger.tools.plan import render_plan
 
 INTERRUPTED_OUTPUT = "interrupted: this call was stopped before it finished; its effects may be partial"
 ABORTED_NOTE = ("<turn_aborted>The user interrupted the previous turn ({reason}). Tool calls still running were "
                 "stopped; check the state of anything they were changing before relying on it.</turn_aborted>")
+SUMMARY_NOTE = ("<conversation_summary>\nEarlier parts of this conversation were compacted to save context. "
+                "You wrote this hand-off summary of them:\n\n{summary}\n</conversation_summary>")
+PLAN_NOTE = "<current_plan>\n{plan}\n</current_plan>"
+MIN_OUTPUT_CHARS = 4_000
 
 
 class History:
@@ -38,27 +57,107 @@ class History:
     def call_ids(self) -> set[str]:
         return {i.call_id for i in self._items if isinstance(i, ToolCall)}
 
-    def for_prompt(self) -> list[Item]:
-        outputs = {i.call_id: i for i in self._items if isinstance(i, ToolOutput)}
-        prompt: list[Item] = []
-        open_calls: list[ToolCall] = []
+    def view(self) -> list[Item]:
+        """Steps 1 and 2: what the model's context holds, still in engine item types."""
+        return normalise(apply_markers(self._items))
 
-        def close_calls() -> None:
-            for call in open_calls:
-                prompt.append(outputs.get(call.call_id) or ToolOutput(call.call_id, INTERRUPTED_OUTPUT, ok=False))
-            open_calls.clear()
+    def user_turns(self) -> int:
+        """How many of the user's own messages the context holds (what `rollback` can drop)."""
+        return sum(isinstance(i, UserMessage) for i in self.view())
 
-        for item in self._items:
-            if isinstance(item, ToolCall):
-                prompt.append(item)
-                open_calls.append(item)
-                continue
-            close_calls()  # a reply's calls are contiguous: anything else ends the block
-            if isinstance(item, ToolOutput):
-                continue  # placed right after its call by close_calls (or an orphan: dropped)
-            if isinstance(item, TurnAborted):
-                prompt.append(UserMessage(ABORTED_NOTE.format(reason=item.reason)))
-            else:
-                prompt.append(item)
-        close_calls()
-        return prompt
+    def for_prompt(self, output_cap_chars: int | None = None) -> list[Item]:
+        return to_prompt(self.view(), output_cap_chars)
+
+
+def apply_markers(items: Sequence[Item]) -> list[Item]:
+    """Replay compactions and rollbacks over the raw items."""
+    view: list[Item] = []
+    context: list[ContextMessage] = []  # instructions and environment survive every compaction
+    for item in items:
+        if isinstance(item, ContextMessage):
+            if item.kind in ("instructions", "environment"):
+                context.append(item)
+            view.append(item)
+        elif isinstance(item, Compaction):
+            view = [*context, *(UserMessage(text) for text in item.user_messages),
+                    ContextMessage(SUMMARY_NOTE.format(summary=item.summary), "summary")]
+            if item.plan:
+                view.append(ContextMessage(PLAN_NOTE.format(plan=render_plan(item.plan)), "plan"))
+        elif isinstance(item, Rollback):
+            view = _drop_user_turns(view, item.turns)
+        else:
+            view.append(item)
+    return view
+
+
+def _drop_user_turns(view: list[Item], turns: int) -> list[Item]:
+    starts = [n for n, item in enumerate(view) if isinstance(item, UserMessage)]
+    if turns <= 0 or not starts:
+        return view
+    cut = starts[-turns] if turns <= len(starts) else starts[0]
+    return view[:cut]
+
+
+def normalise(view: list[Item]) -> list[Item]:
+    outputs = {i.call_id: i for i in view if isinstance(i, ToolOutput)}
+    result: list[Item] = []
+    open_calls: list[ToolCall] = []
+
+    def close_calls() -> None:
+        for call in open_calls:
+            result.append(outputs.get(call.call_id) or ToolOutput(call.call_id, INTERRUPTED_OUTPUT, ok=False))
+        open_calls.clear()
+
+    for item in view:
+        if isinstance(item, ToolCall):
+            result.append(item)
+            open_calls.append(item)
+            continue
+        close_calls()  # a reply's calls are contiguous: anything else ends the block
+        if isinstance(item, ToolOutput):
+            continue  # placed right after its call by close_calls (or an orphan: dropped)
+        result.append(item)
+    close_calls()
+    return result
+
+
+def to_prompt(view: list[Item], output_cap_chars: int | None) -> list[Item]:
+    """Steps 3 and 4: cap long outputs, turn engine context into user-role messages."""
+    prompt: list[Item] = []
+    for item in view:
+        if isinstance(item, ToolOutput) and output_cap_chars and len(item.output) > output_cap_chars:
+            item = ToolOutput(item.call_id, cap_output(item.output, output_cap_chars, item.call_id), item.ok)
+        elif isinstance(item, ContextMessage):
+            item = UserMessage(item.text)
+        elif isinstance(item, TurnAborted):
+            item = UserMessage(ABORTED_NOTE.format(reason=item.reason))
+        prompt.append(item)
+    return prompt
+
+
+def cap_output(text: str, cap: int, call_id: str) -> str:
+    cap = max(cap, MIN_OUTPUT_CHARS)
+    if len(text) <= cap:
+        return text
+    head = int(cap * 0.6)
+    tail = cap - head
+    cut = len(text) - head - tail
+    return (f"{text[:head]}\n[... {cut} characters cut from the middle of this output; "
+            f"recall with call_id={call_id!r} fetches all of it ...]\n{text[-tail:]}")
+
+
+def latest_plan(items: Iterable[Item]) -> list[dict] | None:
+    """The plan as the last successful update_plan call (or compaction) left it."""
+    plan: list[dict] | None = None
+    calls: dict[str, ToolCall] = {}
+    for item in items:
+        if isinstance(item, ToolCall) and item.name == "update_plan":
+            calls[item.call_id] = item
+        elif isinstance(item, ToolOutput) and item.ok and item.call_id in calls:
+            try:
+                plan = json.loads(calls[item.call_id].arguments).get("plan")
+            except (ValueError, AttributeError):
+                pass
+        elif isinstance(item, Compaction) and item.plan is not None:
+            plan = item.plan
+    return plan

@@ -63,6 +63,8 @@ class Session:
         self.confinement = None  # auger.policy.confinement.Confinement, when a sandbox works here
         self.command_env: dict[str, str] | None = None
         self._startup_warnings: list[str] = []
+        self.compact_requested = False
+        self._context_mark: tuple[int, int] | None = None  # (history length, tokens the provider counted)
 
     # -- client side ----------------------------------------------------------------
     @property
@@ -123,6 +125,41 @@ class Session:
         title = " ".join(text.split())[:80]
         self.meta.title = title
         await self.store.update_session(self.id, title=title)
+
+    # -- context accounting -----------------------------------------------------------
+    @property
+    def context_window(self) -> int:
+        from auger.models.registry import model_info
+
+        return self.agent.config.model_context_window or model_info(self.client.model).context_window
+
+    @property
+    def compact_limit(self) -> int:
+        return self.agent.config.model_auto_compact_token_limit or int(self.context_window * 0.85)
+
+    @property
+    def output_cap_chars(self) -> int:
+        """Each tool output in the prompt keeps at most ~5% of the window (head and tail)."""
+        return int(self.context_window * 0.05) * 4
+
+    def instructions(self) -> str:
+        from auger.context.instructions import build_instructions
+
+        return build_instructions(self.agent.root, self.mode)
+
+    def mark_context(self, tokens: int) -> None:
+        """The conversation as it stands now occupies `tokens` (a provider's count or an estimate)."""
+        self._context_mark = (len(self.history), tokens)
+
+    def context_estimate(self) -> int:
+        """Tokens the next request will occupy: the last count plus an estimate of what came since."""
+        from auger.engine.tokens import estimate_items, estimate_request
+
+        if self._context_mark is None:
+            return estimate_request(self.instructions(), self.history.for_prompt(self.output_cap_chars),
+                                    self.agent.tools.schemas)
+        length, tokens = self._context_mark
+        return tokens + estimate_items(self.history.items[length:])
 
     async def prepare(self) -> None:
         """Set up the session's policy: sandbox + egress proxy, exec-policy rules, command environment."""

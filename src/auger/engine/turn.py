@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from auger.context.instructions import build_instructions
+from auger.engine.compact import compact
 from auger.engine.history import INTERRUPTED_OUTPUT
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.models.base import (
-    Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
+    Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
     UsageReport,
 )
 from auger.models.retry import RetryPolicy, stream_with_retry
@@ -70,9 +70,10 @@ class _BadJSON:
 
 
 class Turn:
-    def __init__(self, session: Session, turn_id: str) -> None:
+    def __init__(self, session: Session, turn_id: str, *, compact_only: bool = False) -> None:
         self.session = session
         self.id = turn_id
+        self.compact_only = compact_only
         config = session.agent.config
         self.guard = LoopGuard(config.max_model_calls_per_turn)
         self.retry = RetryPolicy(config.model_max_attempts, config.model_retry_base_delay,
@@ -99,22 +100,43 @@ class Turn:
 
     async def _loop(self) -> None:
         session = self.session
-        instructions = build_instructions(session.agent.root, session.mode)
         tools = session.agent.tools.schemas
+        if self.compact_only:
+            await compact(self, "manual")
+            return
         first = True
         while True:
             await self._take_input(announce=not first)
             first = False
             if self.guard.at_cap():
                 await self._ask_to_continue()
-            request = ModelRequest(instructions, session.history.for_prompt(), tools)
-            reply = await self._call_model(request)
+            compacted = await self._compact_if_needed()
+            while True:
+                request = ModelRequest(session.instructions(), session.history.for_prompt(session.output_cap_chars),
+                                       tools)
+                try:
+                    reply = await self.call_model(request)
+                    break
+                except ContextWindowExceeded:
+                    if compacted:  # already as small as compaction makes it
+                        raise
+                    await compact(self, "auto")
+                    compacted = True
             self.guard.note_model_call()
             calls = await self._record_reply(reply)
             if calls:
                 await self._run_calls(calls)
             elif not session.pending_input:
                 return
+
+    async def _compact_if_needed(self) -> bool:
+        session = self.session
+        if session.compact_requested or session.context_estimate() >= session.compact_limit:
+            reason = "manual" if session.compact_requested else "auto"
+            session.compact_requested = False
+            await compact(self, reason)
+            return True
+        return False
 
     async def _take_input(self, *, announce: bool) -> None:
         """Move queued user input into the conversation, so mid-turn input is never lost."""
@@ -137,17 +159,21 @@ class Turn:
             raise TurnStopped(message)
         self.guard.extend()
 
-    async def _call_model(self, request: ModelRequest) -> _Reply:
+    async def call_model(self, request: ModelRequest, *, quiet: bool = False) -> _Reply:
+        """One reply, retried within the policy. `quiet` calls (summaries) emit no deltas and
+        only add their usage to the totals."""
         session = self.session
         reply = _Reply()
 
         def on_event(event: StreamEvent) -> None:
             if isinstance(event, TextDelta):
                 reply.text += event.text
-                session.emit(ev.MessageDelta(self.id, event.text))
+                if not quiet:
+                    session.emit(ev.MessageDelta(self.id, event.text))
             elif isinstance(event, ReasoningDelta):
                 reply.reasoning += event.text
-                session.emit(ev.ReasoningDelta(self.id, event.text))
+                if not quiet:
+                    session.emit(ev.ReasoningDelta(self.id, event.text))
             elif isinstance(event, ReasoningDone):
                 reply.reasoning_items.append(event)
             elif isinstance(event, ToolCallReady):
@@ -169,7 +195,15 @@ class Turn:
                 raise ModelError(f"model request failed after {self.retry.max_attempts} attempts: {exc}",
                                  retryable=False, status=exc.status) from exc
             raise
+        if quiet:
+            await self._account(reply.usage)
         return reply
+
+    async def _account(self, usage: Usage) -> None:
+        session = self.session
+        self.usage = self.usage + usage
+        session.usage = session.usage + usage
+        await session.store.record_usage(session.id, self.id, session.client.model, usage)
 
     async def _record_reply(self, reply: _Reply) -> list[ToolCall]:
         """Commit the reply's items and usage; return its tool calls (ids made unique in the session)."""
@@ -193,10 +227,12 @@ class Turn:
             await session.record(self.id, call)
             calls.append(call)
         self._calls.extend(calls)
-        self.usage = self.usage + reply.usage
-        session.usage = session.usage + reply.usage
-        await session.store.record_usage(session.id, self.id, session.client.model, reply.usage)
-        session.emit(ev.TokenUsage(self.id, reply.usage, self.usage, session.usage))
+        await self._account(reply.usage)
+        if reply.usage.input_tokens:
+            session.mark_context(reply.usage.input_tokens + reply.usage.output_tokens)
+        used, window = session.context_estimate(), session.context_window
+        session.emit(ev.TokenUsage(self.id, reply.usage, self.usage, session.usage, used, window,
+                                   round(max(0.0, 100.0 * (1 - used / window)), 1)))
         if reply.finish_reason == "length":
             session.emit(ev.WarningEvent("the model's reply was cut off at its output token limit", self.id))
         return calls
@@ -233,6 +269,8 @@ class Turn:
                              arguments=call.arguments)
         session.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
                                       int((time.monotonic() - started) * 1000)))
+        for event in result.events:
+            session.emit(event)
         if result.metadata.get("aborted"):
             raise TurnAbortedByUser()
 
@@ -247,7 +285,7 @@ class Turn:
             return ToolResult(f"Error: the arguments for {call.name} are not valid JSON ({arguments.reason}). "
                               "Send a JSON object that matches the tool's parameters.", ok=False)
         ctx = ToolContext(root=session.agent.root, state=session.tool_state, call_id=call.call_id,
-                          archive=_Archive(session), env=session.command_env, sandbox=session.confinement,
+                          archive=_Archive(session), turn_id=self.id, env=session.command_env, sandbox=session.confinement,
                           emit_output=lambda stream, text: session.emit(
                               ev.ToolOutputDelta(self.id, call.call_id, stream, text)))
         try:

@@ -45,6 +45,41 @@ BUILTIN: dict[str, Provider] = {p.name: p for p in (
 )}
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the engine must know about a model. Prices are USD per million tokens; None = unknown."""
+
+    name: str
+    context_window: int = 128_000
+    max_output_tokens: int = 16_384
+    input_price: float | None = None
+    cached_input_price: float | None = None
+    output_price: float | None = None
+
+
+# Known models; anything else gets the defaults above (override with model_context_window).
+MODELS: dict[str, ModelInfo] = {m.name: m for m in (
+    ModelInfo("gpt-5", 400_000, 128_000, 1.25, 0.125, 10.0),
+    ModelInfo("gpt-5-mini", 400_000, 128_000, 0.25, 0.025, 2.0),
+    ModelInfo("gpt-4.1", 1_047_576, 32_768, 2.0, 0.5, 8.0),
+    ModelInfo("gpt-4.1-mini", 1_047_576, 32_768, 0.4, 0.1, 1.6),
+    ModelInfo("gpt-4o", 128_000, 16_384, 2.5, 1.25, 10.0),
+    ModelInfo("o4-mini", 200_000, 100_000, 1.1, 0.275, 4.4),
+    ModelInfo("claude-sonnet-4-5", 200_000, 64_000, 3.0, 0.3, 15.0),
+    ModelInfo("claude-opus-4-1", 200_000, 32_000, 15.0, 1.5, 75.0),
+    ModelInfo("claude-haiku-4-5", 200_000, 64_000, 1.0, 0.1, 5.0),
+)}
+
+
+def model_info(model: str) -> ModelInfo:
+    """Exact name, else the longest known name the model starts with (dated snapshots), else defaults."""
+    if model in MODELS:
+        return MODELS[model]
+    base = model.split("/")[-1]
+    matches = [name for name in MODELS if base.startswith(name)]
+    return MODELS[max(matches, key=len)] if matches else ModelInfo(model)
+
+
 def resolve_provider(name: str, base_url: str | None = None, key_env: str | None = None) -> Provider:
     provider = BUILTIN.get(name)
     if provider is None:

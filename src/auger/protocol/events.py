@@ -115,10 +115,45 @@ class Retrying(Event):
 
 @tag("token_usage")
 class TokenUsage(Event):
+    """After every model call: what it used, the turn and session totals, and how full the context is."""
+
     turn_id: str
     last: Usage = field(default_factory=Usage)
     turn: Usage = field(default_factory=Usage)
     session: Usage = field(default_factory=Usage)
+    context_used: int = 0  # tokens the conversation occupies after this call
+    context_window: int = 0
+    context_left_percent: float = 100.0
+
+
+@tag("context_compacted")
+class ContextCompacted(Event):
+    turn_id: str
+    reason: str  # "auto" | "manual"
+    tokens_before: int
+    tokens_after: int
+    items_archived: int
+    user_messages_kept: int
+    user_messages_dropped: int
+    summary: str
+
+
+@tag("rolled_back")
+class RolledBack(Event):
+    turns: int
+    user_messages_left: int
+
+
+@tag("plan_updated")
+class PlanUpdated(Event):
+    turn_id: str
+    plan: list[dict] = field(default_factory=list)  # [{"step", "status"}]
+    explanation: str | None = None
+
+
+@tag("session_title")
+class SessionTitle(Event):
+    title: str
 
 
 @tag("approval_request")

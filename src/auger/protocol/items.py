@@ -54,6 +54,35 @@ class ToolOutput(Item):
     ok: bool = True
 
 
+@tag("context_message")
+class ContextMessage(Item):
+    """Context the engine gives the model in the user role: instructions, environment, skills.
+
+    Recorded like any item, so a resumed session sends exactly what the original sent."""
+
+    text: str
+    kind: str  # "instructions" | "environment" | "skill"
+
+
+@tag("compaction")
+class Compaction(Item):
+    """Everything before this item is replaced, in the prompt, by what it keeps.
+
+    The replaced items stay in the store (archived; `recall` still finds them)."""
+
+    summary: str
+    user_messages: list[str]  # the user's own messages kept, oldest first
+    plan: list[dict] | None = None
+    archived_items: int = 0
+
+
+@tag("rollback")
+class Rollback(Item):
+    """Drops the last `turns` user turns from the model's context (files on disk are untouched)."""
+
+    turns: int
+
+
 @tag("turn_aborted")
 class TurnAborted(Item):
     """Marks that a turn was interrupted, so the next turn's prompt can say so."""

@@ -16,6 +16,7 @@ class Op(Record):
 class UserTurn(Op):
     text: str
     images: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)  # skills whose bodies are injected for this turn
 
 
 @tag("interrupt")
@@ -37,6 +38,18 @@ class SetMode(Op):
     """Switch the trust mode (plan | safe | auto); applies from the next tool call."""
 
     mode: str
+
+
+@tag("compact")
+class Compact(Op):
+    """Summarise the conversation now (or before the next model call, if a turn is running)."""
+
+
+@tag("rollback")
+class Rollback(Op):
+    """Drop the last `turns` user turns from the model's context; refused while a turn runs."""
+
+    turns: int = 1
 
 
 @tag("shutdown")

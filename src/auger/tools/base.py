@@ -28,6 +28,7 @@ class ToolResult:
     ok: bool = True
     full_output: str | None = None  # stored for `recall` when larger than `output`
     metadata: dict[str, Any] = field(default_factory=dict)
+    events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
 
 
 class OutputArchive(Protocol):
@@ -59,6 +60,7 @@ class SessionToolState:
     read_stamps: dict[Path, FileStamp] = field(default_factory=dict)
     created_files: set[Path] = field(default_factory=set)
     background: dict[int, Any] = field(default_factory=dict)  # pid -> process handle
+    plan: list[dict] | None = None  # the model's current plan (update_plan), kept across compaction
 
 
 @dataclass
@@ -67,6 +69,7 @@ class ToolContext:
     state: SessionToolState
     call_id: str
     archive: OutputArchive
+    turn_id: str = ""
     emit_output: Callable[[str, str], None] = lambda stream, text: None
     env: dict[str, str] | None = None
     sandbox: CommandSandbox | None = None

@@ -33,6 +33,6 @@ class ToolRegistry:
 
 
 def default_registry() -> ToolRegistry:
-    from auger.tools import files, recall, search, shell
+    from auger.tools import files, plan, recall, search, shell
 
-    return ToolRegistry([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS])
+    return ToolRegistry([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS])

@@ -1,0 +1,195 @@
+"""Project docs: the AGENTS.md files that tell the agent how a project wants to be worked on.
+
+Discovery is pure file reading (no git, no subprocess) and never raises: a file the user cannot read,
+a binary file or a wrong encoding becomes a warning, because a broken doc must not stop a session.
+
+Layout rule: from the repository root down to the working directory, each directory contributes at
+most one file — `AGENTS.override.md` if present (a local, usually untracked, replacement), else
+`AGENTS.md`, else the first of the caller's fallback names (e.g. `CLAUDE.md`). The root comes first so
+that more specific, deeper instructions are read last and can refine the general ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+OVERRIDE_NAME = "AGENTS.override.md"
+DOC_NAME = "AGENTS.md"
+DEFAULT_MAX_BYTES = 32768
+
+
+@dataclass
+class ProjectDocs:
+    """The concatenated docs, the files they came from (root first) and what went wrong reading them."""
+
+    text: str = ""
+    sources: list[Path] = field(default_factory=list)
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+
+def find_repo_root(cwd: Path, stop_at: Path | None = None) -> Path | None:
+    """The nearest directory at or above `cwd` holding `.git` (a directory, or a file in worktrees and
+    submodules); None if there is none. With `stop_at`, directories above it are not looked at, so a
+    caller can keep discovery inside a known project even when it sits in someone else's repository."""
+    cwd = _absolute(cwd)
+    stop = _absolute(stop_at) if stop_at is not None else None
+    for directory in (cwd, *cwd.parents):
+        if _exists(directory / ".git"):
+            return directory
+        if stop is not None and directory == stop:
+            break
+    return None
+
+
+def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_bytes: int = DEFAULT_MAX_BYTES,
+                          stop_at: Path | None = None) -> ProjectDocs:
+    """Collect the project docs that apply in `cwd`, root first, capped at `max_bytes` of doc content.
+
+    The root is the repository root (the first directory with `.git` walking up); without one it is
+    `stop_at` when `cwd` lies inside it, else `cwd` alone — outside a repository there is no way to know
+    which parent directories belong to the project, and reading a stray `~/AGENTS.md` would surprise.
+    """
+    cwd = _absolute(cwd)
+    warnings: list[str] = []
+    stop = _absolute(stop_at) if stop_at is not None else None
+    if stop is not None and not _is_within(cwd, stop):
+        warnings.append(f"{cwd} is not inside {stop}; looking for project docs in {cwd} only")
+        stop = None
+    root = find_repo_root(cwd, stop) or stop or cwd
+    names = [OVERRIDE_NAME, DOC_NAME, *[n for n in fallback_names if n not in (OVERRIDE_NAME, DOC_NAME)]]
+    files: list[tuple[Path, str]] = []
+    for directory in _chain(root, cwd):
+        chosen = next((directory / n for n in names if _is_file(directory / n)), None)
+        if chosen is not None:
+            files.append((chosen, chosen.relative_to(root).as_posix()))
+    docs = _concatenate(files, max_bytes)
+    docs.warnings[:0] = warnings
+    return docs
+
+
+def global_docs(config_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> ProjectDocs:
+    """The user's own instructions for every project: `AGENTS.override.md` else `AGENTS.md` in the
+    config dir. Its header names the full path, so it is never mistaken for the project's AGENTS.md."""
+    config_dir = _absolute(config_dir)
+    for name in (OVERRIDE_NAME, DOC_NAME):
+        path = config_dir / name
+        if _is_file(path):
+            return _concatenate([(path, str(path))], max_bytes)
+    return ProjectDocs()
+
+
+def user_instructions(global_docs: ProjectDocs, project_docs: ProjectDocs) -> str | None:
+    """The first context message of a session: global docs, then project docs, in one tagged block.
+    None when there is nothing to say, so the engine sends no empty message."""
+    parts = [d.text for d in (global_docs, project_docs) if d.text]
+    if not parts:
+        return None
+    return "<user_instructions>\n" + "\n\n".join(parts) + "\n</user_instructions>"
+
+
+# --- internals ---------------------------------------------------------------------------------------
+
+
+def _concatenate(files: list[tuple[Path, str]], max_bytes: int) -> ProjectDocs:
+    """Join `(path, label)` files into one text under a byte budget for the docs' own content (headers and
+    the truncation note are not counted: they are a few bytes and the user cannot shorten them)."""
+    docs = ProjectDocs()
+    parts: list[str] = []
+    budget = max(0, max_bytes)
+    for index, (path, label) in enumerate(files):
+        text = _read_doc(path, label, docs.warnings)
+        if text is None or not text.strip():
+            continue  # empty or unreadable: nothing to head with a comment
+        data = text.strip("\n").encode("utf-8")
+        if len(data) <= budget:
+            parts.append(f"<!-- {label} -->\n{data.decode('utf-8')}")
+            docs.sources.append(path)
+            budget -= len(data)
+            continue
+        kept = _cut_utf8(data, budget)
+        left_out = len(data) - len(kept)
+        later = len(files) - index - 1
+        more = f" and {later} more file{'s' if later != 1 else ''}" if later else ""
+        note = (f"[truncated: project docs are limited to {max_bytes} bytes; "
+                f"{left_out} bytes of {label}{more} left out]")
+        if kept.strip():
+            parts.append(f"<!-- {label} -->\n{kept.decode('utf-8')}\n{note}")
+            docs.sources.append(path)
+        else:
+            parts.append(note)
+        docs.truncated = True
+        docs.warnings.append(f"{path}: project docs exceed {max_bytes} bytes; cut in this file, "
+                             f"{left_out} bytes{more} left out")
+        break
+    docs.text = "\n\n".join(parts)
+    return docs
+
+
+def _read_doc(path: Path, label: str, warnings: list[str]) -> str | None:
+    """The file's text, decoded leniently: a mis-encoded doc still carries useful instructions."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        warnings.append(f"{path}: cannot read ({exc.strerror or exc}); skipped")
+        return None
+    if b"\0" in data:
+        warnings.append(f"{path}: looks like a binary file (contains NUL bytes); skipped")
+        return None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        warnings.append(f"{path}: not valid UTF-8 (byte {exc.start}); undecodable bytes replaced with U+FFFD")
+        return data.decode("utf-8", errors="replace")
+
+
+def _cut_utf8(data: bytes, limit: int) -> bytes:
+    """The longest prefix of at most `limit` bytes that does not split a character."""
+    if limit >= len(data):
+        return data
+    end = limit
+    while end > 0 and (data[end] & 0xC0) == 0x80:  # data[end] continues the character before the cut
+        end -= 1
+    return data[:end]
+
+
+def _chain(root: Path, cwd: Path) -> list[Path]:
+    """Directories from `root` down to `cwd`, both included (just `cwd` if it is not under `root`)."""
+    if not _is_within(cwd, root):
+        return [cwd]
+    chain = [cwd, *[p for p in cwd.parents if _is_within(p, root)]]
+    return chain[::-1]
+
+
+def _absolute(path: Path) -> Path:
+    """Symlinks resolved, so the walk up follows the real tree (as git does) and paths compare equal."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return Path(path).expanduser().absolute()
+
+
+def _is_within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file (after symlinks): never a FIFO or device whose read could block or never end."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False

@@ -1,0 +1,303 @@
+"""OpenAI Responses API (`POST /v1/responses`) over httpx + SSE, stateless.
+
+Why stateless: every request carries the whole normalised history with
+`store: false` and never a `previous_response_id`. The store is then the only
+truth about a conversation, so a resumed session, a compacted history or a
+history replayed against another server is sent exactly as recorded, and
+nothing depends on OpenAI keeping a response around.
+
+Reasoning survives that statelessness through `include:
+["reasoning.encrypted_content"]`: each reasoning output item comes back with an
+opaque `encrypted_content` blob, recorded as a `Reasoning` item
+(provider "openai_responses") and sent back verbatim as a `reasoning` input item
+on the next request, so the model keeps its chain of thought across tool calls.
+The item's `id` is deliberately *not* sent back: with `store: false` the API
+resolves ids against stored items and answers 404 "Item with id 'rs_…' not found.
+Items are not persisted when `store` is set to false" (Codex CLI skips the id
+when serialising reasoning items for the same reason).
+
+Retries live in the engine (models/retry.py); this module only classifies
+failures as retryable or not, with the server's delay hint when it gives one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any, AsyncIterator
+
+import httpx
+from httpx_sse import EventSource
+
+from auger.models.base import (
+    Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
+    TextDelta, ToolCallReady, UsageReport,
+)
+from auger.models.http import make_http_client, status_error, transport_error
+from auger.models.images import ImageError, data_url
+from auger.protocol.events import Usage
+from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
+
+WIRE = "openai_responses"  # the `provider` stamped on Reasoning items this client can send back
+
+# Separates reasoning summary parts, both in the streamed deltas and in the recorded text, so what the
+# user watched stream is exactly what is stored.
+SUMMARY_SEPARATOR = "\n\n"
+
+# Error codes (response.failed / error events) worth retrying: the same request can succeed later.
+_RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "overloaded"})
+# How an overflow reads when a compatible server reports it under another code (OpenRouter: invalid_prompt).
+_CONTEXT_MARKERS = ("context_length_exceeded", "context length", "context window", "maximum context")
+_TRY_AGAIN = re.compile(r"try again in\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.IGNORECASE)
+
+
+class OpenAIResponsesClient:
+    """A ModelClient for the Responses API.
+
+    `reasoning_effort` / `reasoning_summary` go into the request's `reasoning`
+    object. When both are None no `reasoning` object *and* no
+    `reasoning.encrypted_content` include are sent: that is the switch for
+    models without reasoning, which reject both. The default summary "auto"
+    asks reasoning models for readable summaries, streamed as reasoning deltas.
+    """
+
+    def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
+                 key_env: str | None = None, idle_timeout: float = 300.0, reasoning_effort: str | None = None,
+                 reasoning_summary: str | None = "auto", max_output_tokens: int | None = None) -> None:
+        self.provider = provider
+        self.model = model
+        self.url = base_url.rstrip("/") + "/responses"
+        self._key_env = key_env
+        self._reasoning: dict[str, str] = {}
+        if reasoning_effort is not None:
+            self._reasoning["effort"] = reasoning_effort
+        if reasoning_summary is not None:
+            self._reasoning["summary"] = reasoning_summary
+        self._max_output_tokens = max_output_tokens
+        headers = {"accept": "text/event-stream"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self._http = make_http_client(base_url, headers, idle_timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The request body. Raises ModelError (not retryable) for an image that cannot be sent."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "instructions": request.instructions,
+            "input": to_input(request.items),
+            "stream": True,
+            "store": False,  # stateless: see the module docstring
+        }
+        if request.tools:
+            body["tools"] = [
+                {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters,
+                 "strict": False}  # strict mode would demand every property be required; our schemas aren't
+                for t in request.tools
+            ]
+            body["tool_choice"] = "auto"
+            body["parallel_tool_calls"] = True
+        if self._reasoning:
+            body["reasoning"] = dict(self._reasoning)
+            body["include"] = ["reasoning.encrypted_content"]
+        if self._max_output_tokens is not None:
+            body["max_output_tokens"] = self._max_output_tokens
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        body = self.build_body(request)
+        try:
+            async with self._http.stream("POST", self.url, json=body) as response:
+                if response.status_code != 200:
+                    raise status_error(response, await response.aread(), self.url,
+                                       model=self.model, key_env=self._key_env)
+                async for event in _parse_stream(response, self.url):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self.url) from exc
+
+
+# --------------------------------------------------------------------------- #
+# History items → Responses input items
+# --------------------------------------------------------------------------- #
+
+
+def to_input(items: list[Item]) -> list[dict[str, Any]]:
+    """Normalised history → `input` items, in order.
+
+    Reasoning is sent back only when it is this wire API's own and carries its
+    encrypted content: another provider's reasoning (an Anthropic signature, a
+    Chat Completions model's plain text) means nothing here, and without
+    `encrypted_content` a reasoning item cannot be resolved when `store` is false.
+    """
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, UserMessage):
+            out.append({"type": "message", "role": "user", "content": _user_content(item)})
+        elif isinstance(item, AssistantMessage):
+            out.append({"type": "message", "role": "assistant",
+                        "content": [{"type": "output_text", "text": item.text}]})
+        elif isinstance(item, Reasoning):
+            if item.provider == WIRE and item.encrypted:
+                summary = [{"type": "summary_text", "text": item.text}] if item.text else []
+                out.append({"type": "reasoning", "summary": summary, "encrypted_content": item.encrypted})
+        elif isinstance(item, ToolCall):
+            out.append({"type": "function_call", "call_id": item.call_id, "name": item.name,
+                        "arguments": item.arguments})
+        elif isinstance(item, ToolOutput):
+            out.append({"type": "function_call_output", "call_id": item.call_id, "output": item.output})
+    return out
+
+
+def _user_content(item: UserMessage) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    if item.text or not item.images:
+        content.append({"type": "input_text", "text": item.text})
+    for ref in item.images:
+        try:
+            content.append({"type": "input_image", "image_url": data_url(ref)})
+        except ImageError as exc:
+            # The same history would fail the same way on every attempt: not retryable.
+            raise ModelError(f"cannot attach image: {exc}", retryable=False) from None
+    return content
+
+
+# --------------------------------------------------------------------------- #
+# Streaming events → internal stream events
+# --------------------------------------------------------------------------- #
+
+
+async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[StreamEvent]:
+    """Translate one Responses event stream.
+
+    Text and reasoning summaries are forwarded delta by delta; tool calls and
+    reasoning items are taken whole from `response.output_item.done`, which
+    carries the final arguments / summary / encrypted content. A message whose
+    text never arrived as deltas (some compatible servers send only the
+    finished item) is forwarded from its done item, so no text is lost.
+    """
+    ctype = response.headers.get("content-type", "")
+    if "text/event-stream" not in ctype:
+        raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
+                         "is the base URL an OpenAI Responses API /v1 endpoint?", retryable=False)
+    streamed_text: set[str] = set()  # message item ids whose text arrived as deltas
+    arguments: dict[str, str] = {}  # function call item id → argument deltas so far
+    saw_call = False
+    async for sse in EventSource(response).aiter_sse():
+        data = sse.data.strip()
+        if not data:
+            continue
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise ModelError(f"malformed stream event from {url}: {data[:200]}", retryable=True) from None
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type") or sse.event
+
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            # A refusal is the model's answer too; dropping it would leave an empty, puzzling reply.
+            if event.get("delta"):
+                streamed_text.add(str(event.get("item_id")))
+                yield TextDelta(event["delta"])
+        elif kind == "response.reasoning_summary_text.delta":
+            if event.get("delta"):
+                yield ReasoningDelta(event["delta"])
+        elif kind == "response.reasoning_summary_part.added":
+            if (event.get("summary_index") or 0) > 0:
+                yield ReasoningDelta(SUMMARY_SEPARATOR)
+        elif kind == "response.function_call_arguments.delta":
+            key = str(event.get("item_id"))
+            arguments[key] = arguments.get(key, "") + str(event.get("delta") or "")
+        elif kind == "response.output_item.done":
+            item = event.get("item") or {}
+            kind_of_item = item.get("type")
+            if kind_of_item == "function_call":
+                saw_call = True
+                yield ToolCallReady(item.get("call_id") or f"call_{uuid.uuid4().hex[:12]}", item.get("name", ""),
+                                    item.get("arguments") or arguments.get(str(item.get("id")), ""))
+            elif kind_of_item == "reasoning":
+                done = _reasoning_done(item)
+                if done is not None:
+                    yield done
+            elif kind_of_item == "message" and str(item.get("id")) not in streamed_text:
+                text = "".join(part.get("text") or part.get("refusal") or ""
+                               for part in item.get("content") or [] if isinstance(part, dict))
+                if text:
+                    yield TextDelta(text)
+        elif kind == "response.completed":
+            usage = (event.get("response") or {}).get("usage")
+            if usage:
+                yield UsageReport(_usage(usage))
+            yield Completed("tool_calls" if saw_call else "stop")
+            return
+        elif kind == "response.incomplete":
+            body = event.get("response") or {}
+            if body.get("usage"):
+                yield UsageReport(_usage(body["usage"]))
+            reason = (body.get("incomplete_details") or {}).get("reason") or "max_output_tokens"
+            yield Completed("length" if reason == "max_output_tokens" else str(reason))
+            return
+        elif kind == "response.failed":
+            error = (event.get("response") or {}).get("error") or {}
+            raise _stream_error(error.get("code"), error.get("message"), url)
+        elif kind == "error":
+            error = event.get("error") if isinstance(event.get("error"), dict) else event
+            raise _stream_error(error.get("code"), error.get("message"), url)
+        # Everything else (created, in_progress, output_item.added, content_part.*, *.done that repeat what
+        # the deltas said, and event types newer than this client) carries nothing we need.
+    raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
+
+
+def _reasoning_done(item: dict[str, Any]) -> ReasoningDone | None:
+    """A finished reasoning item, or None when it holds nothing worth recording or sending back."""
+    parts = [p.get("text", "") for p in item.get("summary") or [] if isinstance(p, dict)]
+    text = SUMMARY_SEPARATOR.join(p for p in parts if p)
+    encrypted = item.get("encrypted_content")
+    if not text and not encrypted:
+        return None
+    return ReasoningDone(text, encrypted=encrypted, provider=WIRE, item_id=item.get("id"))
+
+
+def _stream_error(code: Any, message: Any, url: str) -> ModelError:
+    """A failure reported inside a 200 stream (`response.failed` or an `error` event).
+
+    Server errors, overload and rate limits are retried (with the delay the
+    message suggests, "try again in 1.5s"); a context overflow is its own
+    error so the user is told the conversation is too long; an error without a
+    code is most likely the server's trouble, so it is retried too. Anything
+    else — an invalid prompt, a bad image, a content policy refusal — would
+    fail the same way again.
+    """
+    code = str(code) if code else None
+    message = str(message or "the model response failed")
+    if code == "context_length_exceeded" or any(m in message.lower() for m in _CONTEXT_MARKERS):
+        return ContextWindowExceeded(f"the conversation no longer fits the model's context window: {message}")
+    where = f"{url} ({code})" if code else url
+    if code == "insufficient_quota":
+        return ModelError(f"quota exhausted at {where}: {message}", retryable=False, code=code)
+    if code is None or code in _RETRYABLE_CODES:
+        return ModelError(f"{where}: {message}", retryable=True, retry_after=_suggested_delay(message), code=code)
+    return ModelError(f"{where}: {message}", retryable=False, code=code)
+
+
+def _suggested_delay(message: str) -> float | None:
+    match = _TRY_AGAIN.search(message)
+    if not match:
+        return None
+    value = float(match.group(1))
+    return value / 1000 if match.group(2).lower() == "ms" else value
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    input_details = raw.get("input_tokens_details") or {}
+    output_details = raw.get("output_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        cached_input_tokens=int(input_details.get("cached_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        reasoning_tokens=int(output_details.get("reasoning_tokens") or 0),
+    )

@@ -1,0 +1,939 @@
+"""A scripted mock of the Anthropic Messages HTTP API, for tests.
+
+Why a real HTTP server (as in ``mock_openai``): the client must be exercised
+exactly as it runs in production -- over a socket, through httpx, the SSE parser
+and the engine's retry logic -- with the failures that matter in practice
+(rate limits, 529 overload, dropped and stalled streams, ``error`` events inside
+a 200 stream, a prompt too long for the model) injected on demand.
+
+Usage::
+
+    from tests.support.mock_anthropic import MockAnthropicServer, Reply, ToolCall, Fault
+
+    with MockAnthropicServer([
+        Reply(thinking="plan", signature="sig-1", tool_calls=[ToolCall("shell", {"command": "ls"})]),
+        Fault.overloaded(),
+        Reply(text="done"),
+    ]) as server:
+        client = AnthropicClient(provider="anthropic", model="claude-test",
+                                 base_url=server.base_url, api_key="k")
+        ...
+        assert server.message_requests[0].headers["x-api-key"] == "k"
+        assert not server.remaining
+
+Every ``POST /v1/messages`` consumes the next *step* of the script:
+
+* :class:`Reply` -- a message streamed in the real event sequence (``message_start``,
+  ``ping``, ``content_block_start``/``_delta``/``_stop`` per block, ``message_delta``,
+  ``message_stop``) with text, thinking and tool input split into several deltas,
+  or returned as one Message object when the request has no ``"stream": true``.
+* :class:`Fault` -- an HTTP error status, a stream dropped/truncated/stalled part-way,
+  or an ``error`` event mid-stream.
+* a callable ``step(request_body) -> Reply | Fault`` -- computes the answer from what
+  the client actually sent (an exception in it becomes a 500 and is re-raised when
+  the ``with`` block exits, so assertions inside steps fail the test).
+
+Requests the real API would reject for their *shape* (first message not from the
+user, a tool_use without its tool_result right after, tool results after text,
+empty text blocks, more than 4 cache breakpoints, thinking without a signature or
+missing before the last tool results, ``max_tokens`` not above the thinking budget,
+a missing ``anthropic-version`` header...) get the API's 400 ``invalid_request_error``
+with a message starting ``mock:``; they are recorded but consume no step, so a
+client bug shows up as itself rather than as a shifted script. When the script runs
+out the server answers 500 ``"mock script exhausted"``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import json
+import socket
+import socketserver
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MESSAGES_PATH",
+    "Fault",
+    "MockAnthropicServer",
+    "RecordedRequest",
+    "Reply",
+    "Step",
+    "ToolCall",
+    "default_error",
+    "message_object",
+    "stream_events",
+    "validate_request",
+]
+
+MESSAGES_PATH = "/v1/messages"
+DEFAULT_MODEL = "claude-test"
+EXHAUSTED_MESSAGE = "mock script exhausted"
+MAX_CACHE_BREAKPOINTS = 4
+MIN_THINKING_BUDGET = 1024
+
+_USAGE_KEYS = frozenset(
+    {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+)
+_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"})
+_THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+# --------------------------------------------------------------------------- #
+# Script steps
+# --------------------------------------------------------------------------- #
+
+
+def _check_keys(data: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
+    """Reject unknown keys: a typo must not silently become a default."""
+    unknown = set(data) - set(allowed)
+    if unknown:
+        raise ValueError(f"unknown key(s) for {what}: {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+
+@dataclass
+class ToolCall:
+    """One tool_use block the mock model emits.
+
+    ``input`` given as a dict is JSON-encoded and streamed as ``input_json_delta``
+    fragments; a str is streamed verbatim, so a test can hand the client malformed
+    or truncated JSON. ``id`` defaults to ``toolu_mock_<n>``, numbered per server.
+    """
+
+    name: str
+    input: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+    @property
+    def input_json(self) -> str:
+        """The exact JSON text streamed for this call's input."""
+        if isinstance(self.input, str):
+            return self.input
+        return json.dumps(self.input, ensure_ascii=False)
+
+
+@dataclass
+class Reply:
+    """A successful message.
+
+    Blocks are streamed in the order the real API uses: ``thinking`` (with
+    ``signature``, default a fake derived from the text), ``redacted`` (the
+    ``data`` of a redacted_thinking block), ``text``, then ``tool_calls``.
+    ``usage`` may override any of ``input_tokens``, ``output_tokens``,
+    ``cache_read_input_tokens``, ``cache_creation_input_tokens``; the rest are
+    estimated. ``stop_reason`` defaults to ``tool_use`` with tool calls, else
+    ``end_turn``. ``delay`` is slept before answering; ``chunk_chars`` sets the
+    size of streamed text/thinking/input fragments.
+    """
+
+    text: str = ""
+    thinking: str | None = None
+    signature: str | None = None
+    redacted: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    stop_reason: str | None = None
+    delay: float = 0.0
+    chunk_chars: int = 8
+
+    def __post_init__(self) -> None:
+        self.tool_calls = [tc if isinstance(tc, ToolCall) else ToolCall(**tc) for tc in self.tool_calls]
+        if self.chunk_chars < 1:
+            raise ValueError("chunk_chars must be >= 1")
+        if self.delay < 0:
+            raise ValueError("delay must be >= 0")
+        if self.usage is not None:
+            _check_keys(self.usage, _USAGE_KEYS, "usage")
+        if self.stop_reason is not None and self.stop_reason not in _STOP_REASONS:
+            raise ValueError(f"unknown stop_reason {self.stop_reason!r}; expected one of {sorted(_STOP_REASONS)}")
+        if self.thinking is not None and self.signature is None:
+            self.signature = f"mocksig-{uuid.uuid5(uuid.NAMESPACE_OID, self.thinking).hex}"
+
+    @property
+    def resolved_stop_reason(self) -> str:
+        return self.stop_reason or ("tool_use" if self.tool_calls else "end_turn")
+
+
+# A drop/hang/truncate needs *some* reply to cut short; long enough for many events.
+_PARTIAL_TEXT = "This reply is going to be cut off before it is complete, mid-stream."
+
+
+@dataclass
+class Fault:
+    """A failure to inject instead of a reply. Build with the class methods.
+
+    * ``status``      -- an HTTP error with Anthropic's JSON error body.
+    * ``drop``        -- a 200 stream that sends ``after_events`` SSE events of ``reply``,
+      then closes the socket mid-body (the client sees a broken transfer).
+    * ``truncate``    -- sends ``after_events`` events, then ends the HTTP body cleanly,
+      without ``message_stop`` (what a proxy cutting the stream produces).
+    * ``hang``        -- sends ``after_events`` events, then nothing for ``seconds``
+      (or until the server stops), then closes the socket.
+    * ``error_event`` -- sends ``after_events`` events, then an ``event: error`` with
+      ``error_type``/``message``, and ends the stream (as the real API does).
+    """
+
+    kind: str
+    code: int = 200
+    body: dict[str, Any] | str | None = None
+    message: str | None = None
+    retry_after: str | int | float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    after_events: int = 0
+    seconds: float = 0.0
+    reply: Reply | None = None
+    error_type: str = "overloaded_error"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("status", "drop", "truncate", "hang", "error_event"):
+            raise ValueError(f"unknown fault kind {self.kind!r}")
+        if self.after_events < 0:
+            raise ValueError("after_events must be >= 0")
+
+    @classmethod
+    def status(cls, code: int, body: dict[str, Any] | str | None = None,
+               retry_after: str | int | float | None = None, headers: Mapping[str, str] | None = None,
+               *, message: str | None = None) -> Fault:
+        """Answer with HTTP ``code``: ``body`` None gives Anthropic's error shape for the
+        code (see :func:`default_error`); a dict is sent as JSON, a str as text/plain.
+        ``message`` only replaces the default error message."""
+        if not 100 <= int(code) <= 599:
+            raise ValueError(f"bad HTTP status {code!r}")
+        return cls(kind="status", code=int(code), body=body, message=message, retry_after=retry_after,
+                   headers=dict(headers or {}))
+
+    @classmethod
+    def overloaded(cls, retry_after: str | int | float | None = None) -> Fault:
+        """The 529 the real API returns when it is overloaded."""
+        return cls.status(529, retry_after=retry_after)
+
+    @classmethod
+    def context_length(cls, message: str | None = None) -> Fault:
+        """The 400 the real API returns when the prompt does not fit the model."""
+        return cls.status(400, body=_error_body(
+            "invalid_request_error", message or "prompt is too long: 214315 tokens > 200000 maximum"))
+
+    @classmethod
+    def drop(cls, after_events: int = 3, reply: Reply | None = None) -> Fault:
+        return cls(kind="drop", after_events=after_events, reply=reply)
+
+    @classmethod
+    def truncate(cls, after_events: int = 3, reply: Reply | None = None) -> Fault:
+        return cls(kind="truncate", after_events=after_events, reply=reply)
+
+    @classmethod
+    def hang(cls, after_events: int = 1, seconds: float = 30.0, reply: Reply | None = None) -> Fault:
+        return cls(kind="hang", after_events=after_events, seconds=float(seconds), reply=reply)
+
+    @classmethod
+    def error_event(cls, error_type: str = "overloaded_error", message: str | None = None,
+                    after_events: int = 3, reply: Reply | None = None) -> Fault:
+        return cls(kind="error_event", error_type=error_type, message=message, after_events=after_events,
+                   reply=reply)
+
+
+Step = Union[Reply, Fault, Callable[[dict], Union[Reply, Fault]]]
+
+
+# --------------------------------------------------------------------------- #
+# Wire format (pure functions, so tests can compare against them directly)
+# --------------------------------------------------------------------------- #
+
+
+def _split(text: str, size: int) -> list[str]:
+    """Fragments of ``size`` chars; never a single piece when two are possible, so a
+    client must really concatenate."""
+    parts = [text[i : i + size] for i in range(0, len(text), size)]
+    if len(parts) == 1 and len(text) > 1:
+        middle = len(text) // 2
+        parts = [text[:middle], text[middle:]]
+    return parts
+
+
+def message_usage(reply: Reply, tool_calls: list[tuple[str, str, str]], request_bytes: int) -> dict[str, int]:
+    """Anthropic's usage counts; estimated (~4 chars per token) unless the reply overrides them."""
+    override = reply.usage or {}
+    generated = len(reply.text) + len(reply.thinking or "") + sum(len(args) for _, _, args in tool_calls)
+    return {
+        "input_tokens": override.get("input_tokens", request_bytes // 4),
+        "cache_creation_input_tokens": override.get("cache_creation_input_tokens", 0),
+        "cache_read_input_tokens": override.get("cache_read_input_tokens", 0),
+        "output_tokens": override.get("output_tokens", generated // 4 + 1),
+    }
+
+
+def _content_blocks(reply: Reply, tool_calls: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """The complete content blocks of a reply, in wire order."""
+    blocks: list[dict[str, Any]] = []
+    if reply.thinking is not None:
+        blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
+    if reply.redacted is not None:
+        blocks.append({"type": "redacted_thinking", "data": reply.redacted})
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    for call_id, name, arguments in tool_calls:
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
+    return blocks
+
+
+def stream_events(reply: Reply, tool_calls: list[tuple[str, str, str]], *, message_id: str, model: str,
+                  usage: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(event name, data)`` pairs of one streamed message, in order.
+
+    ``tool_calls`` are resolved ``(id, name, input_json)`` triples. As in the real
+    API, ``message_start`` carries the input usage (and ``output_tokens`` 1), every
+    block opens empty and fills through deltas (tool input starts with an empty
+    ``partial_json``), the signature arrives as one ``signature_delta`` just before
+    the thinking block stops, and ``message_delta`` carries the final output count.
+    """
+    start_usage = {**usage, "output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": start_usage}}),
+        ("ping", {"type": "ping"}),
+    ]
+    size = reply.chunk_chars
+    for index, block in enumerate(_content_blocks(reply, tool_calls)):
+        kind = block["type"]
+        deltas: list[dict[str, Any]] = []
+        if kind == "thinking":
+            start = {"type": "thinking", "thinking": ""}
+            deltas = [{"type": "thinking_delta", "thinking": part} for part in _split(block["thinking"], size)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "redacted_thinking":
+            start = dict(block)
+        elif kind == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": part} for part in _split(block["text"], size)]
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": part}
+                      for part in ["", *_split(block["input"], size)]]
+        events.append(("content_block_start",
+                       {"type": "content_block_start", "index": index, "content_block": start}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                   for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": reply.resolved_stop_reason, "stop_sequence": None},
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def message_object(reply: Reply, tool_calls: list[tuple[str, str, str]], *, message_id: str, model: str,
+                   usage: dict[str, int]) -> dict[str, Any]:
+    """The non-streaming Message object (tool input parsed back to an object, as the API sends it)."""
+    content = []
+    for block in _content_blocks(reply, tool_calls):
+        if block["type"] == "tool_use":
+            try:
+                block = {**block, "input": json.loads(block["input"] or "{}")}
+            except ValueError:
+                block = {**block, "input": {}}
+        content.append(block)
+    return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": reply.resolved_stop_reason, "stop_sequence": None, "usage": usage}
+
+
+def _error_body(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def default_error(code: int, model: str) -> dict[str, Any]:
+    """Anthropic's error body for ``code``, with the types and messages the real API uses."""
+    kinds = {
+        400: ("invalid_request_error", "Invalid request."),
+        401: ("authentication_error", "invalid x-api-key"),
+        403: ("permission_error", "Your API key does not have permission to use the specified resource."),
+        404: ("not_found_error", f"model: {model}"),
+        413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+        429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit."),
+        500: ("api_error", "Internal server error"),
+        529: ("overloaded_error", "Overloaded"),
+    }
+    kind, message = kinds.get(code, ("api_error" if code >= 500 else "invalid_request_error",
+                                     f"Mock error {code}."))
+    return _error_body(kind, message)
+
+
+def _sse(name: str, data: dict[str, Any]) -> bytes:
+    # Compact UTF-8 JSON, as the real API sends: clients must decode UTF-8 themselves.
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return b"event: " + name.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+# --------------------------------------------------------------------------- #
+# Request validation: the shape rules the real API enforces
+# --------------------------------------------------------------------------- #
+
+
+def validate_request(body: Any, headers: Mapping[str, str]) -> str | None:
+    """The first reason the real API would reject this request's shape, or None."""
+    if "anthropic-version" not in headers:
+        return "anthropic-version: header is required"
+    if not isinstance(body, dict):
+        return "the request body is not a JSON object"
+    if not isinstance(body.get("model"), str):
+        return "model: Field required"
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        return "max_tokens: Field required (a positive integer)"
+    problem = (_validate_system(body.get("system")) or _validate_tools(body.get("tools"))
+               or _validate_messages(body.get("messages")) or _validate_thinking(body, max_tokens))
+    if problem:
+        return problem
+    breakpoints = _count_cache_control(body)
+    if breakpoints > MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
+    return None
+
+
+def _validate_system(system: Any) -> str | None:
+    if system is None or isinstance(system, str):
+        return None
+    if not isinstance(system, list):
+        return "system: must be a string or a list of text blocks"
+    for i, block in enumerate(system):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            return f"system.{i}: must be a text block"
+        if not block.get("text"):
+            return f"system.{i}: text content blocks must be non-empty"
+    return None
+
+
+def _validate_tools(tools: Any) -> str | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "tools: must be a list"
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            return f"tools.{i}.name: Field required"
+        if not isinstance(tool.get("input_schema"), dict):
+            return f"tools.{i}.input_schema: Field required"
+    return None
+
+
+def _validate_messages(messages: Any) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    if not isinstance(messages[0], dict) or messages[0].get("role") != "user":
+        return "messages: the first message must use the \"user\" role"
+    merged = _merge_roles(messages)
+    if isinstance(merged, str):
+        return merged
+    seen_ids: set[str] = set()
+    for i, (role, blocks) in enumerate(merged):
+        for j, block in enumerate(blocks):
+            where = f"messages.{i}.content.{j}"
+            kind = block.get("type")
+            if kind == "text" and not block.get("text"):
+                return f"{where}: text content blocks must be non-empty"
+            if kind in _THINKING_TYPES and role != "assistant":
+                return f"{where}: {kind} blocks are only allowed in assistant messages"
+            if kind == "thinking" and not isinstance(block.get("signature"), str):
+                return f"{where}.signature: Field required"
+            if kind == "redacted_thinking" and not isinstance(block.get("data"), str):
+                return f"{where}.data: Field required"
+            if kind == "tool_use":
+                if role != "assistant":
+                    return f"{where}: tool_use blocks are only allowed in assistant messages"
+                if not isinstance(block.get("input"), dict):
+                    return f"{where}.input: Input should be a valid dictionary"
+                if block.get("id") in seen_ids:
+                    return f"{where}: tool_use ids must be unique"
+                seen_ids.add(block.get("id"))
+            if kind == "tool_result":
+                if role != "user":
+                    return f"{where}: tool_result blocks are only allowed in user messages"
+                if any(b.get("type") != "tool_result" for b in blocks[:j]):
+                    return f"{where}: tool_result blocks must come first in the user message content"
+        uses = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+        following = merged[i + 1][1] if i + 1 < len(merged) else []
+        answered = [b.get("tool_use_id") for b in following if b.get("type") == "tool_result"]
+        missing = [u for u in uses if u not in answered]
+        if missing and i + 1 < len(merged):
+            return (f"messages.{i + 1}: tool_use ids were found without tool_result blocks immediately "
+                    f"after: {', '.join(map(str, missing))}")
+        if role == "user":
+            previous = merged[i - 1][1] if i > 0 else []
+            offered = {b.get("id") for b in previous if b.get("type") == "tool_use"}
+            for b in blocks:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") not in offered:
+                    return (f"messages.{i}: unexpected tool_use_id {b.get('tool_use_id')!r} in tool_result "
+                            "blocks; each tool_result must answer a tool_use in the previous message")
+    return None
+
+
+def _merge_roles(messages: list[Any]) -> list[tuple[str, list[dict[str, Any]]]] | str:
+    """Messages as (role, blocks), consecutive same-role messages merged as the API merges them."""
+    merged: list[tuple[str, list[dict[str, Any]]]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        content = message.get("content")
+        if isinstance(content, str):
+            if not content:
+                return f"messages.{i}: text content must be non-empty"
+            blocks = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and content and all(isinstance(b, dict) for b in content):
+            blocks = list(content)
+        else:
+            return f"messages.{i}.content: must be a non-empty string or list of content blocks"
+        if merged and merged[-1][0] == message["role"]:
+            merged[-1][1].extend(blocks)
+        else:
+            merged.append((message["role"], blocks))
+    return merged
+
+
+def _validate_thinking(body: dict[str, Any], max_tokens: int) -> str | None:
+    thinking = body.get("thinking")
+    if thinking is None or thinking.get("type") == "disabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int):
+        return "thinking: expected {type: enabled, budget_tokens: int}"
+    if budget < MIN_THINKING_BUDGET:
+        return f"thinking.budget_tokens: Input should be greater than or equal to {MIN_THINKING_BUDGET}"
+    if max_tokens <= budget:
+        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    merged = _merge_roles(body["messages"])
+    assert not isinstance(merged, str)  # validated before
+    if (len(merged) >= 2 and merged[-1][0] == "user"
+            and any(b.get("type") == "tool_result" for b in merged[-1][1])
+            and merged[-2][1][0].get("type") not in _THINKING_TYPES):
+        return ("messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. "
+                "When `thinking` is enabled, a final `assistant` message must start with a thinking block."
+                .format(len(merged) - 2, merged[-2][1][0].get("type")))
+    return None
+
+
+def _count_cache_control(body: dict[str, Any]) -> int:
+    blocks: list[Any] = list(body.get("tools") or [])
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for message in body.get("messages") or []:
+        if isinstance(message.get("content"), list):
+            blocks += message["content"]
+    return sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control"))
+
+
+# --------------------------------------------------------------------------- #
+# Server
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it.
+
+    ``headers`` has lower-case keys; ``body`` is the parsed JSON object ({} when
+    absent or not an object -- see ``raw``); ``rejected`` is the ``mock:`` 400
+    message when the request failed validation, else None.
+    """
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    method: str = "POST"
+    raw: bytes = b""
+    client_port: int = 0
+    rejected: str | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # MockAnthropicServer.stop() joins handlers itself, with a deadline.
+
+    def __init__(self, address: tuple[str, int], mock: MockAnthropicServer) -> None:
+        self.mock = mock
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # Skip HTTPServer's socket.getfqdn(): a reverse DNS lookup that can take seconds.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = port
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hanging up mid-response are routine in fault tests; stay quiet then.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Just enough HTTP/1.1 (keep-alive, chunked streaming) to look like the real API."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "mock-anthropic/1.0"
+    sys_version = ""
+    disable_nagle_algorithm = True  # each SSE event leaves at once
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.mock._register(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.mock._unregister(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        mock = self.server.mock
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length > 0 else b""
+            path = self.path.split("?", 1)[0]
+            headers = {key.lower(): value for key, value in self.headers.items()}
+            try:
+                parsed = json.loads(raw) if raw else None
+            except (ValueError, UnicodeDecodeError):
+                parsed = None
+            body = parsed if isinstance(parsed, dict) else {}
+            record = RecordedRequest(path=path, headers=headers, body=body, method=self.command, raw=raw,
+                                     client_port=self.client_address[1])
+            if self.command != "POST" or path != MESSAGES_PATH:
+                mock._record(record)
+                self._send_json(404, _error_body("not_found_error", f"Not found: {self.command} {path}"))
+                return
+            if mock.api_key is not None and headers.get("x-api-key") != mock.api_key:
+                mock._record(record)
+                self._send_json(401, _error_body("authentication_error", "invalid x-api-key"))
+                return
+            problem = validate_request(parsed, headers)
+            if problem:
+                mock._record(dataclasses.replace(record, rejected=f"mock: {problem}"))
+                self._send_json(400, _error_body("invalid_request_error", f"mock: {problem}"))
+                return
+            self._messages(record, mock._record_and_take(record))
+        except OSError:
+            self.close_connection = True  # the client went away, or stop() shut the socket
+
+    def _messages(self, record: RecordedRequest, step: Step | None) -> None:
+        mock = self.server.mock
+        body = record.body
+        model = str(body.get("model") or DEFAULT_MODEL)
+        if step is None:
+            self._send_json(500, _error_body("api_error", EXHAUSTED_MESSAGE))
+            return
+        if not isinstance(step, (Reply, Fault)):
+            try:
+                step = step(body)
+                if not isinstance(step, (Reply, Fault)):
+                    raise TypeError(f"a callable step must return Reply or Fault, got {step!r}")
+            except Exception as exc:  # re-raised by MockAnthropicServer.__exit__
+                mock._add_error(exc)
+                self._send_json(500, _error_body("api_error", f"mock step raised {exc!r}"))
+                return
+        if isinstance(step, Fault) and step.kind == "status":
+            self._send_status_fault(step, model)
+            return
+
+        reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))
+        if reply.delay and mock._stopping.wait(reply.delay):
+            self._abort()
+            return
+        tool_calls = [(tc.id or mock._next_tool_id(), tc.name, tc.input_json) for tc in reply.tool_calls]
+        message_id = f"msg_mock_{uuid.uuid4().hex[:20]}"
+        usage = message_usage(reply, tool_calls, len(record.raw))
+
+        if not body.get("stream"):
+            payload = json.dumps(message_object(reply, tool_calls, message_id=message_id, model=model,
+                                                usage=usage)).encode()
+            if isinstance(step, Fault):
+                self._send_headers(200, "application/json", len(payload), {})
+                if step.kind in ("drop", "truncate"):
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                self._fail(step)
+                return
+            self._send_bytes(200, payload, "application/json", {})
+            return
+
+        events = [_sse(name, data) for name, data in
+                  stream_events(reply, tool_calls, message_id=message_id, model=model, usage=usage)]
+        self._send_headers(200, "text/event-stream; charset=utf-8", None, {})
+        if not isinstance(step, Fault):
+            for event in events:
+                self._write_chunk(event)
+            self._end_chunks()
+            return
+        for event in events[: min(step.after_events, len(events) - 1)]:  # never the final message_stop
+            self._write_chunk(event)
+        if step.kind == "error_event":
+            message = step.message or ("Overloaded" if step.error_type == "overloaded_error"
+                                       else f"mock {step.error_type}")
+            self._write_chunk(_sse("error", _error_body(step.error_type, message)))
+            self._end_chunks()
+        elif step.kind == "truncate":
+            self._end_chunks()
+        else:
+            self._fail(step)
+
+    def _send_status_fault(self, fault: Fault, model: str) -> None:
+        extra = dict(fault.headers)
+        if fault.retry_after is not None:
+            extra["retry-after"] = str(fault.retry_after)
+        if isinstance(fault.body, str):
+            self._send_bytes(fault.code, fault.body.encode(), "text/plain; charset=utf-8", extra)
+            return
+        body = fault.body if fault.body is not None else default_error(fault.code, model)
+        if fault.message is not None and isinstance(body.get("error"), dict):
+            body = {**body, "error": {**body["error"], "message": fault.message}}
+        self._send_bytes(fault.code, json.dumps(body).encode(), "application/json", extra)
+
+    def _fail(self, fault: Fault) -> None:
+        """Finish a drop/hang: optionally stall, then close without completing the body."""
+        if fault.kind == "hang":
+            self.server.mock._stopping.wait(fault.seconds)
+        self._abort()
+
+    def _abort(self) -> None:
+        # FIN rather than RST: the client still receives what was sent, then sees the body end early.
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _send_headers(self, status: int, content_type: str, length: int | None, extra: Mapping[str, str]) -> None:
+        self.send_response(status)
+        overridden = {key.lower() for key in extra}
+        defaults = {"content-type": content_type, "request-id": f"req_mock_{uuid.uuid4().hex[:20]}"}
+        if length is None:
+            defaults["cache-control"] = "no-cache"
+            defaults["transfer-encoding"] = "chunked"
+        else:
+            defaults["content-length"] = str(length)
+        for key, value in defaults.items():
+            if key not in overridden:
+                self.send_header(key, value)
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
+
+    def _send_bytes(self, status: int, payload: bytes, content_type: str, extra: Mapping[str, str]) -> None:
+        self._send_headers(status, content_type, len(payload), extra)
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _send_json(self, status: int, obj: Any) -> None:
+        self._send_bytes(status, json.dumps(obj).encode(), "application/json", {})
+
+    def _write_chunk(self, data: bytes) -> None:
+        # One write (one send) per SSE event: chunk header, event, CRLF together.
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+class MockAnthropicServer:
+    """A scripted Anthropic Messages API on 127.0.0.1 (see the module docstring).
+
+    ``api_key``: when set, requests without that ``x-api-key`` get the real API's 401
+    and consume no step. The script and request log are shared by handler threads and
+    the test thread, so both are guarded by one lock.
+    """
+
+    def __init__(self, steps: Iterable[Step] = (), *, host: str = "127.0.0.1", port: int = 0,
+                 api_key: str | None = None) -> None:
+        self._host = host
+        self._port = port
+        self.api_key = api_key
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._script: collections.deque[Step] = collections.deque()
+        self._requests: list[RecordedRequest] = []
+        self._errors: list[BaseException] = []
+        self._tool_ids = itertools.count(1)
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.add(*steps)
+
+    # -- public API -------------------------------------------------------- #
+
+    def add(self, *steps: Step) -> MockAnthropicServer:
+        for step in steps:
+            if not isinstance(step, (Reply, Fault)) and not callable(step):
+                raise TypeError(f"not a step: {step!r}")
+        with self._lock:
+            self._script.extend(steps)
+        return self
+
+    @property
+    def remaining(self) -> list[Step]:
+        """Steps not yet consumed (a copy)."""
+        with self._lock:
+            return list(self._script)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received, in arrival order (a copy), rejected ones included."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        """The ``POST /v1/messages`` requests that passed validation (each consumed a step)."""
+        return [r for r in self.requests
+                if r.method == "POST" and r.path == MESSAGES_PATH and r.rejected is None]
+
+    @property
+    def rejections(self) -> list[str]:
+        """The ``mock:`` messages of requests rejected for their shape."""
+        return [r.rejected for r in self.requests if r.rejected]
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Exceptions raised by callable steps."""
+        with self._lock:
+            return list(self._errors)
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self._requests) >= count, timeout)
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return self._httpd.server_port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the root an Anthropic client takes (no ``/v1``)."""
+        return f"http://{self._host}:{self.port}"
+
+    def start(self) -> MockAnthropicServer:
+        if self._httpd is not None:
+            raise RuntimeError("server already started")
+        self._stopping.clear()
+        self._httpd = _HTTPServer((self._host, self._port), self)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"mock-anthropic:{self._httpd.server_port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop accepting, wake stalled handlers, close open connections (waits about ``timeout``)."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._stopping.set()
+        _shutdown_promptly(httpd)
+        httpd.server_close()
+        with self._lock:
+            connections = list(self._connections.items())
+        for sock, _ in connections:
+            _shutdown(sock)
+        deadline = time.monotonic() + timeout
+        for _, handler in connections:
+            if handler is not threading.current_thread():
+                handler.join(max(0.0, deadline - time.monotonic()))
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> MockAnthropicServer:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.stop()
+        errors = self.errors
+        if exc_type is None and errors:
+            raise errors[0]
+
+    def __repr__(self) -> str:
+        where = self.base_url if self._httpd is not None else "stopped"
+        return f"<MockAnthropicServer {where} remaining={len(self._script)} requests={len(self._requests)}>"
+
+    # -- used by the handler ----------------------------------------------- #
+
+    def _register(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections[sock] = threading.current_thread()
+            stopping = self._stopping.is_set()
+        if stopping:
+            _shutdown(sock)
+
+    def _unregister(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections.pop(sock, None)
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._changed:
+            self._requests.append(record)
+            self._changed.notify_all()
+
+    def _record_and_take(self, record: RecordedRequest) -> Step | None:
+        # One critical section, so the i-th accepted request is the one that got step i.
+        with self._changed:
+            self._requests.append(record)
+            self._changed.notify_all()
+            return self._script.popleft() if self._script else None
+
+    def _next_tool_id(self) -> str:
+        with self._lock:
+            return f"toolu_mock_{next(self._tool_ids):04d}"
+
+    def _add_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self._errors.append(exc)
+
+
+def _shutdown_promptly(httpd: _HTTPServer) -> None:
+    """``httpd.shutdown()`` without waiting out the accept loop's poll interval: connecting
+    to the listening socket makes its ``select`` return at once."""
+    stopper = threading.Thread(target=httpd.shutdown, daemon=True)
+    stopper.start()
+    address = httpd.server_address[:2]
+    while stopper.is_alive():
+        try:
+            socket.create_connection(address, timeout=0.1).close()
+        except OSError:
+            pass
+        stopper.join(0.002)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
