@@ -21,7 +21,7 @@ from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.mock_openai import MockChatServer
 
-FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05"]
+FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false"]
 
 
 @pytest.fixture(autouse=True)

@@ -612,8 +612,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         mock = self.server.mock
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length > 0 else b""
+            try:
+                raw = self._read_body()
+            except ValueError:  # a malformed chunked body: the connection cannot be reused
+                self.close_connection = True
+                self._send_json(400, _error_body("invalid_request_error", "Malformed request body."))
+                return
             path = self.path.split("?", 1)[0]
             headers = {key.lower(): value for key, value in self.headers.items()}
             try:
@@ -639,6 +643,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._messages(record, mock._record_and_take(record))
         except OSError:
             self.close_connection = True  # the client went away, or stop() shut the socket
+
+    def _read_body(self) -> bytes:
+        """The request body, sized by Content-Length or sent chunked (clients may do either)."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline(65537).split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
 
     def _messages(self, record: RecordedRequest, step: Step | None) -> None:
         mock = self.server.mock

@@ -26,8 +26,10 @@ Every ``POST /v1/responses`` consumes the next *step* of the script:
   text and function calls come out as separate output items, in that order.
   With ``"stream": false`` the final response object is returned as JSON.
 * :class:`Fault` -- an HTTP error status, a ``response.failed`` or ``error``
-  event inside a 200 stream, a stream dropped mid-way, or a stall.
-* a callable ``step(request_body) -> Reply | Fault`` -- computes the answer from
+  event inside a 200 stream, a stream dropped or ended early, or a stall.
+* :class:`Raw` -- exactly the given events (for servers that stream less, or
+  more, than OpenAI does: done-only items, unknown event types).
+* a callable ``step(request_body) -> Reply | Fault | Raw`` -- computes the answer from
   what the client actually sent.
 
 When the script runs out the server answers 500 ``"mock script exhausted"``.
@@ -65,6 +67,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "Fault",
     "MockResponsesServer",
+    "Raw",
     "RecordedRequest",
     "Reply",
     "Step",
@@ -163,6 +166,8 @@ class Fault:
       ``response.failed`` whose ``response.error`` has ``code`` and ``message``.
     * ``error``   -- the same, but ending with a bare ``error`` event.
     * ``drop``    -- ``after_events`` events of ``reply``, then the socket closes.
+    * ``end``     -- ``after_events`` events, then the body ends cleanly, without
+      ``response.completed``/``incomplete``/``failed`` (a proxy cutting a stream at a message boundary).
     * ``hang``    -- ``after_events`` events, then silence for ``seconds`` (or
       until the server stops), then the socket closes.
     """
@@ -179,7 +184,7 @@ class Fault:
     reply: Reply | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("status", "failed", "error", "drop", "hang"):
+        if self.kind not in ("status", "failed", "error", "drop", "end", "hang"):
             raise ValueError(f"unknown fault kind {self.kind!r}")
         if self.after_events < 0:
             raise ValueError("after_events must be >= 0")
@@ -222,12 +227,27 @@ class Fault:
         return cls(kind="drop", after_events=after_events, reply=reply)
 
     @classmethod
+    def end_early(cls, after_events: int = 4, reply: Reply | None = None) -> Fault:
+        """End the body properly after ``after_events`` SSE events, before any terminal event."""
+        return cls(kind="end", after_events=after_events, reply=reply)
+
+    @classmethod
     def hang(cls, after_events: int = 2, seconds: float = 30.0, reply: Reply | None = None) -> Fault:
         """Stall after ``after_events`` SSE events; exercises the client's idle (read) timeout."""
         return cls(kind="hang", after_events=after_events, seconds=float(seconds), reply=reply)
 
 
-Step = Union[Reply, Fault, Callable[[dict], Union[Reply, Fault]]]
+@dataclass
+class Raw:
+    """Stream exactly these events (a ``sequence_number`` is added where missing), then end the body.
+
+    Nothing is checked or completed: a script without a terminal event tests exactly that.
+    """
+
+    events: list[dict[str, Any]]
+
+
+Step = Union[Reply, Fault, Raw, Callable[[dict], Union[Reply, Fault, Raw]]]
 
 
 # --------------------------------------------------------------------------- #
@@ -349,8 +369,8 @@ def response_events(reply: Reply, *, response_id: str, model: str, created: int,
 def validate_request(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     """``(status, error body)`` the real API would answer for a bad stateless request, or None."""
     if not body.get("model"):
-        return 400, _error("Missing required parameter: 'model'.", "invalid_request_error", "missing_required_parameter",
-                           "model")
+        return 400, _error("Missing required parameter: 'model'.", "invalid_request_error",
+                           "missing_required_parameter", "model")
     items = body.get("input")
     if not isinstance(items, list):
         return None  # a plain string input is valid
@@ -362,7 +382,8 @@ def validate_request(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     outputs: set[str] = set()
     for n, item in enumerate(items):
         if not isinstance(item, dict):
-            return 400, _error(f"Invalid type for 'input[{n}]'.", "invalid_request_error", "invalid_type", f"input[{n}]")
+            return 400, _error(f"Invalid type for 'input[{n}]'.", "invalid_request_error", "invalid_type",
+                               f"input[{n}]")
         kind = item.get("type", "message")
         if stateless and item.get("id"):
             return 404, _error(
@@ -422,7 +443,7 @@ def _dumps(obj: Any) -> bytes:
 
 
 def _sse(event: dict[str, Any]) -> bytes:
-    return b"event: " + event["type"].encode() + b"\ndata: " + _dumps(event) + b"\n\n"
+    return b"event: " + str(event.get("type", "")).encode() + b"\ndata: " + _dumps(event) + b"\n\n"
 
 
 # --------------------------------------------------------------------------- #
@@ -536,17 +557,23 @@ class _Handler(BaseHTTPRequestHandler):
         if step is None:
             self._send_json(500, _error(EXHAUSTED_MESSAGE, "server_error", "mock_script_exhausted"))
             return
-        if not isinstance(step, (Reply, Fault)):
+        if not isinstance(step, (Reply, Fault, Raw)):
             try:
                 step = step(body)
-                if not isinstance(step, (Reply, Fault)):
-                    raise TypeError(f"a callable step must return Reply or Fault, got {step!r}")
+                if not isinstance(step, (Reply, Fault, Raw)):
+                    raise TypeError(f"a callable step must return Reply, Fault or Raw, got {step!r}")
             except Exception as exc:  # re-raised by MockResponsesServer.__exit__
                 mock._add_error(exc)
                 self._send_json(500, _error(f"mock step raised {exc!r}", "server_error", "mock_step_error"))
                 return
         if isinstance(step, Fault) and step.kind == "status":
             self._send_status_fault(step, model)
+            return
+        if isinstance(step, Raw):
+            self._send_headers(200, "text/event-stream; charset=utf-8", None)
+            for n, event in enumerate(step.events):
+                self._write_chunk(_sse({"sequence_number": n, **event}))
+            self._end_chunks()
             return
 
         reply = step if isinstance(step, Reply) else (step.reply or _PARTIAL)
@@ -575,6 +602,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._write_chunk(_sse(event))
             if step.kind in ("failed", "error"):
                 self._write_chunk(_sse(self._failure_event(step, events[0]["response"], len(sent))))
+                self._end_chunks()
+            elif step.kind == "end":
                 self._end_chunks()
             else:
                 self._fail(step)
@@ -679,7 +708,7 @@ class MockResponsesServer:
 
     def add(self, *steps: Step) -> MockResponsesServer:
         for step in steps:
-            if not isinstance(step, (Reply, Fault)) and not callable(step):
+            if not isinstance(step, (Reply, Fault, Raw)) and not callable(step):
                 raise TypeError(f"not a step: {step!r}")
         with self._lock:
             self._script.extend(steps)

@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from auger.config import Config
-from auger.engine.history import INTERRUPTED_OUTPUT, History
+from auger.engine.history import INTERRUPTED_OUTPUT, History, latest_plan
 from auger.engine.session import Session
 from auger.models.base import ModelClient
-from auger.protocol.items import ToolOutput
+from auger.protocol.items import ToolOutput, UserMessage
 from auger.store.base import SessionRecord, Store
 from auger.tools.registry import ToolRegistry, default_registry
 
@@ -47,6 +47,29 @@ class Agent:
         session.start(resumed=False)
         return session
 
+    async def fork_session(self, source_id: str, *, store: Store, client: ModelClient,
+                           before_user_message: int | None = None, mode: str | None = None,
+                           interactive: bool = False) -> Session:
+        """A new session starting from a copy of another's history, optionally cut just before its
+        Nth user message (1-based). The source is left untouched."""
+        source = await store.get_session(source_id)
+        if source is None:
+            raise SessionNotFound(f"no stored session matches '{source_id}'; list them with `auger sessions`")
+        cut = None
+        if before_user_message is not None:
+            seqs = [s.seq for s in await store.load_items(source.id) if isinstance(s.item, UserMessage)]
+            if not 1 <= before_user_message <= len(seqs):
+                raise ValueError(f"session {source.id[:8]} has {len(seqs)} user messages; "
+                                 f"cannot cut before message {before_user_message}")
+            cut = seqs[before_user_message - 1]
+        now = time.time()
+        record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=source.cwd,
+                               provider=client.provider, model=client.model, mode=mode or source.mode,
+                               title=f"fork of {source.title or source.id[:8]}"[:80])
+        await store.create_session(record)
+        await store.copy_items(source.id, record.id, cut)
+        return await self.resume_session(record.id, store=store, client=client, mode=mode, interactive=interactive)
+
     async def resume_session(self, session_id: str, *, store: Store, client: ModelClient,
                              mode: str | None = None, interactive: bool = False) -> Session:
         """Continue a stored session with its full history.
@@ -71,6 +94,7 @@ class Agent:
             await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
         session = Session(self, store=store, client=client, meta=record, history=history,
                           interactive=interactive, usage=await store.usage_total(record.id))
+        session.tool_state.plan = latest_plan(history.items)
         await session.prepare()
         session.start(resumed=True)
         return session

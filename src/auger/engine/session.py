@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.engine.history import History
 from auger.models.base import ModelClient
 from auger.protocol.events import (
-    ApprovalRequest, Event, ModeChanged, SessionConfigured, ShutdownComplete, TurnEnded, TurnStarted, Usage,
-    WarningEvent,
+    ApprovalRequest, Event, ModeChanged, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded,
+    TurnStarted, Usage, WarningEvent,
 )
+from auger.protocol import items as it
 from auger.protocol.items import Item
-from auger.protocol.ops import ApprovalDecision, Interrupt, Op, SetMode, Shutdown, UserTurn
+from auger.protocol.ops import ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.shell import stop_background
@@ -64,6 +65,7 @@ class Session:
         self.command_env: dict[str, str] | None = None
         self._startup_warnings: list[str] = []
         self.compact_requested = False
+        self._title_task: asyncio.Task[None] | None = None
         self._context_mark: tuple[int, int] | None = None  # (history length, tokens the provider counted)
 
     # -- client side ----------------------------------------------------------------
@@ -223,10 +225,29 @@ class Session:
             self._decide(op)
         elif isinstance(op, SetMode):
             await self._set_mode(op.mode)
+        elif isinstance(op, Compact):
+            if self.turn_running:
+                self.compact_requested = True  # before the running turn's next model call
+            else:
+                self._start_turn(compact_only=True)
+        elif isinstance(op, Rollback):
+            await self._rollback(op.turns)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
         return False
+
+    async def _rollback(self, turns: int) -> None:
+        if self.turn_running:
+            self.emit(WarningEvent("rollback refused: a turn is running; interrupt it first"))
+            return
+        available = self.history.user_turns()
+        if turns < 1 or turns > available:
+            self.emit(WarningEvent(f"rollback refused: can drop 1 to {available} user turns, not {turns}"))
+            return
+        await self.record("rollback", it.Rollback(turns))
+        self._context_mark = None  # re-estimate from the new view
+        self.emit(RolledBack(turns, available - turns))
 
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
@@ -252,10 +273,10 @@ class Session:
         if not future.done():
             future.set_result(op)
 
-    def _start_turn(self) -> None:
+    def _start_turn(self, *, compact_only: bool = False) -> None:
         from auger.engine.turn import Turn
 
-        turn = Turn(self, uuid.uuid4().hex[:12])
+        turn = Turn(self, uuid.uuid4().hex[:12], compact_only=compact_only)
         self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
         self._turn.add_done_callback(lambda task: self._ops.put_nowait(_TurnFinished(task)))
 
@@ -267,9 +288,28 @@ class Session:
             log.exception("turn %s failed", turn.id)
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
         self.emit(TurnEnded(turn.id, reason, message))
+        if reason == "complete" and self._title_task is None and self.agent.config.generate_titles:
+            self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
+
+    async def _generate_title(self) -> None:
+        """A short title from the first exchange, in the background; a failure only leaves the provisional one."""
+        from auger.engine.titles import generate_title
+
+        try:
+            title = await generate_title(self.client, self.history.items)
+        except Exception:  # never let a title affect the session
+            log.debug("title generation failed", exc_info=True)
+            return
+        if title:
+            self.meta.title = title
+            await self.store.update_session(self.id, title=title)
+            self.emit(SessionTitle(title))
 
     async def _shutdown(self) -> None:
         self._closed = True
+        if self._title_task is not None and not self._title_task.done():
+            self._title_task.cancel()
+            await asyncio.gather(self._title_task, return_exceptions=True)
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)

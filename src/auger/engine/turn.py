@@ -63,6 +63,12 @@ class _Archive:
     async def list_outputs(self):
         return await self._session.store.list_outputs(self._session.id)
 
+    async def search_messages(self, query: str) -> list[tuple[str, str]]:
+        found = await self._session.store.search_messages(self._session.id, query)
+        labels = {"user_message": "user", "assistant_message": "assistant", "compaction": "summary"}
+        return [(f"{labels[item.TYPE]} message #{seq}", getattr(item, "text", None) or getattr(item, "summary", ""))
+                for seq, item in found]
+
 
 class _BadJSON:
     def __init__(self, reason: str) -> None:

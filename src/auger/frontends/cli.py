@@ -193,6 +193,8 @@ def _load_config(args: argparse.Namespace):
     flags["mode"] = getattr(args, "mode", None)
     flags["approve_all"] = getattr(args, "approve_all", None)
     config = load_config(args.overrides, flags)
+    if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
+        config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
     for line in config.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
     return config

@@ -56,10 +56,12 @@ class OpenAIResponsesClient:
     """A ModelClient for the Responses API.
 
     `reasoning_effort` / `reasoning_summary` go into the request's `reasoning`
-    object. When both are None no `reasoning` object *and* no
-    `reasoning.encrypted_content` include are sent: that is the switch for
-    models without reasoning, which reject both. The default summary "auto"
-    asks reasoning models for readable summaries, streamed as reasoning deltas.
+    object, which is sent whenever either is set. When both are None neither
+    the `reasoning` object nor the `reasoning.encrypted_content` include is
+    sent: that is the switch for models without reasoning, which reject the
+    parameter (Codex CLI, too, asks for encrypted content only along with
+    `reasoning`). The default summary "auto" asks reasoning models for
+    readable summaries, streamed as reasoning deltas.
     """
 
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
@@ -183,9 +185,10 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
     if "text/event-stream" not in ctype:
         raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
                          "is the base URL an OpenAI Responses API /v1 endpoint?", retryable=False)
-    streamed_text: set[str] = set()  # message item ids whose text arrived as deltas
+    streamed_text: set[Any] = set()  # message item ids whose text arrived as deltas
     arguments: dict[str, str] = {}  # function call item id → argument deltas so far
     saw_call = False
+    reasoned = False  # a summary delta was streamed: the next summary part starts a new paragraph
     async for sse in EventSource(response).aiter_sse():
         data = sse.data.strip()
         if not data:
@@ -201,13 +204,14 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             # A refusal is the model's answer too; dropping it would leave an empty, puzzling reply.
             if event.get("delta"):
-                streamed_text.add(str(event.get("item_id")))
+                streamed_text.add(event.get("item_id"))
                 yield TextDelta(event["delta"])
         elif kind == "response.reasoning_summary_text.delta":
             if event.get("delta"):
+                reasoned = True
                 yield ReasoningDelta(event["delta"])
         elif kind == "response.reasoning_summary_part.added":
-            if (event.get("summary_index") or 0) > 0:
+            if reasoned:  # a later part of this item, or the first part of a later reasoning item
                 yield ReasoningDelta(SUMMARY_SEPARATOR)
         elif kind == "response.function_call_arguments.delta":
             key = str(event.get("item_id"))
@@ -223,7 +227,7 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
                 done = _reasoning_done(item)
                 if done is not None:
                     yield done
-            elif kind_of_item == "message" and str(item.get("id")) not in streamed_text:
+            elif kind_of_item == "message" and not _was_streamed(item.get("id"), streamed_text):
                 text = "".join(part.get("text") or part.get("refusal") or ""
                                for part in item.get("content") or [] if isinstance(part, dict))
                 if text:
@@ -252,6 +256,11 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
     raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
 
 
+def _was_streamed(item_id: Any, streamed: set[Any]) -> bool:
+    # Without an id to match on, any streamed text is taken to be this item's: better than doubling it.
+    return item_id in streamed if item_id else bool(streamed)
+
+
 def _reasoning_done(item: dict[str, Any]) -> ReasoningDone | None:
     """A finished reasoning item, or None when it holds nothing worth recording or sending back."""
     parts = [p.get("text", "") for p in item.get("summary") or [] if isinstance(p, dict)]
@@ -266,8 +275,9 @@ def _stream_error(code: Any, message: Any, url: str) -> ModelError:
     """A failure reported inside a 200 stream (`response.failed` or an `error` event).
 
     Server errors, overload and rate limits are retried (with the delay the
-    message suggests, "try again in 1.5s"); a context overflow is its own
-    error so the user is told the conversation is too long; an error without a
+    message suggests, "try again in 1.5s"); a context overflow (by its code, or
+    by its wording when a compatible server files it under another code) is its
+    own error, so the engine can compact instead of retrying; an error without a
     code is most likely the server's trouble, so it is retried too. Anything
     else — an invalid prompt, a bad image, a content policy refusal — would
     fail the same way again.

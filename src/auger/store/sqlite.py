@@ -182,6 +182,40 @@ class SqliteStore:
 
         return await self._run(select)
 
+    async def copy_items(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
+        """Copy a session's items (those before `before_seq`) and their stored outputs into another session."""
+        limit = before_seq if before_seq is not None else 1 << 62
+
+        def copy(conn: sqlite3.Connection) -> int:
+            with conn:
+                conn.execute("BEGIN")
+                cur = conn.execute(
+                    "INSERT INTO items (session_id, seq, turn_id, type, data, created) "
+                    "SELECT ?, seq, turn_id, type, data, created FROM items WHERE session_id = ? AND seq < ?",
+                    (target_id, source_id, limit))
+                conn.execute(
+                    "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
+                    "SELECT ?, call_id, seq, tool, arguments, full_output FROM tool_outputs "
+                    "WHERE session_id = ? AND seq < ?", (target_id, source_id, limit))
+            self._next_seq.pop(target_id, None)
+            return cur.rowcount
+
+        return await self._run(copy)
+
+    async def search_messages(self, session_id: str, query: str, limit: int = 200) -> list[tuple[int, Item]]:
+        """Conversation items (user, assistant, compaction summaries) whose text contains `query`,
+        archived ones included."""
+        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+        def select(conn: sqlite3.Connection) -> list[tuple[int, Item]]:
+            rows = conn.execute(
+                "SELECT seq, data FROM items WHERE session_id = ? AND type IN "
+                "('user_message', 'assistant_message', 'compaction') AND data LIKE ? ESCAPE '\\' "
+                "ORDER BY seq LIMIT ?", (session_id, pattern, limit)).fetchall()
+            return [(seq, Item.from_json(json.loads(data))) for seq, data in rows]
+
+        return await self._run(select)
+
     # -- usage --------------------------------------------------------------------
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
         def insert(conn: sqlite3.Connection) -> None:

@@ -40,6 +40,9 @@ class OutputArchive(Protocol):
     async def list_outputs(self) -> list[tuple[str, str, str, str]]:
         """(call id, tool name, arguments JSON, full output) of every call, oldest first."""
 
+    async def search_messages(self, query: str) -> list[tuple[str, str]]:
+        """(label, text) of conversation messages containing `query`, archived ones included."""
+
 
 @dataclass
 class FileStamp:

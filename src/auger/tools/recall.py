@@ -30,7 +30,9 @@ async def _recall(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(f"{tool} {_summary(arguments)} [{call_id}]\n{text}")
     outputs = await ctx.archive.list_outputs()
     if query:
-        return ToolResult(_search(outputs, query))
+        found = _search(outputs, query)
+        messages = _search_messages(await ctx.archive.search_messages(query), query)
+        return ToolResult(found if not messages else f"{found}\n\nIn conversation messages:\n{messages}")
     if not outputs:
         return ToolResult("No tool outputs are stored in this session yet.")
     rows = [f"{cid}: {tool} {_summary(arguments)} ({len(full)} chars)" for cid, tool, arguments, full in outputs[-50:]]
@@ -53,6 +55,16 @@ def _search(outputs: list[tuple[str, str, str, str]], query: str) -> str:
     return "\n".join(hits) + more
 
 
+def _search_messages(found: list[tuple[str, str]], query: str) -> str:
+    needle = query.lower()
+    hits = []
+    for label, text in found:
+        for line in text.splitlines():
+            if needle in line.lower():
+                hits.append(f"{label}: {line[:300]}")
+    return "\n".join(hits[:MAX_MATCHES])
+
+
 def _summary(arguments: str) -> str:
     try:
         data = json.loads(arguments)
@@ -69,7 +81,8 @@ RECALL = ToolSpec(
     name="recall",
     description=(
         "Fetch the full output of an earlier tool call in this session (call_id), or search all stored outputs "
-        "for a case-insensitive text (query). With neither, lists the stored calls."
+        "and conversation messages, including parts compacted away, for a case-insensitive text (query). "
+        "With neither, lists the stored calls."
     ),
     parameters={
         "type": "object",
