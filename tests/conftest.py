@@ -136,6 +136,19 @@ def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, st
                           capture_output=True, text=True, timeout=timeout)
 
 
+CONTEXT_TAGS = ("<environment_context>", "<user_instructions>")
+
+
+def is_context(text: object) -> bool:
+    """Engine-recorded context (environment, instructions), as opposed to the conversation proper."""
+    return isinstance(text, str) and text.startswith(CONTEXT_TAGS)
+
+
+def conversation(messages: list[dict]) -> list[dict]:
+    """Chat messages without the system prompt and the engine's context messages."""
+    return [m for m in messages if m["role"] != "system" and not is_context(m.get("content"))]
+
+
 def json_events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 

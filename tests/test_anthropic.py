@@ -121,8 +121,9 @@ def test_multi_step_tool_task(project, mock):
     assert {"shell", "write_file", "read_file"} <= {t["name"] for t in body["tools"]}
     assert all(set(t) == {"name", "description", "input_schema"} for t in body["tools"][:-1])
     assert body["tools"][-1]["cache_control"] == EPHEMERAL
-    assert body["messages"] == [{"role": "user", "content": [
-        {"type": "text", "text": "make a greeting", "cache_control": EPHEMERAL}]}]
+    (opening,) = body["messages"]  # the recorded environment and the prompt form one user message
+    assert opening["role"] == "user" and opening["content"][0]["text"].startswith("<environment_context>")
+    assert opening["content"][1:] == [{"type": "text", "text": "make a greeting", "cache_control": EPHEMERAL}]
 
     # The write_file call goes back as tool_use; its output comes back as a tool_result with the same id.
     write_id, shell_id = [i.call_id for i in items if isinstance(i, ToolCallItem)]
@@ -289,7 +290,7 @@ def test_images_are_sent_as_base64_blocks(project, mock, tmp_path):
     mock.add(Reply(text="A green dot."))
     run, _ = converse(project, mock, UserTurn("what is in this picture?", images=[str(png)]))
     assert run.ended.reason == "complete", run.ended.message
-    assert blocks(mock.message_requests[0], 0) == [
+    assert blocks(mock.message_requests[0], 0)[1:] == [  # after the recorded environment block
         {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                      "data": base64.b64encode(tiny_png()).decode()}},
         {"type": "text", "text": "what is in this picture?", "cache_control": EPHEMERAL}]
@@ -302,10 +303,10 @@ def test_unreadable_image_is_a_clear_error_and_the_session_goes_on(project, mock
     first, second = run.of(ev.TurnEnded)
     assert first.reason == "error" and "gone.png" in first.message and "cannot read image" in first.message
     assert second.reason == "complete"
-    (request,) = mock.message_requests  # the failed turn sent nothing
-    # Once it is no longer the newest message, the lost image becomes a note instead of blocking the session.
-    note = blocks(request, 0)[0]["text"]
-    assert "no longer available" in note and note.endswith("look at this")
+    (request,) = mock.message_requests  # the failed turn sent nothing...
+    texts = [b.get("text", "") for b in blocks(request, 0)]
+    assert texts[-1].startswith("never mind") or "never mind" in texts[-1]
+    assert not any("look at this" in t for t in texts)  # ...and its message never entered the history
 
 
 def test_bad_image_in_the_latest_message_raises_a_model_error():

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import auger_cli, json_events
+from tests.conftest import auger_cli, conversation, json_events
 from tests.support.mock_openai import Fault, Reply, ToolCall
 
 FAST = ["-c", "model_retry_base_delay=0.01", "-c", "model_retry_max_delay=0.02"]
@@ -116,14 +116,14 @@ def test_sessions_and_resume_continue_the_conversation(project, server, auger_ho
     listing = auger_cli("sessions", home=auger_home)
     assert session_id[:8] in listing.stdout and "remember the word kiwi" in listing.stdout
     as_json = [json.loads(line) for line in auger_cli("sessions", "--json", home=auger_home).stdout.splitlines()]
-    assert as_json[0]["id"] == session_id and as_json[0]["items"] == 2
+    assert as_json[0]["id"] == session_id and as_json[0]["items"] == 3  # environment, prompt, answer
     resumed = auger_cli("resume", session_id[:8], "--base-url", server.base_url, "what was the word?",
                         home=auger_home, cwd=project)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == "second answer"
     body = server.chat_requests[-1].body
     assert body["model"] == "m"  # the recorded model, not a default
-    contents = [m.get("content") for m in body["messages"][1:]]
+    contents = [m.get("content") for m in conversation(body["messages"])]
     assert contents == ["remember the word kiwi", "first answer", "what was the word?"]
 
 
@@ -157,7 +157,7 @@ def test_kill_9_mid_turn_then_resume_loses_nothing(project, server, auger_home):
     assert resumed.returncode == 0, resumed.stderr
     configured = json_events(resumed.stdout)[0]
     assert configured["resumed"] is True and configured["history_items"] >= 5
-    messages = server.chat_requests[-1].body["messages"][1:]
+    messages = conversation(server.chat_requests[-1].body["messages"])
     assert messages[0] == {"role": "user", "content": "do the long job"}
     assert messages[1]["content"] == "Running the long job." and messages[1]["tool_calls"][0]["function"]["name"] == "write_file"
     assert messages[2]["role"] == "tool" and "Created a.txt" in messages[2]["content"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from auger.protocol import events as ev
-from tests.conftest import run_session
+from tests.conftest import conversation, run_session
 from tests.support.mock_openai import Fault, Reply, ToolCall
 
 
@@ -68,7 +68,7 @@ def test_retry_budget_exhausted_ends_turn_and_session_stays_usable(project, serv
     assert [e.reason for e in ends] == ["error", "complete"]
     assert "after 2 attempts" in ends[0].message
     # the failed turn's user message is still part of the conversation
-    users = [m["content"] for m in server.chat_requests[-1].body["messages"] if m["role"] == "user"]
+    users = [m["content"] for m in conversation(server.chat_requests[-1].body["messages"]) if m["role"] == "user"]
     assert users == ["first", "second"]
 
 

@@ -23,14 +23,25 @@ class SessionNotFound(LookupError):
 class Agent:
     """Project root, tool catalog and configuration, shared read-only by many concurrent sessions."""
 
-    __slots__ = ("root", "config", "tools")
+    __slots__ = ("root", "config", "tools", "skills", "prompts", "config_dir")
 
     def __init__(self, root: Path | str, config: Config | None = None, tools: ToolRegistry | None = None) -> None:
-        object.__setattr__(self, "root", Path(os.path.realpath(root)))
-        object.__setattr__(self, "config", config or Config())
-        object.__setattr__(self, "tools", tools or default_registry())
-        if not self.root.is_dir():
-            raise NotADirectoryError(f"project root {self.root} is not a directory")
+        from auger.config import home_dirs
+        from auger.context.prompts import discover_prompts
+        from auger.context.skills import discover_skills
+
+        root = Path(os.path.realpath(root))
+        if not root.is_dir():
+            raise NotADirectoryError(f"project root {root} is not a directory")
+        config_dir = home_dirs()["config"]
+        skills = discover_skills(root, config_dir)
+        if tools is None:
+            from auger.tools.skills import skill_tool
+
+            tools = default_registry(extra=[skill_tool(skills)] if skills.skills else [])
+        for name, value in (("root", root), ("config", config or Config()), ("tools", tools), ("skills", skills),
+                            ("prompts", discover_prompts(root, config_dir)), ("config_dir", config_dir)):
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Agent is immutable; per-conversation state belongs to a Session")

@@ -145,9 +145,10 @@ class Session:
         return int(self.context_window * 0.05) * 4
 
     def instructions(self) -> str:
-        from auger.context.instructions import build_instructions
+        """The system prompt: the model family's base instructions (deterministic; the rest is recorded)."""
+        from auger.context.instructions import base_instructions
 
-        return build_instructions(self.agent.root, self.mode)
+        return base_instructions(self.client.model)
 
     def mark_context(self, tokens: int) -> None:
         """The conversation as it stands now occupies `tokens` (a provider's count or an estimate)."""
@@ -188,6 +189,30 @@ class Session:
                                        exclude=config.shell_env_exclude, set_values=config.shell_env_set)
         self.gate = Gate(self, rules, sandboxed=self.confinement is not None, approve_all=config.approve_all,
                          user_rules_path=user_rules)
+        await self._record_context()
+
+    async def _record_context(self) -> None:
+        """Instructions and environment for a new session; for a resumed one, only what changed."""
+        from auger.engine.context import instructions_item
+
+        config = self.agent.config
+        if not self.history.items:
+            item = instructions_item(self.agent.root, self.agent.config_dir, self.agent.skills,
+                                     fallback_names=config.project_doc_fallback_filenames,
+                                     max_bytes=config.project_doc_max_bytes, warnings=self._startup_warnings)
+            if item is not None:
+                await self.record("context", item)
+        await self.update_environment()
+
+    async def update_environment(self) -> None:
+        """Tell the model what changed in its environment (mode, model, date…), if anything did."""
+        from auger.context.instructions import EnvironmentContext
+        from auger.engine.context import environment_item, last_environment
+
+        env = EnvironmentContext.capture(self.agent.root, self.mode, self.client.model)
+        item = environment_item(env, last_environment(self.history.items))
+        if item is not None:
+            await self.record("context", item)
 
     def start(self, *, resumed: bool) -> None:
         sandbox = self.confinement.kind if self.confinement is not None else "none"
@@ -259,6 +284,7 @@ class Session:
         if mode != previous:
             self.meta.mode = mode
             await self.store.update_session(self.id, mode=mode)
+            await self.update_environment()
         self.emit(ModeChanged(mode, previous))
 
     def _decide(self, op: ApprovalDecision) -> None:

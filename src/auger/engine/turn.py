@@ -24,7 +24,9 @@ from auger.models.base import (
 from auger.models.retry import RetryPolicy, stream_with_retry
 from auger.protocol import events as ev
 from auger.protocol.events import Usage
-from auger.protocol.items import AssistantMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage
+from auger.protocol.items import (
+    AssistantMessage, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage,
+)
 from auger.tools.base import ToolContext, ToolError, ToolResult
 
 if TYPE_CHECKING:
@@ -145,11 +147,29 @@ class Turn:
         return False
 
     async def _take_input(self, *, announce: bool) -> None:
-        """Move queued user input into the conversation, so mid-turn input is never lost."""
+        """Move queued user input into the conversation, so mid-turn input is never lost.
+
+        Slash commands naming a custom prompt are expanded; requested skills are injected before
+        the message; images are checked first, so an unreadable one never enters the history."""
+        from auger.context.prompts import expand_slash
+        from auger.models.images import ImageError, load_image
+
         session = self.session
         while session.pending_input:
             op = session.pending_input.pop(0)
-            await session.record(self.id, UserMessage(op.text, list(op.images)))
+            for ref in op.images:
+                try:
+                    load_image(ref)
+                except ImageError as exc:
+                    raise TurnStopped(f"message not sent: {exc}") from None
+            for name in op.skills:
+                skill = session.agent.skills.get(name)
+                if skill is None:
+                    raise TurnStopped(f"message not sent: no skill named {name!r}")
+                await session.record(self.id, ContextMessage(f"<skill name={name!r}>\n{skill.body()}\n</skill>",
+                                                             "skill"))
+            text = expand_slash(op.text, session.agent.prompts) or op.text
+            await session.record(self.id, UserMessage(text, list(op.images)))
             if not session.meta.title:
                 await session.set_title(op.text)
             if announce:

@@ -62,6 +62,7 @@ class ContextMessage(Item):
 
     text: str
     kind: str  # "instructions" | "environment" | "skill"
+    data: dict | None = None  # structured state behind the text (the environment's fields)
 
 
 @tag("compaction")

@@ -32,7 +32,7 @@ class ToolRegistry:
         return list(self._schemas)
 
 
-def default_registry() -> ToolRegistry:
+def default_registry(extra: Iterable[ToolSpec] = ()) -> ToolRegistry:
     from auger.tools import files, plan, recall, search, shell
 
-    return ToolRegistry([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS])
+    return ToolRegistry([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS, *extra])
