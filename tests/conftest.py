@@ -59,6 +59,7 @@ class Run:
 
     events: list[ev.Event] = field(default_factory=list)
     session_id: str = ""
+    _stopping: bool = False
 
     def of(self, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind)]
@@ -89,9 +90,9 @@ async def open_session(project: Path, server: MockChatServer, db: Path, *overrid
     return session, store
 
 
-async def drive(session, *prompts: str, turns: int | None = None, on_event=None) -> Run:
+async def drive(session, *prompts: str, turns: int | None = None, on_event=None, until: type | None = None) -> Run:
     """Submit each prompt after the previous turn ended; collect events until `turns` turns ended
-    (default: one per prompt), then shut down."""
+    (default: one per prompt) and, if given, an `until` event arrived; then shut down."""
     run = Run(session_id=session.id)
     queue = list(prompts)
     if queue:
@@ -104,22 +105,24 @@ async def drive(session, *prompts: str, turns: int | None = None, on_event=None)
             on_event(session, event)
         if isinstance(event, ev.TurnEnded):
             done += 1
-            if done == wanted:
-                session.submit(Shutdown())
-            elif queue:
+            if queue and done < wanted:
                 session.submit(UserTurn(queue.pop(0)))
+        finished = done >= wanted and (until is None or run.of(until))
+        if finished and not run._stopping:
+            run._stopping = True
+            session.submit(Shutdown())
     return run
 
 
 def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path | None = None,
                 overrides: tuple[str, ...] = (), resume: str | None = None, turns: int | None = None,
-                on_event=None, interactive: bool = False) -> Run:
+                on_event=None, interactive: bool = False, until: type | None = None) -> Run:
     db = db or project.parent / "sessions.db"
 
     async def main() -> Run:
         session, store = await open_session(project, server, db, *overrides, resume=resume, interactive=interactive)
         try:
-            return await asyncio.wait_for(drive(session, *prompts, turns=turns, on_event=on_event), 60)
+            return await asyncio.wait_for(drive(session, *prompts, turns=turns, on_event=on_event, until=until), 60)
         finally:
             await store.aclose()
 

@@ -91,11 +91,13 @@ def apply_markers(items: Sequence[Item]) -> list[Item]:
 
 
 def _drop_user_turns(view: list[Item], turns: int) -> list[Item]:
+    """Cut the conversation back to before the Nth-last user message. Engine context after the cut
+    (a compaction's summary and plan, environment changes) is state, not conversation: it stays."""
     starts = [n for n, item in enumerate(view) if isinstance(item, UserMessage)]
     if turns <= 0 or not starts:
         return view
     cut = starts[-turns] if turns <= len(starts) else starts[0]
-    return view[:cut]
+    return view[:cut] + [i for i in view[cut:] if isinstance(i, ContextMessage) and i.kind != "skill"]
 
 
 def normalise(view: list[Item]) -> list[Item]:
