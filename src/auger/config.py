@@ -40,16 +40,33 @@ class Config:
     generate_titles: bool = True
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
+    model_reasoning_effort: str | None = None  # Responses API: minimal | low | medium | high
+    model_reasoning_summary: str | None = "auto"  # Responses API reasoning summaries; "" turns them off
+    thinking_budget: int | None = None  # Anthropic extended thinking, in tokens
+    cassette: str | None = None  # the replay provider's recording (JSONL)
+    session_token_budget: int | None = None  # stop cleanly once a session used this many tokens
+    session_cost_budget: float | None = None  # ...or this much money (USD)
+    trust_project_config: bool = False  # honour provider definitions in a project's .auger/config.toml
+    tables: dict = field(default_factory=dict, compare=False)  # [providers...] and other tables, for the registry
+    tables_source: str = ""
     diagnostics: list[str] = field(default_factory=list, compare=False)
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name != "diagnostics"}
+_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name not in ("diagnostics", "tables", "tables_source")}
+# A project's own config file comes with the repository: it may describe models and pick among configured
+# providers, but never widen trust, move an API key to another host, or change where data is stored.
+PROJECT_KEYS = {"provider", "model", "model_context_window", "model_auto_compact_token_limit",
+                "project_doc_fallback_filenames", "project_doc_max_bytes", "generate_titles",
+                "stream_idle_timeout", "max_model_calls_per_turn", "model_reasoning_effort",
+                "model_reasoning_summary", "thinking_budget"}
 _ENV = {  # environment variable -> key
     "AUGER_PROVIDER": "provider", "AUGER_MODEL": "model", "AUGER_BASE_URL": "base_url",
     "AUGER_MODE": "mode", "AUGER_DB": "db_path",
 }
 _CHOICES = {"mode": ("plan", "safe", "auto"), "sandbox": ("auto", "bwrap", "landlock", "off"),
-            "sandbox_network": ("none", "proxy", "full")}
+            "sandbox_network": ("none", "proxy", "full"),
+            "model_reasoning_effort": ("minimal", "low", "medium", "high"),
+            "model_reasoning_summary": ("", "auto", "concise", "detailed")}
 
 
 def home_dirs() -> dict[str, Path]:
@@ -68,12 +85,18 @@ def home_dirs() -> dict[str, Path]:
 
 
 def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = None,
-                env: dict[str, str] | None = None, config_file: Path | None = None) -> Config:
-    """Build the effective config. Never raises for user mistakes; see `Config.diagnostics`."""
+                env: dict[str, str] | None = None, config_file: Path | None = None,
+                project_dir: Path | None = None) -> Config:
+    """Build the effective config. Never raises for user mistakes; see `Config.diagnostics`.
+
+    Layers: defaults < user config.toml < the project's .auger/config.toml (limited keys) < AUGER_*
+    environment variables < `-c key=value` < flags."""
     env = os.environ if env is None else env
     config = Config()
     path = config_file or home_dirs()["config"] / "config.toml"
     _apply_file(config, path)
+    if project_dir is not None:
+        _apply_file(config, Path(project_dir) / ".auger" / "config.toml", project=True)
     for var, key in _ENV.items():
         if env.get(var):
             _set(config, key, env[var], f"environment variable {var}")
@@ -89,13 +112,13 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
     return config
 
 
-def _apply_file(config: Config, path: Path) -> None:
+def _apply_file(config: Config, path: Path, project: bool = False) -> None:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return
     except OSError as exc:
-        config.diagnostics.append(f"{path}: cannot read config file ({exc.strerror}); using defaults")
+        config.diagnostics.append(f"{path}: cannot read config file ({exc.strerror or exc}); using defaults")
         return
     import tomllib
 
@@ -105,7 +128,18 @@ def _apply_file(config: Config, path: Path) -> None:
         config.diagnostics.append(f"{path}: invalid TOML ({exc}); using defaults")
         return
     for key, value in data.items():
-        if isinstance(value, dict) and key not in _FIELDS:  # tables of later layers (providers...)
+        if isinstance(value, dict) and key not in _FIELDS:  # tables for other layers (providers...)
+            if project and key == "providers" and not config.trust_project_config:
+                config.diagnostics.append(f"{path}: [providers] ignored: a project may not define where API keys "
+                                          "are sent (set trust_project_config = true in your user config)")
+                continue
+            merged = config.tables.setdefault(key, {})
+            if isinstance(merged, dict):
+                merged.update(value)
+            config.tables_source = ", ".join(filter(None, (config.tables_source, str(path))))
+            continue
+        if project and key not in PROJECT_KEYS:
+            config.diagnostics.append(f"{path}: '{key}' cannot be set by a project's config file (ignored)")
             continue
         _set(config, key, value, str(path))
 

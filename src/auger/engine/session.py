@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.engine.history import History
 from auger.models.base import ModelClient
 from auger.protocol.events import (
-    ApprovalRequest, Event, ModeChanged, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded,
+    ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded,
     TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol import items as it
 from auger.protocol.items import Item
-from auger.protocol.ops import ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, Shutdown, UserTurn
+from auger.protocol.ops import (
+    ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, SetModel, Shutdown, UserTurn,
+)
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.shell import stop_background
@@ -52,6 +54,7 @@ class Session:
         self.history = history
         self.interactive = interactive
         self.usage = usage or Usage()
+        self.cost: float | None = 0.0  # USD so far; None once any call had an unknown price
         self.tool_state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}")
         self.pending_input: list[UserTurn] = []
         self._ops: asyncio.Queue[Op | _TurnFinished] = asyncio.Queue()
@@ -131,9 +134,13 @@ class Session:
     # -- context accounting -----------------------------------------------------------
     @property
     def context_window(self) -> int:
+        return self.agent.config.model_context_window or self.model_info.context_window
+
+    @property
+    def model_info(self):
         from auger.models.registry import model_info
 
-        return self.agent.config.model_context_window or model_info(self.client.model).context_window
+        return model_info(self.client.model, self.agent.config, self.client.provider)
 
     @property
     def compact_limit(self) -> int:
@@ -250,6 +257,8 @@ class Session:
             self._decide(op)
         elif isinstance(op, SetMode):
             await self._set_mode(op.mode)
+        elif isinstance(op, SetModel):
+            await self._set_model(op.model, op.provider)
         elif isinstance(op, Compact):
             if self.turn_running:
                 self.compact_requested = True  # before the running turn's next model call
@@ -261,6 +270,45 @@ class Session:
             await self._shutdown()
             return True
         return False
+
+    async def _set_model(self, model: str, provider: str | None) -> None:
+        import dataclasses
+
+        from auger.models.registry import ProviderError, client_for
+
+        if self.turn_running:
+            self.emit(WarningEvent("model switch refused: a turn is running; switch between turns"))
+            return
+        config = self.agent.config
+        provider = provider or self.client.provider
+        switched = dataclasses.replace(config, provider=provider, model=model,
+                                       base_url=config.base_url if provider == config.provider else None)
+        try:
+            client = client_for(switched)
+        except ProviderError as exc:
+            self.emit(WarningEvent(f"model switch refused: {exc}"))
+            return
+        previous = self.client
+        self.client = client
+        self.meta.provider, self.meta.model = client.provider, client.model
+        await self.store.update_session(self.id, provider=client.provider, model=client.model)
+        await self.update_environment()  # the model field changed: told to the model, recorded
+        self._context_mark = None
+        self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
+        await previous.aclose()
+
+    def add_cost(self, cost: float | None) -> None:
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+    def budget_exhausted(self) -> str | None:
+        """Why the session may not call the model again, if a configured budget is used up."""
+        config = self.agent.config
+        used = self.usage.input_tokens + self.usage.output_tokens
+        if config.session_token_budget and used >= config.session_token_budget:
+            return f"session token budget reached: {used:,} of {config.session_token_budget:,} tokens used"
+        if config.session_cost_budget is not None and self.cost is not None and self.cost >= config.session_cost_budget:
+            return f"session cost budget reached: ${self.cost:.4f} of ${config.session_cost_budget:.2f} spent"
+        return None
 
     async def _rollback(self, turns: int) -> None:
         if self.turn_running:

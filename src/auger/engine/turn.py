@@ -87,6 +87,7 @@ class Turn:
         self.retry = RetryPolicy(config.model_max_attempts, config.model_retry_base_delay,
                                  config.model_retry_max_delay)
         self.usage = Usage()
+        self.cost: float | None = 0.0
         self._calls: list[ToolCall] = []
 
     async def run(self) -> tuple[str, str | None]:
@@ -118,6 +119,9 @@ class Turn:
             first = False
             if self.guard.at_cap():
                 await self._ask_to_continue()
+            exhausted = session.budget_exhausted()
+            if exhausted:  # checked between steps: a tool write is never cut short
+                raise TurnStopped(exhausted)
             compacted = await self._compact_if_needed()
             while True:
                 request = ModelRequest(session.instructions(), session.history.for_prompt(session.output_cap_chars),
@@ -229,6 +233,9 @@ class Turn:
         session = self.session
         self.usage = self.usage + usage
         session.usage = session.usage + usage
+        cost = session.model_info.cost(usage)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+        session.add_cost(cost)
         await session.store.record_usage(session.id, self.id, session.client.model, usage)
 
     async def _record_reply(self, reply: _Reply) -> list[ToolCall]:
@@ -258,7 +265,7 @@ class Turn:
             session.mark_context(reply.usage.input_tokens + reply.usage.output_tokens)
         used, window = session.context_estimate(), session.context_window
         session.emit(ev.TokenUsage(self.id, reply.usage, self.usage, session.usage, used, window,
-                                   round(max(0.0, 100.0 * (1 - used / window)), 1)))
+                                   round(max(0.0, 100.0 * (1 - used / window)), 1), self.cost, session.cost))
         if reply.finish_reason == "length":
             session.emit(ev.WarningEvent("the model's reply was cut off at its output token limit", self.id))
         return calls

@@ -58,6 +58,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--mode", choices=("plan", "safe", "auto"),
                           help="trust mode: plan (read-only), safe (ask before changes), auto (default headless: "
                                "changes inside the project run in the sandbox)")
+    run_opts.add_argument("-i", "--image", action="append", metavar="FILE", help="attach an image (repeatable)")
+    run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
     _store_opts(run_opts)
@@ -70,6 +72,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_resume.add_argument("session_id", help="session id (or a unique prefix), see `auger sessions`")
     p_resume.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
     p_resume.set_defaults(run=_cmd_resume)
+
+    p_fork = sub.add_parser("fork", parents=[run_opts], help="start a new session from a copy of another's history")
+    p_fork.add_argument("session_id", help="session id (or a unique prefix) to copy")
+    p_fork.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
+    p_fork.add_argument("--before", type=int, default=0, metavar="N",
+                        help="copy only what came before the Nth user message (1-based)")
+    p_fork.set_defaults(run=_cmd_fork)
 
     p_sessions = sub.add_parser("sessions", help="list stored sessions")
     p_sessions.add_argument("--json", action="store_true", help="print JSON")
@@ -85,7 +94,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     _store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
-    return parser, {"exec": p_exec, "resume": p_resume, "sessions": p_sessions}
+    return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions}
 
 
 def _store_opts(parser: argparse.ArgumentParser) -> None:
@@ -96,11 +105,15 @@ def _store_opts(parser: argparse.ArgumentParser) -> None:
 
 # -- commands -------------------------------------------------------------------------
 def _cmd_exec(args: argparse.Namespace) -> int:
-    return _run_headless(args, _read_prompt(args.prompt), resume_id=None)
+    return _run_headless(args, _read_prompt(args.prompt))
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    return _run_headless(args, _read_prompt(args.prompt), resume_id=args.session_id)
+    return _run_headless(args, _read_prompt(args.prompt), from_session=args.session_id)
+
+
+def _cmd_fork(args: argparse.Namespace) -> int:
+    return _run_headless(args, _read_prompt(args.prompt), from_session=args.session_id, fork_before=args.before)
 
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
@@ -218,17 +231,19 @@ def _guard_store(fn):
         raise CliError(str(exc)) from None
 
 
-def _run_headless(args: argparse.Namespace, prompt: str, resume_id: str | None) -> int:
+def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | None = None,
+                  fork_before: int | None = None) -> int:
+    """A new session, a resumed one (`from_session`), or a fork of one (`fork_before` set, 0 = whole)."""
     import asyncio
 
     config = _load_config(args)
     root = os.path.abspath(args.cwd or os.getcwd())
     if not os.path.isdir(root):
         raise CliError(f"project directory {root} does not exist")
-    return _guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, resume_id)))
+    return _guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
 
 
-async def _headless(args, config, root: str, prompt: str, resume_id: str | None) -> int:
+async def _headless(args, config, root: str, prompt: str, resume_id: str | None, fork_before: int | None) -> int:
     import asyncio
     import signal
 
@@ -239,28 +254,38 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None)
 
     store = _open_store(config)
     try:
+        record = None
         if resume_id is not None:
             record = await store.get_session(resume_id)
             if record is None:
                 raise CliError(f"no stored session matches '{resume_id}'; list them with `auger sessions`")
             explicit = {o.partition("=")[0].strip() for o in args.overrides}
-            if not (args.provider or "provider" in explicit):
-                config.provider = record.provider
-            if not (args.model or "model" in explicit):
+            switching = bool(args.provider or "provider" in explicit)  # --base-url alone: where it lives
+            if not switching:
+                config.provider = record.provider  # never silently a different model
+            if not (args.model or "model" in explicit) and not switching:
                 config.model = record.model
             if not args.cwd:
                 root = record.cwd
         try:
             client = client_for(config)
         except ProviderError as exc:
+            if record is not None and config.provider == record.provider:
+                raise CliError(f"session {record.id[:8]} was recorded with provider '{record.provider}' (model "
+                               f"'{record.model}'), which cannot be used here: {exc}. To continue it with another "
+                               "provider, pass --provider NAME --model NAME explicitly") from None
             raise CliError(str(exc)) from None
         agent = Agent(root, config)
+        mode = getattr(args, "mode", None)
         try:
             if resume_id is None:
                 session = await agent.start_session(store=store, client=client)
+            elif fork_before is not None:
+                session = await agent.fork_session(resume_id, store=store, client=client, mode=mode,
+                                                   before_user_message=fork_before or None)
             else:
-                session = await agent.resume_session(resume_id, store=store, client=client)
-        except SessionNotFound as exc:
+                session = await agent.resume_session(resume_id, store=store, client=client, mode=mode)
+        except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
 
         loop = asyncio.get_running_loop()
@@ -276,7 +301,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None)
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         loop.add_signal_handler(signal.SIGTERM, on_sigint)
         render = _JsonRenderer() if args.json else _PlainRenderer()
-        session.submit(UserTurn(prompt))
+        session.submit(UserTurn(prompt, images=list(getattr(args, "image", None) or []),
+                                skills=list(getattr(args, "skill", None) or [])))
         ended: TurnEnded | None = None
         final = ""
         async for event in session.events():

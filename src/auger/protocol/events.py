@@ -124,6 +124,8 @@ class TokenUsage(Event):
     context_used: int = 0  # tokens the conversation occupies after this call
     context_window: int = 0
     context_left_percent: float = 100.0
+    turn_cost: float | None = None  # USD; None when a price is unknown
+    session_cost: float | None = None
 
 
 @tag("context_compacted")
@@ -166,6 +168,14 @@ class ApprovalRequest(Event):
     message: str
     options: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@tag("model_changed")
+class ModelChanged(Event):
+    provider: str
+    model: str
+    previous_provider: str
+    previous_model: str
 
 
 @tag("mode_changed")

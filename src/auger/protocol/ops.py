@@ -40,6 +40,14 @@ class SetMode(Op):
     mode: str
 
 
+@tag("set_model")
+class SetModel(Op):
+    """Switch model (and optionally provider) between turns; recorded in the conversation."""
+
+    model: str
+    provider: str | None = None
+
+
 @tag("compact")
 class Compact(Op):
     """Summarise the conversation now (or before the next model call, if a turn is running)."""

@@ -225,6 +225,14 @@ class SqliteStore:
 
         await self._run(insert)
 
+    async def usage_by_model(self, session_id: str) -> list[tuple[str, Usage]]:
+        def select(conn: sqlite3.Connection) -> list[tuple[str, Usage]]:
+            rows = conn.execute("SELECT model, SUM(input), SUM(cached), SUM(output), SUM(reasoning) FROM usage "
+                                "WHERE session_id = ? GROUP BY model", (session_id,)).fetchall()
+            return [(model, Usage(*numbers)) for model, *numbers in rows]
+
+        return await self._run(select)
+
     async def usage_total(self, session_id: str) -> Usage:
         def select(conn: sqlite3.Connection) -> Usage:
             row = conn.execute("SELECT COALESCE(SUM(input),0), COALESCE(SUM(cached),0), COALESCE(SUM(output),0), "

@@ -1,0 +1,1 @@
+"""A tiny reading-list library (the sample project of `auger demo`)."""
