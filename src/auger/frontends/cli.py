@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_CANCELLED
+    except BrokenPipeError:  # `auger models | head`: the reader left; that is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -59,6 +62,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                           help="trust mode: plan (read-only), safe (ask before changes), auto (default headless: "
                                "changes inside the project run in the sandbox)")
     run_opts.add_argument("-i", "--image", action="append", metavar="FILE", help="attach an image (repeatable)")
+    run_opts.add_argument("--cassette", metavar="FILE", help="recording for --provider replay (JSONL)")
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
@@ -86,6 +90,16 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     _store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
+    p_providers = sub.add_parser("providers", help="list model providers and whether they are usable")
+    _store_opts(p_providers)
+    p_providers.add_argument("--json", action="store_true", help="print JSON")
+    p_providers.set_defaults(run=_cmd_providers)
+
+    p_models = sub.add_parser("models", help="list known models: context window, output limit, prices")
+    _store_opts(p_models)
+    p_models.add_argument("--json", action="store_true", help="print JSON")
+    p_models.set_defaults(run=_cmd_models)
+
     p_policy = sub.add_parser("policy", help="inspect the exec policy")
     policy_sub = p_policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", required=True)
     p_check = policy_sub.add_parser("check", help="show what would happen to a command: auger policy check -- CMD...")
@@ -94,7 +108,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     _store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
-    return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions}
+    return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
+                    "providers": p_providers, "models": p_models}
 
 
 def _store_opts(parser: argparse.ArgumentParser) -> None:
@@ -123,28 +138,40 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     config = _load_config(args)
 
     async def fetch():
+        from auger.models.registry import model_info
+
         store = _open_store(config)
         try:
-            return await store.list_sessions(args.limit)
+            sessions = await store.list_sessions(args.limit)
+            costs = {}
+            for s in sessions:
+                total: float | None = 0.0
+                for model, usage in await store.usage_by_model(s.id):
+                    cost = model_info(model, config).cost(usage)
+                    total = None if cost is None or total is None else total + cost
+                costs[s.id] = total
+            return sessions, costs
         finally:
             await store.aclose()
 
-    sessions = _guard_store(lambda: asyncio.run(fetch()))
+    sessions, costs = _guard_store(lambda: asyncio.run(fetch()))
     if args.json:
         for s in sessions:
             print(json.dumps({"id": s.id, "title": s.title, "updated": s.updated, "created": s.created,
-                              "cwd": s.cwd, "provider": s.provider, "model": s.model, "items": s.items}))
+                              "cwd": s.cwd, "provider": s.provider, "model": s.model, "items": s.items,
+                              "cost_usd": costs[s.id]}))
         return EXIT_OK
     if not sessions:
         print("No stored sessions.")
         return EXIT_OK
     import time
 
-    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'TITLE':<40} CWD")
+    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'TITLE':<40} CWD")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
         title = (s.title or "(untitled)").replace("\n", " ")
-        print(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {title[:40]:<40} {s.cwd}")
+        cost = "unknown" if costs[s.id] is None else f"${costs[s.id]:.4f}"
+        print(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}")
     return EXIT_OK
 
 
@@ -185,6 +212,58 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_providers(args: argparse.Namespace) -> int:
+    import json
+
+    from auger.models.registry import registry_for
+
+    config = _load_config(args)
+    registry = registry_for(config)
+    for line in registry.diagnostics:
+        print(f"auger: warning: {line}", file=sys.stderr)
+    rows = []
+    for name, p in registry.providers.items():
+        status = registry.status(name)
+        note = registry.errors.get(name) or (f"set {p.key_env}" if status == "key missing" else "")
+        rows.append({"name": name, "wire": p.wire, "base_url": p.base_url, "key_env": p.key_env, "status": status,
+                     "default_model": p.default_model, "source": p.source, "note": note})
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return EXIT_OK
+    print(f"{'PROVIDER':<18} {'STATUS':<14} {'WIRE':<17} {'BASE URL':<32} NOTE")
+    for r in rows:
+        print(f"{r['name']:<18} {r['status']:<14} {r['wire']:<17} {(r['base_url'] or '-'):<32} {r['note']}")
+    return EXIT_OK
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    import json
+
+    from auger.models.registry import registry_for
+
+    config = _load_config(args)
+    registry = registry_for(config)
+    for line in registry.diagnostics:
+        print(f"auger: warning: {line}", file=sys.stderr)
+    rows = registry.all_models()
+    if args.json:
+        for provider, m in rows:
+            print(json.dumps({"provider": provider or None, "model": m.name, "context_window": m.context_window,
+                              "max_output_tokens": m.max_output_tokens, "input_price": m.input_price,
+                              "cached_input_price": m.cached_input_price, "output_price": m.output_price}))
+        return EXIT_OK
+
+    def price(value: float | None) -> str:
+        return "unknown" if value is None else f"${value:g}"
+
+    print(f"{'MODEL':<26} {'PROVIDER':<14} {'CONTEXT':>10} {'MAX OUT':>8} {'IN/1M':>9} {'CACHED/1M':>10} {'OUT/1M':>9}")
+    for provider, m in rows:
+        print(f"{m.name:<26} {(provider or '-'):<14} {m.context_window:>10,} {m.max_output_tokens:>8,} "
+              f"{price(m.input_price):>9} {price(m.cached_input_price):>10} {price(m.output_price):>9}")
+    return EXIT_OK
+
+
 # -- headless run -----------------------------------------------------------------------
 def _read_prompt(prompt: str | None) -> str:
     if prompt is None or prompt == "-":
@@ -199,13 +278,14 @@ def _read_prompt(prompt: str | None) -> str:
 def _load_config(args: argparse.Namespace):
     from auger.config import load_config
 
-    flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url")}
+    flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
     if flags["base_url"] and not flags["provider"]:
         flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
     flags["db_path"] = args.db
     flags["mode"] = getattr(args, "mode", None)
     flags["approve_all"] = getattr(args, "approve_all", None)
-    config = load_config(args.overrides, flags)
+    project = getattr(args, "cwd", None) or os.getcwd()
+    config = load_config(args.overrides, flags, project_dir=project if os.path.isdir(project) else None)
     if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
         config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
     for line in config.diagnostics:
