@@ -275,3 +275,25 @@ def test_unknown_price_shows_as_unknown(project, server, auger_home):
     usage = [e for e in json_events(result.stdout) if e["type"] == "token_usage"][0]
     assert usage["turn_cost"] is None and usage["session_cost"] is None
     assert "unknown" in auger_cli("sessions", home=auger_home).stdout
+
+
+def test_images_to_a_model_without_image_support_are_refused_clearly(project, server, tmp_path):
+    from auger.protocol.ops import UserTurn
+
+    png = tmp_path / "x.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 20)
+    server.add(mock_openai.Reply(text="text only is fine"))
+    sent = []
+
+    def on_event(session, event):
+        if isinstance(event, ev.SessionConfigured):
+            session.submit(UserTurn("look", images=[str(png)]))
+        elif isinstance(event, ev.TurnEnded) and not sent:
+            sent.append(1)
+            session.submit(UserTurn("no image then"))
+
+    run = run_session(project, server, on_event=on_event, turns=2, provider_tables={
+        "openai-compatible": {"models": {"mock-model": {"supports_images": False}}}})
+    first, second = run.of(ev.TurnEnded)
+    assert first.reason == "error" and "does not accept images" in first.message
+    assert second.reason == "complete" and len(server.chat_requests) == 1

@@ -73,7 +73,9 @@ def test_cassette_round_trip(tmp_path):
     assert len(text.splitlines()) == 5 and all(json.loads(line) is not None for line in text.splitlines()[2:])
     path = tmp_path / "c.jsonl"
     path.write_text(text + "\n   \n# trailing comment\n", encoding="utf-8")
-    assert load_cassette(path) == replies
+    assert load_cassette(path) == replies == parse_cassette(text)
+    with pytest.raises(ReplayError, match=r"^<exported>:2: not valid JSON"):
+        parse_cassette('{"text": "ok"}\n{', "<exported>")
     assert dump_cassette(load_cassette(path), header="exported for a test\nsecond line") == text
 
 
@@ -167,15 +169,15 @@ def test_stored_session_exports_and_replays_identically(project, server, tmp_pat
     (project / "notes.txt").write_text("seed\n")
     fresh = tmp_path / "fresh"
     shutil.copytree(project, fresh)
-    py = sys.executable
+    run_greet = f"{sys.executable} -c \"import greet; print(greet.greet('{{}}'))\""
     server.add(
         Reply(text="Writing the module.", tool_calls=[MockCall("write_file", {
             "path": "greet.py", "content": "def greet(name):\n    return 'Hi ' + name\n"})]),
-        Reply(tool_calls=[MockCall("shell", {"command": f"{py} -c \"import greet; print(greet.greet('x'))\" > out.txt"})]),
+        Reply(tool_calls=[MockCall("shell", {"command": run_greet.format("x") + " > out.txt"})]),
         Reply(reasoning="make it friendlier", tool_calls=[
             MockCall("read_file", {"path": "greet.py"}),
             MockCall("edit_file", {"path": "greet.py", "old_string": "'Hi '", "new_string": "'Hello, '"})]),
-        Reply(tool_calls=[MockCall("shell", {"command": f"{py} -c \"import greet; print(greet.greet('y'))\" >> out.txt"})]),
+        Reply(tool_calls=[MockCall("shell", {"command": run_greet.format("y") + " >> out.txt"})]),
         Reply(text="Done: greet.py says hello."),
     )
     db = tmp_path / "original.db"
@@ -286,3 +288,20 @@ def test_demo_as_a_command_with_an_empty_home(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(LABEL) and "✓ The sample project's tests now pass" in result.stdout
     assert not any(home.iterdir())
+
+
+def test_demo_finds_python3_when_path_has_none(monkeypatch):
+    import auger.demo.run as demo_run
+
+    real_which = shutil.which
+    monkeypatch.setattr(demo_run.shutil, "which",
+                        lambda name, *a, **k: None if name == "python3" else real_which(name, *a, **k))
+    path = demo_run._python3_path()
+    bindir = os.path.dirname(sys.executable)
+    if os.path.exists(os.path.join(bindir, "python3")):
+        assert path["PATH"].split(os.pathsep)[0] == bindir
+    else:
+        assert path == {}
+    monkeypatch.setattr(demo_run.shutil, "which", real_which)
+    if real_which("python3"):
+        assert demo_run._python3_path() == {}  # left alone when PATH has one

@@ -96,6 +96,7 @@ async def _session(project: Path, db: Path, home: Path, render: Any, delay: floa
     # Only explicit values: whatever the user's config file or environment says does not apply.
     config = load_config(["mode=auto", "approve_all=true", "generate_titles=false"], env={},
                          config_file=home / "config.toml")
+    config.shell_env_set = _python3_path()
     client = ReplayClient(replies=load_cassette(CASSETTE), delay=delay)
     store = SqliteStore(db)
     ended: TurnEnded | None = None
@@ -112,6 +113,14 @@ async def _session(project: Path, db: Path, home: Path, render: Any, delay: floa
     finally:
         await store.aclose()
     return ended
+
+
+def _python3_path() -> dict[str, str]:
+    """The cassette's commands run `python3`; when none is on PATH, offer this interpreter's directory."""
+    bindir = os.path.dirname(sys.executable)
+    if shutil.which("python3") is None and os.path.exists(os.path.join(bindir, "python3")):
+        return {"PATH": os.pathsep.join(p for p in (bindir, os.environ.get("PATH", "")) if p)}
+    return {}
 
 
 def _run_tests(project: Path) -> subprocess.CompletedProcess:

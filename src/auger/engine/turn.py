@@ -161,6 +161,9 @@ class Turn:
         session = self.session
         while session.pending_input:
             op = session.pending_input.pop(0)
+            if op.images and not session.model_info.supports_images:
+                raise TurnStopped(f"message not sent: model '{session.client.model}' does not accept images "
+                                  "(supports_images = false in its model description)")
             for ref in op.images:
                 try:
                     load_image(ref)

@@ -54,8 +54,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts = argparse.ArgumentParser(add_help=False)
     run_opts.add_argument("--json", action="store_true", help="print one JSON event per line")
     run_opts.add_argument("-m", "--model", help="model name")
-    run_opts.add_argument("-p", "--provider", help="provider (openai, openrouter, ollama, vllm, lmstudio, llamacpp, "
-                                                   "openai-compatible)")
+    run_opts.add_argument("-p", "--provider", help="provider name; `auger providers` lists them")
     run_opts.add_argument("--base-url", help="base URL of an OpenAI-compatible API, e.g. http://localhost:11434/v1")
     run_opts.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
     run_opts.add_argument("--mode", choices=("plan", "safe", "auto"),
