@@ -165,3 +165,11 @@ def test_kill_9_mid_turn_then_resume_loses_nothing(project, server, auger_home):
     assert messages[4]["role"] == "tool" and "interrupted" in messages[4]["content"]
     assert messages[5] == {"role": "user", "content": "carry on"}
     assert (project / "a.txt").read_text() == "A"
+
+
+def test_demo_command_runs_with_no_key_and_no_network(auger_home, tmp_path):
+    result = auger_cli("demo", home=auger_home, cwd=tmp_path, env={"OPENAI_API_KEY": "", "HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert "scripted session replayed from a cassette" in result.stdout
+    assert "Exit code: 1" in result.stdout and "Exit code: 0" in result.stdout
+    assert "tests now pass" in result.stdout

@@ -89,6 +89,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     _store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
+    p_demo = sub.add_parser("demo", help="watch a scripted session fix a bug in a sample project (no API key needed)")
+    p_demo.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    p_demo.add_argument("--keep", action="store_true", help="keep the sample project's temp copy")
+    p_demo.set_defaults(run=_cmd_demo)
+
     p_providers = sub.add_parser("providers", help="list model providers and whether they are usable")
     _store_opts(p_providers)
     p_providers.add_argument("--json", action="store_true", help="print JSON")
@@ -108,7 +113,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     _store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
     return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
-                    "providers": p_providers, "models": p_models}
+                    "providers": p_providers, "models": p_models, "demo": p_demo}
 
 
 def _store_opts(parser: argparse.ArgumentParser) -> None:
@@ -209,6 +214,12 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     print(f"decision: {outcome.decision if outcome.decision == 'forbidden' else decision.verdict} "
           f"in {shown_mode} mode: {decision.reason}")
     return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from auger.demo.run import run_demo
+
+    return run_demo(json_output=args.json, keep=args.keep)
 
 
 def _cmd_providers(args: argparse.Namespace) -> int:

@@ -313,8 +313,8 @@ def _replay_client(provider: Provider, model: str, config: Config | None) -> Mod
         raise ProviderError("the replay provider needs a cassette: pass --cassette FILE (a JSONL recording)")
     try:
         replies = load_cassette(cassette)
-    except (OSError, ReplayError) as exc:
-        raise ProviderError(f"cannot load cassette {cassette}: {exc}") from None
+    except ReplayError as exc:  # names the file (and line) itself
+        raise ProviderError(f"cannot load the cassette: {exc}") from None
     return ReplayClient(replies=replies, provider=provider.name, model=model)
 
 
