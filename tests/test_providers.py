@@ -297,3 +297,24 @@ def test_images_to_a_model_without_image_support_are_refused_clearly(project, se
     first, second = run.of(ev.TurnEnded)
     assert first.reason == "error" and "does not accept images" in first.message
     assert second.reason == "complete" and len(server.chat_requests) == 1
+
+
+def test_replay_a_stored_session_against_a_changed_codebase(project, auger_home, tmp_path):
+    with mock_openai.MockChatServer([
+            mock_openai.Reply(tool_calls=[mock_openai.ToolCall("shell", {"command": "cat VERSION"})]),
+            mock_openai.Reply(tool_calls=[mock_openai.ToolCall("write_file", {"path": "NOTE", "content": "seen"})]),
+            mock_openai.Reply(text="recorded run done")]) as server:
+        (project / "VERSION").write_text("1.0\n")
+        first = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", "check the version",
+                          home=auger_home, cwd=project)
+        session = json_events(first.stdout)[0]["session_id"]
+    (project / "VERSION").write_text("2.0\n")  # the codebase changed since
+    (project / "NOTE").unlink()
+    replay = auger_cli("exec", "--json", "-p", "replay", "--cassette", f"session:{session[:8]}", "check the version",
+                       home=auger_home, cwd=project)
+    assert replay.returncode == 0, replay.stderr
+    events = json_events(replay.stdout)
+    shell_out = [e["output"] for e in events if e["type"] == "tool_call_ended"][0]
+    assert "2.0" in shell_out  # same calls, run against today's files
+    assert (project / "NOTE").read_text() == "seen"
+    assert [e["text"] for e in events if e["type"] == "agent_message"] == ["recorded run done"]

@@ -61,7 +61,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                           help="trust mode: plan (read-only), safe (ask before changes), auto (default headless: "
                                "changes inside the project run in the sandbox)")
     run_opts.add_argument("-i", "--image", action="append", metavar="FILE", help="attach an image (repeatable)")
-    run_opts.add_argument("--cassette", metavar="FILE", help="recording for --provider replay (JSONL)")
+    run_opts.add_argument("--cassette", metavar="FILE",
+                          help="recording for --provider replay: a JSONL file, or session:ID to replay a stored session")
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
@@ -357,6 +358,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
                 config.model = record.model
             if not args.cwd:
                 root = record.cwd
+        if config.provider == "replay" and (config.cassette or "").startswith("session:"):
+            config.cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
         try:
             client = client_for(config)
         except ProviderError as exc:
@@ -416,6 +419,21 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
           file=sys.stderr)
     return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+async def _cassette_from_session(store, session_id: str) -> str:
+    """Write a stored session's model replies to a temp JSONL cassette, so `--cassette session:ID` replays it."""
+    import tempfile
+
+    from auger.models.replay import cassette_from_items, dump_cassette
+
+    source = await store.get_session(session_id)
+    if source is None:
+        raise CliError(f"no stored session matches '{session_id}' (for --cassette session:ID)")
+    replies = cassette_from_items([s.item for s in await store.load_items(source.id)])
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", prefix="auger-cassette-", delete=False) as f:
+        f.write(dump_cassette(replies))
+    return f.name
 
 
 class _JsonRenderer:
