@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sqlite3
 
 from auger.engine.compact import SUMMARY_PROMPT, keep_user_messages

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import string
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from auger.models.registry import BUILTIN, ModelInfo, ProviderError, load_regist
 from auger.protocol import events as ev
 from auger.protocol.events import Usage
 from auger.protocol.ops import SetModel
-from tests.conftest import auger_cli, conversation, json_events, run_session
+from tests.conftest import auger_cli, json_events, run_session
 from tests.support import mock_anthropic, mock_openai, mock_responses
 
 KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openrouter": "OPENROUTER_API_KEY"}

@@ -111,7 +111,7 @@ def test_secret_environment_is_scrubbed(project, server, monkeypatch):
 
 def test_egress_allowlisted_host_reachable_others_refused(project, server, upstream):
     overrides = ("approve_all=true", 'egress_allow=["mirror.test"]',
-                 f'egress_hosts={{ "mirror.test" = "127.0.0.1", "evil.test" = "127.0.0.1" }}')
+                 'egress_hosts={ "mirror.test" = "127.0.0.1", "evil.test" = "127.0.0.1" }')
     run = run_commands(project, server,
                        f"curl -sS --max-time 5 http://mirror.test:{upstream}/",
                        f"curl -sS --max-time 5 http://evil.test:{upstream}/",

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
-from pathlib import Path
 
 from auger.engine.agent import Agent
 from auger.protocol import events as ev
-from auger.protocol.ops import ApprovalDecision, Interrupt, Shutdown, UserTurn
+from auger.protocol.ops import ApprovalDecision, Interrupt, UserTurn
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolResult, ToolSpec
-from auger.tools.registry import ToolRegistry, default_registry
-from tests.conftest import drive, make_config, open_session, run_session, process_alive
+from auger.tools.registry import ToolRegistry
+from tests.conftest import drive, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 TIMELINE: list[tuple[str, str, float]] = []

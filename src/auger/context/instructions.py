@@ -22,8 +22,7 @@ from typing import Mapping
 
 from auger.context.project_docs import find_repo_root
 
-__all__ = ["BASE_INSTRUCTIONS", "EnvironmentContext", "base_instructions", "build_instructions",
-           "environment_context", "git_branch", "model_family"]
+__all__ = ["EnvironmentContext", "base_instructions", "git_branch", "model_family"]
 
 _FAMILY_FILES = {"openai": "base_openai.md", "anthropic": "base_anthropic.md", "open_weights": "base_open_weights.md"}
 
@@ -64,13 +63,6 @@ def _family_instructions(family: str) -> str:
 def base_instructions(model: str | None) -> str:
     """The default prompt plus a short addendum for the model's family; deterministic for a given model."""
     return _family_instructions(model_family(model))
-
-
-def __getattr__(name: str) -> str:
-    """`BASE_INSTRUCTIONS` (the family-neutral prompt) is loaded on first use, not at import."""
-    if name == "BASE_INSTRUCTIONS":
-        return _family_instructions("default")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- environment context ------------------------------------------------------------------------------
@@ -171,19 +163,3 @@ def _git_dir(dot_git: Path) -> Path | None:
             target = Path(line[len("gitdir:"):].strip())
             return target if target.is_absolute() else dot_git.parent / target
     return None
-
-
-# --- compatibility: the engine's current caller -------------------------------------------------------
-
-
-def environment_context(root: Path, mode: str, model: str | None = None) -> str:
-    """The rendered environment block for `root`, as sent today beside the instructions."""
-    return EnvironmentContext.capture(root, mode, model).render()
-
-
-def build_instructions(root: Path, mode: str, base: str | None = None, model: str | None = None) -> str:
-    """Instructions plus environment in one string — the pre-context-item way; kept until callers move
-    to sending `EnvironmentContext.render()` as a recorded item."""
-    if base is None:
-        base = base_instructions(model)
-    return f"{base}\n{environment_context(root, mode, model)}\n"

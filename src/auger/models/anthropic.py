@@ -35,7 +35,7 @@ from auger.models.base import (
     Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import make_http_client, status_error, transport_error
+from auger.models.http import SseModelClient
 from auger.models.images import ImageError, load_image
 from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
@@ -74,7 +74,7 @@ def messages_url(base_url: str) -> str:
     return root + "/v1/messages"
 
 
-class AnthropicClient:
+class AnthropicClient(SseModelClient):
     """A ModelClient for the Anthropic Messages API (streaming only).
 
     ``max_output_tokens`` bounds the visible reply. With ``thinking_budget`` set, extended thinking
@@ -91,23 +91,13 @@ class AnthropicClient:
                              f"got {thinking_budget}")
         if max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be positive, got {max_output_tokens}")
-        self.provider = provider
-        self.model = model
-        self.url = messages_url(base_url)
-        self.max_output_tokens = max_output_tokens
-        self.thinking_budget = thinking_budget
-        self._key_env = key_env
-        headers = {
-            "accept": "text/event-stream",
-            "anthropic-version": API_VERSION,
-            "content-type": "application/json",
-        }
+        headers = {"anthropic-version": API_VERSION, "content-type": "application/json"}
         if api_key:
             headers["x-api-key"] = api_key
-        self._http = make_http_client(self.url, headers, idle_timeout)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
+        super().__init__(provider=provider, model=model, url=messages_url(base_url), headers=headers,
+                         key_env=key_env, idle_timeout=idle_timeout)
+        self.max_output_tokens = max_output_tokens
+        self.thinking_budget = thinking_budget
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for one request. Raises ModelError (not retryable) for an unsendable image."""
@@ -125,17 +115,8 @@ class AnthropicClient:
         mark_cache_breakpoints(body)
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        body = self.build_body(request)
-        try:
-            async with self._http.stream("POST", self.url, json=body) as response:
-                if response.status_code != 200:
-                    raise status_error(response, await response.aread(), self.url,
-                                       model=self.model, key_env=self._key_env)
-                async for event in _parse_stream(response, self.url):
-                    yield event
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self.url) from exc
+    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
+        return _parse_stream(response, self.url)
 
 
 # --------------------------------------------------------------------------------------------- #

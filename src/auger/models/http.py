@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, AsyncIterator
 
 import httpx
 
-from auger.models.base import ContextWindowExceeded, ModelError
+from auger.models.base import ContextWindowExceeded, ModelError, ModelRequest, StreamEvent
 from auger.models.retry import parse_retry_after
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
@@ -79,3 +79,40 @@ def _error_detail(body: bytes) -> tuple[str, str | None]:
         code = err.get("code") or err.get("type")
         return message, (str(code) if code else None)
     return str(err)[:300], None
+
+
+class SseModelClient:
+    """What every streaming wire client shares: one keep-alive HTTP client, POST a JSON body, parse
+    the server-sent events, and turn HTTP and transport failures into readable ModelErrors.
+
+    Subclasses give `build_body(request)` and `parse_stream(response)` (the response's events as
+    internal stream events)."""
+
+    def __init__(self, *, provider: str, model: str, url: str, headers: dict[str, str], key_env: str | None,
+                 idle_timeout: float) -> None:
+        self.provider = provider
+        self.model = model
+        self.url = url
+        self._key_env = key_env
+        self._http = make_http_client(url, {"accept": "text/event-stream", **headers}, idle_timeout)
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        body = self.build_body(request)
+        try:
+            async with self._http.stream("POST", self.url, json=body) as response:
+                if response.status_code != 200:
+                    raise status_error(response, await response.aread(), self.url,
+                                       model=self.model, key_env=self._key_env)
+                async for event in self.parse_stream(response):
+                    yield event
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self.url) from exc

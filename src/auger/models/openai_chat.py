@@ -12,26 +12,20 @@ from httpx_sse import EventSource
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, StreamEvent, TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import make_http_client, status_error, transport_error
+from auger.models.http import SseModelClient
 from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall, ToolOutput, UserMessage
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(SseModelClient):
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
-                 key_env: str | None = None, idle_timeout: float = 300.0,
-                 extra_headers: dict[str, str] | None = None) -> None:
-        self.provider = provider
-        self.model = model
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self._key_env = key_env
-        headers = {"accept": "text/event-stream", **(extra_headers or {})}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self._http = make_http_client(base_url, headers, idle_timeout)
+                 key_env: str | None = None, idle_timeout: float = 300.0) -> None:
+        super().__init__(provider=provider, model=model, url=base_url.rstrip("/") + "/chat/completions",
+                         headers={"authorization": f"Bearer {api_key}"} if api_key else {}, key_env=key_env,
+                         idle_timeout=idle_timeout)
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
+    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
+        return _parse_stream(response, self.url)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -48,18 +42,6 @@ class OpenAIChatClient:
             ]
             body["tool_choice"] = "auto"
         return body
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        body = self.build_body(request)
-        try:
-            async with self._http.stream("POST", self.url, json=body) as response:
-                if response.status_code != 200:
-                    raise status_error(response, await response.aread(), self.url,
-                                       model=self.model, key_env=self._key_env)
-                async for event in _parse_stream(response, self.url):
-                    yield event
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self.url) from exc
 
 
 async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[StreamEvent]:

@@ -34,7 +34,7 @@ from auger.models.base import (
     Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import make_http_client, status_error, transport_error
+from auger.models.http import SseModelClient
 from auger.models.images import ImageError, data_url
 from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
@@ -52,7 +52,7 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "context window
 _TRY_AGAIN = re.compile(r"try again in\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.IGNORECASE)
 
 
-class OpenAIResponsesClient:
+class OpenAIResponsesClient(SseModelClient):
     """A ModelClient for the Responses API.
 
     `reasoning_effort` / `reasoning_summary` go into the request's `reasoning`
@@ -67,23 +67,18 @@ class OpenAIResponsesClient:
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
                  key_env: str | None = None, idle_timeout: float = 300.0, reasoning_effort: str | None = None,
                  reasoning_summary: str | None = "auto", max_output_tokens: int | None = None) -> None:
-        self.provider = provider
-        self.model = model
-        self.url = base_url.rstrip("/") + "/responses"
-        self._key_env = key_env
+        super().__init__(provider=provider, model=model, url=base_url.rstrip("/") + "/responses",
+                         headers={"authorization": f"Bearer {api_key}"} if api_key else {}, key_env=key_env,
+                         idle_timeout=idle_timeout)
         self._reasoning: dict[str, str] = {}
         if reasoning_effort is not None:
             self._reasoning["effort"] = reasoning_effort
         if reasoning_summary is not None:
             self._reasoning["summary"] = reasoning_summary
         self._max_output_tokens = max_output_tokens
-        headers = {"accept": "text/event-stream"}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self._http = make_http_client(base_url, headers, idle_timeout)
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
+    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
+        return _parse_stream(response, self.url)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The request body. Raises ModelError (not retryable) for an image that cannot be sent."""
@@ -108,18 +103,6 @@ class OpenAIResponsesClient:
         if self._max_output_tokens is not None:
             body["max_output_tokens"] = self._max_output_tokens
         return body
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        body = self.build_body(request)
-        try:
-            async with self._http.stream("POST", self.url, json=body) as response:
-                if response.status_code != 200:
-                    raise status_error(response, await response.aread(), self.url,
-                                       model=self.model, key_env=self._key_env)
-                async for event in _parse_stream(response, self.url):
-                    yield event
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self.url) from exc
 
 
 # --------------------------------------------------------------------------- #
