@@ -47,20 +47,21 @@ Standard library only.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import itertools
 import json
-import socket
-import socketserver
-import sys
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
+
+from tests.support.mock_http import (
+    EXHAUSTED_MESSAGE,  # noqa: F401 - re-exported: part of this module's API
+    MockHandler,
+    MockServer,
+    check_keys,
+    fragments,
+    sse_event,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -79,7 +80,6 @@ __all__ = [
 
 MESSAGES_PATH = "/v1/messages"
 DEFAULT_MODEL = "claude-test"
-EXHAUSTED_MESSAGE = "mock script exhausted"
 MAX_CACHE_BREAKPOINTS = 4
 MIN_THINKING_BUDGET = 1024
 
@@ -93,13 +93,6 @@ _THINKING_TYPES = ("thinking", "redacted_thinking")
 # --------------------------------------------------------------------------- #
 # Script steps
 # --------------------------------------------------------------------------- #
-
-
-def _check_keys(data: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
-    """Reject unknown keys: a typo must not silently become a default."""
-    unknown = set(data) - set(allowed)
-    if unknown:
-        raise ValueError(f"unknown key(s) for {what}: {sorted(unknown)}; allowed: {sorted(allowed)}")
 
 
 @dataclass
@@ -154,7 +147,7 @@ class Reply:
         if self.delay < 0:
             raise ValueError("delay must be >= 0")
         if self.usage is not None:
-            _check_keys(self.usage, _USAGE_KEYS, "usage")
+            check_keys(self.usage, _USAGE_KEYS, "usage")
         if self.stop_reason is not None and self.stop_reason not in _STOP_REASONS:
             raise ValueError(f"unknown stop_reason {self.stop_reason!r}; expected one of {sorted(_STOP_REASONS)}")
         if self.thinking is not None and self.signature is None:
@@ -251,16 +244,6 @@ Step = Union[Reply, Fault, Callable[[dict], Union[Reply, Fault]]]
 # --------------------------------------------------------------------------- #
 
 
-def _split(text: str, size: int) -> list[str]:
-    """Fragments of ``size`` chars; never a single piece when two are possible, so a
-    client must really concatenate."""
-    parts = [text[i : i + size] for i in range(0, len(text), size)]
-    if len(parts) == 1 and len(text) > 1:
-        middle = len(text) // 2
-        parts = [text[:middle], text[middle:]]
-    return parts
-
-
 def message_usage(reply: Reply, tool_calls: list[tuple[str, str, str]], request_bytes: int) -> dict[str, int]:
     """Anthropic's usage counts; estimated (~4 chars per token) unless the reply overrides them."""
     override = reply.usage or {}
@@ -310,17 +293,17 @@ def stream_events(reply: Reply, tool_calls: list[tuple[str, str, str]], *, messa
         deltas: list[dict[str, Any]] = []
         if kind == "thinking":
             start = {"type": "thinking", "thinking": ""}
-            deltas = [{"type": "thinking_delta", "thinking": part} for part in _split(block["thinking"], size)]
+            deltas = [{"type": "thinking_delta", "thinking": part} for part in fragments(block["thinking"], size)]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif kind == "redacted_thinking":
             start = dict(block)
         elif kind == "text":
             start = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": part} for part in _split(block["text"], size)]
+            deltas = [{"type": "text_delta", "text": part} for part in fragments(block["text"], size)]
         else:
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": part}
-                      for part in ["", *_split(block["input"], size)]]
+                      for part in ["", *fragments(block["input"], size)]]
         events.append(("content_block_start",
                        {"type": "content_block_start", "index": index, "content_block": start}))
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
@@ -367,12 +350,6 @@ def default_error(code: int, model: str) -> dict[str, Any]:
     kind, message = kinds.get(code, ("api_error" if code >= 500 else "invalid_request_error",
                                      f"Mock error {code}."))
     return _error_body(kind, message)
-
-
-def _sse(name: str, data: dict[str, Any]) -> bytes:
-    # Compact UTF-8 JSON, as the real API sends: clients must decode UTF-8 themselves.
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return b"event: " + name.encode() + b"\ndata: " + payload + b"\n\n"
 
 
 # --------------------------------------------------------------------------- #
@@ -559,150 +536,79 @@ class RecordedRequest:
         return list(self.body.get("messages") or [])
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # MockAnthropicServer.stop() joins handlers itself, with a deadline.
+class _Handler(MockHandler):
+    """The Messages API over the shared HTTP/1.1 plumbing."""
 
-    def __init__(self, address: tuple[str, int], mock: MockAnthropicServer) -> None:
-        self.mock = mock
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # Skip HTTPServer's socket.getfqdn(): a reverse DNS lookup that can take seconds.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = port
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients hanging up mid-response are routine in fault tests; stay quiet then.
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Just enough HTTP/1.1 (keep-alive, chunked streaming) to look like the real API."""
-
-    protocol_version = "HTTP/1.1"
     server_version = "mock-anthropic/1.0"
-    sys_version = ""
-    disable_nagle_algorithm = True  # each SSE event leaves at once
-    server: _HTTPServer
+    lowercase_headers = True
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.mock._register(self.connection)
+    def _invalid_request(self, message: str) -> dict[str, Any]:
+        return _error_body("invalid_request_error", message)
 
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.mock._unregister(self.connection)
+    def _server_error(self, message: str, code: str) -> dict[str, Any]:
+        return _error_body("api_error", message)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        pass
+    def _default_error(self, status: int, model: str) -> dict[str, Any]:
+        return default_error(status, model)
 
-    def do_GET(self) -> None:
-        self._dispatch()
+    def _id_headers(self) -> dict[str, str]:
+        return {"request-id": f"req_mock_{uuid.uuid4().hex[:20]}"}
 
-    def do_POST(self) -> None:
-        self._dispatch()
+    def _encode_json(self, obj: Any) -> bytes:
+        """``json.dumps`` with its default (ASCII, spaced) output: unlike the compact SSE
+        data, whole bodies from this mock have always looked like that."""
+        return json.dumps(obj).encode()
 
-    def _dispatch(self) -> None:
+    def _handle(self, path: str, headers: dict[str, str], raw: bytes, body: Any) -> None:
         mock = self.server.mock
-        try:
-            try:
-                raw = self._read_body()
-            except ValueError:  # a malformed chunked body: the connection cannot be reused
-                self.close_connection = True
-                self._send_json(400, _error_body("invalid_request_error", "Malformed request body."))
-                return
-            path = self.path.split("?", 1)[0]
-            headers = {key.lower(): value for key, value in self.headers.items()}
-            try:
-                parsed = json.loads(raw) if raw else None
-            except (ValueError, UnicodeDecodeError):
-                parsed = None
-            body = parsed if isinstance(parsed, dict) else {}
-            record = RecordedRequest(path=path, headers=headers, body=body, method=self.command, raw=raw,
-                                     client_port=self.client_address[1])
-            if self.command != "POST" or path != MESSAGES_PATH:
-                mock._record(record)
-                self._send_json(404, _error_body("not_found_error", f"Not found: {self.command} {path}"))
-                return
-            if mock.api_key is not None and headers.get("x-api-key") != mock.api_key:
-                mock._record(record)
-                self._send_json(401, _error_body("authentication_error", "invalid x-api-key"))
-                return
-            problem = validate_request(parsed, headers)
-            if problem:
-                mock._record(dataclasses.replace(record, rejected=f"mock: {problem}"))
-                self._send_json(400, _error_body("invalid_request_error", f"mock: {problem}"))
-                return
-            self._messages(record, mock._record_and_take(record))
-        except OSError:
-            self.close_connection = True  # the client went away, or stop() shut the socket
-
-    def _read_body(self) -> bytes:
-        """The request body, sized by Content-Length or sent chunked (clients may do either)."""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            parts = []
-            while True:
-                size = int(self.rfile.readline(65537).split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
+        record = RecordedRequest(path=path, headers=headers, body=body if isinstance(body, dict) else {},
+                                 method=self.command, raw=raw, client_port=self.client_address[1])
+        if self.command != "POST" or path != MESSAGES_PATH:
+            mock._record(record)
+            self._send_json(404, _error_body("not_found_error", f"Not found: {self.command} {path}"))
+            return
+        if mock.api_key is not None and headers.get("x-api-key") != mock.api_key:
+            mock._record(record)
+            self._send_json(401, _error_body("authentication_error", "invalid x-api-key"))
+            return
+        problem = validate_request(body, headers)
+        if problem:
+            mock._record(dataclasses.replace(record, rejected=f"mock: {problem}"))
+            self._send_json(400, self._invalid_request(f"mock: {problem}"))
+            return
+        self._messages(record, mock._record_and_take(record))
 
     def _messages(self, record: RecordedRequest, step: Step | None) -> None:
         mock = self.server.mock
         body = record.body
         model = str(body.get("model") or DEFAULT_MODEL)
+        step = self._step_to_serve(step, body, model)
         if step is None:
-            self._send_json(500, _error_body("api_error", EXHAUSTED_MESSAGE))
             return
-        if not isinstance(step, (Reply, Fault)):
-            try:
-                step = step(body)
-                if not isinstance(step, (Reply, Fault)):
-                    raise TypeError(f"a callable step must return Reply or Fault, got {step!r}")
-            except Exception as exc:  # re-raised by MockAnthropicServer.__exit__
-                mock._add_error(exc)
-                self._send_json(500, _error_body("api_error", f"mock step raised {exc!r}"))
-                return
-        if isinstance(step, Fault) and step.kind == "status":
-            self._send_status_fault(step, model)
-            return
-
         reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))
-        if reply.delay and mock._stopping.wait(reply.delay):
-            self._abort()
+        if not self._delay(reply.delay):
             return
-        tool_calls = [(tc.id or mock._next_tool_id(), tc.name, tc.input_json) for tc in reply.tool_calls]
+        tool_calls = [(tc.id or f"toolu_mock_{mock._next_id():04d}", tc.name, tc.input_json)
+                      for tc in reply.tool_calls]
         message_id = f"msg_mock_{uuid.uuid4().hex[:20]}"
         usage = message_usage(reply, tool_calls, len(record.raw))
 
         if not body.get("stream"):
-            payload = json.dumps(message_object(reply, tool_calls, message_id=message_id, model=model,
-                                                usage=usage)).encode()
+            payload = self._encode_json(message_object(reply, tool_calls, message_id=message_id, model=model,
+                                                       usage=usage))
             if isinstance(step, Fault):
-                self._send_headers(200, "application/json", len(payload), {})
+                self._send_headers(200, "application/json", len(payload))
                 if step.kind in ("drop", "truncate"):
                     self.wfile.write(payload[: len(payload) // 2])
                     self.wfile.flush()
                 self._fail(step)
                 return
-            self._send_bytes(200, payload, "application/json", {})
+            self._send_bytes(200, payload, "application/json")
             return
 
-        events = [_sse(name, data) for name, data in
+        events = [sse_event(data, name) for name, data in
                   stream_events(reply, tool_calls, message_id=message_id, model=model, usage=usage)]
-        self._send_headers(200, "text/event-stream; charset=utf-8", None, {})
+        self._start_stream()
         if not isinstance(step, Fault):
             for event in events:
                 self._write_chunk(event)
@@ -713,119 +619,30 @@ class _Handler(BaseHTTPRequestHandler):
         if step.kind == "error_event":
             message = step.message or ("Overloaded" if step.error_type == "overloaded_error"
                                        else f"mock {step.error_type}")
-            self._write_chunk(_sse("error", _error_body(step.error_type, message)))
+            self._write_chunk(sse_event(_error_body(step.error_type, message), "error"))
             self._end_chunks()
         elif step.kind == "truncate":
             self._end_chunks()
         else:
             self._fail(step)
 
-    def _send_status_fault(self, fault: Fault, model: str) -> None:
-        extra = dict(fault.headers)
-        if fault.retry_after is not None:
-            extra["retry-after"] = str(fault.retry_after)
-        if isinstance(fault.body, str):
-            self._send_bytes(fault.code, fault.body.encode(), "text/plain; charset=utf-8", extra)
-            return
-        body = fault.body if fault.body is not None else default_error(fault.code, model)
-        if fault.message is not None and isinstance(body.get("error"), dict):
-            body = {**body, "error": {**body["error"], "message": fault.message}}
-        self._send_bytes(fault.code, json.dumps(body).encode(), "application/json", extra)
 
-    def _fail(self, fault: Fault) -> None:
-        """Finish a drop/hang: optionally stall, then close without completing the body."""
-        if fault.kind == "hang":
-            self.server.mock._stopping.wait(fault.seconds)
-        self._abort()
-
-    def _abort(self) -> None:
-        # FIN rather than RST: the client still receives what was sent, then sees the body end early.
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def _send_headers(self, status: int, content_type: str, length: int | None, extra: Mapping[str, str]) -> None:
-        self.send_response(status)
-        overridden = {key.lower() for key in extra}
-        defaults = {"content-type": content_type, "request-id": f"req_mock_{uuid.uuid4().hex[:20]}"}
-        if length is None:
-            defaults["cache-control"] = "no-cache"
-            defaults["transfer-encoding"] = "chunked"
-        else:
-            defaults["content-length"] = str(length)
-        for key, value in defaults.items():
-            if key not in overridden:
-                self.send_header(key, value)
-        for key, value in extra.items():
-            self.send_header(key, value)
-        self.end_headers()
-
-    def _send_bytes(self, status: int, payload: bytes, content_type: str, extra: Mapping[str, str]) -> None:
-        self._send_headers(status, content_type, len(payload), extra)
-        self.wfile.write(payload)
-        self.wfile.flush()
-
-    def _send_json(self, status: int, obj: Any) -> None:
-        self._send_bytes(status, json.dumps(obj).encode(), "application/json", {})
-
-    def _write_chunk(self, data: bytes) -> None:
-        # One write (one send) per SSE event: chunk header, event, CRLF together.
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _end_chunks(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-
-class MockAnthropicServer:
+class MockAnthropicServer(MockServer[Step, RecordedRequest]):
     """A scripted Anthropic Messages API on 127.0.0.1 (see the module docstring).
 
     ``api_key``: when set, requests without that ``x-api-key`` get the real API's 401
-    and consume no step. The script and request log are shared by handler threads and
-    the test thread, so both are guarded by one lock.
+    and consume no step. Script, request log, lifecycle and error handling are
+    :class:`~tests.support.mock_http.MockServer`'s.
     """
+
+    _handler = _Handler
+    _step_types = (Reply, Fault)
+    _base_path = ""  # an Anthropic client takes the root and adds /v1 itself
 
     def __init__(self, steps: Iterable[Step] = (), *, host: str = "127.0.0.1", port: int = 0,
                  api_key: str | None = None) -> None:
-        self._host = host
-        self._port = port
         self.api_key = api_key
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._script: collections.deque[Step] = collections.deque()
-        self._requests: list[RecordedRequest] = []
-        self._errors: list[BaseException] = []
-        self._tool_ids = itertools.count(1)
-        self._connections: dict[socket.socket, threading.Thread] = {}
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.add(*steps)
-
-    # -- public API -------------------------------------------------------- #
-
-    def add(self, *steps: Step) -> MockAnthropicServer:
-        for step in steps:
-            if not isinstance(step, (Reply, Fault)) and not callable(step):
-                raise TypeError(f"not a step: {step!r}")
-        with self._lock:
-            self._script.extend(steps)
-        return self
-
-    @property
-    def remaining(self) -> list[Step]:
-        """Steps not yet consumed (a copy)."""
-        with self._lock:
-            return list(self._script)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in arrival order (a copy), rejected ones included."""
-        with self._lock:
-            return list(self._requests)
+        super().__init__(steps, host=host, port=port)
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
@@ -837,122 +654,3 @@ class MockAnthropicServer:
     def rejections(self) -> list[str]:
         """The ``mock:`` messages of requests rejected for their shape."""
         return [r.rejected for r in self.requests if r.rejected]
-
-    @property
-    def errors(self) -> list[BaseException]:
-        """Exceptions raised by callable steps."""
-        with self._lock:
-            return list(self._errors)
-
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: len(self._requests) >= count, timeout)
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("server not started")
-        return self._httpd.server_port
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>``: the root an Anthropic client takes (no ``/v1``)."""
-        return f"http://{self._host}:{self.port}"
-
-    def start(self) -> MockAnthropicServer:
-        if self._httpd is not None:
-            raise RuntimeError("server already started")
-        self._stopping.clear()
-        self._httpd = _HTTPServer((self._host, self._port), self)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"mock-anthropic:{self._httpd.server_port}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop accepting, wake stalled handlers, close open connections (waits about ``timeout``)."""
-        httpd, thread = self._httpd, self._thread
-        if httpd is None:
-            return
-        self._stopping.set()
-        _shutdown_promptly(httpd)
-        httpd.server_close()
-        with self._lock:
-            connections = list(self._connections.items())
-        for sock, _ in connections:
-            _shutdown(sock)
-        deadline = time.monotonic() + timeout
-        for _, handler in connections:
-            if handler is not threading.current_thread():
-                handler.join(max(0.0, deadline - time.monotonic()))
-        if thread is not None:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> MockAnthropicServer:
-        return self.start()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.stop()
-        errors = self.errors
-        if exc_type is None and errors:
-            raise errors[0]
-
-    def __repr__(self) -> str:
-        where = self.base_url if self._httpd is not None else "stopped"
-        return f"<MockAnthropicServer {where} remaining={len(self._script)} requests={len(self._requests)}>"
-
-    # -- used by the handler ----------------------------------------------- #
-
-    def _register(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections[sock] = threading.current_thread()
-            stopping = self._stopping.is_set()
-        if stopping:
-            _shutdown(sock)
-
-    def _unregister(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections.pop(sock, None)
-
-    def _record(self, record: RecordedRequest) -> None:
-        with self._changed:
-            self._requests.append(record)
-            self._changed.notify_all()
-
-    def _record_and_take(self, record: RecordedRequest) -> Step | None:
-        # One critical section, so the i-th accepted request is the one that got step i.
-        with self._changed:
-            self._requests.append(record)
-            self._changed.notify_all()
-            return self._script.popleft() if self._script else None
-
-    def _next_tool_id(self) -> str:
-        with self._lock:
-            return f"toolu_mock_{next(self._tool_ids):04d}"
-
-    def _add_error(self, exc: BaseException) -> None:
-        with self._lock:
-            self._errors.append(exc)
-
-
-def _shutdown_promptly(httpd: _HTTPServer) -> None:
-    """``httpd.shutdown()`` without waiting out the accept loop's poll interval: connecting
-    to the listening socket makes its ``select`` return at once."""
-    stopper = threading.Thread(target=httpd.shutdown, daemon=True)
-    stopper.start()
-    address = httpd.server_address[:2]
-    while stopper.is_alive():
-        try:
-            socket.create_connection(address, timeout=0.1).close()
-        except OSError:
-            pass
-        stopper.join(0.002)
-
-
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass

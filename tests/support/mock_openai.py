@@ -42,20 +42,25 @@ which prints ``READY <base_url>`` once listening and serves until killed.
 from __future__ import annotations
 
 import argparse
-import collections
-import itertools
 import json
 import signal
-import socket
-import socketserver
 import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass, field
 from typing import Any, Union
+
+from tests.support.mock_http import (
+    EXHAUSTED_MESSAGE,  # noqa: F401 - re-exported: part of this module's API
+    MockHandler,
+    MockServer,
+    check_keys,
+    compact_json,
+    fragments,
+    split_text,
+    sse_event,
+)
 
 __all__ = [
     "CHAT_PATH",
@@ -77,7 +82,6 @@ __all__ = [
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 DEFAULT_MODEL = "mock-model"
-EXHAUSTED_MESSAGE = "mock script exhausted"
 
 _USAGE_KEYS = frozenset(
     {"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "reasoning_tokens"}
@@ -87,15 +91,6 @@ _USAGE_KEYS = frozenset(
 # --------------------------------------------------------------------------- #
 # Script steps
 # --------------------------------------------------------------------------- #
-
-
-def _check_keys(data: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
-    """Reject unknown keys: a typo in a JSON script must not silently become a default."""
-    unknown = set(data) - set(allowed)
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) for {what}: {sorted(unknown)}; allowed: {sorted(allowed)}"
-        )
 
 
 @dataclass
@@ -120,7 +115,7 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        _check_keys(data, ("name", "arguments", "id"), "tool call")
+        check_keys(data, ("name", "arguments", "id"), "tool call")
         if "name" not in data:
             raise ValueError(f"tool call needs a 'name': {dict(data)!r}")
         return cls(name=data["name"], arguments=data.get("arguments", {}), id=data.get("id"))
@@ -154,11 +149,11 @@ class Reply:
         if self.delay < 0:
             raise ValueError("delay must be >= 0")
         if self.usage is not None:
-            _check_keys(self.usage, _USAGE_KEYS, "usage")
+            check_keys(self.usage, _USAGE_KEYS, "usage")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Reply:
-        _check_keys(
+        check_keys(
             data,
             ("text", "tool_calls", "reasoning", "usage", "delay", "chunk_chars"),
             "reply",
@@ -271,7 +266,7 @@ class Fault:
     def from_dict(cls, data: Mapping[str, Any]) -> Fault:
         kind = data.get("fault")
         if kind == "status":
-            _check_keys(
+            check_keys(
                 data, ("fault", "code", "body", "message", "retry_after", "headers"), "status fault"
             )
             if "code" not in data:
@@ -284,14 +279,14 @@ class Fault:
                 message=data.get("message"),
             )
         if kind == "context_length":
-            _check_keys(data, ("fault", "message"), "context_length fault")
+            check_keys(data, ("fault", "message"), "context_length fault")
             return cls.context_length(data.get("message"))
         reply = Reply.from_dict(data["reply"]) if data.get("reply") is not None else None
         if kind == "drop":
-            _check_keys(data, ("fault", "after_chunks", "reply"), "drop fault")
+            check_keys(data, ("fault", "after_chunks", "reply"), "drop fault")
             return cls.drop(int(data.get("after_chunks", 2)), reply)
         if kind == "hang":
-            _check_keys(data, ("fault", "after_chunks", "seconds", "reply"), "hang fault")
+            check_keys(data, ("fault", "after_chunks", "seconds", "reply"), "hang fault")
             return cls.hang(int(data.get("after_chunks", 1)), float(data.get("seconds", 30.0)), reply)
         raise ValueError(
             f"unknown fault {kind!r}; expected status, context_length, drop or hang"
@@ -321,7 +316,7 @@ def load_script(path: str) -> list[Reply | Fault]:
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     if isinstance(data, Mapping):
-        _check_keys(data, ("steps",), "script")
+        check_keys(data, ("steps",), "script")
         data = data.get("steps", [])
     if not isinstance(data, list):
         raise ValueError("a script must be a JSON list of steps or {'steps': [...]}")
@@ -331,19 +326,6 @@ def load_script(path: str) -> list[Reply | Fault]:
 # --------------------------------------------------------------------------- #
 # Wire format (pure functions, so tests can compare against them directly)
 # --------------------------------------------------------------------------- #
-
-
-def _split(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _argument_fragments(arguments: str, size: int) -> list[str]:
-    """Split arguments so a client must really concatenate: never one piece if avoidable."""
-    parts = _split(arguments, size)
-    if len(parts) == 1 and len(arguments) > 1:
-        middle = len(arguments) // 2
-        parts = [arguments[:middle], arguments[middle:]]
-    return parts
 
 
 def completion_usage(
@@ -396,8 +378,10 @@ def stream_chunks(
     size = reply.chunk_chars
     chunks = [chunk({"role": "assistant", "content": ""})]
     if reply.reasoning:
-        chunks += [chunk({"reasoning_content": part}) for part in _split(reply.reasoning, size)]
-    chunks += [chunk({"content": part}) for part in _split(reply.text, size)]
+        chunks += [
+            chunk({"reasoning_content": part}) for part in split_text(reply.reasoning, size)
+        ]
+    chunks += [chunk({"content": part}) for part in split_text(reply.text, size)]
     for index, (call_id, name, arguments) in enumerate(tool_calls):
         chunks.append(
             chunk(
@@ -415,7 +399,7 @@ def stream_chunks(
         )
         chunks += [
             chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
-            for fragment in _argument_fragments(arguments, size)
+            for fragment in fragments(arguments, size)
         ]
     chunks.append(chunk({}, "tool_calls" if tool_calls else "stop"))
     if include_usage:
@@ -499,15 +483,6 @@ def _error(message: str, kind: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _dumps(obj: Any) -> bytes:
-    # Compact UTF-8 JSON, as the real API sends: clients must decode UTF-8 themselves.
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _sse(obj: Any) -> bytes:
-    return b"data: " + _dumps(obj) + b"\n\n"
-
-
 _SSE_DONE = b"data: [DONE]\n\n"
 
 
@@ -537,76 +512,29 @@ class RecordedRequest:
         return list(self.body.get("messages") or [])
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # MockChatServer.stop() joins handlers itself, with a deadline.
-    request_queue_size = 128  # benchmarks may open many connections at once
+class _Handler(MockHandler):
+    """Chat Completions (and the model list) over the shared HTTP/1.1 plumbing."""
 
-    def __init__(self, address: tuple[str, int], mock: MockChatServer) -> None:
-        self.mock = mock
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind calls socket.getfqdn(), a reverse DNS lookup that can
-        # take seconds on badly configured hosts; the name is never needed here.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = port
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients hanging up mid-response are routine in fault tests; stay quiet then.
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Speaks just enough HTTP/1.1 (keep-alive, chunked) to look like the real API."""
-
-    protocol_version = "HTTP/1.1"
     server_version = "mock-openai/1.0"
-    sys_version = ""
-    disable_nagle_algorithm = True  # TCP_NODELAY: each SSE event leaves at once.
-    server: _HTTPServer
 
-    # -- connection bookkeeping ------------------------------------------- #
+    # -- the wire format's hooks ------------------------------------------- #
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.mock._register(self.connection)
+    def _invalid_request(self, message: str) -> dict[str, Any]:
+        return _error(message, "invalid_request_error", None)
 
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.mock._unregister(self.connection)
+    def _server_error(self, message: str, code: str) -> dict[str, Any]:
+        return _error(message, "server_error", code)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        pass  # the test output is not the place for an access log
+    def _default_error(self, status: int, model: str) -> dict[str, Any]:
+        return default_error(status, model)
+
+    def _id_headers(self) -> dict[str, str]:
+        return {"x-request-id": f"req_{uuid.uuid4().hex}", "openai-processing-ms": "0"}
 
     # -- dispatch ---------------------------------------------------------- #
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
+    def _handle(self, path: str, headers: dict[str, str], raw: bytes, body: Any) -> None:
         mock = self.server.mock
-        try:
-            raw = self._read_body()
-        except (ValueError, OSError):
-            self.close_connection = True
-            self._send_json(400, _error("Malformed request body.", "invalid_request_error", None))
-            return
-        path = self.path.split("?", 1)[0]
-        headers = {key.lower(): value for key, value in self.headers.items()}
-        try:
-            body = json.loads(raw) if raw else None
-        except (ValueError, UnicodeDecodeError):
-            body = None
         record = RecordedRequest(
             path=path,
             headers=headers,
@@ -615,46 +543,20 @@ class _Handler(BaseHTTPRequestHandler):
             raw=raw,
             client_port=self.client_address[1],
         )
-        try:
-            if self.command == "POST" and path == CHAT_PATH:
-                if not isinstance(body, dict):
-                    mock._record(record)  # a client bug, not a model call: keep the script
-                    self._send_json(
-                        400,
-                        _error(
-                            "We could not parse the JSON body of your request.",
-                            "invalid_request_error",
-                            None,
-                        ),
-                    )
-                    return
-                self._chat(record, mock._record_and_take(record))
-            elif self.command == "GET" and path == MODELS_PATH:
-                mock._record(record)
-                self._send_json(200, mock._models_payload())
-            else:
-                mock._record(record)
+        if self.command == "POST" and path == CHAT_PATH:
+            if not isinstance(body, dict):
+                mock._record(record)  # a client bug, not a model call: keep the script
                 self._send_json(
-                    404,
-                    _error(f"Invalid URL ({self.command} {path})", "invalid_request_error", None),
+                    400, self._invalid_request("We could not parse the JSON body of your request.")
                 )
-        except OSError:
-            # The client went away (or stop() shut the socket); nothing left to say.
-            self.close_connection = True
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            parts = []
-            while True:
-                size = int(self.rfile.readline(65537).split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
+                return
+            self._chat(record, mock._record_and_take(record))
+        elif self.command == "GET" and path == MODELS_PATH:
+            mock._record(record)
+            self._send_json(200, mock._models_payload())
+        else:
+            mock._record(record)
+            self._send_json(404, self._invalid_request(f"Invalid URL ({self.command} {path})"))
 
     # -- chat completions -------------------------------------------------- #
 
@@ -662,33 +564,15 @@ class _Handler(BaseHTTPRequestHandler):
         mock = self.server.mock
         body = record.body
         model = str(body.get("model") or DEFAULT_MODEL)
+        step = self._step_to_serve(step, body, model)
         if step is None:
-            self._send_json(500, _error(EXHAUSTED_MESSAGE, "server_error", "mock_script_exhausted"))
             return
-        if not isinstance(step, (Reply, Fault)):
-            try:
-                step = step(body)
-                if isinstance(step, (Mapping, str)):
-                    step = step_from_dict(step)
-                if not isinstance(step, (Reply, Fault)):
-                    raise TypeError(f"a callable step must return Reply or Fault, got {step!r}")
-            except Exception as exc:  # surfaced again by MockChatServer.__exit__
-                mock._add_error(exc)
-                self._send_json(
-                    500, _error(f"mock step raised {exc!r}", "server_error", "mock_step_error")
-                )
-                return
-
-        if isinstance(step, Fault) and step.kind == "status":
-            self._send_status_fault(step, model)
-            return
-
         reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))
-        if reply.delay and mock._stopping.wait(reply.delay):
-            self._abort()
+        if not self._delay(reply.delay):
             return
         tool_calls = [
-            (tc.id or mock._next_call_id(), tc.name, tc.arguments_json) for tc in reply.tool_calls
+            (tc.id or f"call_{mock._next_id()}", tc.name, tc.arguments_json)
+            for tc in reply.tool_calls
         ]
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         created = int(time.time())
@@ -706,7 +590,7 @@ class _Handler(BaseHTTPRequestHandler):
                 include_usage=include_usage,
                 usage=usage,
             )
-            events = [_sse(c) for c in chunks] + [_SSE_DONE]
+            events = [sse_event(c) for c in chunks] + [_SSE_DONE]
             self._start_stream()
             if isinstance(step, Fault):
                 for event in events[: min(step.after_chunks, len(events) - 1)]:
@@ -715,11 +599,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             for event in events:
                 self._write_chunk(event)
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            self._end_chunks()
             return
 
-        payload = _dumps(
+        payload = compact_json(
             chat_completion(
                 reply,
                 tool_calls,
@@ -730,102 +613,27 @@ class _Handler(BaseHTTPRequestHandler):
             )
         )
         if isinstance(step, Fault):
-            self._send_headers(200, "application/json", len(payload), {})
+            self._send_headers(200, "application/json", len(payload))
             if step.kind == "drop":
                 self.wfile.write(payload[: len(payload) // 2])
                 self.wfile.flush()
             self._fail(step)
             return
-        self._send_bytes(200, payload, "application/json", {})
-
-    def _send_status_fault(self, fault: Fault, model: str) -> None:
-        extra = dict(fault.headers)
-        if fault.retry_after is not None:
-            extra["Retry-After"] = str(fault.retry_after)
-        if isinstance(fault.body, str):
-            self._send_bytes(
-                fault.code, fault.body.encode("utf-8"), "text/plain; charset=utf-8", extra
-            )
-            return
-        body = fault.body if fault.body is not None else default_error(fault.code, model)
-        if fault.message is not None and isinstance(body.get("error"), dict):
-            body = {**body, "error": {**body["error"], "message": fault.message}}
-        self._send_bytes(fault.code, _dumps(body), "application/json", extra)
-
-    def _fail(self, fault: Fault) -> None:
-        """Finish a drop/hang: optionally stall, then close without completing the body."""
-        if fault.kind == "hang":
-            self.server.mock._stopping.wait(fault.seconds)
-        self._abort()
-
-    def _abort(self) -> None:
-        # FIN rather than RST: the client must still receive the bytes already sent,
-        # and then see the body end early.
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    # -- low-level writers ------------------------------------------------- #
-
-    def _send_headers(
-        self,
-        status: int,
-        content_type: str,
-        length: int | None,
-        extra: Mapping[str, str],
-    ) -> None:
-        self.send_response(status)
-        overridden = {key.lower() for key in extra}
-        defaults = {
-            "Content-Type": content_type,
-            "x-request-id": f"req_{uuid.uuid4().hex}",
-            "openai-processing-ms": "0",
-        }
-        if length is None:
-            defaults["Cache-Control"] = "no-cache"
-            defaults["Transfer-Encoding"] = "chunked"
-        else:
-            defaults["Content-Length"] = str(length)
-        for key, value in defaults.items():
-            if key.lower() not in overridden:
-                self.send_header(key, value)
-        for key, value in extra.items():
-            self.send_header(key, value)
-        self.end_headers()
-
-    def _send_bytes(
-        self, status: int, payload: bytes, content_type: str, extra: Mapping[str, str]
-    ) -> None:
-        self._send_headers(status, content_type, len(payload), extra)
-        self.wfile.write(payload)
-        self.wfile.flush()
-
-    def _send_json(self, status: int, obj: Any) -> None:
-        self._send_bytes(status, _dumps(obj), "application/json", {})
-
-    def _start_stream(self) -> None:
-        self._send_headers(200, "text/event-stream; charset=utf-8", None, {})
-
-    def _write_chunk(self, data: bytes) -> None:
-        # One write (one send) per SSE event: chunk header, event, CRLF together.
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
+        self._send_bytes(200, payload, "application/json")
 
 
-class MockChatServer:
+class MockChatServer(MockServer[Step, RecordedRequest]):
     """A scripted OpenAI-compatible server on 127.0.0.1 (see the module docstring).
 
-    The script and the request log are shared by the handler threads (one per
-    connection) and the test thread, so both are guarded by one lock. With
-    ``loop=True`` consumed steps are re-appended, so a short script serves an
-    unbounded benchmark.
-
-    If a callable step raises, the client gets a 500 and the exception is
-    re-raised when the ``with`` block exits (unless it is already failing), so
-    an assertion inside a step fails the test instead of vanishing into a retry.
+    With ``loop=True`` consumed steps are re-appended, so a short script serves
+    an unbounded benchmark. Script, request log, lifecycle and error handling
+    are :class:`~tests.support.mock_http.MockServer`'s.
     """
+
+    _handler = _Handler
+    _step_types = (Reply, Fault)
+    _base_path = "/v1"
+    _listen_backlog = 128  # benchmarks may open many connections at once
 
     def __init__(
         self,
@@ -836,48 +644,8 @@ class MockChatServer:
         loop: bool = False,
         models: Iterable[str] = (DEFAULT_MODEL,),
     ) -> None:
-        self._host = host
-        self._port = port
-        self._loop = loop
         self._models = list(models)
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._script: collections.deque[Step] = collections.deque()
-        self._requests: list[RecordedRequest] = []
-        self._errors: list[BaseException] = []
-        self._call_ids = itertools.count(1)
-        self._connections: dict[socket.socket, threading.Thread] = {}
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.add(*steps)
-
-    # -- public API -------------------------------------------------------- #
-
-    def add(self, *steps: Step | Mapping[str, Any]) -> MockChatServer:
-        """Append steps (Reply, Fault, callable, or a dict for :func:`step_from_dict`)."""
-        converted: list[Step] = []
-        for step in steps:
-            if isinstance(step, (Mapping, str)):
-                step = step_from_dict(step)
-            elif not isinstance(step, (Reply, Fault)) and not callable(step):
-                raise TypeError(f"not a step: {step!r}")
-            converted.append(step)
-        with self._lock:
-            self._script.extend(converted)
-        return self
-
-    @property
-    def remaining(self) -> list[Step]:
-        """The steps not yet consumed (a copy)."""
-        with self._lock:
-            return list(self._script)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, in arrival order (a copy)."""
-        with self._lock:
-            return list(self._requests)
+        super().__init__(steps, host=host, port=port, loop=loop)
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
@@ -885,125 +653,13 @@ class MockChatServer:
         return [r for r in self.requests if r.method == "POST" and r.path == CHAT_PATH]
 
     @property
-    def errors(self) -> list[BaseException]:
-        """Exceptions raised by callable steps."""
-        with self._lock:
-            return list(self._errors)
-
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
-        """Block until at least ``count`` requests arrived (for subprocess clients)."""
-        with self._changed:
-            return self._changed.wait_for(lambda: len(self._requests) >= count, timeout)
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("server not started")
-        return self._httpd.server_port
-
-    @property
     def url(self) -> str:
         """``http://127.0.0.1:<port>`` (no ``/v1``)."""
         return f"http://{self._host}:{self.port}"
 
-    @property
-    def base_url(self) -> str:
-        """What an OpenAI client takes as its base URL: ``http://127.0.0.1:<port>/v1``."""
-        return f"{self.url}/v1"
-
-    def start(self) -> MockChatServer:
-        if self._httpd is not None:
-            raise RuntimeError("server already started")
-        self._stopping.clear()
-        self._httpd = _HTTPServer((self._host, self._port), self)
-        # A short poll interval bounds how long stop() waits for the accept loop.
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"mock-openai:{self._httpd.server_port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop accepting, wake stalled handlers, close open connections.
-
-        Waits at most about ``timeout`` seconds for handler threads; they are
-        daemons, so a stuck one cannot keep the process alive anyway.
-        """
-        httpd, thread = self._httpd, self._thread
-        if httpd is None:
-            return
-        self._stopping.set()  # wakes hangs and delays immediately
-        _shutdown_promptly(httpd)
-        httpd.server_close()
-        with self._lock:
-            connections = list(self._connections.items())
-        for sock, _ in connections:
-            # Also ends idle keep-alive connections: a stopped server must not keep
-            # answering on sockets opened earlier.
-            _shutdown(sock)
-        deadline = time.monotonic() + timeout
-        current = threading.current_thread()
-        for _, handler in connections:
-            if handler is not current:
-                handler.join(max(0.0, deadline - time.monotonic()))
-        if thread is not None:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> MockChatServer:
-        return self.start()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.stop()
-        errors = self.errors
-        if exc_type is None and errors:
-            raise errors[0]
-
-    def __repr__(self) -> str:
-        where = self.base_url if self._httpd is not None else "stopped"
-        return f"<MockChatServer {where} remaining={len(self._script)} requests={len(self._requests)}>"
-
-    # -- used by the handler ----------------------------------------------- #
-
-    def _register(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections[sock] = threading.current_thread()
-            stopping = self._stopping.is_set()
-        if stopping:  # accepted just as stop() took its snapshot
-            _shutdown(sock)
-
-    def _unregister(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections.pop(sock, None)
-
-    def _record(self, record: RecordedRequest) -> None:
-        with self._changed:
-            self._requests.append(record)
-            self._changed.notify_all()
-
-    def _record_and_take(self, record: RecordedRequest) -> Step | None:
-        # One critical section, so request i of the log is the one that got step i.
-        with self._changed:
-            self._requests.append(record)
-            self._changed.notify_all()
-            if not self._script:
-                return None
-            step = self._script.popleft()
-            if self._loop:
-                self._script.append(step)
-            return step
-
-    def _next_call_id(self) -> str:
-        with self._lock:
-            return f"call_{next(self._call_ids)}"
-
-    def _add_error(self, exc: BaseException) -> None:
-        with self._lock:
-            self._errors.append(exc)
+    def _coerce(self, step: Any) -> Any:
+        """Steps may also be given as data: a dict or str for :func:`step_from_dict`."""
+        return step_from_dict(step) if isinstance(step, (Mapping, str)) else step
 
     def _models_payload(self) -> dict[str, Any]:
         return {
@@ -1013,31 +669,6 @@ class MockChatServer:
                 for name in self._models
             ],
         }
-
-
-def _shutdown_promptly(httpd: _HTTPServer) -> None:
-    """``httpd.shutdown()`` without waiting out the accept loop's poll interval.
-
-    ``shutdown()`` only sets a flag that ``serve_forever`` checks after its
-    ``select`` returns; connecting to the listening socket makes it return now.
-    Suites start a server per test, so shaving the poll wait off every stop adds up.
-    """
-    stopper = threading.Thread(target=httpd.shutdown, daemon=True)
-    stopper.start()
-    address = httpd.server_address[:2]
-    while stopper.is_alive():
-        try:
-            socket.create_connection(address, timeout=0.1).close()
-        except OSError:
-            pass
-        stopper.join(0.002)
-
-
-def _shutdown(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 # --------------------------------------------------------------------------- #

@@ -48,19 +48,21 @@ Standard library only.
 
 from __future__ import annotations
 
-import collections
-import itertools
 import json
-import socket
-import socketserver
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
+
+from tests.support.mock_http import (
+    EXHAUSTED_MESSAGE,  # noqa: F401 - re-exported: part of this module's API
+    MockHandler,
+    MockServer,
+    fragments,
+    split_text,
+    sse_event,
+)
 
 __all__ = [
     "RESPONSES_PATH",
@@ -78,7 +80,6 @@ __all__ = [
 
 RESPONSES_PATH = "/v1/responses"
 DEFAULT_MODEL = "mock-model"
-EXHAUSTED_MESSAGE = "mock script exhausted"
 
 _USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens"})
 _INCOMPLETE_REASONS = ("max_output_tokens", "content_filter")
@@ -255,18 +256,6 @@ Step = Union[Reply, Fault, Raw, Callable[[dict], Union[Reply, Fault, Raw]]]
 # --------------------------------------------------------------------------- #
 
 
-def _split(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def _fragments(text: str, size: int) -> list[str]:
-    """Never one piece if avoidable: a client must really concatenate."""
-    parts = _split(text, size)
-    if len(parts) == 1 and len(text) > 1:
-        parts = [text[:len(text) // 2], text[len(text) // 2:]]
-    return parts
-
-
 def response_usage(reply: Reply, request_bytes: int) -> dict[str, Any]:
     """The Responses usage object; estimated (~4 chars per token) unless the reply overrides it."""
     override = reply.usage or {}
@@ -323,7 +312,7 @@ def response_events(reply: Reply, *, response_id: str, model: str, created: int,
         for s, part in enumerate(parts):
             common = {"item_id": item_id, "output_index": index, "summary_index": s}
             emit("response.reasoning_summary_part.added", **common, part={"type": "summary_text", "text": ""})
-            for delta in _split(part, size):
+            for delta in split_text(part, size):
                 emit("response.reasoning_summary_text.delta", **common, delta=delta)
             emit("response.reasoning_summary_text.done", **common, text=part)
             emit("response.reasoning_summary_part.done", **common, part={"type": "summary_text", "text": part})
@@ -339,7 +328,7 @@ def response_events(reply: Reply, *, response_id: str, model: str, created: int,
              item={"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []})
         common = {"item_id": item_id, "output_index": index, "content_index": 0}
         emit("response.content_part.added", **common, part={"type": "output_text", "text": "", "annotations": []})
-        for delta in _split(reply.text, size):
+        for delta in split_text(reply.text, size):
             emit("response.output_text.delta", **common, delta=delta, logprobs=[])
         emit("response.output_text.done", **common, text=reply.text, logprobs=[])
         part = {"type": "output_text", "text": reply.text, "annotations": []}
@@ -354,7 +343,7 @@ def response_events(reply: Reply, *, response_id: str, model: str, created: int,
         emit("response.output_item.added", output_index=index,
              item={"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
                    "call_id": call_id, "name": call.name})
-        for delta in _fragments(args, size):
+        for delta in fragments(args, size):
             emit("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=delta)
         emit("response.function_call_arguments.done", item_id=item_id, output_index=index, arguments=args)
         item = {"id": item_id, "type": "function_call", "status": "completed", "arguments": args,
@@ -438,12 +427,9 @@ def _default_failure_message(code: str | None) -> str:
     return f"The request failed ({code})."
 
 
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
 def _sse(event: dict[str, Any]) -> bytes:
-    return b"event: " + str(event.get("type", "")).encode() + b"\ndata: " + _dumps(event) + b"\n\n"
+    """Responses events are named after their ``type``."""
+    return sse_event(event, str(event.get("type", "")))
 
 
 # --------------------------------------------------------------------------- #
@@ -471,119 +457,63 @@ class RecordedRequest:
         return [i for i in self.input if i.get("type", "message") == kind]
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # MockResponsesServer.stop() joins handlers itself, with a deadline.
+class _Handler(MockHandler):
+    """The Responses API over the shared HTTP/1.1 plumbing."""
 
-    def __init__(self, address: tuple[str, int], mock: MockResponsesServer) -> None:
-        self.mock = mock
-        super().__init__(address, _Handler)
-
-    def server_bind(self) -> None:
-        # Skip HTTPServer's reverse DNS lookup (socket.getfqdn), which can take seconds.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = port
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # clients hanging up mid-response are routine in fault tests
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive and chunked streaming, like the real API."""
-
-    protocol_version = "HTTP/1.1"
     server_version = "mock-responses/1.0"
-    sys_version = ""
-    disable_nagle_algorithm = True  # each SSE event leaves at once
-    server: _HTTPServer
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.mock._register(self.connection)
+    def _invalid_request(self, message: str) -> dict[str, Any]:
+        return _error(message, "invalid_request_error", None)
 
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.mock._unregister(self.connection)
+    def _server_error(self, message: str, code: str) -> dict[str, Any]:
+        return _error(message, "server_error", code)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        pass
+    def _default_error(self, status: int, model: str) -> dict[str, Any]:
+        return default_error(status, model)
 
-    def do_GET(self) -> None:
-        self._dispatch()
+    def _id_headers(self) -> dict[str, str]:
+        return {"x-request-id": f"req_{uuid.uuid4().hex}"}
 
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
+    def _handle(self, path: str, headers: dict[str, str], raw: bytes, body: Any) -> None:
         mock = self.server.mock
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
-        path = self.path.split("?", 1)[0]
-        try:
-            body = json.loads(raw) if raw else None
-        except (ValueError, UnicodeDecodeError):
-            body = None
-        record = RecordedRequest(path=path, headers={k.lower(): v for k, v in self.headers.items()},
-                                 body=body if isinstance(body, dict) else {}, method=self.command, raw=raw)
-        try:
-            if self.command != "POST" or path != RESPONSES_PATH:
-                mock._record(record)
-                self._send_json(404, _error(f"Invalid URL ({self.command} {path})", "invalid_request_error", None))
-                return
-            if not isinstance(body, dict):
-                mock._record(record)
-                self._send_json(400, _error("We could not parse the JSON body of your request.",
-                                            "invalid_request_error", None))
-                return
-            rejection = validate_request(body) if mock.validate else None
-            if rejection is not None:
-                mock._record(record)  # a client bug, not a model call: keep the script
-                self._send_json(*rejection)
-                return
-            self._respond(record, mock._record_and_take(record))
-        except OSError:
-            self.close_connection = True  # the client went away, or stop() shut the socket
+        record = RecordedRequest(path=path, headers=headers, body=body if isinstance(body, dict) else {},
+                                 method=self.command, raw=raw)
+        if self.command != "POST" or path != RESPONSES_PATH:
+            mock._record(record)
+            self._send_json(404, self._invalid_request(f"Invalid URL ({self.command} {path})"))
+            return
+        if not isinstance(body, dict):
+            mock._record(record)
+            self._send_json(400, self._invalid_request("We could not parse the JSON body of your request."))
+            return
+        rejection = validate_request(body) if mock.validate else None
+        if rejection is not None:
+            mock._record(record)  # a client bug, not a model call: keep the script
+            self._send_json(*rejection)
+            return
+        self._respond(record, mock._record_and_take(record))
 
     def _respond(self, record: RecordedRequest, step: Step | None) -> None:
         mock = self.server.mock
         body = record.body
         model = str(body.get("model") or DEFAULT_MODEL)
+        step = self._step_to_serve(step, body, model)
         if step is None:
-            self._send_json(500, _error(EXHAUSTED_MESSAGE, "server_error", "mock_script_exhausted"))
-            return
-        if not isinstance(step, (Reply, Fault, Raw)):
-            try:
-                step = step(body)
-                if not isinstance(step, (Reply, Fault, Raw)):
-                    raise TypeError(f"a callable step must return Reply, Fault or Raw, got {step!r}")
-            except Exception as exc:  # re-raised by MockResponsesServer.__exit__
-                mock._add_error(exc)
-                self._send_json(500, _error(f"mock step raised {exc!r}", "server_error", "mock_step_error"))
-                return
-        if isinstance(step, Fault) and step.kind == "status":
-            self._send_status_fault(step, model)
             return
         if isinstance(step, Raw):
-            self._send_headers(200, "text/event-stream; charset=utf-8", None)
+            self._start_stream()
             for n, event in enumerate(step.events):
                 self._write_chunk(_sse({"sequence_number": n, **event}))
             self._end_chunks()
             return
 
         reply = step if isinstance(step, Reply) else (step.reply or _PARTIAL)
-        if reply.delay and mock._stopping.wait(reply.delay):
-            self._abort()
+        if not self._delay(reply.delay):
             return
         include = body.get("include") or []
         events = response_events(
             reply, response_id=f"resp_{uuid.uuid4().hex[:24]}", model=model, created=int(time.time()),
-            call_ids=[tc.call_id or mock._next_call_id() for tc in reply.tool_calls],
+            call_ids=[tc.call_id or f"call_{mock._next_id()}" for tc in reply.tool_calls],
             include_encrypted="reasoning.encrypted_content" in include,
             usage=response_usage(reply, len(record.raw)))
 
@@ -595,7 +525,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, events[-1]["response"])
             return
 
-        self._send_headers(200, "text/event-stream; charset=utf-8", None)
+        self._start_stream()
         if isinstance(step, Fault):
             sent = events[:min(step.after_events, len(events) - 1)]
             for event in sent:
@@ -621,221 +551,25 @@ class _Handler(BaseHTTPRequestHandler):
         failed = {**response, "status": "failed", "error": {"code": fault.error_code, "message": message}}
         return {"type": "response.failed", "sequence_number": sequence, "response": failed}
 
-    def _send_status_fault(self, fault: Fault, model: str) -> None:
-        extra = dict(fault.headers)
-        if fault.retry_after is not None:
-            extra["Retry-After"] = str(fault.retry_after)
-        if isinstance(fault.body, str):
-            self._send_bytes(fault.code, fault.body.encode("utf-8"), "text/plain; charset=utf-8", extra)
-            return
-        body = fault.body if fault.body is not None else default_error(fault.code, model)
-        if fault.message is not None and isinstance(body.get("error"), dict):
-            body = {**body, "error": {**body["error"], "message": fault.message}}
-        self._send_bytes(fault.code, _dumps(body), "application/json", extra)
 
-    def _fail(self, fault: Fault) -> None:
-        """Finish a drop/hang: optionally stall, then close without completing the body."""
-        if fault.kind == "hang":
-            self.server.mock._stopping.wait(fault.seconds)
-        self._abort()
-
-    def _abort(self) -> None:
-        # FIN rather than RST: the client still receives what was sent, then sees the body end early.
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    def _send_headers(self, status: int, content_type: str, length: int | None,
-                      extra: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        extra = dict(extra or {})
-        self.send_header("Content-Type", content_type)
-        self.send_header("x-request-id", f"req_{uuid.uuid4().hex}")
-        if length is None:
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
-        else:
-            self.send_header("Content-Length", str(length))
-        for key, value in extra.items():
-            self.send_header(key, value)
-        self.end_headers()
-
-    def _send_bytes(self, status: int, payload: bytes, content_type: str, extra: Mapping[str, str]) -> None:
-        self._send_headers(status, content_type, len(payload), extra)
-        self.wfile.write(payload)
-        self.wfile.flush()
-
-    def _send_json(self, status: int, obj: Any) -> None:
-        self._send_bytes(status, _dumps(obj), "application/json", {})
-
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))  # one send per SSE event
-        self.wfile.flush()
-
-    def _end_chunks(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-
-class MockResponsesServer:
+class MockResponsesServer(MockServer[Step, RecordedRequest]):
     """A scripted Responses API server on 127.0.0.1 (see the module docstring).
 
-    The script and request log are shared by handler threads and the test
-    thread, so one lock guards both. If a callable step raises, the client gets
-    a 500 and the exception is re-raised when the ``with`` block exits.
+    ``validate``: check requests as the real API does (on by default). Script,
+    request log, lifecycle and error handling are
+    :class:`~tests.support.mock_http.MockServer`'s.
     """
+
+    _handler = _Handler
+    _step_types = (Reply, Fault, Raw)
+    _base_path = "/v1"
 
     def __init__(self, steps: Iterable[Step] = (), *, host: str = "127.0.0.1", port: int = 0,
                  validate: bool = True) -> None:
         self.validate = validate
-        self._host = host
-        self._port = port
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._script: collections.deque[Step] = collections.deque()
-        self._requests: list[RecordedRequest] = []
-        self._errors: list[BaseException] = []
-        self._call_ids = itertools.count(1)
-        self._connections: dict[socket.socket, threading.Thread] = {}
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self.add(*steps)
-
-    # -- public API -------------------------------------------------------- #
-
-    def add(self, *steps: Step) -> MockResponsesServer:
-        for step in steps:
-            if not isinstance(step, (Reply, Fault, Raw)) and not callable(step):
-                raise TypeError(f"not a step: {step!r}")
-        with self._lock:
-            self._script.extend(steps)
-        return self
-
-    @property
-    def remaining(self) -> list[Step]:
-        with self._lock:
-            return list(self._script)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in arrival order (rejected ones included)."""
-        with self._lock:
-            return list(self._requests)
+        super().__init__(steps, host=host, port=port)
 
     @property
     def responses_requests(self) -> list[RecordedRequest]:
         """Only the ``POST /v1/responses`` requests."""
         return [r for r in self.requests if r.method == "POST" and r.path == RESPONSES_PATH]
-
-    @property
-    def errors(self) -> list[BaseException]:
-        with self._lock:
-            return list(self._errors)
-
-    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: len(self._requests) >= count, timeout)
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("server not started")
-        return self._httpd.server_port
-
-    @property
-    def base_url(self) -> str:
-        """What a Responses client takes as its base URL: ``http://127.0.0.1:<port>/v1``."""
-        return f"http://{self._host}:{self.port}/v1"
-
-    def start(self) -> MockResponsesServer:
-        if self._httpd is not None:
-            raise RuntimeError("server already started")
-        self._stopping.clear()
-        self._httpd = _HTTPServer((self._host, self._port), self)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"mock-responses:{self._httpd.server_port}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop accepting, wake stalled handlers, close open connections (waits about ``timeout`` at most)."""
-        httpd, thread = self._httpd, self._thread
-        if httpd is None:
-            return
-        self._stopping.set()  # wakes hangs and delays at once
-        stopper = threading.Thread(target=httpd.shutdown, daemon=True)
-        stopper.start()
-        while stopper.is_alive():  # a connection makes serve_forever's select return now
-            try:
-                socket.create_connection(httpd.server_address[:2], timeout=0.1).close()
-            except OSError:
-                pass
-            stopper.join(0.002)
-        httpd.server_close()
-        with self._lock:
-            connections = list(self._connections.items())
-        for sock, _ in connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        deadline = time.monotonic() + timeout
-        for _, handler in connections:
-            if handler is not threading.current_thread():
-                handler.join(max(0.0, deadline - time.monotonic()))
-        if thread is not None:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._httpd = None
-        self._thread = None
-
-    def __enter__(self) -> MockResponsesServer:
-        return self.start()
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.stop()
-        errors = self.errors
-        if exc_type is None and errors:
-            raise errors[0]
-
-    def __repr__(self) -> str:
-        where = self.base_url if self._httpd is not None else "stopped"
-        return f"<MockResponsesServer {where} remaining={len(self._script)} requests={len(self._requests)}>"
-
-    # -- used by the handler ----------------------------------------------- #
-
-    def _register(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections[sock] = threading.current_thread()
-            stopping = self._stopping.is_set()
-        if stopping:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _unregister(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections.pop(sock, None)
-
-    def _record(self, record: RecordedRequest) -> None:
-        with self._changed:
-            self._requests.append(record)
-            self._changed.notify_all()
-
-    def _record_and_take(self, record: RecordedRequest) -> Step | None:
-        # One critical section, so the i-th accepted request is the one that got step i.
-        with self._changed:
-            self._requests.append(record)
-            self._changed.notify_all()
-            return self._script.popleft() if self._script else None
-
-    def _next_call_id(self) -> str:
-        with self._lock:
-            return f"call_{next(self._call_ids)}"
-
-    def _add_error(self, exc: BaseException) -> None:
-        with self._lock:
-            self._errors.append(exc)
