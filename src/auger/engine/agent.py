@@ -106,17 +106,10 @@ class Agent:
         session = Session(self, store=store, client=client, meta=record, history=history,
                           interactive=interactive, usage=await store.usage_total(record.id))
         session.tool_state.plan = latest_plan(history.items)
-        session.cost = await _stored_cost(store, record.id, self.config)
+        from auger.models.registry import stored_cost
+
+        session.cost = await stored_cost(store, record.id, self.config)
         await session.prepare()
         session.start(resumed=True)
         return session
 
-
-async def _stored_cost(store: Store, session_id: str, config: Config) -> float | None:
-    from auger.models.registry import model_info
-
-    total: float | None = 0.0
-    for model, usage in await store.usage_by_model(session_id):
-        cost = model_info(model, config).cost(usage)
-        total = None if cost is None or total is None else total + cost
-    return total

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.engine.history import History
 from auger.models.base import ModelClient
 from auger.protocol.events import (
-    ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded,
-    TurnStarted, Usage, WarningEvent,
+    ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle,
+    ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol import items as it
 from auger.protocol.items import Item
@@ -296,9 +296,6 @@ class Session:
         self._context_mark = None
         self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
         await previous.aclose()
-
-    def add_cost(self, cost: float | None) -> None:
-        self.cost = None if cost is None or self.cost is None else self.cost + cost
 
     def budget_exhausted(self) -> str | None:
         """Why the session may not call the model again, if a configured budget is used up."""

@@ -21,6 +21,7 @@ from auger.models.base import (
     Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
     UsageReport,
 )
+from auger.models.registry import add_cost
 from auger.models.retry import RetryPolicy, stream_with_retry
 from auger.protocol import events as ev
 from auger.protocol.events import Usage
@@ -237,8 +238,8 @@ class Turn:
         self.usage = self.usage + usage
         session.usage = session.usage + usage
         cost = session.model_info.cost(usage)
-        self.cost = None if cost is None or self.cost is None else self.cost + cost
-        session.add_cost(cost)
+        self.cost = add_cost(self.cost, cost)
+        session.cost = add_cost(session.cost, cost)
         await session.store.record_usage(session.id, self.id, session.client.model, usage)
 
     async def _record_reply(self, reply: _Reply) -> list[ToolCall]:

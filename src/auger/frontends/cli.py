@@ -143,19 +143,12 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     config = _load_config(args)
 
     async def fetch():
-        from auger.models.registry import model_info
+        from auger.models.registry import stored_cost
 
         store = _open_store(config)
         try:
             sessions = await store.list_sessions(args.limit)
-            costs = {}
-            for s in sessions:
-                total: float | None = 0.0
-                for model, usage in await store.usage_by_model(s.id):
-                    cost = model_info(model, config).cost(usage)
-                    total = None if cost is None or total is None else total + cost
-                costs[s.id] = total
-            return sessions, costs
+            return sessions, {s.id: await stored_cost(store, s.id, config) for s in sessions}
         finally:
             await store.aclose()
 

@@ -54,6 +54,19 @@ class ModelInfo:
         return (fresh * self.input_price + cached * cached_price + usage.output_tokens * self.output_price) / 1e6
 
 
+def add_cost(total: float | None, cost: float | None) -> float | None:
+    """Sum money where any unknown part makes the whole unknown: a partial sum would read as a real total."""
+    return None if total is None or cost is None else total + cost
+
+
+async def stored_cost(store, session_id: str, config: Config | None = None) -> float | None:
+    """A stored session's cost so far, from its usage rows and today's prices."""
+    total: float | None = 0.0
+    for model, usage in await store.usage_by_model(session_id):
+        total = add_cost(total, model_info(model, config).cost(usage))
+    return total
+
+
 @dataclass(frozen=True)
 class Provider:
     name: str
