@@ -171,3 +171,15 @@ def process_alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def dies_soon(pid: int, within: float = 2.0) -> bool:
+    """True once `pid` is gone; a signalled process may take a scheduling slice to die on a busy machine."""
+    import time
+
+    deadline = time.monotonic() + within
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

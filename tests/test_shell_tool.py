@@ -10,7 +10,7 @@ import pytest
 
 from auger.tools.base import SessionToolState, ToolContext, ToolError
 from auger.tools.shell import SHELL, stop_background
-from tests.conftest import process_alive
+from tests.conftest import dies_soon, process_alive
 
 
 class Archive:
@@ -75,7 +75,7 @@ def test_timeout_kills_the_whole_group(project):
     assert time.monotonic() - started < 4
     assert "timed out after 1s" in result.output
     assert not result.ok
-    assert not process_alive(int(pidfile.read_text()))
+    assert dies_soon(int(pidfile.read_text()))
 
 
 def test_timeout_is_capped_at_300(project):
@@ -91,7 +91,7 @@ def test_orphan_holding_the_pipe_does_not_hang_the_call(project):
     result = shell(project, command=f"(sleep 60; echo late) & echo $! > {pidfile}; echo quick")
     assert time.monotonic() - started < 3
     assert "Exit code: 0" in result.output and "quick" in result.output
-    assert not process_alive(int(pidfile.read_text()))
+    assert dies_soon(int(pidfile.read_text()))
 
 
 def test_workdir_must_stay_inside_the_root(project):
@@ -117,7 +117,7 @@ def test_background_process_is_tracked_and_stopped_with_the_session(project):
         return pid
 
     pid = asyncio.run(main())
-    assert not process_alive(pid)
+    assert dies_soon(pid)
 
 
 def test_commands_get_a_non_interactive_environment(project):
