@@ -47,6 +47,33 @@ def server():
 
 
 @pytest.fixture
+def upstream():
+    """A local HTTP server standing in for a remote host; yields its port. Answers GET with a fixed body."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = UPSTREAM_BODY
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_port
+    httpd.shutdown()
+    httpd.server_close()
+
+
+UPSTREAM_BODY = b"hello from upstream\n"
+
+
+@pytest.fixture
 def auger_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     home.mkdir()

@@ -11,7 +11,6 @@ sibling directory standing for "anywhere else on the machine".
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
 import socket
@@ -214,49 +213,28 @@ def test_landlock_module_command_line(tmp_path: Path):
 
 # --- network and processes --------------------------------------------------------------------
 
-@pytest.fixture
-def http_server():
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"hello from the host\n"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
-
-
 def _curl(port: int) -> str:
     if shutil.which("curl") is None:
         pytest.fail("curl is needed for the network tests")
     return f"curl -sS --max-time 3 http://127.0.0.1:{port}/"
 
 
-def test_network_none_blocks_the_host_and_full_allows_it(bwrap_box: Box, http_server: int):
-    blocked = bwrap_box.run(_curl(http_server), network="none")
+def test_network_none_blocks_the_host_and_full_allows_it(bwrap_box: Box, upstream: int):
+    blocked = bwrap_box.run(_curl(upstream), network="none")
     assert blocked.returncode != 0
     assert "hello" not in blocked.stdout
     assert "network" in _assert_blocked(bwrap_box, blocked)
 
-    allowed = bwrap_box.run(_curl(http_server), network="full")
+    allowed = bwrap_box.run(_curl(upstream), network="full")
     assert allowed.returncode == 0, allowed.stderr
-    assert allowed.stdout == "hello from the host\n"
+    assert allowed.stdout == "hello from upstream\n"
 
 
-def test_landlock_does_not_isolate_the_network(tmp_path: Path, http_server: int):
+def test_landlock_does_not_isolate_the_network(tmp_path: Path, upstream: int):
     _sandbox("landlock")
     box = _make_box("landlock", tmp_path)
     # LIMITATION, asserted so that it stays visible: with Landlock, network "none" is not enforced.
-    proc = box.run(_curl(http_server), network="none")
+    proc = box.run(_curl(upstream), network="none")
     assert proc.returncode == 0, proc.stderr
     assert "hello" in proc.stdout
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 
 import pytest
@@ -24,29 +22,6 @@ def require_bwrap(tmp_path, monkeypatch):
     systmp = tmp_path / "systmp"
     systmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(systmp))
-
-
-@pytest.fixture
-def upstream():
-    """A local HTTP server standing in for a remote host."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"hello from upstream\n"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd.server_port
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def shell_outputs(server) -> list[str]:
