@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator
 import httpx
 
 from auger.models.base import ContextWindowExceeded, ModelError, ModelRequest, StreamEvent
+from auger.protocol.events import Usage
 from auger.models.retry import parse_retry_after
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
@@ -65,6 +66,19 @@ def status_error(response: httpx.Response, body: bytes, url: str, *, model: str,
     retryable = status in (408, 409, 429) or status >= 500
     return ModelError(f"{where}: {message}", retryable=retryable, retry_after=parse_retry_after(response.headers),
                       status=status, code=code)
+
+
+def openai_usage(raw: dict[str, Any], input_key: str, output_key: str) -> Usage:
+    """An OpenAI usage object: Chat names its counts prompt_/completion_tokens, Responses input_/output_tokens;
+    both put cached and reasoning tokens under `<count>_details`."""
+    input_details = raw.get(f"{input_key}_details") or {}
+    output_details = raw.get(f"{output_key}_details") or {}
+    return Usage(
+        input_tokens=int(raw.get(input_key) or 0),
+        cached_input_tokens=int(input_details.get("cached_tokens") or 0),
+        output_tokens=int(raw.get(output_key) or 0),
+        reasoning_tokens=int(output_details.get("reasoning_tokens") or 0),
+    )
 
 
 def _error_detail(body: bytes) -> tuple[str, str | None]:

@@ -12,8 +12,7 @@ from httpx_sse import EventSource
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, StreamEvent, TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import SseModelClient
-from auger.protocol.events import Usage
+from auger.models.http import SseModelClient, openai_usage
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall, ToolOutput, UserMessage
 
 
@@ -70,7 +69,7 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
             raise ModelError(f"{url}: {message}", retryable=True)
         usage = chunk.get("usage")
         if usage:
-            yield UsageReport(_usage(usage))
+            yield UsageReport(openai_usage(usage, "prompt_tokens", "completion_tokens"))
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -96,16 +95,6 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
         yield ToolCallReady(slot["id"] or f"call_{uuid.uuid4().hex[:12]}", slot["name"], slot["arguments"])
     yield Completed(finish or "stop")
 
-
-def _usage(raw: dict[str, Any]) -> Usage:
-    prompt_details = raw.get("prompt_tokens_details") or {}
-    completion_details = raw.get("completion_tokens_details") or {}
-    return Usage(
-        input_tokens=int(raw.get("prompt_tokens") or 0),
-        cached_input_tokens=int(prompt_details.get("cached_tokens") or 0),
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
-    )
 
 
 def to_messages(request: ModelRequest) -> list[dict[str, Any]]:

@@ -34,9 +34,8 @@ from auger.models.base import (
     Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import SseModelClient
+from auger.models.http import SseModelClient, openai_usage
 from auger.models.images import ImageError, data_url
-from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
 
 WIRE = "openai_responses"  # the `provider` stamped on Reasoning items this client can send back
@@ -218,13 +217,13 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
         elif kind == "response.completed":
             usage = (event.get("response") or {}).get("usage")
             if usage:
-                yield UsageReport(_usage(usage))
+                yield UsageReport(openai_usage(usage, "input_tokens", "output_tokens"))
             yield Completed("tool_calls" if saw_call else "stop")
             return
         elif kind == "response.incomplete":
             body = event.get("response") or {}
             if body.get("usage"):
-                yield UsageReport(_usage(body["usage"]))
+                yield UsageReport(openai_usage(body["usage"], "input_tokens", "output_tokens"))
             reason = (body.get("incomplete_details") or {}).get("reason") or "max_output_tokens"
             yield Completed("length" if reason == "max_output_tokens" else str(reason))
             return
@@ -284,13 +283,3 @@ def _suggested_delay(message: str) -> float | None:
     value = float(match.group(1))
     return value / 1000 if match.group(2).lower() == "ms" else value
 
-
-def _usage(raw: dict[str, Any]) -> Usage:
-    input_details = raw.get("input_tokens_details") or {}
-    output_details = raw.get("output_tokens_details") or {}
-    return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
-        cached_input_tokens=int(input_details.get("cached_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        reasoning_tokens=int(output_details.get("reasoning_tokens") or 0),
-    )
