@@ -61,6 +61,7 @@ from tests.support.mock_http import (
     check_keys,
     fragments,
     sse_event,
+    wire_json,
 )
 
 __all__ = [
@@ -111,9 +112,7 @@ class ToolCall:
     @property
     def input_json(self) -> str:
         """The exact JSON text streamed for this call's input."""
-        if isinstance(self.input, str):
-            return self.input
-        return json.dumps(self.input, ensure_ascii=False)
+        return wire_json(self.input)
 
 
 @dataclass

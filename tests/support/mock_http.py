@@ -532,3 +532,8 @@ def _shutdown(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+def wire_json(value: Any) -> str:
+    """Tool arguments as sent: a str verbatim (so a test can send malformed JSON on purpose), else JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -60,6 +60,7 @@ from tests.support.mock_http import (
     fragments,
     split_text,
     sse_event,
+    wire_json,
 )
 
 __all__ = [
@@ -109,9 +110,7 @@ class ToolCall:
     @property
     def arguments_json(self) -> str:
         """The exact ``function.arguments`` string put on the wire."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False)
+        return wire_json(self.arguments)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:

@@ -48,7 +48,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -62,6 +61,7 @@ from tests.support.mock_http import (
     fragments,
     split_text,
     sse_event,
+    wire_json,
 )
 
 __all__ = [
@@ -105,9 +105,7 @@ class ToolCall:
 
     @property
     def arguments_json(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False)
+        return wire_json(self.arguments)
 
 
 @dataclass
