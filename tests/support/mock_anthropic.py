@@ -368,7 +368,7 @@ def validate_request(body: Any, headers: Mapping[str, str]) -> str | None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return "max_tokens: Field required (a positive integer)"
     problem = (_validate_system(body.get("system")) or _validate_tools(body.get("tools"))
-               or _validate_messages(body.get("messages")) or _validate_thinking(body, max_tokens))
+               or _validate_tool_choice(body) or _validate_messages(body.get("messages")) or _validate_thinking(body, max_tokens))
     if problem:
         return problem
     breakpoints = _count_cache_control(body)
@@ -400,6 +400,29 @@ def _validate_tools(tools: Any) -> str | None:
             return f"tools.{i}.name: Field required"
         if not isinstance(tool.get("input_schema"), dict):
             return f"tools.{i}.input_schema: Field required"
+    return None
+
+
+TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+
+
+def _validate_tool_choice(body: dict[str, Any]) -> str | None:
+    """The API takes only an object: ``{"type": "auto"|"any"|"none"}`` or ``{"type": "tool", "name": ...}``;
+    extended thinking allows only auto and none."""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    if not isinstance(choice, dict):
+        return "tool_choice: Input should be a valid dictionary or object to extract fields from"
+    kind = choice.get("type")
+    if kind not in TOOL_CHOICE_TYPES:
+        return (f"tool_choice.type: Input should be {', '.join(repr(t) for t in TOOL_CHOICE_TYPES[:-1])} "
+                f"or {TOOL_CHOICE_TYPES[-1]!r}")
+    if kind == "tool" and not isinstance(choice.get("name"), str):
+        return "tool_choice.tool.name: Field required"
+    thinking = body.get("thinking")
+    if kind in ("any", "tool") and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        return "Thinking may not be enabled when tool_choice forces tool use."
     return None
 
 

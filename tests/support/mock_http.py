@@ -62,6 +62,33 @@ def fragments(text: str, size: int) -> list[str]:
     return parts
 
 
+OPENAI_TOOL_CHOICES = ("none", "auto", "required")
+
+
+def openai_tool_choice_problem(body: Mapping[str, Any], named: Iterable[str]) -> str | None:
+    """Why the OpenAI APIs reject this body's ``tool_choice``, or None (absent or valid).
+
+    Both OpenAI wires take the same strings; an object must be ``{"type": "function", ...}`` and name
+    the function where ``named`` says (Chat: ``function.name``, Responses: ``name``). The Responses API's
+    hosted-tool choices are not modelled: no client here sends them.
+    """
+    choice = body.get("tool_choice")
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        if choice not in OPENAI_TOOL_CHOICES:
+            return f"Invalid value: '{choice}'. Supported values are: 'none', 'auto', and 'required'."
+        return None
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return "Invalid value for 'tool_choice': expected 'none', 'auto', 'required' or a function object."
+    target: Any = choice
+    for key in named:
+        target = target.get(key) if isinstance(target, dict) else None
+    if not isinstance(target, str) or not target:
+        return "Missing required parameter: 'tool_choice' must name the function to call."
+    return None
+
+
 def compact_json(obj: Any) -> bytes:
     """Compact UTF-8 JSON, as the real APIs send: clients must decode UTF-8 themselves."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -58,6 +58,7 @@ from tests.support.mock_http import (
     check_keys,
     compact_json,
     fragments,
+    openai_tool_choice_problem,
     split_text,
     sse_event,
     wire_json,
@@ -478,8 +479,17 @@ def default_error(code: int, model: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": err_code}}
 
 
-def _error(message: str, kind: str, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def _error(message: str, kind: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def tool_choice_error(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The 400 body the real API answers for a ``tool_choice`` it rejects, or None."""
+    if "tool_choice" in body and not body.get("tools"):
+        return _error("Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are "
+                      "specified.", "invalid_request_error", None, "tool_choice")
+    problem = openai_tool_choice_problem(body, ("function", "name"))
+    return _error(problem, "invalid_request_error", "invalid_value", "tool_choice") if problem else None
 
 
 _SSE_DONE = b"data: [DONE]\n\n"
@@ -548,6 +558,11 @@ class _Handler(MockHandler):
                 self._send_json(
                     400, self._invalid_request("We could not parse the JSON body of your request.")
                 )
+                return
+            rejection = tool_choice_error(body)
+            if rejection is not None:
+                mock._record(record)  # a client bug, not a model call: keep the script
+                self._send_json(400, rejection)
                 return
             self._chat(record, mock._record_and_take(record))
         elif self.command == "GET" and path == MODELS_PATH:

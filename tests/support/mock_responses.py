@@ -59,6 +59,7 @@ from tests.support.mock_http import (
     MockHandler,
     MockServer,
     fragments,
+    openai_tool_choice_problem,
     split_text,
     sse_event,
     wire_json,
@@ -358,6 +359,9 @@ def validate_request(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     if not body.get("model"):
         return 400, _error("Missing required parameter: 'model'.", "invalid_request_error",
                            "missing_required_parameter", "model")
+    choice_problem = openai_tool_choice_problem(body, ("name",))
+    if choice_problem:
+        return 400, _error(choice_problem, "invalid_request_error", "invalid_value", "tool_choice")
     items = body.get("input")
     if not isinstance(items, list):
         return None  # a plain string input is valid

@@ -9,14 +9,16 @@ is deleted from the store; `recall` still finds the archived items.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from auger.engine.history import normalise, to_prompt
 from auger.engine.tokens import estimate_request, estimate_text
 from auger.models.base import ContextWindowExceeded, ModelRequest
 from auger.protocol import events as ev
-from auger.protocol.items import Compaction, ContextMessage, Item, UserMessage
+from auger.protocol.items import Compaction, ContextMessage, Item, ToolCall, ToolOutput, UserMessage
+from auger.tools.plan import render_plan
 
 if TYPE_CHECKING:
     from auger.engine.turn import Turn
@@ -32,6 +34,12 @@ the task without the transcript. Include:
 Be specific and concise. Do not call tools. Reply with the summary only."""
 
 MAX_TRIM_ROUNDS = 6
+SUMMARY_ATTEMPTS = 2  # an empty (or call-only) summary is asked for once more, then built from the record
+FILE_TOOLS = ("read_file", "write_file", "edit_file")
+LAST_ENTRIES = 30  # files and commands listed in a summary built from the record
+LAST_ERRORS = 5
+RECORD_SUMMARY_NOTE = ("(The model gave no hand-off summary; this one was built from the session record. "
+                       "Use `recall` to look up anything it does not cover.)")
 USER_BUDGET_SHARE = 0.2  # of the context window, for the user's own messages
 USER_BUDGET_CAP = 20_000  # tokens
 
@@ -79,21 +87,77 @@ async def compact(turn: Turn, reason: str) -> None:
 
 
 async def _summarise(turn: Turn, view: list[Item], instructions: str) -> str:
-    """Ask for the summary; if the request itself overflows, drop the oldest conversation items and retry."""
+    """The model's hand-off summary, or one built from the record when the model gives none.
+
+    The request keeps the conversation's tool list (so the prompt-cache prefix still matches) but
+    forbids calls: a model that answers with a call instead of text would otherwise lose the summary.
+    An empty reply is asked once more; a second one falls back to `record_summary`. If the request
+    itself overflows, the oldest conversation items are dropped and it is retried.
+    """
     session = turn.session
     context = [i for i in view if isinstance(i, ContextMessage) and i.kind in ("instructions", "environment")]
     rest = [i for i in view if i not in context]
-    for _ in range(MAX_TRIM_ROUNDS):
+    overflows = empty = 0
+    while empty < SUMMARY_ATTEMPTS:
         items = to_prompt([*context, *normalise(rest)], session.output_cap_chars) + [UserMessage(SUMMARY_PROMPT)]
-        request = ModelRequest(instructions, items, session.agent.tools.schemas)
+        request = ModelRequest(instructions, items, session.agent.tools.schemas, tool_choice="none")
         try:
             reply = await turn.call_model(request, quiet=True)
         except ContextWindowExceeded:
+            overflows += 1
             if len(rest) <= 1:
                 raise
+            if overflows >= MAX_TRIM_ROUNDS:
+                raise ContextWindowExceeded("the conversation could not be summarised within the context window, "
+                                            "even after dropping its oldest items") from None
             rest = rest[max(1, len(rest) // 4):]  # the oldest quarter goes; normalise() mends split call blocks
             continue
-        text = reply.text.strip()
-        return text or "(the model returned an empty summary)"
-    raise ContextWindowExceeded("the conversation could not be summarised within the context window, "
-                                "even after dropping its oldest items")
+        if reply.text.strip():
+            return reply.text.strip()
+        empty += 1
+    return record_summary(view, session.tool_state.plan)
+
+
+def record_summary(view: Sequence[Item], plan: list[dict] | None) -> str:
+    """A hand-off summary built from the recorded items, for when the model wrote none: the earlier
+    summary, the files touched, the commands run with their exit codes, the last errors and the plan.
+    Everything quoted comes from the model or a tool, so each entry is cut short."""
+    calls = {i.call_id: i for i in view if isinstance(i, ToolCall)}
+    outputs = [i for i in view if isinstance(i, ToolOutput)]
+    files: dict[str, None] = {}
+    commands: list[str] = []
+    for output in outputs:
+        call = calls.get(output.call_id)
+        args = _arguments(call.arguments) if call else {}
+        if call and call.name in FILE_TOOLS and isinstance(args.get("path"), str):
+            files[f"{_clip(args['path'], 200)} ({call.name})"] = None
+        elif call and call.name == "shell" and isinstance(args.get("command"), str):
+            status = output.output.partition("\n")[0] if output.output.startswith("Exit code") else (
+                "ok" if output.ok else "failed")
+            commands.append(f"`{_clip(args['command'], 200)}` -> {_clip(status, 100)}")
+    errors = [f"{calls[o.call_id].name if o.call_id in calls else 'tool'}: {_clip(o.output, 300)}"
+              for o in outputs if not o.ok][-LAST_ERRORS:]
+    earlier = [i.text for i in view if isinstance(i, ContextMessage) and i.kind == "summary"]
+    sections = [RECORD_SUMMARY_NOTE]
+    if earlier:
+        sections.append("Earlier summary:\n" + _clip(earlier[-1], 4_000))
+    for title, lines in (("Files touched", list(files)[-LAST_ENTRIES:]), ("Commands run", commands[-LAST_ENTRIES:]),
+                         ("Last errors", errors)):
+        if lines:
+            sections.append(f"{title}:\n" + "\n".join(f"- {line}" for line in lines))
+    if plan:
+        sections.append("Plan:\n" + render_plan(plan))
+    return "\n\n".join(sections)
+
+
+def _arguments(raw: str) -> dict:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -109,6 +109,8 @@ class AnthropicClient(SseModelClient):
         if request.tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in request.tools]
+            if request.tool_choice != "auto":  # the API's default is auto; "none" is {"type": "none"}
+                body["tool_choice"] = {"type": request.tool_choice}
         if self.thinking_budget is not None and _thinking_allowed(messages):
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
             body["max_tokens"] = self.max_output_tokens + self.thinking_budget

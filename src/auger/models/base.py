@@ -25,6 +25,9 @@ class ModelRequest:
     instructions: str
     items: list[Item]  # normalised history (every tool call has its output)
     tools: list[ToolSchema] = field(default_factory=list)
+    # "auto" lets the model call tools; "none" forbids calls but still sends the same tool list, so a
+    # summary request shares the conversation's prompt-cache prefix (every wire client maps it).
+    tool_choice: str = "auto"
 
 
 @dataclass

@@ -39,7 +39,7 @@ class OpenAIChatClient(SseModelClient):
                  "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in request.tools
             ]
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = request.tool_choice
         return body
 
 

@@ -94,7 +94,7 @@ class OpenAIResponsesClient(SseModelClient):
                  "strict": False}  # strict mode would demand every property be required; our schemas aren't
                 for t in request.tools
             ]
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = request.tool_choice
             body["parallel_tool_calls"] = True
         if self._reasoning:
             body["reasoning"] = dict(self._reasoning)
