@@ -4,7 +4,9 @@
    against the mock server: with auger's context management (window 32k: output caps and automatic
    compaction) and without it (a window so large nothing is capped or compacted). Prompt tokens are
    the mock's count of what it received (request bytes / 4, like the engine's estimate).
-2. A stored session of 10,000 items is resumed: load, rebuild the prompt view, first request ready.
+2. A small window: 24 reads of a large file in an 8k window. Compaction should come every few reads,
+   not before each one (each compaction costs a full-context summary request).
+3. A stored session of 10,000 items is resumed: load, rebuild the prompt view, first request ready.
 
     python bench/bench_context.py
 """
@@ -33,6 +35,7 @@ from auger.store.sqlite import SqliteStore  # noqa: E402
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall as MockCall  # noqa: E402
 
 STEPS = 120
+READS = 24
 SUMMARY_MARK = "The conversation is about to be compacted"
 
 
@@ -53,12 +56,20 @@ def script(project: Path) -> list:
     return replies
 
 
-def run_session(window: int) -> dict:
+def reads_script(project: Path) -> list:
+    """READS reads of one large file (about 180 KB), each from another offset."""
+    (project / "big.py").write_text("".join(f"value_{i} = {i}  # {'=' * 50}\n" for i in range(3000)))
+    return [Reply(tool_calls=[MockCall("read_file", {"path": "big.py", "offset": 1 + n})]) for n in range(READS)] + [
+        Reply(text="done")]
+
+
+def run_session(window: int, build=script) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
         os.environ["AUGER_HOME"] = str(Path(tmp) / "home")
-        replies = script(project)
+        replies = build(project)
+        steps = len(replies)
 
         def step(body):
             last = body["messages"][-1]
@@ -66,31 +77,33 @@ def run_session(window: int) -> dict:
                 return Reply(text="Summary: reading modules and logs step by step; keep going.")
             return replies.pop(0)
 
-        with MockChatServer([step] * (STEPS * 2)) as server:
+        with MockChatServer([step] * (steps * 2)) as server:
             config = load_config([f"model_context_window={window}", "provider=openai-compatible",
                                   f"base_url={server.base_url}", "model=bench", "generate_titles=false",
-                                  f"max_model_calls_per_turn={STEPS * 2}"], env={}, config_file=Path("/nonexistent"))
+                                  f"max_model_calls_per_turn={steps * 2}"], env={}, config_file=Path("/nonexistent"))
 
             async def main():
                 store = SqliteStore(Path(tmp) / "s.db")
                 session = await Agent(project, config).start_session(
                     store=store, client=client_for(config, env={"OPENAI_API_KEY": "k"}))
                 session.submit(UserTurn("Review every module and log, step by step."))
-                compactions = 0
+                compactions = calls = 0
                 async for event in session.events():
                     if isinstance(event, ev.ContextCompacted):
                         compactions += 1
-                    if isinstance(event, ev.TurnEnded):
+                    elif isinstance(event, ev.ToolCallEnded):
+                        calls += 1
+                    elif isinstance(event, ev.TurnEnded):
                         session.submit(Shutdown())
                 await store.aclose()
-                return compactions
+                return compactions, calls
 
             started = time.perf_counter()
-            compactions = asyncio.run(main())
+            compactions, calls = asyncio.run(main())
             elapsed = time.perf_counter() - started
             sizes = [len(r.raw) // 4 for r in server.chat_requests]
     return {"requests": len(sizes), "total": sum(sizes), "largest": max(sizes), "compactions": compactions,
-            "seconds": elapsed}
+            "seconds": elapsed, "calls": calls, "scripted": steps - 1, "left": len(replies)}
 
 
 def resume_benchmark(items: int = 10_000) -> dict:
@@ -151,6 +164,12 @@ def main() -> None:
               f"{r['seconds']:>7.2f}")
     print(f"saved: {1 - managed['total'] / unmanaged['total']:.0%} of prompt tokens; largest request "
           f"{managed['largest'] / unmanaged['largest']:.0%} of unmanaged")
+    print()
+    small = run_session(8_000, reads_script)
+    print(f"{READS} reads of a large file in an 8k window")
+    print(f"{'':<34} {'requests':>9} {'total tokens':>13} {'largest':>9} {'compactions':>12} {'calls run':>10}")
+    print(f"{'with context management (8k)':<34} {small['requests']:>9} {small['total']:>13,} {small['largest']:>9,} "
+          f"{small['compactions']:>12} {small['calls']:>6}/{small['scripted']}")
     print()
     r = resume_benchmark()
     print(f"Resume of a stored session of {r['items']:,} items")

@@ -142,3 +142,36 @@ def test_a_summary_still_empty_after_the_retry_is_built_from_the_record(project,
     assert "rm -rf" not in summary  # the refused call-only replies are not part of the record
     last = server.chat_requests[-1].body
     assert not is_summary_request(last) and any(RECORD_SUMMARY_NOTE in str(m["content"]) for m in last["messages"])
+
+
+# -- the context estimate counts what the prompt carries ------------------------------------------
+
+def test_large_reads_in_a_small_window_compact_every_few_reads_and_lose_nothing(project, server):
+    from tests.conftest import run_session
+
+    reads = 24
+    (project / "big.py").write_text("".join(f"value_{i} = {i}  # {'=' * 50}\n" for i in range(3000)))
+    replies = [Reply(tool_calls=[ToolCall("read_file", {"path": "big.py", "offset": 1 + n})]) for n in range(reads)]
+    replies.append(Reply(text="all read"))
+    summaries = []
+
+    def step(body):
+        if is_summary_request(body):
+            summaries.append(f"SUMMARY-{len(summaries) + 1}")
+            return Reply(text=f"{summaries[-1]}: reading big.py page by page.")
+        return replies.pop(0)
+
+    server.add(*[step] * (3 * reads))
+    run = run_session(project, server, "Read big.py from each offset.",
+                      overrides=("model_context_window=8000", "max_model_calls_per_turn=200"))
+    assert run.ended.reason == "complete" and not replies  # every scripted step was served
+    assert len([e for e in run.of(ev.ToolCallEnded) if e.ok]) == reads
+    compactions = run.of(ev.ContextCompacted)
+    assert 1 <= len(compactions) <= reads // 3, f"{len(compactions)} compactions for {reads} reads"
+    answered = 0  # summary requests so far; each later request must carry the newest summary
+    for request in server.chat_requests:
+        if is_summary_request(request.body):
+            answered += 1
+        elif answered:
+            assert summaries[answered - 1] in str(request.body["messages"]), "a request lost its summary"
+    assert answered == len(summaries) == len(compactions)

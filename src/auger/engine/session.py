@@ -162,14 +162,18 @@ class Session:
         self._context_mark = (len(self.history), tokens)
 
     def context_estimate(self) -> int:
-        """Tokens the next request will occupy: the last count plus an estimate of what came since."""
+        """Tokens the next request will occupy: the last count plus an estimate of what came since.
+
+        What came since is estimated in its prompt form (long tool outputs capped to head and tail), not
+        as recorded: the full output of one large read would otherwise count many times what is sent."""
+        from auger.engine.history import to_prompt
         from auger.engine.tokens import estimate_items, estimate_request
 
         if self._context_mark is None:
             return estimate_request(self.instructions(), self.history.for_prompt(self.output_cap_chars),
                                     self.agent.tools.schemas)
         length, tokens = self._context_mark
-        return tokens + estimate_items(self.history.items[length:])
+        return tokens + estimate_items(to_prompt(list(self.history.items[length:]), self.output_cap_chars))
 
     async def prepare(self) -> None:
         """Set up the session's policy: sandbox + egress proxy, exec-policy rules, command environment."""
