@@ -206,7 +206,7 @@ def test_fork_copies_history_and_can_cut_before_a_user_message(project, server, 
     run = run_session(project, server, "alpha", "beta", db=db)
 
     async def main():
-        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=m")
+        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model")
         store = SqliteStore(db)
         agent = Agent(project, config)
         forked = await agent.fork_session(run.session_id, store=store, before_user_message=2,

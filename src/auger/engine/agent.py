@@ -11,6 +11,7 @@ from auger.config import Config
 from auger.engine.history import INTERRUPTED_OUTPUT, History, latest_plan
 from auger.engine.session import Session
 from auger.models.base import ModelClient
+from auger.protocol.events import ModelChanged
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.store.base import SessionRecord, Store
 from auger.tools.registry import ToolRegistry, default_registry
@@ -58,14 +59,20 @@ class Agent:
         session.start(resumed=False)
         return session
 
-    async def fork_session(self, source_id: str, *, store: Store, client: ModelClient,
-                           before_user_message: int | None = None, mode: str | None = None,
+    async def fork_session(self, source_id: str, *, store: Store, client: ModelClient | None = None,
+                           switch: bool = False, before_user_message: int | None = None, mode: str | None = None,
                            interactive: bool = False) -> Session:
         """A new session starting from a copy of another's history, optionally cut just before its
-        Nth user message (1-based). The source is left untouched."""
+        Nth user message (1-based). The source is left untouched. The model follows the resume policy
+        (see resume_session): the source's, unless `switch` accepts another client's."""
+        from auger.engine.resume import check_client, resume_client, resume_config
+
         source = await store.get_session(source_id)
         if source is None:
             raise SessionNotFound(f"no stored session matches '{source_id}'; list them with `auger sessions`")
+        if client is None:
+            client = resume_client(source, resume_config(source, self.config))
+        check_client(source, client, switch=switch)
         cut = None
         if before_user_message is not None:
             seqs = [s.seq for s in await store.load_items(source.id) if isinstance(s.item, UserMessage)]
@@ -81,16 +88,25 @@ class Agent:
         await store.copy_items(source.id, record.id, cut)
         return await self.resume_session(record.id, store=store, client=client, mode=mode, interactive=interactive)
 
-    async def resume_session(self, session_id: str, *, store: Store, client: ModelClient,
-                             mode: str | None = None, interactive: bool = False) -> Session:
+    async def resume_session(self, session_id: str, *, store: Store, client: ModelClient | None = None,
+                             switch: bool = False, mode: str | None = None, interactive: bool = False) -> Session:
         """Continue a stored session with its full history.
 
-        Calls that never got an output (the process died mid-call) are closed with
-        an "interrupted" output, recorded, so the model knows and the API accepts it.
+        The model is the one the session was recorded with (engine.resume): with no `client`, it is built
+        from the record, and resuming is refused (ResumeRefused) if that provider cannot be used here. A
+        `client` for another provider or model is accepted only with `switch=True`; the switch is then
+        recorded. Calls that never got an output (the process died mid-call) are closed with an
+        "interrupted" output, recorded, so the model knows and the API accepts it.
         """
+        from auger.engine.resume import check_client, resume_client, resume_config
+
         record = await store.get_session(session_id)
         if record is None:
             raise SessionNotFound(f"no stored session matches '{session_id}'; list them with `auger sessions`")
+        if client is None:
+            client = resume_client(record, resume_config(record, self.config))
+        previous = (record.provider, record.model)
+        switched = check_client(record, client, switch=switch)
         stored = await store.load_items(record.id)
         history = History(s.item for s in stored)
         last_turn = stored[-1].turn_id if stored else "resume"
@@ -100,7 +116,7 @@ class Agent:
             history.append(output)
         if mode:
             record.mode = mode
-        if (client.provider, client.model) != (record.provider, record.model) or mode:
+        if switched or mode:
             record.provider, record.model = client.provider, client.model
             await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
         session = Session(self, store=store, client=client, meta=record, history=history,
@@ -109,7 +125,8 @@ class Agent:
         from auger.models.registry import stored_cost
 
         session.cost = await stored_cost(store, record.id, self.config)
-        await session.prepare()
+        await session.prepare()  # a new model is told to the model as an environment change, recorded
         session.start(resumed=True)
+        if switched:
+            session.emit(ModelChanged(client.provider, client.model, *previous))
         return session
-

@@ -332,6 +332,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     import signal
 
     from auger.engine.agent import Agent, SessionNotFound
+    from auger.engine.resume import resume_client, resume_config
     from auger.models.registry import ProviderError, client_for
     from auger.protocol.events import AgentMessage, ShutdownComplete, TurnEnded
     from auger.protocol.ops import Interrupt, Shutdown, UserTurn
@@ -339,27 +340,23 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     store = _open_store(config)
     try:
         record = None
+        switch = False  # whether the user named another provider or model for a stored session
         if resume_id is not None:
             record = await store.get_session(resume_id)
             if record is None:
                 raise CliError(f"no stored session matches '{resume_id}'; list them with `auger sessions`")
             explicit = {o.partition("=")[0].strip() for o in args.overrides}
-            switching = bool(args.provider or "provider" in explicit)  # --base-url alone: where it lives
-            if not switching:
-                config.provider = record.provider  # never silently a different model
-            if not (args.model or "model" in explicit) and not switching:
-                config.model = record.model
+            provider = config.provider if args.provider or "provider" in explicit else None  # not --base-url alone
+            model = config.model if args.model or "model" in explicit else None
+            config = resume_config(record, config, provider=provider, model=model)
+            switch = provider is not None or model is not None
             if not args.cwd:
                 root = record.cwd
         if config.provider == "replay" and (config.cassette or "").startswith("session:"):
             config.cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
         try:
-            client = client_for(config)
+            client = client_for(config) if record is None else resume_client(record, config)
         except ProviderError as exc:
-            if record is not None and config.provider == record.provider:
-                raise CliError(f"session {record.id[:8]} was recorded with provider '{record.provider}' (model "
-                               f"'{record.model}'), which cannot be used here: {exc}. To continue it with another "
-                               "provider, pass --provider NAME --model NAME explicitly") from None
             raise CliError(str(exc)) from None
         agent = Agent(root, config)
         mode = getattr(args, "mode", None)
@@ -367,10 +364,10 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             if resume_id is None:
                 session = await agent.start_session(store=store, client=client)
             elif fork_before is not None:
-                session = await agent.fork_session(resume_id, store=store, client=client, mode=mode,
+                session = await agent.fork_session(resume_id, store=store, client=client, mode=mode, switch=switch,
                                                    before_user_message=fork_before or None)
             else:
-                session = await agent.resume_session(resume_id, store=store, client=client, mode=mode)
+                session = await agent.resume_session(resume_id, store=store, client=client, mode=mode, switch=switch)
         except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
 
