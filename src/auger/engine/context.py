@@ -1,8 +1,11 @@
 """What a session tells the model about its world, recorded as items so resume replays it exactly.
 
 A new session records its instructions (global and project AGENTS.md, the skills list)
-and its environment. Later, only changes are told: a new trust mode, model or date
-becomes a short `<environment_context>` with just the fields that differ.
+and its environment. Both are read again at each user turn (and on resume), and only
+changes are told: edited instructions become one item that replaces the earlier ones;
+a new trust mode, model, date or branch becomes a short `<environment_context>` with
+just the fields that differ. What was recorded is never rewritten, so a resumed session
+still rebuilds the prompt it sent, and then records what changed since.
 """
 
 from __future__ import annotations
@@ -17,13 +20,40 @@ from auger.context.skills import SkillIndex
 from auger.protocol.items import ContextMessage, Item
 
 
-def instructions_item(root: Path, config_dir: Path, skills: SkillIndex, *, fallback_names: Sequence[str],
-                      max_bytes: int, warnings: list[str]) -> ContextMessage | None:
+INSTRUCTIONS_CHANGED = ("<instructions_changed>The instructions were edited during this session; these replace "
+                        "the earlier ones.</instructions_changed>\n{text}")
+INSTRUCTIONS_REMOVED = ("<instructions_changed>The instructions given earlier in this session were removed; they no "
+                        "longer apply.</instructions_changed>")
+
+
+def read_instructions(root: Path, config_dir: Path, skills: SkillIndex, *, fallback_names: Sequence[str],
+                      max_bytes: int, warnings: list[str]) -> str:
+    """The instructions as the files say now (global and project AGENTS.md, the skills list); "" for none."""
     project = discover_project_docs(root, fallback_names=fallback_names, max_bytes=max_bytes)
     personal = global_docs(config_dir, max_bytes)
     warnings.extend([*personal.warnings, *project.warnings, *skills.warnings])
     parts = [text for text in (user_instructions(personal, project), skills.render_list()) if text]
-    return ContextMessage("\n\n".join(parts), "instructions") if parts else None
+    return "\n\n".join(parts)
+
+
+def instructions_item(current: str, items: Sequence[Item]) -> ContextMessage | None:
+    """The first instructions as they are; later, a replacement when they changed (None when they did not).
+    A replacement keeps the plain instructions in `data`, to compare with next time."""
+    previous = last_instructions(items)
+    if previous is None:
+        return ContextMessage(current, "instructions") if current else None
+    if current == previous:
+        return None
+    text = INSTRUCTIONS_CHANGED.format(text=current) if current else INSTRUCTIONS_REMOVED
+    return ContextMessage(text, "instructions", {"instructions": current})
+
+
+def last_instructions(items: Sequence[Item]) -> str | None:
+    """The instructions in force after `items` (None when none were ever recorded)."""
+    for item in reversed(items):
+        if isinstance(item, ContextMessage) and item.kind == "instructions":
+            return item.data["instructions"] if item.data and "instructions" in item.data else item.text
+    return None
 
 
 def environment_item(env: EnvironmentContext, previous: EnvironmentContext | None) -> ContextMessage | None:

@@ -76,6 +76,8 @@ def apply_markers(items: Sequence[Item]) -> list[Item]:
     for item in items:
         if isinstance(item, ContextMessage):
             if item.kind in ("instructions", "environment"):
+                if item.kind == "instructions" and item.data and "instructions" in item.data:
+                    context = [c for c in context if c.kind != "instructions"]  # a replacement supersedes them
                 context.append(item)
             view.append(item)
         elif isinstance(item, Compaction):

@@ -70,6 +70,7 @@ class Session:
         self.compact_requested = False
         self._title_task: asyncio.Task[None] | None = None
         self._context_mark: tuple[int, int] | None = None  # (history length, tokens the provider counted)
+        self.skills = agent.skills  # re-read by refresh_context, so skills added mid-session are offered
 
     # -- client side ----------------------------------------------------------------
     @property
@@ -200,30 +201,36 @@ class Session:
                                        exclude=config.shell_env_exclude, set_values=config.shell_env_set)
         self.gate = Gate(self, rules, sandboxed=self.confinement is not None, approve_all=config.approve_all,
                          user_rules_path=user_rules)
-        await self._record_context()
+        await self.refresh_context("context", warnings=self._startup_warnings)
 
-    async def _record_context(self) -> None:
-        """Instructions and environment for a new session; for a resumed one, only what changed."""
-        from auger.engine.context import instructions_item
+    async def refresh_context(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
+        """Read the instructions, skills and environment again; record what changed since they were last
+        told (for a new session: all of it). Runs when a session starts or resumes and at each user turn,
+        so an edited AGENTS.md or a new skill is seen without restarting. Reading problems are reported
+        (into `warnings`) only when asked, at start, not again every turn."""
+        from auger.context.skills import discover_skills
+        from auger.engine.context import instructions_item, read_instructions
 
         config = self.agent.config
-        if not self.history.items:
-            item = instructions_item(self.agent.root, self.agent.config_dir, self.agent.skills,
-                                     fallback_names=config.project_doc_fallback_filenames,
-                                     max_bytes=config.project_doc_max_bytes, warnings=self._startup_warnings)
-            if item is not None:
-                await self.record("context", item)
-        await self.update_environment()
+        self.skills = discover_skills(self.agent.root, self.agent.config_dir)
+        text = read_instructions(self.agent.root, self.agent.config_dir, self.skills,
+                                 fallback_names=config.project_doc_fallback_filenames,
+                                 max_bytes=config.project_doc_max_bytes,
+                                 warnings=warnings if warnings is not None else [])
+        item = instructions_item(text, self.history.items)
+        if item is not None:
+            await self.record(turn_id, item)
+        await self.update_environment(turn_id)
 
-    async def update_environment(self) -> None:
-        """Tell the model what changed in its environment (mode, model, date…), if anything did."""
+    async def update_environment(self, turn_id: str = "context") -> None:
+        """Tell the model what changed in its environment (mode, model, date, branch…), if anything did."""
         from auger.context.instructions import EnvironmentContext
         from auger.engine.context import environment_item, last_environment
 
         env = EnvironmentContext.capture(self.agent.root, self.mode, self.client.model)
         item = environment_item(env, last_environment(self.history.items))
         if item is not None:
-            await self.record("context", item)
+            await self.record(turn_id, item)
 
     def start(self, *, resumed: bool) -> None:
         sandbox = self.confinement.kind if self.confinement is not None else "none"

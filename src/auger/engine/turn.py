@@ -160,6 +160,8 @@ class Turn:
         from auger.models.images import ImageError, load_image
 
         session = self.session
+        if session.pending_input:  # a user turn: first tell what changed in instructions and environment
+            await session.refresh_context(self.id)
         while session.pending_input:
             op = session.pending_input.pop(0)
             if op.images and not session.model_info.supports_images:
@@ -171,7 +173,7 @@ class Turn:
                 except ImageError as exc:
                     raise TurnStopped(f"message not sent: {exc}") from None
             for name in op.skills:
-                skill = session.agent.skills.get(name)
+                skill = session.skills.get(name)
                 if skill is None:
                     raise TurnStopped(f"message not sent: no skill named {name!r}")
                 await session.record(self.id, ContextMessage(f"<skill name={name!r}>\n{skill.body()}\n</skill>",
