@@ -135,7 +135,8 @@ def test_a_branch_switch_between_turns_is_told_as_an_environment_change(project,
     asyncio.run(main())
     first, second = [r.body["messages"] for r in server.chat_requests]
     assert "<git_branch>main</git_branch>" in json.dumps(first)
-    assert second[-2]["content"] == "<environment_context>\n  <git_branch>feature-x</git_branch>\n</environment_context>"
+    told = "<environment_context>\n  <git_branch>feature-x</git_branch>\n</environment_context>"
+    assert second[-2]["content"] == told
 
 
 def test_after_a_compaction_only_the_current_instructions_remain(project, server, tmp_path):

@@ -368,7 +368,8 @@ def validate_request(body: Any, headers: Mapping[str, str]) -> str | None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return "max_tokens: Field required (a positive integer)"
     problem = (_validate_system(body.get("system")) or _validate_tools(body.get("tools"))
-               or _validate_tool_choice(body) or _validate_messages(body.get("messages")) or _validate_thinking(body, max_tokens))
+               or _validate_tool_choice(body) or _validate_messages(body.get("messages"))
+               or _validate_thinking(body, max_tokens))
     if problem:
         return problem
     breakpoints = _count_cache_control(body)

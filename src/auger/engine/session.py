@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator
 
-from auger.engine.history import History
+from auger.engine.history import History, to_prompt
 from auger.models.base import ModelClient
 from auger.protocol.events import (
     ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle,
@@ -167,7 +167,6 @@ class Session:
 
         What came since is estimated in its prompt form (long tool outputs capped to head and tail), not
         as recorded: the full output of one large read would otherwise count many times what is sent."""
-        from auger.engine.history import to_prompt
         from auger.engine.tokens import estimate_items, estimate_request
 
         if self._context_mark is None:
