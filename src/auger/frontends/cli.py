@@ -337,12 +337,16 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.protocol.ops import Interrupt, Shutdown, UserTurn
 
     store = _open_store(config)
+    leased: str | None = None
     try:
         record = None
         if resume_id is not None:
             record = await store.get_session(resume_id)
             if record is None:
                 raise CliError(f"no stored session matches '{resume_id}'; list them with `auger sessions`")
+            if fork_before is None:
+                await _claim(store, record.id)
+                leased = record.id
             explicit = {o.partition("=")[0].strip() for o in args.overrides}
             switching = bool(args.provider or "provider" in explicit)  # --base-url alone: where it lives
             if not switching:
@@ -373,6 +377,9 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
                 session = await agent.resume_session(resume_id, store=store, client=client, mode=mode)
         except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
+        if leased is None:
+            await _claim(store, session.id)
+            leased = session.id
 
         loop = asyncio.get_running_loop()
         interrupts = 0
@@ -403,6 +410,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
+        if leased is not None:
+            await store.release(leased)
         await store.aclose()
     assert ended is not None
     if not args.json and final:
@@ -412,6 +421,14 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
           file=sys.stderr)
     return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+async def _claim(store, session_id: str) -> None:
+    """Run a session in one process at a time: a second process would interleave its turns."""
+    holder = await store.claim(session_id)
+    if holder is not None:
+        raise CliError(f"session {session_id[:8]} is running in another auger process ({holder}); wait for it "
+                       f"to finish, or continue a copy of it with `auger fork {session_id[:8]}`")
 
 
 async def _cassette_from_session(store, session_id: str) -> str:
