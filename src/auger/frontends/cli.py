@@ -415,7 +415,9 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         await store.aclose()
     assert ended is not None
     if not args.json and final:
-        print(final)
+        from auger.protocol.jsontext import printable
+
+        print(printable(final))
     if ended.reason == "complete":
         return EXIT_OK
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
@@ -448,9 +450,9 @@ async def _cassette_from_session(store, session_id: str) -> str:
 
 class _JsonRenderer:
     def __call__(self, event: Any) -> None:
-        import json
+        from auger.protocol.jsontext import dumps
 
-        sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps(event.to_json()) + "\n")
         sys.stdout.flush()
 
 
@@ -464,14 +466,15 @@ class _PlainRenderer:
         if not self.live:
             return
         from auger.protocol import events as ev
+        from auger.protocol.jsontext import printable
 
         if isinstance(event, ev.ToolCallStarted):
             args = event.arguments
             detail = args.get("command") or args.get("path") or args.get("pattern") or "" if isinstance(args, dict) else ""
-            print(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m", file=sys.stderr)
+            print(printable(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m"), file=sys.stderr)
         elif isinstance(event, ev.Retrying):
             print(f"\x1b[33m↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: "
                   f"{event.reason}\x1b[0m", file=sys.stderr)
         elif isinstance(event, (ev.WarningEvent, ev.LoopDetected)):
             text = event.message if isinstance(event, ev.WarningEvent) else f"{event.tool} repeated {event.repeats}x"
-            print(f"\x1b[33m! {text}\x1b[0m", file=sys.stderr)
+            print(printable(f"\x1b[33m! {text}\x1b[0m"), file=sys.stderr)

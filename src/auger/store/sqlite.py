@@ -26,8 +26,8 @@ from typing import Any, Callable, TypeVar
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.process import process_alive
+from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import SessionRecord, StoredItem
-from auger.store.text import from_db, json_dumps, to_db
 
 T = TypeVar("T")
 
@@ -291,6 +291,21 @@ def _lease_held(pid: int, host: str, heartbeat: float, now: float) -> bool:
     if host == socket.gethostname():
         return process_alive(pid)
     return now - heartbeat < LEASE_STALE_S
+
+
+def to_db(text: str) -> str | bytes:
+    """A value SQLite can bind: the text, or its `surrogatepass` UTF-8 bytes when it holds a lone
+    surrogate (text from a model is data and must round-trip exactly)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def from_db(value: Any) -> Any:
+    """The text `to_db` was given (bytes back to str); other values unchanged."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
