@@ -67,3 +67,23 @@ def test_model_mistakes_are_plain_tool_errors_not_internal_errors(project, serve
     assert "internal error" not in ended.output and says in ended.output, ended.output
     assert len(ended.output) < 500
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+@pytest.mark.parametrize("depth", [65, 200_000])
+def test_deeply_nested_arguments_get_an_error_the_model_reads(project, server, auger_home, depth):
+    nested = '{"path": ' + "[" * depth + "]" * depth + "}"
+    server.add(Reply(tool_calls=[ToolCall("read_file", nested)], chunk_chars=1 << 20), Reply(text="understood"))
+    result = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", "go", home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    [ended] = [e for e in json_events(result.stdout) if e["type"] == "tool_call_ended"]
+    assert ended["output"].startswith("Error: the arguments for read_file are nested deeper than 64 levels")
+    last = server.chat_requests[-1].body["messages"][-1]
+    assert last["role"] == "tool" and "nested deeper than 64 levels" in last["content"]
+
+
+def test_arguments_at_the_depth_limit_still_reach_validation(project, server):
+    server.add(Reply(tool_calls=[ToolCall("read_file", {"path": "a", "offset": [[[]]]})]), Reply(text="ok"))
+    run = run_session(project, server, "go")
+    [ended] = run.of(ev.ToolCallEnded)
+    assert "argument 'offset' must be an integer" in ended.output
