@@ -13,7 +13,7 @@ from typing import Any
 
 from auger import __version__
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 class CliError(Exception):
@@ -282,7 +282,12 @@ def _read_prompt(prompt: str | None) -> str:
 def _load_config(args: argparse.Namespace):
     from auger.config import load_config
 
+    from auger.config import valid_base_url
+
     flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
+    if flags["base_url"] and not valid_base_url(flags["base_url"]):
+        raise CliError(f"--base-url {flags['base_url']!r} is not an http:// or https:// URL "
+                       "(e.g. http://localhost:11434/v1)")
     if flags["base_url"] and not flags["provider"]:
         flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
     flags["db_path"] = args.db
@@ -322,8 +327,9 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
 
     config = _load_config(args)
     root = os.path.abspath(args.cwd or os.getcwd())
-    if not os.path.isdir(root):
-        raise CliError(f"project directory {root} does not exist")
+    problem = _dir_problem(root)
+    if problem:
+        raise CliError(f"project directory {root} {problem}")
     return _guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
 
 
@@ -341,9 +347,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     try:
         record = None
         if resume_id is not None:
-            record = await store.get_session(resume_id)
-            if record is None:
-                raise CliError(f"no stored session matches '{resume_id}'; list them with `auger sessions`")
+            record = await _find_session(store, resume_id)
             if fork_before is None:
                 await _claim(store, record.id)
                 leased = record.id
@@ -355,6 +359,10 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
                 config.model = record.model
             if not args.cwd:
                 root = record.cwd
+                problem = _dir_problem(root)
+                if problem:
+                    raise CliError(f"session {record.id[:8]} was recorded in {root}, which {problem} any more; "
+                                   "pass -C DIR to continue it in another directory")
         if config.provider == "replay" and (config.cassette or "").startswith("session:"):
             config.cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
         try:
@@ -383,16 +391,18 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
 
         loop = asyncio.get_running_loop()
         interrupts = 0
+        terminated = False
 
-        def on_sigint() -> None:
-            nonlocal interrupts
+        def on_signal(signum: int) -> None:
+            nonlocal interrupts, terminated
             interrupts += 1
+            terminated = terminated or signum == signal.SIGTERM
             if interrupts > 1:
-                os._exit(EXIT_CANCELLED)
+                os._exit(EXIT_TERMINATED if terminated else EXIT_CANCELLED)
             session.submit(Interrupt())
 
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
+        loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
         render = _JsonRenderer() if args.json else _PlainRenderer()
         session.submit(UserTurn(prompt, images=list(getattr(args, "image", None) or []),
                                 skills=list(getattr(args, "skill", None) or [])))
@@ -420,9 +430,33 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         print(printable(final))
     if ended.reason == "complete":
         return EXIT_OK
+    if ended.reason == "cancelled" and terminated:
+        print(f"auger: terminated by SIGTERM (session {session.id[:8]})", file=sys.stderr)
+        return EXIT_TERMINATED
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
           file=sys.stderr)
     return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+def _dir_problem(path: str) -> str | None:
+    """Why `path` cannot be a project directory, or None when it can."""
+    if os.path.isdir(path):
+        return None
+    return "is not a directory" if os.path.exists(path) else "does not exist"
+
+
+async def _find_session(store, id_or_prefix: str, purpose: str = ""):
+    """The one stored session an id or prefix names; otherwise say why not (none, or which ones)."""
+    found = await store.find_sessions(id_or_prefix)
+    if len(found) == 1:
+        return found[0]
+    suffix = f" ({purpose})" if purpose else ""
+    if not found:
+        raise CliError(f"no stored session matches '{id_or_prefix}'{suffix}; list them with `auger sessions`")
+    listed = ", ".join(f"{s.id[:12]} ({(s.title or 'untitled')[:30]})" for s in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    raise CliError(f"session id prefix '{id_or_prefix}' is ambiguous{suffix}: it matches {listed}{more}; "
+                   "give more of the id")
 
 
 async def _claim(store, session_id: str) -> None:
@@ -439,9 +473,7 @@ async def _cassette_from_session(store, session_id: str) -> str:
 
     from auger.models.replay import cassette_from_items, dump_cassette
 
-    source = await store.get_session(session_id)
-    if source is None:
-        raise CliError(f"no stored session matches '{session_id}' (for --cassette session:ID)")
+    source = await _find_session(store, session_id, "for --cassette session:ID")
     replies = cassette_from_items([s.item for s in await store.load_items(source.id)])
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", prefix="auger-cassette-", delete=False) as f:
         f.write(dump_cassette(replies))

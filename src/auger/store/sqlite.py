@@ -130,13 +130,19 @@ class SqliteStore:
 
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None:
         """Exact id, or a unique prefix of one (as `auger sessions` shows short ids)."""
+        found = await self.find_sessions(id_or_prefix, limit=2)
+        return found[0] if len(found) == 1 else None
 
-        def find(conn: sqlite3.Connection) -> SessionRecord | None:
+    async def find_sessions(self, id_or_prefix: str, limit: int = 10) -> list[SessionRecord]:
+        """The session with this exact id, else those whose id starts with it (4+ characters), newest
+        first: more than one means the prefix is ambiguous."""
+
+        def find(conn: sqlite3.Connection) -> list[SessionRecord]:
             rows = conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (id_or_prefix,)).fetchall()
             if not rows and len(id_or_prefix) >= 4:
-                rows = conn.execute(_SESSION_SELECT + " WHERE s.id LIKE ? LIMIT 2",
-                                    (id_or_prefix.replace("%", "").replace("_", "") + "%",)).fetchall()
-            return _session(rows[0]) if len(rows) == 1 else None
+                rows = conn.execute(_SESSION_SELECT + " WHERE s.id LIKE ? ORDER BY s.updated DESC LIMIT ?",
+                                    (id_or_prefix.replace("%", "").replace("_", "") + "%", limit)).fetchall()
+            return [_session(r) for r in rows]
 
         return await self._run(find)
 
