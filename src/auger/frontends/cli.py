@@ -363,16 +363,20 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
                 if problem:
                     raise CliError(f"session {record.id[:8]} was recorded in {root}, which {problem} any more; "
                                    "pass -C DIR to continue it in another directory")
+        temp_cassette = None
         if config.provider == "replay" and (config.cassette or "").startswith("session:"):
-            config.cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
+            config.cassette = temp_cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
         try:
-            client = client_for(config)
+            client = client_for(config)  # a cassette is read here, once: its temp copy is no longer needed
         except ProviderError as exc:
             if record is not None and config.provider == record.provider:
                 raise CliError(f"session {record.id[:8]} was recorded with provider '{record.provider}' (model "
                                f"'{record.model}'), which cannot be used here: {exc}. To continue it with another "
                                "provider, pass --provider NAME --model NAME explicitly") from None
             raise CliError(str(exc)) from None
+        finally:
+            if temp_cassette is not None:
+                os.unlink(temp_cassette)
         agent = Agent(root, config)
         mode = getattr(args, "mode", None)
         try:

@@ -147,8 +147,14 @@ class SqliteStore:
         return await self._run(find)
 
     async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
+        """The most recently updated sessions in which the model said something. A run that never got
+        a reply (a missing image, an unknown skill, an unreachable server) is no conversation to
+        list; it can still be resumed by its id."""
+
         def select(conn: sqlite3.Connection) -> list[SessionRecord]:
-            rows = conn.execute(_SESSION_SELECT + " ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
+            rows = conn.execute(
+                _SESSION_SELECT + " WHERE EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
+                "('assistant_message', 'tool_call', 'reasoning')) ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
             return [_session(r) for r in rows]
 
         return await self._run(select)
