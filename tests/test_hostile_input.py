@@ -87,3 +87,13 @@ def test_arguments_at_the_depth_limit_still_reach_validation(project, server):
     run = run_session(project, server, "go")
     [ended] = run.of(ev.ToolCallEnded)
     assert "argument 'offset' must be an integer" in ended.output
+
+
+def test_a_prompt_with_undecodable_bytes_is_listed_without_crashing(project, server, auger_home):
+    server.add(Reply(text="ok"))
+    prompt = b"fix caf\xe9".decode("utf-8", "surrogateescape")  # how Python hands over a Latin-1 argv byte
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "m", prompt, home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    listing = auger_cli("sessions", home=auger_home)
+    assert listing.returncode == 0 and "Traceback" not in listing.stderr, listing.stderr
+    assert "fix caf\ufffd" in listing.stdout

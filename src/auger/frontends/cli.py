@@ -164,12 +164,14 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     import time
 
+    from auger.protocol.jsontext import printable
+
     print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'TITLE':<40} CWD")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
         title = (s.title or "(untitled)").replace("\n", " ")
         cost = "unknown" if costs[s.id] is None else f"${costs[s.id]:.4f}"
-        print(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}")
+        print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}"))
     return EXIT_OK
 
 
@@ -280,9 +282,7 @@ def _read_prompt(prompt: str | None) -> str:
 
 
 def _load_config(args: argparse.Namespace):
-    from auger.config import load_config
-
-    from auger.config import valid_base_url
+    from auger.config import load_config, valid_base_url
 
     flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
     if flags["base_url"] and not valid_base_url(flags["base_url"]):

@@ -23,9 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from auger.process import process_alive
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
-from auger.process import process_alive
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import SessionRecord, StoredItem
 
