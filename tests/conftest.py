@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.config import Config, load_config
+from auger.config import Config, home_dirs, load_config
 from auger.engine.agent import Agent
 from auger.models.registry import client_for
 from auger.protocol import events as ev
@@ -99,7 +99,9 @@ class Run:
 
 
 def make_config(*overrides: str) -> Config:
-    config = load_config([*FAST, *overrides], env={}, config_file=Path("/nonexistent"))
+    # A missing user config inside the test's own AUGER_HOME (see isolated_home): never a path whose
+    # existence depends on the machine.
+    config = load_config([*FAST, *overrides], env={}, config_file=home_dirs()["config"] / "absent-config.toml")
     assert not config.diagnostics, config.diagnostics
     return config
 

@@ -1,7 +1,8 @@
 """Layered configuration: defaults < user config file < environment < flags (`-c key=value`).
 
 Bad user input never raises: an unknown key, a wrong type or an unreadable file is
-reported as a diagnostic (what, where) and the previous layer's value is kept.
+reported as a diagnostic (what, where) and the previous layer's value is kept. A
+relative path in a config file means a path next to that file, wherever auger runs.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ _ENV = {  # environment variable -> key
     "AUGER_PROVIDER": "provider", "AUGER_MODEL": "model", "AUGER_BASE_URL": "base_url",
     "AUGER_MODE": "mode", "AUGER_DB": "db_path",
 }
+_PATH_KEYS = {"db_path", "cassette"}  # file paths: relative ones in a config file resolve against its directory
 _CHOICES = {"mode": ("plan", "safe", "auto"), "sandbox": ("auto", "bwrap", "landlock", "off"),
             "sandbox_network": ("none", "proxy", "full"),
             "model_reasoning_effort": ("minimal", "low", "medium", "high"),
@@ -105,7 +107,8 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
         if not sep:
             config.diagnostics.append(f"-c {raw!r}: expected key=value")
             continue
-        _set(config, key.strip(), _parse_value(value.strip()), f"-c {key.strip()}")
+        key = key.strip()
+        _set(config, key, _parse_value(value.strip(), _kind(_FIELDS[key]) if key in _FIELDS else ""), f"-c {key}")
     for key, value in (flags or {}).items():
         if value is not None:
             _set(config, key, value, f"--{key.replace('_', '-')}")
@@ -141,25 +144,44 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> None:
         if project and key not in PROJECT_KEYS:
             config.diagnostics.append(f"{path}: '{key}' cannot be set by a project's config file (ignored)")
             continue
-        _set(config, key, value, str(path))
+        _set(config, key, value, str(path), relative_to=path.parent)
 
 
-def _parse_value(text: str) -> Any:
-    """`-c` values are TOML scalars when they parse as one (`5`, `true`, `"x"`), else plain strings."""
+def _parse_value(text: str, kind: str) -> Any:
+    """`-c` values are TOML scalars when they parse as one (`5`, `true`, `"x"`), else plain strings;
+    for a string key the text is the string (`-c model=3` names model "3")."""
     import tomllib
 
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    if kind.replace(" | None", "") == "str" and not isinstance(value, str):
+        return text
+    return value
 
 
-def _set(config: Config, key: str, value: Any, where: str) -> None:
+def _kind(f: dataclasses.Field) -> str:
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+def valid_base_url(url: str) -> bool:
+    """An http(s) URL with a host: anything else can never be connected to, so it is refused early."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | None = None) -> None:
     f = _FIELDS.get(key)
     if f is None:
         config.diagnostics.append(f"{where}: unknown config key '{key}' (ignored)")
         return
-    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    kind = _kind(f)
     try:
         coerced = _coerce(kind, value)
     except (TypeError, ValueError):
@@ -169,6 +191,11 @@ def _set(config: Config, key: str, value: Any, where: str) -> None:
     if key in _CHOICES and coerced not in _CHOICES[key]:
         config.diagnostics.append(f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
         return
+    if key == "base_url" and not valid_base_url(coerced):
+        config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
+        return
+    if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:"):
+        coerced = str(relative_to / Path(coerced).expanduser())  # an absolute path stays as it is
     setattr(config, key, coerced)
 
 
@@ -196,11 +223,11 @@ def _coerce(kind: str, value: Any) -> Any:
             raise TypeError
         return dict(value)
     if base == "str":
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        if not isinstance(value, str):  # `model = 3` in TOML is a number: say so rather than guess
             raise TypeError
-        return str(value)
+        return value
     if base == "int":
-        if isinstance(value, bool):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise TypeError
         result = int(value)
         if result < 1:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import re
 import socket
 import socketserver
 import sys
@@ -91,7 +92,9 @@ def openai_tool_choice_problem(body: Mapping[str, Any], named: Iterable[str]) ->
 
 def compact_json(obj: Any) -> bytes:
     """Compact UTF-8 JSON, as the real APIs send: clients must decode UTF-8 themselves."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate is legal JSON only as its \uXXXX escape, which is how a real API sends one.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
 
 
 def sse_event(data: Any, event: str | None = None) -> bytes:

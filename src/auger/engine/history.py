@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Sequence
 
+from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.items import (
     Compaction, ContextMessage, Item, Rollback, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
@@ -159,7 +160,7 @@ def latest_plan(items: Iterable[Item]) -> list[dict] | None:
             calls[item.call_id] = item
         elif isinstance(item, ToolOutput) and item.ok and item.call_id in calls:
             try:
-                plan = json.loads(calls[item.call_id].arguments).get("plan")
+                plan = loads_bounded(calls[item.call_id].arguments).get("plan")
             except (ValueError, AttributeError):
                 pass
         elif isinstance(item, Compaction) and item.plan is not None:

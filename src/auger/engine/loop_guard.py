@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from auger.protocol.jsontext import loads as loads_bounded
+
 DOOM_REPEATS = 3
 
 
@@ -40,6 +42,6 @@ def doom_note(name: str, repeats: int) -> str:
 
 def _canonical(arguments: str) -> str:
     try:
-        return json.dumps(json.loads(arguments), sort_keys=True)
+        return json.dumps(loads_bounded(arguments), sort_keys=True)
     except ValueError:
         return arguments.strip()

@@ -16,7 +16,7 @@ from auger.protocol.items import Item
 
 
 def estimate_text(text: str) -> int:
-    return (len(text.encode("utf-8")) + 3) // 4
+    return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
 def estimate_items(items: Iterable[Item]) -> int:

@@ -25,6 +25,7 @@ from auger.models.registry import add_cost
 from auger.models.retry import RetryPolicy, stream_with_retry
 from auger.protocol import events as ev
 from auger.protocol.events import Usage
+from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.items import (
     AssistantMessage, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
@@ -321,7 +322,7 @@ class Turn:
             return ToolResult(f"Error: there is no tool named {call.name!r}. Available tools: "
                               f"{', '.join(session.agent.tools.names)}", ok=False)
         if isinstance(arguments, _BadJSON):
-            return ToolResult(f"Error: the arguments for {call.name} are not valid JSON ({arguments.reason}). "
+            return ToolResult(f"Error: the arguments for {call.name} {arguments.reason}. "
                               "Send a JSON object that matches the tool's parameters.", ok=False)
         ctx = ToolContext(root=session.agent.root, state=session.tool_state, call_id=call.call_id,
                           archive=_Archive(session), turn_id=self.id, env=session.command_env, sandbox=session.confinement,
@@ -359,9 +360,13 @@ class Turn:
 
 
 def _parse_arguments(raw: str) -> object:
+    """The call's arguments, or why they cannot be used; nesting is bounded, because everything
+    after this point (validation, events, the JSON output) walks the value recursively."""
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        return _BadJSON(str(exc))
+        return loads_bounded(raw)
+    except json.JSONDecodeError as exc:
+        return _BadJSON(f"are not valid JSON ({exc})")
+    except ValueError as exc:  # valid, but nested too deeply to be walked safely
+        return _BadJSON(f"are {exc}")

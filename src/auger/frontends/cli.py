@@ -13,7 +13,7 @@ from typing import Any
 
 from auger import __version__
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 class CliError(Exception):
@@ -164,12 +164,14 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     import time
 
+    from auger.protocol.jsontext import printable
+
     print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'TITLE':<40} CWD")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
         title = (s.title or "(untitled)").replace("\n", " ")
         cost = "unknown" if costs[s.id] is None else f"${costs[s.id]:.4f}"
-        print(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}")
+        print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}"))
     return EXIT_OK
 
 
@@ -280,9 +282,12 @@ def _read_prompt(prompt: str | None) -> str:
 
 
 def _load_config(args: argparse.Namespace):
-    from auger.config import load_config
+    from auger.config import load_config, valid_base_url
 
     flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
+    if flags["base_url"] and not valid_base_url(flags["base_url"]):
+        raise CliError(f"--base-url {flags['base_url']!r} is not an http:// or https:// URL "
+                       "(e.g. http://localhost:11434/v1)")
     if flags["base_url"] and not flags["provider"]:
         flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
     flags["db_path"] = args.db
@@ -322,8 +327,9 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
 
     config = _load_config(args)
     root = os.path.abspath(args.cwd or os.getcwd())
-    if not os.path.isdir(root):
-        raise CliError(f"project directory {root} does not exist")
+    problem = _dir_problem(root)
+    if problem:
+        raise CliError(f"project directory {root} {problem}")
     return _guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
 
 
@@ -338,13 +344,15 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.protocol.ops import Interrupt, Shutdown, UserTurn
 
     store = _open_store(config)
+    leased: str | None = None
     try:
         record = None
         switch = False  # whether the user named another provider or model for a stored session
         if resume_id is not None:
-            record = await store.get_session(resume_id)
-            if record is None:
-                raise CliError(f"no stored session matches '{resume_id}'; list them with `auger sessions`")
+            record = await _find_session(store, resume_id)
+            if fork_before is None:
+                await _claim(store, record.id)
+                leased = record.id
             explicit = {o.partition("=")[0].strip() for o in args.overrides}
             provider = config.provider if args.provider or "provider" in explicit else None  # not --base-url alone
             model = config.model if args.model or "model" in explicit else None
@@ -352,12 +360,21 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             switch = provider is not None or model is not None
             if not args.cwd:
                 root = record.cwd
+                problem = _dir_problem(root)
+                if problem:
+                    raise CliError(f"session {record.id[:8]} was recorded in {root}, which {problem} any more; "
+                                   "pass -C DIR to continue it in another directory")
+        temp_cassette = None
         if config.provider == "replay" and (config.cassette or "").startswith("session:"):
-            config.cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
+            config.cassette = temp_cassette = await _cassette_from_session(store, config.cassette.partition(":")[2])
         try:
+            # a cassette is read here, once: its temp copy is no longer needed
             client = client_for(config) if record is None else resume_client(record, config)
         except ProviderError as exc:
             raise CliError(str(exc)) from None
+        finally:
+            if temp_cassette is not None:
+                os.unlink(temp_cassette)
         agent = Agent(root, config)
         mode = getattr(args, "mode", None)
         try:
@@ -370,19 +387,24 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
                 session = await agent.resume_session(resume_id, store=store, client=client, mode=mode, switch=switch)
         except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
+        if leased is None:
+            await _claim(store, session.id)
+            leased = session.id
 
         loop = asyncio.get_running_loop()
         interrupts = 0
+        terminated = False
 
-        def on_sigint() -> None:
-            nonlocal interrupts
+        def on_signal(signum: int) -> None:
+            nonlocal interrupts, terminated
             interrupts += 1
+            terminated = terminated or signum == signal.SIGTERM
             if interrupts > 1:
-                os._exit(EXIT_CANCELLED)
+                os._exit(EXIT_TERMINATED if terminated else EXIT_CANCELLED)
             session.submit(Interrupt())
 
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        loop.add_signal_handler(signal.SIGTERM, on_sigint)
+        loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
+        loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
         render = _JsonRenderer() if args.json else _PlainRenderer()
         session.submit(UserTurn(prompt, images=list(getattr(args, "image", None) or []),
                                 skills=list(getattr(args, "skill", None) or [])))
@@ -400,15 +422,51 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
+        if leased is not None:
+            await store.release(leased)
         await store.aclose()
     assert ended is not None
     if not args.json and final:
-        print(final)
+        from auger.protocol.jsontext import printable
+
+        print(printable(final))
     if ended.reason == "complete":
         return EXIT_OK
+    if ended.reason == "cancelled" and terminated:
+        print(f"auger: terminated by SIGTERM (session {session.id[:8]})", file=sys.stderr)
+        return EXIT_TERMINATED
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
           file=sys.stderr)
     return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+def _dir_problem(path: str) -> str | None:
+    """Why `path` cannot be a project directory, or None when it can."""
+    if os.path.isdir(path):
+        return None
+    return "is not a directory" if os.path.exists(path) else "does not exist"
+
+
+async def _find_session(store, id_or_prefix: str, purpose: str = ""):
+    """The one stored session an id or prefix names; otherwise say why not (none, or which ones)."""
+    found = await store.find_sessions(id_or_prefix)
+    if len(found) == 1:
+        return found[0]
+    suffix = f" ({purpose})" if purpose else ""
+    if not found:
+        raise CliError(f"no stored session matches '{id_or_prefix}'{suffix}; list them with `auger sessions`")
+    listed = ", ".join(f"{s.id[:12]} ({(s.title or 'untitled')[:30]})" for s in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    raise CliError(f"session id prefix '{id_or_prefix}' is ambiguous{suffix}: it matches {listed}{more}; "
+                   "give more of the id")
+
+
+async def _claim(store, session_id: str) -> None:
+    """Run a session in one process at a time: a second process would interleave its turns."""
+    holder = await store.claim(session_id)
+    if holder is not None:
+        raise CliError(f"session {session_id[:8]} is running in another auger process ({holder}); wait for it "
+                       f"to finish, or continue a copy of it with `auger fork {session_id[:8]}`")
 
 
 async def _cassette_from_session(store, session_id: str) -> str:
@@ -417,9 +475,7 @@ async def _cassette_from_session(store, session_id: str) -> str:
 
     from auger.models.replay import cassette_from_items, dump_cassette
 
-    source = await store.get_session(session_id)
-    if source is None:
-        raise CliError(f"no stored session matches '{session_id}' (for --cassette session:ID)")
+    source = await _find_session(store, session_id, "for --cassette session:ID")
     replies = cassette_from_items([s.item for s in await store.load_items(source.id)])
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", prefix="auger-cassette-", delete=False) as f:
         f.write(dump_cassette(replies))
@@ -428,9 +484,9 @@ async def _cassette_from_session(store, session_id: str) -> str:
 
 class _JsonRenderer:
     def __call__(self, event: Any) -> None:
-        import json
+        from auger.protocol.jsontext import dumps
 
-        sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps(event.to_json()) + "\n")
         sys.stdout.flush()
 
 
@@ -444,14 +500,15 @@ class _PlainRenderer:
         if not self.live:
             return
         from auger.protocol import events as ev
+        from auger.protocol.jsontext import printable
 
         if isinstance(event, ev.ToolCallStarted):
             args = event.arguments
             detail = args.get("command") or args.get("path") or args.get("pattern") or "" if isinstance(args, dict) else ""
-            print(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m", file=sys.stderr)
+            print(printable(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m"), file=sys.stderr)
         elif isinstance(event, ev.Retrying):
             print(f"\x1b[33m↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: "
                   f"{event.reason}\x1b[0m", file=sys.stderr)
         elif isinstance(event, (ev.WarningEvent, ev.LoopDetected)):
             text = event.message if isinstance(event, ev.WarningEvent) else f"{event.tool} repeated {event.repeats}x"
-            print(f"\x1b[33m! {text}\x1b[0m", file=sys.stderr)
+            print(printable(f"\x1b[33m! {text}\x1b[0m"), file=sys.stderr)

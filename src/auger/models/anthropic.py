@@ -39,6 +39,7 @@ from auger.models.http import SseModelClient
 from auger.models.images import ImageError, load_image
 from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
+from auger.protocol.jsontext import loads as loads_bounded
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -179,7 +180,7 @@ def tool_input(arguments: str) -> dict[str, Any]:
     if not arguments.strip():
         return {}
     try:
-        parsed = json.loads(arguments)
+        parsed = loads_bounded(arguments)
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

@@ -10,6 +10,7 @@ import httpx
 
 from auger.models.base import ContextWindowExceeded, ModelError, ModelRequest, StreamEvent
 from auger.protocol.events import Usage
+from auger.protocol.jsontext import dumps as json_dumps
 from auger.models.retry import parse_retry_after
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
@@ -120,9 +121,11 @@ class SseModelClient:
         await self._http.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        body = self.build_body(request)
+        # Serialised here, not by httpx: its encoder fails on a lone surrogate the model sent earlier.
+        body = json_dumps(self.build_body(request)).encode("utf-8")
         try:
-            async with self._http.stream("POST", self.url, json=body) as response:
+            async with self._http.stream("POST", self.url, content=body,
+                                         headers={"content-type": "application/json"}) as response:
                 if response.status_code != 200:
                     raise status_error(response, await response.aread(), self.url,
                                        model=self.model, key_env=self._key_env)

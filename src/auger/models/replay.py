@@ -29,6 +29,7 @@ from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, StreamEvent, TextDelta, ToolCallReady, UsageReport,
 )
 from auger.protocol.events import Usage
+from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall
 
 _REPLY_KEYS = ("text", "reasoning", "tool_calls", "usage", "finish_reason")
@@ -144,7 +145,7 @@ def cassette_from_items(items: Sequence[Item]) -> list[RecordedReply]:
 def _readable_arguments(raw: str) -> dict[str, Any] | str:
     """A JSON object when that re-encodes to exactly `raw` (readable and lossless), else `raw` itself."""
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except ValueError:
         return raw
     if isinstance(value, dict) and json.dumps(value, ensure_ascii=False) == raw:

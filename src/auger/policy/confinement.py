@@ -6,7 +6,6 @@ with no network (fail-open for the proxy, the namespace's block still holds).
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -69,9 +68,9 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
     proxy = socket_dir = None
     sockets: tuple[tuple[int, Path], ...] = ()
     if network == "proxy":
-        from auger.policy.egress import DEFAULT_ALLOWLIST, Allowlist, EgressProxy
+        from auger.policy.egress import DEFAULT_ALLOWLIST, Allowlist, EgressProxy, make_socket_dir
 
-        socket_dir = Path(tempfile.mkdtemp(prefix="auger-egress-"))
+        socket_dir = make_socket_dir()
         try:
             allow = Allowlist([*DEFAULT_ALLOWLIST, *config.egress_allow])
             proxy = EgressProxy(allow, socket_dir=socket_dir, hosts=config.egress_hosts)

@@ -4,20 +4,29 @@ Every `append` is its own transaction, committed before it returns, so a process
 killed at any moment keeps every item it had finished recording. Blocking SQLite
 calls run on one dedicated thread: the event loop never waits on disk, and writes
 from many sessions in one process are serialised without locks of our own.
+
+Several processes may share the file. An item's sequence number is assigned inside
+its write transaction (`BEGIN IMMEDIATE`), never cached, so concurrent writers cannot
+collide; and a process running a session holds its lease (pid, host, heartbeat), so
+a second process is told the session is busy instead of interleaving turns with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from auger.process import process_alive
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
+from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import SessionRecord, StoredItem
 
 T = TypeVar("T")
@@ -37,8 +46,13 @@ _SCHEMA = [
         cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id)",
     "CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated)",
+    """CREATE TABLE IF NOT EXISTS leases (
+        session_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL, heartbeat REAL NOT NULL)""",
 ]
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2  # 2: leases (every statement above is idempotent, so older files are upgraded in place)
+# A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
+# on this host, the holder's pid decides.
+LEASE_STALE_S = 600.0
 
 
 class StoreError(Exception):
@@ -50,7 +64,7 @@ class SqliteStore:
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._next_seq: dict[str, int] = {}
+        self._owner = (os.getpid(), socket.gethostname())
 
     # -- plumbing -----------------------------------------------------------------
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -95,8 +109,8 @@ class SqliteStore:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) VALUES (?,?,?,?,?,?,?,?)",
-                (record.id, record.created, record.updated, record.cwd, record.provider, record.model,
-                 record.mode, record.title))
+                (record.id, record.created, record.updated, to_db(record.cwd), record.provider, record.model,
+                 record.mode, to_db(record.title)))
 
         await self._run(insert)
 
@@ -109,25 +123,38 @@ class SqliteStore:
         assignments = ", ".join(f"{k} = ?" for k in fields)
 
         def update(conn: sqlite3.Connection) -> None:
-            conn.execute(f"UPDATE sessions SET {assignments} WHERE id = ?", (*fields.values(), session_id))
+            values = (to_db(v) if isinstance(v, str) else v for v in fields.values())
+            conn.execute(f"UPDATE sessions SET {assignments} WHERE id = ?", (*values, session_id))
 
         await self._run(update)
 
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None:
         """Exact id, or a unique prefix of one (as `auger sessions` shows short ids)."""
+        found = await self.find_sessions(id_or_prefix, limit=2)
+        return found[0] if len(found) == 1 else None
 
-        def find(conn: sqlite3.Connection) -> SessionRecord | None:
+    async def find_sessions(self, id_or_prefix: str, limit: int = 10) -> list[SessionRecord]:
+        """The session with this exact id, else those whose id starts with it (4+ characters), newest
+        first: more than one means the prefix is ambiguous."""
+
+        def find(conn: sqlite3.Connection) -> list[SessionRecord]:
             rows = conn.execute(_SESSION_SELECT + " WHERE s.id = ?", (id_or_prefix,)).fetchall()
             if not rows and len(id_or_prefix) >= 4:
-                rows = conn.execute(_SESSION_SELECT + " WHERE s.id LIKE ? LIMIT 2",
-                                    (id_or_prefix.replace("%", "").replace("_", "") + "%",)).fetchall()
-            return _session(rows[0]) if len(rows) == 1 else None
+                rows = conn.execute(_SESSION_SELECT + " WHERE s.id LIKE ? ORDER BY s.updated DESC LIMIT ?",
+                                    (id_or_prefix.replace("%", "").replace("_", "") + "%", limit)).fetchall()
+            return [_session(r) for r in rows]
 
         return await self._run(find)
 
     async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
+        """The most recently updated sessions in which the model said something. A run that never got
+        a reply (a missing image, an unknown skill, an unreachable server) is no conversation to
+        list; it can still be resumed by its id."""
+
         def select(conn: sqlite3.Connection) -> list[SessionRecord]:
-            rows = conn.execute(_SESSION_SELECT + " ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
+            rows = conn.execute(
+                _SESSION_SELECT + " WHERE EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
+                "('assistant_message', 'tool_call', 'reasoning')) ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
             return [_session(r) for r in rows]
 
         return await self._run(select)
@@ -135,29 +162,56 @@ class SqliteStore:
     # -- items --------------------------------------------------------------------
     async def append(self, session_id: str, turn_id: str, item: Item, *,
                      full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
-        data = json.dumps(item.to_json(), ensure_ascii=False)
+        data = json_dumps(item.to_json())
 
         def insert(conn: sqlite3.Connection) -> int:
-            seq = self._next_seq.get(session_id)
-            if seq is None:
-                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE session_id = ?",
-                                   (session_id,)).fetchone()[0]
             now = time.time()
             with conn:
-                conn.execute("BEGIN")
+                conn.execute("BEGIN IMMEDIATE")  # the write lock first: no other process can take this seq
+                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE session_id = ?",
+                                   (session_id,)).fetchone()[0]
                 conn.execute("INSERT INTO items (session_id, seq, turn_id, type, data, created) VALUES (?,?,?,?,?,?)",
                              (session_id, seq, turn_id, item.TYPE, data, now))
                 if isinstance(item, ToolOutput):
                     conn.execute(
                         "INSERT OR REPLACE INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
                         "VALUES (?,?,?,?,?,?)",
-                        (session_id, item.call_id, seq, tool_name, arguments,
-                         full_output if full_output is not None else item.output))
+                        (session_id, item.call_id, seq, tool_name, to_db(arguments),
+                         to_db(full_output if full_output is not None else item.output)))
                 conn.execute("UPDATE sessions SET updated = ? WHERE id = ?", (now, session_id))
-            self._next_seq[session_id] = seq + 1
+                conn.execute("UPDATE leases SET heartbeat = ? WHERE session_id = ? AND pid = ? AND host = ?",
+                             (now, session_id, *self._owner))
             return seq
 
         return await self._run(insert)
+
+    async def claim(self, session_id: str) -> str | None:
+        """Take the session's lease for this process: None when taken (or already ours), else a
+        description of the live process that holds it. A dead holder's lease is taken over."""
+        pid, host = self._owner
+
+        def take(conn: sqlite3.Connection) -> str | None:
+            now = time.time()
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("SELECT pid, host, heartbeat FROM leases WHERE session_id = ?",
+                                   (session_id,)).fetchone()
+                if row is not None and (row[0], row[1]) != self._owner and _lease_held(*row, now):
+                    return f"pid {row[0]} on {row[1]}"
+                conn.execute("INSERT OR REPLACE INTO leases (session_id, pid, host, heartbeat) VALUES (?,?,?,?)",
+                             (session_id, pid, host, now))
+            return None
+
+        return await self._run(take)
+
+    async def release(self, session_id: str) -> None:
+        """Give up this process's lease on the session (another process's lease is left alone)."""
+
+        def drop(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM leases WHERE session_id = ? AND pid = ? AND host = ?",
+                         (session_id, *self._owner))
+
+        await self._run(drop)
 
     async def load_items(self, session_id: str) -> list[StoredItem]:
         def select(conn: sqlite3.Connection) -> list[StoredItem]:
@@ -169,16 +223,18 @@ class SqliteStore:
 
     async def get_output(self, session_id: str, call_id: str) -> tuple[str, str, str] | None:
         def select(conn: sqlite3.Connection) -> tuple[str, str, str] | None:
-            return conn.execute("SELECT tool, arguments, full_output FROM tool_outputs "
-                                "WHERE session_id = ? AND call_id = ?", (session_id, call_id)).fetchone()
+            row = conn.execute("SELECT tool, arguments, full_output FROM tool_outputs "
+                               "WHERE session_id = ? AND call_id = ?", (session_id, call_id)).fetchone()
+            return None if row is None else tuple(from_db(v) for v in row)
 
         return await self._run(select)
 
     async def list_outputs(self, session_id: str) -> list[tuple[str, str, str, str]]:
         def select(conn: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
-            return conn.execute(
+            rows = conn.execute(
                 "SELECT call_id, tool, arguments, full_output FROM tool_outputs WHERE session_id = ? ORDER BY seq",
                 (session_id,)).fetchall()
+            return [tuple(from_db(v) for v in row) for row in rows]
 
         return await self._run(select)
 
@@ -197,7 +253,6 @@ class SqliteStore:
                     "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
                     "SELECT ?, call_id, seq, tool, arguments, full_output FROM tool_outputs "
                     "WHERE session_id = ? AND seq < ?", (target_id, source_id, limit))
-            self._next_seq.pop(target_id, None)
             return cur.rowcount
 
         return await self._run(copy)
@@ -205,7 +260,8 @@ class SqliteStore:
     async def search_messages(self, session_id: str, query: str, limit: int = 200) -> list[tuple[int, Item]]:
         """Conversation items (user, assistant, compaction summaries) whose text contains `query`,
         archived ones included."""
-        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        needle = json_dumps(query)[1:-1]  # as the text appears inside the stored JSON (quotes, surrogates escaped)
+        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
         def select(conn: sqlite3.Connection) -> list[tuple[int, Item]]:
             rows = conn.execute(
@@ -242,9 +298,31 @@ class SqliteStore:
         return await self._run(select)
 
 
+def _lease_held(pid: int, host: str, heartbeat: float, now: float) -> bool:
+    """Whether a lease still belongs to a running process (on another host: a recent heartbeat)."""
+    if host == socket.gethostname():
+        return process_alive(pid)
+    return now - heartbeat < LEASE_STALE_S
+
+
+def to_db(text: str) -> str | bytes:
+    """A value SQLite can bind: the text, or its `surrogatepass` UTF-8 bytes when it holds a lone
+    surrogate (text from a model is data and must round-trip exactly)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def from_db(value: Any) -> Any:
+    """The text `to_db` was given (bytes back to str); other values unchanged."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
                    "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id) FROM sessions s")
 
 
 def _session(row: Any) -> SessionRecord:
-    return SessionRecord(*row)
+    return SessionRecord(*(from_db(v) for v in row))

@@ -154,6 +154,7 @@ def _coerce(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
     if kind == "string":
         if not isinstance(value, str):
             raise bad
+        _check_encodable(tool, name, value)
     elif kind == "integer":
         if isinstance(value, bool):
             raise bad
@@ -184,6 +185,19 @@ def _coerce(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
     if "enum" in prop and value not in prop["enum"]:
         raise bad
     return value
+
+
+def _check_encodable(tool: str, name: str, value: str) -> None:
+    """Refuse a lone surrogate (legal in JSON) that no file, command line or pattern can hold.
+
+    Surrogates U+DC80..U+DCFF are allowed: they are how undecodable bytes of a file or file name
+    were shown to the model (surrogateescape), and they encode back to those bytes."""
+    try:
+        value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise ToolError(f"{tool}: argument '{name}' contains a lone surrogate "
+                        f"({value[exc.start:exc.end].encode('unicode_escape').decode()} at offset {exc.start}), "
+                        "which cannot be written as UTF-8 (not in a file, a command line or a pattern); send valid Unicode") from None
 
 
 def _describe(prop: dict[str, Any]) -> str:

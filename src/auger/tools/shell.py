@@ -20,6 +20,7 @@ from auger.tools.base import LOCAL_MUTATION, Classification, ToolContext, ToolEr
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 300
+MAX_COMMAND_BYTES = 100_000  # Linux refuses any single argument over 128 KiB (MAX_ARG_STRLEN)
 STDERR_TAIL = 50
 STDOUT_TAIL = 20
 LINE_CUT = 500
@@ -77,6 +78,11 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     command: str = args["command"]
     if not command.strip():
         raise ToolError("shell: 'command' is empty")
+    if "\x00" in command:
+        raise ToolError("shell: 'command' contains a NUL byte, which no command line can carry")
+    if len(command.encode("utf-8", "surrogateescape")) > MAX_COMMAND_BYTES:
+        raise ToolError(f"shell: 'command' is too long ({len(command):,} characters; the limit is "
+                        f"{MAX_COMMAND_BYTES:,} bytes): write a script file and run that instead")
     cwd = ctx.root
     if args.get("workdir"):
         try:
