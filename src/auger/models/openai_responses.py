@@ -16,8 +16,14 @@ resolves ids against stored items and answers 404 "Item with id 'rs_…' not fou
 Items are not persisted when `store` is set to false" (Codex CLI skips the id
 when serialising reasoning items for the same reason).
 
+Servers running open-weight reasoning models stream raw reasoning instead
+(`response.reasoning_text.delta`, and `content: [{"type": "reasoning_text"}]` in
+the finished item) and no encrypted content: that text is shown, recorded under
+its own provider tag, and sent back as the reasoning item's `content`.
+
 Retries live in the engine (models/retry.py); this module only classifies
-failures as retryable or not, with the server's delay hint when it gives one.
+failures (through models/http.py, like HTTP errors) with the server's delay hint
+when it gives one. Every `response.incomplete` reason becomes a warning.
 """
 
 from __future__ import annotations
