@@ -25,11 +25,11 @@ from auger.models.openai_chat import OpenAIChatClient
 from auger.models.openai_responses import OpenAIResponsesClient
 from auger.protocol import events as ev
 from auger.protocol.items import Reasoning, ToolCall, ToolOutput, UserMessage
-from auger.protocol.ops import Shutdown, UserTurn
+from auger.protocol.ops import UserTurn
 from tests.conftest import conversation, drive, open_session, run_session
 from tests.support import mock_anthropic, mock_responses
 from tests.support import mock_provider_streams as rec
-from tests.support.mock_openai import MockChatServer, Raw, Reply, ToolCall as ChatToolCall
+from tests.support.mock_openai import Fault as ChatFault, MockChatServer, Raw, Reply, ToolCall as ChatToolCall
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
@@ -414,3 +414,34 @@ def test_responses_and_anthropic_assemble_a_5mb_argument_in_linear_time():
         events = _collect(client, ModelRequest("s", [UserMessage("write")]))
         assert time.monotonic() - started < 30
     assert json.loads([e for e in events if isinstance(e, ToolCallReady)][0].arguments) == arguments
+
+
+def test_a_model_table_describes_the_efforts_its_model_accepts(tmp_path):
+    config_file = tmp_path / "config.toml"
+    config_file.write_text('model = "house-model"\nprovider = "openai"\nmodel_reasoning_effort = "max"\n'
+                           '[providers.openai.models.house-model]\nreasoning_efforts = ["low", "max"]\n')
+    config = load_config([], env={}, config_file=config_file)
+    assert config.model_reasoning_effort == "max" and not config.diagnostics
+    config = load_config(["model_reasoning_effort=high"], env={}, config_file=config_file)
+    assert config.model_reasoning_effort == "high" and "low, max" in config.diagnostics[0]
+
+
+def test_image_rejections_are_recognised_on_every_wire():
+    """Each provider's own 400 body for a bad image becomes ImageRejected (so the engine can replace it)."""
+    request = ModelRequest("s", [UserMessage("look")])
+    openai_body = {"error": {"message": "You uploaded an unsupported image. Please make sure your image is valid.",
+                             "type": "invalid_request_error", "param": None, "code": "invalid_image_format"}}
+    anthropic_body = {"type": "error", "error": {"type": "invalid_request_error", "message":
+                      "messages.0.content.0.image.source.base64: image exceeds 5 MB maximum"}}
+    with MockChatServer([ChatFault.status(400, body=openai_body)]) as server:
+        with pytest.raises(ImageRejected):
+            _collect(_chat(server), request)
+    with mock_responses.MockResponsesServer([mock_responses.Fault.status(400, body=openai_body)]) as server:
+        with pytest.raises(ImageRejected):
+            _collect(OpenAIResponsesClient(provider="openai", model="gpt-5", base_url=server.base_url, api_key="k"),
+                     request)
+    with mock_anthropic.MockAnthropicServer([mock_anthropic.Fault.status(400, body=anthropic_body)]) as server:
+        with pytest.raises(ImageRejected):
+            _collect(AnthropicClient(provider="anthropic", model="claude-sonnet-4-5", base_url=server.base_url,
+                                     api_key="k"), request)
+

@@ -129,7 +129,7 @@ _PROVIDER_KEYS = {"extends", "wire", "base_url", "key_env", "default_model", "la
                   "models"}
 _MODEL_KEYS = {"context_window": int, "max_output_tokens": int, "input_price": float, "cached_input_price": float,
                "output_price": float, "supports_tools": bool, "supports_parallel_tools": bool,
-               "supports_images": bool}
+               "supports_images": bool, "reasoning_efforts": tuple}
 
 
 class ProviderRegistry:
@@ -253,13 +253,16 @@ def _parse_models(raw: Any, where: str, diagnostics: list[str]) -> dict[str, Mod
         fields: dict[str, Any] = {}
         for key, value in spec.items():
             kind = _MODEL_KEYS.get(key)
-            ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) \
-                and not (kind is not bool and isinstance(value, bool)) and not (kind is not bool and value < 0)
+            if kind is tuple:  # a list of names, e.g. reasoning_efforts = ["none", "low", "high"]
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) \
+                    and not (kind is not bool and isinstance(value, bool)) and not (kind is not bool and value < 0)
             if not ok:
                 diagnostics.append(f"{where}: model '{model}' key '{key}' = {value!r} ignored"
                                    + ("" if kind else f" (known: {', '.join(_MODEL_KEYS)})"))
                 continue
-            fields[key] = float(value) if kind is float else value
+            fields[key] = float(value) if kind is float else tuple(value) if kind is tuple else value
         base = MODELS.get(model, ModelInfo(model))
         models[model] = replace(base, name=model, known=True, **fields)
     return models
