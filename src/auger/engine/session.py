@@ -206,6 +206,7 @@ class Session:
         from auger.policy.rules import load_rules
 
         config = self.agent.config
+        probe = asyncio.create_task(self.probe_window())  # a network round trip: overlap it with the sandbox set-up
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
         self.confinement = await confine(config, self.agent.root, self.tool_state.scratch_dir, protected,
@@ -220,7 +221,7 @@ class Session:
                                        exclude=config.shell_env_exclude, set_values=config.shell_env_set)
         self.gate = Gate(self, rules, sandboxed=self.confinement is not None, approve_all=config.approve_all,
                          user_rules_path=user_rules)
-        await self.probe_window()
+        await probe
         await self._record_context()
 
     async def _record_context(self) -> None:

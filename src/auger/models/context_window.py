@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from auger.models.base import ModelClient
+from auger.models.registry import LOCAL_PREFIXES
 
 OLLAMA_DEFAULT_CONTEXT = 4096  # what Ollama runs a model with when neither num_ctx nor the server says more
 PROBE_TIMEOUT = 3.0  # seconds per request: a session must not wait long for an answer it can do without
@@ -43,7 +44,7 @@ async def probe_context_window(client: ModelClient, explicit: bool) -> int | Non
     key = (base_url, client.model)
     if key not in _cache:
         try:
-            _cache[key] = await _ask(http, base_url, client.model)
+            _cache[key] = await _ask(http, base_url, client.model, ollama=_looks_like_ollama(client))
         except Exception:  # noqa: BLE001 - any failure of a best-effort probe is a quiet fallback
             _cache[key] = None
     return _cache[key]
@@ -59,11 +60,18 @@ def fill_warning(used: int, window: int, model: str) -> str | None:
             "model_context_window")
 
 
-async def _ask(http: Any, base_url: str, model: str) -> int | None:
+async def _ask(http: Any, base_url: str, model: str, *, ollama: bool) -> int | None:
     window = await _from_model_list(http, base_url, model)
-    if window is None:
+    if window is None and ollama:
         window = await _from_ollama(http, base_url.rstrip("/").removesuffix("/v1"), model)
     return window
+
+
+def _looks_like_ollama(client: ModelClient) -> bool:
+    """Ollama's own API is asked only of a server that may be one: the `ollama` provider, its port, or any
+    local server (a remote API would only answer 404, after a round trip the session waits for)."""
+    base_url = str(getattr(client, "base_url", ""))
+    return client.provider == "ollama" or ":11434" in base_url or base_url.startswith(LOCAL_PREFIXES)
 
 
 async def _get_json(http: Any, method: str, url: str, body: Any = None) -> Any:
