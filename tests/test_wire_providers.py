@@ -445,3 +445,14 @@ def test_image_rejections_are_recognised_on_every_wire():
             _collect(AnthropicClient(provider="anthropic", model="claude-sonnet-4-5", base_url=server.base_url,
                                      api_key="k"), request)
 
+
+
+def test_reasoning_of_a_reply_without_tool_calls_is_not_sent_back(project):
+    stream = [c for c in rec.deepseek_tool_call() if "tool_calls" not in str(c)]
+    stream[-2] = {**stream[-2], "choices": [{"index": 0, "delta": {"content": "no tools needed"},
+                                             "finish_reason": "stop"}]}
+    with MockChatServer([Raw(stream), Reply(text="ok")], reasoning_back=("reasoning_content",)) as server:
+        run = run_session(project, server, "hi", "again")
+        assert [e.text for e in run.of(ev.AgentMessage)] == ["no tools needed", "ok"]
+        assistant = [m for m in server.chat_requests[1].messages if m["role"] == "assistant"]
+        assert assistant == [{"role": "assistant", "content": "no tools needed"}]

@@ -250,13 +250,20 @@ def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.output})
         elif isinstance(item, UserMessage):
             messages.append({"role": "user", "content": _user_content(item, strict=index == last_user)})
+    for message in messages:
+        if message["role"] == "assistant" and not message.get("tool_calls"):
+            for name in (*_REASONING_FIELDS, "reasoning_details"):  # needed back only around tool calls
+                message.pop(name, None)
     # An assistant message made only of reasoning carries nothing the API accepts.
     return [m for m in messages if not (m["role"] == "assistant" and m["content"] is None
                                         and not m.get("tool_calls"))]
 
 
 def _add_reasoning(assistant: dict[str, Any], item: Reasoning) -> None:
-    """Reasoning this wire recorded goes back as it came; any other (another wire's, plain text) is dropped."""
+    """Reasoning this wire recorded goes back as it came; any other (another wire's, plain text) is dropped.
+
+    Only a reply that called tools keeps it (see to_messages): DeepSeek and OpenRouter require it there and
+    ignore it elsewhere, and a local server would spend context on it."""
     if item.provider != WIRE or not item.encrypted:
         return
     try:
