@@ -732,9 +732,16 @@ class MockChatServer(MockServer[Step, RecordedRequest]):
             if not isinstance(message, dict):
                 continue
             content = message.get("content")
-            if self._reject_images and isinstance(content, list) and any(
-                    isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            images = [p for p in content if isinstance(p, dict) and p.get("type") == "image_url"] \
+                if isinstance(content, list) else []
+            if images and self._reject_images:
                 return _error(self._reject_images, "invalid_request_error", "invalid_image")
+            for part in images:  # as OpenAI: a URL, or a base64 data URL of a supported image type
+                url = str((part.get("image_url") or {}).get("url") or "")
+                if not url.startswith(("http://", "https://", "data:image/")) or \
+                        (url.startswith("data:") and ";base64," not in url):
+                    return _error("Invalid image URL: expected a URL or a base64 data URL.",
+                                  "invalid_request_error", "invalid_image_url")
             if message.get("role") != "assistant" or not self._reasoning_back:
                 continue
             for call in message.get("tool_calls") or []:
