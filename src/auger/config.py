@@ -41,7 +41,7 @@ class Config:
     generate_titles: bool = True
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
-    model_reasoning_effort: str | None = None  # Responses API: minimal | low | medium | high
+    model_reasoning_effort: str | None = None  # Responses API; checked against the model's known efforts
     model_reasoning_summary: str | None = "auto"  # Responses API reasoning summaries; "" turns them off
     thinking_budget: int | None = None  # Anthropic extended thinking, in tokens
     cassette: str | None = None  # the replay provider's recording (JSONL)
@@ -67,7 +67,6 @@ _ENV = {  # environment variable -> key
 _PATH_KEYS = {"db_path", "cassette"}  # file paths: relative ones in a config file resolve against its directory
 _CHOICES = {"mode": ("plan", "safe", "auto"), "sandbox": ("auto", "bwrap", "landlock", "off"),
             "sandbox_network": ("none", "proxy", "full"),
-            "model_reasoning_effort": ("minimal", "low", "medium", "high"),
             "model_reasoning_summary": ("", "auto", "concise", "detailed")}
 
 
@@ -112,6 +111,12 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
     for key, value in (flags or {}).items():
         if value is not None:
             _set(config, key, value, f"--{key.replace('_', '-')}")
+    if config.model_reasoning_effort is not None:  # only then: the registry is not needed otherwise
+        from auger.models.registry import effort_problem
+
+        problem = effort_problem(config)
+        if problem:
+            config.diagnostics.append(problem)
     return config
 
 

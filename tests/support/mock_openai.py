@@ -71,6 +71,7 @@ __all__ = [
     "Fault",
     "MockChatServer",
     "RecordedRequest",
+    "Raw",
     "Reply",
     "Step",
     "ToolCall",
@@ -293,7 +294,18 @@ class Fault:
         )
 
 
-Step = Union[Reply, Fault, Callable[[dict], Union[Reply, Fault]]]
+@dataclass
+class Raw:
+    """Stream exactly these chunks: a dict as an SSE ``data:`` line of compact JSON, a str as a raw SSE line
+    (a ``: comment`` keep-alive, or a ``data:`` line that is not JSON), then
+    ``[DONE]`` when ``done``. For recorded provider streams (see mock_provider_streams): nothing is
+    completed or checked, so a stream that misbehaves is replayed as it misbehaved."""
+
+    chunks: list[dict[str, Any] | str]
+    done: bool = True
+
+
+Step = Union[Reply, Fault, Raw, Callable[[dict], Union[Reply, Fault, Raw]]]
 
 
 def step_from_dict(data: Mapping[str, Any] | str) -> Reply | Fault:
@@ -559,12 +571,16 @@ class _Handler(MockHandler):
                     400, self._invalid_request("We could not parse the JSON body of your request.")
                 )
                 return
-            rejection = tool_choice_error(body)
+            rejection = tool_choice_error(body) or mock._rejection(body)
             if rejection is not None:
-                mock._record(record)  # a client bug, not a model call: keep the script
+                mock._record(record)  # what the real server refuses is not a model call: keep the script
                 self._send_json(400, rejection)
                 return
             self._chat(record, mock._record_and_take(record))
+        elif f"{self.command} {path}" in mock._routes:
+            mock._record(record)
+            status, payload = mock._route(f"{self.command} {path}", record.body)
+            self._send_json(status, payload)
         elif self.command == "GET" and path == MODELS_PATH:
             mock._record(record)
             self._send_json(200, mock._models_payload())
@@ -580,6 +596,15 @@ class _Handler(MockHandler):
         model = str(body.get("model") or DEFAULT_MODEL)
         step = self._step_to_serve(step, body, model)
         if step is None:
+            return
+        if isinstance(step, Raw):
+            mock._remember_reasoning(step.chunks)
+            self._start_stream()
+            for chunk in step.chunks:
+                self._write_chunk(chunk.encode() + b"\n\n" if isinstance(chunk, str) else sse_event(chunk))
+            if step.done:
+                self._write_chunk(_SSE_DONE)
+            self._end_chunks()
             return
         reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))
         if not self._delay(reply.delay):
@@ -645,7 +670,7 @@ class MockChatServer(MockServer[Step, RecordedRequest]):
     """
 
     _handler = _Handler
-    _step_types = (Reply, Fault)
+    _step_types = (Reply, Fault, Raw)
     _base_path = "/v1"
     _listen_backlog = 128  # benchmarks may open many connections at once
 
@@ -657,8 +682,23 @@ class MockChatServer(MockServer[Step, RecordedRequest]):
         port: int = 0,
         loop: bool = False,
         models: Iterable[str] = (DEFAULT_MODEL,),
+        routes: Mapping[str, Any] | None = None,
+        reasoning_back: Iterable[str] = (),
+        reasoning_error: str = "The reasoning_content in the thinking mode must be passed back to the API.",
+        reject_images: str | None = None,
     ) -> None:
+        """``routes`` answers other endpoints (``"GET /v1/models"``, ``"POST /api/show"``) with a
+        recorded payload, or a callable ``payload(body) -> (status, payload)``. ``reasoning_back`` names the
+        fields (``reasoning_content``, ``reasoning``, ``reasoning_details``) a provider requires back, exactly
+        as a :class:`Raw` stream sent them, on the assistant message of each tool call it made (DeepSeek's
+        thinking mode answers 400 ``reasoning_error`` otherwise). ``reject_images`` makes every request
+        with an image part fail with that 400 message, as a text-only model's server does."""
         self._models = list(models)
+        self._routes = dict(routes or {})
+        self._reasoning_back = tuple(reasoning_back)
+        self._reasoning_error = reasoning_error
+        self._reject_images = reject_images
+        self._issued: dict[str, dict[str, Any]] = {}  # tool call id -> the reasoning fields it came with
         super().__init__(steps, host=host, port=port, loop=loop)
 
     @property
@@ -674,6 +714,53 @@ class MockChatServer(MockServer[Step, RecordedRequest]):
     def _coerce(self, step: Any) -> Any:
         """Steps may also be given as data: a dict or str for :func:`step_from_dict`."""
         return step_from_dict(step) if isinstance(step, (Mapping, str)) else step
+
+    def _route(self, key: str, body: dict[str, Any]) -> tuple[int, Any]:
+        payload = self._routes[key]
+        return payload(body) if callable(payload) else (200, payload)
+
+    def _remember_reasoning(self, chunks: list[dict[str, Any] | str]) -> None:
+        """What a replayed stream said, per tool call: the reasoning the provider will want back."""
+        fields: dict[str, Any] = {}
+        call_ids: list[str] = []
+        for chunk in chunks:
+            for choice in (chunk.get("choices") or []) if isinstance(chunk, dict) else []:
+                delta = choice.get("delta") or {}
+                for name in ("reasoning_content", "reasoning"):
+                    if isinstance(delta.get(name), str):
+                        fields[name] = fields.get(name, "") + delta[name]
+                if isinstance(delta.get("reasoning_details"), list):
+                    fields.setdefault("reasoning_details", []).extend(delta["reasoning_details"])
+                call_ids += [c["id"] for c in delta.get("tool_calls") or [] if c.get("id")]
+        with self._lock:
+            for call_id in call_ids:
+                self._issued[call_id] = fields
+
+    def _rejection(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The 400 body the real provider answers this request with, or None."""
+        for message in body.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            images = [p for p in content if isinstance(p, dict) and p.get("type") == "image_url"] \
+                if isinstance(content, list) else []
+            if images and self._reject_images:
+                return _error(self._reject_images, "invalid_request_error", "invalid_image")
+            for part in images:  # as OpenAI: a URL, or a base64 data URL of a supported image type
+                url = str((part.get("image_url") or {}).get("url") or "")
+                if not url.startswith(("http://", "https://", "data:image/")) or \
+                        (url.startswith("data:") and ";base64," not in url):
+                    return _error("Invalid image URL: expected a URL or a base64 data URL.",
+                                  "invalid_request_error", "invalid_image_url")
+            if message.get("role") != "assistant" or not self._reasoning_back:
+                continue
+            for call in message.get("tool_calls") or []:
+                with self._lock:
+                    issued = self._issued.get(call.get("id"))
+                for name in self._reasoning_back:
+                    if issued is not None and name in issued and message.get(name) != issued[name]:
+                        return _error(self._reasoning_error, "invalid_request_error", "invalid_request_error")
+        return None
 
     def _models_payload(self) -> dict[str, Any]:
         return {

@@ -381,7 +381,7 @@ def validate_request(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
                 f"Item with id '{item['id']}' not found. Items are not persisted when `store` is set to false. "
                 "Try again with `store` set to true, or remove this item from your input.",
                 "invalid_request_error", None, "input")
-        if kind == "reasoning" and stateless and not item.get("encrypted_content"):
+        if kind == "reasoning" and stateless and not item.get("encrypted_content") and not item.get("content"):
             return 400, _error(f"Missing required parameter: 'input[{n}].encrypted_content' (reasoning items "
                                "need it when `store` is false).", "invalid_request_error",
                                "missing_required_parameter", f"input[{n}].encrypted_content")

@@ -35,6 +35,7 @@ SUMMARY_NOTE = ("<conversation_summary>\nEarlier parts of this conversation were
                 "You wrote this hand-off summary of them:\n\n{summary}\n</conversation_summary>")
 PLAN_NOTE = "<current_plan>\n{plan}\n</current_plan>"
 MIN_OUTPUT_CHARS = 4_000
+IMAGE_REJECTED = "image_rejected"  # a ContextMessage kind: images of earlier messages replaced by a note
 
 
 class History:
@@ -75,7 +76,9 @@ def apply_markers(items: Sequence[Item]) -> list[Item]:
     view: list[Item] = []
     context: list[ContextMessage] = []  # instructions and environment survive every compaction
     for item in items:
-        if isinstance(item, ContextMessage):
+        if isinstance(item, ContextMessage) and item.kind == IMAGE_REJECTED:
+            view = [_replace_images(i, item.data or {}) for i in view]
+        elif isinstance(item, ContextMessage):
             if item.kind in ("instructions", "environment"):
                 if item.kind == "instructions" and item.data and "instructions" in item.data:
                     context = [c for c in context if c.kind != "instructions"]  # a replacement supersedes them
@@ -91,6 +94,32 @@ def apply_markers(items: Sequence[Item]) -> list[Item]:
         else:
             view.append(item)
     return view
+
+
+def image_rejection(view: Sequence[Item], reason: str) -> ContextMessage | None:
+    """The marker that replaces the images of the newest message carrying any (the ones a provider just
+    refused: earlier ones were accepted before) with a note, or None when the context holds no image.
+    Recorded as an item, so later turns and a resumed session never send those images again."""
+    for item in reversed(view):
+        if isinstance(item, UserMessage) and item.images:
+            return ContextMessage(f"images replaced after the provider rejected them: {reason}", IMAGE_REJECTED,
+                                  {"images": list(item.images), "reason": reason})
+    return None
+
+
+def _replace_images(item: Item, marker: dict) -> Item:
+    refused = [ref for ref in item.images if ref in marker.get("images", ())] \
+        if isinstance(item, UserMessage) else []
+    if not refused:
+        return item
+    notes = [f"[an image attached here ({_image_name(ref)}) was removed: the model provider rejected it: "
+             f"{marker.get('reason', 'no reason given')}]" for ref in refused]
+    text = "\n".join([*notes, item.text] if item.text else notes)
+    return UserMessage(text, [ref for ref in item.images if ref not in refused])
+
+
+def _image_name(ref: str) -> str:
+    return "inline image" if ref.startswith("data:") else ref.replace("\\", "/").rsplit("/", 1)[-1][:100]
 
 
 def _drop_user_turns(view: list[Item], turns: int) -> list[Item]:

@@ -71,6 +71,8 @@ class Session:
         self._title_task: asyncio.Task[None] | None = None
         self._context_mark: tuple[int, int] | None = None  # (history length, tokens the provider counted)
         self.skills = agent.skills  # re-read by refresh_context, so skills added mid-session are offered
+        self._probed_window: tuple[str, int | None] = ("", None)  # (model, window its server reported)
+        self._window_checked = False  # the first request's fill of the window was looked at
 
     # -- client side ----------------------------------------------------------------
     @property
@@ -135,7 +137,29 @@ class Session:
     # -- context accounting -----------------------------------------------------------
     @property
     def context_window(self) -> int:
-        return self.agent.config.model_context_window or self.model_info.context_window
+        probed_model, probed = self._probed_window
+        probed = probed if probed_model == self.client.model else None
+        return self.agent.config.model_context_window or probed or self.model_info.context_window
+
+    async def probe_window(self) -> None:
+        """Ask the server what window the model really has, unless configuration says (models/context_window)."""
+        from auger.models.context_window import probe_context_window
+        from auger.models.registry import registry_for
+
+        config = self.agent.config
+        described = any(self.client.model in p.models for p in registry_for(config).providers.values())
+        window = await probe_context_window(self.client, bool(config.model_context_window) or described)
+        self._probed_window = (self.client.model, window)
+
+    def check_window_fill(self, turn_id: str) -> None:
+        """Warn once, before the session's first request, when that request already fills most of the window."""
+        from auger.models.context_window import fill_warning
+
+        if not self._window_checked:
+            self._window_checked = True
+            warning = fill_warning(self.context_estimate(), self.context_window, self.client.model)
+            if warning:
+                self.emit(WarningEvent(warning, turn_id))
 
     @property
     def model_info(self):
@@ -186,6 +210,7 @@ class Session:
         from auger.policy.rules import load_rules
 
         config = self.agent.config
+        probe = asyncio.create_task(self.probe_window())  # a network round trip: overlap it with the sandbox set-up
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
         self.confinement = await confine(config, self.agent.root, self.tool_state.scratch_dir, protected,
@@ -200,6 +225,7 @@ class Session:
                                        exclude=config.shell_env_exclude, set_values=config.shell_env_set)
         self.gate = Gate(self, rules, sandboxed=self.confinement is not None, approve_all=config.approve_all,
                          user_rules_path=user_rules)
+        await probe
         await self.refresh_context("context", warnings=self._startup_warnings)
 
     async def refresh_context(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
@@ -304,6 +330,7 @@ class Session:
         await self.store.update_session(self.id, provider=client.provider, model=client.model)
         await self.update_environment()  # the model field changed: told to the model, recorded
         self._context_mark = None
+        await self.probe_window()
         self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
         await previous.aclose()
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from auger.engine.compact import compact
-from auger.engine.history import INTERRUPTED_OUTPUT
+from auger.engine.history import INTERRUPTED_OUTPUT, image_rejection
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.models.base import (
-    Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
+    Completed, ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
     UsageReport,
 )
 from auger.models.registry import add_cost
@@ -47,12 +47,22 @@ class TurnAbortedByUser(Exception):
 
 @dataclass
 class _Reply:
-    text: str = ""
-    reasoning: str = ""
+    # Deltas are collected in lists and joined once: appending to a str attribute copies it every time.
+    text_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     reasoning_items: list[ReasoningDone] = field(default_factory=list)
     calls: list[ToolCallReady] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
+    warning: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_parts)
 
 
 class _Archive:
@@ -124,7 +134,9 @@ class Turn:
             exhausted = session.budget_exhausted()
             if exhausted:  # checked between steps: a tool write is never cut short
                 raise TurnStopped(exhausted)
+            session.check_window_fill(self.id)
             compacted = await self._compact_if_needed()
+            images_replaced = False
             while True:
                 request = ModelRequest(session.instructions(), session.history.for_prompt(session.output_cap_chars),
                                        tools)
@@ -136,6 +148,14 @@ class Turn:
                         raise
                     await compact(self, "auto")
                     compacted = True
+                except ImageRejected as exc:  # replaced durably by a note, so later turns do not fail too
+                    marker = None if images_replaced else image_rejection(session.history.view(), str(exc))
+                    if marker is None:
+                        raise
+                    await session.record(self.id, marker)
+                    session.emit(ev.WarningEvent(f"{exc}; the image was replaced by a note and the request "
+                                                 "sent again", self.id))
+                    images_replaced = True
             self.guard.note_model_call()
             calls = await self._record_reply(reply)
             if calls:
@@ -204,11 +224,11 @@ class Turn:
 
         def on_event(event: StreamEvent) -> None:
             if isinstance(event, TextDelta):
-                reply.text += event.text
+                reply.text_parts.append(event.text)
                 if not quiet:
                     session.emit(ev.MessageDelta(self.id, event.text))
             elif isinstance(event, ReasoningDelta):
-                reply.reasoning += event.text
+                reply.reasoning_parts.append(event.text)
                 if not quiet:
                     session.emit(ev.ReasoningDelta(self.id, event.text))
             elif isinstance(event, ReasoningDone):
@@ -219,6 +239,7 @@ class Turn:
                 reply.usage = event.usage
             elif isinstance(event, Completed):
                 reply.finish_reason = event.finish_reason
+                reply.warning = event.warning
 
         def on_retry(attempt: int, delay: float, error: ModelError) -> None:
             nonlocal reply
@@ -273,7 +294,9 @@ class Turn:
         used, window = session.context_estimate(), session.context_window
         session.emit(ev.TokenUsage(self.id, reply.usage, self.usage, session.usage, used, window,
                                    round(max(0.0, 100.0 * (1 - used / window)), 1), self.cost, session.cost))
-        if reply.finish_reason == "length":
+        if reply.warning:
+            session.emit(ev.WarningEvent(reply.warning, self.id))
+        elif reply.finish_reason == "length":
             session.emit(ev.WarningEvent("the model's reply was cut off at its output token limit", self.id))
         return calls
 

@@ -32,11 +32,11 @@ import httpx
 from httpx_sse import EventSource
 
 from auger.models.base import (
-    Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
+    Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import SseModelClient
-from auger.models.images import ImageError, load_image
+from auger.models.http import SseModelClient, stream_error
+from auger.models.images import ImageError, attachments
 from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
 from auger.protocol.jsontext import loads as loads_bounded
@@ -47,12 +47,6 @@ PROVIDER = "anthropic"  # the `provider` recorded on Reasoning items this client
 MIN_THINKING_BUDGET = 1024  # the API rejects smaller budgets
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects requests with more cache_control blocks
 _EPHEMERAL = {"type": "ephemeral"}
-
-# Errors reported inside a 200 stream that the same request may survive later.
-_RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
-
-# How a context-window overflow reads when it arrives as a stream error rather than an HTTP 400.
-_CONTEXT_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
 
 _FINISH_REASONS = {
     "end_turn": "stop",
@@ -119,7 +113,7 @@ class AnthropicClient(SseModelClient):
         return body
 
     def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
-        return _parse_stream(response, self.url)
+        return _parse_stream(response, self.url, self.model, self._key_env)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -188,17 +182,12 @@ def tool_input(arguments: str) -> dict[str, Any]:
 
 def _user_blocks(item: UserMessage, *, strict: bool) -> list[dict[str, Any]]:
     """Images first, then the text: Anthropic recommends images before the question about them."""
-    blocks: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for ref in item.images:
-        try:
-            media, data = load_image(ref)
-        except ImageError as exc:
-            if strict:
-                raise ModelError(f"cannot attach image: {exc}", retryable=False) from None
-            notes.append(f"[an image attached here is no longer available: {exc}]")
-            continue
-        blocks.append({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}})
+    try:
+        images, notes = attachments(item.images, strict=strict)
+    except ImageError as exc:
+        raise ModelError(f"cannot attach image: {exc}", retryable=False) from None
+    blocks: list[dict[str, Any]] = [{"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+                                    for media, data in images]
     text = "\n".join([*notes, item.text] if item.text else notes)
     if text:
         blocks.append({"type": "text", "text": text})
@@ -296,7 +285,8 @@ class _Usage:
                      cached_input_tokens=self.cache_read, output_tokens=self.output)
 
 
-async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[StreamEvent]:
+async def _parse_stream(response: httpx.Response, url: str, model: str, key_env: str | None
+                        ) -> AsyncIterator[StreamEvent]:
     ctype = response.headers.get("content-type", "")
     if "text/event-stream" not in ctype:
         raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
@@ -342,13 +332,16 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
             complete = True
             break
         elif kind == "error":
-            raise _stream_error(data, url)
+            err = data.get("error") if isinstance(data.get("error"), dict) else {}
+            raise stream_error(None, err.get("type") or "api_error", err.get("message"), url, model=model,
+                               key_env=key_env)
         # "ping" and event types added after this client was written are ignored, as the API's
         # versioning policy asks of clients.
     if not complete:
         raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
     yield UsageReport(usage.report())
-    yield Completed(_FINISH_REASONS.get(stop_reason or "end_turn", stop_reason or "stop"))
+    yield Completed(_FINISH_REASONS.get(stop_reason or "end_turn", stop_reason or "stop"),
+                    "the model refused the request (stop_reason: refusal)" if stop_reason == "refusal" else None)
 
 
 def _delta(block: _Block | None, delta: dict[str, Any]) -> list[StreamEvent]:
@@ -379,14 +372,3 @@ def _finish_block(block: _Block | None) -> StreamEvent | None:
     if block.type == "redacted_thinking":
         return ReasoningDone("", encrypted=block.data or None, provider=PROVIDER, redacted=True)
     return None  # text was streamed as it came
-
-
-def _stream_error(data: dict[str, Any], url: str) -> ModelError:
-    """An ``error`` event inside a 200 stream: overload, internal and rate errors are worth retrying."""
-    err = data.get("error") if isinstance(data.get("error"), dict) else {}
-    kind = str(err.get("type") or "error")
-    message = str(err.get("message") or kind)
-    if kind == "invalid_request_error" and any(m in message.lower() for m in _CONTEXT_MARKERS):
-        return ContextWindowExceeded(f"the conversation no longer fits the model's context window: {message}")
-    return ModelError(f"{url} reported {kind} mid-stream: {message}", retryable=kind in _RETRYABLE_STREAM_ERRORS,
-                      code=kind)

@@ -65,7 +65,11 @@ class UsageReport:
 
 @dataclass
 class Completed:
+    """The reply is complete. `warning` says what the user must know about how it ended (a refusal, a
+    content filter, a cut-off), so such an ending is never a silent empty turn."""
+
     finish_reason: str = "stop"
+    warning: str | None = None
 
 
 StreamEvent = TextDelta | ReasoningDelta | ReasoningDone | ToolCallReady | UsageReport | Completed
@@ -90,6 +94,14 @@ class ModelError(Exception):
 class ContextWindowExceeded(ModelError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message, retryable=False, status=status, code="context_length_exceeded")
+
+
+class ImageRejected(ModelError):
+    """The provider refused an image in the request (bad format, too large, a text-only model). The
+    same history would fail the same way forever, so the engine replaces the image and asks again."""
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message, retryable=False, status=status, code=code)
 
 
 class ModelClient(Protocol):

@@ -8,13 +8,13 @@ from typing import Any, AsyncIterator
 
 import httpx
 
-from auger.models.base import ContextWindowExceeded, ModelError, ModelRequest, StreamEvent
+from auger.models.base import ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, StreamEvent
 from auger.protocol.events import Usage
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.models.retry import parse_retry_after
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
-                    "prompt is too long", "context window")
+                    "prompt is too long", "context window", "context_window_exceeded")
 
 
 @lru_cache(maxsize=1)
@@ -46,11 +46,43 @@ def transport_error(exc: httpx.HTTPError, url: str) -> ModelError:
     return ModelError(f"connection to {url} failed: {type(exc).__name__}: {exc}", retryable=True)
 
 
+# Error kinds named inside a stream (Anthropic `error.type`, Responses `code`), as the HTTP status the
+# same failure gets when it comes as a response: one classifier then decides for both.
+_KIND_STATUS = {
+    "invalid_request_error": 400, "context_length_exceeded": 400, "authentication_error": 401,
+    "permission_error": 403, "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+    "rate_limit_exceeded": 429, "insufficient_quota": 429, "api_error": 500, "server_error": 500,
+    "server_is_overloaded": 503, "overloaded": 503, "overloaded_error": 529,
+}
+
+
 def status_error(response: httpx.Response, body: bytes, url: str, *, model: str, key_env: str | None) -> ModelError:
     """Map an HTTP error status to a ModelError: what failed, why, and what to do."""
-    status = response.status_code
     message, code = _error_detail(body)
-    where = f"{url} (HTTP {status})"
+    return classify_error(response.status_code, message, code, where=f"{url} (HTTP {response.status_code})",
+                          model=model, key_env=key_env, retry_after=parse_retry_after(response.headers))
+
+
+def stream_error(status: Any, kind: Any, message: Any, url: str, *, model: str, key_env: str | None = None,
+                 retry_after: float | None = None) -> ModelError:
+    """A failure reported inside a 200 stream, classified exactly as the same failure over HTTP.
+
+    `status` is the numeric code when the server gives one (OpenRouter's error chunks); otherwise the
+    error's `kind` maps to one. An error with neither is most likely the server's trouble: retried."""
+    kind = str(kind) if kind not in (None, "") else None
+    code = status if isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599 else None
+    if code is None:
+        code = _KIND_STATUS.get(kind or "", 500 if kind is None else 400)
+    text = str(message or kind or "the model response failed")
+    where = f"{url} ({kind or code}, in the stream)"
+    return classify_error(code, text, kind, where=where, model=model, key_env=key_env, retry_after=retry_after)
+
+
+def classify_error(status: int, message: str, code: str | None, *, where: str, model: str, key_env: str | None,
+                   retry_after: float | None = None) -> ModelError:
+    """The one rule for every failed model call, HTTP or in-stream: 4xx is the request's fault and is not
+    retried (except 408 timeout, 409 conflict, 429 rate limit), 5xx is the server's and is; a context
+    overflow and a rejected image are their own errors, so the engine can compact or drop the image."""
     lowered = f"{code} {message}".lower()
     if status in (401, 403):
         hint = f"; check {key_env}" if key_env else ""
@@ -62,11 +94,12 @@ def status_error(response: httpx.Response, body: bytes, url: str, *, model: str,
     if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
         return ContextWindowExceeded(f"the conversation no longer fits the model's context window: {message}",
                                      status=status)
+    if status in (400, 413, 415, 422) and "image" in lowered:
+        return ImageRejected(f"the provider rejected an image at {where}: {message}", status=status, code=code)
     if status == 429 and ("insufficient_quota" in lowered or "quota" in (code or "")):
         return ModelError(f"quota exhausted at {where}: {message}", retryable=False, status=status, code=code)
     retryable = status in (408, 409, 429) or status >= 500
-    return ModelError(f"{where}: {message}", retryable=retryable, retry_after=parse_retry_after(response.headers),
-                      status=status, code=code)
+    return ModelError(f"{where}: {message}", retryable=retryable, retry_after=retry_after, status=status, code=code)
 
 
 def openai_usage(raw: dict[str, Any], input_key: str, output_key: str) -> Usage:

@@ -40,3 +40,21 @@ def load_image(ref: str) -> tuple[str, str]:
 def data_url(ref: str) -> str:
     media, data = load_image(ref)
     return f"data:{media};base64,{data}"
+
+
+def attachments(refs: list[str], *, strict: bool) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (media type, base64 data) of each image that loads, and a note for each that no longer does.
+
+    With `strict` (the message being sent now) an image that fails raises ImageError: that is the user's
+    to fix now. An earlier message's image that no longer loads (a deleted screenshot, a session resumed
+    on another machine) becomes a note instead, so one lost file cannot make a session unusable."""
+    loaded: list[tuple[str, str]] = []
+    notes: list[str] = []
+    for ref in refs:
+        try:
+            loaded.append(load_image(ref))
+        except ImageError as exc:
+            if strict:
+                raise
+            notes.append(f"[an image attached here is no longer available: {exc}]")
+    return loaded, notes

@@ -16,8 +16,14 @@ resolves ids against stored items and answers 404 "Item with id 'rs_…' not fou
 Items are not persisted when `store` is set to false" (Codex CLI skips the id
 when serialising reasoning items for the same reason).
 
+Servers running open-weight reasoning models stream raw reasoning instead
+(`response.reasoning_text.delta`, and `content: [{"type": "reasoning_text"}]` in
+the finished item) and no encrypted content: that text is shown, recorded under
+its own provider tag, and sent back as the reasoning item's `content`.
+
 Retries live in the engine (models/retry.py); this module only classifies
-failures as retryable or not, with the server's delay hint when it gives one.
+failures (through models/http.py, like HTTP errors) with the server's delay hint
+when it gives one. Every `response.incomplete` reason becomes a warning.
 """
 
 from __future__ import annotations
@@ -31,23 +37,22 @@ import httpx
 from httpx_sse import EventSource
 
 from auger.models.base import (
-    Completed, ContextWindowExceeded, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
+    Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import SseModelClient, openai_usage
+from auger.models.http import SseModelClient, openai_usage, stream_error
 from auger.models.images import ImageError, data_url
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
 
 WIRE = "openai_responses"  # the `provider` stamped on Reasoning items this client can send back
+# Raw reasoning (`reasoning_text` content, from servers running open-weight reasoning models): recorded under
+# its own provider tag, because it goes back as the item's `content`, not as a summary.
+RAW_REASONING = "openai_responses.reasoning_text"
 
 # Separates reasoning summary parts, both in the streamed deltas and in the recorded text, so what the
 # user watched stream is exactly what is stored.
 SUMMARY_SEPARATOR = "\n\n"
 
-# Error codes (response.failed / error events) worth retrying: the same request can succeed later.
-_RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "overloaded"})
-# How an overflow reads when a compatible server reports it under another code (OpenRouter: invalid_prompt).
-_CONTEXT_MARKERS = ("context_length_exceeded", "context length", "context window", "maximum context")
 _TRY_AGAIN = re.compile(r"try again in\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?)\b", re.IGNORECASE)
 
 
@@ -77,7 +82,7 @@ class OpenAIResponsesClient(SseModelClient):
         self._max_output_tokens = max_output_tokens
 
     def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
-        return _parse_stream(response, self.url)
+        return _parse_stream(response, self.url, self.model, self._key_env)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The request body. Raises ModelError (not retryable) for an image that cannot be sent."""
@@ -128,6 +133,9 @@ def to_input(items: list[Item]) -> list[dict[str, Any]]:
             if item.provider == WIRE and item.encrypted:
                 summary = [{"type": "summary_text", "text": item.text}] if item.text else []
                 out.append({"type": "reasoning", "summary": summary, "encrypted_content": item.encrypted})
+            elif item.provider == RAW_REASONING and item.text:
+                out.append({"type": "reasoning", "summary": [],
+                            "content": [{"type": "reasoning_text", "text": item.text}]})
         elif isinstance(item, ToolCall):
             out.append({"type": "function_call", "call_id": item.call_id, "name": item.name,
                         "arguments": item.arguments})
@@ -154,7 +162,8 @@ def _user_content(item: UserMessage) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- #
 
 
-async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[StreamEvent]:
+async def _parse_stream(response: httpx.Response, url: str, model: str, key_env: str | None
+                        ) -> AsyncIterator[StreamEvent]:
     """Translate one Responses event stream.
 
     Text and reasoning summaries are forwarded delta by delta; tool calls and
@@ -168,8 +177,9 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
         raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
                          "is the base URL an OpenAI Responses API /v1 endpoint?", retryable=False)
     streamed_text: set[Any] = set()  # message item ids whose text arrived as deltas
-    arguments: dict[str, str] = {}  # function call item id → argument deltas so far
+    arguments: dict[str, list[str]] = {}  # function call item id → argument deltas so far (joined once)
     saw_call = False
+    refused = False
     reasoned = False  # a summary delta was streamed: the next summary part starts a new paragraph
     async for sse in EventSource(response).aiter_sse():
         data = sse.data.strip()
@@ -186,9 +196,10 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             # A refusal is the model's answer too; dropping it would leave an empty, puzzling reply.
             if event.get("delta"):
+                refused = refused or kind == "response.refusal.delta"
                 streamed_text.add(event.get("item_id"))
                 yield TextDelta(event["delta"])
-        elif kind == "response.reasoning_summary_text.delta":
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             if event.get("delta"):
                 reasoned = True
                 yield ReasoningDelta(event["delta"])
@@ -196,43 +207,46 @@ async def _parse_stream(response: httpx.Response, url: str) -> AsyncIterator[Str
             if reasoned:  # a later part of this item, or the first part of a later reasoning item
                 yield ReasoningDelta(SUMMARY_SEPARATOR)
         elif kind == "response.function_call_arguments.delta":
-            key = str(event.get("item_id"))
-            arguments[key] = arguments.get(key, "") + str(event.get("delta") or "")
+            arguments.setdefault(str(event.get("item_id")), []).append(str(event.get("delta") or ""))
         elif kind == "response.output_item.done":
             item = event.get("item") or {}
             kind_of_item = item.get("type")
             if kind_of_item == "function_call":
                 saw_call = True
                 yield ToolCallReady(item.get("call_id") or f"call_{uuid.uuid4().hex[:12]}", item.get("name", ""),
-                                    item.get("arguments") or arguments.get(str(item.get("id")), ""))
+                                    item.get("arguments") or "".join(arguments.get(str(item.get("id")), [])))
             elif kind_of_item == "reasoning":
                 done = _reasoning_done(item)
                 if done is not None:
                     yield done
             elif kind_of_item == "message" and not _was_streamed(item.get("id"), streamed_text):
-                text = "".join(part.get("text") or part.get("refusal") or ""
-                               for part in item.get("content") or [] if isinstance(part, dict))
+                parts = [part for part in item.get("content") or [] if isinstance(part, dict)]
+                refused = refused or any(part.get("type") == "refusal" for part in parts)
+                text = "".join(part.get("text") or part.get("refusal") or "" for part in parts)
                 if text:
                     yield TextDelta(text)
         elif kind == "response.completed":
             usage = (event.get("response") or {}).get("usage")
             if usage:
                 yield UsageReport(openai_usage(usage, "input_tokens", "output_tokens"))
-            yield Completed("tool_calls" if saw_call else "stop")
+            yield Completed("tool_calls" if saw_call else "stop",
+                            "the model refused the request (its refusal is shown as the reply)" if refused else None)
             return
         elif kind == "response.incomplete":
             body = event.get("response") or {}
             if body.get("usage"):
                 yield UsageReport(openai_usage(body["usage"], "input_tokens", "output_tokens"))
-            reason = (body.get("incomplete_details") or {}).get("reason") or "max_output_tokens"
-            yield Completed("length" if reason == "max_output_tokens" else str(reason))
+            reason = str((body.get("incomplete_details") or {}).get("reason") or "max_output_tokens")
+            yield Completed("length" if reason == "max_output_tokens" else reason, _incomplete_warning(reason))
             return
-        elif kind == "response.failed":
-            error = (event.get("response") or {}).get("error") or {}
-            raise _stream_error(error.get("code"), error.get("message"), url)
-        elif kind == "error":
-            error = event.get("error") if isinstance(event.get("error"), dict) else event
-            raise _stream_error(error.get("code"), error.get("message"), url)
+        elif kind in ("response.failed", "error"):
+            if kind == "error":
+                error = event.get("error") if isinstance(event.get("error"), dict) else event
+            else:
+                error = (event.get("response") or {}).get("error") or {}
+            message = str(error.get("message") or "the model response failed")
+            raise stream_error(None, error.get("code"), message, url, model=model, key_env=key_env,
+                               retry_after=_suggested_delay(message))
         # Everything else (created, in_progress, output_item.added, content_part.*, *.done that repeat what
         # the deltas said, and event types newer than this client) carries nothing we need.
     raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
@@ -244,36 +258,29 @@ def _was_streamed(item_id: Any, streamed: set[Any]) -> bool:
 
 
 def _reasoning_done(item: dict[str, Any]) -> ReasoningDone | None:
-    """A finished reasoning item, or None when it holds nothing worth recording or sending back."""
+    """A finished reasoning item, or None when it holds nothing worth recording or sending back.
+
+    An item with raw `reasoning_text` content and no encrypted content (open-weight models behind a
+    compatible server) is recorded with that text, to go back as the item's `content`."""
     parts = [p.get("text", "") for p in item.get("summary") or [] if isinstance(p, dict)]
     text = SUMMARY_SEPARATOR.join(p for p in parts if p)
     encrypted = item.get("encrypted_content")
+    raw = "".join(str(p.get("text") or "") for p in item.get("content") or []
+                  if isinstance(p, dict) and p.get("type") == "reasoning_text")
+    if raw and not encrypted:
+        return ReasoningDone(raw, provider=RAW_REASONING, item_id=item.get("id"))
     if not text and not encrypted:
         return None
     return ReasoningDone(text, encrypted=encrypted, provider=WIRE, item_id=item.get("id"))
 
 
-def _stream_error(code: Any, message: Any, url: str) -> ModelError:
-    """A failure reported inside a 200 stream (`response.failed` or an `error` event).
-
-    Server errors, overload and rate limits are retried (with the delay the
-    message suggests, "try again in 1.5s"); a context overflow (by its code, or
-    by its wording when a compatible server files it under another code) is its
-    own error, so the engine can compact instead of retrying; an error without a
-    code is most likely the server's trouble, so it is retried too. Anything
-    else — an invalid prompt, a bad image, a content policy refusal — would
-    fail the same way again.
-    """
-    code = str(code) if code else None
-    message = str(message or "the model response failed")
-    if code == "context_length_exceeded" or any(m in message.lower() for m in _CONTEXT_MARKERS):
-        return ContextWindowExceeded(f"the conversation no longer fits the model's context window: {message}")
-    where = f"{url} ({code})" if code else url
-    if code == "insufficient_quota":
-        return ModelError(f"quota exhausted at {where}: {message}", retryable=False, code=code)
-    if code is None or code in _RETRYABLE_CODES:
-        return ModelError(f"{where}: {message}", retryable=True, retry_after=_suggested_delay(message), code=code)
-    return ModelError(f"{where}: {message}", retryable=False, code=code)
+def _incomplete_warning(reason: str) -> str:
+    """Every way a response can end incomplete is named: a cut-off or a filter is never silent."""
+    if reason == "max_output_tokens":
+        return "the model's reply was cut off at its output token limit (incomplete: max_output_tokens)"
+    if reason == "content_filter":
+        return "the provider's content filter stopped the reply (incomplete: content_filter)"
+    return f"the model's reply is incomplete (reason: {reason})"
 
 
 def _suggested_delay(message: str) -> float | None:

@@ -42,6 +42,7 @@ class ModelInfo:
     supports_tools: bool = True
     supports_parallel_tools: bool = True
     supports_images: bool = True
+    reasoning_efforts: tuple[str, ...] = ()  # what the API accepts as reasoning effort; () = not known
     known: bool = True  # False: defaults for a model nobody described
 
     def cost(self, usage: Usage) -> float | None:
@@ -82,16 +83,26 @@ class Provider:
 
 
 # Known models; anything else gets ModelInfo defaults (override with model_context_window or config).
+_GPT5_EFFORTS = ("minimal", "low", "medium", "high")
+_GPT51_EFFORTS = ("none", "low", "medium", "high")
+_GPT52_EFFORTS = ("none", "low", "medium", "high", "xhigh")
+_O_EFFORTS = ("low", "medium", "high")
+# Every effort some model accepts: a value outside it is most likely a typo, and is warned about.
+KNOWN_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
 MODELS: dict[str, ModelInfo] = {m.name: m for m in (
-    ModelInfo("gpt-5", 400_000, 128_000, 1.25, 0.125, 10.0),
-    ModelInfo("gpt-5-mini", 400_000, 128_000, 0.25, 0.025, 2.0),
-    ModelInfo("gpt-5-nano", 400_000, 128_000, 0.05, 0.005, 0.4),
+    ModelInfo("gpt-5", 400_000, 128_000, 1.25, 0.125, 10.0, reasoning_efforts=_GPT5_EFFORTS),
+    ModelInfo("gpt-5-mini", 400_000, 128_000, 0.25, 0.025, 2.0, reasoning_efforts=_GPT5_EFFORTS),
+    ModelInfo("gpt-5-nano", 400_000, 128_000, 0.05, 0.005, 0.4, reasoning_efforts=_GPT5_EFFORTS),
+    ModelInfo("gpt-5.1", 400_000, 128_000, 1.25, 0.125, 10.0, reasoning_efforts=_GPT51_EFFORTS),
+    ModelInfo("gpt-5.1-codex-max", 400_000, 128_000, 1.25, 0.125, 10.0, reasoning_efforts=_GPT52_EFFORTS),
+    ModelInfo("gpt-5.2", 400_000, 128_000, 1.75, 0.175, 14.0, reasoning_efforts=_GPT52_EFFORTS),
     ModelInfo("gpt-4.1", 1_047_576, 32_768, 2.0, 0.5, 8.0),
     ModelInfo("gpt-4.1-mini", 1_047_576, 32_768, 0.4, 0.1, 1.6),
     ModelInfo("gpt-4o", 128_000, 16_384, 2.5, 1.25, 10.0),
     ModelInfo("gpt-4o-mini", 128_000, 16_384, 0.15, 0.075, 0.6),
-    ModelInfo("o3", 200_000, 100_000, 2.0, 0.5, 8.0),
-    ModelInfo("o4-mini", 200_000, 100_000, 1.1, 0.275, 4.4),
+    ModelInfo("o3", 200_000, 100_000, 2.0, 0.5, 8.0, reasoning_efforts=_O_EFFORTS),
+    ModelInfo("o4-mini", 200_000, 100_000, 1.1, 0.275, 4.4, reasoning_efforts=_O_EFFORTS),
     ModelInfo("claude-opus-4-1", 200_000, 32_000, 15.0, 1.5, 75.0),
     ModelInfo("claude-sonnet-4-5", 200_000, 64_000, 3.0, 0.3, 15.0),
     ModelInfo("claude-sonnet-4", 200_000, 64_000, 3.0, 0.3, 15.0),
@@ -118,7 +129,7 @@ _PROVIDER_KEYS = {"extends", "wire", "base_url", "key_env", "default_model", "la
                   "models"}
 _MODEL_KEYS = {"context_window": int, "max_output_tokens": int, "input_price": float, "cached_input_price": float,
                "output_price": float, "supports_tools": bool, "supports_parallel_tools": bool,
-               "supports_images": bool}
+               "supports_images": bool, "reasoning_efforts": tuple}
 
 
 class ProviderRegistry:
@@ -242,13 +253,16 @@ def _parse_models(raw: Any, where: str, diagnostics: list[str]) -> dict[str, Mod
         fields: dict[str, Any] = {}
         for key, value in spec.items():
             kind = _MODEL_KEYS.get(key)
-            ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) \
-                and not (kind is not bool and isinstance(value, bool)) and not (kind is not bool and value < 0)
+            if kind is tuple:  # a list of names, e.g. reasoning_efforts = ["none", "low", "high"]
+                ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            else:
+                ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) \
+                    and not (kind is not bool and isinstance(value, bool)) and not (kind is not bool and value < 0)
             if not ok:
                 diagnostics.append(f"{where}: model '{model}' key '{key}' = {value!r} ignored"
                                    + ("" if kind else f" (known: {', '.join(_MODEL_KEYS)})"))
                 continue
-            fields[key] = float(value) if kind is float else value
+            fields[key] = float(value) if kind is float else tuple(value) if kind is tuple else value
         base = MODELS.get(model, ModelInfo(model))
         models[model] = replace(base, name=model, known=True, **fields)
     return models
@@ -266,6 +280,28 @@ def registry_for(config: Config) -> ProviderRegistry:
 def model_info(model: str, config: Config | None = None, provider: str | None = None) -> ModelInfo:
     registry = registry_for(config) if config is not None else load_registry()
     return registry.model_info(model, provider)
+
+
+def effort_problem(config: Config) -> str | None:
+    """Why the configured reasoning effort may not be accepted, or None. Checked against the model's known
+    efforts, never a fixed list: providers add efforts (`none`, `xhigh`) faster than a client is released,
+    so an unexpected value is warned about and still sent."""
+    effort = config.model_reasoning_effort
+    if effort is None:
+        return None
+    registry = load_registry(config.tables, config.tables_source or "config")  # not cached: config is still loading
+    provider = registry.providers.get(config.provider)
+    model = config.model or (provider.default_model if provider else None)
+    if not model:
+        return None
+    allowed = registry.model_info(model, config.provider).reasoning_efforts
+    if allowed and effort not in allowed:
+        return (f"model_reasoning_effort {effort!r} is not one {model} is known to accept "
+                f"({', '.join(allowed)}); it is sent anyway")
+    if not allowed and effort not in KNOWN_EFFORTS:
+        return (f"model_reasoning_effort {effort!r} is not a known effort ({', '.join(KNOWN_EFFORTS)}); "
+                "it is sent anyway")
+    return None
 
 
 def resolve_provider(name: str, base_url: str | None = None, key_env: str | None = None,
