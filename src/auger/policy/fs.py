@@ -266,3 +266,23 @@ def replace_file(parent_fd: int, name: str, data: bytes, mode: int) -> os.stat_r
             pass
         raise
     return st
+
+
+def read_beneath(root: RootHandle, raw: str | os.PathLike[str], *, limit: int | None = None) -> bytes:
+    """The bytes of the regular file `raw` beneath `root` (symlinks followed only inside it).
+
+    Raises PathEscape for a path or link leading out, IsADirectoryError / OSError(EINVAL) for
+    anything but a regular file (a FIFO would block a read forever), OSError(EFBIG) past `limit`.
+    """
+    fd = open_beneath(root, raw, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(raw))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(raw))
+        if limit is not None and st.st_size > limit:
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), os.fspath(raw))
+        return read_fd(fd)
+    finally:
+        os.close(fd)

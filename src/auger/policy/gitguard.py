@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from auger.policy.fs import RootHandle, open_beneath, read_fd
+from auger.policy.fs import RootHandle, read_beneath
 
 GIT = ".git"
 _POINTER_MAX = 4096  # a `.git` file is one short line
@@ -59,16 +59,9 @@ def _pointed_git_dirs(root: RootHandle, dirs: list[str]) -> list[str]:
 def _read_small(root: RootHandle, rel: str) -> str | None:
     """The first line of a small regular file beneath the root, or None."""
     try:
-        fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+        text = read_beneath(root, rel, limit=_POINTER_MAX).decode("utf-8", "replace")
     except (OSError, ValueError):
         return None
-    try:
-        st = os.fstat(fd)
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > _POINTER_MAX:
-            return None
-        text = read_fd(fd).decode("utf-8", "replace")
-    finally:
-        os.close(fd)
     return text.splitlines()[0] if text else None
 
 
