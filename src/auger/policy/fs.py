@@ -202,6 +202,17 @@ class RootHandle:
             for _, fd in stack:
                 os.close(fd)
 
+    def open_resolved(self, raw: str | os.PathLike[str], flags: int) -> tuple[str, int]:
+        """(symlink-free path relative to the root, descriptor) of `raw`, opened with `flags`
+        through its parent's descriptor; links are followed only while they stay inside."""
+        where = self.resolve(raw)
+        try:
+            if not where.name:
+                return "", os.open(".", flags | os.O_CLOEXEC, dir_fd=where.parent_fd)
+            return where.rel, os.open(where.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=where.parent_fd)
+        finally:
+            os.close(where.parent_fd)
+
     def open(self, raw: str | os.PathLike[str], flags: int, mode: int = 0o666, *, follow: bool = True) -> int:
         """Open `raw` beneath the root with `flags`; see `open_beneath`."""
         return open_beneath(self, raw, flags, mode, follow=follow)
