@@ -56,6 +56,21 @@ def set_openat2(enabled: bool | None) -> None:
     _openat2_works = False if enabled is False or _OPENAT2_NR is None else None
 
 
+def openat2_available() -> bool:
+    """Whether openat2 is in use (probing it once if not yet known)."""
+    if _openat2_works is None:
+        top = os.open("/", os.O_PATH | os.O_CLOEXEC)
+        try:
+            fd = _openat2(top, ".", os.O_PATH, 0, RESOLVE_BENEATH)
+            if fd is not None:
+                os.close(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(top)
+    return bool(_openat2_works)
+
+
 def _openat2(dir_fd: int, path: str, flags: int, mode: int, resolve: int) -> int | None:
     """The descriptor, or None when this kernel has no openat2 (then the caller walks components)."""
     global _libc, _openat2_works

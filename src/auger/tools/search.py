@@ -523,13 +523,15 @@ def _parse_rg_output(stdout: bytes, job: _GrepJob) -> list[Match]:
     return matches
 
 
-def _confirmed(job: _GrepJob, matches: list[Match]) -> list[Match]:
-    """rg's lines that the file, read beneath the root, really has at that line number.
+def _confirmed(job: _GrepJob, matches: list[Match], errors: list[str]) -> tuple[list[Match], list[str]]:
+    """rg's lines that the file, read beneath the root, really has at that line number, and its
+    per-file errors about paths that exist beneath the root.
 
     rg opens files by path; if a directory was swapped for a symlink while it ran, what it
-    read may lie outside the project. Re-reading through the handle cannot be redirected,
-    so a line that does not match what is there is dropped. rg prints each file's lines
-    together, so one file is held at a time."""
+    read (or failed to read) may lie outside the project. Re-reading through the handle
+    cannot be redirected, so a line that does not match what is there is dropped, and so
+    is an error naming a file that is not there. rg prints each file's lines together, so
+    one file is held at a time."""
     kept: list[Match] = []
     current: str | None = None
     lines: list[str] | None = None
@@ -543,7 +545,22 @@ def _confirmed(job: _GrepJob, matches: list[Match]) -> list[Match]:
             lines = None if decoded is None else decoded.split("\n")
         if lines is not None and 0 < number <= len(lines) and lines[number - 1] == text:
             kept.append((shown, number, text))
-    return kept
+    return kept, [line for line in errors if not line.startswith("/") or _names_a_file_beneath(job, line)]
+
+
+def _names_a_file_beneath(job: _GrepJob, line: str) -> bool:
+    """Whether an rg error line `PATH: message` starts with a path that exists beneath the root."""
+    cut = line.find(": ")
+    while cut != -1:
+        path = Path(line[:cut])
+        if path == job.root or job.root in path.parents:
+            try:
+                os.close(job.handle.open(display(job.root, path), os.O_PATH, follow=False))
+                return True
+            except (OSError, ValueError):
+                pass
+        cut = line.find(": ", cut + 1)
+    return False
 
 
 def _format_grep(job: _GrepJob, matches: list[Match], errors: list[str]) -> ToolResult:
@@ -599,7 +616,7 @@ async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         )
     if job.rg is not None:
         matches, errors = await _rg_search(job.rg, job)
-        matches = await asyncio.to_thread(_confirmed, job, matches)
+        matches, errors = await asyncio.to_thread(_confirmed, job, matches, errors)
     else:
         matches, errors = await asyncio.to_thread(_python_search, job)
     return await asyncio.to_thread(_format_grep, job, matches, errors)
