@@ -227,3 +227,16 @@ def test_tool_call_ids_never_become_file_names(sandbox, world, tmp_path) -> None
     everywhere = files_under(tmp_path)
     assert not [p for p in everywhere if "rc1-id" in p], everywhere
     assert not any(Path("/").glob("rc1-id-*"))
+
+
+@pytest.mark.parametrize("bad, message", [("a\x00b.txt", "NUL byte"), ("a\udcffb.txt", "not valid UTF-8")])
+def test_nul_and_surrogates_in_paths_are_clear_tool_errors(world, tmp_path, bad: str, message: str) -> None:
+    project, _ = world
+    ctx = ctx_for(project, tmp_path)
+    calls = [(READ_FILE, {"path": bad}), (WRITE_FILE, {"path": bad, "content": "x"}),
+             (EDIT_FILE, {"path": bad, "old_string": "a", "new_string": "b"}),
+             (LIST_DIR, {"path": bad}), (GLOB, {"pattern": "*", "path": bad}), (GREP, {"pattern": "x", "path": bad})]
+    for spec, args in calls:
+        result = asyncio.run(run_many(spec, [args], ctx))[0]
+        assert isinstance(result, Exception) and message in str(result), (spec.name, result)
+    assert files_under(project) == {"sub", "sub/data.txt"}

@@ -154,6 +154,9 @@ class RootHandle:
         root, OSError for the rest.
         """
         pending = [p for p in self.relative(raw).split("/") if p not in ("", ".")]
+        quick = self._resolve_plain(pending, follow)
+        if quick is not None:
+            return quick
         pending.reverse()  # a stack: the next component is at the end
         stack: list[tuple[str, int]] = []  # (name, O_PATH fd) from the root down
         hops = 0
@@ -216,6 +219,30 @@ class RootHandle:
         finally:
             for _, fd in stack:
                 os.close(fd)
+
+    def _resolve_plain(self, parts: list[str], follow: bool) -> Resolved | None:
+        """The common case in one openat2: no `..`, no symlink on the way to the parent, and a
+        last component that is not a symlink to follow. None sends the caller to the walk."""
+        if not parts or ".." in parts:
+            return None
+        try:
+            parent = _openat2(self.fd, "/".join(parts[:-1]) or ".", os.O_PATH | os.O_DIRECTORY, 0,
+                              RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+        except OSError:
+            return None  # a symlink, a missing or non-directory parent: the walk says which
+        if parent is None:
+            return None
+        try:
+            last = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+            if follow and stat.S_ISLNK(last.st_mode):
+                os.close(parent)
+                return None
+        except FileNotFoundError:
+            pass
+        except OSError:
+            os.close(parent)
+            return None
+        return Resolved("/".join(parts), parent, parts[-1])
 
     def open_resolved(self, raw: str | os.PathLike[str], flags: int) -> tuple[str, int]:
         """(symlink-free path relative to the root, descriptor) of `raw`, opened with `flags`
