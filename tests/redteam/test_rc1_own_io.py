@@ -188,6 +188,30 @@ def test_agents_md_linked_out_of_the_project_is_never_sent(sandbox, world) -> No
     assert any("symlink out of the project" in w.message for w in run.of(ev.WarningEvent))
 
 
+@pytest.mark.parametrize("linked", ["project", "above"])
+def test_agents_md_cannot_reach_a_secret_in_an_enclosing_repository(sandbox, tmp_path, linked: str) -> None:
+    """The project sits inside a bigger repository (a home directory kept in git) that holds the
+    secret: a link staying inside that repository still leaves the project, and is refused."""
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text(f"{SECRET}\n")
+    project = home / "proj"
+    project.mkdir()
+    if linked == "project":
+        (home / "AGENTS.md").write_text("home rules\n")
+        (project / "AGENTS.md").symlink_to("../.ssh/id_rsa")
+        assert SECRET in (project / "AGENTS.md").read_text()  # control
+    else:
+        (home / "AGENTS.md").symlink_to(".ssh/id_rsa")
+        (project / "AGENTS.md").write_text("project rules\n")
+        assert SECRET in (home / "AGENTS.md").read_text()  # control
+    run, sent = scripted_session(project.resolve(), [], sandbox=sandbox)
+    assert SECRET not in sent
+    assert ("home rules" if linked == "project" else "project rules") in sent  # the plain doc is still read
+    assert any("AGENTS.md" in w.message and "symlink" in w.message for w in run.of(ev.WarningEvent))
+
+
 def test_hostile_fallback_doc_names_are_refused(sandbox, world, tmp_path) -> None:
     project, outside = world
     (project / ".git").mkdir()

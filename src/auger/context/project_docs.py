@@ -8,9 +8,11 @@ most one file — `AGENTS.override.md` if present (a local, usually untracked, r
 `AGENTS.md`, else the first of the caller's fallback names (e.g. `CLAUDE.md`). The root comes first so
 that more specific, deeper instructions are read last and can refine the general ones.
 
-The repository is not trusted: docs are opened beneath a handle on the discovery root, so an
-`AGENTS.md` that is a symlink out of it (to `~/.ssh/id_rsa`, say) is skipped with a warning instead
-of being sent to the model. A fallback name must be a plain file name; `../x`, `a/b` or an absolute
+The repository is not trusted: a doc in the project (`stop_at`, else `cwd`) is opened beneath a
+handle on the project, and a doc in a directory above it beneath a handle on that directory with no
+symlink followed, so an `AGENTS.md` that is a symlink out (to `~/.ssh/id_rsa`, say) is skipped with a
+warning instead of being sent to the model — even when the project sits inside a larger repository
+(a home directory kept in git) that also holds the secret. A fallback name must be a plain file name; `../x`, `a/b` or an absolute
 path is refused. The user's own config dir is trusted and read as it is.
 """
 
@@ -77,16 +79,19 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
                             "(no '/', '..' or absolute path); ignored")
         elif name not in names:
             names.append(name)
-    try:
-        handle = RootHandle(root)
-    except OSError as exc:
-        return ProjectDocs(warnings=[*warnings, f"{root}: cannot open ({exc.strerror or exc}); no project docs"])
+    project = stop if stop is not None else cwd
     files: list[tuple[Path, str, bytes | OSError]] = []
     for directory in _chain(root, cwd):
-        found = _first_doc(handle, directory.relative_to(root).as_posix(), names, warnings)
+        inside = _is_within(directory, project)
+        try:
+            handle = RootHandle(project if inside else directory)
+        except OSError as exc:
+            warnings.append(f"{directory}: cannot open ({exc.strerror or exc}); its docs are skipped")
+            continue
+        found = _first_doc(handle, directory.relative_to(handle.path).as_posix(), names, warnings, follow=inside)
+        handle.close()
         if found is not None:
-            rel, data = found
-            files.append((root / rel, rel, data))
+            files.append((found[0], found[0].relative_to(root).as_posix(), found[1]))
     docs = _concatenate(files, max_bytes)
     docs.warnings[:0] = warnings
     return docs
@@ -98,23 +103,24 @@ def plain_file_name(name: object) -> bool:
             and "\0" not in name)
 
 
-def _first_doc(handle: RootHandle, rel_dir: str, names: list[str],
-               warnings: list[str]) -> tuple[str, bytes | OSError] | None:
-    """The first of `names` in the directory that is a regular file beneath the root, read at once
-    (so what was checked is what is read); a name leading out of the root is skipped with a warning."""
+def _first_doc(handle: RootHandle, rel_dir: str, names: list[str], warnings: list[str],
+               *, follow: bool) -> tuple[Path, bytes | OSError] | None:
+    """The first of `names` in the directory that is a regular file beneath the handle, read at once
+    (so what was checked is what is read); a name leading out is skipped with a warning. With
+    `follow=False` no symlink is followed at all."""
     for name in names:
         rel = name if rel_dir == "." else f"{rel_dir}/{name}"
         try:
-            return rel, read_beneath(handle, rel)
+            return handle.path / rel, read_beneath(handle, rel, follow=follow)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             continue
         except ValueError:  # PathEscape
             warnings.append(f"{handle.path / rel}: a symlink out of the project; skipped")
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                warnings.append(f"{handle.path / rel}: a symlink loop; skipped")
+                warnings.append(f"{handle.path / rel}: a symlink (loop, or above the project); skipped")
             elif exc.errno != errno.EINVAL:  # EINVAL: a FIFO or device, never a doc
-                return rel, exc
+                return handle.path / rel, exc
     return None
 
 

@@ -321,13 +321,15 @@ def replace_file(parent_fd: int, name: str, data: bytes, mode: int) -> os.stat_r
     return st
 
 
-def read_beneath(root: RootHandle, raw: str | os.PathLike[str], *, limit: int | None = None) -> bytes:
-    """The bytes of the regular file `raw` beneath `root` (symlinks followed only inside it).
+def read_beneath(root: RootHandle, raw: str | os.PathLike[str], *, limit: int | None = None,
+                 follow: bool = True) -> bytes:
+    """The bytes of the regular file `raw` beneath `root` (symlinks followed only inside it, or
+    with `follow=False` not at all).
 
     Raises PathEscape for a path or link leading out, IsADirectoryError / OSError(EINVAL) for
     anything but a regular file (a FIFO would block a read forever), OSError(EFBIG) past `limit`.
     """
-    fd = open_beneath(root, raw, os.O_RDONLY | os.O_NONBLOCK)
+    fd = open_beneath(root, raw, os.O_RDONLY | os.O_NONBLOCK, follow=follow)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
