@@ -135,3 +135,19 @@ def test_git_dir_named_by_a_dot_git_file_is_protected(sandbox, tmp_path: Path) -
     (hooks / "pre-commit").write_text(HOOK)
     (hooks / "pre-commit").chmod(0o755)
     assert commit_runs_hook(project)
+
+
+@pytest.mark.parametrize("spelling", [".GIT", ".Git", ".git.", ".git ", ".g\u200cit", "GIT~1"])
+def test_spellings_other_file_systems_read_as_dot_git_are_refused(repo: Path, tmp_path: Path, spelling: str) -> None:
+    """On case-insensitive, HFS+ or NTFS file systems these names are the .git directory."""
+    import asyncio
+
+    from auger.tools.base import SessionToolState, ToolContext, ToolError
+    from auger.tools.files import WRITE_FILE
+
+    ctx = ToolContext(root=repo, state=SessionToolState(scratch_dir=tmp_path / "s"), call_id="c",
+                      archive=None)  # type: ignore[arg-type]
+    with pytest.raises(ToolError, match="git directory"):
+        asyncio.run(WRITE_FILE.handler({"path": f"{spelling}/hooks/pre-commit", "content": HOOK}, ctx))
+    assert not (repo / spelling).exists()
+    assert not commit_runs_hook(repo)

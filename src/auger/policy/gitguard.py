@@ -19,12 +19,22 @@ from auger.policy.fs import RootHandle, read_beneath
 
 GIT = ".git"
 _POINTER_MAX = 4096  # a `.git` file is one short line
+# Code points HFS+ ignores in names, so `.g\u200cit` is `.git` there (git's own is_hfs_dotgit list).
+_IGNORABLE = dict.fromkeys(map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                    "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff"))
+
+
+def is_git_name(name: str) -> bool:
+    """`.git` as some file system may read it: any case, HFS+ ignorable code points, NTFS trailing
+    dots and spaces, and NTFS's short name `GIT~1`."""
+    folded = name.translate(_IGNORABLE).lower().rstrip(". ")
+    return folded in (GIT, "git~1")
 
 
 def git_write_refusal(root: RootHandle, rel: str) -> str | None:
     """Why writing the resolved root-relative path `rel` is refused, or None if it is allowed."""
     parts = [p for p in rel.split("/") if p]
-    if any(p.lower() == GIT for p in parts):
+    if any(is_git_name(p) for p in parts):
         return (f"{rel} is inside a git directory (or is .git itself); the file tools do not write there, "
                 "because git runs code configured in it outside any sandbox")
     for gitdir in _pointed_git_dirs(root, parts[:-1]):
