@@ -118,16 +118,6 @@ def fs_mode(request: pytest.FixtureRequest):
     fs.set_openat2(None)
 
 
-def run_tool(spec: Any, args: dict[str, Any], ctx: Any) -> Any:
-    """Validate like the engine does and run the handler; a ToolError is returned, not raised."""
-    from auger.tools.base import ToolError
-
-    try:
-        return asyncio.run(spec.handler(spec.validate(args), ctx))
-    except ToolError as exc:
-        return exc
-
-
 async def run_many(spec: Any, args_list: list[dict[str, Any]], ctx: Any) -> list[Any]:
     """Run the tool once per argument set, in one event loop (fast enough to race thousands of swaps)."""
     from auger.tools.base import ToolError

@@ -114,8 +114,11 @@ class RootHandle:
     def relative(self, raw: str | os.PathLike[str]) -> str:
         """A model-supplied path as a path relative to the root (not yet resolved: `..` may remain).
 
-        Absolute paths must name the root (or, after the user's `~`, lie under it) lexically; a
-        path that only reaches the root through a symlink outside it is not ours to follow.
+        An absolute path (or `~/…`) must lie under the root, as written or once resolved (the
+        root reached through an alias of one of its parents, `/tmp` for `/private/tmp`). Only the
+        string is computed here; what lies under the root is then walked beneath the handle, so
+        links inside it are judged like those of any relative path. NUL bytes and lone
+        surrogates (no file name can hold them) are refused with a clear message.
         """
         text = os.fspath(raw)
         if "\x00" in text:
