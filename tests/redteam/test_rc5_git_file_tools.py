@@ -70,7 +70,9 @@ def _attack(repo: Path, sandbox: str, *calls: ToolCall) -> str:
 def test_hooks_cannot_be_planted(sandbox, repo: Path) -> None:
     (repo / "alias").symlink_to(".git", target_is_directory=True)
     (repo / "hooks-alias").symlink_to(".git/hooks", target_is_directory=True)
+    (repo / "hook-file").symlink_to(".git/hooks/pre-commit")  # dangling until the hook exists
     sent = _attack(repo, sandbox,
+                   ToolCall("write_file", {"path": "hook-file", "content": HOOK}),
                    ToolCall("write_file", {"path": ".git/hooks/pre-commit", "content": HOOK}),
                    ToolCall("write_file", {"path": "alias/hooks/pre-commit", "content": HOOK}),
                    ToolCall("write_file", {"path": "hooks-alias/pre-commit", "content": HOOK}),
