@@ -24,30 +24,25 @@ then only reaches files it could already write.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
-import platform
-import secrets
 import stat
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from auger.policy.paths import PathEscape
 
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
-_OPENAT2_NR = {"x86_64": 437, "aarch64": 437, "arm64": 437}.get(platform.machine())
+_OPENAT2_NR = {"x86_64": 437, "aarch64": 437, "arm64": 437}.get(os.uname().machine)
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks per lookup
 
-_libc: ctypes.CDLL | None = None
+_libc: Any = None  # ctypes, imported on first use: start-up time is measured
+_open_how: Any = None
 _openat2_works: bool | None = None if _OPENAT2_NR is not None else False
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
 def set_openat2(enabled: bool | None) -> None:
@@ -73,12 +68,17 @@ def openat2_available() -> bool:
 
 def _openat2(dir_fd: int, path: str, flags: int, mode: int, resolve: int) -> int | None:
     """The descriptor, or None when this kernel has no openat2 (then the caller walks components)."""
-    global _libc, _openat2_works
+    global _libc, _open_how, _openat2_works
     if _openat2_works is False:
         return None
+    import ctypes
+
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
+        class OpenHow(ctypes.Structure):  # struct open_how
+            _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+        _libc, _open_how = ctypes.CDLL(None, use_errno=True), OpenHow
+    how = _open_how(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, resolve)
     fd = _libc.syscall(ctypes.c_long(_OPENAT2_NR), ctypes.c_int(dir_fd), ctypes.c_char_p(os.fsencode(path)),
                        ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
     if fd >= 0:
@@ -302,7 +302,7 @@ def replace_file(parent_fd: int, name: str, data: bytes, mode: int) -> os.stat_r
     (O_CREAT|O_EXCL|O_NOFOLLOW, so nothing planted there is followed), fsync, renameat over the
     name. Returns the new file's stat. The rename replaces whatever entry is there, symlink or not,
     and never writes through it."""
-    tmp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+    tmp = f".{name[:100]}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent_fd)
     try:
         try:
