@@ -75,12 +75,15 @@ def test_hooks_cannot_be_planted(sandbox, repo: Path) -> None:
                    ToolCall("write_file", {"path": "hook-file", "content": HOOK}),
                    ToolCall("write_file", {"path": ".git/hooks/pre-commit", "content": HOOK}),
                    ToolCall("write_file", {"path": "alias/hooks/pre-commit", "content": HOOK}),
+                   ToolCall("write_file", {"path": "alias/hooks/new/dir/x", "content": HOOK}),
+                   ToolCall("write_file", {"path": "hooks-alias/../refs/new/x", "content": HOOK}),
                    ToolCall("write_file", {"path": "hooks-alias/pre-commit", "content": HOOK}),
                    ToolCall("write_file", {"path": "./sub/../.git/hooks/pre-commit", "content": HOOK}),
                    ToolCall("write_file", {"path": str(repo / ".git/hooks/pre-commit"), "content": HOOK}))
     assert "inside a git directory" in sent
     assert not (repo / ".git" / "hooks" / "pre-commit").exists()
     assert not (repo / "sub").exists()
+    assert not (repo / ".git" / "hooks" / "new").exists() and not (repo / ".git" / "refs" / "new").exists()
     assert not commit_runs_hook(repo)
 
 

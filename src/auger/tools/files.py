@@ -96,12 +96,13 @@ def _locate(ctx: ToolContext, raw: str, *, write: bool = False, make_parents: bo
     """Resolve `raw` beneath the root (symlinks followed only while they stay inside), holding its
     parent directory open for the duration; or explain, as a ToolError, why it cannot be.
 
-    `write`: refuse a target in a git directory, as spelled (before any parent is created) and
-    where it really lands."""
+    `write`: refuse a target in a git directory, as spelled and where it would land (both before
+    any parent is created), and where it really landed."""
     handle = root_handle(ctx)
     try:
         if write:
             _refuse_git(handle, os.path.normpath(handle.relative(raw)))
+            _refuse_git(handle, _landing(handle, raw))
         where = handle.resolve(raw, make_parents=make_parents)
     except PathEscape as e:
         raise ToolError(str(e)) from None
@@ -119,6 +120,21 @@ def _locate(ctx: ToolContext, raw: str, *, write: bool = False, make_parents: bo
         yield _Target(where, path, display(ctx.root, path))
     finally:
         os.close(where.parent_fd)
+
+
+def _landing(handle: RootHandle, raw: str) -> str:
+    """Where a write to `raw` would land before any missing directory is made: the deepest
+    existing directory on its path, resolved (links inside followed), plus the rest as written
+    (which, not existing, holds no link)."""
+    parts = [p for p in handle.relative(raw).split("/") if p not in ("", ".")]
+    for n in range(len(parts), -1, -1):
+        try:
+            where = handle.resolve("/".join(parts[:n]) or ".")
+        except (OSError, ValueError):
+            continue
+        os.close(where.parent_fd)
+        return os.path.normpath("/".join([where.rel or ".", *parts[n:]]))
+    return os.path.normpath("/".join(parts) or ".")
 
 
 def _first_missing(handle: RootHandle, raw: str) -> str:
