@@ -141,15 +141,17 @@ def test_non_utf8_and_binary_files_warn_but_never_raise(tmp_path):
 
 def test_unreadable_file_is_skipped_with_a_warning(tmp_path, monkeypatch):
     (tmp_path / ".git").mkdir()
-    doc = write(tmp_path / "AGENTS.md", "secret")
-    real = Path.read_bytes
+    write(tmp_path / "AGENTS.md", "secret")
+    import auger.context.project_docs as project_docs
 
-    def deny(self):
-        if self == doc:
+    real = project_docs.read_beneath
+
+    def deny(root, rel, **kw):  # tests run as root, whom file modes do not stop
+        if rel == "AGENTS.md":
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(root, rel, **kw)
 
-    monkeypatch.setattr(Path, "read_bytes", deny)
+    monkeypatch.setattr(project_docs, "read_beneath", deny)
     docs = discover_project_docs(tmp_path)
     assert docs.text == "" and "Permission denied" in docs.warnings[0]
 

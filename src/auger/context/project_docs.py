@@ -7,13 +7,23 @@ Layout rule: from the repository root down to the working directory, each direct
 most one file — `AGENTS.override.md` if present (a local, usually untracked, replacement), else
 `AGENTS.md`, else the first of the caller's fallback names (e.g. `CLAUDE.md`). The root comes first so
 that more specific, deeper instructions are read last and can refine the general ones.
+
+The repository is not trusted: a doc in the project (`stop_at`, else `cwd`) is opened beneath a
+handle on the project, and a doc in a directory above it beneath a handle on that directory with no
+symlink followed, so an `AGENTS.md` that is a symlink out (to `~/.ssh/id_rsa`, say) is skipped with a
+warning instead of being sent to the model — even when the project sits inside a larger repository
+(a home directory kept in git) that also holds the secret. A fallback name must be a plain file name; `../x`, `a/b` or an absolute
+path is refused. The user's own config dir is trusted and read as it is.
 """
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+
+from auger.policy.fs import RootHandle, read_beneath
 
 OVERRIDE_NAME = "AGENTS.override.md"
 DOC_NAME = "AGENTS.md"
@@ -62,15 +72,56 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
         warnings.append(f"{cwd} is not inside {stop}; looking for project docs in {cwd} only")
         stop = None
     root = find_repo_root(cwd, stop) or stop or cwd
-    names = [OVERRIDE_NAME, DOC_NAME, *[n for n in fallback_names if n not in (OVERRIDE_NAME, DOC_NAME)]]
-    files: list[tuple[Path, str]] = []
+    names = [OVERRIDE_NAME, DOC_NAME]
+    for name in fallback_names:
+        if not plain_file_name(name):
+            warnings.append(f"project_doc_fallback_filenames: {name!r} is not a plain file name "
+                            "(no '/', '..' or absolute path); ignored")
+        elif name not in names:
+            names.append(name)
+    project = stop if stop is not None else cwd
+    files: list[tuple[Path, str, bytes | OSError]] = []
     for directory in _chain(root, cwd):
-        chosen = next((directory / n for n in names if _is_file(directory / n)), None)
-        if chosen is not None:
-            files.append((chosen, chosen.relative_to(root).as_posix()))
+        inside = _is_within(directory, project)
+        try:
+            handle = RootHandle(project if inside else directory)
+        except OSError as exc:
+            warnings.append(f"{directory}: cannot open ({exc.strerror or exc}); its docs are skipped")
+            continue
+        found = _first_doc(handle, directory.relative_to(handle.path).as_posix(), names, warnings, follow=inside)
+        handle.close()
+        if found is not None:
+            files.append((found[0], found[0].relative_to(root).as_posix(), found[1]))
     docs = _concatenate(files, max_bytes)
     docs.warnings[:0] = warnings
     return docs
+
+
+def plain_file_name(name: object) -> bool:
+    """A name that can only mean a file in the directory it is looked up in."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and "\0" not in name)
+
+
+def _first_doc(handle: RootHandle, rel_dir: str, names: list[str], warnings: list[str],
+               *, follow: bool) -> tuple[Path, bytes | OSError] | None:
+    """The first of `names` in the directory that is a regular file beneath the handle, read at once
+    (so what was checked is what is read); a name leading out is skipped with a warning. With
+    `follow=False` no symlink is followed at all."""
+    for name in names:
+        rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+        try:
+            return handle.path / rel, read_beneath(handle, rel, follow=follow)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue
+        except ValueError:  # PathEscape
+            warnings.append(f"{handle.path / rel}: a symlink out of the project; skipped")
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                warnings.append(f"{handle.path / rel}: a symlink (loop, or above the project); skipped")
+            elif exc.errno != errno.EINVAL:  # EINVAL: a FIFO or device, never a doc
+                return handle.path / rel, exc
+    return None
 
 
 def global_docs(config_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> ProjectDocs:
@@ -80,7 +131,11 @@ def global_docs(config_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Project
     for name in (OVERRIDE_NAME, DOC_NAME):
         path = config_dir / name
         if _is_file(path):
-            return _concatenate([(path, str(path))], max_bytes)
+            try:
+                data: bytes | OSError = path.read_bytes()
+            except OSError as exc:
+                data = exc
+            return _concatenate([(path, str(path), data)], max_bytes)
     return ProjectDocs()
 
 
@@ -96,14 +151,14 @@ def user_instructions(global_docs: ProjectDocs, project_docs: ProjectDocs) -> st
 # --- internals ---------------------------------------------------------------------------------------
 
 
-def _concatenate(files: list[tuple[Path, str]], max_bytes: int) -> ProjectDocs:
-    """Join `(path, label)` files into one text under a byte budget for the docs' own content (headers and
+def _concatenate(files: list[tuple[Path, str, bytes | OSError]], max_bytes: int) -> ProjectDocs:
+    """Join `(path, label, content or read error)` files into one text under a byte budget for the docs' own content (headers and
     the truncation note are not counted: they are a few bytes and the user cannot shorten them)."""
     docs = ProjectDocs()
     parts: list[str] = []
     budget = max(0, max_bytes)
-    for index, (path, label) in enumerate(files):
-        text = _read_doc(path, label, docs.warnings)
+    for index, (path, label, content) in enumerate(files):
+        text = _read_doc(path, content, docs.warnings)
         if text is None or not text.strip():
             continue  # empty or unreadable: nothing to head with a comment
         data = text.strip("\n").encode("utf-8")
@@ -131,12 +186,10 @@ def _concatenate(files: list[tuple[Path, str]], max_bytes: int) -> ProjectDocs:
     return docs
 
 
-def _read_doc(path: Path, label: str, warnings: list[str]) -> str | None:
+def _read_doc(path: Path, data: bytes | OSError, warnings: list[str]) -> str | None:
     """The file's text, decoded leniently: a mis-encoded doc still carries useful instructions."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        warnings.append(f"{path}: cannot read ({exc.strerror or exc}); skipped")
+    if isinstance(data, OSError):
+        warnings.append(f"{path}: cannot read ({data.strerror or data}); skipped")
         return None
     if b"\0" in data:
         warnings.append(f"{path}: looks like a binary file (contains NUL bytes); skipped")

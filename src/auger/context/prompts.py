@@ -7,6 +7,9 @@ stem. Optional front matter gives a `description` and an `argument-hint` for com
 In the body, `$1`…`$9` are the arguments split like a shell would (`/fix "two words" x`), `$ARGUMENTS` is
 the whole argument string and `$$` is a literal `$`. Expansion is one pass, so an argument that itself
 contains `$1` is not expanded again.
+
+Project prompts come with the repository, so they are read beneath a handle on the project root: a
+prompt file that is a symlink out of the project is never read (and never sent to the model).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from auger.context.skills import parse_front_matter
+from auger.policy.fs import RootHandle, read_beneath
 
 _PLACEHOLDER = re.compile(r"\$(\$|ARGUMENTS|[1-9])")
 _SLASH = re.compile(r"/(\S+)(?:\s+|$)")
@@ -38,8 +42,16 @@ def discover_prompts(project_root: Path, config_dir: Path,
     """Prompts by name, project over user. Never raises; unreadable files are left out, with a message
     appended to `warnings` when the caller passes a list."""
     found: dict[str, CustomPrompt] = {}
-    for source, base in (("user", Path(config_dir) / "prompts"), ("project", Path(project_root) / ".auger" / "prompts")):
-        for prompt in _load_dir(base, source, warnings):
+    try:
+        handle: RootHandle | None = RootHandle(Path(project_root).absolute())
+    except OSError:
+        handle = None
+    places: list[tuple[Literal["project", "user"], Path, RootHandle | None]] = [
+        ("user", Path(config_dir) / "prompts", None)]
+    if handle is not None:
+        places.append(("project", handle.path / ".auger" / "prompts", handle))
+    for source, base, beneath in places:
+        for prompt in _load_dir(base, source, warnings, beneath):
             found[prompt.name] = prompt  # project comes second, so it replaces a user prompt
     return dict(sorted(found.items()))
 
@@ -75,7 +87,8 @@ def expand_slash(text: str, prompts: Mapping[str, CustomPrompt]) -> str | None:
     return expanded
 
 
-def _load_dir(base: Path, source: Literal["project", "user"], warnings: list[str] | None) -> list[CustomPrompt]:
+def _load_dir(base: Path, source: Literal["project", "user"], warnings: list[str] | None,
+              beneath: RootHandle | None) -> list[CustomPrompt]:
     try:
         paths = sorted(p for p in base.iterdir() if p.suffix == ".md")
     except OSError:
@@ -88,7 +101,12 @@ def _load_dir(base: Path, source: Literal["project", "user"], warnings: list[str
         try:
             if not path.is_file():
                 continue
-            text = path.read_bytes().decode("utf-8-sig", errors="replace")
+            data = path.read_bytes() if beneath is None else read_beneath(beneath, path.relative_to(beneath.path))
+            text = data.decode("utf-8-sig", errors="replace")
+        except ValueError:  # PathEscape: a symlink out of the project
+            if warnings is not None:
+                warnings.append(f"{path}: a symlink out of the project; prompt ignored")
+            continue
         except OSError as exc:
             if warnings is not None:
                 warnings.append(f"{path}: cannot read ({exc.strerror or exc}); prompt ignored")

@@ -14,6 +14,11 @@ Only names and descriptions go into the instructions (`SkillIndex.render_list`);
 the model asks for it (`Skill.body`), so many skills cost a few lines each, not their full text.
 Discovery never raises: bad skills are left out with a warning the engine can show.
 
+The project is not trusted: its skill files are opened beneath a handle on the project root, so a
+`SKILL.md` (or a skill folder, or `.auger` itself) that is a symlink out of the project is never
+read, at discovery or later. Symlinked skill folders are not walked at all. The user's own config
+dir is trusted and read as it is.
+
 `parse_front_matter` handles the small YAML subset such headers use (`key: value`, quoted values,
 `>`/`|` block scalars, comments), so auger needs no YAML library. Custom prompts share it.
 """
@@ -25,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from auger.policy.fs import RootHandle, read_beneath
 
 SKILL_FILE = "SKILL.md"
 MAX_DESCRIPTION = 200
@@ -39,11 +46,12 @@ class Skill:
     description: str
     path: Path  # the SKILL.md file
     source: Source
+    beneath: RootHandle | None = field(default=None, compare=False, repr=False)  # project skills: the root
 
     def body(self) -> str:
         """The instructions without front matter, read now so edits made during a session are seen.
-        Raises OSError if the file has gone; the caller reports that to the model."""
-        text = _decode(self.path.read_bytes())
+        Raises OSError if the file has gone (or now leads out of the project); the caller reports that."""
+        text = _decode(_read(self.path, self.beneath))
         return split_front_matter(text)[1]
 
 
@@ -85,9 +93,16 @@ def discover_skills(project_root: Path, config_dir: Path) -> SkillIndex:
     project_root = Path(project_root).absolute()
     index = SkillIndex(project_root=project_root)
     found: dict[str, Skill] = {}
-    for source, base in (("project", project_root / ".auger" / "skills"), ("user", Path(config_dir) / "skills")):
+    try:
+        handle: RootHandle | None = RootHandle(project_root)
+    except OSError:
+        handle = None
+    places: list[tuple[Source, Path, RootHandle | None]] = [("user", Path(config_dir) / "skills", None)]
+    if handle is not None:
+        places.insert(0, ("project", project_root / ".auger" / "skills", handle))
+    for source, base, beneath in places:
         for path in _skill_files(base):
-            skill = _load_skill(path, source, index.warnings)
+            skill = _load_skill(path, source, index.warnings, beneath)
             if skill is None:
                 continue
             other = found.get(skill.name)
@@ -114,8 +129,8 @@ def _skill_files(base: Path) -> list[Path]:
         except OSError:
             return
         for entry in entries:
-            try:
-                if entry.name.startswith(".") or not entry.is_dir():
+            try:  # a symlinked folder is not walked: it could lead anywhere
+                if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                     continue
             except OSError:
                 continue
@@ -129,9 +144,19 @@ def _skill_files(base: Path) -> list[Path]:
     return result
 
 
-def _load_skill(path: Path, source: Source, warnings: list[str]) -> Skill | None:
+def _read(path: Path, beneath: RootHandle | None) -> bytes:
+    """A skill file's bytes: beneath the project root for project skills, as is for the user's own."""
+    if beneath is None:
+        return path.read_bytes()
     try:
-        text = _decode(path.read_bytes())
+        return read_beneath(beneath, path.relative_to(beneath.path))
+    except ValueError as exc:  # PathEscape: a symlink out of the project
+        raise PermissionError(f"{path} leads out of the project ({exc})") from None
+
+
+def _load_skill(path: Path, source: Source, warnings: list[str], beneath: RootHandle | None) -> Skill | None:
+    try:
+        text = _decode(_read(path, beneath))
     except OSError as exc:
         warnings.append(f"{path}: cannot read ({exc.strerror or exc}); skill ignored")
         return None
@@ -147,7 +172,7 @@ def _load_skill(path: Path, source: Source, warnings: list[str]) -> Skill | None
     if missing:
         warnings.append(f"{path}: front matter has no {' or '.join(missing)}; skill ignored")
         return None
-    return Skill(name=name, description=description, path=path, source=source)
+    return Skill(name=name, description=description, path=path, source=source, beneath=beneath)
 
 
 def _shorten(text: str, limit: int = MAX_DESCRIPTION) -> str:

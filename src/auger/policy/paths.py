@@ -2,6 +2,10 @@
 
 Resolution follows symlinks (a link pointing out is refused) and compares whole
 path components, so `<root>-evil/x` is not mistaken for a child of `<root>`.
+
+This answers "where is it?" for a path a command will use (a shell's working directory).
+A file auger itself opens must not be checked here and then reopened by name; it is
+opened beneath a root handle instead (`auger.policy.fs`).
 """
 
 from __future__ import annotations

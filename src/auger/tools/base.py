@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+
+if TYPE_CHECKING:
+    from auger.policy.fs import RootHandle
 
 READ_ONLY = "read_only"
 LOCAL_MUTATION = "local_mutation"
@@ -64,6 +67,7 @@ class SessionToolState:
     created_files: set[Path] = field(default_factory=set)
     background: dict[int, Any] = field(default_factory=dict)  # pid -> process handle
     plan: list[dict] | None = None  # the model's current plan (update_plan), kept across compaction
+    root_handle: RootHandle | None = None  # the project root, opened once (see auger.policy.fs)
 
 
 @dataclass

@@ -2,12 +2,17 @@
 
 Design choices, and why:
 
-* Every path goes through `resolve_inside`, so nothing outside the project root is
-  ever read or written, whatever `..`, absolute path or symlink the model sends.
+* Every path is opened beneath the session's handle on the project root
+  (`auger.policy.fs`): nothing outside the root is ever read or written, whatever `..`,
+  absolute path or symlink the model sends, and a directory swapped for a symlink between
+  a check and the open cannot redirect it. After the open, only the descriptor is used.
+* Nothing is written inside a git directory (`auger.policy.gitguard`): git would run
+  what is planted there outside any sandbox.
 * Files are handled as bytes and decoded with UTF-8 `surrogateescape`: a file that
   is not valid UTF-8 (latin-1, a stray byte) can still be read and edited, and the
   bytes outside the edited region are written back exactly as they were.
-* Writes are atomic (temp file in the same directory, then `os.replace`) so a
+* Writes are atomic (temp file in the same directory, then a rename, both relative
+  to the parent directory's descriptor) so a
   crash or a full disk never leaves a half-written source file behind; the old
   file's permission bits are carried over so an executable script stays one.
 * A file the session has read is stamped (mtime, size). If it changed on disk
@@ -21,15 +26,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import errno
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from auger.policy.paths import PathEscape, display, resolve_inside
+from auger.policy.fs import Resolved, RootHandle, read_fd, replace_file
+from auger.policy.gitguard import git_write_refusal
+from auger.policy.paths import PathEscape, display
 from auger.tools.base import (
     LOCAL_MUTATION,
     READ_ONLY,
@@ -59,42 +66,121 @@ _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 # --------------------------------------------------------------------------- helpers
 
 
-def _resolve(ctx: ToolContext, path: str) -> Path:
-    """Resolve a model-supplied path inside the root, or explain why it is refused."""
+def root_handle(ctx: ToolContext) -> RootHandle:
+    """The session's handle on the project root, opened on first use and kept for the session."""
+    handle = ctx.state.root_handle
+    if handle is None or handle.path != ctx.root:
+        handle = ctx.state.root_handle = RootHandle(ctx.root)
+    return handle
+
+
+@dataclass
+class _Target:
+    """A model-supplied path, resolved beneath the root: where it is and an open parent directory."""
+
+    where: Resolved
+    path: Path  # absolute, symlink-free: the key for read stamps and created files
+    rel: str  # as shown to the model
+
+    @property
+    def dir_fd(self) -> int:
+        return self.where.parent_fd
+
+    @property
+    def name(self) -> str:
+        return self.where.name
+
+
+@contextlib.contextmanager
+def _locate(ctx: ToolContext, raw: str, *, write: bool = False, make_parents: bool = False) -> Iterator[_Target]:
+    """Resolve `raw` beneath the root (symlinks followed only while they stay inside), holding its
+    parent directory open for the duration; or explain, as a ToolError, why it cannot be.
+
+    `write`: refuse a target in a git directory, as spelled and where it would land (both before
+    any parent is created), and where it really landed."""
+    handle = root_handle(ctx)
     try:
-        return resolve_inside(ctx.root, path)
+        if write:
+            _refuse_git(handle, os.path.normpath(handle.relative(raw)))
+            _refuse_git(handle, _landing(handle, raw))
+        where = handle.resolve(raw, make_parents=make_parents)
     except PathEscape as e:
         raise ToolError(str(e)) from None
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    """The file's stat, or None when nothing is there (also when a parent is a file)."""
+    except FileNotFoundError:
+        raise ToolError(f"{raw} does not exist (a directory on its path does not exist either: "
+                        f"{_first_missing(handle, raw)})") from None
+    except NotADirectoryError:
+        raise ToolError(f"{raw} does not exist: a parent of it is an existing file, not a directory") from None
+    except OSError as e:
+        raise ToolError(f"cannot access {raw}: {e.strerror or e}") from None
+    path = ctx.root / where.rel if where.rel else ctx.root
     try:
-        return os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
+        if write:
+            _refuse_git(handle, where.rel)
+        yield _Target(where, path, display(ctx.root, path))
+    finally:
+        os.close(where.parent_fd)
+
+
+def _landing(handle: RootHandle, raw: str) -> str:
+    """Where a write to `raw` would land before any missing directory is made: the deepest
+    existing directory on its path, resolved (links inside followed), plus the rest as written
+    (which, not existing, holds no link)."""
+    parts = [p for p in handle.relative(raw).split("/") if p not in ("", ".")]
+    for n in range(len(parts), -1, -1):
+        try:
+            where = handle.resolve("/".join(parts[:n]) or ".")
+        except (OSError, ValueError):
+            continue
+        os.close(where.parent_fd)
+        return os.path.normpath("/".join([where.rel or ".", *parts[n:]]))
+    return os.path.normpath("/".join(parts) or ".")
+
+
+def _first_missing(handle: RootHandle, raw: str) -> str:
+    """The first directory of `raw` that does not exist, for the error message."""
+    parts = [p for p in handle.relative(raw).split("/") if p]
+    for n in range(1, len(parts)):
+        try:
+            os.close(handle.open("/".join(parts[:n]), os.O_PATH))
+        except (OSError, ValueError):
+            return "/".join(parts[:n])
+    return "/".join(parts[:-1]) or "."
+
+
+def _open_existing(t: _Target) -> int | None:
+    """Open the target for reading through its parent's descriptor (never through a symlink: one
+    that appeared since the resolution is refused), or None when nothing is there. O_NONBLOCK so a
+    FIFO cannot hang the open; the type is checked on the descriptor before any read."""
+    if not t.name:  # the root itself
+        return os.open(".", os.O_RDONLY | os.O_CLOEXEC, dir_fd=t.dir_fd)
+    try:
+        return os.open(t.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=t.dir_fd)
+    except FileNotFoundError:
         return None
     except OSError as e:
-        raise ToolError(f"cannot access {path.name}: {e.strerror or e}") from None
+        if e.errno == errno.ELOOP:
+            raise ToolError(f"{t.rel} was replaced by a symlink while being opened; refused") from None
+        raise ToolError(f"cannot access {t.rel}: {e.strerror or e}") from None
 
 
-def _missing(ctx: ToolContext, path: Path, rel: str, hint: str = "") -> ToolError:
+def _missing(ctx: ToolContext, t: _Target, hint: str = "") -> ToolError:
     """A "does not exist" error that names similarly spelled siblings, since typos are common."""
-    msg = f"{rel} does not exist"
-    parent = path.parent
-    if parent.is_dir():
+    msg = f"{t.rel} does not exist"
+    try:
+        dfd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=t.dir_fd)
         try:
-            names = os.listdir(parent)
-        except OSError:
-            names = []
-        lowered = {n.lower(): n for n in names}
-        close = [lowered[path.name.lower()]] if path.name.lower() in lowered else []
-        close += [n for n in difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
-                  if n not in close]
-        if close:
-            msg += "; did you mean " + " or ".join(
-                display(ctx.root, parent / n) for n in close[:3]) + "?"
-    elif parent != ctx.root:
-        msg += f" (directory {display(ctx.root, parent)} does not exist either)"
+            names = os.listdir(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        names = []
+    parent = t.path.parent
+    lowered = {n.lower(): n for n in names}
+    close = [lowered[t.name.lower()]] if t.name.lower() in lowered else []
+    close += [n for n in difflib.get_close_matches(t.name, names, n=3, cutoff=0.6) if n not in close]
+    if close:
+        msg += "; did you mean " + " or ".join(display(ctx.root, parent / n) for n in close[:3]) + "?"
     return ToolError(msg + hint)
 
 
@@ -197,26 +283,19 @@ def _umask() -> int:
     return mask
 
 
-def _atomic_write(path: Path, data: bytes, mode: int | None) -> None:
-    """Write `data` to `path` via a temp file in the same directory and `os.replace`.
+def _write(ctx: ToolContext, t: _Target, data: bytes, mode: int | None) -> None:
+    """Replace the target atomically (see `replace_file`) and stamp it as this session's own write.
 
     `mode` is the permission bits to keep (the old file's), or None for a new file.
-    The temp file lives beside the target so the rename never crosses filesystems.
     """
-    if mode is None:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    st = replace_file(t.dir_fd, t.name, data, 0o666 & ~_umask() if mode is None else mode)
+    ctx.state.read_stamps[t.path] = FileStamp(st.st_mtime_ns, st.st_size)
+
+
+def _refuse_git(handle: RootHandle, rel: str) -> None:
+    why = git_write_refusal(handle, rel)
+    if why is not None:
+        raise ToolError(why)
 
 
 def _encode(text: str, what: str) -> bytes:
@@ -246,14 +325,15 @@ class _Page:
     valid_utf8: bool
 
 
-def _read_page(path: Path, offset: int, limit: int) -> _Page:
+def _read_page(fd: int, offset: int, limit: int) -> _Page:
     """Stream the file, keeping only the requested lines, so huge logs cost little memory."""
     shown: list[tuple[int, str]] = []
     valid = True
     total = 0
     last = offset + limit - 1
     budget = MAX_PAGE_CHARS
-    with open(path, "rb") as f:
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(fd, "rb", closefd=False) as f:
         for total, raw in enumerate(f, start=1):
             try:
                 raw.decode(ENCODING)
@@ -271,29 +351,28 @@ def _read_page(path: Path, offset: int, limit: int) -> _Page:
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Show part of a text file with line numbers, and stamp it for the stale-write check."""
-    path = _resolve(ctx, args["path"])
-    rel = display(ctx.root, path)
     offset: int = args.get("offset", 1)
     limit: int = args.get("limit", DEFAULT_LIMIT)
 
-    # Stamp before reading: if the file changes while we read, the stamp is the older
-    # one, so a later edit is refused rather than allowed on outdated content.
-    st = _stat(path)
-    if st is None:
-        raise _missing(ctx, path, rel)
-    _require_regular_file(st, rel, "read_file")
+    def work() -> tuple[_Target, os.stat_result, _Page | bytes]:
+        with _locate(ctx, args["path"]) as t:
+            fd = _open_existing(t)
+            if fd is None:
+                raise _missing(ctx, t)
+            try:
+                # Stamp before reading: if the file changes while we read, the stamp is the older
+                # one, so a later edit is refused rather than allowed on outdated content.
+                st = os.fstat(fd)
+                _require_regular_file(st, t.rel, "read_file")
+                head = os.pread(fd, BINARY_SNIFF_BYTES, 0)
+                return t, st, head if _is_binary(head) else _read_page(fd, offset, limit)
+            except OSError as e:
+                raise ToolError(f"cannot read {t.rel}: {e.strerror or e}") from None
+            finally:
+                os.close(fd)
 
-    def work() -> _Page | bytes:
-        with open(path, "rb") as f:
-            head = f.read(BINARY_SNIFF_BYTES)
-        if _is_binary(head):
-            return head
-        return _read_page(path, offset, limit)
-
-    try:
-        page = await asyncio.to_thread(work)
-    except OSError as e:
-        raise ToolError(f"cannot read {rel}: {e.strerror or e}") from None
+    t, st, page = await asyncio.to_thread(work)
+    path, rel = t.path, t.rel
     if isinstance(page, bytes):
         raise _binary_error(rel, st.st_size, "read_file")
 
@@ -325,41 +404,43 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult("\n".join(out), metadata=meta)
 
 
+def _read_existing(t: _Target, tool: str) -> tuple[os.stat_result, bytes] | None:
+    """(stat, bytes) of the regular file at the target, read through one descriptor; None if absent."""
+    fd = _open_existing(t)
+    if fd is None:
+        return None
+    try:
+        st = os.fstat(fd)
+        _require_regular_file(st, t.rel, tool)
+        return st, read_fd(fd)
+    finally:
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------- write_file
 
 
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Create or overwrite a whole file, atomically, refusing to clobber unseen changes."""
-    path = _resolve(ctx, args["path"])
-    rel = display(ctx.root, path)
     content: str = args["content"]
     data = _encode(content, "content")
 
-    def work() -> tuple[bool, str | None]:
-        st = _stat(path)
-        old: str | None = ""
-        if st is not None:
-            _require_regular_file(st, rel, "write_file")
-            _check_fresh(ctx, path, rel, st, "overwriting")
-            _check_writable(path, rel, st)
-            old_bytes = path.read_bytes()
-            old = None if _is_binary(old_bytes) else old_bytes.decode(ENCODING, ERRORS)
-        else:
+    def work() -> tuple[str, Path, bool, str | None]:
+        with _locate(ctx, args["path"], write=True, make_parents=True) as t:
+            found = _read_existing(t, "write_file")
+            old: str | None = ""
+            if found is not None:
+                st, old_bytes = found
+                _check_fresh(ctx, t.path, t.rel, st, "overwriting")
+                _check_writable(t.path, t.rel, st)
+                old = None if _is_binary(old_bytes) else old_bytes.decode(ENCODING, ERRORS)
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise ToolError(
-                    f"cannot create {rel}: a parent of it is an existing file, not a directory"
-                ) from None
-        _atomic_write(path, data, None if st is None else stat.S_IMODE(st.st_mode))
-        ctx.state.read_stamps[path] = FileStamp.of(path)
-        return st is None, old
+                _write(ctx, t, data, None if found is None else stat.S_IMODE(found[0].st_mode))
+            except OSError as e:
+                raise ToolError(f"cannot write {t.rel}: {e.strerror or e}") from None
+            return t.rel, t.path, found is None, old
 
-    try:
-        created, old = await asyncio.to_thread(work)
-    except OSError as e:
-        raise ToolError(f"cannot write {rel}: {e.strerror or e}") from None
-
+    rel, path, created, old = await asyncio.to_thread(work)
     if created:
         ctx.state.created_files.add(path)
     n = _count_lines(content)
@@ -482,8 +563,6 @@ def _apply_edit(text: str, old: str, new: str, replace_all: bool, rel: str) -> _
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Replace an exact, unique string in a file, leaving every other byte untouched."""
-    path = _resolve(ctx, args["path"])
-    rel = display(ctx.root, path)
     old: str = args["old_string"]
     new: str = args["new_string"]
     replace_all: bool = args.get("replace_all", False)
@@ -492,26 +571,24 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if old == new:
         raise ToolError("old_string and new_string are identical; there is nothing to change")
 
-    def work() -> _Edit:
-        st = _stat(path)
-        if st is None:
-            raise _missing(ctx, path, rel, "; use write_file to create a new file")
-        _require_regular_file(st, rel, "edit_file")
-        _check_fresh(ctx, path, rel, st, "editing")
-        data = path.read_bytes()
-        if _is_binary(data):
-            raise _binary_error(rel, len(data), "edit_file")
-        edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, rel)
-        _check_writable(path, rel, st)
-        _atomic_write(path, _encode(edit.new_text, "new_string"), stat.S_IMODE(st.st_mode))
-        ctx.state.read_stamps[path] = FileStamp.of(path)
-        return edit
+    def work() -> tuple[str, _Edit]:
+        with _locate(ctx, args["path"], write=True) as t:
+            found = _read_existing(t, "edit_file")
+            if found is None:
+                raise _missing(ctx, t, "; use write_file to create a new file")
+            st, data = found
+            _check_fresh(ctx, t.path, t.rel, st, "editing")
+            if _is_binary(data):
+                raise _binary_error(t.rel, len(data), "edit_file")
+            edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, t.rel)
+            _check_writable(t.path, t.rel, st)
+            try:
+                _write(ctx, t, _encode(edit.new_text, "new_string"), stat.S_IMODE(st.st_mode))
+            except OSError as e:
+                raise ToolError(f"cannot edit {t.rel}: {e.strerror or e}") from None
+            return t.rel, edit
 
-    try:
-        edit = await asyncio.to_thread(work)
-    except OSError as e:
-        raise ToolError(f"cannot edit {rel}: {e.strerror or e}") from None
-
+    rel, edit = await asyncio.to_thread(work)
     first = _line_of(edit.new_text, edit.first_index)
     last = _line_of(edit.new_text, edit.first_index + max(edit.new_len - 1, 0))
     head = f"Edited {rel}: {edit.count} replacement{'s' if edit.count != 1 else ''}."
@@ -529,14 +606,18 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
     """The unified diff a write_file/edit_file call would make, without making it (for approvals)."""
-    path = _resolve(ctx, args["path"])
-    rel = display(ctx.root, path)
 
     def work() -> str:
-        st = _stat(path)
-        old = "" if st is None else path.read_bytes().decode(ENCODING, ERRORS)
+        try:
+            with _locate(ctx, args["path"]) as t:
+                found, rel = _read_existing(t, "preview"), t.rel
+        except ToolError:
+            if "content" not in args:  # an edit needs the file
+                raise
+            found, rel = None, os.path.normpath(root_handle(ctx).relative(args["path"]))  # new directories too
+        old = "" if found is None else found[1].decode(ENCODING, ERRORS)
         if "content" in args:
-            return _unified_diff(old, args["content"], rel, created=st is None)
+            return _unified_diff(old, args["content"], rel, created=found is None)
         edit = _apply_edit(old, args["old_string"], args["new_string"], args.get("replace_all", False), rel)
         return _unified_diff(edit.old_text, edit.new_text, rel)
 

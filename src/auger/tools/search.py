@@ -17,8 +17,13 @@ Known, deliberate limits of that equivalence (each would cost more than it is wo
 * Regex dialects: constructs only one engine accepts are refused up front (see
   `_compile_regex`), but the two engines are not identical in every corner.
 
-Paths come from the model, so every one goes through `resolve_inside`; output paths are
-relative to the project root. Blocking filesystem work runs in worker threads.
+Paths come from the model, so every one is resolved beneath the session's root handle
+(`auger.policy.fs`), directories are walked through descriptors, and every file the Python
+backend reads is opened beneath the root with no symlink anywhere on its path. ripgrep
+walks by path on its own, so each line it reports is checked against the file as read
+beneath the root, and dropped if they differ (a directory swapped for a symlink while rg
+ran). Output paths are relative to the project root. Blocking filesystem work runs in
+worker threads.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ import codecs
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from auger.policy.paths import PathEscape, display, resolve_inside
+from auger.policy.fs import RootHandle, read_beneath
+from auger.policy.paths import PathEscape, display
 from auger.tools.base import READ_ONLY, ToolContext, ToolError, ToolResult, ToolSpec
-from auger.tools.walk import GlobError, PathFilter, glob_matcher, path_sort_key, walk
+from auger.tools.files import root_handle
+from auger.tools.walk import GlobError, PathFilter, WalkEntry, glob_matcher, path_sort_key, walk
 
 LIST_DIR_MAX_ENTRIES = 500
 GLOB_MAX_RESULTS = 200
@@ -50,22 +58,43 @@ except ImportError:  # pragma: no cover
 # ------------------------------------------------------------------------ helpers
 
 
-def _resolve(root: Path, tool: str, raw: str) -> Path:
-    """Resolve a model-supplied path inside the root; it must exist."""
+def _resolve(root: RootHandle, tool: str, raw: str) -> tuple[Path, bool]:
+    """Resolve a model-supplied path beneath the root; it must exist. (path, is a directory)."""
     try:
-        target = resolve_inside(root, raw)
+        rel, fd = root.open_resolved(raw, os.O_PATH)
     except PathEscape as exc:
         raise ToolError(f"{tool}: {exc}") from None
-    if not target.exists():
-        raise ToolError(f"{tool}: no such file or directory: {raw!r}")
-    return target
+    except OSError:
+        raise ToolError(f"{tool}: no such file or directory: {raw!r}") from None
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    return (root.path / rel if rel else root.path), is_dir
 
 
-def _resolve_dir(root: Path, tool: str, raw: str) -> Path:
-    target = _resolve(root, tool, raw)
-    if not target.is_dir():
+def _resolve_dir(root: RootHandle, tool: str, raw: str) -> Path:
+    target, is_dir = _resolve(root, tool, raw)
+    if not is_dir:
         raise ToolError(f"{tool}: {raw!r} is a file, not a directory")
     return target
+
+
+def _walk_beneath(root: RootHandle, target: Path, **kw: Any) -> Iterator[WalkEntry]:
+    """`walk` from a directory opened beneath the root (no symlink on its symlink-free path)."""
+    try:
+        fd = root.open(_rel(root, target), os.O_RDONLY | os.O_DIRECTORY, follow=False)
+    except (OSError, ValueError):
+        return  # swapped for something else since it was resolved: nothing to list
+    try:
+        yield from walk(target, start_fd=fd, **kw)
+    finally:
+        os.close(fd)
+
+
+def _rel(root: RootHandle, path: Path) -> str:
+    """A path under the root, relative to it ('.' for the root)."""
+    return display(root.path, path)
 
 
 def _clean_glob(tool: str, pattern: str) -> str:
@@ -89,22 +118,20 @@ def _compile_glob(tool: str, pattern: str) -> Callable[[str], bool]:
 # ---------------------------------------------------------------------- list_dir
 
 
-def _list_dir(root: Path, raw_path: str, depth: int) -> ToolResult:
-    target = _resolve_dir(root, "list_dir", raw_path)
+def _list_dir(handle: RootHandle, raw_path: str, depth: int) -> ToolResult:
+    root = handle.path
+    target = _resolve_dir(handle, "list_dir", raw_path)
     header = display(root, target).rstrip("/") + "/"
     lines = [header]
     total = 0
-    for entry in walk(target, max_depth=depth, include_dirs=True, include_symlinks=True):
+    for entry in _walk_beneath(handle, target, max_depth=depth, include_dirs=True, include_symlinks=True):
         total += 1
         if total > LIST_DIR_MAX_ENTRIES:
             continue  # keep walking only to count what is not shown
         if entry.kind == "dir":
             label = entry.name + "/"
         elif entry.kind == "symlink":
-            try:
-                label = f"{entry.name} -> {os.readlink(entry.path)}"
-            except OSError:
-                label = f"{entry.name} -> ?"
+            label = f"{entry.name} -> {entry.link if entry.link is not None else '?'}"
         else:
             label = entry.name
         lines.append("  " * entry.depth + label)
@@ -123,7 +150,7 @@ def _list_dir(root: Path, raw_path: str, depth: int) -> ToolResult:
 
 async def _list_dir_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return await asyncio.to_thread(
-        _list_dir, ctx.root, args.get("path", "."), args.get("depth", 2)
+        _list_dir, root_handle(ctx), args.get("path", "."), args.get("depth", 2)
     )
 
 
@@ -162,12 +189,13 @@ LIST_DIR = ToolSpec(
 # -------------------------------------------------------------------------- glob
 
 
-def _glob(root: Path, pattern: str, raw_path: str) -> ToolResult:
-    target = _resolve_dir(root, "glob", raw_path)
+def _glob(handle: RootHandle, pattern: str, raw_path: str) -> ToolResult:
+    root = handle.path
+    target = _resolve_dir(handle, "glob", raw_path)
     pattern = _clean_glob("glob", pattern)
     matches = _compile_glob("glob", pattern)
     found = sorted(
-        (display(root, Path(e.path)) for e in walk(target) if matches(e.rel)),
+        (display(root, Path(e.path)) for e in _walk_beneath(handle, target) if matches(e.rel)),
         key=path_sort_key,
     )
     if not found:
@@ -185,7 +213,7 @@ def _glob(root: Path, pattern: str, raw_path: str) -> ToolResult:
 
 
 async def _glob_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return await asyncio.to_thread(_glob, ctx.root, args["pattern"], args.get("path", "."))
+    return await asyncio.to_thread(_glob, root_handle(ctx), args["pattern"], args.get("path", "."))
 
 
 GLOB = ToolSpec(
@@ -226,6 +254,7 @@ Match = tuple[str, int, str]  # (display path, line number, line text)
 class _GrepJob:
     """Everything both backends need, worked out once so they cannot disagree."""
 
+    handle: RootHandle
     root: Path
     target: Path
     is_file: bool
@@ -337,9 +366,12 @@ def _decode(data: bytes) -> str | None:
     return None if "\0" in text else text
 
 
-def _read_text(path: Path) -> str | None:
-    with open(path, "rb") as fh:
-        return _decode(fh.read())
+def _read_text(handle: RootHandle, path: Path) -> str | None:
+    """A file under the root, read beneath it with no symlink on the way (see module doc)."""
+    try:
+        return _decode(read_beneath(handle, _rel(handle, path)))
+    except PathEscape as exc:
+        raise OSError(f"not readable beneath the project root: {exc}") from None
 
 
 def _choose_backend() -> tuple[str, str | None]:
@@ -353,12 +385,12 @@ def _choose_backend() -> tuple[str, str | None]:
     return ("ripgrep", rg) if rg else ("python", None)
 
 
-def _prepare_grep(root: Path, args: dict[str, Any]) -> _GrepJob:
+def _prepare_grep(handle: RootHandle, args: dict[str, Any]) -> _GrepJob:
     pattern: str = args["pattern"]
     case_insensitive = bool(args.get("case_insensitive", False))
     regex, prefilter = _compile_regex(pattern, case_insensitive)
-    target = _resolve(root, "grep", args.get("path", "."))
-    is_file = not target.is_dir()
+    target, is_dir = _resolve(handle, "grep", args.get("path", "."))
+    is_file = not is_dir
     glob = args.get("glob")
     matches_glob = None
     if glob is not None and not is_file:  # like rg, an explicit file is searched as is
@@ -368,7 +400,8 @@ def _prepare_grep(root: Path, args: dict[str, Any]) -> _GrepJob:
         glob = None
     backend, rg = _choose_backend()
     return _GrepJob(
-        root=root,
+        handle=handle,
+        root=handle.path,
         target=target,
         is_file=is_file,
         pattern=pattern,
@@ -390,11 +423,12 @@ def _python_search(job: _GrepJob) -> tuple[list[Match], list[str]]:
     if job.is_file:
         paths: Any = [str(job.target)]
     else:
-        paths = (e.path for e in walk(job.target) if job.matches_glob is None or job.matches_glob(e.rel))
+        paths = (e.path for e in _walk_beneath(job.handle, job.target)
+                 if job.matches_glob is None or job.matches_glob(e.rel))
     search = job.regex.search
     for path in paths:
         try:
-            text = _read_text(Path(path))
+            text = _read_text(job.handle, Path(path))
         except OSError as exc:
             errors.append(f"{display(job.root, Path(path))}: {exc.strerror or exc}")
             continue
@@ -489,6 +523,46 @@ def _parse_rg_output(stdout: bytes, job: _GrepJob) -> list[Match]:
     return matches
 
 
+def _confirmed(job: _GrepJob, matches: list[Match], errors: list[str]) -> tuple[list[Match], list[str]]:
+    """rg's lines that the file, read beneath the root, really has at that line number, and its
+    per-file errors about paths that exist beneath the root.
+
+    rg opens files by path; if a directory was swapped for a symlink while it ran, what it
+    read (or failed to read) may lie outside the project. Re-reading through the handle
+    cannot be redirected, so a line that does not match what is there is dropped, and so
+    is an error naming a file that is not there. rg prints each file's lines together, so
+    one file is held at a time."""
+    kept: list[Match] = []
+    current: str | None = None
+    lines: list[str] | None = None
+    for shown, number, text in matches:
+        if shown != current:
+            current = shown
+            try:
+                decoded = _decode(read_beneath(job.handle, shown))
+            except (OSError, ValueError):
+                decoded = None
+            lines = None if decoded is None else decoded.split("\n")
+        if lines is not None and 0 < number <= len(lines) and lines[number - 1] == text:
+            kept.append((shown, number, text))
+    return kept, [line for line in errors if not line.startswith("/") or _names_a_file_beneath(job, line)]
+
+
+def _names_a_file_beneath(job: _GrepJob, line: str) -> bool:
+    """Whether an rg error line `PATH: message` starts with a path that exists beneath the root."""
+    cut = line.find(": ")
+    while cut != -1:
+        path = Path(line[:cut])
+        if path == job.root or job.root in path.parents:
+            try:
+                os.close(job.handle.open(display(job.root, path), os.O_PATH, follow=False))
+                return True
+            except (OSError, ValueError):
+                pass
+        cut = line.find(": ", cut + 1)
+    return False
+
+
 def _format_grep(job: _GrepJob, matches: list[Match], errors: list[str]) -> ToolResult:
     matches.sort(key=lambda m: (path_sort_key(m[0]), m[1]))
     lines: list[str] = []
@@ -523,18 +597,18 @@ def _binary_target(job: _GrepJob) -> bool:
     if not job.is_file:
         return False
     try:
-        return _read_text(job.target) is None
+        return _read_text(job.handle, job.target) is None
     except OSError as exc:
         raise ToolError(f"grep: cannot read {display(job.root, job.target)}: {exc.strerror}") from None
 
 
-def _prepare_and_check(root: Path, args: dict[str, Any]) -> tuple[_GrepJob, bool]:
+def _prepare_and_check(root: RootHandle, args: dict[str, Any]) -> tuple[_GrepJob, bool]:
     job = _prepare_grep(root, args)
     return job, _binary_target(job)
 
 
 async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    job, binary = await asyncio.to_thread(_prepare_and_check, ctx.root, args)
+    job, binary = await asyncio.to_thread(_prepare_and_check, root_handle(ctx), args)
     if binary:
         return ToolResult(
             f"{display(job.root, job.target)} is a binary file; not searched",
@@ -542,6 +616,7 @@ async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         )
     if job.rg is not None:
         matches, errors = await _rg_search(job.rg, job)
+        matches, errors = await asyncio.to_thread(_confirmed, job, matches, errors)
     else:
         matches, errors = await asyncio.to_thread(_python_search, job)
     return await asyncio.to_thread(_format_grep, job, matches, errors)

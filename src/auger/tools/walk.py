@@ -21,6 +21,10 @@ or pathspec's slightly different readings of the same files:
 * Hidden files are included; anything named `.git` is always skipped; symlinks are
   never followed (so nothing outside the root is reached through one), and special
   files (FIFOs, sockets, devices) are never yielded, because reading them can block.
+* The walk descends through directory descriptors (`openat` with `O_NOFOLLOW`), never
+  by path, and reads ignore files inside the walked tree the same way: a directory
+  swapped for a symlink while we walk is skipped, not followed. (Consequence: an ignore
+  file that is itself a symlink is not read; ripgrep would follow it.)
 
 We do not use pathspec here although it is installed: it answers git's whole-path
 question ("is this path ignored, given its parents?"), and with pruning that gives
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -329,11 +334,24 @@ class _RuleSet:
         return None
 
 
-def _load_rules(path: str) -> _RuleSet | None:
-    """Read an ignore file; unreadable files and malformed lines are skipped (as rg does)."""
+_NOFOLLOW_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _load_rules(path: str, dir_fd: int | None = None) -> _RuleSet | None:
+    """Read an ignore file; unreadable files and malformed lines are skipped (as rg does).
+
+    With `dir_fd`, `path` is a name in that directory and a symlink there is not followed."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        if dir_fd is None:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        else:
+            fd = os.open(path, _NOFOLLOW_READ, dir_fd=dir_fd)
+            with open(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                data = fh.read()
     except OSError:
         return None
     rules: list[_Rule] = []
@@ -380,12 +398,18 @@ class _Node:
 
     __slots__ = ("prefix", "custom", "dot", "git", "exclude", "has_git", "chain")
 
-    def __init__(self, directory: str, names: set[str] | frozenset[str], parent: _Node | None):
+    def __init__(self, directory: str, names: set[str] | frozenset[str], parent: _Node | None,
+                 dir_fd: int | None = None):
         self.prefix = directory if directory.endswith("/") else directory + "/"
-        join = os.path.join
-        self.custom = _load_rules(join(directory, _CUSTOM_IGNORE)) if _CUSTOM_IGNORE in names else None
-        self.dot = _load_rules(join(directory, _DOT_IGNORE)) if _DOT_IGNORE in names else None
-        self.git = _load_rules(join(directory, _GIT_IGNORE)) if _GIT_IGNORE in names else None
+
+        def load(name: str) -> _RuleSet | None:
+            if name not in names:
+                return None
+            return _load_rules(name, dir_fd) if dir_fd is not None else _load_rules(os.path.join(directory, name))
+
+        self.custom = load(_CUSTOM_IGNORE)
+        self.dot = load(_DOT_IGNORE)
+        self.git = load(_GIT_IGNORE)
         self.has_git = _GIT in names
         self.exclude = _load_rules(_exclude_file(directory)) if self.has_git else None
         relevant = self.has_git or self.custom or self.dot or self.git or self.exclude
@@ -444,23 +468,28 @@ class WalkEntry:
     name: str
     depth: int  # 1 for the start directory's own children
     kind: str  # "dir", "file" or "symlink"
+    link: str | None = None  # a symlink's target, read through the directory's descriptor
 
 
-def _scan(directory: str, parent: _Node | None) -> tuple[_Node, list[tuple[str, str, str]]]:
-    """List one directory: its rule node and its kept (name, kind, path), dirs first, by name."""
+def _scan(directory: str, parent: _Node | None, dir_fd: int) -> tuple[_Node, list[tuple[str, str, str, str | None]]]:
+    """List one directory (open at `dir_fd`): its rule node and its kept (name, kind, path, link
+    target), dirs first, by name."""
     try:
-        with os.scandir(directory) as it:
+        with os.scandir(dir_fd) as it:
             raw = list(it)
     except OSError:  # unreadable or vanished: nothing to show, like rg (minus its message)
         raw = []
-    node = _Node(directory, {e.name for e in raw}, parent)
-    kept: list[tuple[str, str, str]] = []
+    node = _Node(directory, {e.name for e in raw}, parent, dir_fd)
+    kept: list[tuple[str, str, str, str | None]] = []
     for entry in raw:
         if entry.name == _GIT:
             continue
+        link = None
+        kind = ""
         try:
             if entry.is_symlink():
                 kind = "symlink"
+                link = os.readlink(entry.name, dir_fd=dir_fd)
             elif entry.is_dir(follow_symlinks=False):
                 kind = "dir"
             elif entry.is_file(follow_symlinks=False):
@@ -468,10 +497,12 @@ def _scan(directory: str, parent: _Node | None) -> tuple[_Node, list[tuple[str, 
             else:
                 continue
         except OSError:
+            if kind != "symlink":
+                continue
+        path = os.path.join(directory, entry.name)
+        if node.ignores(path, kind == "dir"):
             continue
-        if node.ignores(entry.path, kind == "dir"):
-            continue
-        kept.append((entry.name, kind, entry.path))
+        kept.append((entry.name, kind, path, link))
     kept.sort(key=lambda item: (item[1] != "dir", item[0]))
     return node, kept
 
@@ -482,6 +513,7 @@ def walk(
     max_depth: int | None = None,
     include_dirs: bool = False,
     include_symlinks: bool = False,
+    start_fd: int | None = None,
 ) -> Iterator[WalkEntry]:
     """Yield the non-ignored entries under the directory `start`, depth-first.
 
@@ -489,31 +521,46 @@ def walk(
     followed by its own contents (a ready-made tree order). Files are always yielded;
     directories and symlinks (never followed) only when asked. `max_depth` 1 means the
     start directory's children only. `start` should be a resolved path inside the root;
-    the caller is responsible for containment, the walker only ever descends.
+    the caller is responsible for containment, the walker only ever descends, through
+    descriptors. `start_fd` is a descriptor on `start` opened safely by the caller (it is
+    not closed); without it `start` is opened by path.
     """
     start_s = os.fspath(start)
     parent_dir = os.path.dirname(start_s)
     parent_node = _ancestors_node(parent_dir) if parent_dir != start_s else None
-    node, entries = _scan(start_s, parent_node)
-    stack: list[tuple[Iterator[tuple[str, str, str]], _Node, str, int]] = [
-        (iter(entries), node, "", 1)
+    try:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=start_fd) if start_fd is not None \
+            else os.open(start_s, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    node, entries = _scan(start_s, parent_node, fd)
+    stack: list[tuple[Iterator[tuple[str, str, str, str | None]], _Node, str, int, int]] = [
+        (iter(entries), node, "", 1, fd)
     ]
-    while stack:
-        it, node, rel_dir, depth = stack[-1]
-        item = next(it, None)
-        if item is None:
-            stack.pop()
-            continue
-        name, kind, path = item
-        rel = rel_dir + name
-        if kind == "dir":
-            if include_dirs:
-                yield WalkEntry(path, rel, name, depth, kind)
-            if max_depth is None or depth < max_depth:
-                child, child_entries = _scan(path, node)
-                stack.append((iter(child_entries), child, rel + "/", depth + 1))
-        elif kind == "file" or include_symlinks:
-            yield WalkEntry(path, rel, name, depth, kind)
+    try:
+        while stack:
+            it, node, rel_dir, depth, dir_fd = stack[-1]
+            item = next(it, None)
+            if item is None:
+                os.close(stack.pop()[4])
+                continue
+            name, kind, path, link = item
+            rel = rel_dir + name
+            if kind == "dir":
+                if include_dirs:
+                    yield WalkEntry(path, rel, name, depth, kind)
+                if max_depth is None or depth < max_depth:
+                    try:  # a directory swapped for a symlink since the listing is not followed
+                        child_fd = os.open(name, _DIR_OPEN, dir_fd=dir_fd)
+                    except OSError:
+                        continue
+                    child, child_entries = _scan(path, node, child_fd)
+                    stack.append((iter(child_entries), child, rel + "/", depth + 1, child_fd))
+            elif kind == "file" or include_symlinks:
+                yield WalkEntry(path, rel, name, depth, kind, link)
+    finally:
+        for frame in stack:
+            os.close(frame[4])
 
 
 class PathFilter:
