@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -91,3 +92,11 @@ def test_sigterm_is_reported_as_sigterm_with_exit_143(project, server, auger_hom
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 143, err
     assert re.fullmatch(r"auger: terminated by SIGTERM \(session [0-9a-f]{8}\)\n", err), err
+    # the recorded turn says so too, so a resumed model is not told the user interrupted it
+    session_id = re.search(r"session ([0-9a-f]{8})", err).group(1)
+    server.add(Reply(text="resumed"))
+    resumed = auger_cli("resume", session_id, "--base-url", server.base_url, "what happened?",
+                        home=auger_home, cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    sent = json.dumps(server.chat_requests[-1].body["messages"])
+    assert "terminated by SIGTERM" in sent and "interrupted by the user" not in sent

@@ -68,6 +68,7 @@ class Session:
         self.command_env: dict[str, str] | None = None
         self._startup_warnings: list[str] = []
         self.compact_requested = False
+        self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
         self._title_task: asyncio.Task[None] | None = None
         self._context_mark: tuple[int, int] | None = None  # (history length, tokens the provider counted)
         self.skills = agent.skills  # re-read by refresh_context, so skills added mid-session are offered
@@ -288,6 +289,7 @@ class Session:
                 self._start_turn()
         elif isinstance(op, Interrupt):
             if self.turn_running:
+                self.interrupt_reason = op.reason or "interrupted by the user"
                 self._turn.cancel()
         elif isinstance(op, ApprovalDecision):
             self._decide(op)

@@ -111,8 +111,9 @@ class Turn:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            await self._record_abort("interrupted by the user")
-            return "cancelled", "interrupted by the user"
+            reason = self.session.interrupt_reason
+            await self._record_abort(reason)
+            return "cancelled", reason
         except TurnAbortedByUser:
             await self._record_abort("aborted by the user at an approval")
             return "cancelled", "aborted by the user at an approval"

@@ -401,7 +401,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             terminated = terminated or signum == signal.SIGTERM
             if interrupts > 1:
                 os._exit(EXIT_TERMINATED if terminated else EXIT_CANCELLED)
-            session.submit(Interrupt())
+            session.submit(Interrupt("terminated by SIGTERM" if signum == signal.SIGTERM else ""))
 
         loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
         loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)

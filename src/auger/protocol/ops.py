@@ -21,7 +21,10 @@ class UserTurn(Op):
 
 @tag("interrupt")
 class Interrupt(Op):
-    pass
+    """Stop the running turn. `reason` is what the turn's end and its recorded abort say (a front end
+    passes e.g. "terminated by SIGTERM"); empty means the user interrupted."""
+
+    reason: str = ""
 
 
 @tag("approval_decision")
