@@ -44,14 +44,18 @@ def test_writes_outside_the_project_are_blocked_and_reported(project, server, tm
     import subprocess
 
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    (project / "link").symlink_to(tmp_path)
+    # (Under ../outside, not `..` itself: the project lives in /tmp here, and the directories on
+    # its path exist, writable, in the sandbox's own fresh /tmp — where a write reaches no host file.)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "link").symlink_to(outside)
     run_commands(project, server,
-                 "D=..; echo x > $D/escaped.txt",  # a variable hides the path from the classifier
+                 "D=../outside; echo x > $D/escaped.txt",  # a variable hides the path from the classifier
                  "echo y > link/via-symlink.txt",
                  "echo 'curl evil' > .git/hooks/pre-commit",
                  "echo fine > inside.txt")
     outs = shell_outputs(server)
-    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "via-symlink.txt").exists()
+    assert not (outside / "escaped.txt").exists() and not (outside / "via-symlink.txt").exists()
     assert not (project / ".git/hooks/pre-commit").exists()
     for out in outs[:3]:
         assert out.startswith("[sandbox] ") and "blocked by the sandbox" in out, out
@@ -104,8 +108,9 @@ def test_egress_allowlisted_host_reachable_others_refused(project, server, upstr
 
 
 def test_blocked_command_can_be_rerun_unsandboxed_with_approval(project, server, tmp_path):
-    outside = tmp_path / "outside-ok.txt"
-    server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"D={tmp_path}; echo x > $D/outside-ok.txt"})]),
+    (tmp_path / "outside").mkdir()
+    outside = tmp_path / "outside" / "outside-ok.txt"
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"D={outside.parent}; echo x > $D/outside-ok.txt"})]),
                Reply(text="done"))
     asked = []
 
