@@ -1,0 +1,73 @@
+"""One sandbox per session: a background server is reached and stopped from later calls, and
+nothing a session started outlives it (judged by host processes, from /proc)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+from tests.conftest import run_session
+from tests.support.mock_openai import Reply, ToolCall
+from tests.support.redteam_sandbox import KINDS, kill_all, none_alive, processes_with, shell
+
+PORT = 8000  # one of the dev ports Landlock lets a session bind and connect to
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_background_server_is_reached_and_killed_by_pid_from_later_calls(project, server, kind):
+    marker = f"rc10-{uuid.uuid4().hex[:8]}"
+    (project / marker).mkdir()
+    (project / marker / "index.html").write_text(f"{marker}\n")
+    server.add(*_script(marker))
+    run_session(project, server, "go", overrides=(f"sandbox={kind}", "mode=auto", "approve_all=true"))
+    outs = [m["content"] for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+    assert marker in outs[1], outs[1]  # reached from a later call
+    assert "curl=7" in outs[2], outs[2]  # killed by `kill PID` from a later call: connection refused
+    assert none_alive(marker)
+
+
+def _script(marker: str):
+    """Start the server, reach it, then kill it by the pid the start reported (read from the
+    request the model would read it from)."""
+
+    def kill_reported(body):
+        started = [m["content"] for m in body["messages"] if m["role"] == "tool"][0]
+        pid = re.search(r"pid (\d+)", started).group(1)
+        return Reply(tool_calls=[ToolCall("shell", {
+            "command": f"kill {pid}; sleep 0.3; curl -s -o /dev/null http://127.0.0.1:{PORT}/; echo curl=$?"})])
+
+    return (Reply(tool_calls=[
+        ToolCall("shell", {"command": f"exec python3 -m http.server {PORT} --bind 127.0.0.1 --directory {marker}",
+                           "background": True}),
+        ToolCall("shell", {"command": f"for i in $(seq 50); do curl -s http://127.0.0.1:{PORT}/index.html && break; "
+                                      "sleep 0.1; done"})]),
+            kill_reported, Reply(text="done"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_outlives_the_session(project, server, kind):
+    marker = f"rc10d-{uuid.uuid4().hex[:8]}"
+    outs = shell(project, server, kind, {"command": _daemon(marker, "c"), "background": True},
+                 f"({_daemon(marker, 'a', 'setsid ')} &); {_daemon(marker, 'b', 'nohup ')} & "
+                 "for i in $(seq 50); do [ -e started-a ] && [ -e started-b ] && [ -e started-c ] && break; sleep 0.1; "
+                 "done; echo spawned")
+    assert "spawned" in outs[1]
+    assert all((project / f"started-{n}").exists() for n in "abc"), "the payload did not start its daemons"
+    assert none_alive(marker), f"processes outlived the session: {processes_with(marker)}"
+
+
+def test_control_unconfined_daemons_do_outlive_the_session(project, server):
+    marker = f"rc10u-{uuid.uuid4().hex[:8]}"
+    try:
+        outs = shell(project, server, "off", f"({_daemon(marker, 'a', 'setsid ')} &); "
+                                             "for i in $(seq 50); do [ -e started-a ] && break; sleep 0.1; done")
+        assert (project / "started-a").exists() and processes_with(marker), outs
+    finally:
+        kill_all(marker)
+
+
+def _daemon(marker: str, name: str, prefix: str = "") -> str:
+    """A long-lived process carrying `marker` in its command line, that says when it started."""
+    return f"{prefix}bash -c 'touch started-{name}; sleep 300; :' {marker}-{name} >/dev/null 2>&1"
