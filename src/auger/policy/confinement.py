@@ -36,6 +36,43 @@ class Confinement:
     private_dir: Path | None = None  # auger's own files (background logs): no command can write here
     _socket_dir: Path | None = field(default=None, repr=False)
     _logs: int = 0
+    _git_present: frozenset[str] | None = None  # GIT_PLANTABLE files .git had when the session began
+
+    def __post_init__(self) -> None:
+        self._git_present = frozenset(self._git_files())
+
+    def _git_files(self) -> list[str]:
+        from auger.policy.sandbox import GIT_PLANTABLE
+
+        git = Path(self.policy.root) / ".git"
+        return [name for name in GIT_PLANTABLE if os.path.lexists(git / name)]
+
+    def sweep_git(self) -> str | None:
+        """Remove a `.git/commondir` (or `config.worktree`) a command created: git would read
+        another repository's config (and run its hooks) through it. Returns a note, or None."""
+        if self.box is None:
+            return None
+        planted = [name for name in self._git_files() if name not in (self._git_present or ())]
+        if not planted:
+            return None
+        try:
+            fd = os.open(Path(self.policy.root) / ".git", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            for name in planted:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except IsADirectoryError:
+                    import shutil
+
+                    shutil.rmtree(Path(self.policy.root) / ".git" / name, ignore_errors=True)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        return ("blocked by the sandbox: removed " + ", ".join(f".git/{n}" for n in planted) +
+                " (it would make git read another repository's config and hooks)")
 
     @property
     def kind(self) -> str:
@@ -64,6 +101,7 @@ class Confinement:
 
         if self.box is None:
             return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio)
+        self.sweep_git()  # a background command may have planted one since the last command
         readonly = self.readonly_for(effect)
         env = self.command_env(env)
         writable: tuple[str, ...] = ()
@@ -93,6 +131,9 @@ class Confinement:
         from auger.policy.sandbox import blocked_by_sandbox
 
         notes = []
+        swept = self.sweep_git()
+        if swept:
+            notes.append(swept)
         if self.proxy is not None:
             refused = sorted({f"{d.host}:{d.port}" for d in self.proxy.denials_since(since)})
             if refused:
@@ -109,6 +150,7 @@ class Confinement:
 
         if self.box is not None:
             await self.box.close()
+            self.sweep_git()
         if self.proxy is not None:
             await self.proxy.stop()
         for path in (self._socket_dir, self.private_dir):

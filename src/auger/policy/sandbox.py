@@ -178,6 +178,11 @@ GIT_PROTECTED: tuple[str, ...] = ("config", "config.worktree", "hooks", "info", 
                                   "worktrees", "objects/info")
 
 
+# Files git reads from a git dir that a bind mount cannot protect before they exist (a mount
+# needs something to mount over): removed after commands if one appears (see Confinement).
+GIT_PLANTABLE: tuple[str, ...] = ("commondir", "config.worktree")
+
+
 def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: Path | None) -> _Plan:
     """Paths for a sandbox. `tmp` is a host temp dir to make writable (Landlock), or None
     when the sandbox gives commands a fresh /tmp of their own (bwrap)."""
@@ -192,10 +197,11 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: P
 
     git = root / ".git"
     if create_hooks and git.is_dir() and not git.is_symlink():
-        # Protect the hooks and info dirs even before git made them: otherwise a command could.
-        for name in ("hooks", "info"):
+        # Protect these dirs even before git made them (empty, they change nothing for git):
+        # otherwise a command could create them, with code or config git would then use.
+        for name in ("hooks", "info", "modules", "worktrees", "objects/info"):
             if not (git / name).exists():
-                (git / name).mkdir(exist_ok=True)
+                (git / name).mkdir(parents=True, exist_ok=True)
     read_only = [*(git / name for name in GIT_PROTECTED), *policy.read_only]
     if git.is_file() or git.is_symlink():
         read_only.append(git)  # a worktree's or submodule's `gitdir:` pointer
