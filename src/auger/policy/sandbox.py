@@ -202,7 +202,10 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: P
         for name in ("hooks", "info", "modules", "worktrees", "objects/info"):
             if not (git / name).exists():
                 (git / name).mkdir(parents=True, exist_ok=True)
-    read_only = [*(git / name for name in GIT_PROTECTED), *policy.read_only]
+    # auger's own installation too (a project's virtualenv may hold it): a command must not
+    # change the code that confines the next session.
+    installed = [Path(__file__).resolve().parents[1], _real(sys.prefix)]
+    read_only = [*(git / name for name in GIT_PROTECTED), *installed, *policy.read_only]
     if git.is_file() or git.is_symlink():
         read_only.append(git)  # a worktree's or submodule's `gitdir:` pointer
 
@@ -227,7 +230,7 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: P
     hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
     hidden_final: list[Path] = []
     for h in hidden_real:
-        if any(is_inside(v, h) for v in keep_visible) or any(is_inside(kept, h) for kept in hidden_final):
+        if any(is_inside(h, v) for v in keep_visible) or any(is_inside(kept, h) for kept in hidden_final):
             continue
         hidden_final.append(h)
     ro_final = sorted({_real(p) for p in read_only if os.path.lexists(p) and not os.path.islink(p)},
