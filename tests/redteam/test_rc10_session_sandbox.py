@@ -71,3 +71,15 @@ def test_control_unconfined_daemons_do_outlive_the_session(project, server):
 def _daemon(marker: str, name: str, prefix: str = "") -> str:
     """A long-lived process carrying `marker` in its command line, that says when it started."""
     return f"{prefix}bash -c 'touch started-{name}; sleep 300; :' {marker}-{name} >/dev/null 2>&1"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_foreground_commands_children_end_with_it(project, server, kind):
+    tag = uuid.uuid4().hex[:8]
+    # The marker is spelled whole only in the child's command line, never in the checking command's.
+    outs = shell(project, server, kind,
+                 f"bash -c 'touch started; sleep 300; :' rc10f-{tag} >/dev/null 2>&1 & sleep 0.3; echo left",
+                 f"t={tag}; n=0; for c in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $c 2>/dev/null | "
+                 f"grep -q \"rc10f-$t\" && n=$((n+1)); done; echo alive=$n")
+    assert (project / "started").exists() and "left" in outs[0]
+    assert "alive=0" in outs[1], outs[1]

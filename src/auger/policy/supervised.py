@@ -40,9 +40,11 @@ class SupervisedProcess:
         return await asyncio.shield(self._done)
 
     def signal_group(self, sig: int) -> None:
-        """Signal the command's process group (and its leader)."""
-        if self.returncode is None or sig:
+        """Signal the command's process group (and its leader), also after the leader exited."""
+        try:
             self._owner._send({"op": "kill", "id": self._id, "sig": int(sig)})
+        except SandboxGone:
+            pass  # the sandbox is gone, and every process in it
 
 
 class SessionSandbox:

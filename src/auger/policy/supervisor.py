@@ -208,7 +208,8 @@ def _child(request, fds):
 class Supervisor:
     def __init__(self, sock):
         self.sock = sock
-        self.ids = {}  # pid -> request id
+        self.ids = {}  # pid -> request id, while the command's first process runs
+        self.groups = {}  # request id -> process group: its members may outlive the first process
 
     def send(self, message):
         try:
@@ -234,9 +235,10 @@ class Supervisor:
                     self.sock.close()
                     _child(request, fds)
                 self.ids[pid] = request.get("id")
+                self.groups[request.get("id")] = pid
                 self.send({"id": request.get("id"), "pid": pid})
         elif op == "kill":
-            pid = next((p for p, i in self.ids.items() if i == request.get("id")), None)
+            pid = self.groups.get(request.get("id"))
             if pid is not None:
                 for target in (-pid, pid):  # the group; the leader too, if it left the group
                     try:
@@ -288,7 +290,7 @@ class Supervisor:
 
     def kill_everything(self):
         """Kill every process below this one, including reparented daemons, until none is left."""
-        for pid in list(self.ids):
+        for pid in list(self.groups.values()):
             try:
                 os.kill(-pid, signal.SIGKILL)
             except OSError:
