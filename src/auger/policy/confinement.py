@@ -233,7 +233,6 @@ async def _start_proxy(config: Config, sandbox, network: str):
 
 
 async def _start_supervisor(sandbox, policy, private_dir: Path):
-    from auger.policy import supervisor
     from auger.policy.sandbox import _python, _source
     from auger.policy.supervised import SessionSandbox
 
@@ -241,7 +240,7 @@ async def _start_supervisor(sandbox, policy, private_dir: Path):
         Path(policy.tmp).mkdir(parents=True, exist_ok=True)
     # Planned with auger's own environment (its HOME's secrets are hidden); the supervisor
     # itself runs with almost none: each command brings its own.
-    launched = sandbox.launch([_python(), "-S", "-I", "-c", _source(supervisor.__file__)], dict(os.environ), policy)
+    launched = sandbox.launch([_python(), "-S", "-I", "-c", _source(Path(__file__).with_name("supervisor.py"))], dict(os.environ), policy)
     extra = ["--no-unix-sockets"] if sandbox.kind == "landlock" else []
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log", extra)

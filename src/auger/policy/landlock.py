@@ -29,9 +29,12 @@ What it can and cannot express, and therefore what this mode guarantees:
   writable directory (`.git/hooks` in the project) and a denied path inside a
   writable directory are NOT enforced. Callers must not present this mode as
   protecting them.
-- There is no network isolation here (Landlock's TCP port rules cannot tell the
-  host's loopback from the internet), and connecting to Unix sockets by path is
-  not mediated either.
+- The network: from ABI 4, `--restrict-net` with `--connect PORT`/`--bind PORT`
+  limits TCP to those ports (on any host: port rules cannot tell the host's
+  loopback from the internet); UDP is not mediated. From ABI 6, `--scope` blocks
+  signals to, and abstract Unix sockets of, processes outside the sandbox.
+  Connecting to Unix sockets by path is not mediated (the session supervisor
+  refuses Unix socket creation with seccomp instead).
 - Capabilities: when started with any (typically as root), the bounding and
   ambient sets are cleared before the exec, so the command runs without them —
   otherwise root could load a kernel module or reconfigure the system around

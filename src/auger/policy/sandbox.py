@@ -6,16 +6,19 @@ the strongest mechanism that works on this machine, and its `wrap()` turns a
 command line into one that runs confined:
 
 - **bubblewrap** (preferred): a new mount namespace where `/` is bound read-only,
-  the project root, the temp dir and the session's writable dirs are bound
-  read-write, protected paths (`.git/hooks`, auger's own files) are bound
-  read-only again on top, and credential paths are covered (an empty, mode-0000
-  tmpfs over directories, `/dev/null` over files). New PID, IPC, UTS and cgroup
-  namespaces; a new network namespace (loopback only) unless the network is
-  "full"; no capabilities, even when run as root. Because bwrap's reaper is PID 1
-  of the namespace, nothing the command forks outlives it.
-- **Landlock** (fallback): see `auger.policy.landlock`. Filesystem only, and only
-  allow-rules: read-only or hidden paths inside writable dirs are *not* enforced,
-  the network is *not* isolated, and background processes are not contained.
+  the project root and the session's writable dirs are bound read-write, `/tmp`,
+  `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks
+  and friends (and auger's own files) are bound read-only on top, and credential
+  paths are covered (an empty, mode-0000 tmpfs over directories, `/dev/null` over
+  files). New user (as root), PID, IPC, UTS and cgroup namespaces; a new network
+  namespace (loopback only) unless the network is "full".
+- **Landlock** (fallback): see `auger.policy.landlock`. Allow-rules only, so
+  read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
+  restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
+
+Sessions do not wrap each command: `launch()` starts one sandbox per session around
+the supervisor (`auger.policy.supervisor`), which confines each command it starts
+(read-only ones through `readonly_argv`). `wrap()` confines a single command.
 
 `blocked_by_sandbox()` reads a failed command's stderr and, when the sandbox is the
 likely cause, tells the model so in one line, so it stops retrying variations of
@@ -102,10 +105,9 @@ class Wrapped:
 
     kind "bwrap": everything in SandboxPolicy is enforced.
     kind "landlock": writes are confined and hidden paths are unreadable, but read-only
-    paths inside writable dirs (root/.git/hooks) and hidden paths inside writable dirs
-    are NOT protected, the network is NOT blocked (network "proxy" only sets the proxy
-    variables), Unix sockets stay reachable, and processes the command forks into the
-    background are not tied to it.
+    paths inside writable dirs (.git) are NOT protected, the network is only restricted
+    by TCP port from ABI 4, and (without the session supervisor) Unix sockets stay
+    reachable and processes the command forks into the background are not tied to it.
     """
 
     argv: list[str]          # what to exec instead of the original argv
@@ -467,8 +469,13 @@ class LandlockSandbox:
 
 _cache: dict[str, tuple[Sandbox | None, str]] = {}
 _cache_lock = threading.Lock()
-LANDLOCK_LIMITS = ("filesystem only: network not isolated, read-only paths inside writable dirs "
-                   "not enforced")
+def landlock_limits(abi: int) -> str:
+    """What Landlock at this ABI does not do, in one clause (the warnings say what auto mode does about it)."""
+    limits = ["no read-only paths inside the writable project (.git not protected)"]
+    limits.append("TCP restricted by port only, UDP not restricted" if abi >= 4 else "network NOT restricted")
+    if abi < 6:
+        limits.append("signals and abstract sockets to host processes NOT blocked")
+    return "; ".join(limits)
 
 
 def detect(preference: str = "auto") -> tuple[Sandbox | None, str]:
@@ -515,7 +522,7 @@ def _detect(preference: str) -> tuple[Sandbox | None, str]:
     else:
         if abi >= 1:
             prefix = f"{bwrap_reason}; using " if bwrap_reason else ""
-            return LandlockSandbox(abi), f"{prefix}Landlock ABI {abi} ({LANDLOCK_LIMITS})"
+            return LandlockSandbox(abi), f"{prefix}Landlock ABI {abi} ({landlock_limits(abi)})"
         landlock_reason = "Landlock unavailable (kernel ABI < 1)"
     if preference == "landlock":
         return None, f"no sandbox: {landlock_reason}"

@@ -62,7 +62,8 @@ class SessionSandbox:
     @classmethod
     async def start(cls, launch_argv: list[str], env: dict[str, str], log: Path,
                     supervisor_args: list[str]) -> SessionSandbox:
-        """Start `launch_argv` (the sandbox) with the supervisor at its end, and wait until it is ready."""
+        """Start `launch_argv` (the sandbox) with the supervisor at its end. Not waited for: the
+        session starts at once, and the first command waits (see `run`)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             argv = [*launch_argv, "--fd", str(child.fileno()), *supervisor_args]
@@ -76,13 +77,17 @@ class SessionSandbox:
         finally:
             child.close()
         parent.setblocking(False)
-        box = cls(proc, parent, log)
+        return cls(proc, parent, log)
+
+    async def ready(self) -> None:
+        """Wait until the supervisor serves; raise SandboxGone saying why it does not."""
+        if self._ready.done() and self._ready.exception() is None:
+            return
         try:
-            await asyncio.wait_for(asyncio.shield(box._ready), READY_TIMEOUT)
+            await asyncio.wait_for(asyncio.shield(self._ready), READY_TIMEOUT)
         except (TimeoutError, SandboxGone) as exc:
-            await box.close()
-            raise SandboxGone(f"the session sandbox did not start: {box.failure() or exc}") from None
-        return box
+            self._gone()
+            raise SandboxGone(f"the session sandbox did not start: {self.failure() or exc}") from None
 
     def failure(self) -> str:
         """The supervisor's last complaint on stderr, if any."""
@@ -164,6 +169,7 @@ class SessionSandbox:
     async def run(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
                   readonly: bool, writable: tuple[str, ...] = ()) -> SupervisedProcess:
         """Start a command in the sandbox with the given stdin/stdout/stderr fds (the caller keeps its copies)."""
+        await self.ready()
         self._next += 1
         request_id = self._next
         future = asyncio.get_running_loop().create_future()
