@@ -83,3 +83,33 @@ def test_a_foreground_commands_children_end_with_it(project, server, kind):
                  f"grep -q \"rc10f-$t\" && n=$((n+1)); done; echo alive=$n")
     assert (project / "started").exists() and "left" in outs[0]
     assert "alive=0" in outs[1], outs[1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_outlives_auger_killed_mid_session(tmp_path, project, server, kind):
+    """auger killed with SIGKILL (no shutdown at all): the session's processes still end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = f"rc10k-{uuid.uuid4().hex[:8]}"
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": _daemon(marker, "a"), "background": True}),
+                                 ToolCall("shell", {"command": f"({_daemon(marker, 'b', 'setsid ')} &); sleep 0.5"})]),
+               Reply(text="never sent", delay=60))
+    home = tmp_path / "auger-home"
+    env = {**os.environ, "AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-test"}
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "exec", "--base-url", server.base_url, "-m", "mock",
+                             "-c", f"sandbox={kind}", "-c", "approve_all=true", "go"],
+                            cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not ((project / "started-a").exists() and (project / "started-b").exists()):
+            assert time.monotonic() < deadline and proc.poll() is None, "the daemons did not start"
+            time.sleep(0.05)
+        assert processes_with(marker)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert none_alive(marker), f"processes outlived auger: {processes_with(marker)}"

@@ -22,8 +22,9 @@ read-only (a private mount namespace whose every mount is read-only except the
 `writable` dirs, under bubblewrap; under Landlock auger wraps the argv in a
 nested read-only ruleset instead), stripped of every capability, and exec'd.
 The supervisor is a child subreaper, so daemons that double-fork are reparented
-to it; when auger closes the socket (or dies: PR_SET_PDEATHSIG), it kills every
-process it can find below it and exits. Under bubblewrap it lives in the PID
+to it; when auger closes the socket, or dies (the kernel closes it then), it kills
+every process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once
+would orphan those processes instead.) Under bubblewrap it lives in the PID
 namespace bwrap made, so its exit takes the whole namespace with it anyway.
 
 It also installs, on itself and so on every command, a seccomp filter that
@@ -44,7 +45,6 @@ import socket
 import struct
 import sys
 
-PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
@@ -348,7 +348,6 @@ def main(argv):
         os._exit(2)
     sock = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     try:
         install_seccomp(block_unix)
