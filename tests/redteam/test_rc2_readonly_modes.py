@@ -82,3 +82,11 @@ def test_read_only_commands_still_work_and_have_a_scratch_dir(project, server, m
 def test_safe_mode_approved_changes_still_write(project, server, kind):
     outs = shell(project, server, kind, "echo made > made.txt", mode="safe", approve_all=True)
     assert (project / "made.txt").read_text() == "made\n", outs[0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_model_is_told_the_command_ran_read_only(project, server, monkeypatch, kind):
+    force_read_only(monkeypatch)
+    outs = shell(project, server, kind, "touch new.txt", mode="plan", approve_all=False)
+    assert not (project / "new.txt").exists()
+    assert outs[0].startswith("[sandbox] ") and "ran read-only" in outs[0] and "plan mode" in outs[0], outs[0]

@@ -14,6 +14,7 @@ without a sandbox, commands are pointed at it but nothing forces them through
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,7 +115,9 @@ class Confinement:
             env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
         elif self.policy.tmp is not None:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
-        return await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable)
+        proc = await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable)
+        proc.readonly = readonly
+        return proc
 
     def open_log(self) -> tuple[int, Path]:
         """A new background-command log in auger's private dir: named by a counter, opened by
@@ -126,8 +129,9 @@ class Confinement:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         return fd, path
 
-    def explain(self, exit_code: int | None, stderr: str, since: float) -> str | None:
-        """Why a command failed, when the sandbox or the proxy is the reason; None otherwise."""
+    def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None:
+        """Why a command failed, when the sandbox or the proxy is the reason; None otherwise.
+        `readonly`: the command ran read-only (plan mode, or classified read-only in safe mode)."""
         from auger.policy.sandbox import blocked_by_sandbox
 
         notes = []
@@ -141,6 +145,12 @@ class Confinement:
                              " (not in the egress allowlist; the user can add hosts with egress_allow)")
         if exit_code not in (0, None) and self.box is not None:
             blocked = blocked_by_sandbox(exit_code, stderr, policy=self.policy, kind=self.kind)
+            denied = re.search(r"read-only file system|permission denied", stderr, re.I)
+            if readonly and denied and (blocked is None or "credential" not in blocked):
+                blocked = ("blocked by the sandbox: this command ran read-only (" +
+                           ("plan mode runs every command read-only" if self.mode() == "plan" else
+                            "it was judged read-only, so it ran without write access; a command that changes "
+                            "files is run writable once the user approves it") + ")")
             if blocked:
                 notes.append(blocked)
         return "; ".join(notes) or None

@@ -29,6 +29,7 @@ class SupervisedProcess:
         self._id = request_id
         self.pid = pid  # in the sandbox's PID namespace: what commands see
         self.returncode: int | None = None
+        self.readonly = False  # whether it runs without write access (set by its starter)
         self._done = asyncio.get_running_loop().create_future()
 
     def _finished(self, status: int) -> None:
