@@ -395,3 +395,25 @@ def test_overhead_of_a_wrapped_true(box: Box, capsys):
         print(f"\n[{box.kind}] wrapped `sh -c true`: {confined * 1000:.1f} ms "
               f"(bare `true` {bare * 1000:.1f} ms, overhead {(confined - bare) * 1000:.1f} ms)")
     assert confined < 2.0
+
+
+def test_landlock_helper_network_and_scope_options():
+    from auger.policy import landlock
+
+    opts = landlock._parse(["--rw", "/p", "--restrict-net", "--connect", "3128", "--connect", "8000", "--bind", "8000",
+                            "--scope", "--", "true"])
+    assert opts.net == {3128: landlock.NET_CONNECT_TCP, 8000: landlock.NET_CONNECT_TCP | landlock.NET_BIND_TCP}
+    assert opts.scope and opts.rw == ["/p"] and opts.command == ["true"]
+    assert landlock._parse(["--restrict-net", "--", "true"]).net == {}  # no TCP at all
+    with pytest.raises(ValueError):
+        landlock._parse(["--connect", "http", "--", "true"])
+
+
+def test_session_launch_keeps_capabilities_only_for_the_supervisor(bwrap_box: Box):
+    sandbox = _sandbox("bwrap")
+    one_shot = sandbox.wrap(["true"], bwrap_box.root, dict(bwrap_box.env), bwrap_box.policy).argv
+    session = sandbox.launch(["true"], dict(bwrap_box.env), bwrap_box.policy).argv
+    assert "--cap-add" not in one_shot
+    assert session[session.index("--cap-add") + 1] == "CAP_SYS_ADMIN"
+    for argv in (one_shot, session):  # fresh /tmp and /run: no host Unix socket is visible
+        assert argv[argv.index("/tmp") - 1] == "--tmpfs" and argv[argv.index("/run") - 1] == "--tmpfs"

@@ -242,15 +242,19 @@ async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolCon
 
 
 def _open_log(ctx: ToolContext) -> tuple[int, object]:
-    """A background log no command can write to or redirect: the confinement's private dir
-    when there is one, else a fresh private dir; named by a counter, never by the call id."""
+    """A background log, named by a counter (never by the call id) and opened without following
+    links: in the confinement's private dir, which no command can write, when there is one;
+    else (no sandbox: commands can write everywhere anyway) in the session's scratch dir."""
     if ctx.sandbox is not None:
         return ctx.sandbox.open_log()
-    import tempfile
-    from pathlib import Path
-
-    path = Path(tempfile.mkdtemp(prefix="auger-bg-")) / "background.log"
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), path
+    ctx.state.scratch_dir.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 100_000):
+        path = ctx.state.scratch_dir / f"background-{n}.log"
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), path
+        except FileExistsError:
+            continue
+    raise ToolError("shell: too many background logs in this session")
 
 
 async def kill_group(proc) -> None:
