@@ -43,3 +43,18 @@ def test_credentials_hidden_whatever_the_working_directory(project, server, monk
         assert len(leaked) == len(calls), outs
     else:
         assert not leaked, leaked
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "off"])
+def test_host_process_environments_are_not_readable_through_proc(project, server, kind):
+    """A host process (auger itself holds the provider's API key) must not hand out its
+    environment through /proc/PID/environ."""
+    import subprocess
+
+    host = subprocess.Popen(["sleep", "60"], env={"PATH": "/usr/bin:/bin", "PROVIDER_KEY": SECRET})
+    try:
+        outs = shell(project, server, kind, f"tr '\\0' '\\n' < /proc/{host.pid}/environ | grep PROVIDER")
+        assert (SECRET in outs[0]) == (kind == "off"), outs[0]
+    finally:
+        host.kill()
+        host.wait()
