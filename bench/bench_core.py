@@ -28,6 +28,8 @@ TARGETS = {
     "engine overhead per tool step": (0.02, "s"),
     "peak RSS of a short exec": (60.0, "MB"),
     "first request size (all tools)": (15.0, "KB"),
+    "sandboxed shell command (true), bwrap": (0.03, "s"),
+    "sandboxed shell command (true), landlock": (0.03, "s"),
 }
 
 
@@ -105,7 +107,40 @@ def bench(runs: int) -> dict[str, list[float]]:
                 results["peak RSS of a short exec"].append(rss)
                 results["first request size (all tools)"].append(len(server.chat_requests[0].raw) / 1024)
             (project / "hello.py").unlink()
+        for kind in ("bwrap", "landlock"):
+            results[f"sandboxed shell command (true), {kind}"] = sandboxed_command_times(kind, project, runs)
     return results
+
+
+def sandboxed_command_times(kind: str, project: Path, runs: int) -> list[float]:
+    """Wall time of `true` through the shell tool in a session's sandbox (proxy network on):
+    what every sandboxed command costs on top of the command itself."""
+    import asyncio
+
+    from auger.config import Config
+    from auger.policy.confinement import confine
+    from auger.tools.base import SessionToolState, ToolContext
+    from auger.tools.shell import SHELL
+
+    async def measure() -> list[float]:
+        scratch = project.parent / f"scratch-{kind}"
+        confinement = await confine(Config(sandbox=kind), project, scratch, (), print)
+        if confinement is None:
+            return [float("nan")]
+        ctx = ToolContext(root=project, state=SessionToolState(scratch_dir=scratch), call_id="bench",
+                          archive=None, env=dict(os.environ), sandbox=confinement)
+        times = []
+        try:
+            for _ in range(runs * 2):
+                started = time.perf_counter()
+                result = await SHELL.handler({"command": "true"}, ctx)
+                times.append(time.perf_counter() - started)
+                assert result.ok, result.output
+        finally:
+            await confinement.close()
+        return times[1:]
+
+    return asyncio.run(measure())
 
 
 def main() -> None:

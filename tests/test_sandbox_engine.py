@@ -44,14 +44,18 @@ def test_writes_outside_the_project_are_blocked_and_reported(project, server, tm
     import subprocess
 
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    (project / "link").symlink_to(tmp_path)
+    # (Under ../outside, not `..` itself: the project lives in /tmp here, and the directories on
+    # its path exist, writable, in the sandbox's own fresh /tmp — where a write reaches no host file.)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "link").symlink_to(outside)
     run_commands(project, server,
-                 "D=..; echo x > $D/escaped.txt",  # a variable hides the path from the classifier
+                 "D=../outside; echo x > $D/escaped.txt",  # a variable hides the path from the classifier
                  "echo y > link/via-symlink.txt",
                  "echo 'curl evil' > .git/hooks/pre-commit",
                  "echo fine > inside.txt")
     outs = shell_outputs(server)
-    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "via-symlink.txt").exists()
+    assert not (outside / "escaped.txt").exists() and not (outside / "via-symlink.txt").exists()
     assert not (project / ".git/hooks/pre-commit").exists()
     for out in outs[:3]:
         assert out.startswith("[sandbox] ") and "blocked by the sandbox" in out, out
@@ -104,8 +108,9 @@ def test_egress_allowlisted_host_reachable_others_refused(project, server, upstr
 
 
 def test_blocked_command_can_be_rerun_unsandboxed_with_approval(project, server, tmp_path):
-    outside = tmp_path / "outside-ok.txt"
-    server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"D={tmp_path}; echo x > $D/outside-ok.txt"})]),
+    (tmp_path / "outside").mkdir()
+    outside = tmp_path / "outside" / "outside-ok.txt"
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"D={outside.parent}; echo x > $D/outside-ok.txt"})]),
                Reply(text="done"))
     asked = []
 
@@ -139,3 +144,42 @@ def test_proxy_that_cannot_start_leaves_a_working_session_without_network(projec
     works, curl = shell_outputs(server)
     assert works.startswith("Exit code: 0") and "still works" in works
     assert "hello from upstream" not in curl and not curl.startswith("Exit code: 0")
+
+
+def test_without_a_sandbox_the_proxy_still_runs_and_the_warning_says_it_is_advisory(project, server, upstream):
+    overrides = ("sandbox=off", "approve_all=true", 'egress_allow=["mirror.test"]',
+                 'egress_hosts={ "mirror.test" = "127.0.0.1", "evil.test" = "127.0.0.1" }')
+    run = run_commands(project, server,
+                       f"curl -sS --max-time 5 http://mirror.test:{upstream}/",
+                       f"curl -sS --max-time 5 http://evil.test:{upstream}/",
+                       f"curl -sS --max-time 5 --noproxy '*' http://127.0.0.1:{upstream}/", overrides=overrides)
+    warnings = [w.message for w in run.of(ev.WarningEvent)]
+    assert len(warnings) == 1 and "unsandboxed" in warnings[0] and "advisory" in warnings[0], warnings
+    allowed, evil, direct = shell_outputs(server)
+    assert "hello from upstream" in allowed
+    assert "hello from upstream" not in evil and "evil.test" in evil and "not in the egress allowlist" in evil
+    assert "hello from upstream" in direct  # advisory indeed: nothing forces a command through the proxy
+
+
+def test_landlock_warning_names_what_it_cannot_enforce(project, server):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    server.add(Reply(text="hi"))
+    run = run_session(project, server, "hi", overrides=("sandbox=landlock",))
+    assert run.of(ev.SessionConfigured)[0].sandbox == "landlock"
+    warnings = [w.message for w in run.of(ev.WarningEvent)]
+    assert any(".git is not protected" in w and "auto mode will ask" in w for w in warnings), warnings
+
+
+def test_landlock_proxy_failure_warning_matches_what_curl_gets(project, server, upstream):
+    sandbox, _ = detect("landlock")
+    overrides = ("sandbox=landlock", "approve_all=true", 'egress_allow=["not a host name!"]')
+    run = run_commands(project, server, f"curl -sS --max-time 3 --noproxy '*' http://127.0.0.1:{upstream}/",
+                       overrides=overrides)
+    warnings = [w.message for w in run.of(ev.WarningEvent)]
+    reached = "hello from upstream" in shell_outputs(server)[0]
+    if sandbox.abi >= 4:
+        assert any("no network" in w for w in warnings) and not reached, warnings
+    else:
+        assert any("NOT restricted" in w for w in warnings) and reached, warnings

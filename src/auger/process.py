@@ -1,9 +1,13 @@
 """Whether a process still runs: the test that lets one auger process take over what a dead one left
-(a session's lease, an egress socket directory)."""
+(a session's lease, its temporary directories)."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
 
 
 def process_alive(pid: int) -> bool:
@@ -23,3 +27,26 @@ def process_alive(pid: int) -> bool:
         return not os.path.exists("/proc/self/stat")
     except OSError:
         return True
+
+
+def owned_temp_dir(kind: str, parent: Path | None = None) -> Path:
+    """A new private directory `auger-<kind>-<pid>-XXXX` in the temp dir. A process killed before it
+    could remove its own directories leaves them behind, so those of dead processes (of this user and
+    this kind) are removed first."""
+    parent = Path(parent or tempfile.gettempdir())
+    pattern = re.compile(rf"auger-{re.escape(kind)}-(\d+)-.+")
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        entries = []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None:
+            continue
+        try:
+            mine = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and not process_alive(int(match.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"auger-{kind}-{os.getpid()}-", dir=parent))

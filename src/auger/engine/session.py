@@ -215,7 +215,7 @@ class Session:
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
         self.confinement = await confine(config, self.agent.root, self.tool_state.scratch_dir, protected,
-                                         self._startup_warnings.append)
+                                         self._startup_warnings.append, mode=lambda: self.mode)
         if self.confinement is not None:
             self.tool_state.scratch_dir.mkdir(parents=True, exist_ok=True)
         user_rules = dirs["config"] / "rules.toml"
@@ -224,7 +224,8 @@ class Session:
         self._startup_warnings.extend(problems)
         self.command_env = command_env(os.environ, include=config.shell_env_include,
                                        exclude=config.shell_env_exclude, set_values=config.shell_env_set)
-        self.gate = Gate(self, rules, sandboxed=self.confinement is not None, approve_all=config.approve_all,
+        self.gate = Gate(self, rules, sandboxed=self.confinement is not None and self.confinement.enforced,
+                         approve_all=config.approve_all,
                          user_rules_path=user_rules)
         await probe
         await self.refresh_context("context", warnings=self._startup_warnings)

@@ -1,89 +1,289 @@
-"""A session's confinement: the OS sandbox, what it protects, and the egress proxy behind it.
+"""A session's confinement: the OS sandbox and its supervisor, what it protects, and the egress proxy.
 
-Built once per session. If the proxy cannot start, commands still run sandboxed,
-with no network (fail-open for the proxy, the namespace's block still holds).
+Built once per session. One sandbox holds every command of the session (see
+`auger.policy.supervisor`): a background server is reachable and killable from
+later commands, and nothing outlives the session. Per command, `spawn` decides
+whether it runs read-only (plan mode always; safe mode when the command was
+classified read-only) or with the project writable.
+
+The egress proxy runs whenever the network policy is "proxy", sandbox or not:
+without a sandbox, commands are pointed at it but nothing forces them through
+(the warning says so). If the proxy cannot start, sandboxed commands have no network.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from auger.config import Config
+from auger.process import owned_temp_dir
+
+READ_ONLY_EFFECT = "read_only"
 
 
 @dataclass
 class Confinement:
-    sandbox: object  # auger.policy.sandbox.Sandbox
+    sandbox: object | None  # auger.policy.sandbox.Sandbox; None: no sandbox, only the proxy
     policy: object  # auger.policy.sandbox.SandboxPolicy
     proxy: object | None = None  # auger.policy.egress.EgressProxy
     description: str = ""
+    box: object | None = None  # auger.policy.supervised.SessionSandbox
+    mode: Callable[[], str] = lambda: "auto"
+    missing: tuple[str, ...] = ()  # guarantees this sandbox cannot give here (auto mode then asks)
+    private_dir: Path | None = None  # auger's own files (background logs): no command can write here
     _socket_dir: Path | None = field(default=None, repr=False)
+    _logs: int = 0
+    _git_present: frozenset[str] | None = None  # GIT_PLANTABLE files .git had when the session began
+
+    def __post_init__(self) -> None:
+        self._git_present = frozenset(self._git_files())
+
+    def _git_files(self) -> list[str]:
+        from auger.policy.sandbox import GIT_PLANTABLE
+
+        git = Path(self.policy.root) / ".git"
+        return [name for name in GIT_PLANTABLE if os.path.lexists(git / name)]
+
+    def sweep_git(self) -> str | None:
+        """Remove a `.git/commondir` (or `config.worktree`) a command created: git would read
+        another repository's config (and run its hooks) through it. Returns a note, or None."""
+        if self.box is None:
+            return None
+        planted = [name for name in self._git_files() if name not in (self._git_present or ())]
+        if not planted:
+            return None
+        try:
+            fd = os.open(Path(self.policy.root) / ".git", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            for name in planted:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except IsADirectoryError:
+                    import shutil
+
+                    shutil.rmtree(Path(self.policy.root) / ".git" / name, ignore_errors=True)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        return ("blocked by the sandbox: removed " + ", ".join(f".git/{n}" for n in planted) +
+                " (it would make git read another repository's config and hooks)")
 
     @property
     def kind(self) -> str:
-        return self.sandbox.kind
+        return self.sandbox.kind if self.sandbox is not None else "none"
 
-    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        wrapped = self.sandbox.wrap(argv, cwd, env, self.policy)
-        return wrapped.argv, wrapped.env
+    @property
+    def enforced(self) -> bool:
+        """Whether auto mode may rely on it: a working sandbox with every guarantee it needs."""
+        return self.box is not None and not self.missing
 
-    def explain(self, exit_code: int | None, stderr: str, since: float) -> str | None:
-        """Why a command failed, when the sandbox or the proxy is the reason; None otherwise."""
+    def readonly_for(self, effect: str) -> bool:
+        """Plan mode: every command read-only. Safe mode: a command classified read-only runs
+        read-only, so a misclassification fails instead of writing. Auto: writable."""
+        mode = self.mode()
+        return mode == "plan" or (mode == "safe" and effect == READ_ONLY_EFFECT)
+
+    def command_env(self, env: dict[str, str]) -> dict[str, str]:
+        from auger.policy.sandbox import _proxy_env
+
+        return _proxy_env(env, self.policy)
+
+    async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
+                    effect: str):
+        """Start a command (stdio: its stdin, stdout, stderr fds) and return its process handle."""
+        from auger.policy import supervised
+
+        if self.box is None:
+            return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio)
+        self.sweep_git()  # a background command may have planted one since the last command
+        readonly = self.readonly_for(effect)
+        env = self.command_env(env)
+        writable: tuple[str, ...] = ()
+        remount = False
+        if readonly:
+            argv, remount = self.sandbox.readonly_argv(argv, self.policy)
+            if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
+                writable = (*(str(p) for p in self.policy.writable), "/tmp")
+        if self.kind == "bwrap":
+            env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
+        elif self.policy.tmp is not None:
+            env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
+        proc = await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable)
+        proc.readonly = readonly
+        return proc
+
+    def open_log(self) -> tuple[int, Path]:
+        """A new background-command log in auger's private dir: named by a counter, opened by
+        auger (O_EXCL, no symlinks followed), readable by commands, writable by none."""
+        if self.private_dir is None:
+            self.private_dir = owned_temp_dir("private")
+        self._logs += 1
+        path = self.private_dir / f"background-{self._logs}.log"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        return fd, path
+
+    def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None:
+        """Why a command failed, when the sandbox or the proxy is the reason; None otherwise.
+        `readonly`: the command ran read-only (plan mode, or classified read-only in safe mode)."""
         from auger.policy.sandbox import blocked_by_sandbox
 
         notes = []
+        swept = self.sweep_git()
+        if swept:
+            notes.append(swept)
         if self.proxy is not None:
             refused = sorted({f"{d.host}:{d.port}" for d in self.proxy.denials_since(since)})
             if refused:
                 notes.append("the sandbox's network proxy refused " + ", ".join(refused) +
                              " (not in the egress allowlist; the user can add hosts with egress_allow)")
-        if exit_code not in (0, None):
+        if exit_code not in (0, None) and self.box is not None:
             blocked = blocked_by_sandbox(exit_code, stderr, policy=self.policy, kind=self.kind)
+            denied = re.search(r"read-only file system|permission denied", stderr, re.I)
+            if readonly and denied and (blocked is None or "credential" not in blocked):
+                blocked = ("blocked by the sandbox: this command ran read-only (" +
+                           ("plan mode runs every command read-only" if self.mode() == "plan" else
+                            "it was judged read-only, so it ran without write access; a command that changes "
+                            "files is run writable once the user approves it") + ")")
             if blocked:
                 notes.append(blocked)
         return "; ".join(notes) or None
 
     async def close(self) -> None:
+        import shutil
+
+        if self.box is not None:
+            await self.box.close()
+            self.sweep_git()
         if self.proxy is not None:
             await self.proxy.stop()
-        if self._socket_dir is not None:
-            import shutil
-
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
+        for path in (self._socket_dir, self.private_dir):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 async def confine(config: Config, root: Path, scratch_dir: Path, protected: tuple[Path, ...],
-                  warn: Callable[[str], None]) -> Confinement | None:
-    """The session's confinement, or None (with one clear warning) when no sandbox works here."""
+                  warn: Callable[[str], None], mode: Callable[[], str] = lambda: "auto") -> Confinement | None:
+    """The session's confinement. Without a working sandbox: the proxy alone (network "proxy"),
+    or None; either way with one warning saying what is and is not enforced."""
     from auger.policy.sandbox import SandboxPolicy, detect
 
     sandbox, description = detect(config.sandbox)
-    if sandbox is None:
-        if config.sandbox != "off" or config.mode == "auto":
-            warn(f"commands run unsandboxed: {description}. auto mode will ask before changes, as safe mode does")
-        return None
+    root = Path(os.path.realpath(root))  # resolved once: every mount and rule is built from this
     network = config.sandbox_network
-    proxy = socket_dir = None
-    sockets: tuple[tuple[int, Path], ...] = ()
-    if network == "proxy":
-        from auger.policy.egress import DEFAULT_ALLOWLIST, Allowlist, EgressProxy, make_socket_dir
+    proxy, socket_dir, sockets, proxy_problem = await _start_proxy(config, sandbox, network)
+    if proxy_problem:
+        network = "none"
+    private_dir = owned_temp_dir("private")
+    if sandbox is None:
+        _remove(socket_dir if proxy is None else None)
+        if proxy is None:
+            if config.sandbox != "off" or config.mode == "auto":
+                warn(f"commands run unsandboxed: {description}. auto mode will ask before changes, as safe mode does")
+            _remove(private_dir)
+            return None
+        policy = SandboxPolicy(root=root, network="proxy", proxy_sockets=sockets)
+        warn(f"commands run unsandboxed: {description}. auto mode will ask before changes, as safe mode does. "
+             "Commands are pointed at the egress proxy (HTTP_PROXY/ALL_PROXY), but this is advisory: "
+             "nothing stops a command from connecting directly")
+        return Confinement(None, policy, proxy, description, private_dir=private_dir, _socket_dir=socket_dir)
+    policy = SandboxPolicy(root=root, writable=(scratch_dir,), read_only=(*protected, private_dir), network=network,
+                           proxy_sockets=sockets, tmp=scratch_dir / "tmp" if sandbox.kind == "landlock" else None,
+                           dev_ports=DEV_PORTS)
+    if proxy_problem:
+        warn(f"the egress proxy could not start ({proxy_problem}); " + (
+            "sandboxed commands have no network" if sandbox.kind == "bwrap" or getattr(sandbox, "abi", 0) >= 4
+            else "the network is NOT restricted (Landlock below ABI 4 cannot block it)"))
+    missing = _missing(sandbox, policy)
+    try:
+        box = await _start_supervisor(sandbox, policy, private_dir)
+    except OSError as exc:
+        warn(f"commands run unsandboxed: {exc}. auto mode will ask before changes, as safe mode does")
+        if proxy is not None:
+            await proxy.stop()
+        _remove(socket_dir)
+        _remove(private_dir)
+        return None
+    description += "; " + _enforced(sandbox, policy)
+    if missing:
+        warn(f"the {sandbox.kind} sandbox cannot enforce here: {'; '.join(missing)}. "
+             "auto mode will ask before changes, as safe mode does")
+    return Confinement(sandbox, policy, proxy, description, box, mode, missing, private_dir, socket_dir)
 
-        socket_dir = make_socket_dir()
-        try:
-            allow = Allowlist([*DEFAULT_ALLOWLIST, *config.egress_allow])
-            proxy = EgressProxy(allow, socket_dir=socket_dir, hosts=config.egress_hosts)
-            await proxy.start()
-            if sandbox.kind == "bwrap":  # a bridge inside the namespace listens on fixed ports
-                sockets = ((3128, proxy.http_socket), (1080, proxy.socks_socket))
-            else:  # same network as the host: point straight at the proxy's own ports
-                sockets = ((proxy.http_port, proxy.http_socket), (proxy.socks_port, proxy.socks_socket))
-        except (OSError, ValueError) as exc:
-            warn(f"the egress proxy could not start ({exc}); sandboxed commands have no network")
-            proxy, network = None, "none"
-    policy = SandboxPolicy(root=root, writable=(scratch_dir,), read_only=protected, network=network,
-                           proxy_sockets=sockets)
-    if sandbox.kind == "landlock" and network != "full":
-        description += "; Landlock cannot block the network: commands are only pointed at the proxy"
-    return Confinement(sandbox, policy, proxy, description, socket_dir)
+
+# Local TCP ports a dev server in the session may use under Landlock ABI 4+ (bwrap's network
+# namespace needs no list: everything on its loopback is the session's own).
+DEV_PORTS: tuple[int, ...] = (3000, 3001, 4000, 4200, 5000, 5173, 8000, 8080, 8888)
+
+
+async def _start_proxy(config: Config, sandbox, network: str):
+    if network != "proxy":
+        return None, None, (), ""
+    from auger.policy.egress import DEFAULT_ALLOWLIST, Allowlist, EgressProxy, make_socket_dir
+
+    socket_dir = make_socket_dir()
+    try:
+        allow = Allowlist([*DEFAULT_ALLOWLIST, *config.egress_allow])
+        proxy = EgressProxy(allow, socket_dir=socket_dir, hosts=config.egress_hosts)
+        await proxy.start()
+    except (OSError, ValueError) as exc:
+        _remove(socket_dir)
+        return None, None, (), str(exc)
+    if sandbox is not None and sandbox.kind == "bwrap":  # a bridge inside the namespace listens on fixed ports
+        sockets = ((3128, proxy.http_socket), (1080, proxy.socks_socket))
+    else:  # same network as the host: point straight at the proxy's own ports
+        sockets = ((proxy.http_port, proxy.http_socket), (proxy.socks_port, proxy.socks_socket))
+    return proxy, socket_dir, sockets, ""
+
+
+async def _start_supervisor(sandbox, policy, private_dir: Path):
+    from auger.policy.sandbox import _python, _source
+    from auger.policy.supervised import SessionSandbox
+
+    if sandbox.kind == "landlock":
+        Path(policy.tmp).mkdir(parents=True, exist_ok=True)
+    # Planned with auger's own environment (its HOME's secrets are hidden); the supervisor
+    # itself runs with almost none: each command brings its own.
+    launched = sandbox.launch([_python(), "-S", "-I", "-c", _source(Path(__file__).with_name("supervisor.py"))], dict(os.environ), policy)
+    extra = ["--no-unix-sockets"] if sandbox.kind == "landlock" else []
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log", extra)
+
+
+def _missing(sandbox, policy) -> tuple[str, ...]:
+    """Guarantees auto mode relies on that this sandbox cannot give on this kernel, for this project."""
+    if sandbox.kind != "landlock":
+        return ()
+    missing = []
+    if os.path.lexists(Path(policy.root) / ".git"):
+        missing.append(".git is not protected (Landlock cannot make part of the writable project read-only)")
+    if sandbox.abi < 4 and policy.network != "full":
+        missing.append(f"the network is NOT restricted (Landlock ABI {sandbox.abi} < 4)")
+    if sandbox.abi < 6:
+        missing.append(f"signals and abstract sockets to host processes are NOT blocked (Landlock ABI {sandbox.abi} < 6)")
+    return tuple(missing)
+
+
+def _enforced(sandbox, policy) -> str:
+    """What is really enforced, in one clause (for the session's description)."""
+    net = {"none": "no network", "full": "full network",
+           "proxy": "network only through the egress proxy"}[policy.network]
+    if sandbox.kind == "landlock":
+        if sandbox.abi < 4 and policy.network != "full":
+            net = "network NOT restricted (Landlock ABI < 4; commands are only pointed at the proxy)"
+        elif policy.network != "full":
+            net += " (TCP by port only; UDP not restricted)"
+    return f"one sandbox per session, {net}"
+
+
+def _remove(path: Path | None) -> None:
+    if path is not None:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)

@@ -544,34 +544,14 @@ def _socks_code(exc: BaseException) -> int:
 # The proxy
 
 
-_SOCKET_DIR = re.compile(r"auger-egress-(\d+)-.+")
 
 
 def make_socket_dir(parent: Path | None = None) -> Path:
-    """A new private directory for a proxy's Unix sockets, named after this process
-    (`auger-egress-<pid>-XXXX`, in the temp dir). A process killed before it could remove its own
-    directory leaves it behind: those of dead processes are removed first."""
-    import tempfile
+    """A new private directory for a proxy's Unix sockets (`auger-egress-<pid>-XXXX`); those that
+    killed processes left behind are removed first."""
+    from auger.process import owned_temp_dir
 
-    from auger.process import process_alive
-
-    parent = Path(parent or tempfile.gettempdir())
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        entries = []
-    for entry in entries:
-        match = _SOCKET_DIR.fullmatch(entry.name)
-        try:
-            mine = match is not None and entry.is_dir(follow_symlinks=False) and \
-                entry.stat(follow_symlinks=False).st_uid == os.getuid()
-        except OSError:
-            continue
-        if mine and not process_alive(int(match.group(1))):
-            import shutil
-
-            shutil.rmtree(entry.path, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"auger-egress-{os.getpid()}-", dir=parent))
+    return owned_temp_dir("egress", parent)
 
 
 class EgressProxy:

@@ -29,9 +29,12 @@ What it can and cannot express, and therefore what this mode guarantees:
   writable directory (`.git/hooks` in the project) and a denied path inside a
   writable directory are NOT enforced. Callers must not present this mode as
   protecting them.
-- There is no network isolation here (Landlock's TCP port rules cannot tell the
-  host's loopback from the internet), and connecting to Unix sockets by path is
-  not mediated either.
+- The network: from ABI 4, `--restrict-net` with `--connect PORT`/`--bind PORT`
+  limits TCP to those ports (on any host: port rules cannot tell the host's
+  loopback from the internet); UDP is not mediated. From ABI 6, `--scope` blocks
+  signals to, and abstract Unix sockets of, processes outside the sandbox.
+  Connecting to Unix sockets by path is not mediated (the session supervisor
+  refuses Unix socket creation with seccomp instead).
 - Capabilities: when started with any (typically as root), the bounding and
   ambient sets are cleared before the exec, so the command runs without them —
   otherwise root could load a kernel module or reconfigure the system around
@@ -116,9 +119,22 @@ class LandlockUnavailable(OSError):
 
 
 class _RulesetAttr(ctypes.Structure):
-    # Only the first field (handled_access_fs): passing the smaller size is the
-    # documented way to leave network rights and scopes unrestricted.
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    # Passing a smaller size is the documented way to leave network rights (ABI 4) and
+    # scopes (ABI 6) unrestricted on kernels that do not know them.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+RULE_NET_PORT = 2
+NET_BIND_TCP = 1 << 0
+NET_CONNECT_TCP = 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1                # ABI 6
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -177,20 +193,24 @@ def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool) -> list[tupl
     or "ls" (READ_DIR only: the directories on the way to a denied path).
 
     Paths are resolved first: Landlock attaches rules to the inodes the paths reach,
-    so a symlink grants (or fails to deny) whatever it points at.
+    so a symlink grants (or fails to deny) whatever it points at. A denied path inside
+    a writable dir splits that grant the same way (so the dirs on the way to it are
+    listable but take no new entries).
     """
-    rules: list[tuple[str, str]] = [(_real(p), "rw") for p in rw]
+    denied = sorted({_real(p) for p in deny_read})
+    rules: list[tuple[str, str]] = []
+    for p in rw:
+        rules.extend(_split_rules(_real(p), denied, "rw"))
     if ro_all:
-        denied = sorted({_real(p) for p in deny_read})
-        rules.extend(_read_rules("/", denied))
+        rules.extend(_split_rules("/", denied, "r"))
     return rules
 
 
-def _read_rules(directory: str, denied: list[str]) -> Iterator[tuple[str, str]]:
+def _split_rules(directory: str, denied: list[str], grant: str) -> Iterator[tuple[str, str]]:
     if any(_inside(d, directory) for d in denied):
         return
     if not any(_inside(directory, d) for d in denied):
-        yield directory, "r"
+        yield directory, grant
         return
     # A denied path lies below: grant this level entry by entry.
     yield directory, "ls"
@@ -205,25 +225,40 @@ def _read_rules(directory: str, denied: list[str]) -> Iterator[tuple[str, str]]:
                 # (or none, when it lands in a denied path): nothing to grant here.
                 continue
             if entry.is_dir(follow_symlinks=False):
-                yield from _read_rules(entry.path, denied)
+                yield from _split_rules(entry.path, denied, grant)
             elif not any(_inside(d, entry.path) for d in denied):
-                yield entry.path, "r"
+                yield entry.path, grant
         except OSError:
             continue
 
 
 # --- applying ---------------------------------------------------------------------------------
 
-def apply(rules: Sequence[tuple[str, str]], abi: int) -> None:
-    """Build the ruleset, drop capabilities, and restrict this process (and future children)."""
+def apply(rules: Sequence[tuple[str, str]], abi: int, net: dict[int, int] | None = None, scope: bool = False) -> None:
+    """Build the ruleset, drop capabilities, and restrict this process (and future children).
+
+    `net` (ABI 4+): restrict TCP to the listed ports (connect, bind); `scope` (ABI 6+):
+    no signals to, and no abstract Unix sockets of, processes outside the sandbox.
+    """
     handled = handled_rights(abi)
     grants = {"rw": handled, "r": read_rights(abi), "ls": READ_DIR}
     attr = _RulesetAttr(handled_access_fs=handled)
-    ruleset = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
-                       ctypes.c_uint32(0))
+    size = 8
+    if net is not None and abi >= 4:
+        attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
+        size = 16
+    if scope and abi >= 6:
+        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        size = 24
+    ruleset = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
         for path, grant in rules:
             _add_rule(ruleset, path, grants[grant])
+        if size >= 16 and net is not None:
+            for port, access in net.items():
+                port_attr = _NetPortAttr(allowed_access=access, port=port)
+                _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_NET_PORT), ctypes.byref(port_attr),
+                         ctypes.c_uint32(0))
         if _c().prctl(PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                       ctypes.c_ulong(0)) != 0:
             err = ctypes.get_errno()
@@ -297,29 +332,52 @@ def _capability_status() -> dict[str, int]:
 
 # --- command line ------------------------------------------------------------------------------
 
-USAGE = "usage: python -m auger.policy.landlock [--rw PATH]... [--ro-all] [--deny-read PATH]... -- CMD [ARGS...]"
+USAGE = ("usage: python -m auger.policy.landlock [--rw PATH]... [--ro-all] [--deny-read PATH]... "
+         "[--restrict-net [--connect PORT]... [--bind PORT]...] [--scope] -- CMD [ARGS...]")
 
 
-def _parse(argv: Sequence[str]) -> tuple[list[str], list[str], bool, list[str]]:
-    """Hand-rolled (argparse costs import time on every command): returns rw, deny_read, ro_all, command."""
-    rw: list[str] = []
-    deny: list[str] = []
-    ro_all = False
+
+class _Options:
+    def __init__(self) -> None:
+        self.rw: list[str] = []
+        self.deny: list[str] = []
+        self.ro_all = False
+        self.net: dict[int, int] | None = None
+        self.scope = False
+        self.command: list[str] = []
+
+
+def _parse(argv: Sequence[str]) -> _Options:
+    """Hand-rolled (argparse costs import time on every command)."""
+    opts = _Options()
     i = 0
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
-            command = list(argv[i + 1:])
-            if not command:
+            opts.command = list(argv[i + 1:])
+            if not opts.command:
                 raise ValueError("no command after --")
-            return rw, deny, ro_all, command
-        if arg == "--ro-all":
-            ro_all = True
+            return opts
+        if arg in ("--ro-all", "--restrict-net", "--scope"):
+            if arg == "--ro-all":
+                opts.ro_all = True
+            elif arg == "--scope":
+                opts.scope = True
+            elif opts.net is None:
+                opts.net = {}
             i += 1
+        elif arg in ("--connect", "--bind"):
+            if i + 1 >= len(argv) or not argv[i + 1].isdigit() or not 0 < int(argv[i + 1]) < 65536:
+                raise ValueError(f"{arg} needs a port number")
+            if opts.net is None:
+                opts.net = {}
+            port = int(argv[i + 1])
+            opts.net[port] = opts.net.get(port, 0) | (NET_CONNECT_TCP if arg == "--connect" else NET_BIND_TCP)
+            i += 2
         elif arg in ("--rw", "--deny-read"):
             if i + 1 >= len(argv):
                 raise ValueError(f"{arg} needs a path")
-            (rw if arg == "--rw" else deny).append(argv[i + 1])
+            (opts.rw if arg == "--rw" else opts.deny).append(argv[i + 1])
             i += 2
         else:
             raise ValueError(f"unknown option {arg!r}")
@@ -334,7 +392,7 @@ def _fail(code: int, message: str) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
-        rw, deny, ro_all, command = _parse(sys.argv[1:] if argv is None else argv)
+        opts = _parse(sys.argv[1:] if argv is None else argv)
     except ValueError as exc:
         _fail(2, f"{exc}\n{USAGE}")
     try:
@@ -342,14 +400,14 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except LandlockUnavailable as exc:
         _fail(126, f"Landlock unavailable ({exc.strerror}); refusing to run the command unconfined")
     try:
-        apply(plan(rw, deny, ro_all), abi)
+        apply(plan(opts.rw, opts.deny, opts.ro_all), abi, opts.net, opts.scope)
     except OSError as exc:
         _fail(126, f"could not apply the sandbox: {exc.strerror or exc}; refusing to run the command")
     sys.stdout.flush()
     try:
-        os.execvp(command[0], command)
+        os.execvp(opts.command[0], opts.command)
     except OSError as exc:
-        _fail(127 if exc.errno == errno.ENOENT else 126, f"{command[0]}: {exc.strerror}")
+        _fail(127 if exc.errno == errno.ENOENT else 126, f"{opts.command[0]}: {exc.strerror}")
 
 
 if __name__ == "__main__":

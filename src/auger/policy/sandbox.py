@@ -6,16 +6,19 @@ the strongest mechanism that works on this machine, and its `wrap()` turns a
 command line into one that runs confined:
 
 - **bubblewrap** (preferred): a new mount namespace where `/` is bound read-only,
-  the project root, the temp dir and the session's writable dirs are bound
-  read-write, protected paths (`.git/hooks`, auger's own files) are bound
-  read-only again on top, and credential paths are covered (an empty, mode-0000
-  tmpfs over directories, `/dev/null` over files). New PID, IPC, UTS and cgroup
-  namespaces; a new network namespace (loopback only) unless the network is
-  "full"; no capabilities, even when run as root. Because bwrap's reaper is PID 1
-  of the namespace, nothing the command forks outlives it.
-- **Landlock** (fallback): see `auger.policy.landlock`. Filesystem only, and only
-  allow-rules: read-only or hidden paths inside writable dirs are *not* enforced,
-  the network is *not* isolated, and background processes are not contained.
+  the project root and the session's writable dirs are bound read-write, `/tmp`,
+  `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks
+  and friends (and auger's own files) are bound read-only on top, and credential
+  paths are covered (an empty, mode-0000 tmpfs over directories, `/dev/null` over
+  files). New user (as root), PID, IPC, UTS and cgroup namespaces; a new network
+  namespace (loopback only) unless the network is "full".
+- **Landlock** (fallback): see `auger.policy.landlock`. Allow-rules only, so
+  read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
+  restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
+
+Sessions do not wrap each command: `launch()` starts one sandbox per session around
+the supervisor (`auger.policy.supervisor`), which confines each command it starts
+(read-only ones through `readonly_argv`). `wrap()` confines a single command.
 
 `blocked_by_sandbox()` reads a failed command's stderr and, when the sandbox is the
 likely cause, tells the model so in one line, so it stops retrying variations of
@@ -69,7 +72,7 @@ TEMP_HIDDEN_GLOBS: tuple[str, ...] = (".X11-unix", ".ICE-unix", "tmux-*", "ssh-*
 
 # Device files a Landlock-confined command may write (bwrap builds its own /dev).
 LANDLOCK_DEVICES: tuple[str, ...] = (
-    "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm",
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts",
 )
 
 
@@ -88,6 +91,8 @@ class SandboxPolicy:
     hidden: tuple[Path, ...] = ()     # not readable, on top of DEFAULT_HIDDEN
     network: str = "none"             # "none" | "proxy" | "full"
     proxy_sockets: tuple[tuple[int, Path], ...] = ()   # (port inside, unix socket on the host): HTTP, then SOCKS
+    tmp: Path | None = None           # the session's own temp dir (Landlock; bwrap gives /tmp a fresh tmpfs)
+    dev_ports: tuple[int, ...] = ()   # Landlock ABI 4+: local TCP ports commands may bind and connect to
 
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
@@ -100,10 +105,9 @@ class Wrapped:
 
     kind "bwrap": everything in SandboxPolicy is enforced.
     kind "landlock": writes are confined and hidden paths are unreadable, but read-only
-    paths inside writable dirs (root/.git/hooks) and hidden paths inside writable dirs
-    are NOT protected, the network is NOT blocked (network "proxy" only sets the proxy
-    variables), Unix sockets stay reachable, and processes the command forks into the
-    background are not tied to it.
+    paths inside writable dirs (.git) are NOT protected, the network is only restricted
+    by TCP port from ABI 4, and (without the session supervisor) Unix sockets stay
+    reachable and processes the command forks into the background are not tied to it.
     """
 
     argv: list[str]          # what to exec instead of the original argv
@@ -167,10 +171,25 @@ class _Plan:
     hidden: list[Path]
 
 
-def _plan(cwd: Path, env: dict[str, str], policy: SandboxPolicy, create_hooks: bool) -> _Plan:
+# Inside .git: what makes the user's next git command run code or read config from
+# elsewhere (hooks, config, core.hooksPath/fsmonitor, attributes and exclude files,
+# another repository's config through commondir, submodule and worktree git dirs).
+# Read-only in every sandbox; the rest of .git (objects, refs, index, HEAD, logs, lock
+# files) stays writable so commits work.
+GIT_PROTECTED: tuple[str, ...] = ("config", "config.worktree", "hooks", "info", "commondir", "modules",
+                                  "worktrees", "objects/info")
+
+
+# Files git reads from a git dir that a bind mount cannot protect before they exist (a mount
+# needs something to mount over): removed after commands if one appears (see Confinement).
+GIT_PLANTABLE: tuple[str, ...] = ("commondir", "config.worktree")
+
+
+def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: Path | None) -> _Plan:
+    """Paths for a sandbox. `tmp` is a host temp dir to make writable (Landlock), or None
+    when the sandbox gives commands a fresh /tmp of their own (bwrap)."""
     root = _real(policy.root)
-    tmp = temp_dir(env)
-    writable = [root, tmp]
+    writable = [root] + ([tmp] if tmp is not None else [])
     for extra in policy.writable:
         # The scratch dir is created lazily by the shell tool: make it now, or it could
         # not be bound (bwrap) or granted (Landlock).
@@ -179,12 +198,18 @@ def _plan(cwd: Path, env: dict[str, str], policy: SandboxPolicy, create_hooks: b
     writable = sorted(set(writable), key=lambda p: len(p.parts))
 
     git = root / ".git"
-    if create_hooks and git.is_dir() and not (git / "hooks").exists():
-        # Protect the hooks dir even before git made it: otherwise the command could create it.
-        (git / "hooks").mkdir(exist_ok=True)
-    # Hooks and config both make the user's next git command run code outside the sandbox
-    # (a planted pre-commit hook; core.hooksPath / core.fsmonitor in .git/config).
-    read_only = [root / ".git" / "hooks", root / ".git" / "config", *policy.read_only]
+    if create_hooks and git.is_dir() and not git.is_symlink():
+        # Protect these dirs even before git made them (empty, they change nothing for git):
+        # otherwise a command could create them, with code or config git would then use.
+        for name in ("hooks", "info", "modules", "worktrees", "objects/info"):
+            if not (git / name).exists():
+                (git / name).mkdir(parents=True, exist_ok=True)
+    # auger's own installation too (a project's virtualenv may hold it): a command must not
+    # change the code that confines the next session.
+    installed = [Path(__file__).resolve().parents[1], _real(sys.prefix)]
+    read_only = [*(git / name for name in GIT_PROTECTED), *installed, *policy.read_only]
+    if git.is_file() or git.is_symlink():
+        read_only.append(git)  # a worktree's or submodule's `gitdir:` pointer
 
     hidden: list[Path] = [*policy.hidden]
     for home in _homes(env):
@@ -192,12 +217,16 @@ def _plan(cwd: Path, env: dict[str, str], policy: SandboxPolicy, create_hooks: b
     hidden.extend(Path(p) for p in SYSTEM_HIDDEN)
     if env.get("SSH_AUTH_SOCK"):
         hidden.append(Path(env["SSH_AUTH_SOCK"]))
-    for pattern in TEMP_HIDDEN_GLOBS:
-        hidden.extend(tmp.glob(pattern))
+    if tmp is not None:
+        for pattern in TEMP_HIDDEN_GLOBS:
+            hidden.extend(tmp.glob(pattern))
 
-    # Resolve, keep what exists, and never hide what the command needs to run at all
-    # (or a writable dir itself, or the working directory).
-    keep_visible = [*_essential_paths(), *writable, _real(cwd)]
+    # Resolve, keep what exists, and never hide what the command needs to run at all (or
+    # a writable dir): a hidden path is dropped only when hiding it would hide one of those.
+    # A credential path *inside* the project stays hidden (a project that is the home
+    # directory, or contains it), and the working directory plays no part: where a command
+    # starts must not decide what it can read.
+    keep_visible = [*_essential_paths(), *writable]
     # (Existence is checked after resolving: a dangling symlink has nothing to hide, and
     # covering its missing target would make bwrap fail every command.)
     hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
@@ -206,7 +235,8 @@ def _plan(cwd: Path, env: dict[str, str], policy: SandboxPolicy, create_hooks: b
         if any(is_inside(h, v) for v in keep_visible) or any(is_inside(kept, h) for kept in hidden_final):
             continue
         hidden_final.append(h)
-    ro_final = sorted({_real(p) for p in read_only if os.path.exists(p)}, key=lambda p: len(p.parts))
+    ro_final = sorted({_real(p) for p in read_only if os.path.lexists(p) and not os.path.islink(p)},
+                      key=lambda p: len(p.parts))
     ro_final = [p for p in ro_final if not any(is_inside(h, p) for h in hidden_final)]
     return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final)
 
@@ -228,6 +258,9 @@ def _proxy_env(env: dict[str, str], policy: SandboxPolicy) -> dict[str, str]:
 
 # --- bubblewrap -------------------------------------------------------------------------------
 
+_FRESH = (("/", "tmp"), ("/", "run"))  # fresh tmpfs dirs in the bwrap sandbox
+
+
 class BwrapSandbox:
     """Mount-namespace sandbox through the `bwrap` binary (see the module docstring)."""
 
@@ -237,51 +270,89 @@ class BwrapSandbox:
         self.path = path
         self.version = version
 
-    def _base(self, network: str) -> list[str]:
+    def _base(self, network: str, supervisor: bool = False) -> list[str]:
         args = [self.path, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--unshare-cgroup-try"]
         if network != "full":
             args.append("--unshare-net")
-        # Run as root, bwrap would otherwise hand the command every capability (enough to
-        # remount / read-write); as a normal user this is already the default.
-        args += ["--cap-drop", "ALL"]
+        if os.geteuid() == 0:
+            # As root, a user namespace of its own keeps whatever capability the sandbox
+            # holds (the supervisor's CAP_SYS_ADMIN, to make mounts read-only per command)
+            # scoped to the sandbox instead of the host.
+            args += ["--unshare-user", "--uid", "0", "--gid", "0"]
+        # Commands run without capabilities; the supervisor keeps CAP_SYS_ADMIN and CAP_SETPCAP
+        # (inside the namespaces) and drops every capability in each command before exec.
+        args += ["--cap-drop", "ALL"] + (["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"] if supervisor else [])
         # /proc/sys stays writable for uid 0 (core_pattern is a host-root escape): cover it.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        # Fresh /tmp, /run and /dev/shm (bwrap's /dev has its own): host Unix sockets
+        # (docker, ssh-agent, dbus, X11, systemd) live there and connect() ignores read-only mounts.
+        args += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
+        if os.path.isdir("/var/run") and not os.path.islink("/var/run"):
+            args += ["--tmpfs", "/var/run"]
         return args
 
-    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+    def _mounts(self, env: dict[str, str], policy: SandboxPolicy) -> list[str]:
         """Bind order matters: later mounts cover earlier ones, so writable dirs come first,
-        then read-only exceptions inside them, then hidden paths, then the proxy sockets."""
-        plan = _plan(cwd, env, policy, create_hooks=True)
-        args = self._base(policy.network)
+        then .git over itself, then read-only exceptions, then hidden paths, then the proxy sockets."""
+        plan = _plan(env, policy, create_hooks=True, tmp=None)
+        args: list[str] = []
+        for home in _homes(env):  # a home under /tmp or /run stays readable (its secrets hidden below)
+            if home.parts[:2] in _FRESH and home.is_dir():
+                args += ["--ro-bind", str(home), str(home)]
         for path in plan.writable:
             args += ["--bind", str(path), str(path)]
+        git = _real(policy.root) / ".git"
+        if git.is_dir() and not (policy.root / ".git").is_symlink():
+            # A mount point cannot be renamed, removed or replaced (EBUSY).
+            args += ["--bind", str(git), str(git)]
         for path in plan.read_only:
             args += ["--ro-bind", str(path), str(path)]
         for path in plan.hidden:
+            if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *_homes(env)]):
+                continue  # already a fresh, empty tmpfs here
             if path.is_dir():
                 if self.version >= (0, 5):
                     args += ["--perms", "0000"]  # "Permission denied", not a confusing empty dir
                 args += ["--tmpfs", str(path)]
             else:
                 args += ["--ro-bind", "/dev/null", str(path)]
-        command = list(argv)
         if policy.network == "proxy" and policy.proxy_sockets:
-            from auger.policy.egress import NETBRIDGE_SCRIPT  # lazy: only proxy mode needs it
-
             # Read-only: reachable (connect() needs no write access) but not replaceable.
             for sock_dir in sorted({_real(sock).parent for _, sock in policy.proxy_sockets}):
                 args += ["--ro-bind", str(sock_dir), str(sock_dir)]
-            bridge = [sys.executable, "-S", "-I", str(NETBRIDGE_SCRIPT)]
-            for port, sock in policy.proxy_sockets:
-                bridge += ["--listen", f"{port}={_real(sock)}"]
-            command = [*bridge, "--", *command]
-        args += ["--chdir", str(_real(cwd)), "--", *command]
-        return Wrapped(argv=args, env=_proxy_env(env, policy), kind=self.kind)
+        return args
+
+    def _bridge(self, policy: SandboxPolicy) -> list[str]:
+        """netbridge in front of what runs inside, when the network goes through the proxy."""
+        if policy.network != "proxy" or not policy.proxy_sockets:
+            return []
+        from auger.policy.egress import NETBRIDGE_SCRIPT  # lazy: only proxy mode needs it
+
+        bridge = [_python(), "-S", "-I", "-c", _source(NETBRIDGE_SCRIPT)]
+        for port, sock in policy.proxy_sockets:
+            bridge += ["--listen", f"{port}={_real(sock)}"]
+        return [*bridge, "--"]
+
+    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+        """One command in a sandbox of its own (sessions use `launch` and a supervisor instead)."""
+        args = [*self._base(policy.network), *self._mounts(env, policy)]
+        args += ["--chdir", str(_real(cwd)), "--", *self._bridge(policy), *argv]
+        return Wrapped(argv=args, env=_sandbox_env(env, policy, "/tmp"), kind=self.kind)
+
+    def launch(self, inner: list[str], env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+        """The session's sandbox running `inner` (the supervisor) behind the network bridge."""
+        args = [*self._base(policy.network, supervisor=True), *self._mounts(env, policy)]
+        args += ["--chdir", str(_real(policy.root)), "--", *self._bridge(policy), *inner]
+        return Wrapped(argv=args, env=_sandbox_env(env, policy, "/tmp"), kind=self.kind)
+
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
+        """(argv, whether the supervisor must make the mounts read-only itself)."""
+        return argv, True
 
     def probe(self) -> str | None:
-        """Run `true` with the namespace flags `wrap` uses; None if it works, else why not."""
-        args = [*self._base("none"), "--", "true"]
+        """Run `true` with the namespace flags `launch` uses; None if it works, else why not."""
+        args = [*self._base("none", supervisor=True), "--", "true"]
         try:
             proc = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -292,6 +363,30 @@ class BwrapSandbox:
             detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             return f"bwrap probe failed ({detail[-1] if detail else f'exit {proc.returncode}'})"
         return None
+
+
+_sources: dict[str, str] = {}
+
+
+def _source(path: Path | str) -> str:
+    """A helper script's text, read once per process: what runs inside the sandbox is never
+    loaded from a path that a command (in a project's own virtualenv, say) could have changed."""
+    key = os.fspath(path)
+    if key not in _sources:
+        _sources[key] = Path(key).read_text(encoding="utf-8")
+    return _sources[key]
+
+
+def _python() -> str:
+    """The base interpreter: a project's virtualenv `python` is a symlink a command can replace."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _sandbox_env(env: dict[str, str], policy: SandboxPolicy, tmp: str | None) -> dict[str, str]:
+    out = _proxy_env(env, policy)
+    if tmp is not None:
+        out.update({"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp})
+    return out
 
 
 def _bwrap_version(path: str) -> tuple[int, ...]:
@@ -325,29 +420,62 @@ class LandlockSandbox:
 
         self.abi = abi
         self.helper_source = helper_source or Path(landlock.__file__).read_text(encoding="utf-8")
-        self.python = getattr(sys, "_base_executable", None) or sys.executable
+        self.python = _python()
 
-    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
-        """Read-only paths are not passed on: Landlock cannot take back a grant, so
-        `root/.git/hooks` stays writable here (see `Wrapped`). The network is not blocked."""
-        plan = _plan(cwd, env, policy, create_hooks=False)
+    def _helper(self, env: dict[str, str], policy: SandboxPolicy) -> tuple[list[str], Path]:
+        tmp = _real(policy.tmp) if policy.tmp is not None else temp_dir(env)
+        if policy.tmp is not None:
+            Path(policy.tmp).mkdir(parents=True, exist_ok=True)
+        plan = _plan(env, policy, create_hooks=False, tmp=tmp)
         args = [self.python, "-S", "-I", "-c", self.helper_source]
         for path in [*plan.writable, *(Path(d) for d in LANDLOCK_DEVICES)]:
             args += ["--rw", str(path)]
         args.append("--ro-all")
-        for path in plan.hidden:
-            if not any(is_inside(w, path) for w in plan.writable):  # a grant there cannot be taken back
-                args += ["--deny-read", str(path)]
-        args += ["--", *argv]
-        return Wrapped(argv=args, env=_proxy_env(env, policy), kind=self.kind)
+        for path in plan.hidden:  # inside a writable dir too: the helper splits that grant around it
+            args += ["--deny-read", str(path)]
+        if self.abi >= 4 and policy.network != "full":
+            args.append("--restrict-net")
+            ports = [port for port, _ in policy.proxy_sockets] if policy.network == "proxy" else []
+            for port in ports:
+                args += ["--connect", str(port)]
+            for port in policy.dev_ports:
+                args += ["--connect", str(port), "--bind", str(port)]
+        if self.abi >= 6:
+            args.append("--scope")
+        return args, tmp
+
+    def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+        """One command under its own ruleset (sessions use `launch` and a supervisor instead).
+        Read-only paths are not passed on: Landlock cannot take back a grant, so `.git`
+        stays writable here (see `Wrapped`)."""
+        args, tmp = self._helper(env, policy)
+        tmp_env = str(tmp) if policy.tmp is not None else None
+        return Wrapped(argv=[*args, "--", *argv], env=_sandbox_env(env, policy, tmp_env), kind=self.kind)
+
+    def launch(self, inner: list[str], env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
+        """The session's supervisor under the session's ruleset."""
+        return self.wrap(inner, policy.root, env, policy)
+
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
+        """`argv` under a nested, stricter ruleset: nothing writable but the scratch dirs."""
+        args = [self.python, "-S", "-I", "-c", self.helper_source]
+        scratch = [*policy.writable, *([policy.tmp] if policy.tmp is not None else [])]
+        for path in [*scratch, *(Path(d) for d in LANDLOCK_DEVICES)]:
+            args += ["--rw", str(path)]
+        return [*args, "--ro-all", "--", *argv], False
 
 
 # --- detection --------------------------------------------------------------------------------
 
 _cache: dict[str, tuple[Sandbox | None, str]] = {}
 _cache_lock = threading.Lock()
-LANDLOCK_LIMITS = ("filesystem only: network not isolated, read-only paths inside writable dirs "
-                   "not enforced")
+def landlock_limits(abi: int) -> str:
+    """What Landlock at this ABI does not do, in one clause (the warnings say what auto mode does about it)."""
+    limits = ["no read-only paths inside the writable project (.git not protected)"]
+    limits.append("TCP restricted by port only, UDP not restricted" if abi >= 4 else "network NOT restricted")
+    if abi < 6:
+        limits.append("signals and abstract sockets to host processes NOT blocked")
+    return "; ".join(limits)
 
 
 def detect(preference: str = "auto") -> tuple[Sandbox | None, str]:
@@ -394,7 +522,7 @@ def _detect(preference: str) -> tuple[Sandbox | None, str]:
     else:
         if abi >= 1:
             prefix = f"{bwrap_reason}; using " if bwrap_reason else ""
-            return LandlockSandbox(abi), f"{prefix}Landlock ABI {abi} ({LANDLOCK_LIMITS})"
+            return LandlockSandbox(abi), f"{prefix}Landlock ABI {abi} ({landlock_limits(abi)})"
         landlock_reason = "Landlock unavailable (kernel ABI < 1)"
     if preference == "landlock":
         return None, f"no sandbox: {landlock_reason}"
@@ -409,7 +537,7 @@ _PATH_IN_LINE = (
     re.compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
     re.compile(r'"([^"]+)"'),
     re.compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
-               r"|No such file or directory)", re.I),   # cat: /x: Permission denied; sh: cannot create /x: ...
+               r"|No such file or directory|Directory nonexistent)", re.I),  # cat: /x: Permission denied; sh: cannot create /x: ...
 )
 _NETWORK = re.compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
                       r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
@@ -441,11 +569,14 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
         lowered = line.lower()
         quote = f" ({line[:160]})"
         path = _path_in(line)
-        if "permission denied" in lowered or "no such file or directory" in lowered:
+        if "permission denied" in lowered or "no such file or directory" in lowered or "nonexistent" in lowered:
             if path is not None and _is_hidden(path, policy, cwd):
                 return ("blocked by the sandbox: credential files and directories (~/.ssh, ~/.aws, tokens ...) "
                         "are hidden from commands" + quote)
-            if "no such file or directory" in lowered:
+            if "permission denied" not in lowered:
+                if kind != "landlock" and path is not None and _in_fresh_dir(path, policy, cwd):
+                    return ("blocked by the sandbox: commands have a fresh /tmp and /run of their own (the host's "
+                            "are not visible; use the project or $TMPDIR)" + quote)
                 continue
         if "read-only file system" in lowered:
             if path is not None and _is_protected(path, policy, cwd):
@@ -498,6 +629,14 @@ def _absolute(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> Path
         return _real(path)
     base = cwd or (policy.root if policy is not None else None)
     return _real(Path(base) / path) if base is not None else None
+
+
+def _in_fresh_dir(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    """An absolute path in the host's /tmp or /run that the bwrap sandbox does not show."""
+    absolute = _absolute(path, policy, cwd)
+    if absolute is None or absolute.parts[:2] not in _FRESH:
+        return False
+    return _outside_writable(path, policy, cwd)
 
 
 def _is_hidden(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ PIPE_GRACE = 0.3  # seconds to drain pipes after the command exits
 KILL_GRACE = 1.0  # seconds between SIGTERM and SIGKILL
 
 COMMAND_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "NO_COLOR": "1", "TERM": "dumb"}
+# System locations only: PATH may start with project dirs where a command could plant a `bash`.
+SYSTEM_BIN = "/usr/bin:/bin:/usr/local/bin:/run/current-system/sw/bin"
 
 
 @dataclass
@@ -92,37 +95,53 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if not cwd.is_dir():
             raise ToolError(f"shell: workdir {display(ctx.root, cwd)!r} is not a directory")
     env = {**(ctx.env if ctx.env is not None else os.environ), **COMMAND_ENV}
+    # The classifier's verdict decides whether the sandbox lets the command write (plan and
+    # safe modes): computed here again, from the same arguments the gate saw.
+    effect = classify(args, ctx.root).effect
     if args.get("background"):
-        return await _start_background(command, cwd, env, ctx)
+        return await _start_background(command, cwd, env, ctx, effect)
     timeout = min(args.get("timeout", DEFAULT_TIMEOUT), MAX_TIMEOUT)
-    return await _run(command, cwd, env, timeout, ctx)
+    return await _run(command, cwd, env, timeout, ctx, effect)
 
 
-def _argv(command: str, cwd, env: dict[str, str], ctx: ToolContext) -> tuple[list[str], dict[str, str]]:
-    argv = ["/bin/sh", "-c", command]
-    if ctx.sandbox is None:
-        return argv, env
-    return ctx.sandbox.wrap(argv, cwd, env)
+def bash_argv(command: str) -> list[str]:
+    """bash, the shell whose grammar the classifier parses (dash would read the line differently)."""
+    bash = shutil.which("bash", path=SYSTEM_BIN)
+    if bash is None:
+        raise ToolError("shell: bash is not installed (commands are run with bash, whose grammar auger checks); "
+                        "install bash to run commands")
+    return [bash, "-c", command]
 
 
-async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolContext) -> ToolResult:
+async def _spawn(command: str, cwd, env: dict[str, str], stdio: tuple[int, int, int], ctx: ToolContext,
+                 effect: str):
+    from auger.policy.supervised import SandboxGone, spawn_local
+
+    argv = bash_argv(command)
+    try:
+        if ctx.sandbox is None:
+            return await spawn_local(argv, cwd, env, stdio)
+        return await ctx.sandbox.spawn(argv, cwd, env, stdio, effect)
+    except SandboxGone as exc:
+        raise ToolError(f"shell: {exc}; the command did not run") from None
+
+
+async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolContext, effect: str) -> ToolResult:
     started, wall_start = time.monotonic(), time.time()
-    argv, env = _argv(command, cwd, env, ctx)
     out, err = CapturedStream(), CapturedStream()
     # Our own pipes, not asyncio's: asyncio's Process.wait() also waits for its pipes to
     # close, which a backgrounded grandchild can hold open forever.
     (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=out_w, stderr=err_w, start_new_session=True)
+        proc = await _spawn(command, cwd, env, (devnull, out_w, err_w), ctx, effect)
     except BaseException:
         for fd in (out_r, err_r):
             os.close(fd)
         raise
     finally:
-        os.close(out_w)
-        os.close(err_w)
+        for fd in (out_w, err_w, devnull):
+            os.close(fd)
     readers = [asyncio.create_task(_pump(out_r, out, "stdout", ctx)),
                asyncio.create_task(_pump(err_r, err, "stderr", ctx))]
     timed_out = False
@@ -135,7 +154,7 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
         # Children that outlive the shell may hold the pipes open; don't wait for them.
         _, pending = await asyncio.wait(readers, timeout=PIPE_GRACE)
         if pending:
-            _signal_group(proc.pid, signal.SIGKILL)
+            proc.signal_group(signal.SIGKILL)
             await asyncio.wait(readers, timeout=PIPE_GRACE)
     except asyncio.CancelledError:
         await asyncio.shield(kill_group(proc))
@@ -144,11 +163,12 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
         for task in readers:
             task.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
-        _signal_group(proc.pid, signal.SIGKILL)  # nothing of this command survives it
+        proc.signal_group(signal.SIGKILL)  # nothing of this command survives it
     elapsed = time.monotonic() - started
     result = _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
     if ctx.sandbox is not None:  # a refused host can hide behind exit 0 (curl without -f)
-        blocked = ctx.sandbox.explain(proc.returncode, err.text(), wall_start)
+        blocked = ctx.sandbox.explain(proc.returncode, err.text(), wall_start,
+                                      readonly=getattr(proc, "readonly", False))
         if blocked:
             result.output = f"[sandbox] {blocked}\n{result.output}"
             result.metadata["sandbox_blocked"] = blocked
@@ -211,14 +231,14 @@ def _summarise(command: str, code: int | None, timed_out: bool, timeout: int, el
                       metadata={"exit_code": code, "timed_out": timed_out, "duration_s": round(elapsed, 3)})
 
 
-async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolContext) -> ToolResult:
-    ctx.state.scratch_dir.mkdir(parents=True, exist_ok=True)
-    log_path = ctx.state.scratch_dir / f"bg-{ctx.call_id}.log"
-    argv, env = _argv(command, cwd, env, ctx)
-    with open(log_path, "wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolContext, effect: str) -> ToolResult:
+    log_fd, log_path = _open_log(ctx)
+    devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        proc = await _spawn(command, cwd, env, (devnull, log_fd, log_fd), ctx, effect)
+    finally:
+        os.close(log_fd)
+        os.close(devnull)
     ctx.state.background[proc.pid] = proc
     return ToolResult(
         output=(f"Started in the background: pid {proc.pid}. Output (stdout and stderr) goes to {log_path}; "
@@ -227,15 +247,31 @@ async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolCon
         metadata={"pid": proc.pid, "log": str(log_path)})
 
 
-async def kill_group(proc: asyncio.subprocess.Process) -> None:
+def _open_log(ctx: ToolContext) -> tuple[int, object]:
+    """A background log, named by a counter (never by the call id) and opened without following
+    links: in the confinement's private dir, which no command can write, when there is one;
+    else (no sandbox: commands can write everywhere anyway) in the session's scratch dir."""
+    if ctx.sandbox is not None:
+        return ctx.sandbox.open_log()
+    ctx.state.scratch_dir.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 100_000):
+        path = ctx.state.scratch_dir / f"background-{n}.log"
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), path
+        except FileExistsError:
+            continue
+    raise ToolError("shell: too many background logs in this session")
+
+
+async def kill_group(proc) -> None:
     """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
     if proc.returncode is None:
-        _signal_group(proc.pid, signal.SIGTERM)
+        proc.signal_group(signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), KILL_GRACE)
         except TimeoutError:
             pass
-    _signal_group(proc.pid, signal.SIGKILL)
+    proc.signal_group(signal.SIGKILL)
     if proc.returncode is None:
         await proc.wait()
 
@@ -245,13 +281,6 @@ async def stop_background(state_background: dict[int, Any]) -> None:
     procs = list(state_background.values())
     state_background.clear()
     await asyncio.gather(*(kill_group(p) for p in procs), return_exceptions=True)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_name(num: int) -> str:
@@ -279,7 +308,7 @@ def classify(args: dict[str, Any], root) -> Classification:
 SHELL = ToolSpec(
     name="shell",
     description=(
-        "Run a shell command (sh -c) in the project root or `workdir`. Returns exit code, line counts, the last "
+        "Run a shell command (bash -c) in the project root or `workdir`. Returns exit code, line counts, the last "
         f"{STDERR_TAIL} stderr and {STDOUT_TAIL} stdout lines; the full output is kept for `recall`. "
         f"Default timeout {DEFAULT_TIMEOUT}s (max {MAX_TIMEOUT}s). Use background=true for servers and "
         "watchers (returns at once with the pid). Prefer the file tools for reading and editing files."

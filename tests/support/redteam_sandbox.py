@@ -1,0 +1,88 @@
+"""Shared pieces of the sandbox red-team modules (tests/redteam/test_rc*.py).
+
+Every attack runs through a real session: a scripted mock model calls the real
+`shell` tool, in the sandbox under test, and the attack is judged by its effect
+on the host (a file changed, a secret read, a process alive). Each has a
+control: the same payload with `sandbox=off`, showing it does work unconfined.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from auger.policy import effects
+from auger.policy.sandbox import detect
+from tests.conftest import run_session
+from tests.support.mock_openai import Reply, ToolCall
+
+KINDS = ("bwrap", "landlock")
+
+
+def require(kind: str):
+    """The sandbox of that kind; a failure (not a skip) when it does not work here: CI has both."""
+    if kind == "off":
+        return None
+    sandbox, why = detect(kind)
+    if sandbox is None:
+        pytest.fail(f"the {kind} sandbox is unavailable here ({why}); these tests need bubblewrap and Landlock")
+    return sandbox
+
+
+def shell(project: Path, server, kind: str, *calls, mode: str = "auto", approve_all: bool = True,
+          overrides: tuple[str, ...] = (), **kw) -> list[str]:
+    """Run shell calls (a command string, or an arguments dict) one after another in one session;
+    returns the tool outputs the model read, in order."""
+    require(kind)
+    args = [c if isinstance(c, dict) else {"command": c} for c in calls]
+    server.add(Reply(tool_calls=[ToolCall("shell", a) for a in args]), Reply(text="done"))
+    settings = (f"sandbox={kind}", f"mode={mode}", f"approve_all={'true' if approve_all else 'false'}", *overrides)
+    run_session(project, server, "go", overrides=settings, **kw)
+    return [m["content"] for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+
+
+def force_read_only(monkeypatch) -> None:
+    """Test hook: the classifier calls every command read-only (what a misclassification looks like)."""
+
+    def wrong(command, root, cwd=None):
+        return effects.CommandAnalysis(effects.READ_ONLY, (("true",),), (), ())
+
+    monkeypatch.setattr(effects, "analyze_command", wrong)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(name))
+    return found
+
+
+def none_alive(marker: str, within: float = 3.0) -> bool:
+    """True once no host process carries `marker` (processes get `within` seconds to die)."""
+    deadline = time.monotonic() + within
+    while processes_with(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def kill_all(marker: str) -> None:
+    """Clean up after a control run (unconfined processes do outlive the session)."""
+    for pid in processes_with(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
