@@ -30,10 +30,11 @@ class Attack:
     executable: tuple[str, ...] = ()
     setup: Callable[[Path], None] | None = None  # fixtures that need programs (git repositories)
     needs: tuple[str, ...] = ()  # programs the payload needs
+    creates: str = ""  # the file the payload creates, when the program names it itself
 
     @property
     def out(self) -> str:
-        return f"pwned-{self.name}"
+        return self.creates or f"pwned-{self.name}"
 
     def line(self) -> str:
         return self.command.replace("{out}", self.out)
@@ -43,7 +44,7 @@ class Attack:
 
     def build(self, root: Path) -> None:
         for rel, text in self.files.items():
-            path = root / rel
+            path = root / rel.replace("{out}", self.out)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text.replace("{out}", self.out))
             if rel in self.executable:
@@ -73,7 +74,9 @@ def written_through_tool(project: Path, server, attacks: list[Attack], mode: str
 
 
 def git_repo(path: Path, config: str = "") -> None:
-    """A committed repository at `path`, with extra lines appended to its .git/config."""
+    """A committed repository at `path`, with extra lines appended to its .git/config (once)."""
+    if (path / ".git").exists():
+        return
     path.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 
