@@ -1,7 +1,7 @@
 """What could this shell command do? A static reading of a command line before it runs.
 
-The shell tool hands a model-chosen command line to `/bin/sh -c`. Before it does, the
-trust mode needs one of four effects, least to most strict:
+The shell tool hands a model-chosen command line to bash. Before it does, the trust mode
+needs one of four effects, least to most strict:
 
 - `read_only`: cannot change anything (`ls`, `cat`, `git status`);
 - `local_mutation`: changes files or state on this machine — the default for anything unknown;
@@ -17,7 +17,10 @@ project root, because touching them needs the user's attention even when the eff
 
 The reading is conservative where it cannot be precise: an unknown command is a local
 mutation; a line that does not parse is at least a local mutation; input nested too deeply to
-analyse is destructive. It is still only a reading: it cannot see inside scripts and programs,
+analyse is destructive. A read-only verdict needs every option of a program that has dangerous
+ones to be on its allow-list (`readonly_options`), and any bash construct the parser sees but
+does not follow — arithmetic on variable text, array subscripts in names, `${!x}`, `${x@P}`,
+aliases, `coproc`, mixed brace expansion — makes the line at least a local mutation. It is still only a reading: it cannot see inside scripts and programs,
 rc files, aliases, or what a program does with the data it is given, so `read_only` means
 "nothing visible in the command changes anything", not a guarantee. The sandbox is what
 enforces limits; this module decides when to ask.
@@ -123,7 +126,7 @@ _READ_ONLY = _fs("""
     lscpu lsblk lsusb lspci who w last nm objdump readelf size man info whatis apropos help cal
     zcat gzcat bzcat xzcat zstdcat zgrep zegrep zfgrep bzgrep xzgrep zless zmore zdiff zipinfo bat batcat
     exa eza lsd dust duf tokei cloc scc shellcheck colordiff diffstat uuidgen getent sw_vers lsb_release
-    hostid apt-cache dpkg-query popd dirs unset set shopt alias unalias read wait return exit break continue
+    hostid dpkg-query popd dirs unset set shopt alias unalias read wait return exit break continue
     shift getopts let hash jobs fg bg disown umask ulimit times caller compgen complete
 """)
 
@@ -329,6 +332,8 @@ _SUBCOMMANDS: dict[str, _Subcommands] = {
     "brew": _subcommands(LOCAL_MUTATION, ro="list, ls, info, search, config, doctor, deps, uses, leaves, outdated, "
                                             "desc, commands, home, services list"),
     "apt": _subcommands(LOCAL_MUTATION, ro="list, search, show, policy, depends, rdepends"),
+    "apt-cache": _subcommands(LOCAL_MUTATION, ro="policy, show, showpkg, showsrc, search, depends, rdepends, madison, "
+                                                 "pkgnames, stats, dump, dumpavail, unmet, showauto"),
     "dnf": _subcommands(LOCAL_MUTATION, ro="list, info, search, repolist, provides, repoquery"),
     "yum": _subcommands(LOCAL_MUTATION, ro="list, info, search, repolist, provides"),
     "systemctl": _subcommands(LOCAL_MUTATION, ro="status, show, cat, list-units, list-unit-files, list-timers, "
@@ -2907,11 +2912,12 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[_Analyzer, list[str]], tuple[str, str] | N
 _HANDLERS: dict[str, Handler] = {
     "rm": _rm, "chmod": _chmod, "chown": _chmod, "chgrp": _chmod, "find": _find, "fd": _fd, "fdfind": _fd,
     "sed": _sed, "gsed": _sed, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
-    **dict.fromkeys(TABLES, _allow_listed), "batcat": _allow_listed, "zstdcat": _allow_listed,
+    **dict.fromkeys(TABLES, _allow_listed),
     **dict.fromkeys(_OUTPUT_OPERAND, _output_operand), **dict.fromkeys(_NAME_BUILTINS, _name_builtin),
     "set": _set, "shopt": _shopt, "alias": _alias, "let": _let, "test": _test, "[": _test,
     "tee": _tee, "tar": _tar, "bsdtar": _tar, "gtar": _tar, "unzip": _unzip,
-    "kill": _kill, "crontab": _crontab, "journalctl": _journalctl, **dict.fromkeys(_DOWNLOADERS, _download), "cd": _cd, "pushd": _cd,
+    "kill": _kill, "crontab": _crontab, "journalctl": _journalctl, **dict.fromkeys(_DOWNLOADERS, _download),
+    "cd": _cd, "pushd": _cd,
     **dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), _declare),
     "eval": _eval, "trap": _trap, "source": _source, ".": _source, "su": _su,
     **dict.fromkeys(_SHELLS, _shell), **dict.fromkeys(_INTERPRETERS, _interpreter),

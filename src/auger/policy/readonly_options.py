@@ -8,8 +8,10 @@ option to be one this table knows to be harmless. Anything else — an unknown o
 abbreviation, or an argument whose text is only known when the command runs (`sort $opts`, a glob
 such as `*` that a file named `-o` would turn into an option) — makes the command a change.
 
-Programs not listed here are either judged by their own handler in `effects` or have no option
-that writes a file or runs a program (`cat`, `ls`, `grep`, `diff`, `wc`, …).
+Programs not listed here are judged by their own handler in `effects` (find, sed, awk, git, tar,
+the shells and builtins), or are on its plain read-only list because none of their options writes
+a file or runs a program (`cat`, `ls`, `grep`, `diff`, `wc`, `jq`, checksums, …): review a program's
+options before adding it there.
 """
 
 from __future__ import annotations
@@ -88,6 +90,11 @@ _MAN = options(
     "--wildcard --names-only --no-subpages --update --ascii --match-case --no-match-case --usage",
     "--extension --encoding --locale --systems --manpath --preprocessor --recode --sections --troff-device")
 
+_BAT = options("ApnPuV", "lHrmd", "--show-all --plain --number --unbuffered --list-languages --list-themes "
+                                   "--diff --help --version --no-config",
+               "--language --highlight-line --line-range --map-syntax --style --color --theme --wrap --tabs "
+               "--paging --decorations --italic-text --terminal-width --file-name --diff-context")
+
 TABLES: dict[str, Options] = {
     "sort": options(
         "bdfgiMhnRrVcCmsuz", "ktST",
@@ -151,10 +158,7 @@ TABLES: dict[str, Options] = {
                    "--files-without-matches --with-filename --no-filename --literal --nocolor --noenv "
                    "--column --nogroup --group --help --version --noheading --heading",
                    "--after-context --before-context --context --max-count --type --ignore-dir"),
-    "bat": options("ApnPuV", "lHrmd?", "--show-all --plain --number --unbuffered --list-languages --list-themes "
-                                       "--diff --help --version --no-config",
-                   "--language --highlight-line --line-range --map-syntax --style --color --theme --wrap --tabs "
-                   "--paging --decorations --italic-text --terminal-width --file-name --diff-context"),
+    "bat": _BAT, "batcat": _BAT,
     "nm": options("AaBCDglnoPprSsuvV", "tf", "--defined-only --demangle --dynamic --extern-only --line-numbers "
                                             "--numeric-sort --portability --print-file-name --print-size "
                                             "--reverse-sort --size-sort --undefined-only --no-sort --help "
@@ -204,11 +208,13 @@ TAR_LISTING = options(
     "--file --directory --files-from --exclude --exclude-from --blocking-factor --strip-components --quoting-style "
     "--transform --xform --warning --occurrence")
 
-# sed and awk: their programs are judged separately (w, e, system(), print >); these are the options.
-SED = options("nErszu", "elif", "--in-place --follow-symlinks --quiet --silent --regexp-extended --separate --null-data --zero-terminated "
-                             "--unbuffered --posix --debug --sandbox --help --version --binary",
+# sed and awk: their programs (w, e, system(), print >) and -i/-f are judged by their handlers in
+# `effects`; these are the options that may go with a read-only verdict.
+SED = options("nErszu", "elif",
+              "--in-place --follow-symlinks --quiet --silent --regexp-extended --separate --null-data "
+              "--zero-terminated --unbuffered --posix --debug --sandbox --help --version --binary",
               "--expression --line-length --file")
-AWK = options("bcChnNPrsStVMO", "Fvef", "--characters-as-bytes --traditional --copyright --help --non-decimal-data "
-                                       "--bignum --optimize --posix --re-interval --no-optimize --sandbox --lint "
-                                       "--lint-old --version --use-lc-numeric --csv",
+AWK = options("bcChnNPrsStVMO", "Fvef",
+              "--characters-as-bytes --traditional --copyright --help --non-decimal-data --bignum --optimize "
+              "--posix --re-interval --no-optimize --sandbox --lint --lint-old --version --use-lc-numeric --csv",
               "--field-separator --assign --source --file")
