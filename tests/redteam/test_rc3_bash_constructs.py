@@ -31,6 +31,10 @@ ATTACKS = [
     Attack("printf-v-subscript", f"printf -v '{SUB}' x"),
     Attack("declare-subscript", f"declare '{SUB}=1'"),
     Attack("assignment-subscript", "a['$(touch {out})']=1"),
+    Attack("compound-assignment-subscript", "x=(['$(touch {out})']=1)"),
+    Attack("old-arith-expansion", f"x='{SUB}'; echo $[x]"),
+    Attack("hash-table-array", "BASH_CMDS[ls]=./hook.sh; ls", {"hook.sh": HOOK}, ("hook.sh",)),
+    Attack("hash-table-compound", "BASH_CMDS=([ls]=./hook.sh); ls", {"hook.sh": HOOK}, ("hook.sh",)),
     Attack("let-subscript", f"let '{SUB}=1'"),
     Attack("subscript-variable", "i='b[$(touch {out})]'; echo ${a[i]}"),
     Attack("indirect-expansion", f"x='{SUB}'; echo ${{!x}}"),
@@ -94,7 +98,7 @@ def test_dev_tcp_redirections_are_remote_actions(command, tmp_path):
 @pytest.mark.parametrize("command", [
     "enable -f ./x.so x", "set -o vi", "shopt -s extglob", "x=$'ls\\0'; $x", "declare -i n; n=m",
     "echo ${x:i}", "coproc cat", "unset 'a[$(touch p)]'", "wait -p 'a[$(x)]'", "getopts a 'a[$(x)]'",
-    "for PATH in ./bin; do ls; done", "read PAGER < f", "hash -p ./x ls; ls", "echo \"$'x'\"{a,\"b\"}",
+    "for PATH in ./bin; do ls; done", "time { rm -rf x; }", "read PAGER < f", "hash -p ./x ls; ls", "echo \"$'x'\"{a,\"b\"}",
 ])
 def test_other_unfollowed_constructs_are_not_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect != READ_ONLY
@@ -104,7 +108,8 @@ def test_other_unfollowed_constructs_are_not_read_only(command, tmp_path):
     "echo $((1 + 2)) $((0x1f)) $(($# + 1))", "set -euo pipefail; ls", "echo {1..3} src/{a,b}.py",
     "while IFS= read -r line; do echo \"$line\"; done < f", "[[ -n $x && $x == y ]]", "test -v HOME",
     "read -r a b <<< '1 2'", "printf '%s\\n' \"$x\"", "shopt", "alias", "trap -p", "set -- a b",
-    "echo ${a[0]} ${a[@]} ${#a[@]} ${!a[@]} ${x:1:2} ${x:-y} ${#x}",
+    "echo ${a[0]} ${a[@]} ${#a[@]} ${!a[@]} ${x:1:2} ${x:-y} ${#x}", "x=([0]=1 [1]=2)", "echo $[1+2]",
+    "time -p ls",
 ])
 def test_ordinary_bash_stays_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect == READ_ONLY

@@ -191,7 +191,8 @@ _COMMAND_VARS = frozenset("PAGER GIT_PAGER MANPAGER EDITOR VISUAL GIT_EDITOR GIT
                           "PROMPT_COMMAND".split())
 _CODE_VARS = frozenset("LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV "
                        "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
-                       "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY".split())
+                       "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
+                       "BASH_LOADABLES_PATH".split())
 # git settings that are harmless in an environment assignment; any other GIT_* may re-point the
 # repository, its config or the programs git runs (GIT_DIR, GIT_CONFIG_*, GIT_EXEC_PATH, GIT_TRACE=file…)
 _GIT_SAFE_VARS = frozenset("GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE "
@@ -675,6 +676,10 @@ class _Parser:
         elif nxt == "{":
             self.i = i + 2
             self._param(b, i, in_dq)
+        elif nxt == "[" and _arith_reads_variables(s[i + 2:].partition("]")[0]):
+            self._note(_ARITH_NOTE)  # `$[…]`, bash's old arithmetic expansion
+            b.lit("$")
+            self.i = i + 1
         elif nxt == "'" and not in_dq:
             self.i = i + 2
             self._ansi_c(b)
@@ -954,6 +959,12 @@ class _Parser:
                 if value.text == "coproc":
                     self._coproc_name()
                 continue
+            if kind == _WORD and not value.quoted and value.text == "time" and "time" not in stops:
+                self._advance()  # bash's `time` keyword times a whole pipeline, groups included
+                kind, value, _, _ = self._peek()
+                if kind == _WORD and not value.quoted and value.text in ("-p", "--"):
+                    self._advance()
+                continue
             break
         if kind == _OP and value == "(":
             self._advance()
@@ -1069,6 +1080,8 @@ class _Parser:
                 return
             if kind == _WORD:
                 word.subs.extend(value.subs)
+                if value.text.startswith("[") and _name_risk("a" + value.text.partition("=")[0], frozenset()):
+                    self._note("an array subscript in a compound assignment is arithmetic on text")
 
     def _redir(self, op: str, fd: str | None) -> _Redir:
         kind, value, _, _ = self._peek()
