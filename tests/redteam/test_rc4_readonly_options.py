@@ -64,6 +64,9 @@ ATTACKS = [
                                    f"GIT_CONFIG_VALUE_0='{FSMONITOR}' git status", setup=_repo),
     Attack("git-upload-pack", "git ls-remote --upload-pack='touch {out}; false' .", setup=_repo),
     Attack("git-grep-pager-abbreviated", "git grep --open-files='touch {out}' one", setup=_repo),
+    Attack("npm-run-with-help-argument", "npm run pwn -- --help",
+           {"package.json": '{"name": "x", "version": "1.0.0", "scripts": {"pwn": "touch {out}; true"}}'},
+           needs=("npm",)),
     Attack("git-C-hostile-repository", "git -C vendored status", setup=_nested_repo, creates="pwned-git-C"),
 ]
 
@@ -105,6 +108,7 @@ def test_no_payload_writes_through_the_tool(project, server, mode):
     "cloc --vcs='touch p' .", "cloc --report-file=out .", "scc --output out", "compgen -F f x",
     "find . -newer x -okdir rm {} ;", "find . -fprint0 out", "sort --compress-program=x f", "shuf -o out f",
     "sort --output out f", "xargs tar", "git config --edit", "git config alias.x '!sh'",
+    "cargo run -- --help", "docker run img --help", "npm exec evil --help", "git log --output=p --help",
 ])
 def test_unsafe_options_are_not_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect != READ_ONLY
@@ -128,7 +132,7 @@ def test_data_losing_commands_are_destructive(command, tmp_path):
     "git --no-pager diff", "git status --porcelain=v1", "git diff --output-indicator-new=+ HEAD",
     "sed -n '10,20p' f", "awk -F, '{print $2}' f", "xargs grep -l foo", "head -5 f", "tail -n +3 f",
     "git config --get remote.origin.url", "git ls-remote origin", "cd src && rg foo", "env -S 'ls -la'",
-    "time ls", "hostname", "git worktree list", "git gc --help",
+    "time ls", "hostname", "git worktree list", "git gc --help", "git push --help", "docker run --help",
 ])
 def test_known_safe_options_stay_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect == READ_ONLY

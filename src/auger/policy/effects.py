@@ -2615,8 +2615,8 @@ def _subcommand(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None
             continue
         words.append(a)
         k += 1
-    if "--help" in args:
-        return
+    if args[-1:] == ["--help"] and args[:-1] == words and (len(words) < 2 or " ".join(words) in table.effects):
+        return  # `docker run --help`; but `docker run img --help` runs img, and `cargo run -- --help` runs code
     if not words:
         if table.bare != READ_ONLY:
             an.add(table.bare, f"{name} without a subcommand may change local files or state")
@@ -2703,7 +2703,7 @@ def _git(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     if k >= len(args):
         return
     sub, rest = args[k], args[k + 1:]
-    if "--help" in rest or rest == ["-h"]:
+    if rest in (["--help"], ["-h"]):
         return
     for m in range(i + 2 + k, end - 1):  # messages are text, not paths
         if call.texts[m] in ("-m", "--message"):
