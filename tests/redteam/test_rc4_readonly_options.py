@@ -67,6 +67,9 @@ ATTACKS = [
     Attack("npm-run-with-help-argument", "npm run pwn -- --help",
            {"package.json": '{"name": "x", "version": "1.0.0", "scripts": {"pwn": "touch {out}; true"}}'},
            needs=("npm",)),
+    Attack("project-script-help", "./configure --help", {"configure": HOOK}, ("configure",)),
+    Attack("pytest-help-loads-conftest", "pytest --help",
+           {"conftest.py": "open('{out}', 'w').close()\n"}, needs=("pytest",)),
     Attack("git-C-hostile-repository", "git -C vendored status", setup=_nested_repo, creates="pwned-git-C"),
 ]
 
@@ -109,6 +112,7 @@ def test_no_payload_writes_through_the_tool(project, server, mode):
     "find . -newer x -okdir rm {} ;", "find . -fprint0 out", "sort --compress-program=x f", "shuf -o out f",
     "sort --output out f", "xargs tar", "git config --edit", "git config alias.x '!sh'",
     "cargo run -- --help", "docker run img --help", "npm exec evil --help", "git log --output=p --help",
+    "pytest -v", "ninja -v", "rake -v", "mvn --version", "./gradlew --version",
 ])
 def test_unsafe_options_are_not_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect != READ_ONLY
@@ -133,6 +137,7 @@ def test_data_losing_commands_are_destructive(command, tmp_path):
     "sed -n '10,20p' f", "awk -F, '{print $2}' f", "xargs grep -l foo", "head -5 f", "tail -n +3 f",
     "git config --get remote.origin.url", "git ls-remote origin", "cd src && rg foo", "env -S 'ls -la'",
     "time ls", "hostname", "git worktree list", "git gc --help", "git push --help", "docker run --help",
+    "gcc --version", "rustc -V", "node -v", "npm -v", "make --version", "python3 -V",
 ])
 def test_known_safe_options_stay_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect == READ_ONLY

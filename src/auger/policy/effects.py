@@ -176,12 +176,20 @@ _MUTATING: dict[str, str] = {
 }
 
 # A command whose only arguments are these prints its version or usage and exits. Short flags are
-# not trusted for shells and interpreters: `bash -v` and `ruby -v` go on to run code from stdin.
-_HELP_FLAGS = _fs("--version --help -V -v -h -version -help")
+# trusted only where they are known to mean that: `bash -v` and `ruby -v` go on to run code from
+# stdin, and `pytest -v`, `ninja -v` or `rake -v` run the project's tasks verbosely.
 _LONG_HELP_FLAGS = _fs("--version --help")
 _SHORT_HELP_FLAGS: dict[str, frozenset[str]] = {
     "python": _fs("-V -h"), "node": _fs("-v -h"), "perl": _fs("-v"), "php": _fs("-v"), "lua": _fs("-v"),
+    **dict.fromkeys("npm pnpm yarn npx docker podman java javac gcc g++ cc clang clang++ rustc go".split(),
+                    _fs("-v -h -V -version -help")),
 }
+_DEFAULT_SHORT_HELP = _fs("-h")
+# Tools that load the project's own code or configuration even to print a version or usage text
+# (conftest.py plugins, .mvn/jvm.config, gradle.properties, Rakefiles …): never a harmless query.
+_PROJECT_LOADERS = _fs("mvn gradle sbt lein ant bazel bazelisk buck pants rake just invoke nox tox pytest py.test "
+                       "jest vitest mocha karma webpack vite tsc eslint prettier playwright cypress phpunit composer "
+                       "bundle rails pre-commit")
 
 _OUTPUT_OPERAND = frozenset({"uniq", "xxd"})  # a second operand is an output file
 
@@ -1299,11 +1307,16 @@ def _basename(text: str) -> str:
     return name
 
 
-def _version_query(name: str, args: Sequence[str]) -> bool:
-    """Do these arguments only ask for a version or usage text (`python --version`, `node -v`)?"""
+def _version_query(program: str, name: str, args: Sequence[str]) -> bool:
+    """Do these arguments only ask for a version or usage text (`python --version`, `node -v`)? Never
+    for a program named by a path (`./configure --help` runs the project's script) or one that loads
+    the project's code or configuration first."""
+    if "/" in program or name in _PROJECT_LOADERS:
+        return False
     short = _SHORT_HELP_FLAGS.get(name)
     if short is None:
-        short = frozenset() if name in _SHELLS or name in _INTERPRETERS or name in _DESTRUCTIVE else _HELP_FLAGS
+        short = frozenset() if name in _SHELLS or name in _INTERPRETERS or name in _DESTRUCTIVE else \
+            _DEFAULT_SHORT_HELP
     return all(a in _LONG_HELP_FLAGS or a in short for a in args)
 
 
@@ -1872,7 +1885,7 @@ class _Analyzer:
         if wrapper is not None:
             self.wrapper(call, i, end, name, wrapper)
             return
-        if args and _version_query(name, args):
+        if args and _version_query(word.text, name, args):
             return
         handler = _HANDLERS.get(name)
         if handler is not None:
