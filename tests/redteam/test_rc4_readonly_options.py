@@ -113,6 +113,8 @@ def test_no_payload_writes_through_the_tool(project, server, mode):
     "sort --output out f", "xargs tar", "git config --edit", "git config alias.x '!sh'",
     "cargo run -- --help", "docker run img --help", "npm exec evil --help", "git log --output=p --help",
     "pytest -v", "ninja -v", "rake -v", "mvn --version", "./gradlew --version",
+    "kubectl get pods --kubeconfig=./kc", "KUBECONFIG=./kc kubectl get pods", "helm template x --post-renderer ./x",
+    "terraform plan", "docker -H ssh://host ps",
 ])
 def test_unsafe_options_are_not_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect != READ_ONLY
@@ -137,7 +139,8 @@ def test_data_losing_commands_are_destructive(command, tmp_path):
     "sed -n '10,20p' f", "awk -F, '{print $2}' f", "xargs grep -l foo", "head -5 f", "tail -n +3 f",
     "git config --get remote.origin.url", "git ls-remote origin", "cd src && rg foo", "env -S 'ls -la'",
     "time ls", "hostname", "git worktree list", "git gc --help", "git push --help", "docker run --help",
-    "gcc --version", "rustc -V", "node -v", "npm -v", "make --version", "python3 -V",
+    "gcc --version", "rustc -V", "node -v", "npm -v", "make --version", "python3 -V", "kubectl -n prod get pods",
+    "terraform version", "docker ps",
 ])
 def test_known_safe_options_stay_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect == READ_ONLY

@@ -200,7 +200,7 @@ _COMMAND_VARS = frozenset("PAGER GIT_PAGER MANPAGER EDITOR VISUAL GIT_EDITOR GIT
 _CODE_VARS = frozenset("LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV "
                        "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
                        "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
-                       "BASH_LOADABLES_PATH".split())
+                       "BASH_LOADABLES_PATH KUBECONFIG DOCKER_HOST DOCKER_CONFIG".split())
 # git settings that are harmless in an environment assignment; any other GIT_* may re-point the
 # repository, its config or the programs git runs (GIT_DIR, GIT_CONFIG_*, GIT_EXEC_PATH, GIT_TRACE=file…)
 _GIT_SAFE_VARS = frozenset("GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE "
@@ -265,10 +265,11 @@ class _Subcommands:
     effects: dict[str, str]  # "sub" or "sub sub" -> effect
     value_opts: frozenset[str] = frozenset()  # global options that take the next word
     bare: str = READ_ONLY  # no subcommand at all (usually prints help; `yarn` installs)
+    unsafe_opts: frozenset[str] = frozenset()  # options that make a query run programs (credential plugins)
 
 
 def _subcommands(default: str, ro: str = "", lm: str = "", remote: str = "", destructive: str = "",
-                 value_opts: str = "", bare: str = READ_ONLY) -> _Subcommands:
+                 value_opts: str = "", bare: str = READ_ONLY, unsafe_opts: str = "") -> _Subcommands:
     """Build a table from comma-separated subcommand lists (entries may be two words)."""
     effects: dict[str, str] = {}
     for effect, names in ((READ_ONLY, ro), (LOCAL_MUTATION, lm), (REMOTE_ACTION, remote),
@@ -276,7 +277,7 @@ def _subcommands(default: str, ro: str = "", lm: str = "", remote: str = "", des
         for name in names.split(","):
             if name.strip():
                 effects[" ".join(name.split())] = effect
-    return _Subcommands(default, effects, _fs(value_opts), bare)
+    return _Subcommands(default, effects, _fs(value_opts), bare, _fs(unsafe_opts))
 
 
 _NPM = _subcommands(
@@ -296,7 +297,8 @@ _DOCKER = _subcommands(
     remote="push, login, logout, image push, manifest push, trust sign, compose push",
     destructive="system prune, volume rm, volume prune",
     value_opts="-H --host -c --context --config -l --log-level -f --file -p --project-name --project-directory "
-               "--env-file --profile")
+               "--env-file --profile",
+    unsafe_opts="-H --host --config")  # ssh:// hosts run ssh; a config names credential helpers
 _KUBECTL = _subcommands(
     REMOTE_ACTION,
     ro="get, describe, logs, explain, version, api-resources, api-versions, cluster-info, top, diff, events, "
@@ -304,19 +306,21 @@ _KUBECTL = _subcommands(
        "config get-users, auth can-i, auth whoami, rollout status, rollout history, plugin list, kustomize",
     lm="config",
     value_opts="-n --namespace --context --kubeconfig --cluster --user -s --server -l --selector -o --output "
-               "--token -c --container")
+               "--token -c --container",
+    unsafe_opts="--kubeconfig")  # a kubeconfig's exec credential plugin runs a command
 _HELM = _subcommands(
     REMOTE_ACTION,
     ro="list, ls, status, get, show, inspect, template, version, search, history, lint, env, repo list, "
        "plugin list, dependency list, verify, completion",
     lm="repo add, repo update, repo remove, repo index, dependency update, dependency build, pull, fetch, "
        "package, plugin, create",
-    value_opts="-n --namespace --kube-context --kubeconfig")
-_TERRAFORM = _subcommands(
+    value_opts="-n --namespace --kube-context --kubeconfig",
+    unsafe_opts="--kubeconfig --post-renderer")
+_TERRAFORM = _subcommands(  # plan, validate, show … run the provider plugins found in the project's .terraform
     REMOTE_ACTION,
-    ro="plan, show, validate, version, output, providers, graph, state list, state show, workspace list, "
-       "workspace show, console",
-    lm="init, fmt, get, workspace new, workspace select, providers lock, login, logout",
+    ro="version, workspace show",
+    lm="init, fmt, get, workspace new, workspace select, providers lock, login, logout, plan, show, validate, "
+       "output, providers, graph, state list, state show, workspace list, console",
     destructive="destroy")
 _SUBCOMMANDS: dict[str, _Subcommands] = {
     "npm": _NPM, "pnpm": _NPM, "yarn": replace(_NPM, bare=LOCAL_MUTATION), "bun": _NPM,
@@ -2636,6 +2640,9 @@ def _subcommand(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None
         return
     key = " ".join(words)
     effect = table.effects.get(key) or table.effects.get(words[0]) or table.default
+    unsafe = next((a for a in args if a.partition("=")[0] in table.unsafe_opts), None)
+    if unsafe and effect == READ_ONLY:
+        an.add(LOCAL_MUTATION, f"{name} {unsafe.partition('=')[0]} can make it run other programs")
     sub = key if key in table.effects else words[0]
     if effect == LOCAL_MUTATION:
         an.add(effect, f"{name} {sub} may change local files or state")
