@@ -107,7 +107,7 @@ class Gate:
                 append_rule(self.user_rules_path, unwrap(argv), "allow")
         except (OSError, UnicodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            self.session.emit(WarningEvent(f"the rule was not saved to {self.user_rules_path}: {reason}; "
+            self.session.emit(WarningEvent(f"the rule was not saved: {reason} ({self.user_rules_path}); "
                                            "approved for this session", turn_id))
 
     async def allow_unsandboxed(self, turn_id: str, call_id: str, spec: ToolSpec, args: dict[str, Any],
