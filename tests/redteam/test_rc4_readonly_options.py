@@ -70,6 +70,11 @@ ATTACKS = [
     Attack("project-script-help", "./configure --help", {"configure": HOOK}, ("configure",)),
     Attack("pytest-help-loads-conftest", "pytest --help",
            {"conftest.py": "open('{out}', 'w').close()\n"}, needs=("pytest",)),
+    Attack("cargo-metadata-rustc-wrapper", "cargo metadata --offline --format-version 1",
+           {".cargo/config.toml": '[build]\nrustc-wrapper = "./hook.sh"\n',
+            "hook.sh": '#!/bin/sh\ntouch {out}\nexec "$@"\n', "src/main.rs": "fn main() {}\n",
+            "Cargo.toml": '[package]\nname = "x"\nversion = "0.1.0"\nedition = "2021"\n'},
+           ("hook.sh",), needs=("cargo",)),
     Attack("git-C-hostile-repository", "git -C vendored status", setup=_nested_repo, creates="pwned-git-C"),
 ]
 
@@ -114,7 +119,10 @@ def test_no_payload_writes_through_the_tool(project, server, mode):
     "cargo run -- --help", "docker run img --help", "npm exec evil --help", "git log --output=p --help",
     "pytest -v", "ninja -v", "rake -v", "mvn --version", "./gradlew --version",
     "kubectl get pods --kubeconfig=./kc", "KUBECONFIG=./kc kubectl get pods", "helm template x --post-renderer ./x",
-    "terraform plan", "docker -H ssh://host ps",
+    "terraform plan", "docker -H ssh://host ps", "npm help install", "cargo tree", "hg status",
+    "go list -toolexec ./x ./...", "GOFLAGS=-toolexec=./x go list", "RUSTC_WRAPPER=./x cargo search x",
+    "SYSTEMD_PAGER='touch p' systemctl status", "npm_config_browser=./x npm view x", "brew home x",
+    "JAVA_TOOL_OPTIONS=-javaagent:x.jar java -version", "read DOCKER_HOST < f; export DOCKER_HOST; docker ps",
 ])
 def test_unsafe_options_are_not_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect != READ_ONLY
@@ -140,7 +148,7 @@ def test_data_losing_commands_are_destructive(command, tmp_path):
     "git config --get remote.origin.url", "git ls-remote origin", "cd src && rg foo", "env -S 'ls -la'",
     "time ls", "hostname", "git worktree list", "git gc --help", "git push --help", "docker run --help",
     "gcc --version", "rustc -V", "node -v", "npm -v", "make --version", "python3 -V", "kubectl -n prod get pods",
-    "terraform version", "docker ps",
+    "terraform version", "docker ps", "npm --help", "go list ./...", "PAGER=cat git log",
 ])
 def test_known_safe_options_stay_read_only(command, tmp_path):
     assert analyze_command(command, tmp_path).effect == READ_ONLY

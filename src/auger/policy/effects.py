@@ -200,12 +200,18 @@ _COMMAND_VARS = frozenset("PAGER GIT_PAGER MANPAGER EDITOR VISUAL GIT_EDITOR GIT
 _CODE_VARS = frozenset("LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV "
                        "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
                        "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
-                       "BASH_LOADABLES_PATH KUBECONFIG DOCKER_HOST DOCKER_CONFIG".split())
+                       "BASH_LOADABLES_PATH".split())
 # git settings that are harmless in an environment assignment; any other GIT_* may re-point the
 # repository, its config or the programs git runs (GIT_DIR, GIT_CONFIG_*, GIT_EXEC_PATH, GIT_TRACE=file…)
 _GIT_SAFE_VARS = frozenset("GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE "
                            "GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL GIT_COMMITTER_DATE GIT_LITERAL_PATHSPECS "
                            "GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_FLUSH".split())
+# Environment prefixes that configure a tool as fully as its config file would (rustc wrappers,
+# npm's browser and script shell, go build flags such as -toolexec).
+_CONFIG_VAR_PREFIXES = ("NPM_CONFIG_", "CARGO_", "RUSTC", "GOFLAGS", "GOTOOLCHAIN", "PIP_", "UV_", "YARN_",
+                        "PNPM_", "DOCKER_", "KUBE", "HELM_", "TF_", "MAVEN_", "GRADLE_", "JAVA_TOOL_OPTIONS",
+                        "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SYSTEMD_")
+
 # Names whose value, read from input (`read`, `printf -v`, `mapfile`, `for NAME in`), changes what runs.
 _RUN_VARS = _COMMAND_VARS | _CODE_VARS | {"PATH", "CDPATH", "HOME"}
 
@@ -282,7 +288,8 @@ def _subcommands(default: str, ro: str = "", lm: str = "", remote: str = "", des
 
 _NPM = _subcommands(
     LOCAL_MUTATION,
-    ro="ls, list, ll, la, view, v, info, show, outdated, why, explain, help, search, s, root, prefix, bin, "
+    # not `help TOPIC`: it starts the viewer or browser a project's .npmrc names
+    ro="ls, list, ll, la, view, v, info, show, outdated, why, explain, search, s, root, prefix, bin, "
        "config get, config list, config ls, audit, fund, query, cache ls, doctor",
     lm="audit fix",
     remote="publish, unpublish, deprecate, dist-tag add, dist-tag rm, owner add, owner rm, access, adduser, "
@@ -335,15 +342,16 @@ _SUBCOMMANDS: dict[str, _Subcommands] = {
                        remote="publish"),
     "poetry": _subcommands(LOCAL_MUTATION, ro="show, check, env info, env list, search, about",
                            remote="publish"),
-    "cargo": _subcommands(LOCAL_MUTATION, ro="tree, metadata, search, locate-project, pkgid, read-manifest, "
-                                             "version, help, verify-project, info",
+    # tree, metadata … ask rustc about the target, and the project's .cargo/config.toml names rustc
+    "cargo": _subcommands(LOCAL_MUTATION, ro="search, locate-project, version, help, info",
                           remote="publish, yank, owner, login, logout"),
     "gem": _subcommands(LOCAL_MUTATION, ro="list, info, search, query, contents, environment, specification, "
                                            "which, help", remote="push, yank, owner, signin, signout"),
     "twine": _subcommands(LOCAL_MUTATION, ro="check", remote="upload, register"),
-    "go": _subcommands(LOCAL_MUTATION, ro="version, list, doc, help"),
+    "go": _subcommands(LOCAL_MUTATION, ro="version, list, doc, help",
+                       unsafe_opts="-toolexec -exec -export -compiled"),  # these build, running the tool chain
     "brew": _subcommands(LOCAL_MUTATION, ro="list, ls, info, search, config, doctor, deps, uses, leaves, outdated, "
-                                            "desc, commands, home, services list"),
+                                            "desc, commands, services list"),
     "apt": _subcommands(LOCAL_MUTATION, ro="list, search, show, policy, depends, rdepends"),
     "apt-cache": _subcommands(LOCAL_MUTATION, ro="policy, show, showpkg, showsrc, search, depends, rdepends, madison, "
                                                  "pkgnames, stats, dump, dumpavail, unmet, showauto"),
@@ -355,8 +363,8 @@ _SUBCOMMANDS: dict[str, _Subcommands] = {
                               destructive="reboot, poweroff, halt, kexec, soft-reboot",
                               value_opts="-t --type -p --property -H --host -M --machine -n --lines -o --output "
                                          "--state"),
-    "hg": _subcommands(LOCAL_MUTATION, ro="status, st, log, diff, show, annotate, blame, heads, branches, "
-                                          "tags, summary, identify, id, paths, root, help, version",
+    # every other hg command loads the repository's .hg/hgrc, whose extensions and hooks are code
+    "hg": _subcommands(LOCAL_MUTATION, ro="version",
                        remote="push, email"),
     "diskutil": _subcommands(LOCAL_MUTATION, ro="list, info, activity",
                              destructive="eraseDisk, eraseVolume, reformat, zeroDisk, randomDisk, secureErase, "
@@ -1536,7 +1544,8 @@ def _name_risk(text: str, dangerous: frozenset[str]) -> str | None:
     base, bracket, rest = text.partition("[")
     if bracket and not _SAFE_SUBSCRIPT.fullmatch(rest[:-1] if rest.endswith("]") else rest):
         return f"the array subscript in '{text}' is arithmetic on text, which can run commands"
-    if base in dangerous or (base.startswith("GIT_") and base not in _GIT_SAFE_VARS):
+    if base in dangerous or (base.startswith("GIT_") and base not in _GIT_SAFE_VARS) or (
+            dangerous and base.upper().startswith(_CONFIG_VAR_PREFIXES)):
         return f"it sets {base}, which changes what runs"
     return None
 
@@ -1817,7 +1826,9 @@ class _Analyzer:
         name = name.rstrip("+").split("[", 1)[0]
         if name.startswith("GIT_") and name not in _GIT_SAFE_VARS and name not in _COMMAND_VARS:
             self.add(LOCAL_MUTATION, f"setting {name} changes which repository, settings or programs git uses")
-        elif name in _COMMAND_VARS:  # as strict as the command it names (PAGER=cat stays read-only)
+        elif name.upper().startswith(_CONFIG_VAR_PREFIXES):
+            self.add(LOCAL_MUTATION, f"setting {name} changes a tool's configuration, including programs it runs")
+        elif name in _COMMAND_VARS or name.endswith(("PAGER", "EDITOR")):  # as strict as the command it names (PAGER=cat stays read-only)
             self.run_script(value, [word] if isinstance(word, _Word) else [])
         elif name in _CODE_VARS:
             self.add(LOCAL_MUTATION, f"setting {name} changes what code programs load")
