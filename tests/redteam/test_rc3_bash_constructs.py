@@ -80,6 +80,7 @@ def test_control_payload_writes_unconfined(attack: Attack, tmp_path: Path):
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
 def test_classifier_never_calls_the_payload_read_only(attack: Attack, tmp_path: Path):
+    attack.build(tmp_path)
     result = analyze_command(attack.line(), tmp_path)
     assert result.effect != READ_ONLY, result
 

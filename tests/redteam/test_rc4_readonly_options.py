@@ -32,9 +32,11 @@ def _repo(root: Path) -> None:
     git_repo(root)
 
 
-def _nested_repo(root: Path) -> None:
-    """A repository inside the project (a vendored copy, a bare clone) whose config runs a program."""
-    git_repo(root / "vendored", config="[core]\n\tfsmonitor = \"touch ../pwned-git-C; false\"\n")
+def _nested_repo(directory: str, out: str):
+    """A repository inside the project (a vendored copy, an unpacked archive) whose config runs a program."""
+    def setup(root: Path) -> None:
+        git_repo(root / directory, config=f"[core]\n\tfsmonitor = \"touch ../{out}; false\"\n")
+    return setup
 
 
 ATTACKS = [
@@ -75,7 +77,14 @@ ATTACKS = [
             "hook.sh": '#!/bin/sh\ntouch {out}\nexec "$@"\n', "src/main.rs": "fn main() {}\n",
             "Cargo.toml": '[package]\nname = "x"\nversion = "0.1.0"\nedition = "2021"\n'},
            ("hook.sh",), needs=("cargo",)),
-    Attack("git-C-hostile-repository", "git -C vendored status", setup=_nested_repo, creates="pwned-git-C"),
+    Attack("git-C-hostile-repository", "git -C vendored status", setup=_nested_repo("vendored", "pwned-git-C"),
+           creates="pwned-git-C"),
+    Attack("git-in-hostile-repository", "cd unpacked && git status", setup=_nested_repo("unpacked", "pwned-git-cd"),
+           creates="pwned-git-cd"),
+    Attack("git-home-config", "HOME=. git status", {".gitconfig": f"[core]\n\tfsmonitor = \"{FSMONITOR}\"\n"},
+           setup=_repo),
+    Attack("tar-options-variable", "TAR_OPTIONS='--checkpoint=1 --checkpoint-action=exec=./hook.sh' tar -tf x.tar",
+           {"hook.sh": HOOK}, ("hook.sh",), setup=_tar_fixture),
 ]
 
 
@@ -95,6 +104,7 @@ def test_control_payload_writes_unconfined(attack: Attack, tmp_path: Path):
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
 def test_classifier_never_calls_the_payload_read_only(attack: Attack, tmp_path: Path):
+    attack.build(tmp_path)
     result = analyze_command(attack.line(), tmp_path)
     assert result.effect != READ_ONLY, result
 

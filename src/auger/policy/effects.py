@@ -200,7 +200,8 @@ _COMMAND_VARS = frozenset("PAGER GIT_PAGER MANPAGER EDITOR VISUAL GIT_EDITOR GIT
 _CODE_VARS = frozenset("LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV "
                        "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
                        "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
-                       "BASH_LOADABLES_PATH".split())
+                       "BASH_LOADABLES_PATH HOME XDG_CONFIG_HOME GCONV_PATH TAR_OPTIONS LESS MORE MANOPT BROWSER "
+                       "BAT_CONFIG_PATH PYTHONHOME PERLLIB PERL5DB NODE_PATH".split())
 # git settings that are harmless in an environment assignment; any other GIT_* may re-point the
 # repository, its config or the programs git runs (GIT_DIR, GIT_CONFIG_*, GIT_EXEC_PATH, GIT_TRACE=file…)
 _GIT_SAFE_VARS = frozenset("GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE "
@@ -2705,9 +2706,29 @@ def _git_unsafe_option(sub: str, arg: str) -> bool:
     return arg.startswith("-") and any(ch in letters for ch in arg[1:2])
 
 
+def _other_repository(an: _Analyzer) -> str | None:
+    """The directory git would take as its repository when it is not the project's own: a `.git` or a
+    bare repository between the current directory and the project root, or a directory outside it.
+    Its config (core.fsmonitor, aliases, diff drivers) is not protected the way the project's is."""
+    if an.cwd == an.root:
+        return None
+    if not an.inside(an.cwd):
+        return an.cwd
+    d = an.cwd
+    while d != an.root and len(d) > len(an.root):
+        if os.path.lexists(os.path.join(d, ".git")) or (
+                os.path.isfile(os.path.join(d, "HEAD")) and os.path.isdir(os.path.join(d, "objects"))):
+            return d
+        d = os.path.dirname(d)
+    return None
+
+
 def _git(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     args = call.texts[i + 1:end]
     view = call.option_view(i + 1, end)
+    other = _other_repository(an)
+    if other is not None:
+        an.add(LOCAL_MUTATION, f"git would use the repository at '{other}', whose settings can run programs")
     k = 0
     while k < len(args):
         a = view[k]
