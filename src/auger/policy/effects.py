@@ -1536,7 +1536,7 @@ class _Call:
 
 
 def _unknowable(word: _Word) -> bool:
-    return word.path_text is None or (word.glob and word.text[:1] in "*?[")
+    return word.path_text is None or (word.glob and word.text[:1] in ("*", "?", "["))
 
 
 def _name_risk(text: str, dangerous: frozenset[str]) -> str | None:
