@@ -46,7 +46,7 @@ READ_ONLY_COMMANDS = [
     "git describe --tags", "git remote", "git remote -v", "git remote show origin", "git tag", "git tag -l 'v*'",
     "git config --get user.name", "git config --list", "git config -l", "git config user.name",
     "git shortlog -sn", "git reflog", "git reflog show", "git cat-file -p HEAD", "git show-ref",
-    "git merge-base a b", "git name-rev HEAD", "git stash list", "git -C sub status",
+    "git merge-base a b", "git name-rev HEAD", "git stash list",
     "git --no-pager log -3", "git -c color.ui=never log", "git clean -n", "git push --dry-run", "git --version",
     "git push --help",
     # version and help queries
@@ -69,7 +69,7 @@ LOCAL_MUTATION_COMMANDS = [
     "cp a b", "mv a b", "rm x", "rm -f x y", "ln -s a b", "chmod +x s.sh", "chmod -R u+w src", "sed -i s/a/b/ f",
     "sed -i.bak 's/a/b/' f", "sed --in-place 's/a/b/' f", "sed 's/a/b/w out' f", "sed -f script.sed f",
     "awk '{print > \"o\"}' f", "awk 'BEGIN{system(\"ls\")}'", "awk '{print | \"sort\"}' f", "sort -o f f",
-    "yq -i .a=1 f.yml", "tee out.log", "uniq in out", "xxd -r dump bin", "find . -name '*.pyc' -delete",
+    "yq -i .a=1 f.yml", "tee out.log", "uniq in out", "xxd -r dump bin", "git -C sub status",
     "find . -exec grep -l foo {} \\;", "find . -name x -fprint out", "make", "make test", "pytest -q",
     "python script.py", "python -c 'print(1)'", "python -m pytest", "node app.js", "npm install",
     "npm run build", "pip install -e .", "cargo build", "go build ./...", "foo", "./configure",
@@ -99,7 +99,7 @@ DESTRUCTIVE_COMMANDS = [
     "rm -rf build", "rm -r build", "rm -fr build", "rm -R x", "rm --recursive x", "rm -rvf x", "FOO=1 rm -rf build",
     "rm /", "rm -f ~", "rm /*", "rm *", "rm ~/*", "rm --no-preserve-root -f /x", "\\rm -rf x", "/bin/rm -rf x",
     "'rm' -rf x", "command rm -rf x", "nice -n 5 rm -rf x", "env FOO=1 rm -rf x", "timeout 10 rm -rf x",
-    "xargs rm -rf", "xargs -0 -r rm -rf", "find . -exec rm -rf {} +", "find . -execdir rm -r {} \\;", "find ~ -delete",
+    "xargs rm -rf", "xargs -0 -r rm -rf", "find . -name '*.pyc' -delete", "find . -exec rm -rf {} +", "find . -execdir rm -r {} \\;", "find ~ -delete",
     # hidden in substitutions and nested scripts
     "echo $(rm -rf /)", 'echo "$(rm -rf ~)"', "echo `rm -rf /`", 'echo "`rm -rf x`"', "ls $(rm -rf x)",
     "echo ${x:-$(rm -rf y)}", "a=(1 $(rm -rf /) 2)", "echo $(( $(rm -rf x) ))", "cat <(rm -rf x)",

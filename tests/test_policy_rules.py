@@ -103,8 +103,10 @@ def test_append_rule_records_exactly_the_prefix(tmp_path):
     assert rules.evaluate([("echo", 'say "hi"\\')]).decision == "allow"
 
 
-def test_secret_variables_are_scrubbed():
-    base = {"PATH": "/bin", "HOME": "/h", "OPENAI_API_KEY": "sk", "GITHUB_TOKEN": "t", "DB_PASSWORD": "p",
-            "aws_secret_access_key": "s", "MY_SETTING": "ok", "KEEP_TOKEN": "k"}
-    env = command_env(base, include=["KEEP_*"], exclude=["MY_*"], set_values={"CI": "1"})
-    assert env == {"PATH": "/bin", "HOME": "/h", "KEEP_TOKEN": "k", "CI": "1"}
+def test_command_env_is_an_allow_list():
+    base = {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C", "OPENAI_API_KEY": "sk", "GITHUB_TOKEN": "t",
+            "DB_PASSWORD": "p", "aws_secret_access_key": "s", "MY_SETTING": "ok", "KEEP_TOKEN": "k",
+            "KEEP_MODE": "m", "KEEP_DATABASE_URL": "postgres://u:p@h/db", "EXACT_TOKEN": "e", "TZ": "UTC"}
+    env = command_env(base, include=["KEEP_*", "EXACT_TOKEN"], exclude=["MY_*", "TZ"], set_values={"CI": "1"})
+    # a glob include never brings in a secret-looking name; an exact name is the user's explicit choice
+    assert env == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C", "KEEP_MODE": "m", "EXACT_TOKEN": "e", "CI": "1"}

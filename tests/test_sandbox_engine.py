@@ -84,7 +84,8 @@ def test_background_fork_does_not_outlive_the_command(project, server):
 def test_secret_environment_is_scrubbed(project, server, monkeypatch):
     monkeypatch.setenv("DEPLOY_TOKEN", "tok-123")
     monkeypatch.setenv("HARMLESS_SETTING", "visible")
-    run_commands(project, server, "echo token=${DEPLOY_TOKEN:-absent} setting=$HARMLESS_SETTING")
+    run_commands(project, server, "echo token=${DEPLOY_TOKEN:-absent} setting=$HARMLESS_SETTING",
+                 overrides=('shell_env_include=["HARMLESS_*"]',))
     assert "token=absent setting=visible" in shell_outputs(server)[0]
 
 

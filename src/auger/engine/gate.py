@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from auger.policy.rules import RuleSet, append_rule
 from auger.policy.trust import ALLOW, DENY, decide
+from auger.protocol.events import WarningEvent
 from auger.tools.base import DESTRUCTIVE, Classification, ToolContext, ToolSpec
 
 if TYPE_CHECKING:
@@ -89,15 +90,25 @@ class Gate:
         if answer.decision in (APPROVE_SESSION, APPROVE_ALWAYS):
             self.grants.update(self._grant_keys(spec, c))
             if answer.decision == APPROVE_ALWAYS:
-                from auger.policy.effects import unwrap
-
-                for argv in c.commands:
-                    append_rule(self.user_rules_path, unwrap(argv), "allow")
+                self._remember(turn_id, c)
             return Review(True)
         if answer.decision == ABORT:
             return Review(False, "The user aborted the turn at this approval.", abort=True)
         feedback = f" The user said: {answer.feedback}" if answer.feedback else ""
         return Review(False, f"The user denied this {spec.name} call ({c.subject}).{feedback}")
+
+    def _remember(self, turn_id: str, c: Classification) -> None:
+        """Append "allow" rules for an approve-always answer. The user approved the command whether or
+        not the rule file can be written, so a write failure is a warning, never a lost approval."""
+        from auger.policy.effects import unwrap
+
+        try:
+            for argv in c.commands:
+                append_rule(self.user_rules_path, unwrap(argv), "allow")
+        except (OSError, UnicodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            self.session.emit(WarningEvent(f"the rule was not saved: {reason} ({self.user_rules_path}); "
+                                           "approved for this session", turn_id))
 
     async def allow_unsandboxed(self, turn_id: str, call_id: str, spec: ToolSpec, args: dict[str, Any],
                                 why: str) -> bool:

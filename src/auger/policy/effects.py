@@ -1,7 +1,7 @@
 """What could this shell command do? A static reading of a command line before it runs.
 
-The shell tool hands a model-chosen command line to `/bin/sh -c`. Before it does, the
-trust mode needs one of four effects, least to most strict:
+The shell tool hands a model-chosen command line to bash. Before it does, the trust mode
+needs one of four effects, least to most strict:
 
 - `read_only`: cannot change anything (`ls`, `cat`, `git status`);
 - `local_mutation`: changes files or state on this machine — the default for anything unknown;
@@ -17,7 +17,10 @@ project root, because touching them needs the user's attention even when the eff
 
 The reading is conservative where it cannot be precise: an unknown command is a local
 mutation; a line that does not parse is at least a local mutation; input nested too deeply to
-analyse is destructive. It is still only a reading: it cannot see inside scripts and programs,
+analyse is destructive. A read-only verdict needs every option of a program that has dangerous
+ones to be on its allow-list (`readonly_options`), and any bash construct the parser sees but
+does not follow — arithmetic on variable text, array subscripts in names, `${!x}`, `${x@P}`,
+aliases, `coproc`, mixed brace expansion — makes the line at least a local mutation. It is still only a reading: it cannot see inside scripts and programs,
 rc files, aliases, or what a program does with the data it is given, so `read_only` means
 "nothing visible in the command changes anything", not a guarantee. The sandbox is what
 enforces limits; this module decides when to ask.
@@ -38,6 +41,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from auger.policy.readonly_options import AWK, SED, TABLES, TAR_LISTING, first_unsafe
 from auger.tools.base import DESTRUCTIVE, LOCAL_MUTATION, READ_ONLY, REMOTE_ACTION
 
 EFFECT_ORDER = (READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE)
@@ -82,7 +86,9 @@ def analyze_command(command: str, root: Path, cwd: Path | None = None) -> Comman
         analyzer = _Analyzer(root_s, cwd_s, home)
         errors: list[str] = []
         try:
-            analyzer.script(_Parser(command, home, 0, errors).parse())
+            notes: list[str] = []
+            analyzer.script(_Parser(command, home, 0, errors, notes).parse())
+            analyzer.note_constructs(notes)
         except (_TooDeep, RecursionError):
             errors.insert(0, "the command is nested too deeply to analyse")
             analyzer.add(DESTRUCTIVE, "the command is nested too deeply to analyse, so it counts as destructive")
@@ -117,10 +123,10 @@ _READ_ONLY = _fs("""
     column od hexdump xxd md5sum sha1sum sha224sum sha256sum sha384sum sha512sum b2sum cksum sum shasum
     tac rev fold fmt expand unexpand paste join pr look tsort shuf factor expr numfmt base64 base32
     basenc strings nproc arch getconf locale tty uptime free ps pgrep pidof top htop vmstat iostat lsof
-    lscpu lsblk lsusb lspci who w last ldd nm objdump readelf size man info whatis apropos help cal
+    lscpu lsblk lsusb lspci who w last nm objdump readelf size man info whatis apropos help cal
     zcat gzcat bzcat xzcat zstdcat zgrep zegrep zfgrep bzgrep xzgrep zless zmore zdiff zipinfo bat batcat
     exa eza lsd dust duf tokei cloc scc shellcheck colordiff diffstat uuidgen getent sw_vers lsb_release
-    hostid apt-cache dpkg-query popd dirs unset set shopt alias unalias read wait return exit break continue
+    hostid dpkg-query popd dirs unset set shopt alias unalias read wait return exit break continue
     shift getopts let hash jobs fg bg disown umask ulimit times caller compgen complete
 """)
 
@@ -166,25 +172,25 @@ _MUTATING: dict[str, str] = {
     "pytest": "pytest runs code", "tox": "tox runs code", "chmod": "chmod changes file permissions",
     "chown": "chown changes file ownership", "chgrp": "chgrp changes file ownership",
     "kill": "kill sends a signal to processes", "source": "source runs a script", ".": ". runs a script",
+    "ldd": "ldd may run the program's own loader", "enable": "enable -f loads a shared library into the shell",
 }
 
 # A command whose only arguments are these prints its version or usage and exits. Short flags are
-# not trusted for shells and interpreters: `bash -v` and `ruby -v` go on to run code from stdin.
-_HELP_FLAGS = _fs("--version --help -V -v -h -version -help")
+# trusted only where they are known to mean that: `bash -v` and `ruby -v` go on to run code from
+# stdin, and `pytest -v`, `ninja -v` or `rake -v` run the project's tasks verbosely.
 _LONG_HELP_FLAGS = _fs("--version --help")
 _SHORT_HELP_FLAGS: dict[str, frozenset[str]] = {
     "python": _fs("-V -h"), "node": _fs("-v -h"), "perl": _fs("-v"), "php": _fs("-v"), "lua": _fs("-v"),
+    **dict.fromkeys("npm pnpm yarn npx docker podman java javac gcc g++ cc clang clang++ rustc go".split(),
+                    _fs("-v -h -V -version -help")),
 }
+_DEFAULT_SHORT_HELP = _fs("-h")
+# Tools that load the project's own code or configuration even to print a version or usage text
+# (conftest.py plugins, .mvn/jvm.config, gradle.properties, Rakefiles …): never a harmless query.
+_PROJECT_LOADERS = _fs("mvn gradle sbt lein ant bazel bazelisk buck pants rake just invoke nox tox pytest py.test "
+                       "jest vitest mocha karma webpack vite tsc eslint prettier playwright cypress phpunit composer "
+                       "bundle rails pre-commit")
 
-# Options that make an otherwise read-only program change something: name -> (options, short
-# option letters that take a value, what it does).
-_WRITE_OPTIONS: dict[str, tuple[frozenset[str], str, str]] = {
-    "sort": (_fs("-o --output"), "otTSk", "writes to a file"),
-    "tree": (_fs("-o"), "oLIP", "writes to a file"),
-    "shuf": (_fs("-o --output"), "onie", "writes to a file"),
-    "date": (_fs("-s --set"), "sdfr", "sets the system clock"),
-    "yq": (_fs("-i --inplace"), "", "edits files in place"),
-}
 _OUTPUT_OPERAND = frozenset({"uniq", "xxd"})  # a second operand is an output file
 
 # Variables whose value is run as a command, or that change what code programs load.
@@ -192,7 +198,23 @@ _COMMAND_VARS = frozenset("PAGER GIT_PAGER MANPAGER EDITOR VISUAL GIT_EDITOR GIT
                           "GIT_SSH GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS LESSOPEN LESSCLOSE "
                           "PROMPT_COMMAND".split())
 _CODE_VARS = frozenset("LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV "
-                       "PYTHONSTARTUP NODE_OPTIONS PERL5OPT RUBYOPT".split())
+                       "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
+                       "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
+                       "BASH_LOADABLES_PATH HOME XDG_CONFIG_HOME GCONV_PATH TAR_OPTIONS LESS MORE MANOPT BROWSER "
+                       "BAT_CONFIG_PATH PYTHONHOME PERLLIB PERL5DB NODE_PATH".split())
+# git settings that are harmless in an environment assignment; any other GIT_* may re-point the
+# repository, its config or the programs git runs (GIT_DIR, GIT_CONFIG_*, GIT_EXEC_PATH, GIT_TRACE=file…)
+_GIT_SAFE_VARS = frozenset("GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE "
+                           "GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL GIT_COMMITTER_DATE GIT_LITERAL_PATHSPECS "
+                           "GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_FLUSH".split())
+# Environment prefixes that configure a tool as fully as its config file would (rustc wrappers,
+# npm's browser and script shell, go build flags such as -toolexec).
+_CONFIG_VAR_PREFIXES = ("NPM_CONFIG_", "CARGO_", "RUSTC", "GOFLAGS", "GOTOOLCHAIN", "PIP_", "UV_", "YARN_",
+                        "PNPM_", "DOCKER_", "KUBE", "HELM_", "TF_", "MAVEN_", "GRADLE_", "JAVA_TOOL_OPTIONS",
+                        "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SYSTEMD_")
+
+# Names whose value, read from input (`read`, `printf -v`, `mapfile`, `for NAME in`), changes what runs.
+_RUN_VARS = _COMMAND_VARS | _CODE_VARS | {"PATH", "CDPATH", "HOME"}
 
 _SHELLS = _fs("sh bash zsh dash ksh mksh ash yash posh fish")
 _INTERPRETERS = _fs("python pypy node nodejs deno bun ruby perl php lua Rscript tclsh")
@@ -212,12 +234,13 @@ class _Wrapper:
     stop_effect: str = READ_ONLY
     split_opts: frozenset[str] = frozenset()  # options whose value is itself a command line (env -S)
     flags: frozenset[str] = frozenset()  # odd flags that look like operands (env's lone "-")
+    write_opts: frozenset[str] = frozenset()  # options that make the wrapper itself write a file (time -o)
 
 
 _WRAPPERS: dict[str, _Wrapper] = {
     "env": _Wrapper(_fs("-u --unset -C --chdir -S --split-string"), assignments=True,
                     split_opts=_fs("-S --split-string"), flags=_fs("-")),
-    "time": _Wrapper(_fs("-f --format -o --output")),
+    "time": _Wrapper(_fs("-f --format -o --output"), write_opts=_fs("-o --output")),
     "nice": _Wrapper(_fs("-n --adjustment")),
     "nohup": _Wrapper(),
     "timeout": _Wrapper(_fs("-s --signal -k --kill-after"), positionals=1),
@@ -249,10 +272,11 @@ class _Subcommands:
     effects: dict[str, str]  # "sub" or "sub sub" -> effect
     value_opts: frozenset[str] = frozenset()  # global options that take the next word
     bare: str = READ_ONLY  # no subcommand at all (usually prints help; `yarn` installs)
+    unsafe_opts: frozenset[str] = frozenset()  # options that make a query run programs (credential plugins)
 
 
 def _subcommands(default: str, ro: str = "", lm: str = "", remote: str = "", destructive: str = "",
-                 value_opts: str = "", bare: str = READ_ONLY) -> _Subcommands:
+                 value_opts: str = "", bare: str = READ_ONLY, unsafe_opts: str = "") -> _Subcommands:
     """Build a table from comma-separated subcommand lists (entries may be two words)."""
     effects: dict[str, str] = {}
     for effect, names in ((READ_ONLY, ro), (LOCAL_MUTATION, lm), (REMOTE_ACTION, remote),
@@ -260,12 +284,13 @@ def _subcommands(default: str, ro: str = "", lm: str = "", remote: str = "", des
         for name in names.split(","):
             if name.strip():
                 effects[" ".join(name.split())] = effect
-    return _Subcommands(default, effects, _fs(value_opts), bare)
+    return _Subcommands(default, effects, _fs(value_opts), bare, _fs(unsafe_opts))
 
 
 _NPM = _subcommands(
     LOCAL_MUTATION,
-    ro="ls, list, ll, la, view, v, info, show, outdated, why, explain, help, search, s, root, prefix, bin, "
+    # not `help TOPIC`: it starts the viewer or browser a project's .npmrc names
+    ro="ls, list, ll, la, view, v, info, show, outdated, why, explain, search, s, root, prefix, bin, "
        "config get, config list, config ls, audit, fund, query, cache ls, doctor",
     lm="audit fix",
     remote="publish, unpublish, deprecate, dist-tag add, dist-tag rm, owner add, owner rm, access, adduser, "
@@ -280,7 +305,8 @@ _DOCKER = _subcommands(
     remote="push, login, logout, image push, manifest push, trust sign, compose push",
     destructive="system prune, volume rm, volume prune",
     value_opts="-H --host -c --context --config -l --log-level -f --file -p --project-name --project-directory "
-               "--env-file --profile")
+               "--env-file --profile",
+    unsafe_opts="-H --host --config")  # ssh:// hosts run ssh; a config names credential helpers
 _KUBECTL = _subcommands(
     REMOTE_ACTION,
     ro="get, describe, logs, explain, version, api-resources, api-versions, cluster-info, top, diff, events, "
@@ -288,19 +314,21 @@ _KUBECTL = _subcommands(
        "config get-users, auth can-i, auth whoami, rollout status, rollout history, plugin list, kustomize",
     lm="config",
     value_opts="-n --namespace --context --kubeconfig --cluster --user -s --server -l --selector -o --output "
-               "--token -c --container")
+               "--token -c --container",
+    unsafe_opts="--kubeconfig")  # a kubeconfig's exec credential plugin runs a command
 _HELM = _subcommands(
     REMOTE_ACTION,
     ro="list, ls, status, get, show, inspect, template, version, search, history, lint, env, repo list, "
        "plugin list, dependency list, verify, completion",
     lm="repo add, repo update, repo remove, repo index, dependency update, dependency build, pull, fetch, "
        "package, plugin, create",
-    value_opts="-n --namespace --kube-context --kubeconfig")
-_TERRAFORM = _subcommands(
+    value_opts="-n --namespace --kube-context --kubeconfig",
+    unsafe_opts="--kubeconfig --post-renderer")
+_TERRAFORM = _subcommands(  # plan, validate, show … run the provider plugins found in the project's .terraform
     REMOTE_ACTION,
-    ro="plan, show, validate, version, output, providers, graph, state list, state show, workspace list, "
-       "workspace show, console",
-    lm="init, fmt, get, workspace new, workspace select, providers lock, login, logout",
+    ro="version, workspace show",
+    lm="init, fmt, get, workspace new, workspace select, providers lock, login, logout, plan, show, validate, "
+       "output, providers, graph, state list, state show, workspace list, console",
     destructive="destroy")
 _SUBCOMMANDS: dict[str, _Subcommands] = {
     "npm": _NPM, "pnpm": _NPM, "yarn": replace(_NPM, bare=LOCAL_MUTATION), "bun": _NPM,
@@ -315,16 +343,19 @@ _SUBCOMMANDS: dict[str, _Subcommands] = {
                        remote="publish"),
     "poetry": _subcommands(LOCAL_MUTATION, ro="show, check, env info, env list, search, about",
                            remote="publish"),
-    "cargo": _subcommands(LOCAL_MUTATION, ro="tree, metadata, search, locate-project, pkgid, read-manifest, "
-                                             "version, help, verify-project, info",
+    # tree, metadata … ask rustc about the target, and the project's .cargo/config.toml names rustc
+    "cargo": _subcommands(LOCAL_MUTATION, ro="search, locate-project, version, help, info",
                           remote="publish, yank, owner, login, logout"),
     "gem": _subcommands(LOCAL_MUTATION, ro="list, info, search, query, contents, environment, specification, "
                                            "which, help", remote="push, yank, owner, signin, signout"),
     "twine": _subcommands(LOCAL_MUTATION, ro="check", remote="upload, register"),
-    "go": _subcommands(LOCAL_MUTATION, ro="version, list, doc, help"),
+    "go": _subcommands(LOCAL_MUTATION, ro="version, list, doc, help",
+                       unsafe_opts="-toolexec -exec -export -compiled"),  # these build, running the tool chain
     "brew": _subcommands(LOCAL_MUTATION, ro="list, ls, info, search, config, doctor, deps, uses, leaves, outdated, "
-                                            "desc, commands, home, services list"),
+                                            "desc, commands, services list"),
     "apt": _subcommands(LOCAL_MUTATION, ro="list, search, show, policy, depends, rdepends"),
+    "apt-cache": _subcommands(LOCAL_MUTATION, ro="policy, show, showpkg, showsrc, search, depends, rdepends, madison, "
+                                                 "pkgnames, stats, dump, dumpavail, unmet, showauto"),
     "dnf": _subcommands(LOCAL_MUTATION, ro="list, info, search, repolist, provides, repoquery"),
     "yum": _subcommands(LOCAL_MUTATION, ro="list, info, search, repolist, provides"),
     "systemctl": _subcommands(LOCAL_MUTATION, ro="status, show, cat, list-units, list-unit-files, list-timers, "
@@ -333,8 +364,8 @@ _SUBCOMMANDS: dict[str, _Subcommands] = {
                               destructive="reboot, poweroff, halt, kexec, soft-reboot",
                               value_opts="-t --type -p --property -H --host -M --machine -n --lines -o --output "
                                          "--state"),
-    "hg": _subcommands(LOCAL_MUTATION, ro="status, st, log, diff, show, annotate, blame, heads, branches, "
-                                          "tags, summary, identify, id, paths, root, help, version",
+    # every other hg command loads the repository's .hg/hgrc, whose extensions and hooks are code
+    "hg": _subcommands(LOCAL_MUTATION, ro="version",
                        remote="push, email"),
     "diskutil": _subcommands(LOCAL_MUTATION, ro="list, info, activity",
                              destructive="eraseDisk, eraseVolume, reformat, zeroDisk, randomDisk, secureErase, "
@@ -358,6 +389,7 @@ class _Word:
     tilde: bool = False  # starts with an unquoted "~"
     path_text: str | None = None  # text with $HOME expanded; None when other expansions make it unknowable
     glob: bool = False  # unquoted *, ? or [
+    brace: bool = False  # an unquoted "{" (brace expansion, when a "," or ".." goes with it)
 
     @classmethod
     def literal(cls, text: str) -> _Word:
@@ -417,6 +449,9 @@ _REDIR_OPS = ("<<<", "<<-", "&>>", "<<", "<>", "<&", ">>", ">|", ">&", "&>", "<"
 _SEPARATORS = frozenset({";", "&", "\n", "&&", "||", ";;", ";&", ";;&"})
 _SKIP_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "esac",
                             "coproc"})
+_ARITH_TESTS = frozenset("-eq -ne -lt -le -gt -ge".split())
+_ARITH_NOTE = ("arithmetic reads variables, and bash evaluates a variable's text as arithmetic, where an array "
+               "subscript runs commands")
 _STOP_PAREN = frozenset({")"})
 _STOP_BRACE = frozenset({"}"})
 _CASE_STOPS = frozenset({";;", ";&", ";;&", "esac"})
@@ -433,7 +468,7 @@ _ANSI_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'
 class _WordBuf:
     """A word under construction: its text, its path text (None once unknowable), substitutions."""
 
-    __slots__ = ("text", "path", "path_ok", "subs", "quoted", "glob")
+    __slots__ = ("text", "path", "path_ok", "subs", "quoted", "glob", "brace")
 
     def __init__(self, subs: list[_Script] | None = None) -> None:
         self.text: list[str] = []
@@ -442,6 +477,7 @@ class _WordBuf:
         self.subs: list[_Script] = [] if subs is None else subs
         self.quoted = False
         self.glob = False
+        self.brace = False  # an unquoted "{": bash may expand the word into several
 
     def lit(self, s: str) -> None:
         self.text.append(s)
@@ -456,7 +492,7 @@ class _WordBuf:
 
     def word(self, raw: str, tilde: bool) -> _Word:
         return _Word("".join(self.text), raw, self.subs, self.quoted, tilde,
-                     "".join(self.path) if self.path_ok else None, self.glob)
+                     "".join(self.path) if self.path_ok else None, self.glob, self.brace)
 
 
 class _Parser:
@@ -468,13 +504,15 @@ class _Parser:
     middle of a word.
     """
 
-    def __init__(self, src: str, home: str | None, depth: int, errors: list[str]) -> None:
+    def __init__(self, src: str, home: str | None, depth: int, errors: list[str],
+                 notes: list[str] | None = None) -> None:
         self.s = src
         self.n = len(src)
         self.i = 0
         self.home = home
         self.depth = depth
         self.errors = errors
+        self.notes: list[str] = [] if notes is None else notes  # constructs that make the reading unsure
         self.pending: list[_Redir] = []  # heredocs whose bodies start after the next newline
         self.tok: tuple | None = None  # the peeked token: (kind, value, start, end)
         self.count = 0  # tokens consumed, to guarantee progress
@@ -487,6 +525,11 @@ class _Parser:
     def _error(self, message: str) -> None:
         if len(self.errors) < 5 and message not in self.errors:
             self.errors.append(message)
+
+    def _note(self, message: str) -> None:
+        """A construct bash gives a meaning this reading does not follow: the line is at least a change."""
+        if message not in self.notes:
+            self.notes.append(message)
 
     def _enter(self) -> None:
         self.depth += 1
@@ -563,6 +606,7 @@ class _Parser:
             m = _PLAIN.match(s, self.i)
             if m:
                 b.lit(m.group())
+                b.brace = b.brace or "{" in m.group()
                 self.i = m.end()
                 continue
             c = s[self.i]
@@ -653,6 +697,10 @@ class _Parser:
         elif nxt == "{":
             self.i = i + 2
             self._param(b, i, in_dq)
+        elif nxt == "[" and _arith_reads_variables(s[i + 2:].partition("]")[0]):
+            self._note(_ARITH_NOTE)  # `$[…]`, bash's old arithmetic expansion
+            b.lit("$")
+            self.i = i + 1
         elif nxt == "'" and not in_dq:
             self.i = i + 2
             self._ansi_c(b)
@@ -711,7 +759,7 @@ class _Parser:
     def _child(self, text: str) -> _Script:
         self._enter()
         try:
-            return _Script(_Parser(text, self.home, self.depth, self.errors).parse(), text)
+            return _Script(_Parser(text, self.home, self.depth, self.errors, self.notes).parse(), text)
         finally:
             self.depth -= 1
 
@@ -744,6 +792,9 @@ class _Parser:
                 self._error("unterminated ${…}")
             content = s[content_start:min(self.i, n)]
             self.i = min(self.i + 1, n)
+            risk = _param_risk(content)
+            if risk:
+                self._note(risk)
             b.expansion(s[start:self.i], self.home if content == "HOME" else None)
         finally:
             self.depth -= 1
@@ -767,6 +818,8 @@ class _Parser:
                 elif c == ")":
                     if depth == 0:
                         if s.startswith("))", self.i):
+                            if _arith_reads_variables(s[start:self.i]):
+                                self._note(_ARITH_NOTE)
                             self.i += 2
                             return True
                         break
@@ -822,6 +875,9 @@ class _Parser:
                     continue
                 if digits:
                     code = int(digits, base)
+                    if code == 0:  # bash ends the word's text at a NUL
+                        out.append("\x00")
+                        continue
                     out.append(chr(code) if code <= 0x10FFFF else "?")
                 else:
                     out.append("\\" + nx)
@@ -831,7 +887,7 @@ class _Parser:
         else:
             self._error("unterminated $'…'")
         self.i = min(i + 1, n)
-        b.lit("".join(out))
+        b.lit("".join(out).partition("\x00")[0])
         b.quoted = True
 
     def _read_heredocs(self) -> None:
@@ -856,7 +912,7 @@ class _Parser:
                 self._enter()
                 try:
                     sink = _WordBuf()
-                    _Parser(r.body, self.home, self.depth, self.errors)._read_dq(sink, None)
+                    _Parser(r.body, self.home, self.depth, self.errors, self.notes)._read_dq(sink, None)
                     r.body_subs = sink.subs
                 finally:
                     self.depth -= 1
@@ -921,6 +977,14 @@ class _Parser:
             if (kind == _WORD and not value.quoted and value.text in _SKIP_KEYWORDS
                     and value.text not in stops):
                 self._advance()
+                if value.text == "coproc":
+                    self._coproc_name()
+                continue
+            if kind == _WORD and not value.quoted and value.text == "time" and "time" not in stops:
+                self._advance()  # bash's `time` keyword times a whole pipeline, groups included
+                kind, value, _, _ = self._peek()
+                if kind == _WORD and not value.quoted and value.text in ("-p", "--"):
+                    self._advance()
                 continue
             break
         if kind == _OP and value == "(":
@@ -960,6 +1024,14 @@ class _Parser:
             return self._simple(stops)
         return None
 
+    def _coproc_name(self) -> None:
+        """`coproc NAME { …; }`: the name is not a command. The coprocess outlives the statement."""
+        self._note("coproc starts a process that keeps running beside the shell")
+        kind, value, _, _ = self._peek()
+        if kind == _WORD and not value.quoted and value.text not in ("{", "(") and \
+                self.s[self.i:].lstrip(" \t").startswith(("{", "(")):
+            self._advance()
+
     def _expect(self, kind: int, value: str, message: str) -> None:
         tok = self._peek()
         if tok[0] == kind and (tok[1] == value if kind == _OP else (tok[1].text == value and not tok[1].quoted)):
@@ -995,7 +1067,26 @@ class _Parser:
                 finally:
                     self.depth -= 1
             else:
+                if any(w.brace for w in words):
+                    words = self._expand_braces(words)
                 return _Simple(assigns, words, redirs)
+
+    def _expand_braces(self, words: list[_Word]) -> list[_Word]:
+        """Brace expansion, as bash does it before running the command: `{rm,-rf,x}` is `rm -rf x`, and
+        `sort {-o,out}` passes `-o out`. Words that mix braces with quotes or expansions are kept as
+        written, with a note, since their expansion is not followed here."""
+        out: list[_Word] = []
+        for w in words:
+            expanded = _brace_expand(w.text) if w.brace else [w.text]
+            if expanded == [w.text]:
+                out.append(w)
+                continue
+            if not expanded or w.quoted or w.path_text is None or w.subs:
+                self._note(f"the brace expansion in '{w.raw}' is too large or mixed with quoting or expansions")
+                out.append(w)
+                continue
+            out.extend(_Word(t, t, [], False, t.startswith("~"), t, w.glob) for t in expanded)
+        return out
 
     def _array(self, word: _Word) -> None:
         """`name=(a b c)`: keep the substitutions of the elements with the assignment."""
@@ -1010,6 +1101,8 @@ class _Parser:
                 return
             if kind == _WORD:
                 word.subs.extend(value.subs)
+                if value.text.startswith("[") and _name_risk("a" + value.text.partition("=")[0], frozenset()):
+                    self._note("an array subscript in a compound assignment is arithmetic on text")
 
     def _redir(self, op: str, fd: str | None) -> _Redir:
         kind, value, _, _ = self._peek()
@@ -1118,6 +1211,104 @@ class _Parser:
 
 # -- static helpers over the tree -------------------------------------------------------------
 
+_BRACE_LIMIT = 256
+_SEQUENCE = re.compile(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?")
+
+
+def _brace_expand(text: str) -> list[str]:
+    """bash's brace expansion of unquoted text: [text] when there is none, [] when it yields more than
+    _BRACE_LIMIT words (then the caller does not follow it)."""
+    i = 0
+    while True:
+        i = text.find("{", i)
+        if i < 0:
+            return [text]
+        if i > 0 and text[i - 1] == "$":
+            i += 1
+            continue
+        depth, commas, j = 0, [], i
+        while j < len(text):
+            c = text[j]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif c == "," and depth == 1:
+                commas.append(j)
+            j += 1
+        if j >= len(text):
+            return [text]
+        body = text[i + 1:j]
+        if commas:
+            cuts = [i, *commas, j]
+            alternatives = [text[a + 1:b] for a, b in zip(cuts, cuts[1:])]
+        else:
+            alternatives = _brace_sequence(body)
+            if alternatives is None:
+                i += 1
+                continue
+        pre, results = text[:i], []
+        tails = _brace_expand(text[j + 1:])
+        for alternative in alternatives:
+            for head in _brace_expand(alternative) if commas else [alternative]:
+                results.extend(pre + head + tail for tail in tails)
+                if len(results) > _BRACE_LIMIT or not tails:
+                    return []
+        return results
+
+
+def _brace_sequence(body: str) -> list[str] | None:
+    """`{1..5}`, `{a..e}`, `{10..1..3}`: the words, or None when `body` is not a sequence."""
+    m = _SEQUENCE.fullmatch(body)
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        first, last, step = int(m.group(1)), int(m.group(2)), abs(int(m.group(3) or 1)) or 1
+        if abs(last - first) // step >= _BRACE_LIMIT:
+            return []
+        width = len(m.group(1)) if m.group(1).lstrip("-").startswith("0") and len(m.group(1)) > 1 else 0
+        values = range(first, last + (1 if last >= first else -1), step if last >= first else -step)
+        return [str(v).zfill(width) for v in values]
+    first, last, step = ord(m.group(4)), ord(m.group(5)), abs(int(m.group(6) or 1)) or 1
+    values = range(first, last + (1 if last >= first else -1), step if last >= first else -step)
+    return [chr(v) for v in values]
+
+
+_SAFE_SUBSCRIPT = re.compile(r"[0-9@*]*")
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-]")
+
+
+def _param_risk(content: str) -> str | None:
+    """Why `${content}` may run commands in bash: indirection (`${!x}`), prompt expansion (`${x@P}`),
+    or arithmetic on variable text (subscripts, `${x:offset}`); None when it cannot."""
+    if content.startswith("!") and not content.endswith(("*", "@", "[@]", "[*]")):
+        return "indirect expansion (${!name}) expands a name taken from a variable's text"
+    if content.endswith("@P"):
+        return "prompt expansion (${name@P}) runs the command substitutions in a variable's text"
+    body = content[1:] if content.startswith(("#", "!")) and len(content) > 1 else content
+    m = _PARAM_NAME.match(body)
+    if m is None:
+        return None
+    rest = body[m.end():]
+    if rest.startswith("["):
+        close = rest.find("]")
+        if close < 0 or not _SAFE_SUBSCRIPT.fullmatch(rest[1:close]):
+            return "an array subscript is arithmetic on variable text, which can run commands"
+        rest = rest[close + 1:]
+    if rest.startswith(":") and rest[1:2] not in ("-", "=", "+", "?") and _arith_reads_variables(rest[1:]):
+        return "a substring offset is arithmetic on variable text, which can run commands"
+    return None
+
+
+_NUMERIC_LITERALS = re.compile(r"0[xX][0-9A-Fa-f]+|[0-9]+#[0-9A-Za-z@_]+|\$[#?$!0-9-]")
+
+
+def _arith_reads_variables(text: str) -> bool:
+    """Does this arithmetic text name a variable (bare or with $)? Literal numbers and `$#`/`$?` do not."""
+    return bool(re.search(r"[A-Za-z_]", _NUMERIC_LITERALS.sub("0", text)))
+
 
 def _basename(text: str) -> str:
     name = text.rsplit("/", 1)[-1]
@@ -1129,11 +1320,16 @@ def _basename(text: str) -> str:
     return name
 
 
-def _version_query(name: str, args: Sequence[str]) -> bool:
-    """Do these arguments only ask for a version or usage text (`python --version`, `node -v`)?"""
+def _version_query(program: str, name: str, args: Sequence[str]) -> bool:
+    """Do these arguments only ask for a version or usage text (`python --version`, `node -v`)? Never
+    for a program named by a path (`./configure --help` runs the project's script) or one that loads
+    the project's code or configuration first."""
+    if "/" in program or name in _PROJECT_LOADERS:
+        return False
     short = _SHORT_HELP_FLAGS.get(name)
     if short is None:
-        short = frozenset() if name in _SHELLS or name in _INTERPRETERS or name in _DESTRUCTIVE else _HELP_FLAGS
+        short = frozenset() if name in _SHELLS or name in _INTERPRETERS or name in _DESTRUCTIVE else \
+            _DEFAULT_SHORT_HELP
     return all(a in _LONG_HELP_FLAGS or a in short for a in args)
 
 
@@ -1301,8 +1497,6 @@ _BLOCK_DEVICE = re.compile(r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcbl
 _DISCARD_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 _HARMLESS_DEVICES = _DISCARD_TARGETS + ("/dev/stdin", "/dev/zero", "/dev/random", "/dev/urandom")
 _WRITE_REDIRS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_GIT_EXEC_KEYS = ("alias", "pager", "editor", "command", "hook", "fsmonitor", "external", "textconv", "program",
-                  "helper", "askpass", "filter.", "proxy", "pack")
 
 
 def _is_device(path: str, devices: tuple[str, ...]) -> bool:
@@ -1324,7 +1518,7 @@ def _temp_dirs(gettempdir: str) -> tuple[str, ...]:
 class _Call:
     """One simple command being classified: its words, redirections and what feeds its stdin."""
 
-    __slots__ = ("words", "texts", "redirs", "upstream", "nonpath")
+    __slots__ = ("words", "texts", "redirs", "upstream", "nonpath", "extra")
 
     def __init__(self, words: list[_Word], redirs: list[_Redir], upstream: list[_Node] | None) -> None:
         self.words = words
@@ -1332,6 +1526,29 @@ class _Call:
         self.redirs = redirs
         self.upstream = upstream
         self.nonpath: set[int] = set()  # indices not checked as paths (command names, scripts)
+        self.extra = False  # more arguments are appended when it runs (xargs)
+
+    def option_view(self, start: int, end: int) -> list[str | None]:
+        """The arguments as an option allow-list sees them: None where the text is only known when the
+        command runs (an expansion, a glob that a file named `-o` would match, xargs' input)."""
+        view: list[str | None] = [None if _unknowable(w) else w.text for w in self.words[start:end]]
+        return view + [None] if self.extra else view
+
+
+def _unknowable(word: _Word) -> bool:
+    return word.path_text is None or (word.glob and word.text[:1] in ("*", "?", "["))
+
+
+def _name_risk(text: str, dangerous: frozenset[str]) -> str | None:
+    """Why setting the variable named `text` (from input, or exported) may run commands: an array
+    subscript bash evaluates as arithmetic, or a name in `dangerous`."""
+    base, bracket, rest = text.partition("[")
+    if bracket and not _SAFE_SUBSCRIPT.fullmatch(rest[:-1] if rest.endswith("]") else rest):
+        return f"the array subscript in '{text}' is arithmetic on text, which can run commands"
+    if base in dangerous or (base.startswith("GIT_") and base not in _GIT_SAFE_VARS) or (
+            dangerous and base.upper().startswith(_CONFIG_VAR_PREFIXES)):
+        return f"it sets {base}, which changes what runs"
+    return None
 
 
 Handler = Callable[["_Analyzer", _Call, int, int, str], None]
@@ -1376,6 +1593,11 @@ class _Analyzer:
         self.depth += 1
         if self.depth > _MAX_DEPTH:
             raise _TooDeep
+
+    def note_constructs(self, notes: Iterable[str]) -> None:
+        """Constructs the parser saw but does not follow (bash may run commands through them)."""
+        for note in notes:
+            self.add(LOCAL_MUTATION, f"{note}, so the command counts as a change")
 
     # paths
 
@@ -1518,7 +1740,9 @@ class _Analyzer:
         for r in node.redirs:
             self.subs(r.target.subs if r.target else None)
             self.subs(r.body_subs)
-        if not node.keyword:
+        if node.keyword:
+            self.keyword(node.words)
+        else:
             call = _Call(node.words, node.redirs, upstream)
             for word in node.assigns:
                 self.assignment(word)
@@ -1534,10 +1758,38 @@ class _Analyzer:
         self.redirects(node.redirs, node)
         self.call_effect = strictest(saved_effect, self.call_effect)
 
+    def keyword(self, words: list[_Word]) -> None:
+        """`[[ … ]]` and `for NAME in`: bash evaluates `-eq` operands and `-v` names as arithmetic, and a
+        loop variable can be one that changes what runs (PATH)."""
+        texts = [w.text for w in words]
+        if texts[:1] == ["[["]:
+            for k, text in enumerate(texts):
+                if text in _ARITH_TESTS and not words[k].quoted:
+                    operands = words[k - 1:k] + words[k + 1:k + 2]
+                    if any(w.path_text is None or not re.fullmatch(r"-?[0-9]+", w.text) for w in operands):
+                        self.add(LOCAL_MUTATION, f"[[ … {text} … ]] evaluates its operands as arithmetic, where "
+                                                 "an array subscript in a variable's text runs commands")
+                elif text == "-v" and k + 1 < len(words):
+                    self.name_target("[[ -v", words[k + 1], frozenset())
+        elif texts[:1] in (["for"], ["select"]) and len(words) > 1 and not texts[1].startswith("(("):
+            self.name_target(texts[0], words[1], _RUN_VARS)
+
+    def name_target(self, what: str, word: _Word, dangerous: frozenset[str]) -> None:
+        """A word naming a variable that `what` sets or reads."""
+        if word.path_text is None:
+            self.add(LOCAL_MUTATION, f"{what} names a variable only known when it runs")
+            return
+        risk = _name_risk(word.text, dangerous)
+        if risk:
+            self.add(LOCAL_MUTATION, f"{what}: {risk}")
+
     def redirects(self, redirs: list[_Redir], node: _Simple | None = None) -> None:
         for r in redirs:
             target = r.target
             if target is None or r.op in ("<<", "<<-", "<<<", "<&"):
+                continue
+            if target.path_text and os.path.normpath(target.path_text).startswith(("/dev/tcp/", "/dev/udp/")):
+                self.add(REMOTE_ACTION, f"the redirection to '{target.text}' opens a network connection")
                 continue
             if r.op == ">&" and (target.text.isdigit() or target.text == "-"):
                 continue  # 2>&1: duplicates a descriptor
@@ -1569,8 +1821,15 @@ class _Analyzer:
         """`NAME=value` before a command, after env/sudo, or in export: some names change what runs."""
         text = word if isinstance(word, str) else word.text
         name, _, value = text.partition("=")
+        risk = _name_risk(name.rstrip("+"), frozenset())
+        if risk:
+            self.add(LOCAL_MUTATION, f"assignment: {risk}")
         name = name.rstrip("+").split("[", 1)[0]
-        if name in _COMMAND_VARS:  # as strict as the command it names (PAGER=cat stays read-only)
+        if name.startswith("GIT_") and name not in _GIT_SAFE_VARS and name not in _COMMAND_VARS:
+            self.add(LOCAL_MUTATION, f"setting {name} changes which repository, settings or programs git uses")
+        elif name.upper().startswith(_CONFIG_VAR_PREFIXES):
+            self.add(LOCAL_MUTATION, f"setting {name} changes a tool's configuration, including programs it runs")
+        elif name in _COMMAND_VARS or name.endswith(("PAGER", "EDITOR")):  # as strict as the command it names (PAGER=cat stays read-only)
             self.run_script(value, [word] if isinstance(word, _Word) else [])
         elif name in _CODE_VARS:
             self.add(LOCAL_MUTATION, f"setting {name} changes what code programs load")
@@ -1596,12 +1855,14 @@ class _Analyzer:
         self.known = saved_known.union(s.src for w in words for s in w.subs).union(s.src for s in known)
         try:
             errors: list[str] = []
-            tree = _Parser(text, self.home, self.depth, errors).parse()
+            notes: list[str] = []
+            tree = _Parser(text, self.home, self.depth, errors, notes).parse()
             for error in errors:
                 message = f"in an embedded script: {error}"
                 if message not in self.errors:
                     self.errors.append(message)
             self.script(tree)
+            self.note_constructs(notes)
         finally:
             self.known = saved_known
             self.depth -= 1
@@ -1609,7 +1870,9 @@ class _Analyzer:
     def side_analysis(self, text: str) -> tuple[str, tuple[str, ...]]:
         """Classify a script that runs elsewhere (ssh's remote command): effect only, no paths."""
         other = _Analyzer(self.root, self.root, self.home, self.depth + 1)
-        other.script(_Parser(text, self.home, self.depth + 1, other.errors).parse())
+        notes: list[str] = []
+        other.script(_Parser(text, self.home, self.depth + 1, other.errors, notes).parse())
+        other.note_constructs(notes)
         return other.effect, tuple(other.reasons)
 
     def classify(self, call: _Call, i: int, end: int) -> None:
@@ -1638,7 +1901,7 @@ class _Analyzer:
         if wrapper is not None:
             self.wrapper(call, i, end, name, wrapper)
             return
-        if args and _version_query(name, args):
+        if args and _version_query(word.text, name, args):
             return
         handler = _HANDLERS.get(name)
         if handler is not None:
@@ -1664,6 +1927,9 @@ class _Analyzer:
             if wrapper.assignments and _ASSIGN.match(call.texts[k]):
                 call.nonpath.add(k)
                 self.assignment(call.words[k])
+        written = next((a for a in call.texts[i + 1:j] if a.partition("=")[0] in wrapper.write_opts), None)
+        if written:
+            self.add(LOCAL_MUTATION, f"{name} {written} writes a file")
         if special == "stop":
             self.add(wrapper.stop_effect, f"{name} {call.texts[j]} changes running processes")
         elif special == "split":  # env -S 'cmd args' more args
@@ -1671,8 +1937,12 @@ class _Analyzer:
             value_at = j if "=" in option else j + 1
             text = option.partition("=")[2] if "=" in option else (call.texts[j + 1] if j + 1 < end else "")
             call.nonpath.update(range(j, end))
+            if "\\" in text or "$" in text:  # env's own escapes and ${VAR} are not shell syntax
+                self.add(LOCAL_MUTATION, f"{name} -S expands escapes and variables of its own")
             self.run_script(" ".join([text, *call.texts[value_at + 1:end]]), call.words[j:end])
         elif j < end:
+            if name == "xargs":
+                call.extra = True
             self.classify(call, j, end)
 
     def stdin_code(self, call: _Call, name: str, shell: bool) -> None:
@@ -1748,6 +2018,16 @@ def _chmod(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     an.add(LOCAL_MUTATION, _MUTATING[name])
 
 
+_FIND_VALUES = _fs("-name -iname -path -ipath -wholename -iwholename -regex -iregex -regextype -type -xtype -size "
+                   "-newer -anewer -cnewer -mtime -mmin -atime -amin -ctime -cmin -perm -user -group -uid -gid "
+                   "-links -inum -samefile -lname -ilname -maxdepth -mindepth -used -fstype -context -printf "
+                   "-files0-from")
+_FIND_FLAGS = _fs("-empty -nouser -nogroup -readable -writable -executable -depth -d -mount -xdev -follow -noleaf "
+                  "-ignore_readdir_race -noignore_readdir_race -daystart -print -print0 -ls -prune -quit -true "
+                  "-false -not -a -and -o -or -help --help -version --version -warn -nowarn")
+_FIND_ACTIONS = _fs("-exec -execdir -ok -okdir -delete -fprint -fprint0 -fprintf -fls")  # judged one by one
+
+
 def _find(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     args = call.texts[i + 1:end]
     n = len(args)
@@ -1755,11 +2035,23 @@ def _find(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     while k < n and (args[k] in ("-H", "-L", "-P") or args[k].startswith("-O") or args[k] == "-D"):
         k += 2 if args[k] == "-D" else 1
     starts = []
+    view = call.option_view(i + 1, end)
+    if call.extra or None in view[:k]:
+        an.add(LOCAL_MUTATION, "a find argument is only known when it runs (it could be -delete)")
     while k < n and not args[k].startswith("-") and args[k] not in ("(", "!", ")", ","):
+        if view[k] is None:
+            an.add(LOCAL_MUTATION, "a find argument is only known when it runs (it could be -delete)")
         starts.append(i + 1 + k)
         k += 1
     while k < n:
         a = args[k]
+        if view[k] is None:
+            an.add(LOCAL_MUTATION, "a find argument is only known when it runs (it could be -delete)")
+        elif a in _FIND_VALUES or re.fullmatch(r"-newer[aBcmt][aBcmt]", a):
+            k += 2
+            continue
+        elif a.startswith("-") and a not in _FIND_FLAGS and a not in _FIND_ACTIONS:
+            an.add(LOCAL_MUTATION, f"find {a} is not known to leave it read-only")
         if a in ("-exec", "-execdir", "-ok", "-okdir"):
             j = k + 1
             while j < n and not (args[j] == ";" or (args[j] == "+" and args[j - 1] == "{}")):
@@ -1770,10 +2062,8 @@ def _find(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
             continue
         if a == "-delete":
             what = next((w for w in (an.critical(call.words[s]) for s in starts) if w), None)
-            if what:
-                an.add(DESTRUCTIVE, f"find -delete removes files in {what}")
-            else:
-                an.add(LOCAL_MUTATION, "find -delete deletes files")
+            an.add(DESTRUCTIVE, f"find -delete removes files in {what}" if what else
+                   "find -delete deletes every file its expression matches")
         elif a in ("-fprint", "-fprint0", "-fprintf", "-fls"):
             an.add(LOCAL_MUTATION, f"find {a} writes to a file")
         k += 1
@@ -1790,6 +2080,13 @@ def _fd(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
 
 def _sed(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     args = call.texts[i + 1:end]
+    view = call.option_view(i + 1, end)
+    if None in view:
+        an.add(LOCAL_MUTATION, f"{name}'s script or options are only known when it runs")
+    else:
+        unsafe = first_unsafe(SED, view)  # -i and -f are allowed there: they are judged below
+        if unsafe:
+            an.add(LOCAL_MUTATION, f"{name}: {unsafe} is not known to leave it read-only")
     scripts: list[str] = []
     in_place = script_file = False
     k = 0
@@ -1900,6 +2197,13 @@ _AWK_UNSAFE = re.compile(r"\bsystem\s*\(|\|\s*&|\|\s*getline|\bprintf?\b[^;{}\n]
 
 def _awk(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     args = call.texts[i + 1:end]
+    view = call.option_view(i + 1, end)
+    if None in view:
+        an.add(LOCAL_MUTATION, f"the {name} program or options are only known when it runs")
+    else:
+        unsafe = first_unsafe(AWK, view)  # -f is allowed there: it is judged below
+        if unsafe:
+            an.add(LOCAL_MUTATION, f"{name}: {unsafe} is not known to leave it read-only")
     programs: list[str] = []
     k = 0
     while k < len(args):
@@ -1931,12 +2235,19 @@ def _awk(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
         an.add(LOCAL_MUTATION, f"the {name} program writes files or runs commands")
 
 
-def _write_options(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
-    options, short_values, what = _WRITE_OPTIONS[name]
-    flags, _ = _parse_opts(call.texts[i + 1:end], short_values)
-    hit = flags & options
-    if hit:
-        an.add(LOCAL_MUTATION, f"{name} {sorted(hit)[0]} {what}")
+def _allow_listed(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    """A program that only reads with the options in its allow-list (readonly_options.TABLES)."""
+    unsafe = first_unsafe(TABLES[name], call.option_view(i + 1, end))
+    if unsafe:
+        an.add(LOCAL_MUTATION, f"{name}: {unsafe} is not known to leave it read-only")
+    args = call.texts[i + 1:end]
+    if name == "date" and any(not args[k].startswith("+")
+                              for k in _parse_opts(args, "dfr", {"--date", "--file", "--reference"})[1]):
+        an.add(LOCAL_MUTATION, "date with a time operand sets the system clock")
+    elif name == "hostname" and _parse_opts(args)[1]:
+        an.add(LOCAL_MUTATION, "hostname with an argument renames the machine")
+    elif name in ("bat", "batcat") and args[:1] == ["cache"]:
+        an.add(LOCAL_MUTATION, f"{name} cache rebuilds its cache files")
 
 
 def _output_operand(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
@@ -1958,23 +2269,21 @@ def _tee(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
             an.add(LOCAL_MUTATION, f"tee writes to '{word.text}'")
 
 
-def _hostname(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
-    if _parse_opts(call.texts[i + 1:end], "F")[1]:
-        an.add(LOCAL_MUTATION, "hostname with an argument renames the machine")
-
-
 def _tar(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
-    args = call.texts[i + 1:end]
-    letters: set[str] = set(args[0]) if args and not args[0].startswith("-") else set()
-    for a in args:
-        if a.startswith("-") and not a.startswith("--"):
-            letters.update(a[1:])
-    longs = {a.partition("=")[0] for a in args if a.startswith("--")}
-    writes = letters & set("cxruA") or longs & {"--create", "--extract", "--get", "--append", "--update",
-                                                 "--delete", "--concatenate", "--catenate"}
-    if not writes and ("t" in letters or "--list" in longs):
+    """Listing an archive reads; every other mode writes. Listing stays read-only only with options
+    that cannot run programs (`--to-command`, `-I PROG`, `--checkpoint-action=exec=…`, `-f host:file`)."""
+    view = call.option_view(i + 1, end)
+    if view and view[0] is not None and not view[0].startswith("-"):
+        view[0] = "-" + view[0]  # the old style: `tar tvf x.tar`
+    shorts = "".join(a[1:] for a in view if a and a.startswith("-") and not a.startswith("--"))
+    if not ("t" in shorts or "--list" in view):
+        an.add(LOCAL_MUTATION, f"{name} writes files")
         return
-    an.add(LOCAL_MUTATION, f"{name} writes files")
+    unsafe = first_unsafe(TAR_LISTING, view)
+    if unsafe:
+        an.add(LOCAL_MUTATION, f"{name}: {unsafe} is not known to leave a listing read-only")
+    elif "--force-local" not in view and any(a and re.match(r"[^/.-][^/]*:", a) for a in view):
+        an.add(LOCAL_MUTATION, f"{name} with host:file runs a remote shell")
 
 
 def _unzip(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
@@ -2046,10 +2355,124 @@ def _cd(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
 
 
 def _declare(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    """declare/typeset/local/export/readonly: assignments are judged by name and value; -n (a name
+    reference), -i (arithmetic on every assignment) and exporting functions are changes."""
+    flags: set[str] = set()
     for k in range(i + 1, end):
-        if _ASSIGN.match(call.texts[k]):
-            call.nonpath.add(k)
+        text = call.texts[k]
+        call.nonpath.add(k)
+        if text[:1] in ("-", "+") and len(text) > 1 and text != "--":
+            flags.update(text[1:])
+        elif _ASSIGN.match(text):
             an.assignment(call.words[k])
+        elif text != "--":
+            an.name_target(name, call.words[k], _COMMAND_VARS | _CODE_VARS)
+    if "n" in flags:
+        an.add(LOCAL_MUTATION, f"{name} -n makes a name reference, which expands a name from a variable's text")
+    if "i" in flags:
+        an.add(LOCAL_MUTATION, f"{name} -i evaluates every value as arithmetic, where an array subscript runs commands")
+    if "f" in flags and (name == "export" or "x" in flags):
+        an.add(LOCAL_MUTATION, f"{name} -f exports functions to every child shell")
+
+
+@dataclass(frozen=True)
+class _NameBuiltin:
+    """A builtin that sets variables named in its arguments (`read NAME`, `printf -v NAME`)."""
+
+    values: str  # option letters that take a value
+    name_opts: str  # option letters whose value is a variable name
+    operands: bool  # are its operands variable names?
+    unsafe: str = ""  # option letters that run code
+    first_operand: int = 0  # operands before this index are not names (getopts OPTSTRING)
+
+
+_NAME_BUILTINS: dict[str, _NameBuiltin] = {
+    "read": _NameBuiltin("adinNptu", "a", True),
+    "printf": _NameBuiltin("v", "v", False),
+    "mapfile": _NameBuiltin("dnOsuCc", "", True, unsafe="C"),
+    "readarray": _NameBuiltin("dnOsuCc", "", True, unsafe="C"),
+    "getopts": _NameBuiltin("", "", True, first_operand=1),
+    "wait": _NameBuiltin("p", "p", False),
+    "unset": _NameBuiltin("", "", True),
+}
+
+
+def _name_builtin(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    spec = _NAME_BUILTINS[name]
+    names: list[_Word] = []
+    operands = 0
+    k = i + 1
+    while k < end:
+        text = call.texts[k]
+        if text == "--":
+            k += 1
+            break
+        if not text.startswith("-") or len(text) == 1 or (name == "printf" and not text.startswith("-v")):
+            break
+        for m, ch in enumerate(text[1:], 1):
+            if ch in spec.unsafe:
+                an.add(LOCAL_MUTATION, f"{name} -{ch} runs a command")
+            if ch in spec.values:
+                value_at, attached = (k, text[m + 1:]) if m < len(text) - 1 else (k + 1, None)
+                if ch in spec.name_opts and value_at < end:
+                    names.append(_Word.literal(attached) if attached is not None else call.words[value_at])
+                k = value_at
+                break
+        k += 1
+    if spec.operands:
+        for k in range(k, end):
+            if operands >= spec.first_operand:
+                names.append(call.words[k])
+            operands += 1
+    for word in names:
+        an.name_target(name, word, _RUN_VARS if name != "unset" else frozenset())
+
+
+def _test(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    """`test -v NAME` / `[ -v NAME ]` evaluates an array subscript in NAME."""
+    for k in range(i + 1, end - 1):
+        if call.texts[k] == "-v":
+            an.name_target(f"{name} -v", call.words[k + 1], frozenset())
+
+
+def _let(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    if any(w.path_text is None or _arith_reads_variables(w.text) for w in call.words[i + 1:end]):
+        an.add(LOCAL_MUTATION, f"let: {_ARITH_NOTE}")
+
+
+# `set` options that only make a script stricter or chattier; others change how later commands are
+# parsed or run (-k: assignments anywhere; -T: traps inherited; posix, vi …).
+_SET_FLAGS = frozenset("aeuxvfCnbhmBHPE")
+_SET_NAMES = _fs("allexport errexit nounset xtrace verbose noglob noclobber noexec pipefail notify hashall monitor "
+                 "braceexpand histexpand physical errtrace")
+
+
+def _set(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    args = call.texts[i + 1:end]
+    k = 0
+    while k < len(args):
+        a = args[k]
+        if a in ("--", "-") or a[:1] not in ("-", "+"):
+            return  # the rest sets the positional parameters
+        letters = set(a[1:])
+        if not letters - {"o"} <= _SET_FLAGS:
+            an.add(LOCAL_MUTATION, f"set {a} changes how bash runs later commands")
+        if "o" in letters:  # `set -o NAME`, `set -euo pipefail`
+            if k + 1 < len(args) and args[k + 1] not in _SET_NAMES:
+                an.add(LOCAL_MUTATION, f"set {a} {args[k + 1]} changes how bash runs later commands")
+            k += 1
+        k += 1
+
+
+def _shopt(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    flags, _ = _parse_opts(call.texts[i + 1:end])
+    if flags & {"-s", "-u", "-o"}:
+        an.add(LOCAL_MUTATION, "shopt changes how bash parses and expands later commands (aliases, globs)")
+
+
+def _alias(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
+    if any("=" in w.text or w.path_text is None for w in call.words[i + 1:end]):
+        an.add(LOCAL_MUTATION, "alias defines a command that later lines run instead of the one they name")
 
 
 def _eval(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
@@ -2058,10 +2481,18 @@ def _eval(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
 
 
 def _trap(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
-    args = call.texts[i + 1:end]
-    if args and not args[0].startswith("-") and len(args) >= 2:
-        call.nonpath.add(i + 1)
-        an.run_script(args[0], call.words[i + 1:i + 2])
+    """`trap ACTION SIGNAL…` runs ACTION later (EXIT, DEBUG, ERR …): it is judged like any script."""
+    k = i + 1
+    while k < end and call.texts[k].startswith("-") and call.texts[k] != "-":
+        if call.texts[k] == "--":
+            k += 1
+            break
+        if call.texts[k] in ("-p", "-l", "-P"):
+            return  # prints
+        k += 1
+    if end - k >= 2 and call.texts[k] != "-":
+        call.nonpath.add(k)
+        an.run_script(call.texts[k], call.words[k:k + 1])
 
 
 def _source(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
@@ -2083,6 +2514,10 @@ def _su(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
             an.run_script(a.partition("=")[2], call.words[k:k + 1])
 
 
+_SHELL_FLAGS = _SET_FLAGS | frozenset("cs")
+_SHELL_LONG = _fs("--norc --noprofile --posix --noediting --restricted --verbose --version --help")
+
+
 def _shell(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     """sh/bash/zsh …: `-c SCRIPT` is analysed; a script file is a change; stdin is judged by its source."""
     args = call.texts[i + 1:end]
@@ -2095,11 +2530,15 @@ def _shell(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
             k += 1
             break
         if a.startswith("--"):
+            if a not in _SHELL_LONG:
+                an.add(LOCAL_MUTATION, f"{name} {a} runs start-up files or changes how the shell runs")
             k += 2 if a in ("--rcfile", "--init-file") else 1
             continue
         if a[:1] in ("-", "+") and len(a) > 1:
             has_c = has_c or "c" in a[1:]
             from_stdin = from_stdin or "s" in a[1:]
+            if not set(a[1:]) <= _SHELL_FLAGS:  # -i and -l read start-up files; -O/-o change parsing
+                an.add(LOCAL_MUTATION, f"{name} {a} runs start-up files or changes how the shell runs")
             k += 2 if ("o" in a[1:] or "O" in a[1:]) else 1
             continue
         break
@@ -2205,14 +2644,17 @@ def _subcommand(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None
             continue
         words.append(a)
         k += 1
-    if "--help" in args:
-        return
+    if args[-1:] == ["--help"] and args[:-1] == words and (len(words) < 2 or " ".join(words) in table.effects):
+        return  # `docker run --help`; but `docker run img --help` runs img, and `cargo run -- --help` runs code
     if not words:
         if table.bare != READ_ONLY:
             an.add(table.bare, f"{name} without a subcommand may change local files or state")
         return
     key = " ".join(words)
     effect = table.effects.get(key) or table.effects.get(words[0]) or table.default
+    unsafe = next((a for a in args if a.partition("=")[0] in table.unsafe_opts), None)
+    if unsafe and effect == READ_ONLY:
+        an.add(LOCAL_MUTATION, f"{name} {unsafe.partition('=')[0]} can make it run other programs")
     sub = key if key in table.effects else words[0]
     if effect == LOCAL_MUTATION:
         an.add(effect, f"{name} {sub} may change local files or state")
@@ -2230,41 +2672,103 @@ _GIT_READ_ONLY = _fs("""
     check-ref-format diff-tree diff-files diff-index var verify-commit verify-tag verify-pack cherry range-diff
     show-branch fsck get-tar-commit-id ls-remote patch-id column
 """)
-_GIT_GLOBAL_VALUES = _fs("-C -c --git-dir --work-tree --namespace --config-env --super-prefix --list-cmds")
+# Global options that only change output or pathspec matching. -C, --git-dir, --work-tree and --bare
+# re-point git at another repository (with its own config: core.fsmonitor, core.pager, aliases …);
+# --config-env, --exec-path=DIR and most -c keys change which programs git runs.
+_GIT_GLOBAL_FLAGS = _fs("-p --paginate -P --no-pager --no-replace-objects --literal-pathspecs --glob-pathspecs "
+                        "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-lazy-fetch --no-advice "
+                        "--html-path --man-path --info-path --exec-path --version --help")
+_GIT_GLOBAL_VALUES = _fs("--namespace --list-cmds")
+_GIT_SAFE_KEY_PREFIXES = ("color.", "column.", "advice.")
+_GIT_SAFE_KEYS = _fs("""
+    core.quotepath core.abbrev log.date log.decorate log.abbrevcommit log.follow log.showroot diff.noprefix
+    diff.mnemonicprefix diff.renames diff.relative diff.context diff.interhunkcontext diff.statgraphwidth
+    user.name user.email init.defaultbranch grep.linenumber grep.patterntype grep.extendedregexp status.short
+    status.branch status.showuntrackedfiles blame.date format.pretty pretty.oneline
+""")
+# Options of read-only subcommands that write files or run programs. git's parse-options accepts any
+# unique abbreviation (`git grep --open-files=sh`), so a prefix of one counts too.
+_GIT_UNSAFE_LONG = ("--output", "--ext-diff", "--open-files-in-pager", "--upload-pack", "--receive-pack",
+                    "--exec", "--lost-found", "--web", "--textconv", "--filters")
+_GIT_UNSAFE_SHORT = {"grep": "O", "ls-remote": "u", "help": "wim"}
+
+
+def _git_safe_key(key: str) -> bool:
+    key = key.lower()
+    return key.startswith(_GIT_SAFE_KEY_PREFIXES) or key in _GIT_SAFE_KEYS
+
+
+def _git_unsafe_option(sub: str, arg: str) -> bool:
+    if arg.startswith("--"):
+        option = arg.partition("=")[0]
+        return len(option) > 3 and any(u.startswith(option) for u in _GIT_UNSAFE_LONG)
+    letters = _GIT_UNSAFE_SHORT.get(sub, "")
+    return arg.startswith("-") and any(ch in letters for ch in arg[1:2])
+
+
+def _other_repository(an: _Analyzer) -> str | None:
+    """The directory git would take as its repository when it is not the project's own: a `.git` or a
+    bare repository between the current directory and the project root, or a directory outside it.
+    Its config (core.fsmonitor, aliases, diff drivers) is not protected the way the project's is."""
+    if an.cwd == an.root:
+        return None
+    if not an.inside(an.cwd):
+        return an.cwd
+    d = an.cwd
+    while d != an.root and len(d) > len(an.root):
+        if os.path.lexists(os.path.join(d, ".git")) or (
+                os.path.isfile(os.path.join(d, "HEAD")) and os.path.isdir(os.path.join(d, "objects"))):
+            return d
+        d = os.path.dirname(d)
+    return None
 
 
 def _git(an: _Analyzer, call: _Call, i: int, end: int, name: str) -> None:
     args = call.texts[i + 1:end]
+    view = call.option_view(i + 1, end)
+    other = _other_repository(an)
+    if other is not None:
+        an.add(LOCAL_MUTATION, f"git would use the repository at '{other}', whose settings can run programs")
     k = 0
     while k < len(args):
-        a = args[k]
-        if a in _GIT_GLOBAL_VALUES:
-            if a == "-c" and k + 1 < len(args):
-                key = args[k + 1].partition("=")[0].lower()
-                if any(fragment in key for fragment in _GIT_EXEC_KEYS):
-                    an.add(LOCAL_MUTATION, f"git -c {key} can run other programs")
+        a = view[k]
+        if a is None:
+            an.add(LOCAL_MUTATION, "a git argument is only known when it runs (it could be any option)")
+            k += 1
+            continue
+        if a == "-c":
+            if k + 1 < len(args) and not (view[k + 1] and _git_safe_key(view[k + 1].partition("=")[0])):
+                an.add(LOCAL_MUTATION, f"git -c {args[k + 1].partition('=')[0]} can change which programs git runs")
             k += 2
             continue
-        if a.startswith("--exec-path="):
-            an.add(LOCAL_MUTATION, "git --exec-path runs git commands from another directory")
+        if a in _GIT_GLOBAL_VALUES:
+            k += 2
+            continue
         if a.startswith("-"):
+            if a not in _GIT_GLOBAL_FLAGS and a.partition("=")[0] not in _GIT_GLOBAL_VALUES:
+                an.add(LOCAL_MUTATION, f"git {a} points git at other repositories, settings or programs")
+                k += 2 if a in ("-C", "--git-dir", "--work-tree", "--config-env", "--super-prefix") else 1
+                continue
             k += 1
             continue
         break
     if k >= len(args):
         return
     sub, rest = args[k], args[k + 1:]
-    if "--help" in rest or rest == ["-h"]:
+    if rest in (["--help"], ["-h"]):
         return
     for m in range(i + 2 + k, end - 1):  # messages are text, not paths
         if call.texts[m] in ("-m", "--message"):
             call.nonpath.add(m + 1)
+    if any(re.match(r"[A-Za-z][A-Za-z0-9+.-]*::", a) for a in rest):
+        an.add(LOCAL_MUTATION, f"git {sub} with a transport::address URL runs a helper program")
     if sub in _GIT_READ_ONLY:
-        if any(a.startswith("--output") for a in rest):
-            an.add(LOCAL_MUTATION, f"git {sub} --output writes a file")
-        if sub in ("grep", "diff", "log", "show") and any(a in ("-O", "--ext-diff") or
-                                                            a.startswith("--open-files-in-pager") for a in rest):
-            an.add(LOCAL_MUTATION, f"git {sub} runs an external program")
+        unknown = None in view[k + 1:]
+        unsafe = next((a for a in rest if _git_unsafe_option(sub, a)), None)
+        if unknown:
+            an.add(LOCAL_MUTATION, f"a git {sub} argument is only known when it runs (it could be any option)")
+        if unsafe:
+            an.add(LOCAL_MUTATION, f"git {sub} {unsafe.partition('=')[0]} writes a file or runs another program")
         return
     handler = _GIT_SUBCOMMANDS.get(sub)
     if handler is None:
@@ -2436,7 +2940,7 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[_Analyzer, list[str]], tuple[str, str] | N
     "branch": _git_branch, "tag": _git_tag, "config": _git_config, "stash": _git_stash, "reflog": _git_reflog,
     "reset": _git_reset, "clean": _git_clean, "checkout": _git_checkout, "restore": _git_restore,
     "switch": _git_switch, "push": _git_push, "rm": _git_rm, "remote": _git_remote, "submodule": _git_submodule,
-    "worktree": _git_listing("list"), "notes": _git_listing("list", "show"),
+    "notes": _git_listing("list", "show"),
     "bisect": _git_listing("log", "visualize", "view", "terms"),
     "symbolic-ref": lambda an, args: (None if len(_parse_opts(args)[1]) <= 1 and "-d" not in args
                                       and "--delete" not in args else
@@ -2447,6 +2951,16 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[_Analyzer, list[str]], tuple[str, str] | N
                                  (LOCAL_MUTATION, "git archive writes an archive file")
                                  if any(a.startswith(("-o", "--output")) for a in args) else None),
     "filter-branch": _git_fixed(DESTRUCTIVE, "git filter-branch rewrites history"),
+    "prune": _git_fixed(DESTRUCTIVE, "git prune deletes unreachable objects"),
+    "update-ref": lambda an, args: ((DESTRUCTIVE, "git update-ref -d deletes a ref")
+                                    if {"-d", "--stdin"} & set(args) else
+                                    (LOCAL_MUTATION, "git update-ref changes a ref")),
+    "gc": lambda an, args: ((DESTRUCTIVE, "git gc --prune deletes unreachable objects")
+                            if any(a.startswith("--prune") for a in args) else
+                            (LOCAL_MUTATION, "git gc repacks the repository")),
+    "worktree": lambda an, args: ((DESTRUCTIVE, "git worktree remove --force discards a worktree's changes")
+                                  if _first(args) == "remove" and {"-f", "--force"} & set(args) else
+                                  _git_listing("list")(an, args)),
     "filter-repo": _git_fixed(DESTRUCTIVE, "git filter-repo rewrites history"),
     "send-email": _git_fixed(REMOTE_ACTION, "git send-email sends email"),
     "request-pull": _git_fixed(READ_ONLY, ""),
@@ -2463,9 +2977,12 @@ _GIT_SUBCOMMANDS: dict[str, Callable[[_Analyzer, list[str]], tuple[str, str] | N
 _HANDLERS: dict[str, Handler] = {
     "rm": _rm, "chmod": _chmod, "chown": _chmod, "chgrp": _chmod, "find": _find, "fd": _fd, "fdfind": _fd,
     "sed": _sed, "gsed": _sed, "awk": _awk, "gawk": _awk, "mawk": _awk, "nawk": _awk,
-    **dict.fromkeys(_WRITE_OPTIONS, _write_options), **dict.fromkeys(_OUTPUT_OPERAND, _output_operand),
-    "tee": _tee, "hostname": _hostname, "tar": _tar, "bsdtar": _tar, "gtar": _tar, "unzip": _unzip,
-    "kill": _kill, "crontab": _crontab, "journalctl": _journalctl, **dict.fromkeys(_DOWNLOADERS, _download), "cd": _cd, "pushd": _cd,
+    **dict.fromkeys(TABLES, _allow_listed),
+    **dict.fromkeys(_OUTPUT_OPERAND, _output_operand), **dict.fromkeys(_NAME_BUILTINS, _name_builtin),
+    "set": _set, "shopt": _shopt, "alias": _alias, "let": _let, "test": _test, "[": _test,
+    "tee": _tee, "tar": _tar, "bsdtar": _tar, "gtar": _tar, "unzip": _unzip,
+    "kill": _kill, "crontab": _crontab, "journalctl": _journalctl, **dict.fromkeys(_DOWNLOADERS, _download),
+    "cd": _cd, "pushd": _cd,
     **dict.fromkeys(("export", "declare", "typeset", "local", "readonly"), _declare),
     "eval": _eval, "trap": _trap, "source": _source, ".": _source, "su": _su,
     **dict.fromkeys(_SHELLS, _shell), **dict.fromkeys(_INTERPRETERS, _interpreter),
