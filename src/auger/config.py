@@ -123,7 +123,7 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
 def _apply_file(config: Config, path: Path, project: bool = False) -> None:
     try:
         raw = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no such file: a component of its path is a file
         return
     except OSError as exc:
         config.diagnostics.append(f"{path}: cannot read config file ({exc.strerror or exc}); using defaults")
