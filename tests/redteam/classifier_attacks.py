@@ -64,12 +64,13 @@ def control_writes(attack: Attack, tmp: Path) -> bool:
     return (where / attack.out).exists()
 
 
-def written_through_tool(project: Path, server, attacks: list[Attack], mode: str) -> list[str]:
-    """Send every attack as a shell call in one session; the names of those whose file appeared."""
+def written_through_tool(project: Path, server, attacks: list[Attack], mode: str, sandbox: str) -> list[str]:
+    """Send every attack as a shell call in one session, in that sandbox; the names of those whose
+    file appeared."""
     for attack in attacks:
         attack.build(project)
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": a.line()}) for a in attacks]), Reply(text="done"))
-    run_session(project, server, "go", overrides=(f"mode={mode}",))
+    run_session(project, server, "go", overrides=(f"mode={mode}", f"sandbox={sandbox}"))
     return [a.name for a in attacks if (project / a.out).exists()]
 
 

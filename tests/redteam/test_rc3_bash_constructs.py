@@ -16,6 +16,7 @@ import pytest
 from auger.policy.effects import analyze_command
 from auger.tools.base import READ_ONLY, REMOTE_ACTION
 from tests.redteam.classifier_attacks import HOOK, Attack, control_writes, written_through_tool
+from tests.support.redteam_sandbox import KINDS, require
 
 SUB = "a[$(touch {out})]"  # text bash runs when it evaluates it as a variable name or arithmetic
 
@@ -85,9 +86,11 @@ def test_classifier_never_calls_the_payload_read_only(attack: Attack, tmp_path: 
     assert result.effect != READ_ONLY, result
 
 
+@pytest.mark.parametrize("sandbox", KINDS)
 @pytest.mark.parametrize("mode", ["plan", "safe"])
-def test_no_payload_writes_through_the_tool(project, server, mode):
-    assert written_through_tool(project, server, ATTACKS, mode) == []
+def test_no_payload_writes_through_the_tool(project, server, mode, sandbox):
+    require(sandbox)
+    assert written_through_tool(project, server, ATTACKS, mode, sandbox) == []
 
 
 @pytest.mark.parametrize("command", ["cat < /dev/tcp/127.0.0.1/9", "exec 3<>/dev/udp/127.0.0.1/9",

@@ -16,6 +16,7 @@ import pytest
 from auger.policy.effects import analyze_command
 from auger.tools.base import DESTRUCTIVE, READ_ONLY
 from tests.redteam.classifier_attacks import HOOK, Attack, control_writes, git_repo, written_through_tool
+from tests.support.redteam_sandbox import KINDS, require
 
 FSMONITOR = "touch {out}; false"
 
@@ -109,9 +110,11 @@ def test_classifier_never_calls_the_payload_read_only(attack: Attack, tmp_path: 
     assert result.effect != READ_ONLY, result
 
 
+@pytest.mark.parametrize("sandbox", KINDS)
 @pytest.mark.parametrize("mode", ["plan", "safe"])
-def test_no_payload_writes_through_the_tool(project, server, mode):
-    assert written_through_tool(project, server, _runnable(ATTACKS), mode) == []
+def test_no_payload_writes_through_the_tool(project, server, mode, sandbox):
+    require(sandbox)
+    assert written_through_tool(project, server, _runnable(ATTACKS), mode, sandbox) == []
 
 
 @pytest.mark.parametrize("command", [

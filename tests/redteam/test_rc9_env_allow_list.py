@@ -13,6 +13,7 @@ import json
 import pytest
 
 from tests.conftest import run_session
+from tests.support.redteam_sandbox import KINDS
 from tests.support.mock_openai import Reply, ToolCall
 
 SECRETS = {
@@ -32,15 +33,17 @@ def _requests_text(server) -> str:
     return json.dumps([r.body for r in server.chat_requests])
 
 
+@pytest.mark.parametrize("sandbox", [*KINDS, "off"])
 @pytest.mark.parametrize("mode", ["plan", "safe", "auto"])
-def test_secret_variables_never_reach_a_command(project, server, monkeypatch, mode):
+def test_secret_variables_never_reach_a_command(project, server, monkeypatch, mode, sandbox):
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "env | grep rc9- ; echo visible=$LANG-end"})]),
                Reply(text="done"))
     monkeypatch.setenv("LANG", "C.UTF-8")
     # a glob include must not let the AWS credentials back in
-    run_session(project, server, "look", overrides=(f"mode={mode}", 'shell_env_include=["AWS_*"]'))
+    run_session(project, server, "look", overrides=(f"mode={mode}", f"sandbox={sandbox}", "approve_all=true",
+                                                       'shell_env_include=["AWS_*"]'))
     sent = _requests_text(server)
     assert "visible=C.UTF-8-end" in sent, "the command did not run"
     leaked = [name for name, value in SECRETS.items() if value in sent and name != "AWS_PROFILE"]
