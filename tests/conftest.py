@@ -20,6 +20,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.mock_openai import MockChatServer
+from tests.support.schema_check import check_envelope, events_match_schema, pytest_terminal_summary  # noqa: F401
 
 FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false"]
 
@@ -186,7 +187,11 @@ def conversation(messages: list[dict]) -> list[dict]:
 
 
 def json_events(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    """The event envelopes `auger exec --json` printed, each checked against the protocol schema."""
+    events = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    for event in events:
+        check_envelope(event)
+    return events
 
 
 def process_alive(pid: int) -> bool:
