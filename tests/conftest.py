@@ -187,11 +187,13 @@ def conversation(messages: list[dict]) -> list[dict]:
 
 
 def json_events(stdout: str) -> list[dict]:
-    """The event envelopes `auger exec --json` printed, each checked against the protocol schema."""
-    events = [json.loads(line) for line in stdout.splitlines() if line.strip()]
-    for event in events:
-        check_envelope(event)
-    return events
+    """The JSON lines a command printed; those with a `type` (the event envelopes of `--json` runs, as
+    opposed to e.g. `auger sessions --json` rows) are checked against the protocol schema."""
+    lines = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    for line in lines:
+        if isinstance(line, dict) and "type" in line:
+            check_envelope(line)
+    return lines
 
 
 def process_alive(pid: int) -> bool:

@@ -71,6 +71,7 @@ class Session:
         self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
         self._stream = EventStream(meta.id, store)
         self._input_submission: str | None = None  # the last user input's, for a turn that starts from the queue
+        self._pulled: AsyncIterator[Event] | None = None  # next_event's subscriber
         self._turn: asyncio.Task[None] | None = None
         self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
         self._loop_task: asyncio.Task[None] | None = None
@@ -108,6 +109,13 @@ class Session:
         """Follow the session's envelopes with seq > `after_seq` (default: all this process emitted for
         it), stored ones first, then live, through ShutdownComplete. Any number may follow at once."""
         return self._stream.subscribe(after_seq)
+
+    async def next_event(self) -> Event:
+        """The next event for a caller that pulls them one at a time (one subscriber from the start,
+        shared by every call)."""
+        if self._pulled is None:
+            self._pulled = self.events()
+        return await anext(self._pulled)
 
     async def events(self) -> AsyncIterator[Event]:
         """Every event until (and including) ShutdownComplete (a subscriber that drops the envelopes)."""
