@@ -158,6 +158,27 @@ def test_stream_numbers_persists_and_replays_from_any_seq_through_a_slow_subscri
     assert check_database(tmp_path / "s.db") == 301
 
 
+def test_a_new_stream_for_a_stored_session_numbers_on_including_what_it_emitted_before_opening(tmp_path):
+    async def main():
+        store = SqliteStore(tmp_path / "s.db")
+        try:
+            earlier = EventStream("sess", store)
+            await earlier.open()
+            for i in range(3):
+                earlier.emit(ev.WarningEvent(f"run one {i}"))
+            await earlier.saved()
+            later = EventStream("sess", store)
+            later.emit(ev.WarningEvent("before open"))  # numbered once the stored last seq is known
+            await later.open()
+            later.emit(ev.ShutdownComplete())
+            return [(e.seq, e.event) async for e in later.subscribe(after_seq=2)]
+        finally:
+            await store.aclose()
+
+    assert _run(main()) == [(3, ev.WarningEvent("run one 2")), (4, ev.WarningEvent("before open")),
+                            (5, ev.ShutdownComplete())]
+
+
 def test_events_emitted_before_an_item_are_stored_before_it_is(project, server, tmp_path):
     """`record` commits the item only after the events emitted before it: a crash right after an item
     is recorded cannot lose them. A trigger notes, inside the item's own transaction, how many events

@@ -284,6 +284,7 @@ class Session:
             await self.record(turn_id, item)
 
     async def start(self, *, resumed: bool) -> None:
+        """Announce the session and start serving ops; its events are numbered after the last stored one."""
         await self._stream.open()
         sandbox = self.confinement.kind if self.confinement is not None else "none"
         self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.agent.root),

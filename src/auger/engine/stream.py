@@ -28,8 +28,9 @@ from auger.store.base import Store
 
 log = logging.getLogger("auger.stream")
 
-RECENT = 2048  # envelopes kept in memory for subscribers that start or fall a little behind
-SUBSCRIBER_LIMIT = 1024  # envelopes a subscriber may have unread before it falls back to catching up
+# Bounds on memory per session and per subscriber (a tool_call_ended can carry tens of KB of output).
+RECENT = 512  # envelopes kept in memory for subscribers that start or fall a little behind
+SUBSCRIBER_LIMIT = 512  # envelopes a subscriber may have unread before it falls back to catching up
 
 
 class _Subscriber:
