@@ -38,7 +38,7 @@ def protocol_schema() -> dict[str, Any]:
         for tag, cls in registry.items():
             defs[def_name(family, tag)] = _record(cls, defs, tag)
         defs[family.__name__] = {"oneOf": [_ref(def_name(family, tag)) for tag in registry]}
-    envelope_fields = _fields(Envelope, defs, skip={"event"})
+    envelope_fields = _fields(Envelope, defs, skip=frozenset({"event"}))
     lines = []
     for tag in Event.registry():
         event = defs[def_name(Event, tag)]
@@ -79,7 +79,7 @@ def _described(cls: type, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": " ".join(doc.split()), **schema}
 
 
-def _fields(cls: type, defs: dict[str, Any], skip: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def _fields(cls: type, defs: dict[str, Any], skip: frozenset[str] = frozenset()) -> dict[str, Any]:
     hints = field_hints(cls)
     properties, required = {}, []
     for f in dataclasses.fields(cls):
