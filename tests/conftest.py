@@ -20,6 +20,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.mock_openai import MockChatServer
+from tests.support.schema_check import check_envelope, events_match_schema, pytest_terminal_summary  # noqa: F401
 
 FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false"]
 
@@ -186,7 +187,13 @@ def conversation(messages: list[dict]) -> list[dict]:
 
 
 def json_events(stdout: str) -> list[dict]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    """The JSON lines a command printed; those with a `type` (the event envelopes of `--json` runs, as
+    opposed to e.g. `auger sessions --json` rows) are checked against the protocol schema."""
+    lines = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    for line in lines:
+        if isinstance(line, dict) and "type" in line:
+            check_envelope(line)
+    return lines
 
 
 def process_alive(pid: int) -> bool:

@@ -38,8 +38,8 @@ def test_approve_once_shows_a_diff_and_asks_again_next_time(project, server):
     run = run_session(project, server, "edit", overrides=("mode=safe",), interactive=True, on_event=on_event)
     assert len(asked) == 2
     first = asked[0]
-    assert first.kind == "tool" and first.details["tool"] == "write_file" and first.details["effect"] == "local_mutation"
-    assert "-old" in first.details["diff"] and "+new" in first.details["diff"]
+    assert first.kind == "tool" and first.details.tool == "write_file" and first.details.effect == "local_mutation"
+    assert "-old" in first.details.diff and "+new" in first.details.diff
     assert first.options[:2] == ["approve", "approve_session"] and "deny" in first.options and "abort" in first.options
     assert (project / "a.txt").read_text() == "new\n"
     assert "denied" in tool_outputs(server)[1]
@@ -53,7 +53,7 @@ def test_approve_for_session_covers_exactly_that_file(project, server):
                Reply(text="done"))
     on_event, asked = answering("approve_session", "approve")
     run_session(project, server, "edit", overrides=("mode=safe",), interactive=True, on_event=on_event)
-    assert [a.details["subject"] for a in asked] == ["a.txt", "b.txt"]
+    assert [a.details.subject for a in asked] == ["a.txt", "b.txt"]
     assert (project / "a.txt").read_text() == "2" and (project / "b.txt").read_text() == "3"
 
 
@@ -67,10 +67,10 @@ def test_session_approval_of_git_push_does_not_approve_force_push_or_curl(projec
                Reply(text="done"))
     on_event, asked = answering("approve_session", "deny", "deny", "deny")
     run_session(project, server, "push", overrides=("mode=auto",), interactive=True, on_event=on_event)
-    subjects = [a.details["subject"] for a in asked]
+    subjects = [a.details.subject for a in asked]
     assert subjects == ["git push origin main", "git push --force origin main", "curl -s http://127.0.0.1:9/",
                         "git push origin main && git push origin dev"]
-    assert asked[1].details["effect"] == "destructive" and asked[2].details["effect"] == "remote_action"
+    assert asked[1].details.effect == "destructive" and asked[2].details.effect == "remote_action"
     assert "approve_always" not in asked[1].options  # a destructive command is never remembered
     outputs = tool_outputs(server)
     assert "denied" not in outputs[1]  # the second identical push ran without asking

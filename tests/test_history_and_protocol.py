@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
+import typing
 
 import pytest
 
@@ -42,10 +44,15 @@ def test_aborted_turn_becomes_a_note_for_the_model():
 
 def _sample(cls):
     values = {}
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
-        values[f.name] = {"str": "x", "bool": True, "int": 3, "float": 1.5}.get(str(f.type).split(" ")[0], "x")
+        hint = hints[f.name]
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            values[f.name] = next(iter(hint))
+        else:
+            values[f.name] = {str: "x", bool: True, int: 3, float: 1.5}.get(hint, "x")
     return cls(**values)
 
 

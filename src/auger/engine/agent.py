@@ -56,7 +56,7 @@ class Agent:
         session = Session(self, store=store, client=client, meta=record, history=History(),
                           interactive=interactive)
         await session.prepare()
-        session.start(resumed=False)
+        await session.start(resumed=False)
         return session
 
     async def fork_session(self, source_id: str, *, store: Store, client: ModelClient | None = None,
@@ -126,7 +126,7 @@ class Agent:
 
         session.cost = await stored_cost(store, record.id, self.config)
         await session.prepare()  # a new model is told to the model as an environment change, recorded
-        session.start(resumed=True)
+        await session.start(resumed=True)
         if switched:
             session.emit(ModelChanged(client.provider, client.model, *previous))
         return session

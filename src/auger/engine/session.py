@@ -4,11 +4,16 @@ The session loop owns dispatch: a user turn starts a turn (or, while one runs, i
 queued and injected before the next model call); an interrupt cancels the running
 turn; an approval decision wakes whoever asked; shutdown ends everything. All of
 a session's state lives here, so many sessions can share one Agent.
+
+Each op gets a submission id; every event emitted while handling it (in the loop or in the
+tasks it starts, which inherit the context) carries that id in its envelope. Numbering,
+storing and fanning out the envelopes is engine/stream.py's job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import shutil
 import tempfile
@@ -17,16 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator
 
 from auger.engine.history import History, to_prompt
+from auger.engine.stream import EventStream
 from auger.models.base import ModelClient
 from auger.protocol.events import (
-    ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle,
+    ApprovalDetails, ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle,
     ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
+from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
     ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, SetModel, Shutdown, UserTurn,
 )
+from auger.protocol.vocab import ApprovalOption, TurnEndReason
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.shell import stop_background
@@ -35,6 +43,9 @@ if TYPE_CHECKING:
     from auger.engine.agent import Agent
 
 log = logging.getLogger("auger.session")
+
+# The submission being handled: set by the session loop per op, inherited by the tasks it starts.
+_SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
 
 
 class _TurnFinished:
@@ -57,8 +68,10 @@ class Session:
         self.cost: float | None = 0.0  # USD so far; None once any call had an unknown price
         self.tool_state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}")
         self.pending_input: list[UserTurn] = []
-        self._ops: asyncio.Queue[Op | _TurnFinished] = asyncio.Queue()
-        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
+        self._stream = EventStream(meta.id, store)
+        self._input_submission: str | None = None  # the last user input's, for a turn that starts from the queue
+        self._pulled: AsyncIterator[Event] | None = None  # next_event's subscriber
         self._turn: asyncio.Task[None] | None = None
         self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
         self._loop_task: asyncio.Task[None] | None = None
@@ -84,21 +97,30 @@ class Session:
     def mode(self) -> str:
         return self.meta.mode
 
-    def submit(self, op: Op) -> None:
+    def submit(self, op: Op) -> str:
+        """Queue an op; returns its submission id, which the envelopes of the events it causes carry."""
         if self._closed:
             raise RuntimeError("session is shut down")
-        self._ops.put_nowait(op)
+        submission_id = uuid.uuid4().hex[:12]
+        self._ops.put_nowait((op, submission_id))
+        return submission_id
+
+    def subscribe(self, after_seq: int | None = None) -> AsyncIterator[Envelope]:
+        """Follow the session's envelopes with seq > `after_seq` (default: all this process emitted for
+        it), stored ones first, then live, through ShutdownComplete. Any number may follow at once."""
+        return self._stream.subscribe(after_seq)
 
     async def next_event(self) -> Event:
-        return await self._events.get()
+        """The next event for a caller that pulls them one at a time (one subscriber from the start,
+        shared by every call)."""
+        if self._pulled is None:
+            self._pulled = self.events()
+        return await anext(self._pulled)
 
     async def events(self) -> AsyncIterator[Event]:
-        """Every event until (and including) ShutdownComplete."""
-        while True:
-            event = await self._events.get()
-            yield event
-            if isinstance(event, ShutdownComplete):
-                return
+        """Every event until (and including) ShutdownComplete (a subscriber that drops the envelopes)."""
+        async for envelope in self._stream.subscribe():
+            yield envelope.event
 
     @property
     def turn_running(self) -> bool:
@@ -106,11 +128,13 @@ class Session:
 
     # -- engine side ----------------------------------------------------------------
     def emit(self, event: Event) -> None:
-        self._events.put_nowait(event)
+        self._stream.emit(event, _SUBMISSION.get())
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,
                      tool_name: str = "", arguments: str = "") -> None:
-        """Commit an item to the store, then to the in-memory history (store first: nothing is half-recorded)."""
+        """Commit an item to the store, then to the in-memory history (store first: nothing is half-recorded).
+        The events emitted before it are queued for writing first, so they are never lost while it is kept."""
+        self._stream.flush()
         await self.store.append(self.id, turn_id, item, full_output=full_output, tool_name=tool_name,
                                 arguments=arguments)
         self.history.append(item)
@@ -123,7 +147,8 @@ class Session:
             return ApprovalDecision(request_id, headless_default)
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._approvals[request_id] = (future, options)
-        self.emit(ApprovalRequest(turn_id, request_id, kind, message, options, details or {}))
+        self.emit(ApprovalRequest(turn_id, request_id, kind, message, [ApprovalOption(o) for o in options],
+                                  ApprovalDetails(**details) if details else None))
         try:
             return await future
         finally:
@@ -259,7 +284,9 @@ class Session:
         if item is not None:
             await self.record(turn_id, item)
 
-    def start(self, *, resumed: bool) -> None:
+    async def start(self, *, resumed: bool) -> None:
+        """Announce the session and start serving ops; its events are numbered after the last stored one."""
+        await self._stream.open()
         sandbox = self.confinement.kind if self.confinement is not None else "none"
         self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.agent.root),
                                     self.mode, resumed, len(self.history), sandbox))
@@ -269,13 +296,20 @@ class Session:
 
     async def _loop(self) -> None:
         while True:
-            op = await self._ops.get()
+            op, submission_id = await self._ops.get()
+            if isinstance(op, UserTurn):
+                self._input_submission = submission_id
+            elif isinstance(op, _TurnFinished):
+                submission_id = self._input_submission  # only used if it starts a turn for queued input
+            token = _SUBMISSION.set(submission_id)
             try:
                 if await self._dispatch(op):
                     return
             except Exception as exc:  # an engine bug: say so and keep serving ops
                 log.exception("session %s failed handling %s", self.id, type(op).__name__)
                 self.emit(WarningEvent(f"internal error: {type(exc).__name__}: {exc}"))
+            finally:
+                _SUBMISSION.reset(token)
 
     async def _dispatch(self, op: Op | _TurnFinished) -> bool:
         """Handle one op; True when the session is finished."""
@@ -389,7 +423,7 @@ class Session:
 
         turn = Turn(self, uuid.uuid4().hex[:12], compact_only=compact_only)
         self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
-        self._turn.add_done_callback(lambda task: self._ops.put_nowait(_TurnFinished(task)))
+        self._turn.add_done_callback(lambda task: self._ops.put_nowait((_TurnFinished(task), None)))
 
     async def _run_turn(self, turn) -> None:
         self.emit(TurnStarted(turn.id))
@@ -398,7 +432,7 @@ class Session:
         except Exception as exc:  # an engine bug: report it, keep the session usable
             log.exception("turn %s failed", turn.id)
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
-        self.emit(TurnEnded(turn.id, reason, message))
+        self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
         if reason == "complete" and self._title_task is None and self.agent.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
 
@@ -437,3 +471,4 @@ class Session:
     async def wait_closed(self) -> None:
         if self._loop_task is not None:
             await self._loop_task
+        await self._stream.saved()

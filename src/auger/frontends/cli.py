@@ -105,6 +105,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_models.add_argument("--json", action="store_true", help="print JSON")
     p_models.set_defaults(run=_cmd_models)
 
+    p_schema = sub.add_parser("schema", help="print the JSON Schema of every op, event (in its envelope) and item")
+    p_schema.set_defaults(run=_cmd_schema)
+
     p_policy = sub.add_parser("policy", help="inspect the exec policy")
     policy_sub = p_policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", required=True)
     p_check = policy_sub.add_parser("check", help="show what would happen to a command: auger policy check -- CMD...")
@@ -209,6 +212,13 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     shown_mode = mode if mode == config.mode else f"{config.mode} (acting as {mode}: no sandbox)"
     print(f"decision: {outcome.decision if outcome.decision == 'forbidden' else decision.verdict} "
           f"in {shown_mode} mode: {decision.reason}")
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from auger.protocol.schema import protocol_schema, schema_text
+
+    sys.stdout.write(schema_text(protocol_schema()))
     return EXIT_OK
 
 
@@ -410,8 +420,9 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
                                 skills=list(getattr(args, "skill", None) or [])))
         ended: TurnEnded | None = None
         final = ""
-        async for event in session.events():
-            render(event)
+        async for envelope in session.subscribe():
+            render(envelope)
+            event = envelope.event
             if isinstance(event, AgentMessage):
                 final = event.text
             elif isinstance(event, TurnEnded):
@@ -483,10 +494,12 @@ async def _cassette_from_session(store, session_id: str) -> str:
 
 
 class _JsonRenderer:
-    def __call__(self, event: Any) -> None:
+    """One envelope per line: the event's fields, then the envelope's (seq, submission id…)."""
+
+    def __call__(self, envelope: Any) -> None:
         from auger.protocol.jsontext import dumps
 
-        sys.stdout.write(dumps(event.to_json()) + "\n")
+        sys.stdout.write(dumps(envelope.to_json()) + "\n")
         sys.stdout.flush()
 
 
@@ -496,10 +509,12 @@ class _PlainRenderer:
     def __init__(self) -> None:
         self.live = sys.stderr.isatty()
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, envelope: Any) -> None:
         if not self.live:
             return
         from auger.protocol import events as ev
+
+        event = envelope.event
         from auger.protocol.jsontext import printable
 
         if isinstance(event, ev.ToolCallStarted):

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auger.protocol._data import Record, family, tag
+from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
+
+PROTOCOL_VERSION = 1  # bumped when an event, op or item changes incompatibly; sent in session_configured
 
 
 @dataclass
@@ -39,10 +42,11 @@ class SessionConfigured(Event):
     model: str
     provider: str
     cwd: str
-    mode: str
+    mode: Mode
     resumed: bool = False
     history_items: int = 0
     sandbox: str = "none"  # "bwrap" | "landlock" | "none"
+    protocol_version: int = PROTOCOL_VERSION
 
 
 @tag("turn_started")
@@ -146,10 +150,16 @@ class RolledBack(Event):
     user_messages_left: int
 
 
+@dataclass
+class PlanStep:
+    step: str
+    status: PlanStatus
+
+
 @tag("plan_updated")
 class PlanUpdated(Event):
     turn_id: str
-    plan: list[dict] = field(default_factory=list)  # [{"step", "status"}]
+    plan: list[PlanStep] = field(default_factory=list)
     explanation: str | None = None
 
 
@@ -158,16 +168,30 @@ class SessionTitle(Event):
     title: str
 
 
+@dataclass
+class ApprovalDetails:
+    """What a tool approval is about, so a front end can show it without parsing `message`."""
+
+    call_id: str
+    tool: str
+    effect: Effect
+    subject: str  # the command line, or the path a file tool changes
+    reason: str  # why the policy asks
+    findings: list[str] = field(default_factory=list)  # what the command analysis noticed
+    outside_paths: list[str] = field(default_factory=list)  # paths outside the project it touches
+    diff: str | None = None  # the change a file tool would make, when it can be previewed
+
+
 @tag("approval_request")
 class ApprovalRequest(Event):
     """The engine waits for an ApprovalDecision op naming `request_id`."""
 
     turn_id: str
     request_id: str
-    kind: str  # "continue" (loop guard); tool approvals come with the policy layer
+    kind: str  # "tool" | "unsandboxed" | "continue" (loop guard)
     message: str
-    options: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
+    options: list[ApprovalOption] = field(default_factory=list)
+    details: ApprovalDetails | None = None  # for "tool" and "unsandboxed"
 
 
 @tag("model_changed")
@@ -180,8 +204,8 @@ class ModelChanged(Event):
 
 @tag("mode_changed")
 class ModeChanged(Event):
-    mode: str
-    previous: str
+    mode: Mode
+    previous: Mode
 
 
 @tag("loop_detected")
@@ -200,7 +224,7 @@ class WarningEvent(Event):
 @tag("turn_ended")
 class TurnEnded(Event):
     turn_id: str
-    reason: str  # "complete" | "cancelled" | "error"
+    reason: TurnEndReason
     message: str | None = None
 
 

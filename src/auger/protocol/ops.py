@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from auger.protocol._data import Record, family, tag
+from auger.protocol.vocab import ApprovalOption, Mode
 
 
 @family
@@ -32,7 +33,7 @@ class ApprovalDecision(Op):
     """Answers an ApprovalRequest event. `decision` is one of the request's `options`."""
 
     request_id: str
-    decision: str
+    decision: ApprovalOption
     feedback: str | None = None
 
 
@@ -40,7 +41,7 @@ class ApprovalDecision(Op):
 class SetMode(Op):
     """Switch the trust mode (plan | safe | auto); applies from the next tool call."""
 
-    mode: str
+    mode: Mode
 
 
 @tag("set_model")

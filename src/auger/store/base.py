@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
+from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
 
@@ -39,6 +41,11 @@ class Store(Protocol):
     async def append(self, session_id: str, turn_id: str, item: Item, *,
                      full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
         """Commit one item durably before returning its sequence number."""
+    def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
+        """Queue envelopes for writing now, in order with every other write; await to know they are durable."""
+    async def last_event_seq(self, session_id: str) -> int: ...
+    async def load_events(self, session_id: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Envelope]:
+        """Stored envelopes with after_seq < seq <= upto_seq, oldest first."""
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process; None on success, else who holds it."""
     async def release(self, session_id: str) -> None: ...

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from auger.process import process_alive
+from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
@@ -48,8 +49,12 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated)",
     """CREATE TABLE IF NOT EXISTS leases (
         session_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL, heartbeat REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS events (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
 ]
-_SCHEMA_VERSION = 2  # 2: leases (every statement above is idempotent, so older files are upgraded in place)
+# 2: leases; 3: events (every statement above is idempotent, so older files are upgraded in place)
+_SCHEMA_VERSION = 3
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
@@ -184,6 +189,43 @@ class SqliteStore:
             return seq
 
         return await self._run(insert)
+
+    # -- events -------------------------------------------------------------------
+    def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
+        """Queue a batch of a session's envelopes for one transaction, at once (not when awaited).
+
+        The single writer thread runs writes in the order they were queued, so a batch queued before
+        an item's `append` is committed before that item: a crash never keeps an item but loses an
+        event emitted before it."""
+        rows = [(session_id, e.seq, e.event.TYPE, json_dumps(e.to_json())) for e in envelopes]
+
+        def insert(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT OR REPLACE INTO events (session_id, seq, type, data) VALUES (?,?,?,?)", rows)
+
+        return asyncio.get_running_loop().run_in_executor(self._executor, self._call, insert)
+
+    async def last_event_seq(self, session_id: str) -> int:
+        """The sequence number of the session's last stored event (0 when it has none)."""
+
+        def select(conn: sqlite3.Connection) -> int:
+            return conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
+                                (session_id,)).fetchone()[0]
+
+        return await self._run(select)
+
+    async def load_events(self, session_id: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Envelope]:
+        """The session's stored envelopes with `after_seq < seq <= upto_seq`, in order: how a client
+        that saw up to `after_seq` resumes the stream, with or without the session being open."""
+        upto = upto_seq if upto_seq is not None else 1 << 62
+
+        def select(conn: sqlite3.Connection) -> list[Envelope]:
+            rows = conn.execute("SELECT data FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+                                (session_id, after_seq, upto)).fetchall()
+            return [Envelope.from_json(json.loads(data)) for (data,) in rows]
+
+        return await self._run(select)
 
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process: None when taken (or already ours), else a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from auger.protocol.events import PlanUpdated
+from auger.protocol.events import PlanStep, PlanUpdated
 from auger.tools.base import READ_ONLY, ToolContext, ToolError, ToolResult, ToolSpec
 
 STATUSES = ["pending", "in_progress", "completed"]
@@ -24,7 +24,8 @@ async def _update_plan(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     ctx.state.plan = plan
     done = sum(entry["status"] == "completed" for entry in plan)
     return ToolResult(f"Plan updated ({done}/{len(plan)} done):\n{render_plan(plan)}",
-                      events=[PlanUpdated(ctx.turn_id, plan, args.get("explanation"))])
+                      events=[PlanUpdated(ctx.turn_id, [PlanStep(e["step"], e["status"]) for e in plan],
+                                          args.get("explanation"))])
 
 
 UPDATE_PLAN = ToolSpec(

@@ -1,0 +1,56 @@
+"""The protocol's closed vocabularies: trust modes, effects, turn-end reasons, approval options.
+
+They are `StrEnum`s so the JSON form is the plain string it always was and a member still equals its
+string (`Mode.AUTO == "auto"`): code that compares strings keeps working while the schema can list
+the allowed values. They live here, at the bottom of the import graph, so policy/ and tools/ can
+share one definition with the protocol instead of each spelling the strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Mode(StrEnum):
+    """How much the agent may do without asking (see docs/safety.md)."""
+
+    PLAN = "plan"
+    SAFE = "safe"
+    AUTO = "auto"
+
+
+class Effect(StrEnum):
+    """What a tool call can do to the world, from harmless to irreversible."""
+
+    READ_ONLY = "read_only"
+    LOCAL_MUTATION = "local_mutation"
+    REMOTE_ACTION = "remote_action"
+    DESTRUCTIVE = "destructive"
+
+
+class TurnEndReason(StrEnum):
+    """Why a turn ended: it finished, the user (or a signal) stopped it, or it failed."""
+
+    COMPLETE = "complete"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+class ApprovalOption(StrEnum):
+    """The answers an approval request may offer; each request lists the ones that apply."""
+
+    APPROVE = "approve"
+    APPROVE_SESSION = "approve_session"
+    APPROVE_ALWAYS = "approve_always"
+    DENY = "deny"
+    ABORT = "abort"
+    CONTINUE = "continue"  # the loop guard's question
+    STOP = "stop"
+
+
+class PlanStatus(StrEnum):
+    """Where one step of the model's plan stands."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
