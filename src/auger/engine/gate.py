@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
-from auger.policy.trust import ALLOW, DENY, decide
-from auger.tools.base import DESTRUCTIVE, Classification, ToolContext, ToolSpec
+from auger.policy.types import Classification, Verdict
+from auger.tools.base import DESTRUCTIVE, ToolContext, ToolSpec
 
 if TYPE_CHECKING:
     from auger.engine.session import Session
@@ -38,7 +39,7 @@ class Gate:
         self.sandboxed = sandboxed
         self.approve_all = approve_all
         self.user_rules_path = user_rules_path
-        self.grants: set[tuple[str, ...]] = set()
+        self.grants = Grants()
 
     def classify(self, spec: ToolSpec, args: dict[str, Any]) -> Classification:
         return spec.classify(args, self.session.agent.root)
@@ -46,22 +47,13 @@ class Gate:
     async def review(self, turn_id: str, call_id: str, spec: ToolSpec, args: dict[str, Any],
                      ctx: ToolContext) -> Review:
         c = self.classify(spec, args)
-        outcome = None
-        if c.commands:
-            from auger.policy.effects import unwrap  # the shell parser loads with the first command
-
-            outcome = self.rules.evaluate([unwrap(argv) for argv in c.commands])
-        decision = decide(self.session.mode, c.effect, outside=bool(c.outside_paths),
-                          rule=outcome.decision if outcome else None, sandboxed=self.sandboxed)
+        decision = decide_call(spec.name, c, self.rules, self.session.mode, sandboxed=self.sandboxed,
+                               grants=self.grants)
         reason = decision.reason
-        if outcome and outcome.rule:
-            reason += f" [{outcome.rule.describe()}]"
-        if decision.verdict == ALLOW:
+        if decision.verdict == Verdict.ALLOW:
             return Review(True)
-        if decision.verdict == DENY:
+        if decision.verdict == Verdict.DENY:
             return Review(False, f"Not run: {reason}. ({spec.name}: {c.subject})")
-        if self._granted(spec, c):
-            return Review(True)
         if not self.session.interactive:
             if self.approve_all:
                 return Review(True)
@@ -87,7 +79,7 @@ class Gate:
         if answer.decision == APPROVE:
             return Review(True)
         if answer.decision in (APPROVE_SESSION, APPROVE_ALWAYS):
-            self.grants.update(self._grant_keys(spec, c))
+            self.grants.add(spec.name, c)
             if answer.decision == APPROVE_ALWAYS:
                 from auger.policy.effects import unwrap
 
@@ -111,14 +103,3 @@ class Gate:
             options=[APPROVE, DENY_CALL], headless_default=DENY_CALL,
             details={"call_id": call_id, "tool": spec.name, "subject": c.subject, "effect": c.effect, "reason": why})
         return answer.decision == APPROVE
-
-    def _grant_keys(self, spec: ToolSpec, c: Classification) -> set[tuple[str, ...]]:
-        if c.commands:
-            return {(spec.name, *argv) for argv in c.commands}
-        return {(spec.name, c.subject)}
-
-    def _granted(self, spec: ToolSpec, c: Classification) -> bool:
-        if c.effect == DESTRUCTIVE or c.outside_paths:
-            return False  # never covered by an earlier approval
-        keys = self._grant_keys(spec, c)
-        return bool(keys) and keys <= self.grants

@@ -176,14 +176,16 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
+    """What a session would decide for a shell command: the same classifier and decision function."""
     import shlex
     from pathlib import Path
 
     from auger.config import home_dirs
-    from auger.policy.effects import analyze_command, unwrap
+    from auger.policy.decision import decide_call
     from auger.policy.rules import load_rules
     from auger.policy.sandbox import detect
-    from auger.policy.trust import decide, effective_mode
+    from auger.policy.trust import effective_mode
+    from auger.tools.shell import SHELL
 
     words = args.words[1:] if args.words[:1] == ["--"] else args.words
     if not words:
@@ -195,20 +197,17 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
                                  trust_project=config.trust_project_rules)
     for line in problems:
         print(f"auger: warning: {line}", file=sys.stderr)
-    analysis = analyze_command(command, root)
-    outcome = rules.evaluate([unwrap(argv) for argv in analysis.commands])
+    c = SHELL.classify({"command": command}, root)
     sandboxed = detect(config.sandbox)[0] is not None
-    decision = decide(config.mode, analysis.effect, outside=bool(analysis.outside_paths),
-                      rule=outcome.decision, sandboxed=sandboxed)
+    decision = decide_call(SHELL.name, c, rules, config.mode, sandboxed=sandboxed)
     mode = effective_mode(config.mode, sandboxed)
     print(f"command:  {command}")
-    print(f"effect:   {analysis.effect}" + (f" ({'; '.join(analysis.reasons)})" if analysis.reasons else ""))
-    if analysis.outside_paths:
-        print(f"outside:  {', '.join(analysis.outside_paths)}")
-    print(f"rule:     {outcome.rule.describe() if outcome.rule else 'none matches'}")
+    print(f"effect:   {c.effect}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))
+    if c.outside_paths:
+        print(f"outside:  {', '.join(c.outside_paths)}")
+    print(f"rule:     {decision.rule or 'none matches'}")
     shown_mode = mode if mode == config.mode else f"{config.mode} (acting as {mode}: no sandbox)"
-    print(f"decision: {outcome.decision if outcome.decision == 'forbidden' else decision.verdict} "
-          f"in {shown_mode} mode: {decision.reason}")
+    print(f"decision: {decision.verdict} in {shown_mode} mode: {decision.reason}")
     return EXIT_OK
 
 

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
+from auger.policy.types import Classification, Effect
+
 if TYPE_CHECKING:
     from auger.policy.fs import RootHandle
 
-READ_ONLY = "read_only"
-LOCAL_MUTATION = "local_mutation"
-REMOTE_ACTION = "remote_action"
-DESTRUCTIVE = "destructive"
+# The effect vocabulary belongs to policy/types.py; tools name their static effect with these.
+READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
+    Effect.READ_ONLY, Effect.LOCAL_MUTATION, Effect.REMOTE_ACTION, Effect.DESTRUCTIVE)
 
 
 class ToolError(Exception):
@@ -94,17 +95,6 @@ class CommandSandbox(Protocol):
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
-
-
-@dataclass(frozen=True)
-class Classification:
-    """What a call would do, decided before it runs; the policy gate reads only this."""
-
-    effect: str
-    subject: str  # what a user approves: the command line, or the file's path
-    commands: tuple[tuple[str, ...], ...] = ()  # simple commands (shell), for rules and session grants
-    outside_paths: tuple[str, ...] = ()
-    reasons: tuple[str, ...] = ()
 
 
 Classifier = Callable[[dict[str, Any], Path], Classification]
