@@ -296,6 +296,12 @@ def _load_config(args: argparse.Namespace):
     config = load_config(args.overrides, flags, project_dir=project if os.path.isdir(project) else None)
     if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
         config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
+    if config.model_reasoning_effort is not None:  # only then: the provider registry is not needed otherwise
+        from auger.models.registry import effort_problem
+
+        problem = effort_problem(config)
+        if problem:
+            config.diagnostics.append(problem)
     for line in config.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
     return config
