@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from auger.config import Config, home_dirs, load_config
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.protocol.ops import Shutdown, UserTurn
@@ -113,11 +114,11 @@ async def open_session(project: Path, server: MockChatServer, db: Path, *overrid
         config.tables["providers"] = provider_tables
     client = client_for(config, env={"OPENAI_API_KEY": "sk-test"})
     store = SqliteStore(db)
-    agent = Agent(project, config)
+    sessions = SessionManager(Workspace.open(project, config), store)
     if resume:
-        session = await agent.resume_session(resume, store=store, client=client, interactive=interactive)
+        session = await sessions.resume(resume, client=client, interactive=interactive)
     else:
-        session = await agent.start_session(store=store, client=client, interactive=interactive)
+        session = await sessions.create(client, interactive=interactive)
     return session, store
 
 

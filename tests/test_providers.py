@@ -228,7 +228,7 @@ def test_switching_model_mid_session_is_recorded(project):
         def on_event(session, event):
             if isinstance(event, ev.TurnEnded) and not switched:
                 switched.append(1)
-                session.agent.config.tables.setdefault("providers", {})
+                session.workspace.config.tables.setdefault("providers", {})
                 session.submit(SetModel("gpt-5-mini", "b-provider"))
 
         overrides = (f"base_url={a.base_url}",)

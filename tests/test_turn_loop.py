@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, UserTurn
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolResult, ToolSpec
@@ -39,10 +40,10 @@ def test_read_only_calls_run_concurrently_and_mutations_in_order(project, server
         from auger.store.sqlite import SqliteStore
 
         store = SqliteStore(project.parent / "s.db")
-        agent = Agent(project, make_config(), tools=tools)
+        sessions = SessionManager(Workspace.open(project, make_config(), tools=tools), store)
         client = create_client(resolve_provider("openai-compatible", server.base_url), "m",
                                env={"OPENAI_API_KEY": "k"})
-        session = await agent.start_session(store=store, client=client)
+        session = await sessions.create(client)
         run = await drive(session, "go")
         await store.aclose()
         return run
@@ -233,12 +234,12 @@ def test_many_sessions_share_one_agent_concurrently(project, server):
         from auger.store.sqlite import SqliteStore
 
         store = SqliteStore(project.parent / "many.db")
-        agent = Agent(project, make_config())
+        manager = SessionManager(Workspace.open(project, make_config()), store)
         sessions = []
         for _ in range(8):
             client = create_client(resolve_provider("openai-compatible", server.base_url), "m",
                                    env={"OPENAI_API_KEY": "k"})
-            sessions.append(await agent.start_session(store=store, client=client))
+            sessions.append(await manager.create(client))
         runs = await asyncio.gather(*(drive(s, f"task {i}") for i, s in enumerate(sessions)))
         await store.aclose()
         return runs

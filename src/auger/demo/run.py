@@ -87,10 +87,10 @@ def run_demo(*, json_output: bool = False, keep: bool = False, out: TextIO = sys
 async def _session(project: Path, db: Path, home: Path, render: Any, delay: float):
     """One headless turn of the real engine, driven by the cassette; returns its TurnEnded event."""
     from auger.config import load_config
-    from auger.engine.agent import Agent
+    from auger.engine.sessions import SessionManager, run_prompt
+    from auger.engine.workspace import Workspace
     from auger.models.replay import ReplayClient, load_cassette
-    from auger.protocol.events import ShutdownComplete, TurnEnded
-    from auger.protocol.ops import Shutdown, UserTurn
+    from auger.protocol.events import TurnEnded
     from auger.store.sqlite import SqliteStore
 
     # Only explicit values: whatever the user's config file or environment says does not apply.
@@ -101,15 +101,8 @@ async def _session(project: Path, db: Path, home: Path, render: Any, delay: floa
     store = SqliteStore(db)
     ended: TurnEnded | None = None
     try:
-        session = await Agent(project, config).start_session(store=store, client=client)
-        session.submit(UserTurn(PROMPT))
-        async for event in session.events():
-            render(event)
-            if isinstance(event, TurnEnded):
-                ended = event
-                session.submit(Shutdown())
-            elif isinstance(event, ShutdownComplete):
-                break
+        session = await SessionManager(Workspace.open(project, config), store).create(client)
+        ended = await run_prompt(session, PROMPT, on_event=lambda _session, event: render(event))
     finally:
         await store.aclose()
     return ended

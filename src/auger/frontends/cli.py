@@ -342,11 +342,12 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     import asyncio
     import signal
 
-    from auger.engine.agent import Agent, SessionNotFound
     from auger.engine.resume import resume_client, resume_config
+    from auger.engine.sessions import SessionManager, SessionNotFound, run_prompt
+    from auger.engine.workspace import Workspace
     from auger.models.registry import ProviderError, client_for
-    from auger.protocol.events import AgentMessage, ShutdownComplete, TurnEnded
-    from auger.protocol.ops import Interrupt, Shutdown, UserTurn
+    from auger.protocol.events import AgentMessage
+    from auger.protocol.ops import Interrupt, UserTurn
 
     store = _open_store(config)
     leased: str | None = None
@@ -380,16 +381,16 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         finally:
             if temp_cassette is not None:
                 os.unlink(temp_cassette)
-        agent = Agent(root, config)
+        sessions = SessionManager(Workspace.open(root, config), store)
         mode = getattr(args, "mode", None)
         try:
             if resume_id is None:
-                session = await agent.start_session(store=store, client=client)
+                session = await sessions.create(client)
             elif fork_before is not None:
-                session = await agent.fork_session(resume_id, store=store, client=client, mode=mode, switch=switch,
-                                                   before_user_message=fork_before or None)
+                session = await sessions.fork(resume_id, client=client, mode=mode, switch=switch,
+                                              before_user_message=fork_before or None)
             else:
-                session = await agent.resume_session(resume_id, store=store, client=client, mode=mode, switch=switch)
+                session = await sessions.resume(resume_id, client=client, mode=mode, switch=switch)
         except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
         if leased is None:
@@ -411,26 +412,23 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
         loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
         render = _JsonRenderer() if args.json else _PlainRenderer()
-        session.submit(UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                skills=list(getattr(args, "skill", None) or [])))
-        ended: TurnEnded | None = None
         final = ""
-        async for event in session.events():
+
+        def on_event(_session, event) -> None:
+            nonlocal final
             render(event)
             if isinstance(event, AgentMessage):
                 final = event.text
-            elif isinstance(event, TurnEnded):
-                ended = event
-                session.submit(Shutdown())
-            elif isinstance(event, ShutdownComplete):
-                break
+
+        ended = await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
+                                                   skills=list(getattr(args, "skill", None) or [])),
+                                 on_event=on_event)
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
         if leased is not None:
             await store.release(leased)
         await store.aclose()
-    assert ended is not None
     if not args.json and final:
         from auger.protocol.jsontext import printable
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 from auger.policy.types import Classification, Effect
 
 if TYPE_CHECKING:
+    from auger.context.skills import SkillIndex
     from auger.policy.fs import RootHandle
 
 # The effect vocabulary belongs to policy/types.py; tools name their static effect with these.
@@ -31,8 +32,9 @@ class ToolResult:
     output: str  # the text the model sees
     ok: bool = True
     full_output: str | None = None  # stored for `recall` when larger than `output`
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)  # informational, for events and tests
     events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
+    sandbox_denial: str | None = None  # why the sandbox blocked the command, when it did (the runtime may ask)
 
 
 class OutputArchive(Protocol):
@@ -81,6 +83,7 @@ class ToolContext:
     emit_output: Callable[[str, str], None] = lambda stream, text: None
     env: dict[str, str] | None = None
     sandbox: CommandSandbox | None = None
+    skills: SkillIndex | None = None  # the session's current skills (the `skill` tool)
 
 
 class CommandSandbox(Protocol):

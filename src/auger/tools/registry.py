@@ -32,7 +32,9 @@ class ToolRegistry:
         return list(self._schemas)
 
 
-def default_registry(extra: Iterable[ToolSpec] = ()) -> ToolRegistry:
-    from auger.tools import files, plan, recall, search, shell
+def default_registry(*, with_skills: bool = False) -> ToolRegistry:
+    """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise)."""
+    from auger.tools import files, plan, recall, search, shell, skills
 
-    return ToolRegistry([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS, *extra])
+    return ToolRegistry([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
+                         *(skills.TOOLS if with_skills else ())])
