@@ -108,13 +108,13 @@ def make_config(*overrides: str) -> Config:
 
 
 async def open_session(project: Path, server: MockChatServer, db: Path, *overrides: str, resume: str | None = None,
-                       interactive: bool = False, provider_tables: dict | None = None):
+                       interactive: bool = False, provider_tables: dict | None = None, tools=None):
     config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model", *overrides)
     if provider_tables:
         config.tables["providers"] = provider_tables
     client = client_for(config, env={"OPENAI_API_KEY": "sk-test"})
     store = SqliteStore(db)
-    sessions = SessionManager(Workspace.open(project, config), store)
+    sessions = SessionManager(Workspace.open(project, config, tools), store)
     if resume:
         session = await sessions.resume(resume, client=client, interactive=interactive)
     else:
@@ -149,12 +149,12 @@ async def drive(session, *prompts: str, turns: int | None = None, on_event=None,
 def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path | None = None,
                 overrides: tuple[str, ...] = (), resume: str | None = None, turns: int | None = None,
                 on_event=None, interactive: bool = False, until: type | None = None,
-                provider_tables: dict | None = None) -> Run:
+                provider_tables: dict | None = None, tools=None) -> Run:
     db = db or project.parent / "sessions.db"
 
     async def main() -> Run:
         session, store = await open_session(project, server, db, *overrides, resume=resume, interactive=interactive,
-                                            provider_tables=provider_tables)
+                                            provider_tables=provider_tables, tools=tools)
         try:
             return await asyncio.wait_for(drive(session, *prompts, turns=turns, on_event=on_event, until=until), 60)
         finally:

@@ -17,7 +17,6 @@ from auger.config import load_config, home_dirs
 from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.tools.base import READ_ONLY, LOCAL_MUTATION, ToolResult, ToolSpec
-from auger.tools.registry import ToolRegistry
 from auger.tools.shell import SHELL
 from tests.support.fake_host import FakeHost, fake_runtime
 
@@ -50,7 +49,7 @@ def test_policy_check_and_the_runtime_decide_alike(project, isolated_home, capsy
     assert not problems
     sandboxed = detect(load_config([], env={}, config_file=isolated_home / "none.toml").sandbox)[0] is not None
     ran: list[str] = []
-    runtime = fake_runtime(project, ToolRegistry([_recording_shell(ran)]), rules=rules, sandboxed=sandboxed)
+    runtime = fake_runtime(project, [_recording_shell(ran)], rules=rules, sandboxed=sandboxed)
     table = {}
     for command in COMMANDS:
         assert cli_main(["policy", "check", "--mode", mode, "-C", str(project), "--", command]) == 0
@@ -80,7 +79,7 @@ def _tool(name: str, effect: str, log: list[str]) -> ToolSpec:
 
 
 def _hooked_runtime(project, log: list[str], **options):
-    runtime = fake_runtime(project, ToolRegistry([_tool("look", READ_ONLY, log), _tool("change", LOCAL_MUTATION, log)]),
+    runtime = fake_runtime(project, [_tool("look", READ_ONLY, log), _tool("change", LOCAL_MUTATION, log)],
                            **options)
 
     async def before(call: PlannedCall) -> None:

@@ -10,7 +10,7 @@ from auger.engine.workspace import Workspace
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, UserTurn
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolResult, ToolSpec
-from auger.tools.registry import ToolRegistry
+from auger.tools.toolset import StaticToolset
 from tests.conftest import drive, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
@@ -29,8 +29,8 @@ def _sleeper(name: str, effect: str, parallel: bool) -> ToolSpec:
 
 def test_read_only_calls_run_concurrently_and_mutations_in_order(project, server):
     TIMELINE.clear()
-    tools = ToolRegistry([_sleeper("look_a", READ_ONLY, True), _sleeper("look_b", READ_ONLY, True),
-                          _sleeper("change_a", LOCAL_MUTATION, False), _sleeper("change_b", LOCAL_MUTATION, False)])
+    tools = StaticToolset([_sleeper("look_a", READ_ONLY, True), _sleeper("look_b", READ_ONLY, True),
+                           _sleeper("change_a", LOCAL_MUTATION, False), _sleeper("change_b", LOCAL_MUTATION, False)])
     server.add(Reply(tool_calls=[ToolCall("look_a", {}), ToolCall("look_b", {}),
                                  ToolCall("change_a", {}), ToolCall("change_b", {})]),
                Reply(text="ok"))

@@ -22,7 +22,9 @@ from auger.protocol.events import ApprovalRequest, Event, Usage
 from auger.protocol.items import Item
 from auger.protocol.ops import ApprovalDecision, UserTurn
 from auger.tools.base import SessionToolState
-from auger.tools.registry import ToolRegistry
+from auger.tools.base import ToolSpec
+from auger.tools.router import ToolRouter
+from auger.tools.toolset import StaticToolset
 
 
 class FakeArchive:
@@ -92,11 +94,12 @@ class FakeHost:
         return [e for e in self.events if isinstance(e, kind)]
 
 
-def fake_runtime(root: Path, tools: ToolRegistry, *, rules: RuleSet | None = None, sandboxed: bool = False,
+def fake_runtime(root: Path, specs: list[ToolSpec], *, rules: RuleSet | None = None, sandboxed: bool = False,
                  interactive: bool = True, approve_all: bool = False) -> ToolRuntime:
+    """A runtime over in-process tools (a static toolset has nothing to open, so no event loop is needed)."""
     policy = Policy(rules or RuleSet(), sandboxed=sandboxed, approve_all=approve_all, interactive=interactive,
                     user_rules_path=root.parent / "rules.toml")
-    return ToolRuntime(tools, policy, root=root, state=SessionToolState(scratch_dir=root.parent / "scratch"),
+    return ToolRuntime(ToolRouter(StaticToolset(specs)), policy, root=root, state=SessionToolState(scratch_dir=root.parent / "scratch"),
                        archive=FakeArchive(), env=None, sandbox=None)
 
 
@@ -106,6 +109,6 @@ def fake_context(workspace: Workspace, client: ModelClient, runtime: ToolRuntime
     return TurnContext(
         turn_id=turn_id, workspace=workspace, skills=workspace.skills, client=client,
         model_info=model_info(client.model, workspace.config, client.provider), instructions="You are a test.",
-        tools=tuple(workspace.tools.schemas), runtime=runtime, limits=ContextLimits.of(window, compact_at),
+        runtime=runtime, limits=ContextLimits.of(window, compact_at),
         budgets=budgets, retry=RetryPolicy(2, 0.0, 0.0), max_model_calls=max_model_calls, interactive=True,
         mode=mode)

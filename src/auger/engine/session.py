@@ -24,6 +24,7 @@ from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageL
 from auger.engine.history import History
 from auger.engine.titles import generate_title
 from auger.engine.tool_runtime import Policy, ToolRuntime
+from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
 from auger.engine.turn_context import TurnContext
 from auger.engine.workspace import Workspace
@@ -105,7 +106,8 @@ class Session:
                           set_values=config.shell_env_set)
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
                         approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
-        runtime = ToolRuntime(workspace.tools, policy, root=workspace.root, state=state,
+        router = await ToolRouter.open(workspace.tools)
+        runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
@@ -219,15 +221,14 @@ class Session:
 
     def context_estimate(self) -> int:
         """Tokens the next request would occupy, as the next turn would count them."""
-        return self.meter.estimate(self.instructions(), self.workspace.tools.schemas, self.limits)
+        return self.meter.estimate(self.instructions(), self.runtime.router.schemas, self.limits)
 
     def turn_context(self, turn_id: str) -> TurnContext:
         """The frozen facts of one turn: model, mode, skills and limits as they are now."""
         config = self.workspace.config
         return TurnContext(
             turn_id=turn_id, workspace=self.workspace, skills=self.skills, client=self.client,
-            model_info=self.model_info, instructions=self.instructions(),
-            tools=tuple(self.workspace.tools.schemas), runtime=self.runtime, limits=self.limits,
+            model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime, limits=self.limits,
             budgets=Budgets(config.session_token_budget or None, config.session_cost_budget),
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
             max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive, mode=self.mode)
@@ -414,6 +415,7 @@ class Session:
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
         await stop_background(self.runtime.state.background)
+        await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
         shutil.rmtree(self.runtime.state.scratch_dir, ignore_errors=True)

@@ -30,7 +30,7 @@ from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.tools.base import CommandSandbox, OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, ToolSpec
-from auger.tools.registry import ToolRegistry
+from auger.tools.router import ToolRouter
 
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
@@ -91,12 +91,12 @@ class Policy:
 
 
 class ToolRuntime:
-    """One per session: its tools, policy, grants and the state its tools share."""
+    """One per session: its router, policy, grants and the state its tools share."""
 
-    def __init__(self, tools: ToolRegistry, policy: Policy, *, root: Path, state: SessionToolState,
+    def __init__(self, router: ToolRouter, policy: Policy, *, root: Path, state: SessionToolState,
                  archive: OutputArchive, env: dict[str, str] | None, sandbox: CommandSandbox | None,
                  skills: SkillIndex | None = None) -> None:
-        self.tools = tools
+        self.router = router
         self.policy = policy
         self.root = root
         self.state = state
@@ -108,19 +108,14 @@ class ToolRuntime:
         self.before_mutation: list[MutationHook] = []
         self.after_mutation: list[MutationHook] = []
 
-    def parallel_safe(self, name: str) -> bool:
-        """Whether calls of this tool may run concurrently with other parallel-safe calls."""
-        spec = self.tools.get(name)
-        return spec is not None and spec.parallel_safe
-
     async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str, mode: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
         shown = call.arguments if isinstance(arguments, BadJSON) else arguments
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
-        spec = self.tools.get(call.name)
+        spec = self.router.get(call.name)
         if spec is None:
             return Failed(f"Error: there is no tool named {call.name!r}. Available tools: "
-                          f"{', '.join(self.tools.names)}")
+                          f"{', '.join(self.router.names)}")
         if isinstance(arguments, BadJSON):
             return Failed(f"Error: the arguments for {call.name} {arguments.reason}. "
                           "Send a JSON object that matches the tool's parameters.")
@@ -138,11 +133,11 @@ class ToolRuntime:
             mutates = c.effect != Effect.READ_ONLY
             if mutates:
                 await _run_hooks(self.before_mutation, planned)
-            result = await spec.handler(args, ctx)
+            result = await self.router.call(spec, args, ctx)
             if result.sandbox_denial and await self._allow_unsandboxed(host, turn_id, mode, call.call_id, spec, c,
                                                                        result.sandbox_denial):
                 ctx.sandbox = None
-                result = await spec.handler(args, ctx)
+                result = await self.router.call(spec, args, ctx)
                 result.output = "Re-run outside the sandbox with the user's approval.\n" + result.output
             if mutates:
                 await _run_hooks(self.after_mutation, planned)

@@ -220,7 +220,7 @@ class Turn:
         """Consecutive parallel-safe calls run together; anything that mutates runs alone, in order."""
         batches: list[tuple[bool, list[ToolCall]]] = []
         for call in calls:
-            parallel = self.ctx.runtime.parallel_safe(call.name)
+            parallel = self.ctx.runtime.router.parallel_safe(call.name)
             if parallel and batches and batches[-1][0]:
                 batches[-1][1].append(call)
             else:

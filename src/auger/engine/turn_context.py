@@ -29,14 +29,18 @@ class TurnContext:
     client: ModelClient
     model_info: ModelInfo
     instructions: str  # the system prompt
-    tools: tuple[ToolSchema, ...]  # the catalog the model sees, rendered once (a stable prompt prefix)
-    runtime: ToolRuntime
+    runtime: ToolRuntime  # and its router: the session's tool catalog
     limits: ContextLimits
     budgets: Budgets
     retry: RetryPolicy
     max_model_calls: int
     interactive: bool
     mode: str
+
+    @property
+    def tools(self) -> tuple[ToolSchema, ...]:
+        """The catalog the model sees, rendered once per session (a byte-stable prompt prefix)."""
+        return self.runtime.router.schemas
 
     @property
     def model(self) -> str:
