@@ -24,7 +24,7 @@ from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall as ToolCallItem, ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
-from tests.conftest import Run, make_config
+from tests.support.harness import Run, make_config
 from tests.support.mock_anthropic import Fault, MockAnthropicServer, Reply, ToolCall, validate_request
 
 EPHEMERAL = {"type": "ephemeral"}

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import auger_cli, conversation, json_events
+from tests.support.harness import auger_cli, conversation, json_events
 from tests.support.mock_openai import Fault, Reply, ToolCall
 
 FAST = ["-c", "model_retry_base_delay=0.01", "-c", "model_retry_max_delay=0.02"]

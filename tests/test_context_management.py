@@ -11,7 +11,7 @@ from auger.engine.compact import SUMMARY_PROMPT, keep_user_messages
 from auger.engine.history import cap_output
 from auger.protocol import events as ev
 from auger.protocol.ops import Compact, Rollback, SetMode, Shutdown, UserTurn
-from tests.conftest import conversation, drive, open_session, run_session
+from tests.support.harness import conversation, drive, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 SMALL = ("model_context_window=8000", "model_auto_compact_token_limit=3000")
@@ -200,7 +200,7 @@ def test_fork_copies_history_and_can_cut_before_a_user_message(project, server, 
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.store.sqlite import SqliteStore
-    from tests.conftest import make_config
+    from tests.support.harness import make_config
 
     server.add(Reply(text="r1"), Reply(text="r2"), Reply(text="forked answer"))
     db = tmp_path / "f.db"

@@ -23,7 +23,7 @@ from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall as CallItem, ToolOutput, UserMessage
 from auger.protocol.ops import UserTurn
 from auger.store.sqlite import SqliteStore
-from tests.conftest import Run, drive, make_config
+from tests.support.harness import Run, drive, make_config
 from tests.support.mock_responses import Fault, MockResponsesServer, Raw, Reply, ToolCall, validate_request
 
 # A 1x1 transparent PNG.

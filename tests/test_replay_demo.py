@@ -29,7 +29,7 @@ from auger.protocol.items import (
     AssistantMessage, Compaction, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
 from auger.store.sqlite import SqliteStore
-from tests.conftest import Run, drive, make_config, run_session
+from tests.support.harness import Run, drive, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall as MockCall
 
 

@@ -14,7 +14,7 @@ from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.protocol.items import ContextMessage
 from auger.store.sqlite import SqliteStore
-from tests.conftest import drive, make_config, open_session, run_session
+from tests.support.harness import drive, make_config, open_session, run_session
 from tests.support.mock_openai import MockChatServer, Reply
 
 

@@ -11,7 +11,7 @@ from auger.protocol import events as ev
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, SessionToolState, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.router import ToolRouter
 from auger.tools.toolset import Combined, Prefixed, StaticToolset, allow_only, builtin_toolset, read_only
-from tests.conftest import run_session
+from tests.support.harness import run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 

@@ -11,7 +11,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, UserTurn
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolResult, ToolSpec
 from auger.tools.toolset import StaticToolset
-from tests.conftest import drive, make_config, run_session
+from tests.support.harness import drive, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 TIMELINE: list[tuple[str, str, float]] = []
@@ -275,7 +275,7 @@ def test_recall_fetches_and_searches_full_outputs_the_model_only_saw_summarised(
 
 
 def test_database_location_follows_flag_and_environment(project, server, auger_home, tmp_path):
-    from tests.conftest import auger_cli
+    from tests.support.harness import auger_cli
 
     server.add(Reply(text="a"), Reply(text="b"))
     flag_db, env_db = tmp_path / "flag.db", tmp_path / "env.db"

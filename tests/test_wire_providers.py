@@ -27,7 +27,7 @@ from auger.models.registry import effort_problem
 from auger.protocol import events as ev
 from auger.protocol.items import Reasoning, ToolCall, ToolOutput, UserMessage
 from auger.protocol.ops import UserTurn
-from tests.conftest import conversation, drive, open_session, run_session
+from tests.support.harness import conversation, drive, open_session, run_session
 from tests.support import mock_anthropic, mock_responses
 from tests.support import mock_provider_streams as rec
 from tests.support.mock_openai import Fault as ChatFault, MockChatServer, Raw, Reply, ToolCall as ChatToolCall

@@ -1,7 +1,7 @@
 """`auger demo`: watch the real engine fix a bug, with no API key and no network.
 
 A bundled sample project (`sample/`, a tiny library with a failing unittest) is copied into a fresh
-temporary directory, and the real engine — Agent, Session, tools, policy gate, sandbox, SQLite store —
+temporary directory, and the real engine — Workspace, Session, tools, tool runtime, sandbox, SQLite store —
 runs one turn in it. Only the model is replaced: a `ReplayClient` plays the bundled `cassette.jsonl`,
 whose replies run the tests, grep, read the file, edit the fix and run the tests again. Everything
 the demo shows is real tool output; nothing outside the temporary directory is touched (AUGER_HOME
@@ -102,7 +102,7 @@ async def _session(project: Path, db: Path, home: Path, render: Any, delay: floa
     ended: TurnEnded | None = None
     try:
         session = await SessionManager(Workspace.open(project, config), store).create(client)
-        ended = await run_prompt(session, PROMPT, on_event=lambda _session, event: render(event))
+        ended = (await run_prompt(session, PROMPT, on_event=lambda _session, event: render(event)))[-1]
     finally:
         await store.aclose()
     return ended

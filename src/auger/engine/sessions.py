@@ -18,7 +18,7 @@ from auger.engine.session import Session
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import stored_cost
-from auger.protocol.events import Event, ModelChanged, ShutdownComplete, TurnEnded
+from auger.protocol.events import Event, ModelChanged, TurnEnded
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store
@@ -116,19 +116,30 @@ class SessionManager:
         return record
 
 
-async def run_prompt(session: Session, prompt: UserTurn | str, *,
-                     on_event: Callable[[Session, Event], None] | None = None) -> TurnEnded:
-    """Submit one prompt, pass every event to `on_event` until the turn ends, then shut the session down
-    and wait for it to finish. Returns the turn's TurnEnded event."""
-    session.submit(prompt if isinstance(prompt, UserTurn) else UserTurn(prompt))
-    ended: TurnEnded | None = None
+async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | None = None,
+                     on_event: Callable[[Session, Event], None] | None = None,
+                     wait_for: type[Event] | None = None) -> list[TurnEnded]:
+    """Drive a session to the end of its work, then shut it down and wait until it has.
+
+    Each prompt is submitted once the previous turn ended. After `turns` turns (default: one per
+    prompt) — and, given `wait_for`, once such an event arrived too (a background title) — the
+    session is shut down. Every event goes to `on_event` first. Returns the TurnEnded events."""
+    queue = [p if isinstance(p, UserTurn) else UserTurn(p) for p in prompts]
+    wanted = len(queue) if turns is None else turns
+    if queue:
+        session.submit(queue.pop(0))
+    ended: list[TurnEnded] = []
+    waited = wait_for is None
+    stopping = False
     async for event in session.events():
         if on_event is not None:
             on_event(session, event)
-        if isinstance(event, TurnEnded) and ended is None:
-            ended = event
+        if isinstance(event, TurnEnded):
+            ended.append(event)
+            if queue and len(ended) < wanted:
+                session.submit(queue.pop(0))
+        waited = waited or isinstance(event, wait_for)
+        if len(ended) >= wanted and waited and not stopping:
+            stopping = True
             session.submit(Shutdown())
-        elif isinstance(event, ShutdownComplete):
-            break
-    assert ended is not None, "a session shut down before its turn ended"
     return ended

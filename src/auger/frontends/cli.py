@@ -420,9 +420,9 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             if isinstance(event, AgentMessage):
                 final = event.text
 
-        ended = await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                                   skills=list(getattr(args, "skill", None) or [])),
-                                 on_event=on_event)
+        ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
+                                                    skills=list(getattr(args, "skill", None) or [])),
+                                  on_event=on_event))[-1]
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
