@@ -46,6 +46,8 @@ from auger.tools.shell import stop_background
 
 log = logging.getLogger("auger.session")
 
+CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
+
 
 class Session:
     def __init__(self, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -252,7 +254,7 @@ class Session:
             await self.record(turn_id, item)
         await self.update_environment(turn_id)
 
-    async def update_environment(self, turn_id: str = "context") -> None:
+    async def update_environment(self, turn_id: str = CONTEXT_TURN) -> None:
         """Tell the model what changed in its environment (mode, model, date, branch…), if anything did."""
         from auger.context.instructions import EnvironmentContext
         from auger.engine.context import environment_item, last_environment
@@ -428,9 +430,6 @@ class Session:
     async def wait_closed(self) -> None:
         if self._loop_task is not None:
             await self._loop_task
-
-
-CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
 
 
 class _TurnFinished:

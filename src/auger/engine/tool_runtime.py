@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
-from auger.policy.types import Classification, Effect, Verdict
+from auger.policy.types import Classification, Effect, Mode, Verdict
 from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
@@ -206,7 +206,7 @@ class ToolRuntime:
     async def _allow_unsandboxed(self, host: TurnHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
                                  c: Classification, why: str) -> bool:
         """After the sandbox blocked a command: may it run again outside? Only a person can say yes."""
-        if not self.policy.interactive or mode == "plan":
+        if not self.policy.interactive or mode == Mode.PLAN:
             return False
         answer = await host.ask(
             turn_id=turn_id, kind="unsandboxed", message=f"The sandbox blocked `{c.subject}`: {why}. "
