@@ -99,3 +99,19 @@ def test_compaction_falls_back_to_a_summary_from_the_record(project):
     assert isinstance(item, Compaction) and item.summary.startswith(RECORD_SUMMARY_NOTE)
     assert "`make test` -> Exit code 2" in item.summary and item.user_messages == ["fix the parser"]
     assert client.remaining == 0 and len(host.charged) == 2
+
+
+def test_a_derived_context_can_narrow_the_tools_of_a_sub_agent(project):
+    """A read-only sub-agent is a derived context whose runtime routes a filtered toolset."""
+    from auger.tools.toolset import read_only
+
+    host = FakeHost(inputs=[UserTurn("look around")])
+    turn, _ = _turn(project, [RecordedReply(tool_calls=[RecordedCall("shell", {"command": "touch x"})]),
+                              RecordedReply(text="I may only look.")], host)
+    narrow = fake_runtime(project, list(read_only(builtin_toolset()).list_tools()))
+    child = turn.ctx.derive(turn_id="child", runtime=narrow, max_model_calls=5)
+    assert turn.ctx.turn_id == "t1" and "shell" in {t.name for t in turn.ctx.tools}
+    assert "shell" not in {t.name for t in child.tools} and child.max_model_calls == 5
+    assert asyncio.run(Turn(child, host).run()) == ("complete", None)
+    output = [i for i in host.history.items if isinstance(i, ToolOutput)][0]
+    assert "no tool named 'shell'" in output.output and not (project / "x").exists()
