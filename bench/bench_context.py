@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auger.config import load_config  # noqa: E402
-from auger.engine.agent import Agent  # noqa: E402
+from auger.engine.sessions import SessionManager  # noqa: E402
+from auger.engine.workspace import Workspace  # noqa: E402
 from auger.models.registry import client_for  # noqa: E402
 from auger.protocol import events as ev  # noqa: E402
 from auger.protocol.items import AssistantMessage, ToolCall, ToolOutput, UserMessage  # noqa: E402
@@ -84,8 +85,8 @@ def run_session(window: int, build=script) -> dict:
 
             async def main():
                 store = SqliteStore(Path(tmp) / "s.db")
-                session = await Agent(project, config).start_session(
-                    store=store, client=client_for(config, env={"OPENAI_API_KEY": "k"}))
+                session = await SessionManager(Workspace.open(project, config), store).create(
+                    client_for(config, env={"OPENAI_API_KEY": "k"}))
                 session.submit(UserTurn("Review every module and log, step by step."))
                 compactions = calls = 0
                 async for event in session.events():
@@ -140,10 +141,10 @@ def resume_benchmark(items: int = 10_000) -> dict:
         async def main():
             store = SqliteStore(db)
             started = time.perf_counter()
-            session = await Agent(project, config).resume_session(
-                session_id, store=store, client=client_for(config, env={"OPENAI_API_KEY": "k"}))
+            session = await SessionManager(Workspace.open(project, config), store).resume(
+                session_id, client=client_for(config, env={"OPENAI_API_KEY": "k"}))
             loaded = time.perf_counter()
-            prompt = session.history.for_prompt(session.output_cap_chars)
+            prompt = session.history.for_prompt(session.limits.output_cap_chars)
             built = time.perf_counter()
             session.submit(Shutdown())
             await session.wait_closed()

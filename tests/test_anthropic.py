@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.models.anthropic import AnthropicClient, messages_url
 from auger.models.base import ModelError, ModelRequest, ToolSchema
 from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall as ToolCallItem, ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
-from tests.conftest import Run, make_config
+from tests.support.harness import Run, make_config
 from tests.support.mock_anthropic import Fault, MockAnthropicServer, Reply, ToolCall, validate_request
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -48,7 +49,7 @@ def converse(project: Path, server: MockAnthropicServer, *inputs: str | UserTurn
                                  **client_options)
         store = SqliteStore(project.parent / "sessions.db")
         try:
-            session = await Agent(project, config).start_session(store=store, client=client)
+            session = await SessionManager(Workspace.open(project, config), store).create(client)
             run = Run(session_id=session.id)
             queue = [UserTurn(i) if isinstance(i, str) else i for i in inputs]
             session.submit(queue.pop(0))

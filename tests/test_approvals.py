@@ -6,7 +6,7 @@ import subprocess
 
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, SetMode
-from tests.conftest import auger_cli, run_session
+from tests.support.harness import auger_cli, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.conftest import auger_cli
+from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
 
 PY = sys.executable

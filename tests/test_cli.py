@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import auger_cli, conversation, json_events
+from tests.support.harness import auger_cli, conversation, json_events
 from tests.support.mock_openai import Fault, Reply, ToolCall
 
 FAST = ["-c", "model_retry_base_delay=0.01", "-c", "model_retry_max_delay=0.02"]
@@ -173,3 +173,11 @@ def test_demo_command_runs_with_no_key_and_no_network(auger_home, tmp_path):
     assert "scripted session replayed from a cassette" in result.stdout
     assert "Exit code: 1" in result.stdout and "Exit code: 0" in result.stdout
     assert "tests now pass" in result.stdout
+
+
+def test_an_unexpected_reasoning_effort_is_warned_about_by_the_cli(project, auger_home):
+    """Loading config never consults the provider registry; the CLI checks the effort once loaded."""
+    result = auger_cli("policy", "check", "-c", "model=gpt-5", "-c", "model_reasoning_effort=ultra", "--", "ls",
+                       home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "model_reasoning_effort 'ultra' is not one gpt-5 is known to accept" in result.stderr

@@ -16,7 +16,7 @@ import pytest
 
 from auger.store.base import SessionRecord
 from auger.store.sqlite import SqliteStore
-from tests.conftest import auger_cli, json_events
+from tests.support.harness import auger_cli, json_events
 from tests.support.mock_openai import Reply
 
 

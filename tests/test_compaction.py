@@ -36,7 +36,7 @@ def compact_after_first_turn(session, event) -> None:
 # -- the summary request forbids tool calls on every wire ---------------------------------------
 
 def test_summary_request_forbids_tool_calls_and_keeps_the_same_tools(project, server):
-    from tests.conftest import run_session
+    from tests.support.harness import run_session
 
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo hi"})]), Reply(text="did it"),
                Reply(text="SUMMARY: echoed hi."))
@@ -108,7 +108,7 @@ def test_mocks_reject_tool_choice_values_the_real_apis_reject(server):
 # -- an empty or call-only summary ---------------------------------------------------------------
 
 def test_a_call_only_summary_is_asked_again(project, server):
-    from tests.conftest import run_session
+    from tests.support.harness import run_session
 
     server.add(Reply(text="hello"), Reply(tool_calls=[ToolCall("read_file", {"path": "x"})]),
                Reply(text="SUMMARY on the second try"))
@@ -120,7 +120,7 @@ def test_a_call_only_summary_is_asked_again(project, server):
 
 
 def test_a_summary_still_empty_after_the_retry_is_built_from_the_record(project, server):
-    from tests.conftest import run_session
+    from tests.support.harness import run_session
 
     (project / "notes.txt").write_text("alpha\n")
     plan = [{"step": "fix the parser", "status": "in_progress"}]
@@ -147,7 +147,7 @@ def test_a_summary_still_empty_after_the_retry_is_built_from_the_record(project,
 # -- the context estimate counts what the prompt carries ------------------------------------------
 
 def test_large_reads_in_a_small_window_compact_every_few_reads_and_lose_nothing(project, server):
-    from tests.conftest import run_session
+    from tests.support.harness import run_session
 
     reads = 24
     (project / "big.py").write_text("".join(f"value_{i} = {i}  # {'=' * 50}\n" for i in range(3000)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from auger.config import load_config
-from tests.conftest import auger_cli
+from tests.support.harness import auger_cli
 
 
 def test_wrong_types_in_a_config_file_are_reported_and_ignored(tmp_path):

@@ -11,7 +11,7 @@ from auger.engine.compact import SUMMARY_PROMPT, keep_user_messages
 from auger.engine.history import cap_output
 from auger.protocol import events as ev
 from auger.protocol.ops import Compact, Rollback, SetMode, Shutdown, UserTurn
-from tests.conftest import conversation, drive, open_session, run_session
+from tests.support.harness import conversation, drive, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 SMALL = ("model_context_window=8000", "model_auto_compact_token_limit=3000")
@@ -196,10 +196,11 @@ def test_rollback_and_its_refusals(project, server):
 
 
 def test_fork_copies_history_and_can_cut_before_a_user_message(project, server, tmp_path):
-    from auger.engine.agent import Agent
+    from auger.engine.sessions import SessionManager
+    from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.store.sqlite import SqliteStore
-    from tests.conftest import make_config
+    from tests.support.harness import make_config
 
     server.add(Reply(text="r1"), Reply(text="r2"), Reply(text="forked answer"))
     db = tmp_path / "f.db"
@@ -208,9 +209,8 @@ def test_fork_copies_history_and_can_cut_before_a_user_message(project, server, 
     async def main():
         config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model")
         store = SqliteStore(db)
-        agent = Agent(project, config)
-        forked = await agent.fork_session(run.session_id, store=store, before_user_message=2,
-                                          client=client_for(config, env={"OPENAI_API_KEY": "k"}))
+        forked = await SessionManager(Workspace.open(project, config), store).fork(
+            run.session_id, before_user_message=2, client=client_for(config, env={"OPENAI_API_KEY": "k"}))
         result = await drive(forked, "gamma")
         original = await store.load_items(run.session_id)
         await store.aclose()
@@ -311,3 +311,24 @@ def test_user_message_budget_and_cap_output_units():
     text = "H" * 5000 + "T" * 5000
     capped = cap_output(text, 4000, "c9")
     assert capped.startswith("H" * 2400) and capped.endswith("T" * 1600) and "6000 characters cut" in capped
+
+
+def test_a_skill_added_mid_session_loads_with_the_skill_tool(project, server):
+    """The `skill` tool reads the session's current skill index, not the one found at start-up."""
+    skills = project / ".auger" / "skills"
+    (skills / "release").mkdir(parents=True)
+    (skills / "release" / "SKILL.md").write_text("---\nname: release\ndescription: How to cut a release.\n---\n"
+                                                 "Bump the version.\n")
+    server.add(Reply(text="ok"), Reply(tool_calls=[ToolCall("skill", {"name": "deploy"})]), Reply(text="done"))
+
+    def on_event(session, event):
+        if isinstance(event, ev.TurnEnded) and event.reason == "complete" and not (skills / "deploy").exists():
+            (skills / "deploy").mkdir()
+            (skills / "deploy" / "SKILL.md").write_text("---\nname: deploy\ndescription: How to deploy.\n---\n"
+                                                        "Run the deploy script.\n")
+            session.submit(UserTurn("deploy it"))
+
+    run = run_session(project, server, "hello", on_event=on_event, turns=2)
+    assert [e.reason for e in run.of(ev.TurnEnded)] == ["complete", "complete"]
+    loaded = [m["content"] for m in server.chat_requests[2].body["messages"] if m["role"] == "tool"][-1]
+    assert "Run the deploy script." in loaded, loaded

@@ -12,7 +12,7 @@ from auger.protocol import events as ev
 from auger.protocol.items import ContextMessage
 from auger.protocol.ops import Compact, UserTurn
 from auger.store.sqlite import SqliteStore
-from tests.conftest import drive, open_session
+from tests.support.harness import drive, open_session
 from tests.support.mock_openai import Reply
 
 CHANGED_MARK = INSTRUCTIONS_CHANGED.split("\n")[0]

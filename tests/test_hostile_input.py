@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from auger.protocol import events as ev
-from tests.conftest import auger_cli, conversation, json_events, run_session
+from tests.support.harness import auger_cli, conversation, json_events, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 SURROGATE = "\ud800"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from auger.policy.egress import make_socket_dir
-from tests.conftest import auger_cli, dies_soon, json_events
+from tests.support.harness import auger_cli, dies_soon, json_events
 from tests.support.mock_openai import Reply
 
 

@@ -511,3 +511,32 @@ def test_cli_serves_script(tmp_path: Path):
         returncode = proc.wait(timeout=5)
         proc.stdout.close()
     assert returncode == 0  # SIGTERM is a clean shutdown
+
+
+def _call_message(*ids: str) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": "shell", "arguments": "{}"}} for i in ids]}
+
+
+def _tool_message(call_id: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": "ok"}
+
+
+@pytest.mark.parametrize("messages, problem", [
+    ([*MESSAGES, _call_message("call_a", "call_b"), _tool_message("call_a"), {"role": "user", "content": "go on"}],
+     "The following tool_call_ids did not have response messages: call_b"),
+    ([*MESSAGES, _call_message("call_a")], "The following tool_call_ids did not have response messages: call_a"),
+    ([*MESSAGES, _tool_message("call_x")], "messages with role 'tool' must be a response to a preceeding message"),
+    ([*MESSAGES, _call_message("call_a"), _tool_message("call_a"), {"role": "assistant", "content": "done"},
+      _tool_message("call_a")], "messages with role 'tool' must be a response to a preceeding message"),
+])
+def test_unpaired_tool_calls_and_outputs_are_refused_like_the_real_api(client, messages, problem):
+    with MockChatServer([Reply(text="kept")]) as server:
+        r = client.post(server.base_url + "/chat/completions", json=chat_body(messages=messages), headers=AUTH)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert problem in error["message"] and error["type"] == "invalid_request_error"
+        assert error["param"].startswith("messages.[") and len(server.remaining) == 1
+        paired = [*MESSAGES, _call_message("call_a", "call_b"), _tool_message("call_b"), _tool_message("call_a")]
+        assert client.post(server.base_url + "/chat/completions", json=chat_body(stream=False, messages=paired),
+                           headers=AUTH).status_code == 200

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from auger.protocol import events as ev
-from tests.conftest import conversation, run_session
+from tests.support.harness import conversation, run_session
 from tests.support.mock_openai import Fault, Reply, ToolCall
 
 

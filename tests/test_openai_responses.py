@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.models.base import ModelRequest, ToolSchema
 from auger.models.openai_responses import OpenAIResponsesClient, to_input
 from auger.protocol import events as ev
@@ -22,7 +23,7 @@ from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall as CallItem, ToolOutput, UserMessage
 from auger.protocol.ops import UserTurn
 from auger.store.sqlite import SqliteStore
-from tests.conftest import Run, drive, make_config
+from tests.support.harness import Run, drive, make_config
 from tests.support.mock_responses import Fault, MockResponsesServer, Raw, Reply, ToolCall, validate_request
 
 # A 1x1 transparent PNG.
@@ -53,12 +54,12 @@ def run_responses(project: Path, server: MockResponsesServer, *prompts: str | Us
         config = make_config(*overrides)
         client = _client(server, config.stream_idle_timeout, **client_options)
         store = SqliteStore(db)
-        agent = Agent(project, config)
+        sessions = SessionManager(Workspace.open(project, config), store)
         try:
             if resume:
-                session = await agent.resume_session(resume, store=store, client=client)
+                session = await sessions.resume(resume, client=client)
             else:
-                session = await agent.start_session(store=store, client=client)
+                session = await sessions.create(client)
             if isinstance(prompts[0], UserTurn):
                 session.submit(prompts[0])
                 run = await asyncio.wait_for(drive(session, turns=1), 30)

@@ -23,7 +23,7 @@ from auger.protocol.ops import ApprovalDecision, Op, SetMode, Shutdown, UserTurn
 from auger.protocol.schema import protocol_schema, schema_text
 from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
 from auger.store.sqlite import SqliteStore
-from tests.conftest import auger_cli, drive, json_events, open_session
+from tests.support.harness import auger_cli, drive, json_events, open_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_database, check_envelope
 

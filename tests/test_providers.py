@@ -15,7 +15,7 @@ from auger.models.registry import BUILTIN, ModelInfo, ProviderError, load_regist
 from auger.protocol import events as ev
 from auger.protocol.events import Usage
 from auger.protocol.ops import SetModel
-from tests.conftest import auger_cli, json_events, run_session
+from tests.support.harness import auger_cli, json_events, run_session
 from tests.support import mock_anthropic, mock_openai, mock_responses
 
 KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "openrouter": "OPENROUTER_API_KEY"}
@@ -228,11 +228,11 @@ def test_switching_model_mid_session_is_recorded(project):
         def on_event(session, event):
             if isinstance(event, ev.TurnEnded) and not switched:
                 switched.append(1)
-                session.agent.config.tables.setdefault("providers", {})
+                session.workspace.config.tables.setdefault("providers", {})
                 session.submit(SetModel("gpt-5-mini", "b-provider"))
 
         overrides = (f"base_url={a.base_url}",)
-        from tests.conftest import make_config  # noqa: F401 - documents where FAST settings come from
+        from tests.support.harness import make_config  # noqa: F401 - documents where FAST settings come from
 
         run = run_session(project, a, "one", "two", overrides=overrides, on_event=on_event,
                           provider_tables={"b-provider": {"extends": "openai", "base_url": b.base_url}})

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, TextDelta, ToolCallReady, UsageReport,
 )
@@ -28,7 +29,7 @@ from auger.protocol.items import (
     AssistantMessage, Compaction, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
 from auger.store.sqlite import SqliteStore
-from tests.conftest import Run, drive, make_config, run_session
+from tests.support.harness import Run, drive, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall as MockCall
 
 
@@ -44,8 +45,8 @@ def replay_session(project: Path, replies: list[RecordedReply], db: Path, *promp
     async def main() -> Run:
         store = SqliteStore(db)
         try:
-            session = await Agent(project, make_config()).start_session(store=store,
-                                                                         client=ReplayClient(replies=replies))
+            session = await SessionManager(Workspace.open(project, make_config()), store).create(
+                ReplayClient(replies=replies))
             return await asyncio.wait_for(drive(session, *prompts), 60)
         finally:
             await store.aclose()

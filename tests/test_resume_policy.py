@@ -7,13 +7,14 @@ import asyncio
 
 import pytest
 
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.engine.resume import ResumeRefused
 from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.protocol.items import ContextMessage
 from auger.store.sqlite import SqliteStore
-from tests.conftest import drive, make_config, open_session, run_session
+from tests.support.harness import drive, make_config, open_session, run_session
 from tests.support.mock_openai import MockChatServer, Reply
 
 
@@ -32,7 +33,7 @@ def test_library_resume_without_a_client_uses_the_recorded_provider_and_model(pr
         config = make_config("provider=openai", "model=gpt-other", f"base_url={server.base_url}")
         store = SqliteStore(project.parent / "sessions.db")
         try:
-            session = await Agent(project, config).resume_session(session_id, store=store)
+            session = await SessionManager(Workspace.open(project, config), store).resume(session_id)
             run = await asyncio.wait_for(drive(session, "again"), 30)
             return run, await store.get_session(session_id)
         finally:
@@ -53,7 +54,7 @@ def test_library_resume_refuses_an_unusable_recorded_provider_with_a_clear_messa
         store = SqliteStore(project.parent / "sessions.db")
         try:
             with pytest.raises(ResumeRefused) as refused:
-                await Agent(project, config).resume_session(session_id, store=store)
+                await SessionManager(Workspace.open(project, config), store).resume(session_id)
             return str(refused.value)
         finally:
             await store.aclose()
@@ -73,7 +74,7 @@ def test_library_resume_with_another_model_is_refused_unless_asked_and_then_reco
         store = SqliteStore(db)
         try:
             client = client_for(config, env={})
-            session = await Agent(project, config).resume_session(session_id, store=store, client=client,
+            session = await SessionManager(Workspace.open(project, config), store).resume(session_id, client=client,
                                                                   switch=switch)
             run = await asyncio.wait_for(drive(session, "again"), 30)
             return run, await store.get_session(session_id), [s.item for s in await store.load_items(session_id)]
@@ -102,7 +103,7 @@ def test_fork_follows_the_same_policy(project, server):
             store = SqliteStore(project.parent / "sessions.db")
             try:
                 with pytest.raises(ResumeRefused):
-                    await Agent(project, config).fork_session(session_id, store=store,
+                    await SessionManager(Workspace.open(project, config), store).fork(session_id,
                                                               client=client_for(config, env={}))
                 return await store.list_sessions()
             finally:

@@ -9,7 +9,7 @@ import pytest
 from auger.policy.sandbox import detect
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision
-from tests.conftest import run_session
+from tests.support.harness import run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 

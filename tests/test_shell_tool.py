@@ -10,7 +10,7 @@ import pytest
 
 from auger.tools.base import SessionToolState, ToolContext, ToolError
 from auger.tools.shell import SHELL, stop_background
-from tests.conftest import dies_soon, process_alive
+from tests.support.harness import dies_soon, process_alive
 
 
 class Archive:

@@ -10,7 +10,7 @@ import sys
 import time
 
 from auger.store.sqlite import SqliteStore
-from tests.conftest import auger_cli, conversation, json_events
+from tests.support.harness import auger_cli, conversation, json_events
 from tests.support.mock_openai import Reply
 
 

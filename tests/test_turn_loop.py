@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-from auger.engine.agent import Agent
+from auger.engine.sessions import SessionManager
+from auger.engine.workspace import Workspace
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, UserTurn
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolResult, ToolSpec
-from auger.tools.registry import ToolRegistry
-from tests.conftest import drive, make_config, run_session
+from auger.tools.toolset import StaticToolset
+from tests.support.harness import drive, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 TIMELINE: list[tuple[str, str, float]] = []
@@ -28,8 +29,8 @@ def _sleeper(name: str, effect: str, parallel: bool) -> ToolSpec:
 
 def test_read_only_calls_run_concurrently_and_mutations_in_order(project, server):
     TIMELINE.clear()
-    tools = ToolRegistry([_sleeper("look_a", READ_ONLY, True), _sleeper("look_b", READ_ONLY, True),
-                          _sleeper("change_a", LOCAL_MUTATION, False), _sleeper("change_b", LOCAL_MUTATION, False)])
+    tools = StaticToolset([_sleeper("look_a", READ_ONLY, True), _sleeper("look_b", READ_ONLY, True),
+                           _sleeper("change_a", LOCAL_MUTATION, False), _sleeper("change_b", LOCAL_MUTATION, False)])
     server.add(Reply(tool_calls=[ToolCall("look_a", {}), ToolCall("look_b", {}),
                                  ToolCall("change_a", {}), ToolCall("change_b", {})]),
                Reply(text="ok"))
@@ -39,10 +40,10 @@ def test_read_only_calls_run_concurrently_and_mutations_in_order(project, server
         from auger.store.sqlite import SqliteStore
 
         store = SqliteStore(project.parent / "s.db")
-        agent = Agent(project, make_config(), tools=tools)
+        sessions = SessionManager(Workspace.open(project, make_config(), tools=tools), store)
         client = create_client(resolve_provider("openai-compatible", server.base_url), "m",
                                env={"OPENAI_API_KEY": "k"})
-        session = await agent.start_session(store=store, client=client)
+        session = await sessions.create(client)
         run = await drive(session, "go")
         await store.aclose()
         return run
@@ -233,12 +234,12 @@ def test_many_sessions_share_one_agent_concurrently(project, server):
         from auger.store.sqlite import SqliteStore
 
         store = SqliteStore(project.parent / "many.db")
-        agent = Agent(project, make_config())
+        manager = SessionManager(Workspace.open(project, make_config()), store)
         sessions = []
         for _ in range(8):
             client = create_client(resolve_provider("openai-compatible", server.base_url), "m",
                                    env={"OPENAI_API_KEY": "k"})
-            sessions.append(await agent.start_session(store=store, client=client))
+            sessions.append(await manager.create(client))
         runs = await asyncio.gather(*(drive(s, f"task {i}") for i, s in enumerate(sessions)))
         await store.aclose()
         return runs
@@ -274,7 +275,7 @@ def test_recall_fetches_and_searches_full_outputs_the_model_only_saw_summarised(
 
 
 def test_database_location_follows_flag_and_environment(project, server, auger_home, tmp_path):
-    from tests.conftest import auger_cli
+    from tests.support.harness import auger_cli
 
     server.add(Reply(text="a"), Reply(text="b"))
     flag_db, env_db = tmp_path / "flag.db", tmp_path / "env.db"

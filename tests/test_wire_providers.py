@@ -23,10 +23,11 @@ from auger.models.context_window import probe_context_window
 from auger.models.http import stream_error
 from auger.models.openai_chat import OpenAIChatClient
 from auger.models.openai_responses import OpenAIResponsesClient
+from auger.models.registry import effort_problem
 from auger.protocol import events as ev
 from auger.protocol.items import Reasoning, ToolCall, ToolOutput, UserMessage
 from auger.protocol.ops import UserTurn
-from tests.conftest import conversation, drive, open_session, run_session
+from tests.support.harness import conversation, drive, open_session, run_session
 from tests.support import mock_anthropic, mock_responses
 from tests.support import mock_provider_streams as rec
 from tests.support.mock_openai import Fault as ChatFault, MockChatServer, Raw, Reply, ToolCall as ChatToolCall
@@ -364,15 +365,16 @@ def test_explicit_context_window_wins_over_the_server(project):
 def test_efforts_the_model_accepts_are_taken(model, effort):
     config = load_config([f"model={model}", f"model_reasoning_effort={effort}"], env={},
                          config_file=Path("/nonexistent"))
-    assert config.model_reasoning_effort == effort and not config.diagnostics
+    assert config.model_reasoning_effort == effort and effort_problem(config) is None
 
 
 @pytest.mark.parametrize("model, effort", [("gpt-5", "xhigh"), ("some-local-model", "ultra")])
 def test_unexpected_efforts_pass_with_a_warning(model, effort):
     config = load_config([f"model={model}", f"model_reasoning_effort={effort}"], env={},
                          config_file=Path("/nonexistent"))
-    assert config.model_reasoning_effort == effort
-    assert len(config.diagnostics) == 1 and effort in config.diagnostics[0]
+    assert config.model_reasoning_effort == effort and not config.diagnostics  # loading config never asks models/
+    problem = effort_problem(config)
+    assert problem is not None and effort in problem
 
 
 # --------------------------------------------------------------------------------------------------------- #
@@ -421,9 +423,9 @@ def test_a_model_table_describes_the_efforts_its_model_accepts(tmp_path):
     config_file.write_text('model = "house-model"\nprovider = "openai"\nmodel_reasoning_effort = "max"\n'
                            '[providers.openai.models.house-model]\nreasoning_efforts = ["low", "max"]\n')
     config = load_config([], env={}, config_file=config_file)
-    assert config.model_reasoning_effort == "max" and not config.diagnostics
+    assert config.model_reasoning_effort == "max" and effort_problem(config) is None
     config = load_config(["model_reasoning_effort=high"], env={}, config_file=config_file)
-    assert config.model_reasoning_effort == "high" and "low, max" in config.diagnostics[0]
+    assert config.model_reasoning_effort == "high" and "low, max" in (effort_problem(config) or "")
 
 
 def test_image_rejections_are_recognised_on_every_wire():

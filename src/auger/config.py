@@ -111,12 +111,6 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
     for key, value in (flags or {}).items():
         if value is not None:
             _set(config, key, value, f"--{key.replace('_', '-')}")
-    if config.model_reasoning_effort is not None:  # only then: the registry is not needed otherwise
-        from auger.models.registry import effort_problem
-
-        problem = effort_problem(config)
-        if problem:
-            config.diagnostics.append(problem)
     return config
 
 

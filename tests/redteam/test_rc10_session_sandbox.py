@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import run_session
+from tests.support.harness import run_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.redteam_sandbox import KINDS, kill_all, none_alive, processes_with, shell
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from auger.protocol import events as ev
-from tests.conftest import run_session
+from tests.support.harness import run_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.test_approvals import answering, tool_outputs
 

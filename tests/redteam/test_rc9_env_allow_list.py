@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_session
+from tests.support.harness import run_session
 from tests.support.redteam_sandbox import KINDS
 from tests.support.mock_openai import Reply, ToolCall
 

@@ -504,6 +504,40 @@ def tool_choice_error(body: dict[str, Any]) -> dict[str, Any] | None:
     return _error(problem, "invalid_request_error", "invalid_value", "tool_choice") if problem else None
 
 
+def tool_pairing_error(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The 400 the real API answers when tool calls and tool messages are not paired: every
+    ``tool_calls`` id must be answered by the tool messages right after that assistant message, and
+    a tool message must answer a call of the assistant message before it."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    pending: list[str] = []
+    answerable: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in answerable:
+                return _error("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                              "message with 'tool_calls'.", "invalid_request_error", None, f"messages.[{index}].role")
+            answerable.discard(call_id)
+            if call_id in pending:
+                pending.remove(call_id)
+            continue
+        if pending:
+            return _unanswered(pending, index)
+        calls = message.get("tool_calls") if role == "assistant" else None
+        pending = [c.get("id") for c in calls or [] if isinstance(c, dict)]
+        answerable = set(pending)
+    return _unanswered(pending, len(messages)) if pending else None
+
+
+def _unanswered(ids: list[str], index: int) -> dict[str, Any]:
+    return _error("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                  f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(ids)}",
+                  "invalid_request_error", None, f"messages.[{index}].role")
+
+
 _SSE_DONE = b"data: [DONE]\n\n"
 
 
@@ -571,7 +605,7 @@ class _Handler(MockHandler):
                     400, self._invalid_request("We could not parse the JSON body of your request.")
                 )
                 return
-            rejection = tool_choice_error(body) or mock._rejection(body)
+            rejection = tool_choice_error(body) or tool_pairing_error(body) or mock._rejection(body)
             if rejection is not None:
                 mock._record(record)  # what the real server refuses is not a model call: keep the script
                 self._send_json(400, rejection)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Run, run_session
+from tests.support.harness import Run, run_session
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall
 
 AT_FDCWD = -100

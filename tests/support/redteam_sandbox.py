@@ -17,7 +17,7 @@ import pytest
 
 from auger.policy import effects
 from auger.policy.sandbox import detect
-from tests.conftest import run_session
+from tests.support.harness import run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 KINDS = ("bwrap", "landlock")

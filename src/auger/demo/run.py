@@ -1,7 +1,7 @@
 """`auger demo`: watch the real engine fix a bug, with no API key and no network.
 
 A bundled sample project (`sample/`, a tiny library with a failing unittest) is copied into a fresh
-temporary directory, and the real engine — Agent, Session, tools, policy gate, sandbox, SQLite store —
+temporary directory, and the real engine — Workspace, Session, tools, tool runtime, sandbox, SQLite store —
 runs one turn in it. Only the model is replaced: a `ReplayClient` plays the bundled `cassette.jsonl`,
 whose replies run the tests, grep, read the file, edit the fix and run the tests again. Everything
 the demo shows is real tool output; nothing outside the temporary directory is touched (AUGER_HOME
@@ -87,10 +87,10 @@ def run_demo(*, json_output: bool = False, keep: bool = False, out: TextIO = sys
 async def _session(project: Path, db: Path, home: Path, render: Any, delay: float):
     """One headless turn of the real engine, driven by the cassette; returns its TurnEnded event."""
     from auger.config import load_config
-    from auger.engine.agent import Agent
+    from auger.engine.sessions import SessionManager, run_prompt
+    from auger.engine.workspace import Workspace
     from auger.models.replay import ReplayClient, load_cassette
-    from auger.protocol.events import ShutdownComplete, TurnEnded
-    from auger.protocol.ops import Shutdown, UserTurn
+    from auger.protocol.events import TurnEnded
     from auger.store.sqlite import SqliteStore
 
     # Only explicit values: whatever the user's config file or environment says does not apply.
@@ -101,15 +101,8 @@ async def _session(project: Path, db: Path, home: Path, render: Any, delay: floa
     store = SqliteStore(db)
     ended: TurnEnded | None = None
     try:
-        session = await Agent(project, config).start_session(store=store, client=client)
-        session.submit(UserTurn(PROMPT))
-        async for event in session.events():
-            render(event)
-            if isinstance(event, TurnEnded):
-                ended = event
-                session.submit(Shutdown())
-            elif isinstance(event, ShutdownComplete):
-                break
+        session = await SessionManager(Workspace.open(project, config), store).create(client)
+        ended = (await run_prompt(session, PROMPT, on_event=lambda _session, event: render(event)))[-1]
     finally:
         await store.aclose()
     return ended

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
+from auger.engine.host import TurnHost
 from auger.engine.history import normalise, to_prompt
+from auger.engine.model_call import announce_retries, call_model
 from auger.engine.tokens import estimate_request, estimate_text
+from auger.engine.turn_context import TurnContext
 from auger.models.base import ContextWindowExceeded, ModelRequest
 from auger.protocol import events as ev
 from auger.protocol.items import Compaction, ContextMessage, Item, ToolCall, ToolOutput, UserMessage
 from auger.tools.plan import render_plan
-
-if TYPE_CHECKING:
-    from auger.engine.turn import Turn
 
 SUMMARY_PROMPT = """\
 The conversation is about to be compacted: everything above will be replaced by your summary, the \
@@ -66,27 +66,24 @@ def keep_user_messages(messages: list[str], budget_tokens: int) -> Kept:
     return Kept(kept, len(messages) - len(kept))
 
 
-async def compact(turn: Turn, reason: str) -> None:
+async def compact(ctx: TurnContext, host: TurnHost, reason: str) -> None:
     """Summarise and record a compaction; raises ModelError when even a trimmed summary request fails."""
-    session = turn.session
-    view = session.history.view()
-    tools = session.agent.tools.schemas
-    instructions = session.instructions()
-    before = estimate_request(instructions, to_prompt(view, session.output_cap_chars), tools)
+    view = host.history.view()
+    cap = ctx.limits.output_cap_chars
+    before = estimate_request(ctx.instructions, to_prompt(view, cap), ctx.tools)
     users = [item.text for item in view if isinstance(item, UserMessage)]
-    window = session.context_window
-    kept = keep_user_messages(users, min(USER_BUDGET_CAP, int(window * USER_BUDGET_SHARE)))
-    summary = await _summarise(turn, view, instructions)
-    item = Compaction(summary, kept.messages, session.tool_state.plan, archived_items=len(session.history))
-    await session.record(turn.id, item)
-    after_view = session.history.view()
-    after = estimate_request(instructions, to_prompt(after_view, session.output_cap_chars), tools)
-    session.mark_context(after)
-    session.emit(ev.ContextCompacted(turn.id, reason, before, after, item.archived_items, len(kept.messages),
-                                     kept.dropped, summary))
+    kept = keep_user_messages(users, min(USER_BUDGET_CAP, int(ctx.limits.window * USER_BUDGET_SHARE)))
+    plan = ctx.runtime.state.plan
+    summary = await _summarise(ctx, host, view, plan)
+    item = Compaction(summary, kept.messages, plan, archived_items=len(host.history))
+    await host.record(ctx.turn_id, item)
+    after = estimate_request(ctx.instructions, to_prompt(host.history.view(), cap), ctx.tools)
+    host.meter.mark(after)
+    host.emit(ev.ContextCompacted(ctx.turn_id, reason, before, after, item.archived_items, len(kept.messages),
+                                  kept.dropped, summary))
 
 
-async def _summarise(turn: Turn, view: list[Item], instructions: str) -> str:
+async def _summarise(ctx: TurnContext, host: TurnHost, view: list[Item], plan: list[dict] | None) -> str:
     """The model's hand-off summary, or one built from the record when the model gives none.
 
     The request keeps the conversation's tool list (so the prompt-cache prefix still matches) but
@@ -94,15 +91,16 @@ async def _summarise(turn: Turn, view: list[Item], instructions: str) -> str:
     An empty reply is asked once more; a second one falls back to `record_summary`. If the request
     itself overflows, the oldest conversation items are dropped and it is retried.
     """
-    session = turn.session
     context = [i for i in view if isinstance(i, ContextMessage) and i.kind in ("instructions", "environment")]
     rest = [i for i in view if i not in context]
     overflows = empty = 0
     while empty < SUMMARY_ATTEMPTS:
-        items = to_prompt([*context, *normalise(rest)], session.output_cap_chars) + [UserMessage(SUMMARY_PROMPT)]
-        request = ModelRequest(instructions, items, session.agent.tools.schemas, tool_choice="none")
+        items = to_prompt([*context, *normalise(rest)], ctx.limits.output_cap_chars) + [UserMessage(SUMMARY_PROMPT)]
+        request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none")
         try:
-            reply = await turn.call_model(request, quiet=True)
+            reply = await call_model(ctx.client, request, ctx.retry,
+                                     on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry))
+            await host.charge(ctx.turn_id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
         except ContextWindowExceeded:
             overflows += 1
             if len(rest) <= 1:
@@ -115,7 +113,7 @@ async def _summarise(turn: Turn, view: list[Item], instructions: str) -> str:
         if reply.text.strip():
             return reply.text.strip()
         empty += 1
-    return record_summary(view, session.tool_state.plan)
+    return record_summary(view, plan)
 
 
 def record_summary(view: Sequence[Item], plan: list[dict] | None) -> str:

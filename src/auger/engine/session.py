@@ -2,8 +2,10 @@
 
 The session loop owns dispatch: a user turn starts a turn (or, while one runs, is
 queued and injected before the next model call); an interrupt cancels the running
-turn; an approval decision wakes whoever asked; shutdown ends everything. All of
-a session's state lives here, so many sessions can share one Agent.
+turn; an approval decision wakes whoever asked; shutdown ends everything. Turns never
+see the Session: each gets a TurnContext built here and this session as its TurnHost
+(engine/host.py). A session is opened complete (`await Session.open(...)`): its
+sandbox, rules, tool runtime and context window are set up before anyone can submit.
 
 Each op gets a submission id; every event emitted while handling it (in the loop or in the
 tasks it starts, which inherit the context) carries that id in its envelope. Numbering,
@@ -15,15 +17,26 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import AsyncIterator
 
-from auger.engine.history import History, to_prompt
+from auger.context.skills import SkillIndex
+from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
+from auger.engine.history import History
 from auger.engine.stream import EventStream
+from auger.engine.titles import generate_title
+from auger.engine.tool_runtime import Policy, ToolRuntime
+from auger.tools.router import ToolRouter
+from auger.engine.turn import Turn
+from auger.engine.turn_context import TurnContext
+from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
+from auger.models.registry import ModelInfo
+from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
     ApprovalDetails, ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle,
     ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
@@ -39,35 +52,36 @@ from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.shell import stop_background
 
-if TYPE_CHECKING:
-    from auger.engine.agent import Agent
-
 log = logging.getLogger("auger.session")
+
+CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
 
 # The submission being handled: set by the session loop per op, inherited by the tasks it starts.
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
 
 
-class _TurnFinished:
-    """Internal op: a turn task has ended."""
-
-    def __init__(self, task: asyncio.Task[None]) -> None:
-        self.task = task
-
-
 class Session:
-    def __init__(self, agent: Agent, *, store: Store, client: ModelClient, meta: SessionRecord,
-                 history: History, interactive: bool, usage: Usage | None = None) -> None:
-        self.agent = agent
+    def __init__(self, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
+                 history: History, interactive: bool, ledger: UsageLedger, runtime: ToolRuntime,
+                 confinement, window: int | None, warnings: list[str]) -> None:
+        """Use `Session.open`: the parts passed here are set up asynchronously."""
+        self.workspace = workspace
         self.store = store
         self.client = client
         self.meta = meta
         self.history = history
         self.interactive = interactive
-        self.usage = usage or Usage()
-        self.cost: float | None = 0.0  # USD so far; None once any call had an unknown price
-        self.tool_state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}")
+        self.ledger = ledger
+        self.meter = ContextMeter(history)
+        self.runtime = runtime
+        self.confinement = confinement  # auger.policy.confinement.Confinement, when a sandbox works here
+        self.archive = runtime.archive
+        self.skills = workspace.skills  # re-read by refresh_context, so skills added mid-session are offered
         self.pending_input: list[UserTurn] = []
+        self.compact_requested = False
+        self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
+        self._probed_window = (client.model, window)  # (model, window its server reported)
+        self._startup_warnings = warnings
         self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
         self._stream = EventStream(meta.id, store)
         self._input_submission: str | None = None  # the last user input's, for a turn that starts from the queue
@@ -76,17 +90,48 @@ class Session:
         self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
-        self.gate = None  # set by prepare(): auger.engine.gate.Gate
-        self.confinement = None  # auger.policy.confinement.Confinement, when a sandbox works here
-        self.command_env: dict[str, str] | None = None
-        self._startup_warnings: list[str] = []
-        self.compact_requested = False
-        self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
         self._title_task: asyncio.Task[None] | None = None
-        self._context_mark: tuple[int, int] | None = None  # (history length, tokens the provider counted)
-        self.skills = agent.skills  # re-read by refresh_context, so skills added mid-session are offered
-        self._probed_window: tuple[str, int | None] = ("", None)  # (model, window its server reported)
-        self._window_checked = False  # the first request's fill of the window was looked at
+
+    @classmethod
+    async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
+                   history: History, interactive: bool = False, resumed: bool = False,
+                   ledger: UsageLedger | None = None, plan: list[dict] | None = None) -> Session:
+        """Set up the session's policy (sandbox + egress proxy, exec-policy rules, command environment),
+        learn its model's window, record the context the model is told, and start serving ops."""
+        from auger.config import home_dirs
+        from auger.policy.confinement import confine
+        from auger.policy.env import command_env
+        from auger.policy.rules import load_rules
+
+        config = workspace.config
+        warnings: list[str] = []
+        state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan)
+        probe = asyncio.create_task(_probe_window(client, config))  # a round trip: overlap it with the sandbox
+        dirs = home_dirs()
+        protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
+        confinement = await confine(config, workspace.root, state.scratch_dir, protected, warnings.append,
+                                    mode=lambda: meta.mode)
+        if confinement is not None:
+            state.scratch_dir.mkdir(parents=True, exist_ok=True)
+        user_rules = dirs["config"] / "rules.toml"
+        rules, problems = load_rules(user_rules, workspace.root / ".auger" / "rules.toml",
+                                     trust_project=config.trust_project_rules)
+        warnings.extend(problems)
+        env = command_env(os.environ, include=config.shell_env_include, exclude=config.shell_env_exclude,
+                          set_values=config.shell_env_set)
+        policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
+                        approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
+        router = await ToolRouter.open(workspace.tools)
+        runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
+                              archive=_Archive(store, meta.id), env=env, sandbox=confinement,
+                              skills=workspace.skills)
+        session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
+                      ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
+                      window=await probe, warnings=warnings)
+        # a new model is told to the model as an environment change, recorded
+        await session._refresh(CONTEXT_TURN, warnings=warnings)
+        await session._start(resumed=resumed)
+        return session
 
     # -- client side ----------------------------------------------------------------
     @property
@@ -156,51 +201,44 @@ class Session:
 
     async def set_title(self, text: str) -> None:
         """A provisional title from the first prompt, so `auger sessions` can tell sessions apart."""
+        if self.meta.title:
+            return
         title = " ".join(text.split())[:80]
         self.meta.title = title
         await self.store.update_session(self.id, title=title)
 
-    # -- context accounting -----------------------------------------------------------
+    def take_input(self) -> UserTurn | None:
+        return self.pending_input.pop(0) if self.pending_input else None
+
+    def has_input(self) -> bool:
+        return bool(self.pending_input)
+
+    def take_compact_request(self) -> bool:
+        requested, self.compact_requested = self.compact_requested, False
+        return requested
+
+    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None) -> None:
+        self.ledger.add(usage, cost)
+        await self.store.record_usage(self.id, turn_id, model, usage)
+
+    async def refresh_context(self, turn_id: str) -> SkillIndex:
+        await self._refresh(turn_id)
+        return self.skills
+
+    # -- what a turn is told --------------------------------------------------------
     @property
-    def context_window(self) -> int:
-        probed_model, probed = self._probed_window
-        probed = probed if probed_model == self.client.model else None
-        return self.agent.config.model_context_window or probed or self.model_info.context_window
-
-    async def probe_window(self) -> None:
-        """Ask the server what window the model really has, unless configuration says (models/context_window)."""
-        from auger.models.context_window import probe_context_window
-        from auger.models.registry import registry_for
-
-        config = self.agent.config
-        described = any(self.client.model in p.models for p in registry_for(config).providers.values())
-        window = await probe_context_window(self.client, bool(config.model_context_window) or described)
-        self._probed_window = (self.client.model, window)
-
-    def check_window_fill(self, turn_id: str) -> None:
-        """Warn once, before the session's first request, when that request already fills most of the window."""
-        from auger.models.context_window import fill_warning
-
-        if not self._window_checked:
-            self._window_checked = True
-            warning = fill_warning(self.context_estimate(), self.context_window, self.client.model)
-            if warning:
-                self.emit(WarningEvent(warning, turn_id))
-
-    @property
-    def model_info(self):
+    def model_info(self) -> ModelInfo:
         from auger.models.registry import model_info
 
-        return model_info(self.client.model, self.agent.config, self.client.provider)
+        return model_info(self.client.model, self.workspace.config, self.client.provider)
 
     @property
-    def compact_limit(self) -> int:
-        return self.agent.config.model_auto_compact_token_limit or int(self.context_window * 0.85)
-
-    @property
-    def output_cap_chars(self) -> int:
-        """Each tool output in the prompt keeps at most ~5% of the window (head and tail)."""
-        return int(self.context_window * 0.05) * 4
+    def limits(self) -> ContextLimits:
+        config = self.workspace.config
+        probed_model, probed = self._probed_window
+        probed = probed if probed_model == self.client.model else None
+        window = config.model_context_window or probed or self.model_info.context_window
+        return ContextLimits.of(window, config.model_auto_compact_token_limit)
 
     def instructions(self) -> str:
         """The system prompt: the model family's base instructions (deterministic; the rest is recorded)."""
@@ -208,54 +246,21 @@ class Session:
 
         return base_instructions(self.client.model)
 
-    def mark_context(self, tokens: int) -> None:
-        """The conversation as it stands now occupies `tokens` (a provider's count or an estimate)."""
-        self._context_mark = (len(self.history), tokens)
-
     def context_estimate(self) -> int:
-        """Tokens the next request will occupy: the last count plus an estimate of what came since.
+        """Tokens the next request would occupy, as the next turn would count them."""
+        return self.meter.estimate(self.instructions(), self.runtime.router.schemas, self.limits)
 
-        What came since is estimated in its prompt form (long tool outputs capped to head and tail), not
-        as recorded: the full output of one large read would otherwise count many times what is sent."""
-        from auger.engine.tokens import estimate_items, estimate_request
+    def turn_context(self, turn_id: str) -> TurnContext:
+        """The frozen facts of one turn: model, mode, skills and limits as they are now."""
+        config = self.workspace.config
+        return TurnContext(
+            turn_id=turn_id, workspace=self.workspace, skills=self.skills, client=self.client,
+            model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime, limits=self.limits,
+            budgets=Budgets(config.session_token_budget or None, config.session_cost_budget),
+            retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
+            max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive, mode=self.mode)
 
-        if self._context_mark is None:
-            return estimate_request(self.instructions(), self.history.for_prompt(self.output_cap_chars),
-                                    self.agent.tools.schemas)
-        length, tokens = self._context_mark
-        return tokens + estimate_items(to_prompt(list(self.history.items[length:]), self.output_cap_chars))
-
-    async def prepare(self) -> None:
-        """Set up the session's policy: sandbox + egress proxy, exec-policy rules, command environment."""
-        import os
-
-        from auger.config import home_dirs
-        from auger.engine.gate import Gate
-        from auger.policy.confinement import confine
-        from auger.policy.env import command_env
-        from auger.policy.rules import load_rules
-
-        config = self.agent.config
-        probe = asyncio.create_task(self.probe_window())  # a network round trip: overlap it with the sandbox set-up
-        dirs = home_dirs()
-        protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
-        self.confinement = await confine(config, self.agent.root, self.tool_state.scratch_dir, protected,
-                                         self._startup_warnings.append, mode=lambda: self.mode)
-        if self.confinement is not None:
-            self.tool_state.scratch_dir.mkdir(parents=True, exist_ok=True)
-        user_rules = dirs["config"] / "rules.toml"
-        rules, problems = load_rules(user_rules, self.agent.root / ".auger" / "rules.toml",
-                                     trust_project=config.trust_project_rules)
-        self._startup_warnings.extend(problems)
-        self.command_env = command_env(os.environ, include=config.shell_env_include,
-                                       exclude=config.shell_env_exclude, set_values=config.shell_env_set)
-        self.gate = Gate(self, rules, sandboxed=self.confinement is not None and self.confinement.enforced,
-                         approve_all=config.approve_all,
-                         user_rules_path=user_rules)
-        await probe
-        await self.refresh_context("context", warnings=self._startup_warnings)
-
-    async def refresh_context(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
+    async def _refresh(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
         """Read the instructions, skills and environment again; record what changed since they were last
         told (for a new session: all of it). Runs when a session starts or resumes and at each user turn,
         so an edited AGENTS.md or a new skill is seen without restarting. Reading problems are reported
@@ -263,9 +268,9 @@ class Session:
         from auger.context.skills import discover_skills
         from auger.engine.context import instructions_item, read_instructions
 
-        config = self.agent.config
-        self.skills = discover_skills(self.agent.root, self.agent.config_dir)
-        text = read_instructions(self.agent.root, self.agent.config_dir, self.skills,
+        config = self.workspace.config
+        self.skills = self.runtime.skills = discover_skills(self.workspace.root, self.workspace.config_dir)
+        text = read_instructions(self.workspace.root, self.workspace.config_dir, self.skills,
                                  fallback_names=config.project_doc_fallback_filenames,
                                  max_bytes=config.project_doc_max_bytes,
                                  warnings=warnings if warnings is not None else [])
@@ -274,21 +279,21 @@ class Session:
             await self.record(turn_id, item)
         await self.update_environment(turn_id)
 
-    async def update_environment(self, turn_id: str = "context") -> None:
+    async def update_environment(self, turn_id: str = CONTEXT_TURN) -> None:
         """Tell the model what changed in its environment (mode, model, date, branch…), if anything did."""
         from auger.context.instructions import EnvironmentContext
         from auger.engine.context import environment_item, last_environment
 
-        env = EnvironmentContext.capture(self.agent.root, self.mode, self.client.model)
+        env = EnvironmentContext.capture(self.workspace.root, self.mode, self.client.model)
         item = environment_item(env, last_environment(self.history.items))
         if item is not None:
             await self.record(turn_id, item)
 
-    async def start(self, *, resumed: bool) -> None:
+    async def _start(self, *, resumed: bool) -> None:
         """Announce the session and start serving ops; its events are numbered after the last stored one."""
         await self._stream.open()
         sandbox = self.confinement.kind if self.confinement is not None else "none"
-        self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.agent.root),
+        self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.workspace.root),
                                     self.mode, resumed, len(self.history), sandbox))
         for message in self._startup_warnings:
             self.emit(WarningEvent(message))
@@ -352,7 +357,7 @@ class Session:
         if self.turn_running:
             self.emit(WarningEvent("model switch refused: a turn is running; switch between turns"))
             return
-        config = self.agent.config
+        config = self.workspace.config
         provider = provider or self.client.provider
         switched = dataclasses.replace(config, provider=provider, model=model,
                                        base_url=config.base_url if provider == config.provider else None)
@@ -366,20 +371,10 @@ class Session:
         self.meta.provider, self.meta.model = client.provider, client.model
         await self.store.update_session(self.id, provider=client.provider, model=client.model)
         await self.update_environment()  # the model field changed: told to the model, recorded
-        self._context_mark = None
-        await self.probe_window()
+        self.meter.reset()
+        self._probed_window = (client.model, await _probe_window(client, config))
         self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
         await previous.aclose()
-
-    def budget_exhausted(self) -> str | None:
-        """Why the session may not call the model again, if a configured budget is used up."""
-        config = self.agent.config
-        used = self.usage.input_tokens + self.usage.output_tokens
-        if config.session_token_budget and used >= config.session_token_budget:
-            return f"session token budget reached: {used:,} of {config.session_token_budget:,} tokens used"
-        if config.session_cost_budget is not None and self.cost is not None and self.cost >= config.session_cost_budget:
-            return f"session cost budget reached: ${self.cost:.4f} of ${config.session_cost_budget:.2f} spent"
-        return None
 
     async def _rollback(self, turns: int) -> None:
         if self.turn_running:
@@ -390,7 +385,7 @@ class Session:
             self.emit(WarningEvent(f"rollback refused: can drop 1 to {available} user turns, not {turns}"))
             return
         await self.record("rollback", it.Rollback(turns))
-        self._context_mark = None  # re-estimate from the new view
+        self.meter.reset()  # re-estimate from the new view
         self.emit(RolledBack(turns, available - turns))
 
     async def _set_mode(self, mode: str) -> None:
@@ -419,13 +414,12 @@ class Session:
             future.set_result(op)
 
     def _start_turn(self, *, compact_only: bool = False) -> None:
-        from auger.engine.turn import Turn
-
-        turn = Turn(self, uuid.uuid4().hex[:12], compact_only=compact_only)
+        turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
+                    interrupt_reason=lambda: self.interrupt_reason)
         self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
         self._turn.add_done_callback(lambda task: self._ops.put_nowait((_TurnFinished(task), None)))
 
-    async def _run_turn(self, turn) -> None:
+    async def _run_turn(self, turn: Turn) -> None:
         self.emit(TurnStarted(turn.id))
         try:
             reason, message = await turn.run()
@@ -433,13 +427,11 @@ class Session:
             log.exception("turn %s failed", turn.id)
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
         self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
-        if reason == "complete" and self._title_task is None and self.agent.config.generate_titles:
+        if reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
 
     async def _generate_title(self) -> None:
         """A short title from the first exchange, in the background; a failure only leaves the provisional one."""
-        from auger.engine.titles import generate_title
-
         try:
             title = await generate_title(self.client, self.history.items)
         except Exception:  # never let a title affect the session
@@ -458,10 +450,11 @@ class Session:
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
-        await stop_background(self.tool_state.background)
+        await stop_background(self.runtime.state.background)
+        await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
-        shutil.rmtree(self.tool_state.scratch_dir, ignore_errors=True)
+        shutil.rmtree(self.runtime.state.scratch_dir, ignore_errors=True)
         try:
             await self.client.aclose()
         except Exception:  # closing a broken connection must not block shutdown
@@ -472,3 +465,39 @@ class Session:
         if self._loop_task is not None:
             await self._loop_task
         await self._stream.saved()
+
+
+class _TurnFinished:
+    """Internal op: a turn task has ended."""
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+
+
+class _Archive:
+    """Gives `recall` this session's stored outputs, and nothing of other sessions."""
+
+    def __init__(self, store: Store, session_id: str) -> None:
+        self._store = store
+        self._session_id = session_id
+
+    async def get_output(self, call_id: str):
+        return await self._store.get_output(self._session_id, call_id)
+
+    async def list_outputs(self):
+        return await self._store.list_outputs(self._session_id)
+
+    async def search_messages(self, query: str) -> list[tuple[str, str]]:
+        found = await self._store.search_messages(self._session_id, query)
+        labels = {"user_message": "user", "assistant_message": "assistant", "compaction": "summary"}
+        return [(f"{labels[item.TYPE]} message #{seq}", getattr(item, "text", None) or getattr(item, "summary", ""))
+                for seq, item in found]
+
+
+async def _probe_window(client: ModelClient, config) -> int | None:
+    """What window the model's server reports, unless configuration says (models/context_window)."""
+    from auger.models.context_window import probe_context_window
+    from auger.models.registry import registry_for
+
+    described = any(client.model in p.models for p in registry_for(config).providers.values())
+    return await probe_context_window(client, bool(config.model_context_window) or described)

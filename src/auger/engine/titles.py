@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from auger.models.base import ModelClient, ModelRequest, TextDelta
+from auger.engine.model_call import call_model
+from auger.models.base import ModelClient, ModelRequest
 from auger.protocol.items import AssistantMessage, Item, UserMessage
 
 TITLE_INSTRUCTIONS = ("You name conversations. Reply with a title of at most 6 words for the conversation the "
@@ -19,11 +20,8 @@ async def generate_title(client: ModelClient, items: Sequence[Item]) -> str | No
     if not question:
         return None
     prompt = f"User: {question[:2000]}\n\nAssistant: {answer[:1000]}"
-    text = ""
-    async for event in client.stream(ModelRequest(TITLE_INSTRUCTIONS, [UserMessage(prompt)], [])):
-        if isinstance(event, TextDelta):
-            text += event.text
-    return clean_title(text)
+    reply = await call_model(client, ModelRequest(TITLE_INSTRUCTIONS, [UserMessage(prompt)], []))
+    return clean_title(reply.text)
 
 
 def clean_title(text: str) -> str | None:

@@ -179,14 +179,16 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
+    """What a session would decide for a shell command: the same classifier and decision function."""
     import shlex
     from pathlib import Path
 
     from auger.config import home_dirs
-    from auger.policy.effects import analyze_command, unwrap
+    from auger.policy.decision import decide_call
     from auger.policy.rules import load_rules
     from auger.policy.sandbox import detect
-    from auger.policy.trust import decide, effective_mode
+    from auger.policy.trust import effective_mode
+    from auger.tools.shell import SHELL
 
     words = args.words[1:] if args.words[:1] == ["--"] else args.words
     if not words:
@@ -198,20 +200,17 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
                                  trust_project=config.trust_project_rules)
     for line in problems:
         print(f"auger: warning: {line}", file=sys.stderr)
-    analysis = analyze_command(command, root)
-    outcome = rules.evaluate([unwrap(argv) for argv in analysis.commands])
+    c = SHELL.classify({"command": command}, root)
     sandboxed = detect(config.sandbox)[0] is not None
-    decision = decide(config.mode, analysis.effect, outside=bool(analysis.outside_paths),
-                      rule=outcome.decision, sandboxed=sandboxed)
+    decision = decide_call(SHELL.name, c, rules, config.mode, sandboxed=sandboxed)
     mode = effective_mode(config.mode, sandboxed)
     print(f"command:  {command}")
-    print(f"effect:   {analysis.effect}" + (f" ({'; '.join(analysis.reasons)})" if analysis.reasons else ""))
-    if analysis.outside_paths:
-        print(f"outside:  {', '.join(analysis.outside_paths)}")
-    print(f"rule:     {outcome.rule.describe() if outcome.rule else 'none matches'}")
+    print(f"effect:   {c.effect}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))
+    if c.outside_paths:
+        print(f"outside:  {', '.join(c.outside_paths)}")
+    print(f"rule:     {decision.rule or 'none matches'}")
     shown_mode = mode if mode == config.mode else f"{config.mode} (acting as {mode}: no sandbox)"
-    print(f"decision: {outcome.decision if outcome.decision == 'forbidden' else decision.verdict} "
-          f"in {shown_mode} mode: {decision.reason}")
+    print(f"decision: {decision.verdict} in {shown_mode} mode: {decision.reason}")
     return EXIT_OK
 
 
@@ -307,6 +306,12 @@ def _load_config(args: argparse.Namespace):
     config = load_config(args.overrides, flags, project_dir=project if os.path.isdir(project) else None)
     if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
         config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
+    if config.model_reasoning_effort is not None:  # only then: the provider registry is not needed otherwise
+        from auger.models.registry import effort_problem
+
+        problem = effort_problem(config)
+        if problem:
+            config.diagnostics.append(problem)
     for line in config.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
     return config
@@ -347,11 +352,12 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     import asyncio
     import signal
 
-    from auger.engine.agent import Agent, SessionNotFound
     from auger.engine.resume import resume_client, resume_config
+    from auger.engine.sessions import SessionManager, SessionNotFound, run_prompt
+    from auger.engine.workspace import Workspace
     from auger.models.registry import ProviderError, client_for
-    from auger.protocol.events import AgentMessage, ShutdownComplete, TurnEnded
-    from auger.protocol.ops import Interrupt, Shutdown, UserTurn
+    from auger.protocol.events import AgentMessage
+    from auger.protocol.ops import Interrupt, UserTurn
 
     store = _open_store(config)
     leased: str | None = None
@@ -385,16 +391,16 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         finally:
             if temp_cassette is not None:
                 os.unlink(temp_cassette)
-        agent = Agent(root, config)
+        sessions = SessionManager(Workspace.open(root, config), store)
         mode = getattr(args, "mode", None)
         try:
             if resume_id is None:
-                session = await agent.start_session(store=store, client=client)
+                session = await sessions.create(client)
             elif fork_before is not None:
-                session = await agent.fork_session(resume_id, store=store, client=client, mode=mode, switch=switch,
-                                                   before_user_message=fork_before or None)
+                session = await sessions.fork(resume_id, client=client, mode=mode, switch=switch,
+                                              before_user_message=fork_before or None)
             else:
-                session = await agent.resume_session(resume_id, store=store, client=client, mode=mode, switch=switch)
+                session = await sessions.resume(resume_id, client=client, mode=mode, switch=switch)
         except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
         if leased is None:
@@ -416,27 +422,24 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
         loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
         render = _JsonRenderer() if args.json else _PlainRenderer()
-        session.submit(UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                skills=list(getattr(args, "skill", None) or [])))
-        ended: TurnEnded | None = None
         final = ""
-        async for envelope in session.subscribe():
+
+        def on_envelope(envelope) -> None:
+            nonlocal final
             render(envelope)
             event = envelope.event
             if isinstance(event, AgentMessage):
                 final = event.text
-            elif isinstance(event, TurnEnded):
-                ended = event
-                session.submit(Shutdown())
-            elif isinstance(event, ShutdownComplete):
-                break
+
+        ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
+                                                    skills=list(getattr(args, "skill", None) or [])),
+                                  on_envelope=on_envelope))[-1]
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
         if leased is not None:
             await store.release(leased)
         await store.aclose()
-    assert ended is not None
     if not args.json and final:
         from auger.protocol.jsontext import printable
 

@@ -42,7 +42,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from auger.policy.readonly_options import AWK, SED, TABLES, TAR_LISTING, first_unsafe
-from auger.tools.base import DESTRUCTIVE, LOCAL_MUTATION, READ_ONLY, REMOTE_ACTION
+from auger.policy.types import Effect
+
+READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
+    Effect.READ_ONLY, Effect.LOCAL_MUTATION, Effect.REMOTE_ACTION, Effect.DESTRUCTIVE)
 
 EFFECT_ORDER = (READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE)
 _RANK = {effect: rank for rank, effect in enumerate(EFFECT_ORDER)}

@@ -15,18 +15,10 @@ without a working sandbox behaves as `safe`: its promise rests on the sandbox.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from auger.policy.types import MODES, Decision, Effect, Verdict
 
-from auger.tools.base import DESTRUCTIVE, LOCAL_MUTATION, READ_ONLY
-
-MODES = ("plan", "safe", "auto")
-ALLOW, ASK, DENY = "allow", "ask", "deny"
-
-
-@dataclass(frozen=True)
-class Decision:
-    verdict: str  # allow | ask | deny
-    reason: str
+READ_ONLY, LOCAL_MUTATION, DESTRUCTIVE = Effect.READ_ONLY, Effect.LOCAL_MUTATION, Effect.DESTRUCTIVE
+ALLOW, ASK, DENY = Verdict.ALLOW, Verdict.ASK, Verdict.DENY
 
 
 def effective_mode(mode: str, sandboxed: bool) -> str:

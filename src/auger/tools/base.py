@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
+from auger.policy.types import Classification, Effect
+
 if TYPE_CHECKING:
+    from auger.context.skills import SkillIndex
     from auger.policy.fs import RootHandle
 
-READ_ONLY = "read_only"
-LOCAL_MUTATION = "local_mutation"
-REMOTE_ACTION = "remote_action"
-DESTRUCTIVE = "destructive"
+# The effect vocabulary belongs to policy/types.py; tools name their static effect with these.
+READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
+    Effect.READ_ONLY, Effect.LOCAL_MUTATION, Effect.REMOTE_ACTION, Effect.DESTRUCTIVE)
 
 
 class ToolError(Exception):
@@ -30,8 +32,9 @@ class ToolResult:
     output: str  # the text the model sees
     ok: bool = True
     full_output: str | None = None  # stored for `recall` when larger than `output`
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)  # informational, for events and tests
     events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
+    sandbox_denial: str | None = None  # why the sandbox blocked the command, when it did (the runtime may ask)
 
 
 class OutputArchive(Protocol):
@@ -80,6 +83,7 @@ class ToolContext:
     emit_output: Callable[[str, str], None] = lambda stream, text: None
     env: dict[str, str] | None = None
     sandbox: CommandSandbox | None = None
+    skills: SkillIndex | None = None  # the session's current skills (the `skill` tool)
 
 
 class CommandSandbox(Protocol):
@@ -94,17 +98,6 @@ class CommandSandbox(Protocol):
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
-
-
-@dataclass(frozen=True)
-class Classification:
-    """What a call would do, decided before it runs; the policy gate reads only this."""
-
-    effect: str
-    subject: str  # what a user approves: the command line, or the file's path
-    commands: tuple[tuple[str, ...], ...] = ()  # simple commands (shell), for rules and session grants
-    outside_paths: tuple[str, ...] = ()
-    reasons: tuple[str, ...] = ()
 
 
 Classifier = Callable[[dict[str, Any], Path], Classification]

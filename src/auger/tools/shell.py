@@ -171,7 +171,7 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
                                       readonly=getattr(proc, "readonly", False))
         if blocked:
             result.output = f"[sandbox] {blocked}\n{result.output}"
-            result.metadata["sandbox_blocked"] = blocked
+            result.sandbox_denial = blocked
     return result
 
 

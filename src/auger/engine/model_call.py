@@ -1,0 +1,89 @@
+"""One model reply, streamed and retried: the only place the engine talks to a model client.
+
+Turns, compaction summaries and titles all call `call_model`. Deltas are handed to
+`on_delta` as they arrive (a turn emits them; a summary or a title passes None and stays
+quiet); a retry discards the failed attempt's partial reply and is reported through
+`on_retry`. The caller records and accounts the reply: nothing here touches a session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from auger.models.base import (
+    Completed, ModelClient, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta,
+    ToolCallReady, UsageReport,
+)
+from auger.models.retry import RetryPolicy, stream_with_retry
+from auger.protocol.events import Event, Retrying, Usage
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+@dataclass
+class Reply:
+    # Deltas are collected in lists and joined once: appending to a str attribute copies it every time.
+    text_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
+    reasoning_items: list[ReasoningDone] = field(default_factory=list)
+    calls: list[ToolCallReady] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    warning: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_parts)
+
+
+async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPolicy = NO_RETRY, *,
+                     on_delta: Callable[[StreamEvent], None] | None = None,
+                     on_retry: Callable[[int, float, ModelError], None] | None = None) -> Reply:
+    """The complete reply; raises ModelError when it cannot be had within the retry policy."""
+    reply = Reply()
+
+    def on_event(event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            reply.text_parts.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            reply.reasoning_parts.append(event.text)
+        elif isinstance(event, ReasoningDone):
+            reply.reasoning_items.append(event)
+        elif isinstance(event, ToolCallReady):
+            reply.calls.append(event)
+        elif isinstance(event, UsageReport):
+            reply.usage = event.usage
+        elif isinstance(event, Completed):
+            reply.finish_reason = event.finish_reason
+            reply.warning = event.warning
+        if on_delta is not None and isinstance(event, (TextDelta, ReasoningDelta)):
+            on_delta(event)
+
+    def retried(attempt: int, delay: float, error: ModelError) -> None:
+        nonlocal reply
+        reply = Reply()  # the failed attempt's partial reply is discarded
+        if on_retry is not None:
+            on_retry(attempt, delay, error)
+
+    try:
+        await stream_with_retry(client, request, retry, on_event, retried)
+    except ModelError as exc:
+        if exc.retryable:
+            raise ModelError(f"model request failed after {retry.max_attempts} attempts: {exc}",
+                             retryable=False, status=exc.status) from exc
+        raise
+    return reply
+
+
+def announce_retries(emit: Callable[[Event], None], turn_id: str,
+                     retry: RetryPolicy) -> Callable[[int, float, ModelError], None]:
+    """An `on_retry` that tells the client a reply is being requested again, and why."""
+    def on_retry(attempt: int, delay: float, error: ModelError) -> None:
+        emit(Retrying(turn_id, attempt, retry.max_attempts, round(delay, 3), str(error)))
+
+    return on_retry

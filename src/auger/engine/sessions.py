@@ -1,0 +1,151 @@
+"""SessionManager: how sessions come to be — created, resumed, forked, listed — and `run_prompt`,
+the one driver that submits a prompt, follows the events to the turn's end and shuts down.
+
+Every front end (the CLI, the demo, tests, a future server) opens sessions here, so the resume
+policy (engine/resume.py) and the repair of a session that died mid-call are applied once.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Callable
+
+from auger.engine.accounting import UsageLedger
+from auger.engine.history import INTERRUPTED_OUTPUT, History, latest_plan
+from auger.engine.resume import check_client, resume_client, resume_config
+from auger.engine.session import Session
+from auger.engine.workspace import Workspace
+from auger.models.base import ModelClient
+from auger.models.registry import stored_cost
+from auger.protocol.envelope import Envelope
+from auger.protocol.events import Event, ModelChanged, TurnEnded
+from auger.protocol.items import ToolOutput, UserMessage
+from auger.protocol.ops import Shutdown, UserTurn
+from auger.store.base import SessionRecord, Store
+
+
+class SessionNotFound(LookupError):
+    pass
+
+
+class SessionManager:
+    """Opens the sessions of one workspace in one store; many sessions may run at once."""
+
+    def __init__(self, workspace: Workspace, store: Store) -> None:
+        self.workspace = workspace
+        self.store = store
+
+    async def list(self, limit: int = 50) -> list[SessionRecord]:
+        return await self.store.list_sessions(limit)
+
+    async def create(self, client: ModelClient, *, mode: str | None = None, interactive: bool = False) -> Session:
+        now = time.time()
+        record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.workspace.root),
+                               provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode)
+        await self.store.create_session(record)
+        return await Session.open(self.workspace, store=self.store, client=client, meta=record, history=History(),
+                                  interactive=interactive)
+
+    async def fork(self, source_id: str, *, client: ModelClient | None = None, switch: bool = False,
+                   before_user_message: int | None = None, mode: str | None = None,
+                   interactive: bool = False) -> Session:
+        """A new session starting from a copy of another's history, optionally cut just before its
+        Nth user message (1-based). The source is left untouched. The model follows the resume policy
+        (see `resume`): the source's, unless `switch` accepts another client's."""
+        store = self.store
+        source = await self._record(source_id)
+        if client is None:
+            client = resume_client(source, resume_config(source, self.workspace.config))
+        check_client(source, client, switch=switch)
+        cut = None
+        if before_user_message is not None:
+            seqs = [s.seq for s in await store.load_items(source.id) if isinstance(s.item, UserMessage)]
+            if not 1 <= before_user_message <= len(seqs):
+                raise ValueError(f"session {source.id[:8]} has {len(seqs)} user messages; "
+                                 f"cannot cut before message {before_user_message}")
+            cut = seqs[before_user_message - 1]
+        now = time.time()
+        record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=source.cwd,
+                               provider=client.provider, model=client.model, mode=mode or source.mode,
+                               title=f"fork of {source.title or source.id[:8]}"[:80])
+        await store.create_session(record)
+        await store.copy_items(source.id, record.id, cut)
+        return await self.resume(record.id, client=client, mode=mode, interactive=interactive)
+
+    async def resume(self, session_id: str, *, client: ModelClient | None = None, switch: bool = False,
+                     mode: str | None = None, interactive: bool = False) -> Session:
+        """Continue a stored session with its full history.
+
+        The model is the one the session was recorded with (engine.resume): with no `client`, it is built
+        from the record, and resuming is refused (ResumeRefused) if that provider cannot be used here. A
+        `client` for another provider or model is accepted only with `switch=True`; the switch is then
+        recorded. Calls that never got an output (the process died mid-call) are closed with an
+        "interrupted" output, recorded, so the model knows and the API accepts it.
+        """
+        store = self.store
+        record = await self._record(session_id)
+        if client is None:
+            client = resume_client(record, resume_config(record, self.workspace.config))
+        previous = (record.provider, record.model)
+        switched = check_client(record, client, switch=switch)
+        stored = await store.load_items(record.id)
+        history = History(s.item for s in stored)
+        last_turn = stored[-1].turn_id if stored else "resume"
+        for call in history.unanswered_calls():
+            output = ToolOutput(call.call_id, INTERRUPTED_OUTPUT, ok=False)
+            await store.append(record.id, last_turn, output, tool_name=call.name, arguments=call.arguments)
+            history.append(output)
+        if mode:
+            record.mode = mode
+        if switched or mode:
+            record.provider, record.model = client.provider, client.model
+            await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
+        ledger = UsageLedger(await store.usage_total(record.id), await stored_cost(store, record.id,
+                                                                                   self.workspace.config))
+        session = await Session.open(self.workspace, store=store, client=client, meta=record, history=history,
+                                     interactive=interactive, resumed=True, ledger=ledger,
+                                     plan=latest_plan(history.items))
+        if switched:
+            session.emit(ModelChanged(client.provider, client.model, *previous))
+        return session
+
+    async def _record(self, session_id: str) -> SessionRecord:
+        record = await self.store.get_session(session_id)
+        if record is None:
+            raise SessionNotFound(f"no stored session matches '{session_id}'; list them with `auger sessions`")
+        return record
+
+
+async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | None = None,
+                     on_event: Callable[[Session, Event], None] | None = None,
+                     on_envelope: Callable[[Envelope], None] | None = None,
+                     wait_for: type[Event] | None = None) -> list[TurnEnded]:
+    """Drive a session to the end of its work, then shut it down and wait until it has.
+
+    Each prompt is submitted once the previous turn ended. After `turns` turns (default: one per
+    prompt) — and, given `wait_for`, once such an event arrived too (a background title) — the
+    session is shut down. Every event goes to `on_envelope` (in its envelope) and `on_event` first.
+    Returns the TurnEnded events."""
+    queue = [p if isinstance(p, UserTurn) else UserTurn(p) for p in prompts]
+    wanted = len(queue) if turns is None else turns
+    if queue:
+        session.submit(queue.pop(0))
+    ended: list[TurnEnded] = []
+    waited = wait_for is None
+    stopping = False
+    async for envelope in session.subscribe():
+        event = envelope.event
+        if on_envelope is not None:
+            on_envelope(envelope)
+        if on_event is not None:
+            on_event(session, event)
+        if isinstance(event, TurnEnded):
+            ended.append(event)
+            if queue and len(ended) < wanted:
+                session.submit(queue.pop(0))
+        waited = waited or isinstance(event, wait_for)
+        if len(ended) >= wanted and waited and not stopping:
+            stopping = True
+            session.submit(Shutdown())
+    return ended

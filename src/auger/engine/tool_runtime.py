@@ -1,0 +1,241 @@
+"""The tool runtime: the one path every tool call takes, from the model's JSON to its output.
+
+    parse the arguments → find the tool → validate → classify → decide (policy/decision.py, pure)
+    → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
+    → if the sandbox blocked it, ask → re-run outside → `after_mutation` hooks
+
+and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
+Failed (the call could not run: unknown tool, bad arguments, a ToolError, a tool bug), Denied (policy
+or the user refused; the message says why) or Aborted (the user ended the turn at an approval).
+Nothing here records or announces the output: the turn does, in its durable order.
+
+Tools only declare what they need (effect, classifier, previewer); decisions are made here.
+Hooks are async callables on the runtime: snapshots for undo and plugins attach there. They run
+only for calls that may change something (effect other than read-only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
+
+from auger.policy.decision import Grants, decide_call
+from auger.policy.rules import RuleSet, append_rule
+from auger.policy.types import Classification, Effect, Mode, Verdict
+from auger.protocol import events as ev
+from auger.protocol.items import ToolCall
+from auger.protocol.jsontext import loads as loads_bounded
+from auger.tools.base import CommandSandbox, OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.router import ToolRouter
+
+if TYPE_CHECKING:
+    from auger.context.skills import SkillIndex
+    from auger.engine.host import TurnHost
+
+log = logging.getLogger("auger.tools")
+
+APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, DENY_CALL, ABORT = (
+    "approve", "approve_session", "approve_always", "deny", "abort")
+
+
+@dataclass(frozen=True)
+class Ran:
+    result: ToolResult
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+
+
+@dataclass(frozen=True)
+class Denied:
+    message: str
+
+
+@dataclass(frozen=True)
+class Aborted:
+    message: str
+
+
+Outcome = Union[Ran, Failed, Denied, Aborted]
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """A call that passed policy, as hooks see it."""
+
+    turn_id: str
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    classification: Classification
+
+
+MutationHook = Callable[[PlannedCall], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The session's standing policy inputs; the mode comes with each call (it may change between turns)."""
+
+    rules: RuleSet
+    sandboxed: bool
+    approve_all: bool
+    interactive: bool
+    user_rules_path: Path
+
+
+class ToolRuntime:
+    """One per session: its router, policy, grants and the state its tools share."""
+
+    def __init__(self, router: ToolRouter, policy: Policy, *, root: Path, state: SessionToolState,
+                 archive: OutputArchive, env: dict[str, str] | None, sandbox: CommandSandbox | None,
+                 skills: SkillIndex | None = None) -> None:
+        self.router = router
+        self.policy = policy
+        self.root = root
+        self.state = state
+        self.archive = archive
+        self.env = env
+        self.sandbox = sandbox
+        self.skills = skills  # replaced when the session re-reads its skills
+        self.grants = Grants()
+        self.before_mutation: list[MutationHook] = []
+        self.after_mutation: list[MutationHook] = []
+
+    async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str, mode: str) -> Outcome:
+        arguments = parse_arguments(call.arguments)
+        shown = call.arguments if isinstance(arguments, BadJSON) else arguments
+        host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
+        spec = self.router.get(call.name)
+        if spec is None:
+            return Failed(f"Error: there is no tool named {call.name!r}. Available tools: "
+                          f"{', '.join(self.router.names)}")
+        if isinstance(arguments, BadJSON):
+            return Failed(f"Error: the arguments for {call.name} {arguments.reason}. "
+                          "Send a JSON object that matches the tool's parameters.")
+        ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
+                          turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills,
+                          emit_output=lambda stream, text: host.emit(
+                              ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
+        try:
+            args = spec.validate(arguments)
+            c = spec.classify(args, self.root)
+            refusal = await self._permit(host, turn_id, mode, spec, args, c, ctx)
+            if refusal is not None:
+                return refusal
+            planned = PlannedCall(turn_id, call.call_id, spec.name, args, c)
+            mutates = c.effect != Effect.READ_ONLY
+            if mutates:
+                await _run_hooks(self.before_mutation, planned)
+            result = await self.router.call(spec, args, ctx)
+            if result.sandbox_denial and await self._allow_unsandboxed(host, turn_id, mode, call.call_id, spec, c,
+                                                                       result.sandbox_denial):
+                ctx.sandbox = None
+                result = await self.router.call(spec, args, ctx)
+                result.output = "Re-run outside the sandbox with the user's approval.\n" + result.output
+            if mutates:
+                await _run_hooks(self.after_mutation, planned)
+            return Ran(result)
+        except ToolError as exc:
+            return Failed(f"Error: {exc}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not end the turn; the model can try another way
+            log.exception("tool %s failed", call.name)
+            return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
+
+    async def _permit(self, host: TurnHost, turn_id: str, mode: str, spec: ToolSpec, args: dict[str, Any],
+                      c: Classification, ctx: ToolContext) -> Denied | Aborted | None:
+        """None when the call may run: policy allows it, a grant covers it, or the user approves it."""
+        policy = self.policy
+        decision = decide_call(spec.name, c, policy.rules, mode, sandboxed=policy.sandboxed, grants=self.grants)
+        if decision.verdict == Verdict.ALLOW:
+            return None
+        if decision.verdict == Verdict.DENY:
+            return Denied(f"Not run: {decision.reason}. ({spec.name}: {c.subject})")
+        if not policy.interactive:
+            if policy.approve_all:
+                return None
+            return Denied(f"Not run: this {c.effect.replace('_', ' ')} needs the user's approval ({decision.reason}), "
+                          "and this is a headless run with nobody to approve it. Find a way that does not "
+                          "need it, or finish and say what approval is needed.")
+        details: dict[str, Any] = {"call_id": ctx.call_id, "tool": spec.name, "effect": c.effect,
+                                   "reason": decision.reason, "subject": c.subject, "findings": list(c.reasons),
+                                   "outside_paths": list(c.outside_paths)}
+        if spec.previewer is not None:
+            details["diff"] = await spec.previewer(args, ctx)
+        options = [APPROVE, APPROVE_SESSION]
+        if c.commands and c.effect != Effect.DESTRUCTIVE:
+            options.append(APPROVE_ALWAYS)
+        options += [DENY_CALL, ABORT]
+        message = f"{spec.name} wants to run: {c.subject}" if c.commands else f"{spec.name} wants to change {c.subject}"
+        answer = await host.ask(turn_id=turn_id, kind="tool", message=f"{message} ({decision.reason})",
+                                options=options, headless_default=DENY_CALL, details=details)
+        if answer.decision == APPROVE:
+            return None
+        if answer.decision in (APPROVE_SESSION, APPROVE_ALWAYS):
+            self.grants.add(spec.name, c)
+            if answer.decision == APPROVE_ALWAYS:
+                self._remember(host, turn_id, c)
+            return None
+        if answer.decision == ABORT:
+            return Aborted("The user aborted the turn at this approval.")
+        feedback = f" The user said: {answer.feedback}" if answer.feedback else ""
+        return Denied(f"The user denied this {spec.name} call ({c.subject}).{feedback}")
+
+    def _remember(self, host: TurnHost, turn_id: str, c: Classification) -> None:
+        """Append "allow" rules for an approve-always answer. The user approved the command whether or
+        not the rule file can be written, so a write failure is a warning, never a lost approval."""
+        from auger.policy.effects import unwrap  # the classifier is loaded by now: this call was classified
+
+        path = self.policy.user_rules_path
+        try:
+            for argv in c.commands:
+                append_rule(path, unwrap(argv), "allow")
+        except (OSError, UnicodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            host.emit(ev.WarningEvent(f"the rule was not saved: {reason} ({path}); approved for this session",
+                                      turn_id))
+
+    async def _allow_unsandboxed(self, host: TurnHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
+                                 c: Classification, why: str) -> bool:
+        """After the sandbox blocked a command: may it run again outside? Only a person can say yes."""
+        if not self.policy.interactive or mode == Mode.PLAN:
+            return False
+        answer = await host.ask(
+            turn_id=turn_id, kind="unsandboxed", message=f"The sandbox blocked `{c.subject}`: {why}. "
+                                                         "Run it again without the sandbox?",
+            options=[APPROVE, DENY_CALL], headless_default=DENY_CALL,
+            details={"call_id": call_id, "tool": spec.name, "subject": c.subject, "effect": c.effect, "reason": why})
+        return answer.decision == APPROVE
+
+
+async def _run_hooks(hooks: list[MutationHook], call: PlannedCall) -> None:
+    for hook in hooks:
+        await hook(call)
+
+
+class BadJSON:
+    """Arguments the model sent that cannot be used, and why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def parse_arguments(raw: str) -> object:
+    """The call's arguments, or why they cannot be used; nesting is bounded, because everything
+    after this point (validation, events, the JSON output) walks the value recursively."""
+    if not raw.strip():
+        return {}
+    try:
+        return loads_bounded(raw)
+    except json.JSONDecodeError as exc:
+        return BadJSON(f"are not valid JSON ({exc})")
+    except ValueError as exc:  # valid, but nested too deeply to be walked safely
+        return BadJSON(f"are {exc}")

@@ -1,0 +1,51 @@
+"""TurnContext: everything a turn needs to know, frozen when the turn starts.
+
+The session builds one per turn (model, mode and skills can change between turns, never
+during one). A sub-agent or a review runs with a variant made by `derive(...)`: another
+model, a filtered tool catalog, a lower call cap. What a turn may *do* is not here but in
+its TurnHost (engine/host.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from auger.context.skills import SkillIndex
+from auger.engine.accounting import Budgets, ContextLimits
+from auger.engine.tool_runtime import ToolRuntime
+from auger.engine.workspace import Workspace
+from auger.models.base import ModelClient, ToolSchema
+from auger.models.registry import ModelInfo
+from auger.models.retry import RetryPolicy
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    turn_id: str
+    workspace: Workspace  # root, prompts, configuration
+    skills: SkillIndex  # the session's current skills
+    client: ModelClient
+    model_info: ModelInfo
+    instructions: str  # the system prompt
+    runtime: ToolRuntime  # and its router: the session's tool catalog
+    limits: ContextLimits
+    budgets: Budgets
+    retry: RetryPolicy
+    max_model_calls: int
+    interactive: bool
+    mode: str
+
+    @property
+    def tools(self) -> tuple[ToolSchema, ...]:
+        """The catalog the model sees, rendered once per session (a byte-stable prompt prefix)."""
+        return self.runtime.router.schemas
+
+    @property
+    def model(self) -> str:
+        return self.client.model
+
+    def derive(self, **changes: Any) -> TurnContext:
+        """A variant of this context (a sub-agent's, a review's): the same turn's facts with some replaced."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,38 @@
+"""The Workspace: what every session of one project shares, and never mutates.
+
+Project root, configuration, the tools (built-ins unless told otherwise) and the custom prompts, read once.
+Per-conversation state (history, grants, usage, the current skills) belongs to a Session.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from auger.config import Config, home_dirs
+from auger.context.prompts import CustomPrompt, discover_prompts
+from auger.context.skills import SkillIndex, discover_skills
+from auger.tools.toolset import Toolset, builtin_toolset
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    config: Config
+    tools: Toolset  # each session opens it through its own router
+    skills: SkillIndex  # as found at start-up; sessions re-read them each user turn
+    prompts: Mapping[str, CustomPrompt]
+    config_dir: Path
+
+    @classmethod
+    def open(cls, root: Path | str, config: Config | None = None, tools: Toolset | None = None) -> Workspace:
+        """Read the project's skills and prompts; refuse a root that is not a directory."""
+        root = Path(os.path.realpath(root))
+        if not root.is_dir():
+            raise NotADirectoryError(f"project root {root} is not a directory")
+        config_dir = home_dirs()["config"]
+        skills = discover_skills(root, config_dir)
+        return cls(root, config or Config(), tools or builtin_toolset(with_skills=bool(skills.skills)), skills,
+                   discover_prompts(root, config_dir), config_dir)

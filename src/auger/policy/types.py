@@ -1,0 +1,52 @@
+"""The policy vocabulary: what an action does (Effect), how much the user trusts the agent (Mode), and
+what policy says about one call (Verdict, Decision, Classification).
+
+It lives at the bottom of the policy layer so that the classifier, the rules, the decision and the
+tools all speak it without importing each other upward. The enums are `str`-valued: they compare
+equal to the strings stored in sessions, configs and JSON events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Effect(StrEnum):
+    READ_ONLY = "read_only"
+    LOCAL_MUTATION = "local_mutation"
+    REMOTE_ACTION = "remote_action"
+    DESTRUCTIVE = "destructive"
+
+
+class Mode(StrEnum):
+    PLAN = "plan"
+    SAFE = "safe"
+    AUTO = "auto"
+
+
+class Verdict(StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+MODES = tuple(m.value for m in Mode)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: str  # one line, shown to the user at an approval and to the model when a call is refused
+    rule: str = ""  # the exec-policy rule that decided, described, if one did
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What a call would do, decided before it runs; the policy decision reads only this."""
+
+    effect: str
+    subject: str  # what a user approves: the command line, or the file's path
+    commands: tuple[tuple[str, ...], ...] = ()  # simple commands (shell), for rules and session grants
+    outside_paths: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()

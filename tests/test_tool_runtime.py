@@ -1,0 +1,136 @@
+"""The tool runtime's one sequence, tested in-process against a fake host: typed outcomes, hooks
+around mutations only, and the same decision `auger policy check` prints."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+
+import pytest
+
+from auger.engine.tool_runtime import Aborted, Denied, Failed, PlannedCall, Ran
+from auger.frontends.cli import main as cli_main
+from auger.policy.sandbox import detect
+from auger.config import load_config, home_dirs
+from auger.protocol import events as ev
+from auger.protocol.items import ToolCall
+from auger.tools.base import READ_ONLY, LOCAL_MUTATION, ToolResult, ToolSpec
+from auger.tools.shell import SHELL
+from tests.support.fake_host import FakeHost, fake_runtime
+
+
+def _call(name: str, args: dict | str, call_id: str = "c1") -> ToolCall:
+    return ToolCall(call_id, name, args if isinstance(args, str) else json.dumps(args))
+
+
+def _recording_shell(ran: list[str]) -> ToolSpec:
+    """The real shell tool's schema and classifier; its handler only notes the command, so a decision
+    table can be checked without running `rm -rf` or `git push`."""
+    async def handler(args, ctx):
+        ran.append(args["command"])
+        return ToolResult("ran")
+
+    return dataclasses.replace(SHELL, handler=handler)
+
+
+COMMANDS = ["ls -la", "cat README.md", "touch new.txt", "rm -rf build", "git push origin main",
+            "curl https://example.com", "echo hi > ../outside.txt", "git status", "make test"]
+
+
+@pytest.mark.parametrize("mode", ["plan", "safe", "auto"])
+def test_policy_check_and_the_runtime_decide_alike(project, isolated_home, capsys, mode):
+    (isolated_home / "rules.toml").write_text('[[rules]]\nprefix = "make"\ndecision = "allow"\n'
+                                              '[[rules]]\nprefix = "curl"\ndecision = "forbidden"\n')
+    from auger.policy.rules import load_rules
+
+    rules, problems = load_rules(home_dirs()["config"] / "rules.toml", None)
+    assert not problems
+    sandboxed = detect(load_config([], env={}, config_file=isolated_home / "none.toml").sandbox)[0] is not None
+    ran: list[str] = []
+    runtime = fake_runtime(project, [_recording_shell(ran)], rules=rules, sandboxed=sandboxed)
+    table = {}
+    for command in COMMANDS:
+        assert cli_main(["policy", "check", "--mode", mode, "-C", str(project), "--", command]) == 0
+        printed = re.search(r"^decision: (\w+) ", capsys.readouterr().out, re.M)
+        host = FakeHost()
+        outcome = asyncio.run(runtime.run(_call("shell", {"command": command}), host, turn_id="t", mode=mode))
+        if isinstance(outcome, Ran):
+            actual = "allow"
+        elif host.asked:
+            actual = "ask"
+        else:
+            assert isinstance(outcome, Denied), outcome
+            actual = "deny"
+        table[command] = (printed.group(1), actual)
+    assert all(cli == runtime_verdict for cli, runtime_verdict in table.values()), table
+    verdicts = {command: verdict for command, (verdict, _) in table.items()}
+    assert verdicts["ls -la"] == "allow" and verdicts["curl https://example.com"] == "deny"
+    assert verdicts["rm -rf build"] == ("deny" if mode == "plan" else "ask")  # the table is not trivially flat
+
+
+def _tool(name: str, effect: str, log: list[str]) -> ToolSpec:
+    async def handler(args, ctx):
+        log.append(f"run {name}")
+        return ToolResult(f"{name} done")
+
+    return ToolSpec(name, f"the {name} tool", {"type": "object", "properties": {}}, handler, effect=effect)
+
+
+def _hooked_runtime(project, log: list[str], **options):
+    runtime = fake_runtime(project, [_tool("look", READ_ONLY, log), _tool("change", LOCAL_MUTATION, log)],
+                           **options)
+
+    async def before(call: PlannedCall) -> None:
+        log.append(f"before {call.tool} {call.classification.effect}")
+
+    async def after(call: PlannedCall) -> None:
+        log.append(f"after {call.tool}")
+
+    runtime.before_mutation.append(before)
+    runtime.after_mutation.append(after)
+    return runtime
+
+
+def test_mutation_hooks_wrap_only_calls_that_may_change_something(project):
+    log: list[str] = []
+    runtime = _hooked_runtime(project, log)
+    host = FakeHost(answer=lambda request: "approve")
+    for name in ("look", "change"):
+        outcome = asyncio.run(runtime.run(_call(name, {}), host, turn_id="t", mode="safe"))
+        assert isinstance(outcome, Ran) and outcome.result.output == f"{name} done"
+    assert log == ["run look", "before change local_mutation", "run change", "after change"]
+    assert [e.name for e in host.of(ev.ToolCallStarted)] == ["look", "change"]
+
+
+def test_a_refused_call_runs_no_hook_and_says_why(project):
+    log: list[str] = []
+    runtime = _hooked_runtime(project, log)
+    denied = asyncio.run(runtime.run(_call("change", {}), FakeHost(), turn_id="t", mode="safe"))
+    assert isinstance(denied, Denied) and "The user denied this change call" in denied.message
+    planned = asyncio.run(runtime.run(_call("change", {}), FakeHost(), turn_id="t", mode="plan"))
+    assert isinstance(planned, Denied) and "plan mode allows read-only actions only" in planned.message
+    aborted = asyncio.run(runtime.run(_call("change", {}), FakeHost(answer=lambda r: "abort"), turn_id="t",
+                                      mode="safe"))
+    assert isinstance(aborted, Aborted)
+    assert log == []
+
+
+def test_calls_that_cannot_run_fail_with_a_message_for_the_model(project):
+    runtime = _hooked_runtime(project, [])
+    unknown = asyncio.run(runtime.run(_call("nope", {}), FakeHost(), turn_id="t", mode="auto"))
+    assert isinstance(unknown, Failed) and "no tool named 'nope'" in unknown.message and "look, change" in unknown.message
+    bad = asyncio.run(runtime.run(_call("look", "{not json"), FakeHost(), turn_id="t", mode="auto"))
+    assert isinstance(bad, Failed) and "are not valid JSON" in bad.message
+    extra = asyncio.run(runtime.run(_call("look", {"x": 1}), FakeHost(), turn_id="t", mode="auto"))
+    assert isinstance(extra, Failed) and "unknown argument(s): x" in extra.message
+
+
+def test_a_session_grant_covers_the_same_call_without_asking_again(project):
+    log: list[str] = []
+    runtime = _hooked_runtime(project, log)
+    host = FakeHost(answer=lambda request: "approve_session")
+    for _ in range(2):
+        assert isinstance(asyncio.run(runtime.run(_call("change", {}), host, turn_id="t", mode="safe")), Ran)
+    assert len(host.asked) == 1 and log.count("run change") == 2
