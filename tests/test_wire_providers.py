@@ -301,12 +301,15 @@ def test_a_rejected_image_is_replaced_by_a_note_for_good(project, tmp_path):
 # --------------------------------------------------------------------------------------------------------- #
 
 
-def _probe(server: MockChatServer, model: str, explicit: bool = False) -> int | None:
+def _probe(server: MockChatServer, model: str, explicit: bool = False, times: int = 1) -> int | None:
+    """Probe `times` times with one client; the answers must agree."""
     client = _chat(server, model)
 
     async def main():
         try:
-            return await probe_context_window(client, explicit)
+            answers = {await probe_context_window(client, explicit) for _ in range(times)}
+            assert len(answers) == 1, answers
+            return answers.pop()
         finally:
             await client.aclose()
 
@@ -333,8 +336,9 @@ def test_probe_is_skipped_for_explicit_config_and_cached():
         assert _probe(server, "m-explicit", explicit=True) is None
         assert not server.requests
         assert _probe(server, "gpt-oss:20b") == 9000
-        count = len(server.requests)
-        assert _probe(server, "gpt-oss:20b") == 9000 and len(server.requests) == count
+        once = len(server.requests)
+        assert _probe(server, "gpt-oss:20b", times=3) == 9000
+        assert len(server.requests) == 2 * once, "a client asks its server once per model"
 
 
 def test_session_uses_the_ollama_window_and_warns_when_the_first_request_fills_it(project):

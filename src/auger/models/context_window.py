@@ -13,12 +13,14 @@ opens:
   llama.cpp, `context_window`).
 
 Explicit configuration (`model_context_window`, a model table) wins and is never probed. A failed probe
-is a quiet fallback to what the registry says, never an error. Answers are cached per (base URL, model).
+is a quiet fallback to what the registry says, never an error. Answers are kept per client and model
+(a server restarted with another context length is asked again by the next client).
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 from auger.models.base import ModelClient
@@ -31,7 +33,7 @@ _MODEL_KEYS = ("loaded_context_length", "max_model_len", "context_length", "cont
 _SANE = range(256, 100_000_001)  # a server's number outside this is not believed
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 
-_cache: dict[tuple[str, str], int | None] = {}
+_answers: weakref.WeakKeyDictionary[ModelClient, dict[str, int | None]] = weakref.WeakKeyDictionary()
 
 
 async def probe_context_window(client: ModelClient, explicit: bool) -> int | None:
@@ -41,13 +43,13 @@ async def probe_context_window(client: ModelClient, explicit: bool) -> int | Non
     http = getattr(client, "_http", None)
     if explicit or not base_url or http is None:
         return None
-    key = (base_url, client.model)
-    if key not in _cache:
+    answers = _answers.setdefault(client, {})
+    if client.model not in answers:
         try:
-            _cache[key] = await _ask(http, base_url, client.model, ollama=_looks_like_ollama(client))
+            answers[client.model] = await _ask(http, base_url, client.model, ollama=_looks_like_ollama(client))
         except Exception:  # noqa: BLE001 - any failure of a best-effort probe is a quiet fallback
-            _cache[key] = None
-    return _cache[key]
+            answers[client.model] = None
+    return answers[client.model]
 
 
 def fill_warning(used: int, window: int, model: str) -> str | None:
