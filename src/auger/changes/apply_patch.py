@@ -32,7 +32,8 @@ import shlex
 import stat
 from dataclasses import dataclass, field
 
-from auger.policy.fs import RootHandle, read_fd, replace_file
+from auger.changes.files import remove_beneath, write_beneath
+from auger.policy.fs import RootHandle, read_fd
 from auger.policy.gitguard import git_write_refusal
 from auger.policy.paths import PathEscape
 
@@ -434,27 +435,11 @@ def apply_patch(root: RootHandle, text: str) -> PatchResult:
 
 
 def _write(root: RootHandle, rel: str, data: bytes | None, mode: int | None) -> None:
-    """Put `data` at `rel` atomically (None: remove it). A new file gets the mode open() would give."""
-    where = root.resolve(rel, follow=False, links=False, make_parents=data is not None)
-    try:
-        if data is None:
-            try:
-                os.unlink(where.name, dir_fd=where.parent_fd)
-            except FileNotFoundError:
-                pass
-            return
-        if mode is None:  # let the kernel apply the umask to a fresh file, then replace it atomically
-            try:
-                fd = os.open(where.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o666, dir_fd=where.parent_fd)
-            except FileExistsError:
-                mode = stat.S_IMODE(os.stat(where.name, dir_fd=where.parent_fd, follow_symlinks=False).st_mode)
-            else:
-                mode = stat.S_IMODE(os.fstat(fd).st_mode)
-                os.close(fd)
-        replace_file(where.parent_fd, where.name, data, mode)
-    finally:
-        os.close(where.parent_fd)
+    """Put `data` at `rel` (None: remove it)."""
+    if data is None:
+        remove_beneath(root, rel)
+    else:
+        write_beneath(root, rel, data, mode)
 
 
 # --------------------------------------------------------------------------- from a shell command

@@ -1,0 +1,277 @@
+"""Snapshots of the project's working tree, kept as git objects in a repository of auger's own.
+
+Why this way:
+
+* Whatever changed the tree — a file tool, `sed -i`, a build, `git mv` — a snapshot sees it, because
+  it records the tree itself, not the tool calls. A snapshot is a commit (tree + message) in a
+  separate git directory whose work tree is the project (`GIT_DIR=<snapdir> GIT_WORK_TREE=<root>`)
+  with its own index (`GIT_INDEX_FILE`). So it works in projects that are not git repositories and
+  never touches the user's index, branches, stash, reflog or config; and it survives a killed
+  process, being nothing but git objects named by a ref (so `git gc` keeps them).
+* Git runs what its configuration names. The user's and the system's configuration are never read
+  (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`, HOME pointing at an empty directory), hooks and
+  fsmonitor are off, and the environment is built from nothing but PATH. The project's
+  `.gitattributes` could ask for line-ending conversion or filters, which would make the stored bytes
+  differ from the file's; the snapshot repository's own `info/attributes` switches them off.
+* What is recorded: every file git would show as tracked or untracked in the project — ignored ones
+  are left out (the project's `.gitignore` files and, in a git repository, its `info/exclude`); the
+  user's `.git` never. A file over `max_file_bytes`, and the new files of a directory holding more
+  than `max_dir_files` of them (a generated tree), are skipped with a warning: a skipped path keeps
+  whatever the previous snapshot held, so an undo never touches it.
+* Speed: the index is kept between snapshots, so `git ls-files -m -o` finds what changed by stat
+  alone and only those paths are hashed (`update-index`); `write-tree` reuses the cached subtrees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_FILE_BYTES = 10 << 20
+DEFAULT_MAX_DIR_FILES = 5000
+REF_PREFIX = "refs/auger/snapshots/"
+_CONFIG = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.bare=false", "core.autocrlf=false",
+    "core.safecrlf=false", "core.filemode=true", "core.symlinks=true", "core.quotePath=false",
+    "core.ignoreCase=false", "core.precomposeUnicode=false", "core.untrackedCache=false",
+    "gc.auto=0", "color.ui=false", "diff.renames=true",
+)
+# Stored bytes are the file's bytes: no end-of-line conversion, no clean/smudge filter, no $Id$.
+_ATTRIBUTES = b"* -text -eol -filter -ident -working-tree-encoding\n"
+
+
+class SnapshotError(Exception):
+    """A snapshot repository that git could not read or write; the message says what git said."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One recorded state of the tree: its commit and tree ids, and what was left out and why."""
+
+    commit: str
+    tree: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file in a snapshot: git mode ('100644', '100755', '120000'), blob id, path."""
+
+    mode: str
+    oid: str
+    path: str
+
+
+def snapshot_dir(data_dir: Path, root: Path) -> Path:
+    """Where the snapshots of the project at `root` live under auger's data directory: one
+    repository per resolved project root, named so a person can tell which is which."""
+    real = Path(os.path.realpath(root))
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    return Path(data_dir) / "snapshots" / f"{real.name or 'root'}-{digest}"
+
+
+class SnapshotStore:
+    """The snapshot repository of one project. Snapshots are taken one at a time (they share an index)."""
+
+    def __init__(self, root: Path, snapdir: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 max_dir_files: int = DEFAULT_MAX_DIR_FILES) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.snapdir = Path(snapdir)
+        self.max_file_bytes = max_file_bytes
+        self.max_dir_files = max_dir_files
+        self._lock = asyncio.Lock()
+        self._ready = False
+        self._env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.snapdir / "home"),
+            "XDG_CONFIG_HOME": str(self.snapdir / "home"),
+            "LC_ALL": "C",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_DIR": str(self.snapdir),
+            "GIT_WORK_TREE": str(self.root),
+            "GIT_INDEX_FILE": str(self.snapdir / "auger-index"),
+            "GIT_AUTHOR_NAME": "auger", "GIT_AUTHOR_EMAIL": "auger@localhost",
+            "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_OPTIONAL_LOCKS": "0",
+        }
+
+    # ------------------------------------------------------------------ git
+
+    async def git(self, *args: str, stdin: bytes | None = None) -> bytes:
+        """Run git on the snapshot repository; its stdout, or SnapshotError with git's message."""
+        argv = ["git"]
+        for item in _CONFIG:
+            argv += ["-c", item]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, *args, cwd=self.root, env=self._env, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate(stdin)
+        if proc.returncode != 0:
+            text = err.decode("utf-8", "replace").strip().splitlines()
+            raise SnapshotError(f"git {args[0]} failed: {text[-1] if text else f'exit {proc.returncode}'}")
+        return out
+
+    async def _ensure(self) -> None:
+        """Create the snapshot repository on first use (no templates: no sample hooks)."""
+        if self._ready:
+            return
+        if not (self.snapdir / "HEAD").exists():
+            self.snapdir.mkdir(parents=True, exist_ok=True)
+            proc = await asyncio.create_subprocess_exec(
+                "git", "init", "--bare", "-q", "--template=", str(self.snapdir),
+                env={k: v for k, v in self._env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")},
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            _, err = await proc.communicate()
+            if proc.returncode != 0:
+                raise SnapshotError(f"cannot create the snapshot repository {self.snapdir}: "
+                                    f"{err.decode('utf-8', 'replace').strip()}")
+        (self.snapdir / "home").mkdir(exist_ok=True)
+        info = self.snapdir / "info"
+        info.mkdir(exist_ok=True)
+        if _read(info / "attributes") != _ATTRIBUTES:
+            (info / "attributes").write_bytes(_ATTRIBUTES)
+        self._ready = True
+
+    def _sync_excludes(self) -> None:
+        """Make the snapshot repository's info/exclude the project's own (if it is a git repository)."""
+        wanted = _read(_project_git_dir(self.root) / "info" / "exclude") if _project_git_dir(self.root) else b""
+        path = self.snapdir / "info" / "exclude"
+        if _read(path) != wanted:
+            path.write_bytes(wanted)
+
+    # ------------------------------------------------------------------ snapshots
+
+    async def snapshot(self, message: str = "auger snapshot") -> Snapshot:
+        """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
+        async with self._lock:
+            await self._ensure()
+            self._sync_excludes()
+            listing = await self.git("ls-files", "-z", "-t", "-m", "-d", "-o", "--exclude-standard")
+            gone, present, warnings = self._select(listing)
+            if gone:
+                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(gone))
+            if present:
+                await self.git("update-index", "-z", "--add", "--replace", "--stdin", stdin=_nul(present))
+            tree = (await self.git("write-tree")).decode().strip()
+            commit = (await self.git("commit-tree", tree, "-m", message or "auger snapshot")).decode().strip()
+            await self.git("update-ref", REF_PREFIX + commit, commit)
+            return Snapshot(commit, tree, tuple(warnings))
+
+    def _select(self, listing: bytes) -> tuple[list[str], list[str], list[str]]:
+        """From `ls-files -t` output: paths to drop from the index, paths to hash, and warnings."""
+        untracked: list[str] = []
+        changed: set[str] = set()
+        warnings: list[str] = []
+        for record in listing.split(b"\0"):
+            if len(record) < 3:
+                continue
+            tag, path = record[:1], os.fsdecode(record[2:])
+            if tag == b"?":
+                if path.endswith("/"):
+                    warnings.append(f"skipped {path}: it is a separate git repository")
+                else:
+                    untracked.append(path)
+            else:
+                changed.add(path)
+        per_dir = Counter(os.path.dirname(p) for p in untracked)
+        crowded = {d for d, n in per_dir.items() if n > self.max_dir_files}
+        for d in sorted(crowded):
+            warnings.append(f"skipped {per_dir[d]} new files in {d or '.'}/: more than {self.max_dir_files} "
+                            "new files in one directory (raise the limit to include them)")
+        candidates = sorted(changed) + [p for p in untracked if os.path.dirname(p) not in crowded]
+        gone: list[str] = []
+        present: list[str] = []
+        for path in candidates:
+            try:
+                st = os.lstat(self.root / path)
+            except (FileNotFoundError, NotADirectoryError):
+                gone.append(path)
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                gone.append(path)  # a file that became a directory: its files are listed on their own
+            elif stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
+                warnings.append(f"skipped {path}: {st.st_size >> 20} MB is over the "
+                                f"{self.max_file_bytes >> 20} MB snapshot limit")
+            elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                present.append(path)
+            else:
+                warnings.append(f"skipped {path}: not a regular file or symlink")
+        return gone, present, warnings
+
+    async def entries(self, snapshot: Snapshot | str) -> dict[str, Entry]:
+        """Every file of a snapshot, by path."""
+        out = await self.git("ls-tree", "-r", "-z", "--full-tree", _commit(snapshot))
+        files: dict[str, Entry] = {}
+        for record in out.split(b"\0"):
+            if not record:
+                continue
+            meta, _, raw = record.partition(b"\t")
+            mode, kind, oid = meta.decode().split(" ")
+            if kind == "blob":
+                path = os.fsdecode(raw)
+                files[path] = Entry(mode, oid, path)
+        return files
+
+    async def blobs(self, oids: list[str]) -> dict[str, bytes]:
+        """The contents of blobs by id, read in one `cat-file --batch`."""
+        if not oids:
+            return {}
+        unique = list(dict.fromkeys(oids))
+        out = await self.git("cat-file", "--batch", stdin="".join(f"{o}\n" for o in unique).encode())
+        found: dict[str, bytes] = {}
+        pos = 0
+        for oid in unique:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].decode().split(" ")
+            if len(header) != 3:
+                raise SnapshotError(f"blob {oid} is missing from the snapshot repository")
+            size = int(header[2])
+            found[oid] = out[end + 1:end + 1 + size]
+            pos = end + 1 + size + 1
+        return found
+
+    async def drop(self, snapshot: Snapshot | str) -> None:
+        """Forget a snapshot (its objects go at the next `git gc` unless another snapshot shares them)."""
+        commit = _commit(snapshot)
+        await self.git("update-ref", "-d", REF_PREFIX + commit, commit)
+
+    async def list(self) -> list[str]:
+        """The commits of the snapshots kept, newest first."""
+        out = await self.git("for-each-ref", "--sort=-committerdate", "--format=%(objectname)", REF_PREFIX)
+        return out.decode().split()
+
+
+def _commit(snapshot: Snapshot | str) -> str:
+    return snapshot.commit if isinstance(snapshot, Snapshot) else snapshot
+
+
+def _nul(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _project_git_dir(root: Path) -> Path | None:
+    """The project's own git directory (for its info/exclude): `.git`, or the one a `.git` file
+    names (a worktree or submodule, whose exclude lives in the common directory)."""
+    dotgit = root / ".git"
+    if dotgit.is_dir():
+        return dotgit
+    text = _read(dotgit)
+    if not text or not text.startswith(b"gitdir:"):
+        return None
+    gitdir = (root / os.fsdecode(text[len(b"gitdir:"):].strip())).resolve()
+    common = _read(gitdir / "commondir")
+    return (gitdir / os.fsdecode(common.strip())).resolve() if common else gitdir
