@@ -241,3 +241,10 @@ def test_corrupted_patches_change_nothing(case, how, rnd) -> None:
         with pytest.raises(PatchError):
             run(root, "\n".join(lines))
         assert tree_state(root) == state
+
+
+def test_deleting_a_symlink_removes_the_link_not_its_target(root: Path) -> None:
+    (root / "important.py").write_text("keep me\n")
+    (root / "alias.py").symlink_to("important.py")
+    run(root, patch("*** Delete File: alias.py"))
+    assert not (root / "alias.py").is_symlink() and (root / "important.py").read_text() == "keep me\n"

@@ -258,3 +258,40 @@ def test_user_config_and_environment_are_not_used(tmp_path: Path, monkeypatch: p
     assert not marker.exists()
     assert (root / ".git/index").read_bytes() == index
     assert (root / "README.md").read_text() == "hello\nworld\n"
+
+
+def test_directory_replaced_by_symlink_and_back(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/mod.py").write_text("outside\n")
+    store = store_for(tmp_path, root)
+    before_tree = tree(root)
+    before = asyncio.run(store.snapshot())
+    sh(root, f"rm -r src/pkg && ln -s {tmp_path}/elsewhere src/pkg")
+    after = asyncio.run(store.snapshot())
+    assert set(asyncio.run(store.entries(after))) >= {"src/pkg"}
+    assert not any(p.startswith("src/pkg/") for p in asyncio.run(store.entries(after)))
+    asyncio.run(undo(store, before, after))
+    assert tree(root) == before_tree
+    assert (tmp_path / "elsewhere/mod.py").read_text() == "outside\n"
+
+
+def test_path_that_cannot_be_restored_is_reported_and_the_rest_restored(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    store = store_for(tmp_path, root)
+    before = asyncio.run(store.snapshot())
+    sh(root, "rm doomed.txt && mkdir doomed.txt && echo x > doomed.txt/kept.log && echo y >> README.md")
+    result = asyncio.run(restore(store, before))
+    assert [f.split(":")[0] for f in result.failed] == ["doomed.txt"]
+    assert (root / "README.md").read_text() == "hello\nworld\n" and (root / "doomed.txt/kept.log").exists()
+
+
+def test_snapshot_repository_inside_the_project_is_not_snapshotted(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    store = SnapshotStore(root, root / ".auger/snapshots")
+    asyncio.run(store.snapshot())
+    snap = asyncio.run(store.snapshot())
+    assert not any(p.startswith(".auger/") for p in asyncio.run(store.entries(snap)))

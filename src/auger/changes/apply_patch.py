@@ -322,9 +322,10 @@ class _Plan:
     modes: dict[str, int | None] = field(default_factory=dict)  # None: a new file, the umask decides
     before: dict[str, tuple[bytes, int | None] | None] = field(default_factory=dict)
 
-    def resolve(self, raw: str) -> str:
-        """The symlink-free relative path of `raw`, refused if it leaves the root or enters git."""
-        rel = self._existing(raw)
+    def resolve(self, raw: str, follow: bool = True) -> str:
+        """The symlink-free relative path of `raw`, refused if it leaves the root or enters git.
+        `follow=False`: a symlink as the last component is the file meant, not what it points to."""
+        rel = self._existing(raw, follow)
         if not rel:
             raise PatchError(f"{raw!r} names the project root itself, not a file")
         why = git_write_refusal(self.root, rel)
@@ -332,11 +333,11 @@ class _Plan:
             raise PatchError(why)
         return rel
 
-    def _existing(self, raw: str) -> str:
+    def _existing(self, raw: str, follow: bool = True) -> str:
         """`raw` resolved beneath the root; below a directory that does not exist yet (the patch will
         create it) nothing can be a link, so the rest is appended as written."""
         try:
-            where = self.root.resolve(raw)
+            where = self.root.resolve(raw, follow=follow)
         except PathEscape as exc:
             raise PatchError(str(exc)) from None
         except FileNotFoundError:
@@ -378,6 +379,18 @@ class _Plan:
         finally:
             os.close(fd)
 
+    def is_link(self, rel: str) -> bool:
+        if rel in self.new:
+            return False
+        try:
+            fd = self.root.open(rel, os.O_PATH | os.O_NOFOLLOW, follow=False)
+        except OSError:
+            return False
+        try:
+            return stat.S_ISLNK(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+
     def put(self, rel: str, data: bytes | None, mode: int | None) -> None:
         self.new[rel] = data
         self.modes[rel] = mode
@@ -387,6 +400,10 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
     """Every file's new content, computed in memory; PatchError if any part does not apply."""
     plan, result = _Plan(root), PatchResult()
     for op in ops:
+        if isinstance(op, DeleteFile) and plan.is_link(rel := plan.resolve(op.path, follow=False)):
+            plan.put(rel, None, None)  # the link goes, never the file it points to
+            result.deleted.append(rel)
+            continue
         rel = plan.resolve(op.path)
         now = plan.current(rel, op.path)
         if isinstance(op, AddFile):

@@ -140,8 +140,13 @@ class SnapshotStore:
         self._ready = True
 
     def _sync_excludes(self) -> None:
-        """Make the snapshot repository's info/exclude the project's own (if it is a git repository)."""
-        wanted = _read(_project_git_dir(self.root) / "info" / "exclude") if _project_git_dir(self.root) else b""
+        """Make the snapshot repository's info/exclude the project's own (if it is a git repository),
+        plus the snapshot repository itself should it lie inside the project."""
+        gitdir = _project_git_dir(self.root)
+        wanted = (_read(gitdir / "info" / "exclude") or b"") if gitdir else b""
+        inside = Path(os.path.realpath(self.snapdir))
+        if self.root in inside.parents:  # never snapshot the snapshots
+            wanted += b"\n/" + os.fsencode(inside.relative_to(self.root).as_posix()) + b"/\n"
         path = self.snapdir / "info" / "exclude"
         if _read(path) != wanted:
             path.write_bytes(wanted)
@@ -188,7 +193,11 @@ class SnapshotStore:
         candidates = sorted(changed) + [p for p in untracked if os.path.dirname(p) not in crowded]
         gone: list[str] = []
         present: list[str] = []
+        real_dirs: dict[str, bool] = {"": True}
         for path in candidates:
+            if not self._real_dir(os.path.dirname(path), real_dirs):
+                gone.append(path)  # its directory is now a symlink (listed on its own) or gone
+                continue
             try:
                 st = os.lstat(self.root / path)
             except (FileNotFoundError, NotADirectoryError):
@@ -204,6 +213,16 @@ class SnapshotStore:
             else:
                 warnings.append(f"skipped {path}: not a regular file or symlink")
         return gone, present, warnings
+
+    def _real_dir(self, rel: str, seen: dict[str, bool]) -> bool:
+        """Whether `rel` is a directory reached without a symlink (git stores nothing beyond one)."""
+        if rel not in seen:
+            try:
+                ok = stat.S_ISDIR(os.lstat(self.root / rel).st_mode)
+            except OSError:
+                ok = False
+            seen[rel] = ok and self._real_dir(os.path.dirname(rel), seen)
+        return seen[rel]
 
     async def entries(self, snapshot: Snapshot | str) -> dict[str, Entry]:
         """Every file of a snapshot, by path."""

@@ -13,12 +13,14 @@ How, and why:
   anything — unless forced.
 * The snapshot of "now" is returned as the redo point: restoring it undoes the undo.
 * Files are written beneath the root handle, never through a symlink, never into a git directory.
+  A path that cannot be restored is listed in `failed`; the rest are still restored.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 from auger.changes.diff import changes
 from auger.changes.files import mode_of, remove_beneath, symlink_beneath, write_beneath
@@ -47,6 +49,7 @@ class RestoreResult:
     removed: list[str] = field(default_factory=list)
     removed_dirs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # paths refused (inside a git directory)
+    failed: list[str] = field(default_factory=list)  # "path: why" for paths that could not be restored
 
 
 async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Snapshot | str | None = None,
@@ -73,16 +76,13 @@ async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Sna
     handle = RootHandle(store.root)
     try:
         for path in sorted(removals, reverse=True):
-            if _refused(handle, path, result):
-                continue
-            remove_beneath(handle, path)
-            result.removed.append(path)
+            if not _refused(handle, path, result) and _attempt(result, path, remove_beneath, handle, path):
+                result.removed.append(path)
         _remove_empty_dirs(handle, removals, target_dirs, result)
         for entry in writes:
-            if _refused(handle, entry.path, result):
-                continue
-            _put(handle, entry, contents[entry.oid])
-            result.written.append(entry.path)
+            if (not _refused(handle, entry.path, result)
+                    and _attempt(result, entry.path, _put, handle, entry, contents[entry.oid])):
+                result.written.append(entry.path)
     finally:
         handle.close()
     return result
@@ -113,6 +113,17 @@ def _refused(handle: RootHandle, path: str, result: RestoreResult) -> bool:
         result.skipped.append(path)
         return True
     return False
+
+
+def _attempt(result: RestoreResult, path: str, action: Callable[..., None], *args: object) -> bool:
+    """Run one path's change; a path that cannot be changed (a directory holding ignored files where
+    the snapshot has a file, a read-only directory) is reported, and the others still restored."""
+    try:
+        action(*args)
+    except (OSError, PathEscape) as exc:
+        result.failed.append(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+        return False
+    return True
 
 
 def _put(handle: RootHandle, entry: Entry, data: bytes) -> None:
