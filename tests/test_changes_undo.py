@@ -295,3 +295,24 @@ def test_snapshot_repository_inside_the_project_is_not_snapshotted(tmp_path: Pat
     asyncio.run(store.snapshot())
     snap = asyncio.run(store.snapshot())
     assert not any(p.startswith(".auger/") for p in asyncio.run(store.entries(snap)))
+
+
+def test_stale_index_lock_of_a_killed_snapshot_and_concurrent_snapshots(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    store = store_for(tmp_path, root)
+    first = asyncio.run(store.snapshot())
+    (store.snapdir / "auger-index.lock").write_bytes(b"")  # as left by a git killed mid-write
+    (root / "README.md").write_text("changed\n")
+    second = asyncio.run(store.snapshot())
+    assert second.tree != first.tree
+    other = store_for(tmp_path, root)  # another process's store on the same repository
+
+    async def both():
+        return await asyncio.gather(*(s.snapshot() for s in (store, other, store, other)))
+
+    (root / "README.md").write_text("again\n")
+    trees = {s.tree for s in asyncio.run(both())}
+    assert len(trees) == 1 and trees != {second.tree}
+    asyncio.run(store.compact())
+    assert asyncio.run(store.entries(second))["README.md"].oid

@@ -25,16 +25,22 @@ Why this way:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
+import itertools
 import os
 import stat
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import AsyncIterator
 
 DEFAULT_MAX_FILE_BYTES = 10 << 20
 DEFAULT_MAX_DIR_FILES = 5000
 REF_PREFIX = "refs/auger/snapshots/"
+_LOCK_POLL = 0.02  # seconds between tries for the repository lock
+_LOCK_WAIT = 30.0  # then give up: a snapshot of even a huge tree takes less
 _CONFIG = (
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.bare=false", "core.autocrlf=false",
     "core.safecrlf=false", "core.filemode=true", "core.symlinks=true", "core.quotePath=false",
@@ -114,8 +120,9 @@ class SnapshotStore:
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await proc.communicate(stdin)
         if proc.returncode != 0:
-            text = err.decode("utf-8", "replace").strip().splitlines()
-            raise SnapshotError(f"git {args[0]} failed: {text[-1] if text else f'exit {proc.returncode}'}")
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            said = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[-1] if lines else "")
+            raise SnapshotError(f"git {args[0]} failed: {said or f'exit status {proc.returncode}'}")
         return out
 
     async def _ensure(self) -> None:
@@ -153,10 +160,33 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ snapshots
 
-    async def snapshot(self, message: str = "auger snapshot") -> Snapshot:
-        """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """Hold the snapshot repository alone: within this process (an asyncio lock) and across
+        processes (flock, which the kernel releases when a holder dies). Holding it, an index
+        lock file left by a killed git is stale, and is removed."""
         async with self._lock:
             await self._ensure()
+            fd = os.open(self.snapdir / "auger.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                for attempt in itertools.count():
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if attempt * _LOCK_POLL >= _LOCK_WAIT:
+                            raise SnapshotError(f"the snapshot repository {self.snapdir} is busy "
+                                                f"(another auger has held it for {_LOCK_WAIT:.0f} s)") from None
+                        await asyncio.sleep(_LOCK_POLL)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.snapdir / "auger-index.lock")
+                yield
+            finally:
+                os.close(fd)
+
+    async def snapshot(self, message: str = "auger snapshot") -> Snapshot:
+        """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
+        async with self._exclusive():
             self._sync_excludes()
             listing = await self.git("ls-files", "-z", "-t", "-m", "-d", "-o", "--exclude-standard")
             gone, present, warnings = self._select(listing)
@@ -260,6 +290,12 @@ class SnapshotStore:
         """Forget a snapshot (its objects go at the next `git gc` unless another snapshot shares them)."""
         commit = _commit(snapshot)
         await self.git("update-ref", "-d", REF_PREFIX + commit, commit)
+
+    async def compact(self) -> None:
+        """Pack the snapshot repository's loose objects (git never does it on its own here: gc.auto
+        is off so that no git command starts a background gc while a snapshot is being taken)."""
+        async with self._exclusive():
+            await self.git("gc", "--quiet")
 
     async def list(self) -> list[str]:
         """The commits of the snapshots kept, newest first."""
