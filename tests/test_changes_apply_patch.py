@@ -248,3 +248,11 @@ def test_deleting_a_symlink_removes_the_link_not_its_target(root: Path) -> None:
     (root / "alias.py").symlink_to("important.py")
     run(root, patch("*** Delete File: alias.py"))
     assert not (root / "alias.py").is_symlink() and (root / "important.py").read_text() == "keep me\n"
+
+
+def test_empty_line_before_the_next_file_header_is_not_context(root: Path) -> None:
+    (root / "a.txt").write_text("one\n\ntwo\n")
+    (root / "b.txt").write_text("x\n")
+    run(root, patch("*** Update File: a.txt", "@@", "+three", "", "*** Update File: b.txt", "@@", "-x", "+y", ""))
+    assert (root / "a.txt").read_text() == "one\n\ntwo\nthree\n"
+    assert (root / "b.txt").read_text() == "y\n"

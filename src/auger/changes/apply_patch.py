@@ -56,7 +56,7 @@ class PatchError(Exception):
 
 @dataclass(frozen=True)
 class Chunk:
-    """One `@@` hunk: its lines tagged ' ', '-' or '+', and where to look for them."""
+    """One `@@` hunk: its lines tagged ' ' (or '' for an empty line), '-' or '+', and where to look."""
 
     header: str | None
     lines: tuple[tuple[str, str], ...]
@@ -180,11 +180,13 @@ def _parse_chunks(lines: list[str], i: int, last: int) -> tuple[list[Chunk], int
                 raise PatchError(f"patch line {i + 1}: a hunk after the first must start with '@@'")
             if not opened and not body:
                 start = i + 1
-            body.append((line[:1] or " ", line[1:]))
+            body.append((line[:1], line[1:]))  # tag '' for an empty line: context, or a separator
         else:
             raise PatchError(f"patch line {i + 1}: {line[:80]!r} is not a hunk line; each line of a hunk "
                              "starts with ' ' (context), '-' (removed) or '+' (added)")
         i += 1
+    while body and body[-1] == ("", "") and len(body) > 1:
+        body.pop()  # empty lines before the next file header separate sections; they are not context
     close(False)
     return chunks, i
 
@@ -265,7 +267,7 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
             at = cursor if chunk.header and not chunk.end_of_file else len(lines)
         else:
             at = seek(lines, old, cursor, chunk.end_of_file)
-            if at is None and body[-1] == (" ", ""):  # a blank line the model added at the hunk's end
+            if at is None and body[-1][1] == "" and body[-1][0] in (" ", ""):  # a blank line added at the end
                 body = body[:-1]
                 old = old[:-1]
                 at = seek(lines, old, cursor, chunk.end_of_file) if old else None
@@ -289,7 +291,7 @@ def _replacement(body: tuple[tuple[str, str], ...], lines: list[str], at: int) -
         if tag == "+":
             out.append(text)
             continue
-        if tag == " ":
+        if tag != "-":
             out.append(lines[k])
         k += 1
     return out
