@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from auger.changes.apply_patch import apply_patch
 from auger.changes.diff import changes, summary, unified_diff
@@ -316,3 +320,59 @@ def test_stale_index_lock_of_a_killed_snapshot_and_concurrent_snapshots(tmp_path
     assert len(trees) == 1 and trees != {second.tree}
     asyncio.run(store.compact())
     assert asyncio.run(store.entries(second))["README.md"].oid
+
+
+# --------------------------------------------------------------------------- property: undo is exact
+
+_names = st.sampled_from(["a", "b", "c.txt", "d d", "\u00fc", ".hidden", "x-1"])
+_paths = st.lists(_names, min_size=1, max_size=3).map("/".join)
+_ops = st.lists(st.tuples(st.sampled_from(["write", "delete", "chmod", "rename", "rmtree", "symlink"]),
+                          _paths, _paths, st.binary(max_size=64)), min_size=1, max_size=12)
+
+
+def _mutate(root: Path, ops) -> None:
+    """Apply random file operations; one that does not fit the tree as it is is skipped."""
+    for op, path, other, data in ops:
+        p, q = root / path, root / other
+        try:
+            if op == "write":
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+            elif op == "delete" and p.is_file():
+                p.unlink()
+            elif op == "chmod" and p.is_file() and not p.is_symlink():
+                p.chmod(p.stat().st_mode ^ 0o111)
+            elif op == "rename" and p.is_file() and not q.exists():
+                q.parent.mkdir(parents=True, exist_ok=True)
+                p.rename(q)
+            elif op == "rmtree" and p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif op == "symlink" and not p.exists() and not p.is_symlink():
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.symlink_to(other)
+        except OSError:  # a loop of links, a file where a directory is wanted, ...
+            pass
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(start=_ops, turn_ops=_ops)
+def test_undo_restores_any_random_turn_exactly(start, turn_ops) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        root = base / "proj"
+        root.mkdir()
+        _mutate(root, start)
+        store = SnapshotStore(root, base / "snap")
+        before_tree = tree(root)
+        before = asyncio.run(store.snapshot())
+        _mutate(root, turn_ops)
+        after_tree = tree(root)
+        after = asyncio.run(store.snapshot())
+        result = asyncio.run(undo(store, before, after))
+        assert not result.failed
+        # directories the turn created empty are not files; snapshots do not see them
+        assert {k: v for k, v in tree(root).items() if v[0] != "dir"} == \
+            {k: v for k, v in before_tree.items() if v[0] != "dir"}
+        asyncio.run(restore(store, result.redo, expected=before))
+        assert {k: v for k, v in tree(root).items() if v[0] != "dir"} == \
+            {k: v for k, v in after_tree.items() if v[0] != "dir"}
