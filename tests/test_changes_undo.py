@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auger.changes.apply_patch import apply_patch
-from auger.changes.diff import changes, summary, unified_diff
+from auger.changes.diff import changes, diff_since, summary, unified_diff
 from auger.changes.snapshots import SnapshotStore, snapshot_dir
 from auger.changes.undo import UndoRefused, restore, undo
 from auger.policy.fs import RootHandle
@@ -376,3 +376,15 @@ def test_undo_restores_any_random_turn_exactly(start, turn_ops) -> None:
         asyncio.run(restore(store, result.redo, expected=before))
         assert {k: v for k, v in tree(root).items() if v[0] != "dir"} == \
             {k: v for k, v in after_tree.items() if v[0] != "dir"}
+
+
+def test_diff_since_a_snapshot_against_the_current_tree(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    store = store_for(tmp_path, root)
+    start = asyncio.run(store.snapshot())
+    assert asyncio.run(diff_since(store, start)).changes == []
+    (root / "README.md").write_text("hello\nthere\n")
+    got = asyncio.run(diff_since(store, start))
+    assert [c.path for c in got.changes] == ["README.md"] and "-world\n+there\n" in got.text
+    assert got.now.tree != start.tree

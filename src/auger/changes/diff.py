@@ -88,6 +88,23 @@ async def unified_diff(store: SnapshotStore, old: Snapshot | str, new: Snapshot 
     return (await store.git(*args)).decode("utf-8", "replace")
 
 
+@dataclass(frozen=True)
+class TurnDiff:
+    """What changed since a snapshot: the snapshot of now, the file changes, the unified diff."""
+
+    now: Snapshot
+    changes: list[FileChange]
+    text: str
+
+
+async def diff_since(store: SnapshotStore, since: Snapshot | str, *, color: bool = False) -> TurnDiff:
+    """The changes from `since` to the current tree (snapshotted now; keep `now` as the turn's end)."""
+    now = await store.snapshot("diff")
+    if isinstance(since, Snapshot) and since.tree == now.tree:
+        return TurnDiff(now, [], "")
+    return TurnDiff(now, await changes(store, since, now), await unified_diff(store, since, now, color=color))
+
+
 def summary(file_changes: list[FileChange]) -> str:
     """One line per file: `M path (+3 -1)`, `R old -> new`, `A img.png (binary)`."""
     letters = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R", "copied": "C",
