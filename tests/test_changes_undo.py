@@ -326,7 +326,7 @@ def test_stale_index_lock_of_a_killed_snapshot_and_concurrent_snapshots(tmp_path
 
 _names = st.sampled_from(["a", "b", "c.txt", "d d", "\u00fc", ".hidden", "x-1"])
 _paths = st.lists(_names, min_size=1, max_size=3).map("/".join)
-_ops = st.lists(st.tuples(st.sampled_from(["write", "delete", "chmod", "rename", "rmtree", "symlink"]),
+_ops = st.lists(st.tuples(st.sampled_from(["write", "delete", "chmod", "rename", "rmtree", "symlink", "perm"]),
                           _paths, _paths, st.binary(max_size=64)), min_size=1, max_size=12)
 
 
@@ -342,6 +342,8 @@ def _mutate(root: Path, ops) -> None:
                 p.unlink()
             elif op == "chmod" and p.is_file() and not p.is_symlink():
                 p.chmod(p.stat().st_mode ^ 0o111)
+            elif op == "perm" and p.is_file() and not p.is_symlink():
+                p.chmod([0o600, 0o640, 0o700, 0o444, 0o644, 0o755, 0o4755][len(data) % 7])
             elif op == "rename" and p.is_file() and not q.exists():
                 q.parent.mkdir(parents=True, exist_ok=True)
                 p.rename(q)
@@ -388,3 +390,38 @@ def test_diff_since_a_snapshot_against_the_current_tree(tmp_path: Path) -> None:
     got = asyncio.run(diff_since(store, start))
     assert [c.path for c in got.changes] == ["README.md"] and "-world\n+there\n" in got.text
     assert got.now.tree != start.tree
+
+
+def test_permission_bits_are_restored_exactly(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    (root / "secret.env").write_text("TOKEN=1\n")
+    (root / "secret.env").chmod(0o600)
+    (root / "readonly.txt").write_text("ro\n")
+    (root / "readonly.txt").chmod(0o444)
+    store = store_for(tmp_path, root)
+    before_tree = tree(root)
+    before = asyncio.run(store.snapshot())
+    sh(root, "rm secret.env && chmod 644 readonly.txt && chmod 700 run.sh && echo x > new.sh && chmod 750 new.sh")
+    after = asyncio.run(store.snapshot())
+    result = asyncio.run(undo(store, before, after))
+    assert tree(root) == before_tree and not result.failed
+    asyncio.run(restore(store, result.redo))
+    assert (root / "run.sh").stat().st_mode & 0o7777 == 0o700 and not (root / "secret.env").exists()
+    assert (root / "new.sh").stat().st_mode & 0o7777 == 0o750
+
+
+def test_usual_permission_bits_are_a_parameter(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    sh(root, "find . -type f -perm 644 -exec chmod 640 {} + && chmod 600 README.md")
+    store = store_for(tmp_path, root, perms=(0o640, 0o750))
+    snap = asyncio.run(store.snapshot())
+    usual, files = asyncio.run(store.modes(snap))
+    assert usual == (0o640, 0o750) and files == {"README.md": 0o600, "run.sh": 0o755}
+    before_tree = tree(root)
+    sh(root, "rm README.md src/pkg/mod.py")
+    asyncio.run(restore(store, snap))
+    assert tree(root) == before_tree
+    other = store_for(tmp_path, root)  # other usual bits: every file is looked at again
+    assert asyncio.run(store.modes(asyncio.run(other.snapshot())))[1]["README.md"] == 0o600

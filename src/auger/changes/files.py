@@ -8,6 +8,7 @@ planted there), and a new file gets the mode `open()` would have given it under 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 
@@ -50,19 +51,20 @@ def remove_beneath(root: RootHandle, rel: str) -> None:
         os.close(where.parent_fd)
 
 
-def mode_of(root: RootHandle, rel: str) -> int | None:
-    """The permission bits of the regular file `rel`, or None if it is absent or not a regular file."""
+def chmod_beneath(root: RootHandle, rel: str, mode: int) -> None:
+    """Set the permission bits of the regular file `rel`, never following a link (the file is
+    opened O_PATH|O_NOFOLLOW and changed through its /proc descriptor, which needs no read access)."""
+    where = root.resolve(rel, follow=False, links=False)
     try:
-        where = root.resolve(rel, follow=False, links=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        st = os.stat(where.name, dir_fd=where.parent_fd, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+        fd = os.open(where.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=where.parent_fd)
     finally:
         os.close(where.parent_fd)
-    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", rel)
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
 
 
 def _default_mode(parent_fd: int, name: str) -> int:

@@ -18,8 +18,12 @@ Why this way:
   user's `.git` never. A file over `max_file_bytes`, and the new files of a directory holding more
   than `max_dir_files` of them (a generated tree), are skipped with a warning: a skipped path keeps
   whatever the previous snapshot held, so an undo never touches it.
-* Speed: the index is kept between snapshots, so `git ls-files -m -o` finds what changed by stat
-  alone and only those paths are hashed (`update-index`); `write-tree` reuses the cached subtrees.
+* Git records only whether a file is executable. The other permission bits (a private 0600 file,
+  a read-only 0444 one) are kept in the commit message for the files whose bits are not the
+  project's usual ones, so an undo never restores a private file readable by all.
+* Speed: the index is kept between snapshots, so `git diff-files` finds what changed by stat alone,
+  `ls-files -o` what is new, and only those paths are hashed (`update-index`); `write-tree` reuses
+  the cached subtrees.
 """
 
 from __future__ import annotations
@@ -29,16 +33,21 @@ import contextlib
 import fcntl
 import hashlib
 import itertools
+import json
 import os
 import stat
+import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
 DEFAULT_MAX_FILE_BYTES = 10 << 20
 DEFAULT_MAX_DIR_FILES = 5000
+DEFAULT_PERMS = (0o644, 0o755)
 REF_PREFIX = "refs/auger/snapshots/"
+_KEPT = "auger-modes.json"
+_MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
 _LOCK_POLL = 0.02  # seconds between tries for the repository lock
 _LOCK_WAIT = 30.0  # then give up: a snapshot of even a huge tree takes less
 _CONFIG = (
@@ -85,8 +94,12 @@ class SnapshotStore:
     """The snapshot repository of one project. Snapshots are taken one at a time (they share an index)."""
 
     def __init__(self, root: Path, snapdir: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                 max_dir_files: int = DEFAULT_MAX_DIR_FILES) -> None:
+                 max_dir_files: int = DEFAULT_MAX_DIR_FILES, perms: tuple[int, int] = DEFAULT_PERMS) -> None:
+        """`perms`: the usual permission bits of a plain and an executable file in this project (what
+        the user's umask gives, e.g. (0o640, 0o750) under umask 027); only files with other bits
+        have them written down in each snapshot."""
         self.root = Path(os.path.realpath(root))
+        self.perms = perms
         self.snapdir = Path(snapdir)
         self.max_file_bytes = max_file_bytes
         self.max_dir_files = max_dir_files
@@ -188,61 +201,101 @@ class SnapshotStore:
         """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
         async with self._exclusive():
             self._sync_excludes()
-            listing = await self.git("ls-files", "-z", "-t", "-m", "-d", "-o", "--exclude-standard")
-            gone, present, warnings = self._select(listing)
-            if gone:
-                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(gone))
-            if present:
-                await self.git("update-index", "-z", "--add", "--replace", "--stdin", stdin=_nul(present))
+            kept = self._load_kept()
+            if kept is None:  # bits written down against other usual bits, or lost: look at every
+                with contextlib.suppress(FileNotFoundError):  # file again, once
+                    os.unlink(self.snapdir / "auger-index")
+                kept = _Kept({}, [])
+            started = int(time.time())
+            changed, new = await self._listing()
+            pick = self._select(changed | set(kept.recheck), new)
+            for path in pick.gone + pick.present:
+                kept.files.pop(path, None)
+            kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
+            # A chmod in the same second as the ctime the index records is invisible to git (it
+            # keeps whole seconds): such files are looked at again next time.
+            kept.recheck = [p for p, ctime in pick.ctimes.items() if ctime >= started]
+            self._save_kept(kept)  # before the index: a kill in between only means another look
+            if pick.gone:
+                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(pick.gone))
+            if pick.present:
+                await self.git("update-index", "-z", "--add", "--replace", "--stdin", stdin=_nul(pick.present))
             tree = (await self.git("write-tree")).decode().strip()
-            commit = (await self.git("commit-tree", tree, "-m", message or "auger snapshot")).decode().strip()
+            bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
+            text = f"{message or 'auger snapshot'}\n\n{_MODES_TRAILER}{bits}\n"
+            commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
             await self.git("update-ref", REF_PREFIX + commit, commit)
-            return Snapshot(commit, tree, tuple(warnings))
+            return Snapshot(commit, tree, tuple(pick.warnings))
 
-    def _select(self, listing: bytes) -> tuple[list[str], list[str], list[str]]:
-        """From `ls-files -t` output: paths to drop from the index, paths to hash, and warnings."""
-        untracked: list[str] = []
-        changed: set[str] = set()
-        warnings: list[str] = []
-        for record in listing.split(b"\0"):
-            if len(record) < 3:
-                continue
-            tag, path = record[:1], os.fsdecode(record[2:])
-            if tag == b"?":
-                if path.endswith("/"):
-                    warnings.append(f"skipped {path}: it is a separate git repository")
-                else:
-                    untracked.append(path)
-            else:
-                changed.add(path)
+    def _load_kept(self) -> _Kept | None:
+        """The permission bits kept beside the index, or None when they cannot be trusted (written
+        against other usual bits, or missing while an index exists)."""
+        try:
+            kept = json.loads((self.snapdir / _KEPT).read_text())
+            if tuple(kept["perms"]) != self.perms:
+                return None
+            return _Kept(dict(kept["files"]), list(kept["recheck"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None if (self.snapdir / "auger-index").exists() else _Kept({}, [])
+
+    def _save_kept(self, kept: _Kept) -> None:
+        path = self.snapdir / _KEPT
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"perms": list(self.perms), "files": kept.files, "recheck": kept.recheck}))
+        os.replace(tmp, path)
+
+    async def modes(self, snapshot: Snapshot | str) -> tuple[tuple[int, int], dict[str, int]]:
+        """The permission bits of a snapshot's regular files: the usual (plain, executable) pair,
+        and the files that had other bits."""
+        body = (await self.git("cat-file", "commit", _commit(snapshot))).decode("utf-8", "surrogateescape")
+        for line in reversed(body.splitlines()):
+            if line.startswith(_MODES_TRAILER):
+                kept = json.loads(line[len(_MODES_TRAILER):])
+                return (kept["perms"][0], kept["perms"][1]), {p: int(m) for p, m in kept["files"].items()}
+        return DEFAULT_PERMS, {}
+
+    async def _listing(self) -> tuple[set[str], list[str]]:
+        """(recorded paths whose stat data changed, new paths). `diff-files` is the plumbing that
+        reports a changed ctime without looking at the content, so a bare chmod 600 is seen too."""
+        dirty = await self.git("diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=all")
+        fresh = await self.git("ls-files", "-z", "-o", "--exclude-standard")
+        return ({os.fsdecode(p) for p in dirty.split(b"\0") if p},
+                [os.fsdecode(p) for p in fresh.split(b"\0") if p])
+
+    def _select(self, changed: set[str], new: list[str]) -> _Selection:
+        """What to drop from the index and what to hash, with warnings for what is left out."""
+        pick = _Selection()
+        pick.warnings = [f"skipped {p}: it is a separate git repository" for p in new if p.endswith("/")]
+        untracked = [p for p in new if not p.endswith("/")]
         per_dir = Counter(os.path.dirname(p) for p in untracked)
         crowded = {d for d, n in per_dir.items() if n > self.max_dir_files}
         for d in sorted(crowded):
-            warnings.append(f"skipped {per_dir[d]} new files in {d or '.'}/: more than {self.max_dir_files} "
-                            "new files in one directory (raise the limit to include them)")
+            pick.warnings.append(f"skipped {per_dir[d]} new files in {d or '.'}/: more than {self.max_dir_files} "
+                                 "new files in one directory (raise the limit to include them)")
         candidates = sorted(changed) + [p for p in untracked if os.path.dirname(p) not in crowded]
-        gone: list[str] = []
-        present: list[str] = []
         real_dirs: dict[str, bool] = {"": True}
         for path in candidates:
             if not self._real_dir(os.path.dirname(path), real_dirs):
-                gone.append(path)  # its directory is now a symlink (listed on its own) or gone
+                pick.gone.append(path)  # its directory is now a symlink (listed on its own) or gone
                 continue
             try:
                 st = os.lstat(self.root / path)
             except (FileNotFoundError, NotADirectoryError):
-                gone.append(path)
+                pick.gone.append(path)
                 continue
             if stat.S_ISDIR(st.st_mode):
-                gone.append(path)  # a file that became a directory: its files are listed on their own
+                pick.gone.append(path)  # a file that became a directory: its files are listed on their own
             elif stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
-                warnings.append(f"skipped {path}: {st.st_size >> 20} MB is over the "
-                                f"{self.max_file_bytes >> 20} MB snapshot limit")
+                pick.warnings.append(f"skipped {path}: {st.st_size >> 20} MB is over the "
+                                     f"{self.max_file_bytes >> 20} MB snapshot limit")
             elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                present.append(path)
+                pick.present.append(path)
+                pick.ctimes[path] = int(st.st_ctime)
+                if stat.S_ISREG(st.st_mode):
+                    pick.perms[path] = stat.S_IMODE(st.st_mode)
             else:
-                warnings.append(f"skipped {path}: not a regular file or symlink")
-        return gone, present, warnings
+                pick.warnings.append(f"skipped {path}: not a regular file or symlink")
+        return pick
 
     def _real_dir(self, rel: str, seen: dict[str, bool]) -> bool:
         """Whether `rel` is a directory reached without a symlink (git stores nothing beyond one)."""
@@ -301,6 +354,27 @@ class SnapshotStore:
         """The commits of the snapshots kept, newest first."""
         out = await self.git("for-each-ref", "--sort=-committerdate", "--format=%(objectname)", REF_PREFIX)
         return out.decode().split()
+
+
+@dataclass
+class _Selection:
+    """One snapshot's plan: paths to drop from the index, paths to hash (with their permission
+    bits and ctime seconds), and what was left out."""
+
+    gone: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    perms: dict[str, int] = field(default_factory=dict)
+    ctimes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Kept:
+    """What is kept beside the index (auger-modes.json): files whose bits are not the usual ones,
+    and files to look at again because git's whole-second ctime could hide their next chmod."""
+
+    files: dict[str, int]
+    recheck: list[str]
 
 
 def _commit(snapshot: Snapshot | str) -> str:

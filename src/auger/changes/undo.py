@@ -4,8 +4,8 @@ How, and why:
 
 * The tree is snapshotted now, and only the paths where that differs from the target are touched:
   files created since are removed, deleted or changed ones written back with the target's bytes,
-  a rename is the removal of one path and the restoring of another, the executable bit is set as
-  recorded, and directories that the removals leave empty are removed unless the target has files
+  a rename is the removal of one path and the restoring of another, permission bits are set as
+  recorded (a bare chmod too), and directories that the removals leave empty are removed unless the target has files
   in them. Everything else, ignored files and the user's `.git` included, is left alone.
 * Someone may have edited a file after the turn ended (the user, an editor, a formatter). Undoing
   then would silently throw that work away, so when the caller passes the snapshot taken at the
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from auger.changes.diff import changes
-from auger.changes.files import mode_of, remove_beneath, symlink_beneath, write_beneath
+from auger.changes.files import chmod_beneath, remove_beneath, symlink_beneath, write_beneath
 from auger.changes.snapshots import Entry, Snapshot, SnapshotStore
 from auger.policy.fs import RootHandle
 from auger.policy.gitguard import git_write_refusal
@@ -65,9 +65,11 @@ async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Sna
                 raise UndoRefused([c.path for c in drift])
     result = RestoreResult(redo=now)
     diff = await changes(store, now, target, renames=False)
-    if not diff:
+    chmods = await _permission_changes(store, now, target, {c.path for c in diff})
+    if not diff and not chmods:
         return result
     wanted = await store.entries(target)
+    target_bits = _Bits(*await store.modes(target))
     target_dirs = {os.path.dirname(p) for p in wanted}
     target_dirs |= {d for p in list(target_dirs) for d in _parents(p)}
     writes = [wanted[c.path] for c in diff if c.path in wanted]
@@ -81,8 +83,11 @@ async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Sna
         _remove_empty_dirs(handle, removals, target_dirs, result)
         for entry in writes:
             if (not _refused(handle, entry.path, result)
-                    and _attempt(result, entry.path, _put, handle, entry, contents[entry.oid])):
+                    and _attempt(result, entry.path, _put, handle, entry, contents[entry.oid], target_bits)):
                 result.written.append(entry.path)
+        for path, bits in chmods.items():
+            if not _refused(handle, path, result) and _attempt(result, path, chmod_beneath, handle, path, bits):
+                result.written.append(path)
     finally:
         handle.close()
     return result
@@ -126,20 +131,43 @@ def _attempt(result: RestoreResult, path: str, action: Callable[..., None], *arg
     return True
 
 
-def _put(handle: RootHandle, entry: Entry, data: bytes) -> None:
-    """Write one file as the snapshot has it: a symlink, or bytes with the recorded executable bit
-    applied to the file's current permission bits (git records no more than that bit)."""
+@dataclass(frozen=True)
+class _Bits:
+    """A snapshot's permission bits: the usual pair, and the files with other bits."""
+
+    usual: tuple[int, int]
+    files: dict[str, int]
+
+    def of(self, entry: Entry) -> int:
+        return self.files.get(entry.path, self.usual[1] if entry.mode == "100755" else self.usual[0])
+
+
+async def _permission_changes(store: SnapshotStore, now: Snapshot, target: Snapshot | str,
+                              differing: set[str]) -> dict[str, int]:
+    """Files the same in content and git mode whose other permission bits differ (git cannot see a
+    chmod 600): path -> the target's bits."""
+    have, want = _Bits(*await store.modes(now)), _Bits(*await store.modes(target))
+    if have.usual == want.usual and have.files == want.files:
+        return {}
+    now_entries, target_entries = await store.entries(now), await store.entries(target)
+    candidates = (target_entries.keys() if have.usual != want.usual
+                  else {p for p in have.files.keys() | want.files.keys() if have.files.get(p) != want.files.get(p)})
+    out = {}
+    for path in candidates:
+        old, new = now_entries.get(path), target_entries.get(path)
+        if (old is None or new is None or path in differing or new.mode == "120000"
+                or have.of(old) == want.of(new)):
+            continue
+        out[path] = want.of(new)
+    return out
+
+
+def _put(handle: RootHandle, entry: Entry, data: bytes, bits: _Bits) -> None:
+    """Write one file as the snapshot has it: a symlink, or bytes with its recorded permission bits."""
     if entry.mode == "120000":
         symlink_beneath(handle, entry.path, os.fsdecode(data))
-        return
-    current = mode_of(handle, entry.path)
-    if current is None:
-        write_beneath(handle, entry.path, data, None)
-        current = mode_of(handle, entry.path)
-        if current is None or (entry.mode == "100755") == bool(current & 0o100):
-            return
-    mode = current | ((current & 0o444) >> 2) if entry.mode == "100755" else current & ~0o111
-    write_beneath(handle, entry.path, data, mode)
+    else:
+        write_beneath(handle, entry.path, data, bits.of(entry))
 
 
 def _remove_empty_dirs(handle: RootHandle, removed: list[str], keep: set[str], result: RestoreResult) -> None:
