@@ -257,8 +257,9 @@ class SnapshotStore:
     async def _listing(self) -> tuple[set[str], list[str]]:
         """(recorded paths whose stat data changed, new paths). `diff-files` is the plumbing that
         reports a changed ctime without looking at the content, so a bare chmod 600 is seen too."""
-        dirty = await self.git("diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=all")
-        fresh = await self.git("ls-files", "-z", "-o", "--exclude-standard")
+        dirty, fresh = await asyncio.gather(  # both only read the index: run side by side
+            self.git("diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=all"),
+            self.git("ls-files", "-z", "-o", "--exclude-standard"))
         return ({os.fsdecode(p) for p in dirty.split(b"\0") if p},
                 [os.fsdecode(p) for p in fresh.split(b"\0") if p])
 
