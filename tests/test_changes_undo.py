@@ -425,3 +425,21 @@ def test_usual_permission_bits_are_a_parameter(tmp_path: Path) -> None:
     assert tree(root) == before_tree
     other = store_for(tmp_path, root)  # other usual bits: every file is looked at again
     assert asyncio.run(store.modes(asyncio.run(other.snapshot())))[1]["README.md"] == 0o600
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["packed-first", "loose"])
+def test_first_snapshot_of_many_files_packs_them(tmp_path: Path, bulk: bool) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    sh(root, "mkdir -p many && for i in $(seq 1 150); do echo $i > many/f$i; done && mkfifo pipe")
+    store = store_for(tmp_path, root, max_dir_files=500)
+    store.bulk_files = 10 if bulk else 10**9
+    snap = asyncio.run(store.snapshot())
+    entries = asyncio.run(store.entries(snap))
+    assert "many/f7" in entries and "link" in entries and "pipe" not in entries
+    objects = store.snapdir / "objects"
+    loose = [p for p in objects.glob("??/*")]
+    packs = list((objects / "pack").glob("*.pack"))
+    assert (len(packs), len(loose) < 10) == ((1, True) if bulk else (0, False))
+    blob = asyncio.run(store.blobs([entries["many/f7"].oid, entries["link"].oid]))
+    assert blob[entries["many/f7"].oid] == b"7\n" and blob[entries["link"].oid] == b"src/pkg/mod.py"

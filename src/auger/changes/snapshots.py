@@ -30,21 +30,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import hashlib
 import itertools
 import json
 import os
 import stat
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
+from auger.policy.fs import read_fd
+
 DEFAULT_MAX_FILE_BYTES = 10 << 20
 DEFAULT_MAX_DIR_FILES = 5000
 DEFAULT_PERMS = (0o644, 0o755)
+BULK_FILES = 2000  # from this many files to hash, their blobs are first packed by fast-import
 REF_PREFIX = "refs/auger/snapshots/"
 _KEPT = "auger-modes.json"
 _MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
@@ -55,6 +60,9 @@ _CONFIG = (
     "core.safecrlf=false", "core.filemode=true", "core.symlinks=true", "core.quotePath=false",
     "core.ignoreCase=false", "core.precomposeUnicode=false", "core.untrackedCache=false",
     "gc.auto=0", "color.ui=false", "diff.renames=true",
+    # a large index is rewritten whole by every command that changes it; v4 is smaller to write,
+    # and a split index writes only the entries that changed
+    "index.version=4", "core.splitIndex=true",
 )
 # Stored bytes are the file's bytes: no end-of-line conversion, no clean/smudge filter, no $Id$.
 _ATTRIBUTES = b"* -text -eol -filter -ident -working-tree-encoding\n"
@@ -100,6 +108,7 @@ class SnapshotStore:
         have them written down in each snapshot."""
         self.root = Path(os.path.realpath(root))
         self.perms = perms
+        self.bulk_files = BULK_FILES
         self.snapdir = Path(snapdir)
         self.max_file_bytes = max_file_bytes
         self.max_dir_files = max_dir_files
@@ -125,11 +134,8 @@ class SnapshotStore:
 
     async def git(self, *args: str, stdin: bytes | None = None) -> bytes:
         """Run git on the snapshot repository; its stdout, or SnapshotError with git's message."""
-        argv = ["git"]
-        for item in _CONFIG:
-            argv += ["-c", item]
         proc = await asyncio.create_subprocess_exec(
-            *argv, *args, cwd=self.root, env=self._env, stdin=asyncio.subprocess.PIPE,
+            *_git_argv(), *args, cwd=self.root, env=self._env, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await proc.communicate(stdin)
         if proc.returncode != 0:
@@ -209,17 +215,20 @@ class SnapshotStore:
             started = int(time.time())
             changed, new = await self._listing()
             pick = self._select(changed | set(kept.recheck), new)
-            for path in pick.gone + pick.present:
+            for path in pick.gone + pick.odd + pick.present:
                 kept.files.pop(path, None)
             kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
             # A chmod in the same second as the ctime the index records is invisible to git (it
             # keeps whole seconds): such files are looked at again next time.
             kept.recheck = [p for p, ctime in pick.ctimes.items() if ctime >= started]
             self._save_kept(kept)  # before the index: a kill in between only means another look
-            if pick.gone:
-                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(pick.gone))
-            if pick.present:
-                await self.git("update-index", "-z", "--add", "--replace", "--stdin", stdin=_nul(pick.present))
+            if pick.odd:  # paths now beyond a symlink or turned into directories: git would refuse them
+                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(pick.odd))
+            if len(pick.present) >= self.bulk_files:
+                await asyncio.to_thread(self._pack_blobs, pick.present)
+            if pick.present or pick.gone:  # one pass over the index: it is rewritten whole each time
+                await self.git("update-index", "-z", "--add", "--remove", "--replace", "--stdin",
+                               stdin=_nul(pick.present + pick.gone))
             tree = (await self.git("write-tree")).decode().strip()
             bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
             text = f"{message or 'auger snapshot'}\n\n{_MODES_TRAILER}{bits}\n"
@@ -254,6 +263,29 @@ class SnapshotStore:
                 return (kept["perms"][0], kept["perms"][1]), {p: int(m) for p, m in kept["files"].items()}
         return DEFAULT_PERMS, {}
 
+    def _pack_blobs(self, paths: list[str]) -> None:
+        """Store the blobs of many files in one pack (`git fast-import`), so the `update-index`
+        that follows finds them stored and writes no loose object per file: creating tens of
+        thousands of small object files is what makes a first snapshot slow. Runs in a thread.
+
+        A file is opened without following links and without blocking (a FIFO swapped in must not
+        hang us); one that vanished or changed kind is left to `update-index` to judge."""
+        proc = subprocess.Popen([*_git_argv(), "fast-import", "--quiet", "--done"], cwd=self.root, env=self._env,
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert proc.stdin is not None
+        try:
+            for path in paths:
+                data = _read_entry(self.root / path, self.max_file_bytes)
+                if data is not None:
+                    proc.stdin.write(b"blob\ndata %d\n" % len(data))
+                    proc.stdin.write(data)
+                    proc.stdin.write(b"\n")
+            proc.stdin.write(b"done\n")
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # fast-import gave up: update-index then writes the objects itself, only slower
+        proc.wait()
+
     async def _listing(self) -> tuple[set[str], list[str]]:
         """(recorded paths whose stat data changed, new paths). `diff-files` is the plumbing that
         reports a changed ctime without looking at the content, so a bare chmod 600 is seen too."""
@@ -277,7 +309,7 @@ class SnapshotStore:
         real_dirs: dict[str, bool] = {"": True}
         for path in candidates:
             if not self._real_dir(os.path.dirname(path), real_dirs):
-                pick.gone.append(path)  # its directory is now a symlink (listed on its own) or gone
+                pick.odd.append(path)  # its directory is now a symlink (listed on its own) or gone
                 continue
             try:
                 st = os.lstat(self.root / path)
@@ -285,7 +317,7 @@ class SnapshotStore:
                 pick.gone.append(path)
                 continue
             if stat.S_ISDIR(st.st_mode):
-                pick.gone.append(path)  # a file that became a directory: its files are listed on their own
+                pick.odd.append(path)  # a file that became a directory: its files are listed on their own
             elif stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
                 pick.warnings.append(f"skipped {path}: {st.st_size >> 20} MB is over the "
                                      f"{self.max_file_bytes >> 20} MB snapshot limit")
@@ -362,7 +394,8 @@ class _Selection:
     """One snapshot's plan: paths to drop from the index, paths to hash (with their permission
     bits and ctime seconds), and what was left out."""
 
-    gone: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # missing files
+    odd: list[str] = field(default_factory=list)  # entries to drop that update-index would refuse
     present: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     perms: dict[str, int] = field(default_factory=dict)
@@ -376,6 +409,33 @@ class _Kept:
 
     files: dict[str, int]
     recheck: list[str]
+
+
+def _git_argv() -> list[str]:
+    argv = ["git"]
+    for item in _CONFIG:
+        argv += ["-c", item]
+    return argv
+
+
+def _read_entry(path: Path, limit: int) -> bytes | None:
+    """A file's bytes (a symlink's target), or None if it is gone, too big or not a file now."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return None
+        try:
+            return os.fsencode(os.readlink(path))
+        except OSError:
+            return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        return read_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def _commit(snapshot: Snapshot | str) -> str:
