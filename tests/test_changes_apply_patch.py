@@ -256,3 +256,25 @@ def test_empty_line_before_the_next_file_header_is_not_context(root: Path) -> No
     run(root, patch("*** Update File: a.txt", "@@", "+three", "", "*** Update File: b.txt", "@@", "-x", "+y", ""))
     assert (root / "a.txt").read_text() == "one\n\ntwo\nthree\n"
     assert (root / "b.txt").read_text() == "y\n"
+
+
+def test_a_write_that_fails_leaves_no_file_and_puts_back_earlier_ones(root: Path, monkeypatch) -> None:
+    import errno
+
+    import auger.changes.files as files
+
+    (root / "a.txt").write_text("old\n")
+    (root / "b.txt").write_text("keep\n")
+    before = tree_state(root)
+    real = files.replace_file
+
+    def disk_full_for_fresh(parent_fd, name, data, mode):  # a full disk, at the second file
+        if name == "fresh.txt":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(parent_fd, name, data, mode)
+
+    monkeypatch.setattr(files, "replace_file", disk_full_for_fresh)
+    with pytest.raises(PatchError, match="No space left on device.*no file was changed"):
+        run(root, patch("*** Update File: a.txt", "@@", "-old", "+new", "*** Add File: fresh.txt", "+fresh",
+                        "*** Delete File: b.txt"))
+    assert tree_state(root) == before

@@ -19,10 +19,16 @@ def write_beneath(root: RootHandle, rel: str, data: bytes, mode: int | None) -> 
     """Put `data` at the root-relative `rel` atomically, with permission bits `mode` (None: a new
     file's default under the umask, or the existing file's bits)."""
     where = root.resolve(rel, follow=False, links=False, make_parents=True)
+    created = False
     try:
         if mode is None:
-            mode = _default_mode(where.parent_fd, where.name)
+            mode, created = _default_mode(where.parent_fd, where.name)
         replace_file(where.parent_fd, where.name, data, mode)
+    except BaseException:
+        if created:  # the empty file made to learn the mode must not stay behind
+            with contextlib.suppress(OSError):
+                os.unlink(where.name, dir_fd=where.parent_fd)
+        raise
     finally:
         os.close(where.parent_fd)
 
@@ -67,13 +73,14 @@ def chmod_beneath(root: RootHandle, rel: str, mode: int) -> None:
         os.close(fd)
 
 
-def _default_mode(parent_fd: int, name: str) -> int:
+def _default_mode(parent_fd: int, name: str) -> tuple[int, bool]:
     """The existing regular file's bits, else those the kernel gives a fresh file under the umask
-    (learnt by creating it empty: reading the umask is racy with threads)."""
+    (learnt by creating it empty: reading the umask is racy with threads); and whether `name`
+    was created for that."""
     try:
         st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         if stat.S_ISREG(st.st_mode):
-            return stat.S_IMODE(st.st_mode)
+            return stat.S_IMODE(st.st_mode), False
         probe = f".{name[:100]}.{os.urandom(6).hex()}.mode"
     except FileNotFoundError:
         probe = name
@@ -82,4 +89,4 @@ def _default_mode(parent_fd: int, name: str) -> int:
     os.close(fd)
     if probe != name:
         os.unlink(probe, dir_fd=parent_fd)
-    return mode
+    return mode, probe == name
