@@ -181,10 +181,11 @@ def test_conflicting_edit_after_turn_refuses_and_changes_nothing(tmp_path: Path)
     after = asyncio.run(store.snapshot())
     (root / "src/pkg/mod.py").write_text("the user's own edit\n")
     (root / "user-new.txt").write_text("mine\n")
+    (root / "docs/win.txt").chmod(0o600)  # a bare chmod is a change too
     edited = tree(root)
     with pytest.raises(UndoRefused) as info:
         asyncio.run(undo(store, before, after))
-    assert info.value.conflicts == ["src/pkg/mod.py", "user-new.txt"]
+    assert info.value.conflicts == ["docs/win.txt", "src/pkg/mod.py", "user-new.txt"]
     assert "src/pkg/mod.py" in str(info.value) and "nothing was changed" in str(info.value)
     assert tree(root) == edited
     asyncio.run(undo(store, before, after, force=True))

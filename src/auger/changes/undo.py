@@ -59,10 +59,11 @@ async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Sna
     now = await store.snapshot("before restore")
     if expected is not None and not force:
         expected_tree = expected.tree if isinstance(expected, Snapshot) else None
+        drift = set(await _permission_changes(store, now, expected, set()))
         if expected_tree != now.tree:
-            drift = await changes(store, expected, now, renames=False)
-            if drift:
-                raise UndoRefused([c.path for c in drift])
+            drift |= {c.path for c in await changes(store, expected, now, renames=False)}
+        if drift:
+            raise UndoRefused(sorted(drift))
     result = RestoreResult(redo=now)
     diff = await changes(store, now, target, renames=False)
     chmods = await _permission_changes(store, now, target, {c.path for c in diff})
@@ -142,7 +143,7 @@ class _Bits:
         return self.files.get(entry.path, self.usual[1] if entry.mode == "100755" else self.usual[0])
 
 
-async def _permission_changes(store: SnapshotStore, now: Snapshot, target: Snapshot | str,
+async def _permission_changes(store: SnapshotStore, now: Snapshot | str, target: Snapshot | str,
                               differing: set[str]) -> dict[str, int]:
     """Files the same in content and git mode whose other permission bits differ (git cannot see a
     chmod 600): path -> the target's bits."""
