@@ -2,7 +2,8 @@
 
 For each size, a git repository of small files is generated and committed; the first snapshot
 (which hashes every file) is timed on its own; then each turn changes 20 files (edits, a few new
-files, a deletion, a rename, a chmod) and is timed as snapshot + structured changes + unified diff.
+files, a deletion, a rename, a chmod) and is timed as snapshot + structured changes + unified diff
+(`diff_since`); a snapshot alone is timed after another 20 changes.
 Prints a table with the median per-turn time. Not a test: nothing here is asserted.
 
     python bench/bench_changes.py [--turns N] [--sizes 50000,5000]
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from auger.changes.diff import changes, unified_diff  # noqa: E402
+from auger.changes.diff import diff_since  # noqa: E402
 from auger.changes.snapshots import SnapshotStore  # noqa: E402
 
 TARGET_PER_TURN = 0.3  # seconds, for 50,000 files
@@ -75,14 +76,13 @@ async def run(count: int, turns: int, tmp: Path) -> dict[str, float]:
     for turn in range(turns):
         change(root, paths, rnd, turn)
         started = time.perf_counter()
-        current = await store.snapshot(f"turn {turn}")
-        snapped = time.perf_counter()
-        listed = await changes(store, previous, current)
-        await unified_diff(store, previous, current)
+        got = await diff_since(store, previous)
         per_turn.append(time.perf_counter() - started)
-        snap_only.append(snapped - started)
-        files = len(listed)
-        previous = current
+        files = len(got.changes)
+        change(root, paths, rnd, turn + turns)
+        started = time.perf_counter()
+        previous = await store.snapshot(f"turn {turn}")
+        snap_only.append(time.perf_counter() - started)
     return {"files": count, "first": first, "turn": statistics.median(per_turn),
             "snapshot": statistics.median(snap_only), "changed": files}
 

@@ -8,6 +8,7 @@ never run: the snapshot repository reads no configuration that could name them.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 
@@ -102,7 +103,8 @@ async def diff_since(store: SnapshotStore, since: Snapshot | str, *, color: bool
     now = await store.snapshot("diff")
     if isinstance(since, Snapshot) and since.tree == now.tree:
         return TurnDiff(now, [], "")
-    return TurnDiff(now, await changes(store, since, now), await unified_diff(store, since, now, color=color))
+    listed, text = await asyncio.gather(changes(store, since, now), unified_diff(store, since, now, color=color))
+    return TurnDiff(now, listed, text)
 
 
 def summary(file_changes: list[FileChange]) -> str:
