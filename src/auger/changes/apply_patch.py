@@ -1,0 +1,506 @@
+"""The patch envelope models are trained to write, applied all or nothing.
+
+    *** Begin Patch
+    *** Add File: path          followed by `+` lines (the whole new file)
+    *** Delete File: path
+    *** Update File: path
+    *** Move to: new/path       (optional, right after Update File)
+    @@ optional context header  then hunk lines: ` ` context, `-` removed, `+` added
+    *** End of File             (optional: the hunk ends at the end of the file)
+    *** End Patch
+
+Why it is built this way:
+
+* Models misremember whitespace and typography, not content. Each hunk's old lines are looked for
+  exactly first, then ignoring trailing whitespace, then ignoring surrounding whitespace, then with
+  Unicode dashes, quotes and spaces read as their ASCII forms. The first level that finds the lines
+  wins, so a faithful patch never lands on a merely similar place.
+* A patch is one change. Every file's new content is computed in memory before anything is written,
+  so a hunk that does not apply changes nothing; the error names the file and hunk, says why, and
+  shows the best partial match with its line number so the model can correct itself. Should a write
+  itself fail (disk full), the files already written are put back.
+* Paths come from the model: they are relative to the project root only, opened beneath the root
+  handle (`auger.policy.fs`, never by name) and refused inside any git directory
+  (`auger.policy.gitguard`). Writes are atomic, CRLF files stay CRLF and a file keeps its mode.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+from dataclasses import dataclass, field
+
+from auger.changes.files import remove_beneath, write_beneath
+from auger.policy.fs import RootHandle, read_fd
+from auger.policy.gitguard import git_write_refusal
+from auger.policy.paths import PathEscape
+
+BEGIN = "*** Begin Patch"
+END = "*** End Patch"
+ADD = "*** Add File: "
+DELETE = "*** Delete File: "
+UPDATE = "*** Update File: "
+MOVE = "*** Move to: "
+EOF_MARK = "*** End of File"
+MAX_FILE_BYTES = 32 << 20  # a file larger than this is not something a patch should rewrite in memory
+
+
+class PatchError(Exception):
+    """A patch that cannot be parsed or applied; the message says where and why, and nothing changed."""
+
+
+# --------------------------------------------------------------------------- the parsed patch
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One `@@` hunk: its lines tagged ' ' (or '' for an empty line), '-' or '+', and where to look."""
+
+    header: str | None
+    lines: tuple[tuple[str, str], ...]
+    end_of_file: bool
+    line: int  # where the hunk starts in the patch text, for messages
+
+    @property
+    def old(self) -> tuple[str, ...]:
+        """The lines the hunk expects in the file."""
+        return tuple(text for tag, text in self.lines if tag != "+")
+
+
+@dataclass(frozen=True)
+class AddFile:
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class DeleteFile:
+    path: str
+
+
+@dataclass(frozen=True)
+class UpdateFile:
+    path: str
+    move_to: str | None
+    chunks: tuple[Chunk, ...]
+
+
+FileOp = AddFile | DeleteFile | UpdateFile
+
+
+def parse_patch(text: str) -> list[FileOp]:
+    """The file operations of a patch envelope, or PatchError naming the offending line."""
+    lines = [line.removesuffix("\r") for line in text.strip().split("\n")]
+    if len(lines) >= 2 and re.fullmatch(r"<<-?\s*(['\"]?)\w+\1", lines[0].strip()):
+        lines = lines[1:-1]  # a heredoc's markers left around the patch
+    if not lines or lines[0].strip() != BEGIN:
+        raise PatchError(f"the patch must start with '{BEGIN}'")
+    if len(lines) < 2 or lines[-1].strip() != END:
+        raise PatchError(f"the patch must end with '{END}' (is it truncated?)")
+    ops: list[FileOp] = []
+    i, last = 1, len(lines) - 1
+    while i < last:
+        head = lines[i].strip()
+        number = i + 1
+        if head.startswith(ADD):
+            body: list[str] = []
+            i += 1
+            while i < last and lines[i].startswith("+"):
+                body.append(lines[i][1:])
+                i += 1
+            ops.append(AddFile(_path(head[len(ADD):], number), "".join(f"{b}\n" for b in body)))
+        elif head.startswith(DELETE):
+            ops.append(DeleteFile(_path(head[len(DELETE):], number)))
+            i += 1
+        elif head.startswith(UPDATE):
+            path = _path(head[len(UPDATE):], number)
+            i += 1
+            move_to = None
+            if i < last and lines[i].strip().startswith(MOVE):
+                move_to = _path(lines[i].strip()[len(MOVE):], i + 1)
+                i += 1
+            chunks, i = _parse_chunks(lines, i, last)
+            if not chunks:
+                raise PatchError(f"patch line {number}: '{head}' has no hunks")
+            ops.append(UpdateFile(path, move_to, tuple(chunks)))
+        elif not head:
+            i += 1
+        else:
+            raise PatchError(f"patch line {number}: {head[:80]!r} is not a file header; expected "
+                             f"'{ADD}', '{DELETE}' or '{UPDATE}' followed by a path")
+    if not ops:
+        raise PatchError("the patch changes no files")
+    return ops
+
+
+def _path(raw: str, number: int) -> str:
+    """A path as written in a header: non-empty and relative (the root handle judges the rest)."""
+    path = raw.strip()
+    if not path:
+        raise PatchError(f"patch line {number}: the file header names no path")
+    if os.path.isabs(path) or path.startswith("~"):
+        raise PatchError(f"patch line {number}: {path!r} is absolute; patch paths are relative to the project root")
+    if ".." in path.split("/"):
+        raise PatchError(f"patch line {number}: {path!r} uses '..'; patch paths name files inside the project "
+                         "root, relative to it, and never climb outside the project root")
+    return path
+
+
+def _parse_chunks(lines: list[str], i: int, last: int) -> tuple[list[Chunk], int]:
+    """The hunks of one Update File section, and the index of the line after them."""
+    chunks: list[Chunk] = []
+    header: str | None = None
+    body: list[tuple[str, str]] = []
+    start = i + 1
+    opened = False  # a hunk without `@@` is allowed only as the first one
+
+    def close(eof: bool) -> None:
+        nonlocal body, header, opened
+        if opened or body:
+            if not body:
+                raise PatchError(f"patch line {start}: the hunk has no lines")
+            chunks.append(Chunk(header, tuple(body), eof, start))
+        body, header, opened = [], None, False
+
+    while i < last:
+        line = lines[i]
+        if line.strip() == EOF_MARK:
+            close(True)
+            i += 1
+            continue
+        if line.startswith("*** "):
+            break
+        if line == "@@" or line.startswith("@@ "):
+            close(False)
+            header, opened, start = (line[3:] or None), True, i + 1
+        elif line[:1] in (" ", "-", "+") or line == "":
+            if not opened and chunks:
+                raise PatchError(f"patch line {i + 1}: a hunk after the first must start with '@@'")
+            if not opened and not body:
+                start = i + 1
+            body.append((line[:1], line[1:]))  # tag '' for an empty line: context, or a separator
+        else:
+            raise PatchError(f"patch line {i + 1}: {line[:80]!r} is not a hunk line; each line of a hunk "
+                             "starts with ' ' (context), '-' (removed) or '+' (added)")
+        i += 1
+    while body and body[-1] == ("", "") and len(body) > 1:
+        body.pop()  # empty lines before the next file header separate sections; they are not context
+    close(False)
+    return chunks, i
+
+
+# --------------------------------------------------------------------------- matching
+
+_PUNCTUATION = str.maketrans({
+    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+    **dict.fromkeys("\u2018\u2019\u201a\u201b", "'"),
+    **dict.fromkeys("\u201c\u201d\u201e\u201f", '"'),
+    **dict.fromkeys("\u00a0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000", " "),
+})
+_LEVELS = (
+    lambda s: s,
+    str.rstrip,
+    str.strip,
+    lambda s: s.translate(_PUNCTUATION).strip(),
+)
+
+
+def seek(lines: list[str], pattern: tuple[str, ...], start: int, eof: bool = False) -> int | None:
+    """Where `pattern` occurs in `lines` at or after `start`, trying ever more tolerant comparisons.
+
+    With `eof` the end of the file is tried first, since that is where the hunk says it belongs."""
+    if not pattern:
+        return start
+    span = len(pattern)
+    if span > len(lines):
+        return None
+    first = len(lines) - span if eof and len(lines) - span >= start else start
+    for norm in _LEVELS:
+        want = [norm(p) for p in pattern]
+        for at in range(first, len(lines) - span + 1):
+            if all(norm(lines[at + k]) == want[k] for k in range(span)):
+                return at
+        if first != start:
+            for at in range(start, first):
+                if all(norm(lines[at + k]) == want[k] for k in range(span)):
+                    return at
+    return None
+
+
+def nearest(lines: list[str], pattern: tuple[str, ...]) -> str:
+    """The best partial match of `pattern` in `lines`, as a short note for the model."""
+    norm = _LEVELS[-1]
+    want = [norm(p) for p in pattern]
+    best, best_at = 0, -1
+    for at in range(max(1, len(lines) - len(pattern) + 1)):
+        score = sum(1 for k, w in enumerate(want) if at + k < len(lines) and norm(lines[at + k]) == w)
+        if score > best:
+            best, best_at = score, at
+    if best == 0:
+        return "no line of it was found in the file"
+    diff = next(k for k, w in enumerate(want) if best_at + k >= len(lines) or norm(lines[best_at + k]) != w)
+    found = lines[best_at + diff] if best_at + diff < len(lines) else "(end of file)"
+    return (f"best partial match at line {best_at + 1} ({best} of {len(pattern)} lines match); "
+            f"at line {best_at + diff + 1} the hunk expects {pattern[diff]!r} but the file has {found!r}")
+
+
+def apply_chunks(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
+    """`text` with every hunk applied in order, or PatchError naming the hunk that did not fit."""
+    eol = "\r\n" if "\r\n" in text and text.count("\r\n") == text.count("\n") else "\n"
+    lines = text.split(eol)
+    final_newline = lines[-1] == ""
+    if final_newline:
+        lines.pop()
+    edits: list[tuple[int, int, list[str]]] = []
+    cursor = 0
+    for n, chunk in enumerate(chunks, start=1):
+        where = f"{path}: hunk {n} (patch line {chunk.line})"
+        if chunk.header is not None and chunk.header.strip():
+            at = seek(lines, (chunk.header,), cursor)
+            if at is None:
+                raise PatchError(f"{where}: the context line '@@ {chunk.header}' was not found after line {cursor}")
+            cursor = at + 1
+        body, old = chunk.lines, chunk.old
+        if not old:
+            at = cursor if chunk.header and not chunk.end_of_file else len(lines)
+        else:
+            at = seek(lines, old, cursor, chunk.end_of_file)
+            if at is None and body[-1][1] == "" and body[-1][0] in (" ", ""):  # a blank line added at the end
+                body = body[:-1]
+                old = old[:-1]
+                at = seek(lines, old, cursor, chunk.end_of_file) if old else None
+            if at is None:
+                raise PatchError(f"{where}: the lines it changes were not found after line {cursor}; "
+                                 f"{nearest(lines, chunk.old)}")
+        edits.append((at, len(old), _replacement(body, lines, at)))
+        cursor = at + len(old)
+    for at, count, new in reversed(edits):
+        lines[at:at + count] = new
+    out = eol.join(lines)
+    return out + eol if (final_newline or not text) and lines else out
+
+
+def _replacement(body: tuple[tuple[str, str], ...], lines: list[str], at: int) -> list[str]:
+    """The hunk's new lines; a context line keeps the file's own text (its whitespace, its dashes)
+    even when only a tolerant comparison matched it, so a hunk changes only what it marks."""
+    out: list[str] = []
+    k = at
+    for tag, text in body:
+        if tag == "+":
+            out.append(text)
+            continue
+        if tag != "-":
+            out.append(lines[k])
+        k += 1
+    return out
+
+
+# --------------------------------------------------------------------------- applying
+
+
+@dataclass
+class PatchResult:
+    """What a patch did, by project-relative path."""
+
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    moved: list[tuple[str, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        rows = ([f"A {p}" for p in self.added] + [f"M {p}" for p in self.modified]
+                + [f"R {a} -> {b}" for a, b in self.moved] + [f"D {p}" for p in self.deleted])
+        return "\n".join(rows)
+
+
+@dataclass
+class _Plan:
+    """New content per resolved path (None: remove), the original content and mode of each."""
+
+    root: RootHandle
+    new: dict[str, bytes | None] = field(default_factory=dict)
+    modes: dict[str, int | None] = field(default_factory=dict)  # None: a new file, the umask decides
+    before: dict[str, tuple[bytes, int | None] | None] = field(default_factory=dict)
+
+    def resolve(self, raw: str, follow: bool = True) -> str:
+        """The symlink-free relative path of `raw`, refused if it leaves the root or enters git.
+        `follow=False`: a symlink as the last component is the file meant, not what it points to."""
+        rel = self._existing(raw, follow)
+        if not rel:
+            raise PatchError(f"{raw!r} names the project root itself, not a file")
+        why = git_write_refusal(self.root, rel)
+        if why is not None:
+            raise PatchError(why)
+        return rel
+
+    def _existing(self, raw: str, follow: bool = True) -> str:
+        """`raw` resolved beneath the root; below a directory that does not exist yet (the patch will
+        create it) nothing can be a link, so the rest is appended as written."""
+        try:
+            where = self.root.resolve(raw, follow=follow)
+        except PathEscape as exc:
+            raise PatchError(str(exc)) from None
+        except FileNotFoundError:
+            head, _, tail = raw.rstrip("/").rpartition("/")
+            if not head:
+                raise PatchError(f"{raw}: cannot be resolved") from None
+            parent = self._existing(head)
+            return f"{parent}/{tail}" if parent else tail
+        except OSError as exc:
+            raise PatchError(f"{raw}: {exc.strerror or exc}") from None
+        os.close(where.parent_fd)
+        return where.rel
+
+    def current(self, rel: str, raw: str) -> tuple[bytes, int | None] | None:
+        """The file's bytes and permission bits as the patch has left them so far (None: absent)."""
+        if rel in self.new:
+            data = self.new[rel]
+            return None if data is None else (data, self.modes[rel])
+        if rel not in self.before:
+            self.before[rel] = self._read(rel, raw)
+        return self.before[rel]
+
+    def _read(self, rel: str, raw: str) -> tuple[bytes, int | None] | None:
+        try:
+            fd = self.root.open(rel, os.O_RDONLY | os.O_NONBLOCK, follow=False)
+        except FileNotFoundError:
+            return None
+        except (OSError, PathEscape) as exc:
+            raise PatchError(f"{raw}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise PatchError(f"{raw} is not a regular file")
+            if st.st_size > MAX_FILE_BYTES:
+                raise PatchError(f"{raw} is larger than {MAX_FILE_BYTES >> 20} MB; edit it another way")
+            return read_fd(fd), stat.S_IMODE(st.st_mode)
+        except OSError as exc:
+            raise PatchError(f"{raw}: cannot read it ({exc.strerror or exc})") from None
+        finally:
+            os.close(fd)
+
+    def is_link(self, rel: str) -> bool:
+        if rel in self.new:
+            return False
+        try:
+            fd = self.root.open(rel, os.O_PATH | os.O_NOFOLLOW, follow=False)
+        except OSError:
+            return False
+        try:
+            return stat.S_ISLNK(os.fstat(fd).st_mode)
+        finally:
+            os.close(fd)
+
+    def put(self, rel: str, data: bytes | None, mode: int | None) -> None:
+        self.new[rel] = data
+        self.modes[rel] = mode
+
+
+def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]:
+    """Every file's new content, computed in memory; PatchError if any part does not apply."""
+    plan, result = _Plan(root), PatchResult()
+    for op in ops:
+        if isinstance(op, DeleteFile) and plan.is_link(rel := plan.resolve(op.path, follow=False)):
+            plan.put(rel, None, None)  # the link goes, never the file it points to
+            result.deleted.append(rel)
+            continue
+        rel = plan.resolve(op.path)
+        now = plan.current(rel, op.path)
+        if isinstance(op, AddFile):
+            plan.put(rel, op.content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
+            (result.added if now is None else result.modified).append(rel)
+        elif isinstance(op, DeleteFile):
+            if now is None:
+                raise PatchError(f"cannot delete {op.path}: it does not exist")
+            plan.put(rel, None, None)
+            result.deleted.append(rel)
+        else:
+            if now is None:
+                raise PatchError(f"cannot update {op.path}: it does not exist")
+            text = now[0].decode("utf-8", "surrogateescape")
+            data = apply_chunks(text, op.chunks, op.path).encode("utf-8", "surrogateescape")
+            if op.move_to is None:
+                plan.put(rel, data, now[1])
+                result.modified.append(rel)
+                continue
+            dest = plan.resolve(op.move_to)
+            plan.current(dest, op.move_to)  # remember what was there, to put it back on failure
+            plan.put(rel, None, None)
+            plan.put(dest, data, now[1])
+            result.moved.append((rel, dest))
+    return plan, result
+
+
+def apply_patch(root: RootHandle, text: str) -> PatchResult:
+    """Parse and apply `text` beneath `root`, all or nothing. Raises PatchError (nothing changed)."""
+    plan, result = plan_patch(root, parse_patch(text))
+    done: list[str] = []
+    try:
+        for rel, data in plan.new.items():
+            _write(root, rel, data, plan.modes[rel])
+            done.append(rel)
+    except (OSError, PathEscape) as exc:
+        for rel in reversed(done):  # put back what was already written
+            old = plan.before.get(rel)
+            try:
+                _write(root, rel, None if old is None else old[0], None if old is None else old[1])
+            except (OSError, PathEscape):
+                pass
+        raise PatchError(f"writing the patch failed ({getattr(exc, 'strerror', None) or exc}); "
+                         "no file was changed") from None
+    return result
+
+
+def _write(root: RootHandle, rel: str, data: bytes | None, mode: int | None) -> None:
+    """Put `data` at `rel` (None: remove it)."""
+    if data is None:
+        remove_beneath(root, rel)
+    else:
+        write_beneath(root, rel, data, mode)
+
+
+# --------------------------------------------------------------------------- from a shell command
+
+
+@dataclass(frozen=True)
+class ShellPatch:
+    """A patch a model sent as a shell command, and the directory it asked to `cd` into first."""
+
+    patch: str
+    workdir: str | None
+
+
+_NAMES = ("apply_patch", "applypatch")
+_HEREDOC = re.compile(
+    r"\A\s*(?:cd\s+(?P<cd>'[^']*'|\"[^\"]*\"|[^\s;&|]+)\s*&&\s*)?(?:apply_patch|applypatch)\s*"
+    r"<<(?P<dash>-?)\s*(?P<q>['\"]?)(?P<tag>\w+)(?P=q)[ \t]*\n(?P<body>.*?\n)?[ \t]*(?P=tag)\s*\Z", re.S)
+
+
+def extract_from_shell(command: str | list[str]) -> ShellPatch | None:
+    """The patch in `apply_patch <<'EOF' … EOF` or `apply_patch "<patch>"` (optionally after
+    `cd dir &&`), or None when the command is something else and should run as a command."""
+    if isinstance(command, list):
+        if len(command) == 2 and command[0] in _NAMES:
+            return ShellPatch(command[1], None)
+        if len(command) == 3 and command[0] in ("bash", "sh") and command[1] in ("-c", "-lc"):
+            return extract_from_shell(command[2])
+        return None
+    match = _HEREDOC.match(command)
+    if match:
+        body = match["body"] or ""
+        if match["dash"]:
+            body = "\n".join(line.lstrip("\t") for line in body.split("\n"))
+        cd = match["cd"]
+        return ShellPatch(body, shlex.split(cd)[0] if cd else None)
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) == 2 and words[0] in _NAMES and words[1].lstrip().startswith(BEGIN):
+        return ShellPatch(words[1], None)
+    if len(words) == 5 and words[0] == "cd" and words[2] == "&&" and words[3] in _NAMES:
+        return ShellPatch(words[4], words[1])
+    return None
+

@@ -1,0 +1,124 @@
+"""What changed between two snapshots: a structured list of file changes and a unified diff.
+
+Both come from git comparing the two snapshot trees (`diff-tree`), so renames, mode changes and
+binary files are reported as git reports them, and the comparison costs nothing but the changed
+blobs. The tree "now" is simply a fresh snapshot. External diff drivers and textconv filters are
+never run: the snapshot repository reads no configuration that could name them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+from auger.changes.snapshots import Snapshot, SnapshotStore
+
+_STATUS = {"A": "added", "D": "deleted", "M": "modified", "R": "renamed", "C": "copied", "T": "type changed"}
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's change. `kind`: added, deleted, modified, renamed, copied, type changed, or
+    "mode changed" (same content, executable bit flipped). Line counts are None for binary files."""
+
+    kind: str
+    path: str
+    old_path: str | None
+    old_mode: str | None
+    new_mode: str | None
+    binary: bool
+    added_lines: int | None
+    deleted_lines: int | None
+
+
+def _id(snapshot: Snapshot | str) -> str:
+    return snapshot.commit if isinstance(snapshot, Snapshot) else snapshot
+
+
+async def changes(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str, *,
+                  renames: bool = True) -> list[FileChange]:
+    """The files that differ from `old` to `new`, in path order."""
+    args = ["diff-tree", "-r", "-z", "--no-ext-diff", "--no-textconv", "--raw", "--numstat",
+            "-M" if renames else "--no-renames", _id(old), _id(new)]
+    fields = (await store.git(*args)).split(b"\0")
+    raw: list[tuple[str, str, str, str, str | None]] = []  # kind, old mode, new mode, path, old path
+    i = 0
+    while i < len(fields) and fields[i].startswith(b":"):
+        old_mode, new_mode, old_oid, new_oid, status = fields[i][1:].decode().split(" ")
+        letter = status[0]
+        if letter in "RC":
+            src, dst = os.fsdecode(fields[i + 1]), os.fsdecode(fields[i + 2])
+            raw.append((_STATUS[letter], old_mode, new_mode, dst, src))
+            i += 3
+        else:
+            kind = _STATUS.get(letter, "modified")
+            if letter == "M" and old_oid == new_oid:
+                kind = "mode changed"
+            raw.append((kind, old_mode, new_mode, os.fsdecode(fields[i + 1]), None))
+            i += 2
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    while i < len(fields):
+        record = fields[i]
+        if not record:
+            i += 1
+            continue
+        added, deleted, name = record.split(b"\t", 2)
+        if name == b"":  # a rename: the two paths follow
+            name = fields[i + 2]
+            i += 3
+        else:
+            i += 1
+        counts[os.fsdecode(name)] = (None, None) if added == b"-" else (int(added), int(deleted))
+    out = []
+    for kind, old_mode, new_mode, path, old_path in raw:
+        plus, minus = counts.get(path, (0, 0))
+        out.append(FileChange(kind, path, old_path, None if old_mode == "000000" else old_mode,
+                              None if new_mode == "000000" else new_mode, plus is None, plus, minus))
+    return sorted(out, key=lambda c: c.path)
+
+
+async def unified_diff(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str, *,
+                       color: bool = False, context: int = 3, renames: bool = True) -> str:
+    """The unified diff from `old` to `new` as git writes it (binary files say "Binary files … differ").
+
+    Undecodable bytes appear as U+FFFD: the text is for showing, the snapshots keep the bytes."""
+    args = ["diff-tree", "-r", "-p", "--no-ext-diff", "--no-textconv", f"-U{int(context)}",
+            "-M" if renames else "--no-renames", "--color=always" if color else "--no-color",
+            _id(old), _id(new)]
+    return (await store.git(*args)).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class TurnDiff:
+    """What changed since a snapshot: the snapshot of now, the file changes, the unified diff."""
+
+    now: Snapshot
+    changes: list[FileChange]
+    text: str
+
+
+async def diff_since(store: SnapshotStore, since: Snapshot | str, *, color: bool = False) -> TurnDiff:
+    """The changes from `since` to the current tree (snapshotted now; keep `now` as the turn's end)."""
+    now = await store.snapshot("diff")
+    if isinstance(since, Snapshot) and since.tree == now.tree:
+        return TurnDiff(now, [], "")
+    listed, text = await asyncio.gather(changes(store, since, now), unified_diff(store, since, now, color=color))
+    return TurnDiff(now, listed, text)
+
+
+def summary(file_changes: list[FileChange]) -> str:
+    """One line per file: `M path (+3 -1)`, `R old -> new`, `A img.png (binary)`."""
+    letters = {"added": "A", "deleted": "D", "modified": "M", "renamed": "R", "copied": "C",
+               "type changed": "T", "mode changed": "M"}
+    rows = []
+    for c in file_changes:
+        name = f"{c.old_path} -> {c.path}" if c.old_path else c.path
+        if c.binary:
+            detail = "binary"
+        elif c.kind == "mode changed":
+            detail = f"mode {c.old_mode} -> {c.new_mode}"
+        else:
+            detail = f"+{c.added_lines} -{c.deleted_lines}"
+        rows.append(f"{letters[c.kind]} {name} ({detail})")
+    return "\n".join(rows)

@@ -1,0 +1,467 @@
+"""Snapshots of the project's working tree, kept as git objects in a repository of auger's own.
+
+Why this way:
+
+* Whatever changed the tree — a file tool, `sed -i`, a build, `git mv` — a snapshot sees it, because
+  it records the tree itself, not the tool calls. A snapshot is a commit (tree + message) in a
+  separate git directory whose work tree is the project (`GIT_DIR=<snapdir> GIT_WORK_TREE=<root>`)
+  with its own index (`GIT_INDEX_FILE`). So it works in projects that are not git repositories and
+  never touches the user's index, branches, stash, reflog or config; and it survives a killed
+  process, being nothing but git objects named by a ref (so `git gc` keeps them).
+* Git runs what its configuration names. The user's and the system's configuration are never read
+  (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`, HOME pointing at an empty directory), hooks and
+  fsmonitor are off, and the environment is built from nothing but PATH. The project's
+  `.gitattributes` could ask for line-ending conversion or filters, which would make the stored bytes
+  differ from the file's; the snapshot repository's own `info/attributes` switches them off.
+* What is recorded: every file git would show as tracked or untracked in the project — ignored ones
+  are left out (the project's `.gitignore` files and, in a git repository, its `info/exclude`); the
+  user's `.git` never. A file over `max_file_bytes`, and the new files of a directory holding more
+  than `max_dir_files` of them (a generated tree), are skipped with a warning: a skipped path keeps
+  whatever the previous snapshot held, so an undo never touches it.
+* Git records only whether a file is executable. The other permission bits (a private 0600 file,
+  a read-only 0444 one) are kept in the commit message for the files whose bits are not the
+  project's usual ones, so an undo never restores a private file readable by all.
+* Speed: the index is kept between snapshots, so `git diff-files` finds what changed by stat alone,
+  `ls-files -o` what is new, and only those paths are hashed (`update-index`); `write-tree` reuses
+  the cached subtrees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import stat
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from auger.policy.fs import read_fd
+
+DEFAULT_MAX_FILE_BYTES = 10 << 20
+DEFAULT_MAX_DIR_FILES = 5000
+DEFAULT_PERMS = (0o644, 0o755)
+BULK_FILES = 2000  # from this many files to hash, their blobs are first packed by fast-import
+REF_PREFIX = "refs/auger/snapshots/"
+_KEPT = "auger-modes.json"
+_MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
+_LOCK_POLL = 0.02  # seconds between tries for the repository lock
+_LOCK_WAIT = 30.0  # then give up: a snapshot of even a huge tree takes less
+_CONFIG = (
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.bare=false", "core.autocrlf=false",
+    "core.safecrlf=false", "core.filemode=true", "core.symlinks=true", "core.quotePath=false",
+    "core.ignoreCase=false", "core.precomposeUnicode=false", "core.untrackedCache=false",
+    "gc.auto=0", "color.ui=false", "diff.renames=true",
+    # a large index is rewritten whole by every command that changes it; v4 is smaller to write,
+    # and a split index writes only the entries that changed
+    "index.version=4", "core.splitIndex=true",
+)
+# Stored bytes are the file's bytes: no end-of-line conversion, no clean/smudge filter, no $Id$.
+_ATTRIBUTES = b"* -text -eol -filter -ident -working-tree-encoding\n"
+
+
+class SnapshotError(Exception):
+    """A snapshot repository that git could not read or write; the message says what git said."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One recorded state of the tree: its commit and tree ids, and what was left out and why."""
+
+    commit: str
+    tree: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file in a snapshot: git mode ('100644', '100755', '120000'), blob id, path."""
+
+    mode: str
+    oid: str
+    path: str
+
+
+def snapshot_dir(data_dir: Path, root: Path) -> Path:
+    """Where the snapshots of the project at `root` live under auger's data directory: one
+    repository per resolved project root, named so a person can tell which is which."""
+    real = Path(os.path.realpath(root))
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    return Path(data_dir) / "snapshots" / f"{real.name or 'root'}-{digest}"
+
+
+class SnapshotStore:
+    """The snapshot repository of one project. Snapshots are taken one at a time (they share an index)."""
+
+    def __init__(self, root: Path, snapdir: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 max_dir_files: int = DEFAULT_MAX_DIR_FILES, perms: tuple[int, int] = DEFAULT_PERMS) -> None:
+        """`perms`: the usual permission bits of a plain and an executable file in this project (what
+        the user's umask gives, e.g. (0o640, 0o750) under umask 027); only files with other bits
+        have them written down in each snapshot."""
+        self.root = Path(os.path.realpath(root))
+        self.perms = perms
+        self.bulk_files = BULK_FILES
+        self.snapdir = Path(snapdir)
+        self.max_file_bytes = max_file_bytes
+        self.max_dir_files = max_dir_files
+        self._lock = asyncio.Lock()
+        self._ready = False
+        self._env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.snapdir / "home"),
+            "XDG_CONFIG_HOME": str(self.snapdir / "home"),
+            "LC_ALL": "C",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_DIR": str(self.snapdir),
+            "GIT_WORK_TREE": str(self.root),
+            "GIT_INDEX_FILE": str(self.snapdir / "auger-index"),
+            "GIT_AUTHOR_NAME": "auger", "GIT_AUTHOR_EMAIL": "auger@localhost",
+            "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_OPTIONAL_LOCKS": "0",
+        }
+
+    # ------------------------------------------------------------------ git
+
+    async def git(self, *args: str, stdin: bytes | None = None) -> bytes:
+        """Run git on the snapshot repository; its stdout, or SnapshotError with git's message."""
+        proc = await asyncio.create_subprocess_exec(
+            *_git_argv(), *args, cwd=self.root, env=self._env, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate(stdin)
+        if proc.returncode != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            said = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[-1] if lines else "")
+            raise SnapshotError(f"git {args[0]} failed: {said or f'exit status {proc.returncode}'}")
+        return out
+
+    async def _ensure(self) -> None:
+        """Create the snapshot repository on first use (no templates: no sample hooks)."""
+        if self._ready:
+            return
+        if not (self.snapdir / "HEAD").exists():
+            self.snapdir.mkdir(parents=True, exist_ok=True)
+            proc = await asyncio.create_subprocess_exec(
+                "git", "init", "--bare", "-q", "--template=", str(self.snapdir),
+                env={k: v for k, v in self._env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")},
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            _, err = await proc.communicate()
+            if proc.returncode != 0:
+                raise SnapshotError(f"cannot create the snapshot repository {self.snapdir}: "
+                                    f"{err.decode('utf-8', 'replace').strip()}")
+        (self.snapdir / "home").mkdir(exist_ok=True)
+        info = self.snapdir / "info"
+        info.mkdir(exist_ok=True)
+        if _read(info / "attributes") != _ATTRIBUTES:
+            (info / "attributes").write_bytes(_ATTRIBUTES)
+        self._ready = True
+
+    def _sync_excludes(self) -> None:
+        """Make the snapshot repository's info/exclude the project's own (if it is a git repository),
+        plus the snapshot repository itself should it lie inside the project."""
+        gitdir = _project_git_dir(self.root)
+        wanted = (_read(gitdir / "info" / "exclude") or b"") if gitdir else b""
+        inside = Path(os.path.realpath(self.snapdir))
+        if self.root in inside.parents:  # never snapshot the snapshots
+            wanted += b"\n/" + os.fsencode(inside.relative_to(self.root).as_posix()) + b"/\n"
+        path = self.snapdir / "info" / "exclude"
+        if _read(path) != wanted:
+            path.write_bytes(wanted)
+
+    # ------------------------------------------------------------------ snapshots
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """Hold the snapshot repository alone: within this process (an asyncio lock) and across
+        processes (flock, which the kernel releases when a holder dies). Holding it, an index
+        lock file left by a killed git is stale, and is removed."""
+        async with self._lock:
+            await self._ensure()
+            fd = os.open(self.snapdir / "auger.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                for attempt in itertools.count():
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if attempt * _LOCK_POLL >= _LOCK_WAIT:
+                            raise SnapshotError(f"the snapshot repository {self.snapdir} is busy "
+                                                f"(another auger has held it for {_LOCK_WAIT:.0f} s)") from None
+                        await asyncio.sleep(_LOCK_POLL)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.snapdir / "auger-index.lock")
+                yield
+            finally:
+                os.close(fd)
+
+    async def snapshot(self, message: str = "auger snapshot") -> Snapshot:
+        """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
+        async with self._exclusive():
+            self._sync_excludes()
+            kept = self._load_kept()
+            if kept is None:  # bits written down against other usual bits, or lost: look at every
+                with contextlib.suppress(FileNotFoundError):  # file again, once
+                    os.unlink(self.snapdir / "auger-index")
+                kept = _Kept({}, [])
+            started = int(time.time())
+            changed, new = await self._listing()
+            pick = self._select(changed | set(kept.recheck), new)
+            for path in pick.gone + pick.odd + pick.present:
+                kept.files.pop(path, None)
+            kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
+            # A chmod in the same second as the ctime the index records is invisible to git (it
+            # keeps whole seconds): such files are looked at again next time.
+            kept.recheck = [p for p, ctime in pick.ctimes.items() if ctime >= started]
+            self._save_kept(kept)  # before the index: a kill in between only means another look
+            if pick.odd:  # paths now beyond a symlink or turned into directories: git would refuse them
+                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(pick.odd))
+            if len(pick.present) >= self.bulk_files:
+                await asyncio.to_thread(self._pack_blobs, pick.present)
+            if pick.present or pick.gone:  # one pass over the index: it is rewritten whole each time
+                await self.git("update-index", "-z", "--add", "--remove", "--replace", "--stdin",
+                               stdin=_nul(pick.present + pick.gone))
+            tree = (await self.git("write-tree")).decode().strip()
+            bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
+            text = f"{message or 'auger snapshot'}\n\n{_MODES_TRAILER}{bits}\n"
+            commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
+            await self.git("update-ref", REF_PREFIX + commit, commit)
+            return Snapshot(commit, tree, tuple(pick.warnings))
+
+    def _load_kept(self) -> _Kept | None:
+        """The permission bits kept beside the index, or None when they cannot be trusted (written
+        against other usual bits, or missing while an index exists)."""
+        try:
+            kept = json.loads((self.snapdir / _KEPT).read_text())
+            if tuple(kept["perms"]) != self.perms:
+                return None
+            return _Kept(dict(kept["files"]), list(kept["recheck"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None if (self.snapdir / "auger-index").exists() else _Kept({}, [])
+
+    def _save_kept(self, kept: _Kept) -> None:
+        path = self.snapdir / _KEPT
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"perms": list(self.perms), "files": kept.files, "recheck": kept.recheck}))
+        os.replace(tmp, path)
+
+    async def modes(self, snapshot: Snapshot | str) -> tuple[tuple[int, int], dict[str, int]]:
+        """The permission bits of a snapshot's regular files: the usual (plain, executable) pair,
+        and the files that had other bits."""
+        body = (await self.git("cat-file", "commit", _commit(snapshot))).decode("utf-8", "surrogateescape")
+        for line in reversed(body.splitlines()):
+            if line.startswith(_MODES_TRAILER):
+                kept = json.loads(line[len(_MODES_TRAILER):])
+                return (kept["perms"][0], kept["perms"][1]), {p: int(m) for p, m in kept["files"].items()}
+        return DEFAULT_PERMS, {}
+
+    def _pack_blobs(self, paths: list[str]) -> None:
+        """Store the blobs of many files in one pack (`git fast-import`), so the `update-index`
+        that follows finds them stored and writes no loose object per file: creating tens of
+        thousands of small object files is what makes a first snapshot slow. Runs in a thread.
+
+        A file is opened without following links and without blocking (a FIFO swapped in must not
+        hang us); one that vanished or changed kind is left to `update-index` to judge."""
+        proc = subprocess.Popen([*_git_argv(), "fast-import", "--quiet", "--done"], cwd=self.root, env=self._env,
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert proc.stdin is not None
+        try:
+            for path in paths:
+                data = _read_entry(self.root / path, self.max_file_bytes)
+                if data is not None:
+                    proc.stdin.write(b"blob\ndata %d\n" % len(data))
+                    proc.stdin.write(data)
+                    proc.stdin.write(b"\n")
+            proc.stdin.write(b"done\n")
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # fast-import gave up: update-index then writes the objects itself, only slower
+        proc.wait()
+
+    async def _listing(self) -> tuple[set[str], list[str]]:
+        """(recorded paths whose stat data changed, new paths). `diff-files` is the plumbing that
+        reports a changed ctime without looking at the content, so a bare chmod 600 is seen too."""
+        dirty, fresh = await asyncio.gather(  # both only read the index: run side by side
+            self.git("diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=all"),
+            self.git("ls-files", "-z", "-o", "--exclude-standard"))
+        return ({os.fsdecode(p) for p in dirty.split(b"\0") if p},
+                [os.fsdecode(p) for p in fresh.split(b"\0") if p])
+
+    def _select(self, changed: set[str], new: list[str]) -> _Selection:
+        """What to drop from the index and what to hash, with warnings for what is left out."""
+        pick = _Selection()
+        pick.warnings = [f"skipped {p}: it is a separate git repository" for p in new if p.endswith("/")]
+        untracked = [p for p in new if not p.endswith("/")]
+        per_dir = Counter(os.path.dirname(p) for p in untracked)
+        crowded = {d for d, n in per_dir.items() if n > self.max_dir_files}
+        for d in sorted(crowded):
+            pick.warnings.append(f"skipped {per_dir[d]} new files in {d or '.'}/: more than {self.max_dir_files} "
+                                 "new files in one directory (raise the limit to include them)")
+        candidates = sorted(changed) + [p for p in untracked if os.path.dirname(p) not in crowded]
+        real_dirs: dict[str, bool] = {"": True}
+        for path in candidates:
+            if not self._real_dir(os.path.dirname(path), real_dirs):
+                pick.odd.append(path)  # its directory is now a symlink (listed on its own) or gone
+                continue
+            try:
+                st = os.lstat(self.root / path)
+            except (FileNotFoundError, NotADirectoryError):
+                pick.gone.append(path)
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                pick.odd.append(path)  # a file that became a directory: its files are listed on their own
+            elif stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
+                pick.warnings.append(f"skipped {path}: {st.st_size >> 20} MB is over the "
+                                     f"{self.max_file_bytes >> 20} MB snapshot limit")
+            elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                pick.present.append(path)
+                pick.ctimes[path] = int(st.st_ctime)
+                if stat.S_ISREG(st.st_mode):
+                    pick.perms[path] = stat.S_IMODE(st.st_mode)
+            else:
+                pick.warnings.append(f"skipped {path}: not a regular file or symlink")
+        return pick
+
+    def _real_dir(self, rel: str, seen: dict[str, bool]) -> bool:
+        """Whether `rel` is a directory reached without a symlink (git stores nothing beyond one)."""
+        if rel not in seen:
+            try:
+                ok = stat.S_ISDIR(os.lstat(self.root / rel).st_mode)
+            except OSError:
+                ok = False
+            seen[rel] = ok and self._real_dir(os.path.dirname(rel), seen)
+        return seen[rel]
+
+    async def entries(self, snapshot: Snapshot | str) -> dict[str, Entry]:
+        """Every file of a snapshot, by path."""
+        out = await self.git("ls-tree", "-r", "-z", "--full-tree", _commit(snapshot))
+        files: dict[str, Entry] = {}
+        for record in out.split(b"\0"):
+            if not record:
+                continue
+            meta, _, raw = record.partition(b"\t")
+            mode, kind, oid = meta.decode().split(" ")
+            if kind == "blob":
+                path = os.fsdecode(raw)
+                files[path] = Entry(mode, oid, path)
+        return files
+
+    async def blobs(self, oids: list[str]) -> dict[str, bytes]:
+        """The contents of blobs by id, read in one `cat-file --batch`."""
+        if not oids:
+            return {}
+        unique = list(dict.fromkeys(oids))
+        out = await self.git("cat-file", "--batch", stdin="".join(f"{o}\n" for o in unique).encode())
+        found: dict[str, bytes] = {}
+        pos = 0
+        for oid in unique:
+            end = out.index(b"\n", pos)
+            header = out[pos:end].decode().split(" ")
+            if len(header) != 3:
+                raise SnapshotError(f"blob {oid} is missing from the snapshot repository")
+            size = int(header[2])
+            found[oid] = out[end + 1:end + 1 + size]
+            pos = end + 1 + size + 1
+        return found
+
+    async def drop(self, snapshot: Snapshot | str) -> None:
+        """Forget a snapshot (its objects go at the next `git gc` unless another snapshot shares them)."""
+        commit = _commit(snapshot)
+        await self.git("update-ref", "-d", REF_PREFIX + commit, commit)
+
+    async def compact(self) -> None:
+        """Pack the snapshot repository's loose objects (git never does it on its own here: gc.auto
+        is off so that no git command starts a background gc while a snapshot is being taken)."""
+        async with self._exclusive():
+            await self.git("gc", "--quiet")
+
+    async def list(self) -> list[str]:
+        """The commits of the snapshots kept, newest first."""
+        out = await self.git("for-each-ref", "--sort=-committerdate", "--format=%(objectname)", REF_PREFIX)
+        return out.decode().split()
+
+
+@dataclass
+class _Selection:
+    """One snapshot's plan: paths to drop from the index, paths to hash (with their permission
+    bits and ctime seconds), and what was left out."""
+
+    gone: list[str] = field(default_factory=list)  # missing files
+    odd: list[str] = field(default_factory=list)  # entries to drop that update-index would refuse
+    present: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    perms: dict[str, int] = field(default_factory=dict)
+    ctimes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Kept:
+    """What is kept beside the index (auger-modes.json): files whose bits are not the usual ones,
+    and files to look at again because git's whole-second ctime could hide their next chmod."""
+
+    files: dict[str, int]
+    recheck: list[str]
+
+
+def _git_argv() -> list[str]:
+    argv = ["git"]
+    for item in _CONFIG:
+        argv += ["-c", item]
+    return argv
+
+
+def _read_entry(path: Path, limit: int) -> bytes | None:
+    """A file's bytes (a symlink's target), or None if it is gone, too big or not a file now."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return None
+        try:
+            return os.fsencode(os.readlink(path))
+        except OSError:
+            return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        return read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _commit(snapshot: Snapshot | str) -> str:
+    return snapshot.commit if isinstance(snapshot, Snapshot) else snapshot
+
+
+def _nul(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _project_git_dir(root: Path) -> Path | None:
+    """The project's own git directory (for its info/exclude): `.git`, or the one a `.git` file
+    names (a worktree or submodule, whose exclude lives in the common directory)."""
+    dotgit = root / ".git"
+    if dotgit.is_dir():
+        return dotgit
+    text = _read(dotgit)
+    if not text or not text.startswith(b"gitdir:"):
+        return None
+    gitdir = (root / os.fsdecode(text[len(b"gitdir:"):].strip())).resolve()
+    common = _read(gitdir / "commondir")
+    return (gitdir / os.fsdecode(common.strip())).resolve() if common else gitdir
