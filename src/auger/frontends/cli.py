@@ -291,6 +291,8 @@ def _read_prompt(prompt: str | None) -> str:
 
 
 def _load_config(args: argparse.Namespace):
+    from pathlib import Path
+
     from auger.config import load_config, valid_base_url
 
     flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
@@ -303,7 +305,7 @@ def _load_config(args: argparse.Namespace):
     flags["mode"] = getattr(args, "mode", None)
     flags["approve_all"] = getattr(args, "approve_all", None)
     project = getattr(args, "cwd", None) or os.getcwd()
-    config = load_config(args.overrides, flags, project_dir=project if os.path.isdir(project) else None)
+    config = load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
     if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
         config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
     if config.model_reasoning_effort is not None:  # only then: the provider registry is not needed otherwise

@@ -17,21 +17,26 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from auger.config import Config
 from auger.process import owned_temp_dir
+
+if TYPE_CHECKING:  # imported when a sandbox is built, not when this module loads
+    from auger.policy.egress import EgressProxy
+    from auger.policy.sandbox import Sandbox, SandboxPolicy
+    from auger.policy.supervised import SessionSandbox
 
 READ_ONLY_EFFECT = "read_only"
 
 
 @dataclass
 class Confinement:
-    sandbox: object | None  # auger.policy.sandbox.Sandbox; None: no sandbox, only the proxy
-    policy: object  # auger.policy.sandbox.SandboxPolicy
-    proxy: object | None = None  # auger.policy.egress.EgressProxy
+    sandbox: Sandbox | None  # None: no sandbox, only the proxy
+    policy: SandboxPolicy
+    proxy: EgressProxy | None = None
     description: str = ""
-    box: object | None = None  # auger.policy.supervised.SessionSandbox
+    box: SessionSandbox | None = None
     mode: Callable[[], str] = lambda: "auto"
     missing: tuple[str, ...] = ()  # guarantees this sandbox cannot give here (auto mode then asks)
     private_dir: Path | None = None  # auger's own files (background logs): no command can write here
@@ -108,6 +113,7 @@ class Confinement:
         writable: tuple[str, ...] = ()
         remount = False
         if readonly:
+            assert self.sandbox is not None  # a box is only ever built around a sandbox
             argv, remount = self.sandbox.readonly_argv(argv, self.policy)
             if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
                 writable = (*(str(p) for p in self.policy.writable), "/tmp")

@@ -69,7 +69,7 @@ def openat2_available() -> bool:
 def _openat2(dir_fd: int, path: str, flags: int, mode: int, resolve: int) -> int | None:
     """The descriptor, or None when this kernel has no openat2 (then the caller walks components)."""
     global _libc, _open_how, _openat2_works
-    if _openat2_works is False:
+    if _openat2_works is False or _OPENAT2_NR is None:  # the second only when the first is too
         return None
     import ctypes
 

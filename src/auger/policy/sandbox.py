@@ -120,6 +120,8 @@ class Sandbox(Protocol):
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped: ...
 
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]: ...
+
 
 # --- shared planning --------------------------------------------------------------------------
 

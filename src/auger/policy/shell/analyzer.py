@@ -68,8 +68,8 @@ class Analyzer:
         self._real: dict[str, str | None] = {}  # realpath memo for this one analysis
         self.home_real = self._realpath(home) if home else None
         self.tmp_dirs = temp_dirs(tempfile.gettempdir())
-        self.effect = READ_ONLY
-        self.call_effect = READ_ONLY  # effect found for the simple command being analysed
+        self.effect: str = READ_ONLY
+        self.call_effect: str = READ_ONLY  # effect found for the simple command being analysed
         self.reasons: list[str] = []
         self.commands: list[tuple[str, ...]] = []
         self.outside: list[str] = []

@@ -86,8 +86,9 @@ def _git(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Find
             k += 1
             continue
         if a == "-c":
-            if k + 1 < len(args) and not (view[k + 1] and _git_safe_key(view[k + 1].partition("=")[0])):
-                yield Finding(LOCAL_MUTATION, f"git -c {args[k + 1].partition('=')[0]} can change which programs git runs")
+            if k + 1 < len(args) and not ((key := view[k + 1]) and _git_safe_key(key.partition("=")[0])):
+                yield Finding(LOCAL_MUTATION,
+                              f"git -c {args[k + 1].partition('=')[0]} can change which programs git runs")
             k += 2
             continue
         if a in _GIT_GLOBAL_VALUES:

@@ -352,11 +352,12 @@ def _brace_expand(text: str) -> list[str]:
             cuts = [i, *commas, j]
             alternatives = [text[a + 1:b] for a, b in zip(cuts, cuts[1:])]
         else:
-            alternatives = _brace_sequence(body)
-            if alternatives is None:
+            sequence = _brace_sequence(body)
+            if sequence is None:
                 i += 1
                 continue
-        pre, results = text[:i], []
+            alternatives = sequence
+        pre, results = text[:i], list[str]()
         tails = _brace_expand(text[j + 1:])
         for alternative in alternatives:
             for head in _brace_expand(alternative) if commas else [alternative]:

@@ -15,12 +15,12 @@ READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
     Effect.READ_ONLY, Effect.LOCAL_MUTATION, Effect.REMOTE_ACTION, Effect.DESTRUCTIVE)
 
 EFFECT_ORDER = (READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE)
-RANK = {effect: rank for rank, effect in enumerate(EFFECT_ORDER)}
+RANK: dict[str, int] = {effect: rank for rank, effect in enumerate(EFFECT_ORDER)}
 
 
 def strictest(*effects: str) -> str:
     """The strictest of `effects` (READ_ONLY when given none); unknown effect names raise ValueError."""
-    best = READ_ONLY
+    best: str = READ_ONLY
     for effect in effects:
         rank = RANK.get(effect)
         if rank is None:
