@@ -188,7 +188,8 @@ def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | N
         config.diagnostics.append(f"{where}: '{key}' expects {expected}, got {value!r} (ignored)")
         return
     if key in _CHOICES and coerced not in _CHOICES[key]:
-        config.diagnostics.append(f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
+        config.diagnostics.append(
+            f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
         return
     if key == "base_url" and not valid_base_url(coerced):
         config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")

@@ -19,7 +19,6 @@ the items alone (so a resumed session sends byte-for-byte what the original woul
 
 from __future__ import annotations
 
-import json
 from typing import Iterable, Sequence
 
 from auger.protocol.jsontext import loads as loads_bounded

@@ -491,8 +491,8 @@ class _Archive:
     async def search_messages(self, query: str) -> list[tuple[str, str]]:
         found = await self._store.search_messages(self._session_id, query)
         labels = {"user_message": "user", "assistant_message": "assistant", "compaction": "summary"}
-        return [(f"{labels[item.TYPE]} message #{seq}", str(getattr(item, "text", None) or getattr(item, "summary", "")))
-                for seq, item in found]
+        return [(f"{labels[item.TYPE]} message #{seq}",
+                 str(getattr(item, "text", None) or getattr(item, "summary", ""))) for seq, item in found]
 
 
 async def _probe_window(client: ModelClient, config) -> int | None:

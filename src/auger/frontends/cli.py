@@ -62,7 +62,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                "changes inside the project run in the sandbox)")
     run_opts.add_argument("-i", "--image", action="append", metavar="FILE", help="attach an image (repeatable)")
     run_opts.add_argument("--cassette", metavar="FILE",
-                          help="recording for --provider replay: a JSONL file, or session:ID to replay a stored session")
+                          help="recording for --provider replay: a JSONL file, "
+                               "or session:ID to replay a stored session")
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
@@ -524,7 +525,8 @@ class _PlainRenderer:
 
         if isinstance(event, ev.ToolCallStarted):
             args = event.arguments
-            detail = args.get("command") or args.get("path") or args.get("pattern") or "" if isinstance(args, dict) else ""
+            detail = (args.get("command") or args.get("path") or args.get("pattern") or "") \
+                if isinstance(args, dict) else ""
             print(printable(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m"), file=sys.stderr)
         elif isinstance(event, ev.Retrying):
             print(f"\x1b[33m↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: "

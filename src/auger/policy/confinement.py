@@ -256,7 +256,8 @@ async def _start_supervisor(sandbox, policy, private_dir: Path):
         Path(policy.tmp).mkdir(parents=True, exist_ok=True)
     # Planned with auger's own environment (its HOME's secrets are hidden); the supervisor
     # itself runs with almost none: each command brings its own.
-    launched = sandbox.launch([_python(), "-S", "-I", "-c", _source(Path(__file__).with_name("supervisor.py"))], dict(os.environ), policy)
+    supervisor = _source(Path(__file__).with_name("supervisor.py"))
+    launched = sandbox.launch([_python(), "-S", "-I", "-c", supervisor], dict(os.environ), policy)
     extra = ["--no-unix-sockets"] if sandbox.kind == "landlock" else []
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log", extra)
@@ -272,7 +273,8 @@ def _missing(sandbox, policy) -> tuple[str, ...]:
     if sandbox.abi < 4 and policy.network != "full":
         missing.append(f"the network is NOT restricted (Landlock ABI {sandbox.abi} < 4)")
     if sandbox.abi < 6:
-        missing.append(f"signals and abstract sockets to host processes are NOT blocked (Landlock ABI {sandbox.abi} < 6)")
+        missing.append("signals and abstract sockets to host processes are NOT blocked "
+                       f"(Landlock ABI {sandbox.abi} < 6)")
     return tuple(missing)
 
 

@@ -273,7 +273,8 @@ def open_beneath(root: RootHandle, raw: str | os.PathLike[str], flags: int, mode
     rel = root.relative(raw)
     if ".." not in rel.split("/"):  # with `..` the walk decides, and says "outside the root" clearly
         try:
-            fd = _openat2(root.fd, rel or ".", flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+            resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+            fd = _openat2(root.fd, rel or ".", flags, mode, resolve)
         except OSError as exc:
             if exc.errno != errno.ELOOP or not follow:
                 raise

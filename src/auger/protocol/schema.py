@@ -43,7 +43,8 @@ def protocol_schema() -> dict[str, Any]:
     for tag in Event.registry():
         event = defs[def_name(Event, tag)]
         lines.append({"type": "object", "properties": {**event["properties"], **envelope_fields["properties"]},
-                      "required": list(dict.fromkeys([*event["required"], *envelope_fields["required"]])), "additionalProperties": False})
+                      "required": list(dict.fromkeys([*event["required"], *envelope_fields["required"]])),
+                      "additionalProperties": False})
     defs["Envelope"] = {"description": "One event with its envelope, as one flat object (a line of `auger exec "
                                        "--json`, a row of the events table).", "oneOf": lines}
     return {"$schema": DRAFT, "$id": "https://auger.dev/schema/protocol.json", "title": "auger protocol",

@@ -113,7 +113,8 @@ class SqliteStore:
     async def create_session(self, record: SessionRecord) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) "
+                "VALUES (?,?,?,?,?,?,?,?)",
                 (record.id, record.created, record.updated, to_db(record.cwd), record.provider, record.model,
                  record.mode, to_db(record.title)))
 

@@ -20,10 +20,10 @@ mutation; a line that does not parse is at least a local mutation; input nested 
 analyse is destructive. A read-only verdict needs every option of a program that has dangerous
 ones to be on its allow-list (`readonly_options`), and any bash construct the parser sees but
 does not follow — arithmetic on variable text, array subscripts in names, `${!x}`, `${x@P}`,
-aliases, `coproc`, mixed brace expansion — makes the line at least a local mutation. It is still only a reading: it cannot see inside scripts and programs,
-rc files, aliases, or what a program does with the data it is given, so `read_only` means
-"nothing visible in the command changes anything", not a guarantee. The sandbox is what
-enforces limits; this module decides when to ask.
+aliases, `coproc`, mixed brace expansion — makes the line at least a local mutation. It is still
+only a reading: it cannot see inside scripts and programs, rc files, aliases, or what a program
+does with the data it is given, so `read_only` means "nothing visible in the command changes
+anything", not a guarantee. The sandbox is what enforces limits; this package decides when to ask.
 
 Network access is judged by purpose: tools whose job is to talk to another host (curl, ssh,
 ping, `git push`, publishing, cloud CLIs) are remote actions; downloads whose job is to update

@@ -333,7 +333,8 @@ class Analyzer:
             self.add(LOCAL_MUTATION, f"setting {name} changes which repository, settings or programs git uses")
         elif name.upper().startswith(CONFIG_VAR_PREFIXES):
             self.add(LOCAL_MUTATION, f"setting {name} changes a tool's configuration, including programs it runs")
-        elif name in COMMAND_VARS or name.endswith(("PAGER", "EDITOR")):  # as strict as the command it names (PAGER=cat stays read-only)
+        elif name in COMMAND_VARS or name.endswith(("PAGER", "EDITOR")):
+            # as strict as the command it names (PAGER=cat stays read-only)
             self.run_script(value, [word] if isinstance(word, Word) else [])
         elif name in CODE_VARS:
             self.add(LOCAL_MUTATION, f"setting {name} changes what code programs load")

@@ -88,7 +88,8 @@ def _declare(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[
     if "n" in flags:
         yield Finding(LOCAL_MUTATION, f"{name} -n makes a name reference, which expands a name from a variable's text")
     if "i" in flags:
-        yield Finding(LOCAL_MUTATION, f"{name} -i evaluates every value as arithmetic, where an array subscript runs commands")
+        yield Finding(LOCAL_MUTATION,
+                      f"{name} -i evaluates every value as arithmetic, where an array subscript runs commands")
     if "f" in flags and (name == "export" or "x" in flags):
         yield Finding(LOCAL_MUTATION, f"{name} -f exports functions to every child shell")
 
@@ -138,9 +139,9 @@ def _name_builtin(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iter
                 break
         k += 1
     if spec.operands:
-        for k in range(k, end):
+        for j in range(k, end):
             if operands >= spec.first_operand:
-                names.append(call.words[k])
+                names.append(call.words[j])
             operands += 1
     for word in names:
         an.name_target(name, word, RUN_VARS if name != "unset" else frozenset())
@@ -286,7 +287,8 @@ def _interpreter(an: Analyzer, call: Call, i: int, end: int, name: str) -> Itera
         if a == "-m" and name == "python" and k + 1 < len(args):
             module = args[k + 1]
             call.nonpath.update((i + 1 + k, i + 2 + k))
-            known = HANDLERS.get(module) or module in SUBCOMMANDS or module in READ_ONLY_PROGRAMS or module in REMOTE_PROGRAMS
+            known = (an.handlers.get(module) or module in SUBCOMMANDS or module in READ_ONLY_PROGRAMS
+                     or module in REMOTE_PROGRAMS)
             if known:
                 words = [Word.literal(module), *call.words[i + 3 + k:end]]
                 an.classify(Call(words, call.redirs, call.upstream), 0, len(words))

@@ -252,11 +252,11 @@ def _awk(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Find
             yield Finding(LOCAL_MUTATION, f"{name} -i inplace edits files in place")
         if opt in ("-e", "--source"):
             programs.append(attached if eq else value)
-        if len(a) == 2 and a[1] in "FvfieEWl" or opt in ("--field-separator", "--assign", "--source",
-                                                         "--include", "--load"):
-            if not eq:
-                k += 1
-                call.nonpath.add(i + 1 + k)
+        takes_value = len(a) == 2 and a[1] in "FvfieEWl" or opt in ("--field-separator", "--assign", "--source",
+                                                                     "--include", "--load")
+        if takes_value and not eq:
+            k += 1
+            call.nonpath.add(i + 1 + k)
         k += 1
     if not programs and k < len(args):
         programs.append(args[k])

@@ -350,7 +350,7 @@ def _brace_expand(text: str) -> list[str]:
         body = text[i + 1:j]
         if commas:
             cuts = [i, *commas, j]
-            alternatives = [text[a + 1:b] for a, b in zip(cuts, cuts[1:])]
+            alternatives = [text[a + 1:b] for a, b in zip(cuts, cuts[1:], strict=False)]
         else:
             sequence = _brace_sequence(body)
             if sequence is None:

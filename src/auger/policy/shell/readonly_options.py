@@ -10,8 +10,8 @@ such as `*` that a file named `-o` would turn into an option) — makes the comm
 
 Programs not listed here are judged by their own handler (`files`, `builtins`, `git`: find, sed,
 awk, git, tar, the shells and builtins), or are on the plain read-only list in `programs` because
-none of their options writes a file or runs a program (`cat`, `ls`, `grep`, `diff`, `wc`, `jq`, checksums, …): review a program's
-options before adding it there.
+none of their options writes a file or runs a program (`cat`, `ls`, `grep`, `diff`, `wc`, `jq`,
+checksums, …): review a program's options before adding it there.
 """
 
 from __future__ import annotations
