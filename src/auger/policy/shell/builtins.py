@@ -164,7 +164,7 @@ def _let(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Find
 # parsed or run (-k: assignments anywhere; -T: traps inherited; posix, vi …).
 _SET_FLAGS = frozenset("aeuxvfCnbhmBHPE")
 _SET_NAMES = fs("allexport errexit nounset xtrace verbose noglob noclobber noexec pipefail notify hashall monitor "
-                 "braceexpand histexpand physical errtrace")
+                "braceexpand histexpand physical errtrace")
 
 
 def _set(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Finding]:
@@ -343,7 +343,7 @@ def _ssh(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Find
 def _rsync(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Finding]:
     args = call.texts[i + 1:end]
     flags, operands = parse_opts(args, "eBfT", {"--rsh", "--filter", "--exclude", "--include", "--files-from",
-                                                 "--exclude-from", "--include-from", "--temp-dir", "--partial-dir"})
+                                                "--exclude-from", "--include-from", "--temp-dir", "--partial-dir"})
     if any(f.startswith("--delete") or f == "--remove-source-files" for f in flags):
         yield Finding(DESTRUCTIVE, "rsync --delete removes files that are not in the source")
     if any(re.match(r"[^/]*::|rsync://|[^/]+:", args[k]) for k in operands):

@@ -213,7 +213,7 @@ def cluster(args: Sequence[str], letters: str, default: str) -> str:
 
 
 BLOCK_DEVICE = re.compile(r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d|"
-                           r"loop\d|mapper/|mem$|kmem$|port$)")
+                          r"loop\d|mapper/|mem$|kmem$|port$)")
 DISCARD_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 HARMLESS_DEVICES = DISCARD_TARGETS + ("/dev/stdin", "/dev/zero", "/dev/random", "/dev/urandom")
 WRITE_REDIRS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})

@@ -49,12 +49,12 @@ def _chmod(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Fi
 
 
 _FIND_VALUES = fs("-name -iname -path -ipath -wholename -iwholename -regex -iregex -regextype -type -xtype -size "
-                   "-newer -anewer -cnewer -mtime -mmin -atime -amin -ctime -cmin -perm -user -group -uid -gid "
-                   "-links -inum -samefile -lname -ilname -maxdepth -mindepth -used -fstype -context -printf "
-                   "-files0-from")
+                  "-newer -anewer -cnewer -mtime -mmin -atime -amin -ctime -cmin -perm -user -group -uid -gid "
+                  "-links -inum -samefile -lname -ilname -maxdepth -mindepth -used -fstype -context -printf "
+                  "-files0-from")
 _FIND_FLAGS = fs("-empty -nouser -nogroup -readable -writable -executable -depth -d -mount -xdev -follow -noleaf "
-                  "-ignore_readdir_race -noignore_readdir_race -daystart -print -print0 -ls -prune -quit -true "
-                  "-false -not -a -and -o -or -help --help -version --version -warn -nowarn")
+                 "-ignore_readdir_race -noignore_readdir_race -daystart -print -print0 -ls -prune -quit -true "
+                 "-false -not -a -and -o -or -help --help -version --version -warn -nowarn")
 _FIND_ACTIONS = fs("-exec -execdir -ok -okdir -delete -fprint -fprint0 -fprintf -fls")  # judged one by one
 
 
@@ -253,7 +253,7 @@ def _awk(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Find
         if opt in ("-e", "--source"):
             programs.append(attached if eq else value)
         takes_value = len(a) == 2 and a[1] in "FvfieEWl" or opt in ("--field-separator", "--assign", "--source",
-                                                                     "--include", "--load")
+                                                                    "--include", "--load")
         if takes_value and not eq:
             k += 1
             call.nonpath.add(i + 1 + k)

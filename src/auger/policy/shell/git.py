@@ -25,8 +25,8 @@ _GIT_READ_ONLY = fs("""
 # re-point git at another repository (with its own config: core.fsmonitor, core.pager, aliases …);
 # --config-env, --exec-path=DIR and most -c keys change which programs git runs.
 _GIT_GLOBAL_FLAGS = fs("-p --paginate -P --no-pager --no-replace-objects --literal-pathspecs --glob-pathspecs "
-                        "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-lazy-fetch --no-advice "
-                        "--html-path --man-path --info-path --exec-path --version --help")
+                       "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-lazy-fetch --no-advice "
+                       "--html-path --man-path --info-path --exec-path --version --help")
 _GIT_GLOBAL_VALUES = fs("--namespace --list-cmds")
 _GIT_SAFE_KEY_PREFIXES = ("color.", "column.", "advice.")
 _GIT_SAFE_KEYS = fs("""
@@ -135,7 +135,7 @@ def _first(args: Sequence[str]) -> str | None:
 
 def _git_branch(an: Analyzer, args: list[str]) -> tuple[str, str] | None:
     flags, operands = parse_opts(args, "u", {"--contains", "--no-contains", "--merged", "--no-merged",
-                                              "--points-at", "--sort", "--format", "--set-upstream-to"})
+                                             "--points-at", "--sort", "--format", "--set-upstream-to"})
     deleting = flags & {"-d", "--delete", "-D"}
     if "-D" in flags or (deleting and flags & {"-f", "--force"}):
         return DESTRUCTIVE, "git branch -D deletes a branch even when it is not merged"
@@ -151,8 +151,8 @@ def _git_branch(an: Analyzer, args: list[str]) -> tuple[str, str] | None:
 
 def _git_tag(an: Analyzer, args: list[str]) -> tuple[str, str] | None:
     flags, operands = parse_opts(args, "mFu", {"--contains", "--no-contains", "--merged", "--no-merged",
-                                                "--points-at", "--sort", "--format", "--message", "--file",
-                                                "--local-user", "--cleanup"})
+                                               "--points-at", "--sort", "--format", "--message", "--file",
+                                               "--local-user", "--cleanup"})
     if flags & {"-d", "--delete"}:
         return LOCAL_MUTATION, "git tag -d deletes a tag"
     if flags & {"-a", "-s", "-u", "-m", "-F", "-f", "-e", "--annotate", "--sign", "--force", "--message",

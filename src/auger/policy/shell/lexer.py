@@ -16,10 +16,10 @@ _OPS_BY_CHAR = {";": (";;&", ";;", ";&", ";"), "&": ("&&", "&"), "|": ("||", "|&
 _REDIR_OPS = ("<<<", "<<-", "&>>", "<<", "<>", "<&", ">>", ">|", ">&", "&>", "<", ">")
 SEPARATORS = frozenset({";", "&", "\n", "&&", "||", ";;", ";&", ";;&"})
 SKIP_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "esac",
-                            "coproc"})
+                           "coproc"})
 ARITH_TESTS = frozenset("-eq -ne -lt -le -gt -ge".split())
 ARITH_NOTE = ("arithmetic reads variables, and bash evaluates a variable's text as arithmetic, where an array "
-               "subscript runs commands")
+              "subscript runs commands")
 STOP_PAREN = frozenset({")"})
 STOP_BRACE = frozenset({"}"})
 CASE_STOPS = frozenset({";;", ";&", ";;&", "esac"})
@@ -60,7 +60,7 @@ class WordBuf:
 
     def word(self, raw: str, tilde: bool) -> Word:
         return Word("".join(self.text), raw, self.subs, self.quoted, tilde,
-                     "".join(self.path) if self.path_ok else None, self.glob, self.brace)
+                    "".join(self.path) if self.path_ok else None, self.glob, self.brace)
 
 
 class Lexer:

@@ -102,7 +102,7 @@ class Parser(Lexer):
                 b = WordBuf()
                 if self._arith(b, end + 1):
                     return Simple([], [Word.literal("(("), b.word(self.s[start:self.i], False)],
-                                   self._redirs(), True)
+                                  self._redirs(), True)
             self._enter()
             try:
                 body = self.parse_list(STOP_PAREN)

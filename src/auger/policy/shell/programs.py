@@ -92,30 +92,30 @@ DEFAULT_SHORT_HELP = fs("-h")
 # Tools that load the project's own code or configuration even to print a version or usage text
 # (conftest.py plugins, .mvn/jvm.config, gradle.properties, Rakefiles …): never a harmless query.
 PROJECT_LOADERS = fs("mvn gradle sbt lein ant bazel bazelisk buck pants rake just invoke nox tox pytest py.test "
-                       "jest vitest mocha karma webpack vite tsc eslint prettier playwright cypress phpunit composer "
-                       "bundle rails pre-commit")
+                     "jest vitest mocha karma webpack vite tsc eslint prettier playwright cypress phpunit composer "
+                     "bundle rails pre-commit")
 
 OUTPUT_OPERAND = frozenset({"uniq", "xxd"})  # a second operand is an output file
 
 # Variables whose value is run as a command, or that change what code programs load.
 COMMAND_VARS = frozenset("PAGER GIT_PAGER MANPAGER EDITOR VISUAL GIT_EDITOR GIT_SEQUENCE_EDITOR GIT_SSH_COMMAND "
-                          "GIT_SSH GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS LESSOPEN LESSCLOSE "
-                          "PROMPT_COMMAND".split())
+                         "GIT_SSH GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS SUDO_ASKPASS LESSOPEN LESSCLOSE "
+                         "PROMPT_COMMAND".split())
 CODE_VARS = frozenset("LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH DYLD_INSERT_LIBRARIES DYLD_LIBRARY_PATH BASH_ENV ENV "
-                       "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
-                       "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
-                       "BASH_LOADABLES_PATH HOME XDG_CONFIG_HOME GCONV_PATH TAR_OPTIONS LESS MORE MANOPT BROWSER "
-                       "BAT_CONFIG_PATH PYTHONHOME PERLLIB PERL5DB NODE_PATH".split())
+                      "PYTHONSTARTUP PYTHONPATH NODE_OPTIONS PERL5OPT PERL5LIB RUBYOPT RUBYLIB RIPGREP_CONFIG_PATH "
+                      "PS0 PS1 PS2 PS3 PS4 SHELLOPTS BASHOPTS GLOBIGNORE LESSKEYIN LESSKEY BASH_CMDS BASH_ALIASES "
+                      "BASH_LOADABLES_PATH HOME XDG_CONFIG_HOME GCONV_PATH TAR_OPTIONS LESS MORE MANOPT BROWSER "
+                      "BAT_CONFIG_PATH PYTHONHOME PERLLIB PERL5DB NODE_PATH".split())
 # git settings that are harmless in an environment assignment; any other GIT_* may re-point the
 # repository, its config or the programs git runs (GIT_DIR, GIT_CONFIG_*, GIT_EXEC_PATH, GIT_TRACE=file…)
 GIT_SAFE_VARS = frozenset("GIT_TERMINAL_PROMPT GIT_OPTIONAL_LOCKS GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_AUTHOR_DATE "
-                           "GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL GIT_COMMITTER_DATE GIT_LITERAL_PATHSPECS "
-                           "GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_FLUSH".split())
+                          "GIT_COMMITTER_NAME GIT_COMMITTER_EMAIL GIT_COMMITTER_DATE GIT_LITERAL_PATHSPECS "
+                          "GIT_GLOB_PATHSPECS GIT_NOGLOB_PATHSPECS GIT_ICASE_PATHSPECS GIT_FLUSH".split())
 # Environment prefixes that configure a tool as fully as its config file would (rustc wrappers,
 # npm's browser and script shell, go build flags such as -toolexec).
 CONFIG_VAR_PREFIXES = ("NPM_CONFIG_", "CARGO_", "RUSTC", "GOFLAGS", "GOTOOLCHAIN", "PIP_", "UV_", "YARN_",
-                        "PNPM_", "DOCKER_", "KUBE", "HELM_", "TF_", "MAVEN_", "GRADLE_", "JAVA_TOOL_OPTIONS",
-                        "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SYSTEMD_")
+                       "PNPM_", "DOCKER_", "KUBE", "HELM_", "TF_", "MAVEN_", "GRADLE_", "JAVA_TOOL_OPTIONS",
+                       "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SYSTEMD_")
 
 # Names whose value, read from input (`read`, `printf -v`, `mapfile`, `for NAME in`), changes what runs.
 RUN_VARS = COMMAND_VARS | CODE_VARS | {"PATH", "CDPATH", "HOME"}
@@ -143,7 +143,7 @@ class Wrapper:
 
 WRAPPERS: dict[str, Wrapper] = {
     "env": Wrapper(fs("-u --unset -C --chdir -S --split-string"), assignments=True,
-                    split_opts=fs("-S --split-string"), flags=fs("-")),
+                   split_opts=fs("-S --split-string"), flags=fs("-")),
     "time": Wrapper(fs("-f --format -o --output"), write_opts=fs("-o --output")),
     "nice": Wrapper(fs("-n --adjustment")),
     "nohup": Wrapper(),
@@ -153,17 +153,17 @@ WRAPPERS: dict[str, Wrapper] = {
     "exec": Wrapper(fs("-a")),
     "stdbuf": Wrapper(fs("-i -o -e --input --output --error")),
     "ionice": Wrapper(fs("-c -n --class --classdata"), stop_opts=fs("-p -P -u --pid --pgid --uid"),
-                       stop_effect=LOCAL_MUTATION),
+                      stop_effect=LOCAL_MUTATION),
     "taskset": Wrapper(positionals=1, stop_opts=fs("-p --pid"), stop_effect=LOCAL_MUTATION),
     "setsid": Wrapper(),
     "chronic": Wrapper(),
     "unbuffer": Wrapper(),
     "busybox": Wrapper(),
     "xargs": Wrapper(fs("-a --arg-file -d --delimiter -E -I -L -n --max-args -P --max-procs -s --max-chars "
-                          "--process-slot-var")),
+                        "--process-slot-var")),
     "sudo": Wrapper(fs("-u -g -C -D -h -p -r -t -U -T --user --group --close-from --chdir --host --prompt "
-                         "--role --type --other-user --command-timeout"), assignments=True, effect=DESTRUCTIVE,
-                     reason="sudo runs commands with root privileges"),
+                       "--role --type --other-user --command-timeout"), assignments=True, effect=DESTRUCTIVE,
+                    reason="sudo runs commands with root privileges"),
     "doas": Wrapper(fs("-u -C"), effect=DESTRUCTIVE, reason="doas runs commands with root privileges"),
 }
 
