@@ -8,9 +8,9 @@ Programs with no entry are judged by the tables in `programs` alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 
 from auger.policy.shell import builtins, files, git
 from auger.policy.shell.analyzer import Handler
 
-HANDLERS: Mapping[str, Handler] = MappingProxyType({**files.HANDLERS, **builtins.HANDLERS, **git.HANDLERS})
+# Typed read-only; a plain dict underneath, because a lookup per classified command is on the hot path.
+HANDLERS: Mapping[str, Handler] = {**files.HANDLERS, **builtins.HANDLERS, **git.HANDLERS}
