@@ -103,7 +103,9 @@ def _type(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _type(args[0], defs)} if args else {"type": "array"}
     if origin is dict:
         args = typing.get_args(hint)
-        return {"type": "object", "additionalProperties": _type(args[1], defs)} if args else {"type": "object"}
+        values = _type(args[1], defs) if args else {}
+        # `dict[str, Any]` is a plain `dict`: an empty value schema already allows anything
+        return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
     if hint in (list, dict):
         return {"type": "array" if hint is list else "object"}
     if hint in _SCALARS:
