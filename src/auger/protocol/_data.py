@@ -25,7 +25,7 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.TYPE}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]  # every tagged subclass is a dataclass
             out[f.name] = _dump(getattr(self, f.name))
         return out
 
