@@ -11,7 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 
 @dataclass
@@ -92,15 +92,15 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
 
     Layers: defaults < user config.toml < the project's .auger/config.toml (limited keys) < AUGER_*
     environment variables < `-c key=value` < flags."""
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     config = Config()
     path = config_file or home_dirs()["config"] / "config.toml"
     _apply_file(config, path)
     if project_dir is not None:
         _apply_file(config, Path(project_dir) / ".auger" / "config.toml", project=True)
     for var, key in _ENV.items():
-        if env.get(var):
-            _set(config, key, env[var], f"environment variable {var}")
+        if environ.get(var):
+            _set(config, key, environ[var], f"environment variable {var}")
     for raw in overrides:
         key, sep, value = raw.partition("=")
         if not sep:
@@ -188,7 +188,8 @@ def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | N
         config.diagnostics.append(f"{where}: '{key}' expects {expected}, got {value!r} (ignored)")
         return
     if key in _CHOICES and coerced not in _CHOICES[key]:
-        config.diagnostics.append(f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
+        config.diagnostics.append(
+            f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
         return
     if key == "base_url" and not valid_base_url(coerced):
         config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
@@ -235,8 +236,8 @@ def _coerce(kind: str, value: Any) -> Any:
     if base == "float":
         if isinstance(value, bool):
             raise TypeError
-        result = float(value)
-        if result < 0:
+        number = float(value)
+        if number < 0:
             raise ValueError
-        return result
+        return number
     raise TypeError

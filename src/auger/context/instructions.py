@@ -46,13 +46,13 @@ def model_family(model: str | None) -> str:
     return "default"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prompt_file(name: str) -> str:
     """A packaged prompt file, without trailing whitespace; read once per process."""
     return resources.files("auger.context").joinpath(name).read_text(encoding="utf-8").rstrip()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _family_instructions(family: str) -> str:
     text = _prompt_file("base_default.md")
     if family in _FAMILY_FILES:

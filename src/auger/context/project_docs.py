@@ -12,8 +12,8 @@ The repository is not trusted: a doc in the project (`stop_at`, else `cwd`) is o
 handle on the project, and a doc in a directory above it beneath a handle on that directory with no
 symlink followed, so an `AGENTS.md` that is a symlink out (to `~/.ssh/id_rsa`, say) is skipped with a
 warning instead of being sent to the model — even when the project sits inside a larger repository
-(a home directory kept in git) that also holds the secret. A fallback name must be a plain file name; `../x`, `a/b` or an absolute
-path is refused. The user's own config dir is trusted and read as it is.
+(a home directory kept in git) that also holds the secret. A fallback name must be a plain file name;
+`../x`, `a/b` or an absolute path is refused. The user's own config dir is trusted and read as it is.
 """
 
 from __future__ import annotations
@@ -152,8 +152,9 @@ def user_instructions(global_docs: ProjectDocs, project_docs: ProjectDocs) -> st
 
 
 def _concatenate(files: list[tuple[Path, str, bytes | OSError]], max_bytes: int) -> ProjectDocs:
-    """Join `(path, label, content or read error)` files into one text under a byte budget for the docs' own content (headers and
-    the truncation note are not counted: they are a few bytes and the user cannot shorten them)."""
+    """Join `(path, label, content or read error)` files into one text under a byte budget for the docs'
+    own content (headers and the truncation note are not counted: they are a few bytes and the user
+    cannot shorten them)."""
     docs = ProjectDocs()
     parts: list[str] = []
     budget = max(0, max_bytes)

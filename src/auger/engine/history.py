@@ -19,7 +19,6 @@ the items alone (so a resumed session sends byte-for-byte what the original woul
 
 from __future__ import annotations
 
-import json
 from typing import Iterable, Sequence
 
 from auger.protocol.jsontext import loads as loads_bounded
@@ -108,8 +107,9 @@ def image_rejection(view: Sequence[Item], reason: str) -> ContextMessage | None:
 
 
 def _replace_images(item: Item, marker: dict) -> Item:
-    refused = [ref for ref in item.images if ref in marker.get("images", ())] \
-        if isinstance(item, UserMessage) else []
+    if not isinstance(item, UserMessage):
+        return item
+    refused = [ref for ref in item.images if ref in marker.get("images", ())]
     if not refused:
         return item
     notes = [f"[an image attached here ({_image_name(ref)}) was removed: the model provider rejected it: "

@@ -10,7 +10,7 @@ fake one (tests/support/fake_host.py).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import ContextMeter, UsageLedger
@@ -42,7 +42,7 @@ class TurnHost(Protocol):
     def emit(self, event: Event) -> None: ...
 
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
-                  details: dict | None = None) -> ApprovalDecision:
+                  details: dict[str, Any] | None = None) -> ApprovalDecision:
         """The user's answer; with nobody to ask (headless), `headless_default`."""
 
     def take_input(self) -> UserTurn | None:

@@ -47,7 +47,7 @@ from auger.protocol.items import Item
 from auger.protocol.ops import (
     ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, SetModel, Shutdown, UserTurn,
 )
-from auger.protocol.vocab import ApprovalOption, TurnEndReason
+from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.shell import stop_background
@@ -189,7 +189,7 @@ class Session:
         """Ask the client to decide; with nobody to ask (headless), take `headless_default`."""
         request_id = uuid.uuid4().hex[:12]
         if not self.interactive:
-            return ApprovalDecision(request_id, headless_default)
+            return ApprovalDecision(request_id, ApprovalOption(headless_default))
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._approvals[request_id] = (future, options)
         self.emit(ApprovalRequest(turn_id, request_id, kind, message, [ApprovalOption(o) for o in options],
@@ -294,7 +294,7 @@ class Session:
         await self._stream.open()
         sandbox = self.confinement.kind if self.confinement is not None else "none"
         self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.workspace.root),
-                                    self.mode, resumed, len(self.history), sandbox))
+                                    Mode(self.mode), resumed, len(self.history), sandbox))
         for message in self._startup_warnings:
             self.emit(WarningEvent(message))
         self._loop_task = asyncio.create_task(self._loop(), name=f"session-{self.id}")
@@ -330,6 +330,7 @@ class Session:
         elif isinstance(op, Interrupt):
             if self.turn_running:
                 self.interrupt_reason = op.reason or "interrupted by the user"
+                assert self._turn is not None  # turn_running says so
                 self._turn.cancel()
         elif isinstance(op, ApprovalDecision):
             self._decide(op)
@@ -399,7 +400,7 @@ class Session:
             self.meta.mode = mode
             await self.store.update_session(self.id, mode=mode)
             await self.update_environment()
-        self.emit(ModeChanged(mode, previous))
+        self.emit(ModeChanged(Mode(mode), Mode(previous)))
 
     def _decide(self, op: ApprovalDecision) -> None:
         waiting = self._approvals.get(op.request_id)
@@ -490,8 +491,8 @@ class _Archive:
     async def search_messages(self, query: str) -> list[tuple[str, str]]:
         found = await self._store.search_messages(self._session_id, query)
         labels = {"user_message": "user", "assistant_message": "assistant", "compaction": "summary"}
-        return [(f"{labels[item.TYPE]} message #{seq}", getattr(item, "text", None) or getattr(item, "summary", ""))
-                for seq, item in found]
+        return [(f"{labels[item.TYPE]} message #{seq}",
+                 str(getattr(item, "text", None) or getattr(item, "summary", ""))) for seq, item in found]
 
 
 async def _probe_window(client: ModelClient, config) -> int | None:

@@ -144,7 +144,7 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
             ended.append(event)
             if queue and len(ended) < wanted:
                 session.submit(queue.pop(0))
-        waited = waited or isinstance(event, wait_for)
+        waited = waited or (wait_for is not None and isinstance(event, wait_for))
         if len(ended) >= wanted and waited and not stopping:
             stopping = True
             session.submit(Shutdown())

@@ -21,7 +21,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
@@ -29,7 +29,15 @@ from auger.policy.types import Classification, Effect, Mode, Verdict
 from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
-from auger.tools.base import CommandSandbox, OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.base import (
+    CommandSandbox,
+    OutputArchive,
+    SessionToolState,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSpec,
+)
 from auger.tools.router import ToolRouter
 
 if TYPE_CHECKING:
@@ -62,7 +70,7 @@ class Aborted:
     message: str
 
 
-Outcome = Union[Ran, Failed, Denied, Aborted]
+Outcome = Ran | Failed | Denied | Aborted
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,15 @@ from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_retries, call_model
 from auger.engine.tool_runtime import Aborted, Ran
 from auger.engine.turn_context import TurnContext
-from auger.models.base import ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, StreamEvent, TextDelta
+from auger.models.base import (
+    ContextWindowExceeded,
+    ImageRejected,
+    ModelError,
+    ModelRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+)
 from auger.protocol import events as ev
 from auger.protocol.items import (
     AssistantMessage, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage,
@@ -175,8 +183,10 @@ class Turn:
         host = self.host
 
         def on_delta(event: StreamEvent) -> None:
-            delta = ev.MessageDelta if isinstance(event, TextDelta) else ev.ReasoningDelta
-            host.emit(delta(self.id, event.text))
+            if isinstance(event, TextDelta):
+                host.emit(ev.MessageDelta(self.id, event.text))
+            elif isinstance(event, ReasoningDelta):  # call_model passes only these two
+                host.emit(ev.ReasoningDelta(self.id, event.text))
 
         return await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta,
                                 on_retry=announce_retries(host.emit, self.id, self.ctx.retry))

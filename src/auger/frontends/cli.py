@@ -62,7 +62,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                "changes inside the project run in the sandbox)")
     run_opts.add_argument("-i", "--image", action="append", metavar="FILE", help="attach an image (repeatable)")
     run_opts.add_argument("--cassette", metavar="FILE",
-                          help="recording for --provider replay: a JSONL file, or session:ID to replay a stored session")
+                          help="recording for --provider replay: a JSONL file, "
+                               "or session:ID to replay a stored session")
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
@@ -291,6 +292,8 @@ def _read_prompt(prompt: str | None) -> str:
 
 
 def _load_config(args: argparse.Namespace):
+    from pathlib import Path
+
     from auger.config import load_config, valid_base_url
 
     flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
@@ -303,7 +306,7 @@ def _load_config(args: argparse.Namespace):
     flags["mode"] = getattr(args, "mode", None)
     flags["approve_all"] = getattr(args, "approve_all", None)
     project = getattr(args, "cwd", None) or os.getcwd()
-    config = load_config(args.overrides, flags, project_dir=project if os.path.isdir(project) else None)
+    config = load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
     if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
         config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
     if config.model_reasoning_effort is not None:  # only then: the provider registry is not needed otherwise
@@ -522,7 +525,8 @@ class _PlainRenderer:
 
         if isinstance(event, ev.ToolCallStarted):
             args = event.arguments
-            detail = args.get("command") or args.get("path") or args.get("pattern") or "" if isinstance(args, dict) else ""
+            detail = (args.get("command") or args.get("path") or args.get("pattern") or "") \
+                if isinstance(args, dict) else ""
             print(printable(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m"), file=sys.stderr)
         elif isinstance(event, ev.Retrying):
             print(f"\x1b[33m↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: "

@@ -332,7 +332,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
             complete = True
             break
         elif kind == "error":
-            err = data.get("error") if isinstance(data.get("error"), dict) else {}
+            err = found if isinstance(found := data.get("error"), dict) else {}
             raise stream_error(None, err.get("type") or "api_error", err.get("message"), url, model=model,
                                key_env=key_env)
         # "ping" and event types added after this client was written are ignored, as the API's

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Any
+from typing import Any, TypeGuard
 
 from auger.models.base import ModelClient
 from auger.models.registry import LOCAL_PREFIXES
@@ -99,10 +99,10 @@ async def _from_ollama(http: Any, root: str, model: str) -> int | None:
     shown = await _get_json(http, "POST", root + "/api/show", {"model": model})
     if not isinstance(shown, dict):
         return None
-    info = shown.get("model_info") if isinstance(shown.get("model_info"), dict) else {}
+    info = found if isinstance(found := shown.get("model_info"), dict) else {}
     arch = info.get("general.architecture")
-    trained = info.get(f"{arch}.context_length")
-    trained = int(trained) if _sane(trained) else None
+    length = info.get(f"{arch}.context_length")
+    trained = length if _sane(length) else None
     match = _NUM_CTX.search(shown.get("parameters") or "") if isinstance(shown.get("parameters"), str) else None
     used = int(match.group(1)) if match and _sane(int(match.group(1))) else await _ollama_loaded(http, root, model)
     used = used or OLLAMA_DEFAULT_CONTEXT
@@ -120,5 +120,5 @@ async def _ollama_loaded(http: Any, root: str, model: str) -> int | None:
     return None
 
 
-def _sane(value: Any) -> bool:
+def _sane(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value in _SANE

@@ -25,7 +25,7 @@ def load_image(ref: str) -> tuple[str, str]:
             raise ImageError(f"unsupported image type {media!r}; use one of {', '.join(SUPPORTED)}")
         return media, data
     path = Path(ref).expanduser()
-    media = mimetypes.guess_type(path.name)[0]
+    media = mimetypes.guess_type(path.name)[0] or ""
     if media not in SUPPORTED:
         raise ImageError(f"{ref}: not a supported image ({', '.join(SUPPORTED)})")
     try:

@@ -241,7 +241,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
             return
         elif kind in ("response.failed", "error"):
             if kind == "error":
-                error = event.get("error") if isinstance(event.get("error"), dict) else event
+                error = found if isinstance(found := event.get("error"), dict) else event
             else:
                 error = (event.get("response") or {}).get("error") or {}
             message = str(error.get("message") or "the model response failed")

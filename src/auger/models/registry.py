@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypedDict
 
 from auger.models.base import ModelClient
 from auger.protocol.events import Usage
@@ -256,8 +256,8 @@ def _parse_models(raw: Any, where: str, diagnostics: list[str]) -> dict[str, Mod
             if kind is tuple:  # a list of names, e.g. reasoning_efforts = ["none", "low", "high"]
                 ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             else:
-                ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) \
-                    and not (kind is not bool and isinstance(value, bool)) and not (kind is not bool and value < 0)
+                ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) and not (
+                    kind is not bool and (isinstance(value, bool) or (isinstance(value, (int, float)) and value < 0)))
             if not ok:
                 diagnostics.append(f"{where}: model '{model}' key '{key}' = {value!r} ignored"
                                    + ("" if kind else f" (known: {', '.join(_MODEL_KEYS)})"))
@@ -316,6 +316,17 @@ def resolve_provider(name: str, base_url: str | None = None, key_env: str | None
     return provider
 
 
+class _ClientArgs(TypedDict):
+    """What every wire client's constructor takes, whatever its wire."""
+
+    provider: str
+    model: str
+    base_url: str
+    api_key: str | None
+    key_env: str | None
+    idle_timeout: float
+
+
 def create_client(provider: Provider, model: str | None, *, idle_timeout: float = 300.0,
                   env: Mapping[str, str] | None = None, config: Config | None = None) -> ModelClient:
     """A ready client, or ProviderError naming exactly what is missing."""
@@ -328,8 +339,8 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
         raise ProviderError(
             f"{provider.key_env} is not set: export it with your {provider.label or provider.name} API key, "
             "or use a local server (--provider ollama, or --base-url http://localhost:PORT/v1)")
-    common = dict(provider=provider.name, model=model, base_url=provider.base_url, api_key=api_key,
-                  key_env=provider.key_env, idle_timeout=idle_timeout)
+    common = _ClientArgs(provider=provider.name, model=model, base_url=provider.base_url, api_key=api_key,
+                         key_env=provider.key_env, idle_timeout=idle_timeout)
     info = (registry_for(config) if config is not None else load_registry()).model_info(model, provider.name)
     if provider.wire == "openai_chat":
         from auger.models.openai_chat import OpenAIChatClient

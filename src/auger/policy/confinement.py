@@ -17,21 +17,26 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from auger.config import Config
 from auger.process import owned_temp_dir
+
+if TYPE_CHECKING:  # imported when a sandbox is built, not when this module loads
+    from auger.policy.egress import EgressProxy
+    from auger.policy.sandbox import Sandbox, SandboxPolicy
+    from auger.policy.supervised import SessionSandbox
 
 READ_ONLY_EFFECT = "read_only"
 
 
 @dataclass
 class Confinement:
-    sandbox: object | None  # auger.policy.sandbox.Sandbox; None: no sandbox, only the proxy
-    policy: object  # auger.policy.sandbox.SandboxPolicy
-    proxy: object | None = None  # auger.policy.egress.EgressProxy
+    sandbox: Sandbox | None  # None: no sandbox, only the proxy
+    policy: SandboxPolicy
+    proxy: EgressProxy | None = None
     description: str = ""
-    box: object | None = None  # auger.policy.supervised.SessionSandbox
+    box: SessionSandbox | None = None
     mode: Callable[[], str] = lambda: "auto"
     missing: tuple[str, ...] = ()  # guarantees this sandbox cannot give here (auto mode then asks)
     private_dir: Path | None = None  # auger's own files (background logs): no command can write here
@@ -108,6 +113,7 @@ class Confinement:
         writable: tuple[str, ...] = ()
         remount = False
         if readonly:
+            assert self.sandbox is not None  # a box is only ever built around a sandbox
             argv, remount = self.sandbox.readonly_argv(argv, self.policy)
             if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
                 writable = (*(str(p) for p in self.policy.writable), "/tmp")
@@ -250,7 +256,8 @@ async def _start_supervisor(sandbox, policy, private_dir: Path):
         Path(policy.tmp).mkdir(parents=True, exist_ok=True)
     # Planned with auger's own environment (its HOME's secrets are hidden); the supervisor
     # itself runs with almost none: each command brings its own.
-    launched = sandbox.launch([_python(), "-S", "-I", "-c", _source(Path(__file__).with_name("supervisor.py"))], dict(os.environ), policy)
+    supervisor = _source(Path(__file__).with_name("supervisor.py"))
+    launched = sandbox.launch([_python(), "-S", "-I", "-c", supervisor], dict(os.environ), policy)
     extra = ["--no-unix-sockets"] if sandbox.kind == "landlock" else []
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log", extra)
@@ -266,7 +273,8 @@ def _missing(sandbox, policy) -> tuple[str, ...]:
     if sandbox.abi < 4 and policy.network != "full":
         missing.append(f"the network is NOT restricted (Landlock ABI {sandbox.abi} < 4)")
     if sandbox.abi < 6:
-        missing.append(f"signals and abstract sockets to host processes are NOT blocked (Landlock ABI {sandbox.abi} < 6)")
+        missing.append("signals and abstract sockets to host processes are NOT blocked "
+                       f"(Landlock ABI {sandbox.abi} < 6)")
     return tuple(missing)
 
 

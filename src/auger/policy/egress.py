@@ -41,8 +41,9 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Awaitable, Callable, Iterable
+from typing import Awaitable, Callable, Iterable, cast
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ class _Pipe(asyncio.Protocol):
     def __init__(self, proxy: EgressProxy, serve: Callable[[_Pipe], Awaitable[None]] | None = None) -> None:
         self.proxy = proxy
         self.serve = serve  # a client pipe's handshake, started once connected
-        self.transport: asyncio.Transport | None = None
+        self._transport: asyncio.Transport | None = None  # set by connection_made
         self.peer: _Pipe | None = None
         self.task: asyncio.Task | None = None  # the running handshake; cancelled if the client goes
         self.buffer = bytearray()
@@ -256,14 +257,23 @@ class _Pipe(asyncio.Protocol):
         self._linger: asyncio.TimerHandle | None = None
         self._reading_paused = False
 
+    @property
+    def transport(self) -> asyncio.Transport:
+        """The connection's transport. Nothing else runs on a pipe before `connection_made` set it:
+        the pipe joins the proxy's set and starts its handshake only there."""
+        if self._transport is None:
+            raise RuntimeError("egress pipe used before it connected")
+        return self._transport
+
     # -- asyncio callbacks -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # a stream server (TCP or Unix) always hands its protocol a full Transport
+        self._transport = connected = cast(asyncio.Transport, transport)
         if self.proxy._stopping:
-            transport.abort()
+            connected.abort()
             return
-        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        connected.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self.proxy._pipes.add(self)
         if self.serve is not None:
             self.task = asyncio.get_running_loop().create_task(self.proxy._run(self.serve, self))
@@ -272,6 +282,7 @@ class _Pipe(asyncio.Protocol):
         if self.discarding:
             return
         if self.forwarding:
+            assert self.peer is not None  # forwarding starts only once a peer is connected
             peer = self.peer.transport
             if not peer.is_closing():
                 peer.write(data)
@@ -315,12 +326,14 @@ class _Pipe(asyncio.Protocol):
     def forward(self) -> None:
         """Switch to forwarding: send what is buffered to the peer, then relay as data arrives."""
         self.forwarding = True
+        peer = self.peer
+        assert peer is not None  # forwarding needs somewhere to forward to
         if self.buffer:
-            if not self.peer.transport.is_closing():
-                self.peer.transport.write(bytes(self.buffer))
+            if not peer.transport.is_closing():
+                peer.transport.write(bytes(self.buffer))
             self.buffer.clear()
         if self.lost:
-            self.peer.transport.close()
+            peer.transport.close()
         elif self.eof:
             self._pass_eof()
         self._update_reading()
@@ -332,6 +345,7 @@ class _Pipe(asyncio.Protocol):
         its input ended: its own `forward()` finishes the pair once what it holds is delivered.
         """
         peer = self.peer
+        assert peer is not None  # only a forwarding pipe passes its end of input on
         if self.close_on_eof or (peer.eof and peer.forwarding) or not peer.transport.can_write_eof():
             peer.transport.close()
             self.transport.close()
@@ -340,7 +354,7 @@ class _Pipe(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         """Pause reading while the buffer is full (handshake) or the peer cannot take more."""
-        if self.transport is None or self.transport.is_closing():
+        if self._transport is None or self._transport.is_closing():
             return
         if self.discarding:
             pause = False
@@ -398,7 +412,7 @@ class _Pipe(asyncio.Protocol):
         sending side is shut down, input is read and dropped until the client closes, and the
         connection is closed after `LINGER` seconds at the latest.
         """
-        transport = self.transport
+        transport = self._transport
         if transport is None or transport.is_closing():
             return
         transport.write(data)
@@ -575,7 +589,7 @@ class EgressProxy:
         self.http_socket = self.socket_dir / "http.sock"
         self.socks_socket = self.socket_dir / "socks.sock"
         self.denials: list[Denial] = []
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.Server] = []
         self._pipes: set[_Pipe] = set()
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
@@ -591,9 +605,9 @@ class EgressProxy:
         self.socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             for serve, path in ((self._serve_http, self.http_socket), (self._serve_socks, self.socks_socket)):
-                tcp = await loop.create_server(lambda s=serve: _Pipe(self, s), "127.0.0.1", 0)
+                tcp = await loop.create_server(partial(_Pipe, self, serve), "127.0.0.1", 0)
                 self._servers.append(tcp)
-                unix = await loop.create_unix_server(lambda s=serve: _Pipe(self, s), os.fspath(path))
+                unix = await loop.create_unix_server(partial(_Pipe, self, serve), os.fspath(path))
                 self._servers.append(unix)
                 os.chmod(path, 0o600)  # only this user (and its sandboxes) may use the proxy
         except BaseException:
@@ -636,6 +650,7 @@ class EgressProxy:
         away, the response was unusable) is dropped here, so no path leaves one behind.
         """
         task = asyncio.current_task()
+        assert task is not None  # connection_made started this coroutine as a task
         self._tasks.add(task)
         try:
             await serve(client)

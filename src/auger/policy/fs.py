@@ -69,7 +69,7 @@ def openat2_available() -> bool:
 def _openat2(dir_fd: int, path: str, flags: int, mode: int, resolve: int) -> int | None:
     """The descriptor, or None when this kernel has no openat2 (then the caller walks components)."""
     global _libc, _open_how, _openat2_works
-    if _openat2_works is False:
+    if _openat2_works is False or _OPENAT2_NR is None:  # the second only when the first is too
         return None
     import ctypes
 
@@ -273,7 +273,8 @@ def open_beneath(root: RootHandle, raw: str | os.PathLike[str], flags: int, mode
     rel = root.relative(raw)
     if ".." not in rel.split("/"):  # with `..` the walk decides, and says "outside the root" clearly
         try:
-            fd = _openat2(root.fd, rel or ".", flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+            resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+            fd = _openat2(root.fd, rel or ".", flags, mode, resolve)
         except OSError as exc:
             if exc.errno != errno.ELOOP or not follow:
                 raise

@@ -173,7 +173,7 @@ def abi_version() -> int:
         reason = {
             errno.ENOSYS: "kernel without Landlock (needs Linux >= 5.13), or blocked by seccomp",
             errno.EOPNOTSUPP: "Landlock built in but not enabled (add it to the lsm= boot parameter)",
-        }.get(exc.errno, os.strerror(exc.errno or 0))
+        }.get(exc.errno or 0, os.strerror(exc.errno or 0))
         raise LandlockUnavailable(exc.errno, reason) from None
 
 

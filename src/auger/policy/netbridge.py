@@ -34,7 +34,7 @@ Behaviour worth knowing:
 import os
 import sys
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # typeshed has no stub for the C module
 import _socket
 import _thread
 
@@ -43,8 +43,8 @@ CHUNK = 64 * 1024
 THREAD_STACK = 256 * 1024  # relay threads need little stack; keeps many connections cheap
 
 _child = 0  # CMD's pid once started
-_pending = []  # signals that arrived before CMD started
-_warned = set()  # socket paths already reported as unreachable
+_pending: list[int] = []  # signals that arrived before CMD started
+_warned: set[str] = set()  # socket paths already reported as unreachable
 
 
 def _say(message):

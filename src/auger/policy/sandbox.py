@@ -120,6 +120,8 @@ class Sandbox(Protocol):
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped: ...
 
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]: ...
+
 
 # --- shared planning --------------------------------------------------------------------------
 
@@ -282,7 +284,9 @@ class BwrapSandbox:
             args += ["--unshare-user", "--uid", "0", "--gid", "0"]
         # Commands run without capabilities; the supervisor keeps CAP_SYS_ADMIN and CAP_SETPCAP
         # (inside the namespaces) and drops every capability in each command before exec.
-        args += ["--cap-drop", "ALL"] + (["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"] if supervisor else [])
+        args += ["--cap-drop", "ALL"]
+        if supervisor:
+            args += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
         # /proc/sys stays writable for uid 0 (core_pattern is a host-root escape): cover it.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         # Fresh /tmp, /run and /dev/shm (bwrap's /dev has its own): host Unix sockets
@@ -536,8 +540,9 @@ _HIDDEN_SUFFIXES = tuple(entry[1:] for entry in DEFAULT_HIDDEN if entry.startswi
 _PATH_IN_LINE = (
     re.compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
     re.compile(r'"([^"]+)"'),
+    # cat: /x: Permission denied; sh: cannot create /x: ...
     re.compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
-               r"|No such file or directory|Directory nonexistent)", re.I),  # cat: /x: Permission denied; sh: cannot create /x: ...
+               r"|No such file or directory|Directory nonexistent)", re.I),
 )
 _NETWORK = re.compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
                       r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"

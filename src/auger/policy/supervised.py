@@ -121,6 +121,8 @@ class SessionSandbox:
                 self._ready.set_result(True)
             return
         request_id = message.get("id")
+        if not isinstance(request_id, int):
+            return  # not an answer to any request of ours
         if "status" in message:
             proc = self._running.pop(request_id, None)
             if proc is not None:

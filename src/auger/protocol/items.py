@@ -7,6 +7,7 @@ item (it can be 200 KB); the store keeps it beside the item for `recall`.
 from __future__ import annotations
 
 from dataclasses import field
+from typing import Any
 
 from auger.protocol._data import Record, family, tag
 
@@ -62,7 +63,7 @@ class ContextMessage(Item):
 
     text: str
     kind: str  # "instructions" | "environment" | "skill"
-    data: dict | None = None  # structured state behind the text (the environment's fields)
+    data: dict[str, Any] | None = None  # structured state behind the text (the environment's fields)
 
 
 @tag("compaction")
@@ -73,7 +74,7 @@ class Compaction(Item):
 
     summary: str
     user_messages: list[str]  # the user's own messages kept, oldest first
-    plan: list[dict] | None = None
+    plan: list[dict[str, Any]] | None = None
     archived_items: int = 0
 
 

@@ -43,7 +43,8 @@ def protocol_schema() -> dict[str, Any]:
     for tag in Event.registry():
         event = defs[def_name(Event, tag)]
         lines.append({"type": "object", "properties": {**event["properties"], **envelope_fields["properties"]},
-                      "required": list(dict.fromkeys([*event["required"], *envelope_fields["required"]])), "additionalProperties": False})
+                      "required": list(dict.fromkeys([*event["required"], *envelope_fields["required"]])),
+                      "additionalProperties": False})
     defs["Envelope"] = {"description": "One event with its envelope, as one flat object (a line of `auger exec "
                                        "--json`, a row of the events table).", "oneOf": lines}
     return {"$schema": DRAFT, "$id": "https://auger.dev/schema/protocol.json", "title": "auger protocol",
@@ -102,7 +103,9 @@ def _type(hint: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _type(args[0], defs)} if args else {"type": "array"}
     if origin is dict:
         args = typing.get_args(hint)
-        return {"type": "object", "additionalProperties": _type(args[1], defs)} if args else {"type": "object"}
+        values = _type(args[1], defs) if args else {}
+        # `dict[str, Any]` is a plain `dict`: an empty value schema already allows anything
+        return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
     if hint in (list, dict):
         return {"type": "array" if hint is list else "object"}
     if hint in _SCALARS:

@@ -113,7 +113,8 @@ class SqliteStore:
     async def create_session(self, record: SessionRecord) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) "
+                "VALUES (?,?,?,?,?,?,?,?)",
                 (record.id, record.created, record.updated, to_db(record.cwd), record.provider, record.model,
                  record.mode, to_db(record.title)))
 
@@ -238,7 +239,7 @@ class SqliteStore:
                 conn.execute("BEGIN IMMEDIATE")
                 row = conn.execute("SELECT pid, host, heartbeat FROM leases WHERE session_id = ?",
                                    (session_id,)).fetchone()
-                if row is not None and (row[0], row[1]) != self._owner and _lease_held(*row, now):
+                if row is not None and (row[0], row[1]) != self._owner and _lease_held(row[0], row[1], row[2], now):
                     return f"pid {row[0]} on {row[1]}"
                 conn.execute("INSERT OR REPLACE INTO leases (session_id, pid, host, heartbeat) VALUES (?,?,?,?)",
                              (session_id, pid, host, now))

@@ -197,7 +197,8 @@ def _check_encodable(tool: str, name: str, value: str) -> None:
     except UnicodeEncodeError as exc:
         raise ToolError(f"{tool}: argument '{name}' contains a lone surrogate "
                         f"({value[exc.start:exc.end].encode('unicode_escape').decode()} at offset {exc.start}), "
-                        "which cannot be written as UTF-8 (not in a file, a command line or a pattern); send valid Unicode") from None
+                        "which cannot be written as UTF-8 (not in a file, a command line or a pattern); "
+                        "send valid Unicode") from None
 
 
 def _describe(prop: dict[str, Any]) -> str:

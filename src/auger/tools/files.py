@@ -273,11 +273,11 @@ def _umask() -> int:
 
     Read from /proc where possible; setting-and-restoring the umask is racy with threads.
     """
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii",
+                                                        errors="replace") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

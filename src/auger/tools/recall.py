@@ -30,9 +30,9 @@ async def _recall(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(f"{tool} {_summary(arguments)} [{call_id}]\n{text}")
     outputs = await ctx.archive.list_outputs()
     if query:
-        found = _search(outputs, query)
+        hits = _search(outputs, query)
         messages = _search_messages(await ctx.archive.search_messages(query), query)
-        return ToolResult(found if not messages else f"{found}\n\nIn conversation messages:\n{messages}")
+        return ToolResult(hits if not messages else f"{hits}\n\nIn conversation messages:\n{messages}")
     if not outputs:
         return ToolResult("No tool outputs are stored in this session yet.")
     rows = [f"{cid}: {tool} {_summary(arguments)} ({len(full)} chars)" for cid, tool, arguments, full in outputs[-50:]]

@@ -50,7 +50,7 @@ GREP_MAX_LINE_CHARS = 500
 BACKEND_ENV = "AUGER_GREP_BACKEND"
 
 try:  # used only to refuse regex features ripgrep lacks; optional if Python moves it
-    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]  # private: typeshed omits it
 except ImportError:  # pragma: no cover
     _sre_parse = None
 

@@ -8,10 +8,10 @@ option to be one this table knows to be harmless. Anything else — an unknown o
 abbreviation, or an argument whose text is only known when the command runs (`sort $opts`, a glob
 such as `*` that a file named `-o` would turn into an option) — makes the command a change.
 
-Programs not listed here are judged by their own handler in `effects` (find, sed, awk, git, tar,
-the shells and builtins), or are on its plain read-only list because none of their options writes
-a file or runs a program (`cat`, `ls`, `grep`, `diff`, `wc`, `jq`, checksums, …): review a program's
-options before adding it there.
+Programs not listed here are judged by their own handler (`files`, `builtins`, `git`: find, sed,
+awk, git, tar, the shells and builtins), or are on the plain read-only list in `programs` because
+none of their options writes a file or runs a program (`cat`, `ls`, `grep`, `diff`, `wc`, `jq`,
+checksums, …): review a program's options before adding it there.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ TAR_LISTING = options(
     "--transform --xform --warning --occurrence")
 
 # sed and awk: their programs (w, e, system(), print >) and -i/-f are judged by their handlers in
-# `effects`; these are the options that may go with a read-only verdict.
+# `files`; these are the options that may go with a read-only verdict.
 SED = options("nErszu", "elif",
               "--in-place --follow-symlinks --quiet --silent --regexp-extended --separate --null-data "
               "--zero-terminated --unbuffered --posix --debug --sandbox --help --version --binary",
