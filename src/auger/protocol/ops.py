@@ -63,6 +63,20 @@ class Rollback(Op):
     turns: int = 1
 
 
+@tag("add_mcp_server")
+class AddMcpServer(Op):
+    """Start an MCP server for this session only; its tools are offered from the next model call.
+    `config` is one `[mcp_servers.NAME]` table (command/args/env/cwd or url/headers/...)."""
+
+    name: str
+    config: dict = field(default_factory=dict)
+
+
+@tag("remove_mcp_server")
+class RemoveMcpServer(Op):
+    name: str
+
+
 @tag("shutdown")
 class Shutdown(Op):
     pass

@@ -109,7 +109,6 @@ class ToolRouter:
         self._overlay_revision = 0
         self._catalog: Catalog | None = None
         self.rebuilds = 0  # renders of the catalog; stays put across requests while nothing changes
-        self.warnings: list[str] = []  # duplicate names seen while rendering, for the session to report
         self.catalog("")  # a duplicate among the base tools is a bug: fail at open, not at the first request
 
     @classmethod
@@ -156,7 +155,7 @@ class ToolRouter:
                 if spec.name in specs:
                     if source is self._base:
                         raise ValueError(f"duplicate tool name {spec.name!r}")
-                    self.warnings.append(f"tool {spec.name!r} is offered twice; the first source keeps it")
+                    log.warning("tool %r is offered twice; the first source keeps it", spec.name)
                     continue
                 specs[spec.name] = spec
                 owners[spec.name] = source

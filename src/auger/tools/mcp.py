@@ -1,0 +1,404 @@
+"""An MCP server as a toolset: its tools appear as `mcp__<server>__<tool>`.
+
+The `mcp` SDK is imported here only, and this module only when a server is configured or added,
+so a session without MCP servers never loads it. Each connection lives in its own task (the SDK's
+anyio scopes must be entered and left by one task; a session opens and closes its tools from
+different ones). The protocol is spoken in its handshake form (`initialize`), which every server
+of the 2025 and 2026 revisions accepts, and which carries `notifications/tools/list_changed`.
+
+Failures never take the session down: a server that does not start within `startup_timeout`, dies,
+or does not answer a call within `tool_timeout` is reported (a warning, and an error output the
+model reads), its tools stay in the catalog (the prompt prefix stays stable), and the next call
+starts it again. A `tools/list_changed` notification marks the list stale; the router lists it
+again before the next model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from auger.protocol.events import WarningEvent
+from auger.tools.base import (
+    DESTRUCTIVE, LOCAL_MUTATION, READ_ONLY, REMOTE_ACTION, CommandSandbox, ToolContext, ToolError, ToolResult,
+    ToolSpec,
+)
+from auger.tools.mcp_config import McpServerConfig
+from auger.tools.toolset import Contribution
+
+log = logging.getLogger("auger.mcp")
+
+MAX_NAME = 64  # the longest tool name every provider accepts
+Elicit = Callable[[str, str, dict], Awaitable[str]]  # (server, message, schema) -> accept | decline | cancel
+
+
+def tool_name(server: str, tool: str) -> str:
+    """`mcp__<server>__<tool>` in the characters every provider accepts; a longer name is cut and given
+    a hash of the full one, so it stays the same from session to session and distinct from others."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{name[:MAX_NAME - 11]}_{digest}"
+
+
+def effect_of(annotations: Any) -> str:
+    """Trust-mode effect from the server's hints; only hints the server gave count (an unannotated
+    tool is a local change, whatever the protocol's defaults say)."""
+    if annotations is None:
+        return LOCAL_MUTATION
+    if annotations.read_only_hint is True:
+        return READ_ONLY
+    if annotations.destructive_hint is True:
+        return DESTRUCTIVE
+    if annotations.open_world_hint is True:
+        return REMOTE_ACTION
+    return LOCAL_MUTATION
+
+
+class ServerFailed(Exception):
+    """The server could not be reached; the message says why, in one line."""
+
+
+class McpToolset:
+    """One MCP server: connect, list, call, listen for list changes, reconnect after a failure."""
+
+    def __init__(self, server: McpServerConfig, *, root: Path, warn: Callable[[str], None],
+                 elicit: Elicit | None = None, sandbox: CommandSandbox | None = None) -> None:
+        self.server = server
+        self.root = root
+        self._warn = warn
+        self._elicit = elicit  # None: nobody to ask (headless), so requests are declined
+        self._sandbox = None if server.trusted else sandbox
+        self._client: Any = None
+        self._runner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock = asyncio.Lock()
+        self._specs: dict[str, ToolSpec] = {}
+        self._remote: dict[str, str] = {}  # our name -> the server's
+        self._instructions = ""
+        self._has_resources = False
+        self._stale = False  # the server said its tools changed
+        self._changed = False  # our tool list changed since the catalog last asked
+        self.revision = 0
+        self.status = "not started"
+
+    # -- Toolset ----------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect and list the tools; a failure is reported, not raised (the session goes on)."""
+        try:
+            await self._connect()
+        except ServerFailed as exc:
+            self._warn(str(exc))
+        self._changed = False  # what open() found is part of the catalog from the start
+
+    async def close(self) -> None:
+        await self._disconnect()
+
+    def list_tools(self) -> Sequence[ToolSpec]:
+        return list(self._specs.values())
+
+    def contributions(self) -> Sequence[Contribution]:
+        if not self._instructions:
+            return ()
+        text = f"<mcp_server name={self.server.name!r}>\n{self._instructions.strip()}\n</mcp_server>"
+        return (Contribution(text, slot="tools", priority=500, tools=frozenset(self._specs)),)
+
+    async def call(self, name: str, args: dict, ctx: ToolContext) -> ToolResult:
+        remote = self._remote.get(name)
+        if remote is None:
+            raise ToolError(f"there is no tool named {name!r}")
+        try:
+            client = await self._connected()
+            if remote == _LIST_RESOURCES:
+                return _resource_list(await self._timed(client.list_resources()))
+            if remote == _READ_RESOURCE:
+                return _resource_text(await self._timed(client.read_resource(args["uri"])))
+            return _tool_result(await self._timed(client.call_tool(remote, args)))
+        except ServerFailed as exc:
+            return ToolResult(f"{exc}", ok=False, events=[WarningEvent(str(exc))])
+        except TimeoutError:
+            await self._disconnect()
+            message = (f"MCP server {self.server.name!r} did not answer {remote} within "
+                       f"{self.server.tool_timeout:g} s; it was stopped and will be started again at the next call")
+            return ToolResult(message, ok=False, events=[WarningEvent(message)])
+        except Exception as exc:  # the SDK reports a lost connection and protocol errors as exceptions
+            if _connection_lost(exc) or not self._alive():
+                await self._disconnect()
+                message = (f"MCP server {self.server.name!r} failed during {remote}: {_one_line(exc)}"
+                           f"{self._stderr_tail()}; it will be started again at the next call")
+                return ToolResult(message, ok=False, events=[WarningEvent(message)])
+            return ToolResult(f"MCP server {self.server.name!r}: {_one_line(exc)}", ok=False)
+
+    async def refresh(self) -> bool:
+        """List the tools again if the server said they changed; True when our tools changed since the
+        catalog last asked (a listing, or a reconnect that found other tools)."""
+        if self._stale and self._alive():
+            self._stale = False
+            try:
+                self._learn(await self._timed(_all_tools(self._client), self.server.startup_timeout))
+            except Exception as exc:
+                self._warn(f"MCP server {self.server.name!r}: could not list its changed tools: {_one_line(exc)}")
+        changed, self._changed = self._changed, False
+        if changed:
+            self.revision += 1
+        return changed
+
+    # -- the connection -----------------------------------------------------------------
+    def _alive(self) -> bool:
+        return self._client is not None and self._runner is not None and not self._runner.done()
+
+    async def _connected(self) -> Any:
+        if self._alive():
+            return self._client
+        async with self._lock:
+            if not self._alive():
+                await self._disconnect()
+                await self._connect()
+            return self._client
+
+    async def _timed(self, awaitable: Awaitable[Any], timeout: float | None = None) -> Any:
+        async with asyncio.timeout(timeout or self.server.tool_timeout):
+            return await awaitable
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._runner = asyncio.create_task(self._run(ready, self._stop), name=f"mcp-{self.server.name}")
+        try:
+            async with asyncio.timeout(self.server.startup_timeout):
+                await asyncio.shield(ready)
+        except TimeoutError:
+            await self._disconnect()
+            self.status = "failed"
+            raise ServerFailed(f"MCP server {self.server.name!r} did not start within "
+                               f"{self.server.startup_timeout:g} s{self._stderr_tail()}") from None
+        except Exception as exc:
+            await self._disconnect()
+            self.status = "failed"
+            raise ServerFailed(f"MCP server {self.server.name!r} ({self.server.describe()}) could not be started: "
+                               f"{_one_line(exc)}{self._stderr_tail()}") from None
+        self.status = "running"
+
+    async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        """The connection's own task: enter the client, list, wait to be stopped, leave."""
+        from mcp import Client
+
+        async def on_message(message: Any) -> None:
+            if getattr(message, "method", "") == "notifications/tools/list_changed":
+                self._stale = True
+
+        try:
+            async with Client(self._transport(), mode="legacy", message_handler=on_message,
+                              elicitation_callback=self._on_elicit) as client:
+                self._client = client
+                capabilities = client.server_capabilities
+                self._has_resources = False
+                if capabilities.resources is not None:
+                    self._has_resources = bool((await client.list_resources()).resources)
+                self._learn(await _all_tools(client))
+                self._instructions = client.instructions or ""
+                if not ready.done():
+                    ready.set_result(None)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else ServerFailed("cancelled"))
+            elif not stop.is_set() and isinstance(exc, Exception):
+                log.debug("MCP server %s connection ended", self.server.name, exc_info=True)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._client = None
+
+    async def _disconnect(self) -> None:
+        runner, self._runner = self._runner, None
+        if self._stop is not None:
+            self._stop.set()
+        if runner is not None and not runner.done():
+            try:
+                async with asyncio.timeout(5):
+                    await asyncio.gather(runner, return_exceptions=True)
+            except TimeoutError:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+        self._client = None
+
+    def _transport(self) -> Any:
+        server = self.server
+        if server.command:
+            from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+            cwd = str((self.root / server.cwd).resolve()) if server.cwd else str(self.root)
+            env = {**get_default_environment(), **server.env}
+            if self._sandbox is not None:
+                from auger.tools.mcp_stdio import confined_stdio
+
+                return confined_stdio(self._sandbox, [server.command, *server.args], Path(cwd), env, self._errlog)
+            return stdio_client(StdioServerParameters(command=server.command, args=list(server.args), env=env,
+                                                      cwd=cwd), errlog=self._errlog)
+        headers = dict(server.headers)
+        if server.bearer_token_env:
+            token = os.environ.get(server.bearer_token_env)
+            if not token:
+                raise ServerFailed(f"environment variable {server.bearer_token_env} (bearer_token_env) is not set")
+            headers["Authorization"] = f"Bearer {token}"
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        if server.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(server.url, headers=headers)
+        from mcp.client.streamable_http import streamable_http_client
+
+        return streamable_http_client(server.url, http_client=create_mcp_http_client(headers=headers))
+
+    def _stderr_tail(self) -> str:
+        errlog = getattr(self, "_errlog", None)
+        if errlog is None or errlog.closed:
+            return ""
+        try:
+            errlog.seek(0)
+            lines = [line for line in errlog.read()[-2000:].splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return ""
+        return f" (its last output: {_one_line(lines[-1])})" if lines else ""
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """A server asks the user something: shown like an approval; with nobody to ask, declined."""
+        from mcp.types import ElicitResult
+
+        if self._elicit is None:
+            return ElicitResult(action="decline")
+        schema = getattr(params, "requested_schema", None) or {}
+        action = await self._elicit(self.server.name, getattr(params, "message", ""), dict(schema))
+        return ElicitResult(action=action, content={} if action == "accept" else None)
+
+    # -- what the server offers -----------------------------------------------------------
+    def _learn(self, tools: list[Any]) -> bool:
+        """Rebuild our specs from a listing; True when they differ from before."""
+        specs: dict[str, ToolSpec] = {}
+        remote: dict[str, str] = {}
+        for tool in tools:
+            name = tool_name(self.server.name, tool.name)
+            if name in specs:  # two server names sanitised alike: keep the first, say so
+                self._warn(f"MCP server {self.server.name!r}: tool {tool.name!r} clashes with another as {name!r}")
+                continue
+            effect = effect_of(tool.annotations)
+            schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
+            specs[name] = ToolSpec(name, _describe(self.server.name, tool), schema, self._handler(name),
+                                   effect=effect, parallel_safe=effect == READ_ONLY)
+            remote[name] = tool.name
+        if self._has_resources:
+            for local, spec in _resource_specs(self.server.name, self._handler).items():
+                specs.setdefault(spec.name, spec)
+                remote.setdefault(spec.name, local)
+        changed = [(s.name, s.description, json.dumps(s.parameters, sort_keys=True), s.effect)
+                   for s in specs.values()] != [(s.name, s.description, json.dumps(s.parameters, sort_keys=True),
+                                                 s.effect) for s in self._specs.values()]
+        self._specs, self._remote = specs, remote
+        self._changed = self._changed or changed
+        return changed
+
+    def _handler(self, name: str) -> Callable[[dict, ToolContext], Awaitable[ToolResult]]:
+        async def handler(args: dict, ctx: ToolContext) -> ToolResult:
+            return await self.call(name, args, ctx)
+
+        return handler
+
+
+_LIST_RESOURCES, _READ_RESOURCE = "\0list_resources", "\0read_resource"  # never a server's tool name
+
+
+def _resource_specs(server: str, handler: Callable[[str], Any]) -> dict[str, ToolSpec]:
+    listing = tool_name(server, "list_mcp_resources")
+    reading = tool_name(server, "read_mcp_resource")
+    return {
+        _LIST_RESOURCES: ToolSpec(listing, f"List the resources MCP server {server!r} offers (uri, name, type).",
+                                  {"type": "object", "properties": {}}, handler(listing), effect=READ_ONLY,
+                                  parallel_safe=True),
+        _READ_RESOURCE: ToolSpec(reading, f"Read one resource of MCP server {server!r} by its uri.",
+                                 {"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]},
+                                 handler(reading), effect=READ_ONLY, parallel_safe=True),
+    }
+
+
+async def _all_tools(client: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(100):  # a server that pages forever is not followed forever
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _describe(server: str, tool: Any) -> str:
+    text = (tool.description or tool.title or tool.name).strip()
+    return f"{text}\n(from MCP server {server!r})"
+
+
+def _tool_result(result: Any) -> ToolResult:
+    """Text for the model from an MCP result: its content blocks, its structured content when no text
+    block carries it (kept whole in the metadata), and `isError` as a failed call."""
+    parts: list[str] = []
+    images = 0
+    for block in result.content or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            images += kind == "image"
+            size = len(block.data) * 3 // 4
+            parts.append(f"[{kind} {block.mime_type}, about {size} bytes: not shown; tool results reach the "
+                         "model as text]")
+        elif kind == "resource":
+            resource = block.resource
+            parts.append(getattr(resource, "text", None) or f"[resource {resource.uri} ({resource.mime_type})]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {block.uri}]")
+    structured = result.structured_content
+    texts = [block for block in result.content or [] if getattr(block, "type", "") == "text"]
+    if structured is not None and not texts:  # servers SHOULD also send it as text; shown once either way
+        parts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
+    metadata = {"structured_content": structured} if structured is not None else {}
+    if images:
+        metadata["images"] = images
+    return ToolResult("\n".join(parts) or "(no content)", ok=not result.is_error, metadata=metadata)
+
+
+def _resource_list(result: Any) -> ToolResult:
+    lines = [f"{r.uri}\t{r.name}\t{r.mime_type or ''}\t{(r.description or '').strip()}" for r in result.resources]
+    return ToolResult("\n".join(lines) or "(no resources)")
+
+
+def _resource_text(result: Any) -> ToolResult:
+    parts = []
+    for content in result.contents:
+        text = getattr(content, "text", None)
+        parts.append(text if text is not None else f"[binary resource {content.uri} ({content.mime_type})]")
+    return ToolResult("\n".join(parts) or "(empty resource)")
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """A transport failure or the SDK's "connection closed", as opposed to an error the server answered."""
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    return not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED
+
+
+def _one_line(exc: BaseException | str) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())[:300]
