@@ -250,3 +250,31 @@ def test_a_streamable_http_server(project, server, http_server, monkeypatch):
     run, _ = run_mcp(project, server, "hi", servers={"web": {"url": http_server, "bearer_token_env": "TEST_MCP_TOKEN",
                                                              "headers": {"X-Test": "1"}}})
     assert [e.output for e in run.of(ev.ToolCallEnded)] == ["echo: over http"]
+
+
+def test_an_untrusted_stdio_server_runs_in_the_session_sandbox(project, server, tmp_path):
+    """The server is spawned the way shell commands are (policy/confinement.py): it can read, but cannot
+    write outside the project and the scratch dir."""
+    outside = tmp_path / "outside.txt"
+    probe = ("import sys, pathlib\n"
+             "try:\n"
+             f"    pathlib.Path({str(outside)!r}).write_text('x')\n"
+             "    print('WROTE', file=sys.stderr)\n"
+             "except OSError as exc:\n"
+             "    print('BLOCKED', exc, file=sys.stderr)\n"
+             "import runpy; runpy.run_module('tests.support.mcp_server', run_name='__main__')\n")
+    untrusted = {"command": sys.executable, "args": ["-c", probe], "cwd": str(ROOT)}
+    server.add(Reply(tool_calls=[ToolCall("mcp__box__echo", {"text": "inside"})]), Reply(text="done"))
+    run, session = run_mcp(project, server, "hi", servers={"box": untrusted}, overrides=("approve_all=true",
+                                                                                        "sandbox=auto"))
+    configured = run.of(ev.SessionConfigured)[0]
+    if configured.sandbox == "none":
+        pytest.skip(f"no sandbox works on this machine: {[w.message for w in run.of(ev.WarningEvent)]}")
+    assert [e.output for e in run.of(ev.ToolCallEnded)] == ["echo: inside"]
+    assert not outside.exists()
+    # the same server marked trusted runs outside the sandbox, and its write lands
+    server.add(Reply(tool_calls=[ToolCall("mcp__box__echo", {"text": "free"})]), Reply(text="done"))
+    run, _ = run_mcp(project, server, "hi", servers={"box": {**untrusted, "trusted": True}},
+                     overrides=("approve_all=true", "sandbox=auto"))
+    assert [e.output for e in run.of(ev.ToolCallEnded)] == ["echo: free"]
+    assert outside.read_text() == "x"
