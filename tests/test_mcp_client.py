@@ -79,7 +79,9 @@ def test_annotations_map_to_effects():
 def test_a_tool_call_end_to_end_through_the_model_loop(project, server):
     server.add(Reply(tool_calls=[ToolCall("mcp__t__echo", {"text": "hi"}), ToolCall("mcp__t__add", {"a": 2, "b": 3})]),
                Reply(tool_calls=[ToolCall("mcp__t__fail", {"reason": "nope"})]),
-               Reply(tool_calls=[ToolCall("mcp__t__picture", {})]),
+               Reply(tool_calls=[ToolCall("mcp__t__picture", {}),
+                                 ToolCall("read_mcp_resource", {"server": "t", "uri": "note://hello"}),
+                                 ToolCall("list_mcp_resources", {})]),
                Reply(text="done"), Reply(text="again"))
     run, _ = run_mcp(project, server, "use the server", "once more", servers={"t": STDIO})
     assert run.ended.reason == "complete"
@@ -88,8 +90,10 @@ def test_a_tool_call_end_to_end_through_the_model_loop(project, server):
     assert json.loads(outputs["mcp__t__add"].output) == {"sum": 5}
     assert not outputs["mcp__t__fail"].ok and "Error executing tool fail" in outputs["mcp__t__fail"].output
     assert "a picture" in outputs["mcp__t__picture"].output and "[image image/png" in outputs["mcp__t__picture"].output
+    assert outputs["read_mcp_resource"].output == "hello from a resource"
+    assert outputs["list_mcp_resources"].output.startswith("# t\nnote://hello\thello_note")
     first = server.chat_requests[0]
-    assert {"mcp__t__echo", "mcp__t__wipe", "mcp__t__list_mcp_resources", "mcp__t__read_mcp_resource",
+    assert {"mcp__t__echo", "mcp__t__wipe", "list_mcp_resources", "read_mcp_resource",
             "shell"} <= set(_names(first))
     assert "MCP-INSTRUCTIONS-MARKER" in _system(first)  # the server's instructions, tied to its tools
     # the prompt prefix (system prompt + tool schemas) is byte-identical on every request
@@ -178,6 +182,9 @@ def test_a_server_that_fails_to_start_is_a_warning_and_the_session_works(project
     warnings = [w.message for w in run.of(ev.WarningEvent)]
     assert any("'bad'" in w and "could not be started" in w and "boom" in w for w in warnings), warnings
     assert "mcp__t__echo" in _names(server.chat_requests[0])
+    server.add(Reply(text="fine"))
+    run_mcp(project, server, "hi", servers={"bad": broken})
+    assert "list_mcp_resources" not in _names(server.chat_requests[-1])  # no server with resources: not offered
 
 
 def test_list_changed_refreshes_the_catalog_at_the_next_model_call(project, server):

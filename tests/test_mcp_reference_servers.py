@@ -57,7 +57,7 @@ def test_filesystem_server_reads_the_project(project, server, npm_cache):
 def test_everything_server_tools_resources_instructions_and_elicitation(project, server, npm_cache):
     server.add(Reply(tool_calls=[ToolCall("mcp__everything__echo", {"message": "hi"}),
                                  ToolCall("mcp__everything__get-sum", {"a": 2, "b": 40}),
-                                 ToolCall("mcp__everything__list_mcp_resources", {})]),
+                                 ToolCall("list_mcp_resources", {"server": "everything"})]),
                Reply(tool_calls=[ToolCall("mcp__everything__trigger-elicitation-request", {})]),
                Reply(text="done"))
     run, _ = run_mcp(project, server, "try it", servers={"everything": _npx(npm_cache, PACKAGES[1], "stdio")})

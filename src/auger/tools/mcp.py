@@ -115,24 +115,35 @@ class McpToolset:
         remote = self._remote.get(name)
         if remote is None:
             raise ToolError(f"there is no tool named {name!r}")
+        return await self._request(remote, lambda client: client.call_tool(remote, args), _tool_result)
+
+    @property
+    def has_resources(self) -> bool:
+        return self._has_resources
+
+    async def list_resources(self) -> ToolResult:
+        return await self._request("resources/list", lambda client: client.list_resources(), _resource_list)
+
+    async def read_resource(self, uri: str) -> ToolResult:
+        return await self._request("resources/read", lambda client: client.read_resource(uri), _resource_text)
+
+    async def _request(self, what: str, send: Callable[[Any], Awaitable[Any]],
+                       render: Callable[[Any], ToolResult]) -> ToolResult:
+        """One request to the server, (re)connecting first; every failure becomes an error the model reads."""
         try:
             client = await self._connected()
-            if remote == _LIST_RESOURCES:
-                return _resource_list(await self._timed(client.list_resources()))
-            if remote == _READ_RESOURCE:
-                return _resource_text(await self._timed(client.read_resource(args["uri"])))
-            return _tool_result(await self._timed(client.call_tool(remote, args)))
+            return render(await self._timed(send(client)))
         except ServerFailed as exc:
             return ToolResult(f"{exc}", ok=False, events=[WarningEvent(str(exc))])
         except TimeoutError:
             await self._disconnect()
-            message = (f"MCP server {self.server.name!r} did not answer {remote} within "
+            message = (f"MCP server {self.server.name!r} did not answer {what} within "
                        f"{self.server.tool_timeout:g} s; it was stopped and will be started again at the next call")
             return ToolResult(message, ok=False, events=[WarningEvent(message)])
         except Exception as exc:  # the SDK reports a lost connection and protocol errors as exceptions
             if _connection_lost(exc) or not self._alive():
                 await self._disconnect()
-                message = (f"MCP server {self.server.name!r} failed during {remote}: {_one_line(exc)}"
+                message = (f"MCP server {self.server.name!r} failed during {what}: {_one_line(exc)}"
                            f"{self._stderr_tail()}; it will be started again at the next call")
                 return ToolResult(message, ok=False, events=[WarningEvent(message)])
             return ToolResult(f"MCP server {self.server.name!r}: {_one_line(exc)}", ok=False)
@@ -298,10 +309,6 @@ class McpToolset:
             specs[name] = ToolSpec(name, _describe(self.server.name, tool), schema, self._handler(name),
                                    effect=effect, parallel_safe=effect == READ_ONLY)
             remote[name] = tool.name
-        if self._has_resources:
-            for local, spec in _resource_specs(self.server.name, self._handler).items():
-                specs.setdefault(spec.name, spec)
-                remote.setdefault(spec.name, local)
         changed = [(s.name, s.description, json.dumps(s.parameters, sort_keys=True), s.effect)
                    for s in specs.values()] != [(s.name, s.description, json.dumps(s.parameters, sort_keys=True),
                                                  s.effect) for s in self._specs.values()]
@@ -316,20 +323,35 @@ class McpToolset:
         return handler
 
 
-_LIST_RESOURCES, _READ_RESOURCE = "\0list_resources", "\0read_resource"  # never a server's tool name
+def resource_tools(servers: Callable[[], list[McpToolset]]) -> list[ToolSpec]:
+    """`list_mcp_resources {server?}` and `read_mcp_resource {server, uri}` across the servers that
+    `servers()` gives (tools/mcp_servers.py offers them only while one has resources)."""
 
+    def find(name: str) -> McpToolset:
+        for server in servers():
+            if server.server.name == name:
+                return server
+        raise ToolError(f"no MCP server named {name!r} has resources; "
+                        f"those that do: {', '.join(s.server.name for s in servers()) or 'none'}")
 
-def _resource_specs(server: str, handler: Callable[[str], Any]) -> dict[str, ToolSpec]:
-    listing = tool_name(server, "list_mcp_resources")
-    reading = tool_name(server, "read_mcp_resource")
-    return {
-        _LIST_RESOURCES: ToolSpec(listing, f"List the resources MCP server {server!r} offers (uri, name, type).",
-                                  {"type": "object", "properties": {}}, handler(listing), effect=READ_ONLY,
-                                  parallel_safe=True),
-        _READ_RESOURCE: ToolSpec(reading, f"Read one resource of MCP server {server!r} by its uri.",
-                                 {"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]},
-                                 handler(reading), effect=READ_ONLY, parallel_safe=True),
-    }
+    async def list_all(args: dict, ctx: ToolContext) -> ToolResult:
+        chosen = [find(args["server"])] if args.get("server") else servers()
+        results = [(s.server.name, await s.list_resources()) for s in chosen]
+        text = "\n\n".join(f"# {name}\n{result.output}" for name, result in results)
+        return ToolResult(text, ok=all(r.ok for _, r in results),
+                          events=[e for _, r in results for e in r.events])
+
+    async def read(args: dict, ctx: ToolContext) -> ToolResult:
+        return await find(args["server"]).read_resource(args["uri"])
+
+    return [
+        ToolSpec("list_mcp_resources", "List the resources the MCP servers offer (uri, name, type, description), "
+                 "of one server or all.", {"type": "object", "properties": {"server": {"type": "string"}}},
+                 list_all, effect=READ_ONLY, parallel_safe=True),
+        ToolSpec("read_mcp_resource", "Read one resource of an MCP server by its uri.",
+                 {"type": "object", "properties": {"server": {"type": "string"}, "uri": {"type": "string"}},
+                  "required": ["server", "uri"]}, read, effect=READ_ONLY, parallel_safe=True),
+    ]
 
 
 async def _all_tools(client: Any) -> list[Any]:

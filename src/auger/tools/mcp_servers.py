@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from auger.tools.base import CommandSandbox
+from auger.tools.base import CommandSandbox, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.mcp_config import McpServerConfig, parse_server
 from auger.tools.router import ToolRegistry
 
 if TYPE_CHECKING:
-    from auger.tools.mcp import Elicit
+    from auger.tools.mcp import Elicit, McpToolset
+
+RESOURCES = "mcp resources"  # its registry name: no server can be named so (tools/mcp_config.NAME)
 
 
 class McpServers:
@@ -29,6 +31,8 @@ class McpServers:
 
     async def start(self, servers: list[McpServerConfig]) -> None:
         """Start servers concurrently (each within its own start-up timeout); failures are warnings."""
+        if servers:
+            await self._offer_resources()
         await asyncio.gather(*(self._add(server) for server in servers))
 
     async def add(self, name: str, table: dict) -> str | None:
@@ -39,11 +43,17 @@ class McpServers:
             server = parse_server(name, table, source="session")
         except ValueError as exc:
             return str(exc)
+        await self._offer_resources()
         await self._add(server)
         return None
 
     async def remove(self, name: str) -> str | None:
         return None if await self.registry.remove(name) else f"no MCP server named {name!r} in this session"
+
+    async def _offer_resources(self) -> None:
+        """The resource tools, one pair for all servers, listed only while a server has resources."""
+        if RESOURCES not in self.registry:
+            await self.registry.add(RESOURCES, _ResourceTools(self.registry))
 
     async def _add(self, server: McpServerConfig) -> None:
         from auger.tools.mcp import McpToolset
@@ -54,3 +64,31 @@ class McpServers:
 
     async def _ask(self, server: str, message: str, schema: dict) -> str:
         return "decline" if self.elicit is None else await self.elicit(server, message, schema)
+
+
+class _ResourceTools:
+    """`list_mcp_resources` / `read_mcp_resource` over the registry's servers that have resources."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        from auger.tools.mcp import resource_tools
+
+        self.registry = registry
+        self._specs = {spec.name: spec for spec in resource_tools(self._servers)}
+
+    def _servers(self) -> list[McpToolset]:
+        return [t for t in self.registry.members if getattr(t, "has_resources", False)]  # type: ignore[misc]
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def list_tools(self) -> Sequence[ToolSpec]:
+        return list(self._specs.values()) if self._servers() else []
+
+    async def call(self, name: str, args: dict, ctx: ToolContext) -> ToolResult:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise ToolError(f"there is no tool named {name!r}")
+        return await spec.handler(args, ctx)
