@@ -285,3 +285,20 @@ def test_an_untrusted_stdio_server_runs_in_the_session_sandbox(project, server, 
                      overrides=("approve_all=true", "sandbox=auto"))
     assert [e.output for e in run.of(ev.ToolCallEnded)] == ["echo: free"]
     assert outside.read_text() == "x"
+
+
+def test_an_interrupt_during_a_call_ends_the_turn_and_the_server_serves_the_next_one(project, server):
+    from auger.protocol.ops import Interrupt
+
+    def interrupt(session, event):
+        if isinstance(event, ev.ToolCallStarted) and event.name == "mcp__t__slow":
+            session.submit(Interrupt())
+
+    server.add(Reply(tool_calls=[ToolCall("mcp__t__slow", {"seconds": 30})]),
+               Reply(tool_calls=[ToolCall("mcp__t__echo", {"text": "next"})]), Reply(text="done"))
+    started = time.monotonic()
+    run, _ = run_mcp(project, server, "slow", "again", servers={"t": STDIO}, on_event=interrupt)
+    assert time.monotonic() - started < 20
+    first, second = run.of(ev.TurnEnded)
+    assert first.reason == "cancelled" and second.reason == "complete"
+    assert [e.output for e in run.of(ev.ToolCallEnded) if e.name == "mcp__t__echo"] == ["echo: next"]
