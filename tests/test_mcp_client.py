@@ -302,3 +302,16 @@ def test_an_interrupt_during_a_call_ends_the_turn_and_the_server_serves_the_next
     first, second = run.of(ev.TurnEnded)
     assert first.reason == "cancelled" and second.reason == "complete"
     assert [e.output for e in run.of(ev.ToolCallEnded) if e.name == "mcp__t__echo"] == ["echo: next"]
+
+
+def test_a_server_that_hangs_at_start_up_is_given_up_after_its_timeout(project, server):
+    hung = {"command": sys.executable, "args": ["-c", "import sys, time; print('thinking', file=sys.stderr, "
+                                                      "flush=True); time.sleep(60)"], "startup_timeout": 1}
+    server.add(Reply(tool_calls=[ToolCall("mcp__hung__anything", {})]), Reply(text="fine"))
+    started = time.monotonic()
+    run, _ = run_mcp(project, server, "hi", servers={"hung": hung})
+    assert time.monotonic() - started < 8
+    warnings = [w.message for w in run.of(ev.WarningEvent)]
+    assert any("'hung' did not start within 1 s" in w and "thinking" in w for w in warnings), warnings
+    assert "there is no tool named" in run.of(ev.ToolCallEnded)[0].output  # it never listed any
+    assert run.ended.reason == "complete"

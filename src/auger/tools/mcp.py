@@ -23,7 +23,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import IO, Any, Awaitable, Callable, Sequence
 
 from auger.protocol.events import WarningEvent
 from auger.tools.base import (
@@ -85,10 +85,10 @@ class McpToolset:
         self._remote: dict[str, str] = {}  # our name -> the server's
         self._instructions = ""
         self._has_resources = False
+        self._errlog: IO[str] | None = None  # a stdio server's stderr, for the reports
+        self._scope: Any = None  # the connection task's anyio cancel scope
         self._stale = False  # the server said its tools changed
         self._changed = False  # our tool list changed since the catalog last asked
-        self.revision = 0
-        self.status = "not started"
 
     # -- Toolset ----------------------------------------------------------------------
     async def open(self) -> None:
@@ -101,6 +101,8 @@ class McpToolset:
 
     async def close(self) -> None:
         await self._disconnect()
+        if self._errlog is not None:
+            self._errlog.close()
 
     def list_tools(self) -> Sequence[ToolSpec]:
         return list(self._specs.values())
@@ -158,8 +160,6 @@ class McpToolset:
             except Exception as exc:
                 self._warn(f"MCP server {self.server.name!r}: could not list its changed tools: {_one_line(exc)}")
         changed, self._changed = self._changed, False
-        if changed:
-            self.revision += 1
         return changed
 
     # -- the connection -----------------------------------------------------------------
@@ -180,67 +180,74 @@ class McpToolset:
             return await awaitable
 
     async def _connect(self) -> None:
+        import mcp.client.stdio  # noqa: F401  the SDK loads before the start-up clock runs: its import
+        import mcp.client.streamable_http  # noqa: F401  is auger's cost, not the server's
+
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
         self._stop = asyncio.Event()
+        if self._errlog is not None:
+            self._errlog.close()
         self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         self._runner = asyncio.create_task(self._run(ready, self._stop), name=f"mcp-{self.server.name}")
         try:
             async with asyncio.timeout(self.server.startup_timeout):
                 await asyncio.shield(ready)
         except TimeoutError:
-            await self._disconnect()
-            self.status = "failed"
+            ready.cancel()  # nobody will read what the handshake ends with
+            await self._disconnect(wait=0)  # still in its handshake: nothing to close gracefully
             raise ServerFailed(f"MCP server {self.server.name!r} did not start within "
                                f"{self.server.startup_timeout:g} s{self._stderr_tail()}") from None
         except Exception as exc:
             await self._disconnect()
-            self.status = "failed"
             raise ServerFailed(f"MCP server {self.server.name!r} ({self.server.describe()}) could not be started: "
                                f"{_one_line(exc)}{self._stderr_tail()}") from None
-        self.status = "running"
 
     async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
         """The connection's own task: enter the client, list, wait to be stopped, leave."""
+        import anyio
         from mcp import Client
 
         async def on_message(message: Any) -> None:
             if getattr(message, "method", "") == "notifications/tools/list_changed":
                 self._stale = True
 
+        self._scope = scope = anyio.CancelScope()
         try:
-            async with Client(self._transport(), mode="legacy", message_handler=on_message,
-                              elicitation_callback=self._on_elicit) as client:
-                self._client = client
-                capabilities = client.server_capabilities
-                self._has_resources = False
-                if capabilities.resources is not None:
-                    self._has_resources = bool((await client.list_resources()).resources)
-                self._learn(await _all_tools(client))
-                self._instructions = client.instructions or ""
-                if not ready.done():
-                    ready.set_result(None)
-                await stop.wait()
-        except BaseException as exc:
+            with scope:
+                async with Client(self._transport(), mode="legacy", message_handler=on_message,
+                                  elicitation_callback=self._on_elicit) as client:
+                    self._client = client
+                    self._has_resources = False
+                    if client.server_capabilities.resources is not None:
+                        self._has_resources = bool((await client.list_resources()).resources)
+                    self._learn(await _all_tools(client))
+                    self._instructions = client.instructions or ""
+                    if not ready.done():
+                        ready.set_result(None)
+                    await stop.wait()
+        except Exception as exc:
             if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else ServerFailed("cancelled"))
-            elif not stop.is_set() and isinstance(exc, Exception):
+                ready.set_exception(exc)
+            elif not stop.is_set():
                 log.debug("MCP server %s connection ended", self.server.name, exc_info=True)
-            if not isinstance(exc, Exception):
-                raise
         finally:
             self._client = None
 
-    async def _disconnect(self) -> None:
+    async def _disconnect(self, wait: float = 5) -> None:
+        """Stop the connection: its task leaves the client (which stops a stdio server: end of input,
+        then a kill after the SDK's grace period); after `wait` seconds it is cancelled through its anyio
+        scope (a plain task.cancel() could cut the SDK's shielded shutdown short and leave the server)."""
         runner, self._runner = self._runner, None
         if self._stop is not None:
             self._stop.set()
         if runner is not None and not runner.done():
             try:
-                async with asyncio.timeout(5):
-                    await asyncio.gather(runner, return_exceptions=True)
+                async with asyncio.timeout(wait):
+                    await asyncio.shield(runner)
             except TimeoutError:
-                runner.cancel()
+                if self._scope is not None:
+                    self._scope.cancel()
                 await asyncio.gather(runner, return_exceptions=True)
         self._client = None
 
@@ -274,7 +281,7 @@ class McpToolset:
         return streamable_http_client(server.url, http_client=create_mcp_http_client(headers=headers))
 
     def _stderr_tail(self) -> str:
-        errlog = getattr(self, "_errlog", None)
+        errlog = self._errlog
         if errlog is None or errlog.closed:
             return ""
         try:
