@@ -215,6 +215,18 @@ def test_an_elicitation_is_declined_headless_and_asked_interactively(project, se
     assert run.of(ev.ToolCallEnded)[0].output == "elicitation: cancel"
     assert "elicitation" in asked
 
+    def accept(session, event):
+        if isinstance(event, ev.ApprovalRequest):
+            if event.kind == "elicitation":
+                assert event.details["schema"]["properties"]["ok"]["type"] == "boolean"
+                session.submit(ApprovalDecision(event.request_id, "accept", feedback='{"ok": true}'))
+            else:
+                session.submit(ApprovalDecision(event.request_id, "approve"))
+
+    server.add(Reply(tool_calls=[ToolCall("mcp__t__confirm", {})]), Reply(text="done"))
+    run, _ = run_mcp(project, server, "confirm", servers={"t": STDIO}, interactive=True, on_event=accept)
+    assert run.of(ev.ToolCallEnded)[0].output == "elicitation: accept ok=True"
+
 
 def test_remove_takes_the_tools_and_instructions_away(project, server):
     def note(session, event):

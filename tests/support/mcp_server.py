@@ -93,7 +93,7 @@ class Confirm(BaseModel):
 async def confirm(ctx: Context) -> str:
     """Ask the user to confirm."""
     result = await ctx.elicit("Really do it?", Confirm)
-    return f"elicitation: {result.action}"
+    return f"elicitation: {result.action}" + (f" ok={result.data.ok}" if result.action == "accept" else "")
 
 
 @server.resource("note://hello", description="A short note.")

@@ -377,12 +377,13 @@ class Session:
             await self.update_environment()
         self.emit(ModeChanged(mode, previous))
 
-    async def _elicit(self, server: str, message: str, schema: dict) -> str:
-        """An MCP server asks the user something mid-call: asked like an approval (headless: declined)."""
+    async def _elicit(self, server: str, message: str, schema: dict) -> tuple[str, str | None]:
+        """An MCP server asks the user something mid-call: asked like an approval (headless: declined); an
+        answer to its form (`schema` in the details) comes as a JSON object in the decision's feedback."""
         decision = await self.ask(turn_id=CONTEXT_TURN, kind="elicitation", message=f"MCP server {server!r} asks: "
                                   f"{message}", options=["accept", "decline", "cancel"], headless_default="decline",
                                   details={"server": server, "schema": schema})
-        return decision.decision
+        return decision.decision, decision.feedback
 
     def _decide(self, op: ApprovalDecision) -> None:
         waiting = self._approvals.get(op.request_id)

@@ -36,7 +36,8 @@ from auger.tools.toolset import Contribution
 log = logging.getLogger("auger.mcp")
 
 MAX_NAME = 64  # the longest tool name every provider accepts
-Elicit = Callable[[str, str, dict], Awaitable[str]]  # (server, message, schema) -> accept | decline | cancel
+# (server, message, schema) -> (accept | decline | cancel, the answer: a JSON object's text, or None)
+Elicit = Callable[[str, str, dict], Awaitable[tuple[str, str | None]]]
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -298,8 +299,10 @@ class McpToolset:
         if self._elicit is None:
             return ElicitResult(action="decline")
         schema = getattr(params, "requested_schema", None) or {}
-        action = await self._elicit(self.server.name, getattr(params, "message", ""), dict(schema))
-        return ElicitResult(action=action, content={} if action == "accept" else None)
+        action, answer = await self._elicit(self.server.name, getattr(params, "message", ""), dict(schema))
+        if action != "accept":
+            return ElicitResult(action=action)
+        return ElicitResult(action="accept", content=_answer_object(answer))
 
     # -- what the server offers -----------------------------------------------------------
     def _learn(self, tools: list[Any]) -> bool:
@@ -418,6 +421,15 @@ def _resource_text(result: Any) -> ToolResult:
         text = getattr(content, "text", None)
         parts.append(text if text is not None else f"[binary resource {content.uri} ({content.mime_type})]")
     return ToolResult("\n".join(parts) or "(empty resource)")
+
+
+def _answer_object(answer: str | None) -> dict:
+    """The user's answer to an elicitation form: a JSON object; anything else answers nothing."""
+    try:
+        value = json.loads(answer) if answer else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _connection_lost(exc: Exception) -> bool:

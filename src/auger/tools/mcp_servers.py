@@ -62,8 +62,8 @@ class McpServers:
                              elicit=self._ask)
         await self.registry.add(server.name, toolset)
 
-    async def _ask(self, server: str, message: str, schema: dict) -> str:
-        return "decline" if self.elicit is None else await self.elicit(server, message, schema)
+    async def _ask(self, server: str, message: str, schema: dict) -> tuple[str, str | None]:
+        return ("decline", None) if self.elicit is None else await self.elicit(server, message, schema)
 
 
 class _ResourceTools:
