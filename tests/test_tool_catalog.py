@@ -117,3 +117,26 @@ def test_a_source_whose_tools_changed_moves_the_generation_at_refresh():
         assert json.dumps([s.name for s in router.schemas]) == '["one", "two"]'
 
     asyncio.run(main())
+
+
+def test_a_removed_mcp_server_is_never_started_again(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from auger.tools.mcp import McpToolset
+    from auger.tools.mcp_config import parse_server
+
+    root = Path(__file__).resolve().parent.parent
+    server = parse_server("t", {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"],
+                                "cwd": str(root)})
+    ctx = ToolContext(root=tmp_path, state=SessionToolState(scratch_dir=tmp_path / "s"), call_id="c", archive=None)
+
+    async def main():
+        toolset = McpToolset(server, root=tmp_path, warn=print)
+        await toolset.open()
+        assert (await toolset.call("mcp__t__echo", {"text": "a"}, ctx)).output == "echo: a"
+        await toolset.close()
+        late = await toolset.call("mcp__t__echo", {"text": "b"}, ctx)  # a call in flight at removal
+        assert not late.ok and "was removed" in late.output
+
+    asyncio.run(main())

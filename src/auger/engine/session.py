@@ -483,7 +483,6 @@ class _Archive:
 async def _start_mcp_servers(config, router: ToolRouter, root: Path, confinement, warnings: list[str]) -> McpServers:
     """The MCP servers configured for every session, started together; problems become warnings."""
     from auger.tools.mcp_config import configured_servers
-    from auger.tools.mcp_servers import McpServers
 
     servers, problems = configured_servers(config.tables, trust_project=config.trust_project_mcp)
     warnings.extend(problems)

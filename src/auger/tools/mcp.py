@@ -88,6 +88,7 @@ class McpToolset:
         self._has_resources = False
         self._errlog: IO[str] | None = None  # a stdio server's stderr, for the reports
         self._scope: Any = None  # the connection task's anyio cancel scope
+        self._closed = False  # removed from the session: never started again
         self._stale = False  # the server said its tools changed
         self._changed = False  # our tool list changed since the catalog last asked
 
@@ -101,6 +102,7 @@ class McpToolset:
         self._changed = False  # what open() found is part of the catalog from the start
 
     async def close(self) -> None:
+        self._closed = True
         await self._disconnect()
         if self._errlog is not None:
             self._errlog.close()
@@ -170,6 +172,8 @@ class McpToolset:
     async def _connected(self) -> Any:
         if self._alive():
             return self._client
+        if self._closed:  # a call still in flight when the server was removed
+            raise ServerFailed(f"MCP server {self.server.name!r} was removed from this session")
         async with self._lock:
             if not self._alive():
                 await self._disconnect()
