@@ -327,3 +327,15 @@ def test_a_server_that_hangs_at_start_up_is_given_up_after_its_timeout(project, 
     assert any("'hung' did not start within 1 s" in w and "thinking" in w for w in warnings), warnings
     assert "there is no tool named" in run.of(ev.ToolCallEnded)[0].output  # it never listed any
     assert run.ended.reason == "complete"
+
+
+def test_what_a_server_says_is_capped_before_it_reaches_the_prompt():
+    from types import SimpleNamespace
+
+    from auger.tools.mcp import MAX_DESCRIPTION, _describe
+
+    tool = SimpleNamespace(name="t", title=None, description="x" * (MAX_DESCRIPTION + 500))
+    text = _describe("srv", tool)
+    assert len(text) < MAX_DESCRIPTION + 100 and "[cut: 500 more characters]" in text
+    assert _describe("srv", SimpleNamespace(name="t", title=None, description="short")) == \
+        "short\n(from MCP server 'srv')"

@@ -36,6 +36,8 @@ from auger.tools.toolset import Contribution
 log = logging.getLogger("auger.mcp")
 
 MAX_NAME = 64  # the longest tool name every provider accepts
+MAX_INSTRUCTIONS = 8_000  # characters of a server's instructions put in the system prompt
+MAX_DESCRIPTION = 2_000  # characters of one tool's description
 # (server, message, schema) -> (accept | decline | cancel, the answer: a JSON object's text, or None)
 Elicit = Callable[[str, str, dict], Awaitable[tuple[str, str | None]]]
 
@@ -227,7 +229,7 @@ class McpToolset:
                     if client.server_capabilities.resources is not None:
                         self._has_resources = bool((await client.list_resources()).resources)
                     self._learn(await _all_tools(client))
-                    self._instructions = client.instructions or ""
+                    self._instructions = _capped(client.instructions or "", MAX_INSTRUCTIONS)
                     if not ready.done():
                         ready.set_result(None)
                     await stop.wait()
@@ -381,8 +383,13 @@ async def _all_tools(client: Any) -> list[Any]:
 
 
 def _describe(server: str, tool: Any) -> str:
-    text = (tool.description or tool.title or tool.name).strip()
+    text = _capped((tool.description or tool.title or tool.name).strip(), MAX_DESCRIPTION)
     return f"{text}\n(from MCP server {server!r})"
+
+
+def _capped(text: str, limit: int) -> str:
+    """A server decides how much it says; the prompt it lands in is ours, so it is cut with a note."""
+    return text if len(text) <= limit else text[:limit] + f"\n[cut: {len(text) - limit} more characters]"
 
 
 def _tool_result(result: Any) -> ToolResult:
