@@ -48,6 +48,7 @@ class Config:
     session_token_budget: int | None = None  # stop cleanly once a session used this many tokens
     session_cost_budget: float | None = None  # ...or this much money (USD)
     trust_project_config: bool = False  # honour provider definitions in a project's .auger/config.toml
+    trust_project_mcp: bool = False  # start the MCP servers a project's .auger/config.toml defines
     tables: dict = field(default_factory=dict, compare=False)  # [providers...] and other tables, for the registry
     tables_source: str = ""
     diagnostics: list[str] = field(default_factory=list, compare=False)
@@ -135,6 +136,8 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> None:
                 config.diagnostics.append(f"{path}: [providers] ignored: a project may not define where API keys "
                                           "are sent (set trust_project_config = true in your user config)")
                 continue
+            if project and key == "mcp_servers":  # listed apart: started only with trust_project_mcp
+                key = "project_mcp_servers"
             merged = config.tables.setdefault(key, {})
             if isinstance(merged, dict):
                 merged.update(value)

@@ -38,18 +38,20 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, Event, ModeChanged, ModelChanged, RolledBack, SessionConfigured, SessionTitle,
-    ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
+    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
+    SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, SetModel, Shutdown, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, RemoveMcpServer, Rollback, SetMode, SetModel, Shutdown,
+    UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
+from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
 
 log = logging.getLogger("auger.session")
@@ -63,7 +65,7 @@ _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_
 class Session:
     def __init__(self, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
                  history: History, interactive: bool, ledger: UsageLedger, runtime: ToolRuntime,
-                 confinement, window: int | None, warnings: list[str]) -> None:
+                 confinement, window: int | None, warnings: list[str], mcp: McpServers) -> None:
         """Use `Session.open`: the parts passed here are set up asynchronously."""
         self.workspace = workspace
         self.store = store
@@ -76,6 +78,7 @@ class Session:
         self.runtime = runtime
         self.confinement = confinement  # auger.policy.confinement.Confinement, when a sandbox works here
         self.archive = runtime.archive
+        self.mcp = mcp  # the session's MCP servers, in the router's registry
         self.skills = workspace.skills  # re-read by refresh_context, so skills added mid-session are offered
         self.pending_input: list[UserTurn] = []
         self.compact_requested = False
@@ -122,12 +125,16 @@ class Session:
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
                         approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
         router = await ToolRouter.open(workspace.tools)
+        mcp = await _start_mcp_servers(config, router, workspace.root, confinement, warnings)
         runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
-                      window=await probe, warnings=warnings)
+                      window=await probe, warnings=warnings, mcp=mcp)
+        mcp.warn = lambda message: session.emit(WarningEvent(message))
+        if interactive:
+            mcp.elicit = session._elicit
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._start(resumed=resumed)
@@ -185,7 +192,7 @@ class Session:
         self.history.append(item)
 
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
-                  details: dict | None = None) -> ApprovalDecision:
+                  details: dict | None = None, form: ElicitationForm | None = None) -> ApprovalDecision:
         """Ask the client to decide; with nobody to ask (headless), take `headless_default`."""
         request_id = uuid.uuid4().hex[:12]
         if not self.interactive:
@@ -193,7 +200,7 @@ class Session:
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._approvals[request_id] = (future, options)
         self.emit(ApprovalRequest(turn_id, request_id, kind, message, [ApprovalOption(o) for o in options],
-                                  ApprovalDetails(**details) if details else None))
+                                  ApprovalDetails(**details) if details else None, form))
         try:
             return await future
         finally:
@@ -345,6 +352,11 @@ class Session:
                 self._start_turn(compact_only=True)
         elif isinstance(op, Rollback):
             await self._rollback(op.turns)
+        elif isinstance(op, (AddMcpServer, RemoveMcpServer)):
+            problem = (await self.mcp.add(op.name, op.config) if isinstance(op, AddMcpServer)
+                       else await self.mcp.remove(op.name))
+            if problem:
+                self.emit(WarningEvent(problem))
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -401,6 +413,14 @@ class Session:
             await self.store.update_session(self.id, mode=mode)
             await self.update_environment()
         self.emit(ModeChanged(Mode(mode), Mode(previous)))
+
+    async def _elicit(self, server: str, message: str, schema: dict) -> tuple[str, str | None]:
+        """An MCP server asks the user something mid-call: asked like an approval (headless: declined); an
+        answer to its form (`schema` in the details) comes as a JSON object in the decision's feedback."""
+        decision = await self.ask(turn_id=CONTEXT_TURN, kind="elicitation", message=f"MCP server {server!r} asks: "
+                                  f"{message}", options=["accept", "decline", "cancel"], headless_default="decline",
+                                  form=ElicitationForm(server, schema))
+        return decision.decision, decision.feedback
 
     def _decide(self, op: ApprovalDecision) -> None:
         waiting = self._approvals.get(op.request_id)
@@ -493,6 +513,17 @@ class _Archive:
         labels = {"user_message": "user", "assistant_message": "assistant", "compaction": "summary"}
         return [(f"{labels[item.TYPE]} message #{seq}",
                  str(getattr(item, "text", None) or getattr(item, "summary", ""))) for seq, item in found]
+
+
+async def _start_mcp_servers(config, router: ToolRouter, root: Path, confinement, warnings: list[str]) -> McpServers:
+    """The MCP servers configured for every session, started together; problems become warnings."""
+    from auger.tools.mcp_config import configured_servers
+
+    servers, problems = configured_servers(config.tables, trust_project=config.trust_project_mcp)
+    warnings.extend(problems)
+    mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
+    await mcp.start(servers)
+    return mcp
 
 
 async def _probe_window(client: ModelClient, config) -> int | None:

@@ -90,8 +90,9 @@ class Turn:
             self._check_window_fill()
             compacted = await self._compact_if_needed()
             images_replaced = False
+            await ctx.runtime.router.refresh()  # tool sources changed since the last call take effect now
             while True:
-                request = ModelRequest(ctx.instructions, host.history.for_prompt(ctx.limits.output_cap_chars),
+                request = ModelRequest(ctx.system_prompt, host.history.for_prompt(ctx.limits.output_cap_chars),
                                        list(ctx.tools))
                 try:
                     reply = await self._call_model(request)
@@ -117,7 +118,7 @@ class Turn:
                 return
 
     def _context_used(self) -> int:
-        return self.host.meter.estimate(self.ctx.instructions, self.ctx.tools, self.ctx.limits)
+        return self.host.meter.estimate(self.ctx.system_prompt, self.ctx.tools, self.ctx.limits)
 
     def _check_window_fill(self) -> None:
         """Warn once, before the session's first request, when that request already fills most of the window."""

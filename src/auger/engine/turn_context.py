@@ -28,7 +28,7 @@ class TurnContext:
     skills: SkillIndex  # the session's current skills
     client: ModelClient
     model_info: ModelInfo
-    instructions: str  # the system prompt
+    instructions: str  # the base system prompt; tool sources add their contributions (system_prompt)
     runtime: ToolRuntime  # and its router: the session's tool catalog
     limits: ContextLimits
     budgets: Budgets
@@ -39,8 +39,15 @@ class TurnContext:
 
     @property
     def tools(self) -> tuple[ToolSchema, ...]:
-        """The catalog the model sees, rendered once per session (a byte-stable prompt prefix)."""
-        return self.runtime.router.schemas
+        """The catalog the model sees now; re-rendered only when a tool source changed (tools/router.py),
+        so the prompt prefix stays byte-identical while nothing does."""
+        return self.runtime.router.catalog(self.instructions).schemas
+
+    @property
+    def system_prompt(self) -> str:
+        """The base instructions with what the catalog's tool sources contribute (an MCP server's
+        instructions, while its tools are offered)."""
+        return self.runtime.router.catalog(self.instructions).system_prompt
 
     @property
     def model(self) -> str:

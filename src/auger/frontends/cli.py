@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from auger import __version__
+from auger.frontends.mcp_commands import McpCommandError, add_parsers as add_mcp_parsers, split_command
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -26,17 +27,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"auger {__version__}")
         return EXIT_OK
     parser, commands = _parser()
+    argv, server_command = split_command(argv)
     if argv and argv[0] in commands:
         # Per-command parsing lets options sit between positionals: `auger resume ID --json PROMPT`.
         args = commands[argv[0]].parse_intermixed_args(argv[1:])
     else:
         args = parser.parse_args(argv)
+    if server_command is not None:
+        args.server_argv = server_command
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_USAGE
     try:
         return args.run(args)
-    except CliError as exc:
+    except (CliError, McpCommandError) as exc:
         print(f"auger: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -117,6 +121,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     _store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
+    add_mcp_parsers(sub, _store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo}
 

@@ -182,16 +182,26 @@ class ApprovalDetails:
     diff: str | None = None  # the change a file tool would make, when it can be previewed
 
 
+@dataclass
+class ElicitationForm:
+    """What an MCP server asks the user to fill in mid-call; the answer is a JSON object matching
+    `schema`, sent as the decision's feedback with `accept`."""
+
+    server: str
+    schema: dict[str, Any] = field(default_factory=dict)
+
+
 @tag("approval_request")
 class ApprovalRequest(Event):
     """The engine waits for an ApprovalDecision op naming `request_id`."""
 
     turn_id: str
     request_id: str
-    kind: str  # "tool" | "unsandboxed" | "continue" (loop guard)
+    kind: str  # "tool" | "unsandboxed" | "continue" (loop guard) | "elicitation" (an MCP server asks)
     message: str
     options: list[ApprovalOption] = field(default_factory=list)
     details: ApprovalDetails | None = None  # for "tool" and "unsandboxed"
+    form: ElicitationForm | None = None  # for "elicitation"
 
 
 @tag("model_changed")

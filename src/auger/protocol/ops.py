@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import field
+from typing import Any
 
 from auger.protocol._data import Record, family, tag
 from auger.protocol.vocab import ApprovalOption, Mode
@@ -62,6 +63,20 @@ class Rollback(Op):
     """Drop the last `turns` user turns from the model's context; refused while a turn runs."""
 
     turns: int = 1
+
+
+@tag("add_mcp_server")
+class AddMcpServer(Op):
+    """Start an MCP server for this session only; its tools are offered from the next model call.
+    `config` is one `[mcp_servers.NAME]` table (command/args/env/cwd or url/headers/...)."""
+
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@tag("remove_mcp_server")
+class RemoveMcpServer(Op):
+    name: str
 
 
 @tag("shutdown")

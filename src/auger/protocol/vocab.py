@@ -46,6 +46,9 @@ class ApprovalOption(StrEnum):
     ABORT = "abort"
     CONTINUE = "continue"  # the loop guard's question
     STOP = "stop"
+    ACCEPT = "accept"  # an MCP server's elicitation: answer it (the answer goes in the decision's feedback)
+    DECLINE = "decline"
+    CANCEL = "cancel"
 
 
 class PlanStatus(StrEnum):

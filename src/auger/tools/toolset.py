@@ -10,11 +10,17 @@ is a small wrapper around another toolset, never a special case elsewhere:
 
 Plan mode needs no wrapper (policy denies its changes and the catalog stays byte-stable); a
 read-only sub-agent gets `read_only(toolset)`.
+
+A toolset may also say something in the system prompt: `contributions()` returns Contributions
+(an MCP server's `instructions`, a plugin's usage notes). A contribution tied to tools is shown
+only while one of them is in the catalog, so a filtered-out source says nothing. A toolset whose
+tools can change in place has an int `revision` that moves when they do.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, Sequence
 
 from auger.policy.types import Effect
@@ -31,6 +37,35 @@ class Toolset(Protocol):
 
     async def call(self, name: str, args: dict, ctx: ToolContext) -> ToolResult:
         """Run one listed tool with validated arguments."""
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """Text for the system prompt, after the base instructions: grouped by `slot` (in SLOTS order),
+    ordered by `priority` (lower first) within one. Shown only while one of `tools` is in the catalog,
+    unless `tools` is empty."""
+
+    text: str
+    slot: str = "tools"
+    priority: int = 100
+    tools: frozenset[str] = frozenset()
+
+
+SLOTS = ("guidance", "tools")  # where contributions go, in prompt order; an unknown slot goes last
+
+
+def contributions_of(toolset: Toolset) -> Sequence[Contribution]:
+    contributions = getattr(toolset, "contributions", None)
+    return contributions() if contributions is not None else ()
+
+
+def render_contributions(base: str, contributions: Iterable[Contribution], tools: frozenset[str]) -> str:
+    """The system prompt: the base instructions, then each shown contribution; deterministic, so an
+    unchanged catalog renders the same bytes."""
+    shown = [c for c in contributions if c.text and (not c.tools or c.tools & tools)]
+    rank = {slot: i for i, slot in enumerate(SLOTS)}
+    shown.sort(key=lambda c: (rank.get(c.slot, len(SLOTS)), c.slot, c.priority))  # stable: source order
+    return "\n\n".join([base, *(c.text for c in shown)]) if shown else base
 
 
 class StaticToolset:

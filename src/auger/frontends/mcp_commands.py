@@ -1,0 +1,254 @@
+"""`auger mcp add|list|get|remove` and `auger mcp-server`.
+
+The `mcp` commands edit `[mcp_servers.NAME]` tables in the user's config.toml: other content is
+kept as written (comments included), the new text is checked by parsing it before it replaces the
+file, and the file is replaced atomically (a crash leaves the old or the new file, never half).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+
+class McpCommandError(Exception):
+    """A user mistake; the CLI prints it as one line."""
+
+
+def add_parsers(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]) -> None:
+    p_mcp = sub.add_parser("mcp", help="configure MCP servers whose tools every session gets")
+    mcp_sub = p_mcp.add_subparsers(dest="mcp_command", metavar="SUBCOMMAND", required=True)
+    p_add = mcp_sub.add_parser("add", help="add a server: auger mcp add NAME -- CMD ARGS...  or  --url URL")
+    p_add.add_argument("name")
+    p_add.add_argument("--url", help="a streamable-HTTP server's URL")
+    p_add.add_argument("--sse", action="store_true", help="the URL speaks the older SSE transport")
+    p_add.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
+    p_add.add_argument("--bearer-token-env", metavar="VAR", help="send $VAR as a bearer token")
+    p_add.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for a stdio server")
+    p_add.add_argument("--trusted", action="store_true", help="run a stdio server outside the session sandbox")
+    p_add.add_argument("--startup-timeout", type=float, metavar="S")
+    p_add.add_argument("--tool-timeout", type=float, metavar="S")
+    p_add.set_defaults(run=_cmd_add, server_argv=[])  # the words after `--`: see split_command
+    p_list = mcp_sub.add_parser("list", help="list configured servers")
+    p_list.add_argument("--json", action="store_true", help="print JSON")
+    p_list.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
+    p_list.set_defaults(run=_cmd_list)
+    p_get = mcp_sub.add_parser("get", help="show one server's configuration")
+    p_get.add_argument("name")
+    p_get.set_defaults(run=_cmd_get)
+    p_remove = mcp_sub.add_parser("remove", help="remove a server")
+    p_remove.add_argument("name")
+    p_remove.set_defaults(run=_cmd_remove)
+
+    p_server = sub.add_parser("mcp-server", help="serve auger's tools (auger_run, auger_continue) over MCP")
+    p_server.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1:PORT (default: stdio)")
+    p_server.add_argument("--approve-all", action="store_true", default=None,
+                          help="approve what would be asked instead of denying it")
+    store_opts(p_server)
+    p_server.set_defaults(run=_cmd_server)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`auger mcp add NAME [OPTIONS] -- CMD ARGS...`: the server's command line is everything after the
+    first `--`, taken apart before argparse (which cannot tell it from auger's own options)."""
+    if argv[:2] != ["mcp", "add"] or "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def user_config_path() -> Path:
+    from auger.config import home_dirs
+
+    return home_dirs()["config"] / "config.toml"
+
+
+# -- commands -------------------------------------------------------------------------
+def _cmd_add(args: argparse.Namespace) -> int:
+    from auger.tools.mcp_config import parse_server
+
+    command = args.server_argv
+    table: dict[str, Any] = {}
+    if command:
+        table["command"], table["args"] = command[0], command[1:]
+    if args.url:
+        table["url"] = args.url
+        if args.sse:
+            table["transport"] = "sse"
+    for key, pairs in (("headers", args.header), ("env", args.env)):
+        if pairs:
+            table[key] = _pairs(pairs, key)
+    for key in ("bearer_token_env", "startup_timeout", "tool_timeout"):
+        if getattr(args, key) is not None:
+            table[key] = getattr(args, key)
+    if args.trusted:
+        table["trusted"] = True
+    try:
+        parse_server(args.name, table)
+    except ValueError as exc:
+        raise McpCommandError(str(exc)) from None
+    path = user_config_path()
+    text = _read(path)
+    replaced = _without_server(text, args.name) != text
+    _write(path, _without_server(text, args.name).rstrip("\n") + ("\n\n" if text.strip() else "")
+           + render_table(args.name, table), args.name, table)
+    print(f"{'replaced' if replaced else 'added'} MCP server {args.name!r} in {path}")
+    return 0
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    path = user_config_path()
+    text = _read(path)
+    if args.name not in _servers(text, path):
+        raise McpCommandError(f"no MCP server named {args.name!r} in {path}")
+    _write(path, _without_server(text, args.name), args.name, None)
+    print(f"removed MCP server {args.name!r} from {path}")
+    return 0
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    path = user_config_path()
+    table = _servers(_read(path), path).get(args.name)
+    if table is None:
+        raise McpCommandError(f"no MCP server named {args.name!r} in {path}")
+    print(json.dumps(table, indent=2, sort_keys=True))
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from auger.config import load_config
+    from auger.tools.mcp_config import parse_server
+
+    project = args.cwd or os.getcwd()
+    config = load_config(project_dir=Path(project) if os.path.isdir(project) else None)
+    rows = []
+    for key, source in (("mcp_servers", "user"), ("project_mcp_servers", "project")):
+        for name, raw in (config.tables.get(key) or {}).items():
+            try:
+                server = parse_server(name, raw, source)
+            except ValueError as exc:
+                rows.append({"name": name, "source": source, "status": f"invalid: {exc}"})
+                continue
+            started = server.enabled and (source == "user" or config.trust_project_mcp)
+            status = "enabled" if started else ("disabled" if not server.enabled else
+                                                "not started (set trust_project_mcp = true)")
+            rows.append({"name": name, "source": source, "kind": server.kind, "target": server.describe(),
+                         "trusted": server.trusted, "status": status})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print("no MCP servers configured; add one with `auger mcp add NAME -- CMD ARGS...`")
+    for row in rows if not args.json else ():
+        print(f"{row['name']:<16} {row['source']:<8} {row.get('kind', ''):<16} {row['status']:<10} "
+              f"{'trusted ' if row.get('trusted') else ''}{row.get('target', '')}")
+    return 0
+
+
+def _cmd_server(args: argparse.Namespace) -> int:
+    from auger.config import load_config
+    from auger.frontends.mcp_server import serve
+
+    flags = {"db_path": args.db, "approve_all": args.approve_all}
+
+    def config_for(project: str):
+        return load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
+
+    for line in config_for(os.getcwd()).diagnostics:
+        print(f"auger: warning: {line}", file=sys.stderr)
+    serve(config_for, http_port=args.http)
+    return 0
+
+
+# -- the config file ------------------------------------------------------------------
+def _pairs(pairs: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise McpCommandError(f"{what}: expected K=V, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(type(value).__name__)
+
+
+def render_table(name: str, table: dict[str, Any]) -> str:
+    return f"[mcp_servers.{name}]\n" + "".join(f"{key} = {_toml(value)}\n" for key, value in table.items())
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(#.*)?$")
+
+
+def _without_server(text: str, name: str) -> str:
+    """The file without `[mcp_servers.NAME]` and its sub-tables (header to the next header)."""
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        header = _HEADER.match(line)
+        if header:
+            key = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", "")
+            skipping = key == f"mcp_servers.{name}" or key.startswith(f"mcp_servers.{name}.")
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise McpCommandError(f"cannot read {path}: {exc}") from None
+
+
+def _servers(text: str, path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise McpCommandError(f"{path} is not valid TOML ({exc}); fix it first") from None
+    servers = data.get("mcp_servers", {})
+    return servers if isinstance(servers, dict) else {}
+
+
+def _write(path: Path, text: str, name: str, expected: dict[str, Any] | None) -> None:
+    """Replace the file atomically, after checking the new text parses and says what was meant (an
+    inline `mcp_servers = {...}` or a dotted key elsewhere would defeat the section edit)."""
+    _servers(_read(path), path)  # refuse to touch a file that does not parse now
+    got = _servers(text, path).get(name)
+    if got != expected:
+        raise McpCommandError(f"{path} defines mcp_servers in a form this command does not edit; "
+                              "edit the file by hand")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.toml.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,94 @@
+"""A session's MCP servers: the configured ones started together at open, others added or removed
+while it runs. Each is a member of the session's tool registry (tools/router.py), so a change is
+offered from the next model call. tools/mcp.py (and with it the SDK) is imported only when there is
+a server to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from auger.tools.base import CommandSandbox, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.mcp_config import McpServerConfig, parse_server
+from auger.tools.router import ToolRegistry
+
+if TYPE_CHECKING:
+    from auger.tools.mcp import Elicit, McpToolset
+
+RESOURCES = "mcp resources"  # its registry name: no server can be named so (tools/mcp_config.NAME)
+
+
+class McpServers:
+    def __init__(self, registry: ToolRegistry, *, root: Path, sandbox: CommandSandbox | None,
+                 warn: Callable[[str], None]) -> None:
+        self.registry = registry
+        self.root = root
+        self.sandbox = sandbox
+        self.warn = warn
+        self.elicit: Elicit | None = None  # set once someone can answer (an interactive session)
+
+    async def start(self, servers: list[McpServerConfig]) -> None:
+        """Start servers concurrently (each within its own start-up timeout); failures are warnings."""
+        if servers:
+            await self._offer_resources()
+        await asyncio.gather(*(self._add(server) for server in servers))
+
+    async def add(self, name: str, table: dict) -> str | None:
+        """Add a server from one config table; None, or why it was refused (one line)."""
+        if name in self.registry:
+            return f"an MCP server named {name!r} is already running in this session"
+        try:
+            server = parse_server(name, table, source="session")
+        except ValueError as exc:
+            return str(exc)
+        await self._offer_resources()
+        await self._add(server)
+        return None
+
+    async def remove(self, name: str) -> str | None:
+        return None if await self.registry.remove(name) else f"no MCP server named {name!r} in this session"
+
+    async def _offer_resources(self) -> None:
+        """The resource tools, one pair for all servers, listed only while a server has resources."""
+        if RESOURCES not in self.registry:
+            await self.registry.add(RESOURCES, _ResourceTools(self.registry))
+
+    async def _add(self, server: McpServerConfig) -> None:
+        from auger.tools.mcp import McpToolset
+
+        toolset = McpToolset(server, root=self.root, warn=self.warn, sandbox=self.sandbox,
+                             elicit=self._ask)
+        await self.registry.add(server.name, toolset)
+
+    async def _ask(self, server: str, message: str, schema: dict) -> tuple[str, str | None]:
+        return ("decline", None) if self.elicit is None else await self.elicit(server, message, schema)
+
+
+class _ResourceTools:
+    """`list_mcp_resources` / `read_mcp_resource` over the registry's servers that have resources."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        from auger.tools.mcp import resource_tools
+
+        self.registry = registry
+        self._specs = {spec.name: spec for spec in resource_tools(self._servers)}
+
+    def _servers(self) -> list[McpToolset]:
+        return [t for t in self.registry.members if getattr(t, "has_resources", False)]  # type: ignore[misc]
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def list_tools(self) -> Sequence[ToolSpec]:
+        return list(self._specs.values()) if self._servers() else []
+
+    async def call(self, name: str, args: dict, ctx: ToolContext) -> ToolResult:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise ToolError(f"there is no tool named {name!r}")
+        return await spec.handler(args, ctx)

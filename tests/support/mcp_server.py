@@ -1,0 +1,118 @@
+"""A real MCP server for the tests, written with the `mcp` SDK: stdio (default) or streamable HTTP.
+
+    python -m tests.support.mcp_server [--http PORT]
+
+Its tools exercise what a client must cope with: annotations, structured content, `isError`, an
+image, a slow call, a crash, a tool added at run time (with `notifications/tools/list_changed`) and
+an elicitation. `MCP_TEST_SERVER_NAME` renames it (two at once in one session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ImageContent, TextContent, ToolAnnotations
+from pydantic import BaseModel
+
+server = MCPServer(os.environ.get("MCP_TEST_SERVER_NAME", "testsrv"),
+                   instructions="Use testsrv tools for echoing. MCP-INSTRUCTIONS-MARKER")
+
+# a 1x1 transparent PNG
+PNG = base64.b64encode(bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002"
+    "000100e221bc330000000049454e44ae426082")).decode()
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return f"echo: {text}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+def wipe(target: str) -> str:
+    """Pretend to delete something."""
+    return f"wiped {target}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True))
+def post(message: str) -> str:
+    """Pretend to post a message somewhere public."""
+    return f"posted {message}"
+
+
+@server.tool()
+def add(a: int, b: int) -> dict:
+    """Add two numbers; the result is structured."""
+    return {"sum": a + b}
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails with the reason."""
+    raise ValueError(reason)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def picture() -> list:
+    """Return a tiny image."""
+    return [TextContent(type="text", text="a picture"), ImageContent(type="image", data=PNG, mimeType="image/png")]
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+@server.tool()
+def crash() -> str:
+    """Kill the server process."""
+    os._exit(3)
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add a tool named `extra` and tell the client the tool list changed."""
+    if "extra" not in {t.name for t in await server.list_tools()}:
+        server.add_tool(lambda: "extra ran", name="extra", description="Added at run time.")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+class Confirm(BaseModel):
+    ok: bool
+
+
+@server.tool()
+async def confirm(ctx: Context) -> str:
+    """Ask the user to confirm."""
+    result = await ctx.elicit("Really do it?", Confirm)
+    return f"elicitation: {result.action}" + (f" ok={result.data.ok}" if result.action == "accept" else "")
+
+
+@server.resource("note://hello", description="A short note.")
+def hello_note() -> str:
+    return "hello from a resource"
+
+
+@server.prompt()
+def review(topic: str) -> str:
+    """Review something."""
+    return f"Please review {topic} carefully."
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+        server.run("streamable-http", port=int(sys.argv[2]))
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()

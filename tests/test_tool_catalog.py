@@ -1,0 +1,142 @@
+"""The session's tool catalog: registry generations, overlays, prompt contributions, and a rendering
+that is rebuilt only when a part of its key changes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from auger.tools.base import READ_ONLY, SessionToolState, ToolContext, ToolResult, ToolSpec
+from auger.tools.router import Overlay, ToolRouter
+from auger.tools.toolset import Contribution, StaticToolset
+
+
+def _spec(name: str) -> ToolSpec:
+    async def handler(args, ctx):
+        return ToolResult(f"{name} ran")
+
+    return ToolSpec(name, f"the {name} tool", {"type": "object", "properties": {}}, handler, effect=READ_ONLY)
+
+
+class Talking(StaticToolset):
+    """A tool source with something to say in the system prompt while its tools are offered."""
+
+    def __init__(self, names, text, **kw) -> None:
+        super().__init__([_spec(n) for n in names])
+        self._contribution = Contribution(text, tools=frozenset(names), **kw)
+
+    def contributions(self):
+        return [self._contribution]
+
+
+def test_catalog_is_rebuilt_only_when_its_key_changes():
+    async def main():
+        router = await ToolRouter.open(StaticToolset([_spec("read")]))
+        first = router.catalog("BASE")
+        start = router.rebuilds
+        for _ in range(5):
+            assert router.catalog("BASE") is first
+            await router.refresh()
+        assert router.rebuilds == start
+        await router.registry.add("srv", Talking(["mcp__srv__x"], "SRV SAYS"))
+        second = router.catalog("BASE")
+        assert router.rebuilds == start + 1
+        assert [s.name for s in second.schemas] == ["read", "mcp__srv__x"]
+        assert second.system_prompt == "BASE\n\nSRV SAYS"
+        assert router.catalog("BASE") is second and router.rebuilds == start + 1
+        await router.registry.remove("srv")
+        third = router.catalog("BASE")
+        assert router.rebuilds == start + 2 and third.system_prompt == "BASE" and router.names == ["read"]
+        await router.close()
+
+    asyncio.run(main())
+
+
+def test_overlay_adds_tools_and_can_hide_the_base(tmp_path):
+    async def main():
+        router = await ToolRouter.open(StaticToolset([_spec("read"), _spec("write")]))
+        router.catalog("B")
+        before = router.rebuilds
+        extra = StaticToolset([_spec("review")])
+        router.set_overlay(Overlay([extra], [Contribution("You are reviewing.", slot="guidance")],
+                                   include_base=False))
+        catalog = router.catalog("B")
+        assert router.rebuilds == before + 1
+        assert [s.name for s in catalog.schemas] == ["review"]
+        assert catalog.system_prompt == "B\n\nYou are reviewing."
+        assert router.get("write") is None
+        ctx = ToolContext(root=tmp_path, state=SessionToolState(scratch_dir=tmp_path / "s"), call_id="c",
+                          archive=None)
+        assert (await router.call(router.get("review"), {}, ctx)).output == "review ran"
+        router.set_overlay(Overlay())
+        assert router.names == ["review"]  # the last rendering stays until the next request renders
+        assert router.catalog("B").schemas and router.names == ["read", "write"]
+
+    asyncio.run(main())
+
+
+def test_contributions_follow_their_tools_and_are_ordered_by_slot_and_priority():
+    async def main():
+        router = await ToolRouter.open(StaticToolset([_spec("read")]))
+        await router.registry.add("b", Talking(["b1"], "B tools", priority=50))
+        await router.registry.add("a", Talking(["a1"], "A tools", priority=10))
+        router.set_overlay(Overlay([], [Contribution("guide first", slot="guidance", priority=999),
+                                        Contribution("only with zz", tools=frozenset({"zz"}))]))
+        assert router.catalog("BASE").system_prompt == "BASE\n\nguide first\n\nA tools\n\nB tools"
+        await router.registry.remove("a")
+        assert router.catalog("BASE").system_prompt == "BASE\n\nguide first\n\nB tools"
+
+    asyncio.run(main())
+
+
+def test_a_source_whose_tools_changed_moves_the_generation_at_refresh():
+    class Changing(StaticToolset):
+        def __init__(self):
+            super().__init__([_spec("one")])
+            self.pending = False
+
+        async def refresh(self) -> bool:
+            if not self.pending:
+                return False
+            self.pending = False
+            self._specs["two"] = _spec("two")
+            return True
+
+    async def main():
+        router = await ToolRouter.open(StaticToolset([]))
+        changing = Changing()
+        await router.registry.add("c", changing)
+        router.catalog("")
+        before = router.rebuilds
+        await router.refresh()
+        assert router.catalog("").schemas == router.schemas and router.rebuilds == before
+        changing.pending = True
+        await router.refresh()
+        assert [s.name for s in router.catalog("").schemas] == ["one", "two"]
+        assert router.rebuilds == before + 1
+        assert json.dumps([s.name for s in router.schemas]) == '["one", "two"]'
+
+    asyncio.run(main())
+
+
+def test_a_removed_mcp_server_is_never_started_again(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from auger.tools.mcp import McpToolset
+    from auger.tools.mcp_config import parse_server
+
+    root = Path(__file__).resolve().parent.parent
+    server = parse_server("t", {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"],
+                                "cwd": str(root)})
+    ctx = ToolContext(root=tmp_path, state=SessionToolState(scratch_dir=tmp_path / "s"), call_id="c", archive=None)
+
+    async def main():
+        toolset = McpToolset(server, root=tmp_path, warn=print)
+        await toolset.open()
+        assert (await toolset.call("mcp__t__echo", {"text": "a"}, ctx)).output == "echo: a"
+        await toolset.close()
+        late = await toolset.call("mcp__t__echo", {"text": "b"}, ctx)  # a call in flight at removal
+        assert not late.ok and "was removed" in late.output
+
+    asyncio.run(main())
