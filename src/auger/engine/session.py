@@ -121,7 +121,10 @@ class Session:
                           set_values=config.shell_env_set)
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
                         approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
-        router = await ToolRouter.open(workspace.tools)
+        from auger.context.instructions import model_family
+        from auger.tools.toolset import for_model
+
+        router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
