@@ -29,6 +29,7 @@ from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageL
 from auger.engine.history import History
 from auger.engine.stream import EventStream
 from auger.engine.titles import generate_title
+from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
 from auger.engine.tool_runtime import Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
@@ -45,7 +46,7 @@ from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    ApprovalDecision, Compact, Interrupt, Op, Rollback, SetMode, SetModel, Shutdown, UserTurn,
+    ApprovalDecision, Compact, Interrupt, Op, Redo, Rollback, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, TurnEndReason
 from auger.store.base import SessionRecord, Store
@@ -91,6 +92,7 @@ class Session:
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
+        self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -131,6 +133,11 @@ class Session:
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings)
+        snapshots = snapshot_store(config, workspace.root, dirs["data"])
+        if snapshots is not None:
+            session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
+            runtime.before_mutation.append(session.changes.before_mutation)
+            session.changes.start()
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._start(resumed=resumed)
@@ -347,6 +354,8 @@ class Session:
                 self._start_turn(compact_only=True)
         elif isinstance(op, Rollback):
             await self._rollback(op.turns)
+        elif isinstance(op, (Undo, Redo)):
+            await self._undo(op)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -391,6 +400,26 @@ class Session:
         self.meter.reset()  # re-estimate from the new view
         self.emit(RolledBack(turns, available - turns))
 
+    async def _undo(self, op: Undo | Redo) -> None:
+        """Undo or redo a turn's changes to the files, and tell the model; or say why not (nothing changed)."""
+        verb = "undo" if isinstance(op, Undo) else "redo"
+        if self.changes is None:
+            self.emit(WarningEvent(f"{verb} refused: snapshots are off in this session (snapshots = false)"))
+            return
+        if self.turn_running:
+            self.emit(WarningEvent(f"{verb} refused: a turn is running; interrupt it or wait for it to end"))
+            return
+        try:
+            if isinstance(op, Undo):
+                note, event = await undo_turn(self.changes.snapshots, self.history.items, op.turn_id, op.force)
+            else:
+                note, event = await redo_turn(self.changes.snapshots, self.history.items, op.force)
+        except UndoError as exc:
+            self.emit(WarningEvent(f"{verb} refused: {exc}"))
+            return
+        await self.record(UNDO_TURN, note)
+        self.emit(event)
+
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
 
@@ -429,6 +458,8 @@ class Session:
         except Exception as exc:  # an engine bug: report it, keep the session usable
             log.exception("turn %s failed", turn.id)
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
+        if self.changes is not None:
+            await self.changes.end_turn(turn.id)
         self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
         if reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
@@ -454,6 +485,8 @@ class Session:
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
         await stop_background(self.runtime.state.background)
+        if self.changes is not None:
+            await self.changes.close()
         await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
