@@ -172,3 +172,50 @@ def test_read_only_turns_take_no_snapshot(project, server):
     assert not run.of(ev.TurnDiff)
     events = op(project, server, run.session_id, Undo())
     assert isinstance(events[-1], ev.WarningEvent) and "no turn" in events[-1].message
+
+
+def test_cli_exec_json_shows_turn_diff_then_diff_undo_and_redo(project, server, auger_home):
+    from tests.support.harness import FAST, auger_cli, json_events
+
+    fast = [arg for item in FAST for arg in ("-c", item)]
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "echo made > b.txt"})]),
+               Reply(text="done"))
+    result = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", *fast, "edit",
+                       home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    lines = json_events(result.stdout)
+    types = [line["type"] for line in lines]
+    assert types.index("turn_diff") == types.index("turn_ended") - 1
+    session_id = lines[0]["session_id"]
+
+    shown = auger_cli("diff", session_id[:8], home=auger_home, cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert "turn 1" in shown.stdout and "-one\n+two" in shown.stdout and "+made" in shown.stdout
+    assert "\x1b[" not in shown.stdout  # not a terminal: plain text
+    as_json = json_events(auger_cli("diff", session_id, "1", "--json", home=auger_home, cwd=project).stdout)
+    assert [f["path"] for f in as_json[0]["files"]] == ["a.txt", "b.txt"]
+
+    undone = auger_cli("undo", session_id[:8], home=auger_home, cwd=project)
+    assert undone.returncode == 0, undone.stderr
+    assert "undid turn 1" in undone.stdout
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "b.txt").exists()
+    again = auger_cli("undo", session_id[:8], home=auger_home, cwd=project)
+    assert again.returncode != 0 and "already undone" in again.stderr
+    redone = auger_cli("undo", "--redo", session_id[:8], home=auger_home, cwd=project)
+    assert redone.returncode == 0, redone.stderr
+    assert (project / "a.txt").read_text() == "two\n" and (project / "b.txt").read_text() == "made\n"
+
+
+def test_undo_while_a_turn_runs_is_refused(project, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo x > a.txt; sleep 1"})]), Reply(text="done"))
+
+    def on_event(session, event):
+        if isinstance(event, ev.ToolCallStarted):
+            session.submit(Undo())
+
+    run = run_session(project, server, "work", on_event=on_event)
+    refusals = [e.message for e in run.of(ev.WarningEvent)]
+    assert any(m.startswith("undo refused: a turn is running") for m in refusals), refusals
+    assert (project / "a.txt").read_text() == "x\n"

@@ -116,8 +116,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     _store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
+    from auger.frontends.changes_cli import add_commands
+
+    changes = add_commands(sub, _store_opts)
     return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
-                    "providers": p_providers, "models": p_models, "demo": p_demo}
+                    "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
 
 def _store_opts(parser: argparse.ArgumentParser) -> None:
