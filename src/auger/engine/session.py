@@ -28,6 +28,7 @@ from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
 from auger.engine.history import History
 from auger.engine.stream import EventStream
+from auger.engine.own_files import OwnFiles
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
 from auger.engine.tool_runtime import Policy, ToolRuntime
@@ -133,6 +134,9 @@ class Session:
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings)
+        own = OwnFiles(workspace.root, state)
+        runtime.after_mutation.append(own.after_mutation)
+        runtime.deletes_own = own.deletes_only_own
         snapshots = snapshot_store(config, workspace.root, dirs["data"])
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
