@@ -52,3 +52,15 @@ def test_apply_patch_delete_of_an_own_file_is_not_asked(project, server):
                 on_event=approve_all(asked))
     assert asked == ["apply_patch"]
     assert not (project / "n.txt").exists()
+
+
+def test_a_resumed_session_still_knows_the_files_it_created(project, server):
+    db = project.parent / "sessions.db"
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "mine.txt", "content": "m\n"})]), Reply(text="ok"))
+    asked: list = []
+    first = run_session(project, server, "make", db=db, overrides=("mode=safe",), interactive=True,
+                        on_event=approve_all(asked))
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "rm mine.txt"})]), Reply(text="ok"))
+    run_session(project, server, "remove", db=db, resume=first.session_id, overrides=("mode=safe",),
+                interactive=True, on_event=approve_all(asked))
+    assert asked == ["mine.txt"] and not (project / "mine.txt").exists()

@@ -18,9 +18,10 @@ import os
 import shlex
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from auger.policy.paths import PathEscape, resolve_inside
+from auger.protocol.items import CreatedFile, Item
 
 if TYPE_CHECKING:
     from auger.engine.tool_runtime import PlannedCall
@@ -31,21 +32,28 @@ _RM_FLAGS = {"-f", "--"}
 
 
 class OwnFiles:
-    """The session's created files and their hashes right after creation (an `after_mutation` hook)."""
+    """The session's created files and their hashes right after creation (an `after_mutation` hook),
+    recorded as `created_file` items so a resumed session still knows them."""
 
-    def __init__(self, root: Path, state: SessionToolState) -> None:
+    def __init__(self, root: Path, state: SessionToolState, record: Callable[[str, Item], Awaitable[None]],
+                 items: Iterable[Item] = ()) -> None:
         self.root = root
         self.state = state
+        self._record = record
         self.hashes: dict[Path, str] = {}
+        for item in items:  # a resumed session: what it created before
+            if isinstance(item, CreatedFile):
+                path = root / item.path
+                self.hashes[path] = item.sha256
+                state.created_files.add(path)
 
     async def after_mutation(self, call: PlannedCall) -> None:
-        """Hash the files the call just created (the tools add them to `state.created_files`)."""
-        for path in self.state.created_files - self.hashes.keys():
+        """Hash and record the files the call just created (the tools add them to `state.created_files`)."""
+        for path in sorted(self.state.created_files - self.hashes.keys()):
             digest = _digest(path)
             if digest is not None:
                 self.hashes[path] = digest
-        for path in self.hashes.keys() - self.state.created_files:
-            del self.hashes[path]
+                await self._record(call.turn_id, CreatedFile(str(path.relative_to(self.root)), digest))
 
     def deletes_only_own(self, tool: str, args: dict[str, Any], c: Classification) -> bool:
         """Whether this call does nothing but delete unchanged files this session created."""

@@ -134,7 +134,7 @@ class Session:
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings)
-        own = OwnFiles(workspace.root, state)
+        own = OwnFiles(workspace.root, state, session.record, history.items)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
         snapshots = snapshot_store(config, workspace.root, dirs["data"])

@@ -128,3 +128,16 @@ class TurnChanges(Item):
     after_tree: str
     files: list[ChangedFile]
     diff: str
+
+
+@tag("created_file")
+class CreatedFile(Item):
+    """A file a tool of this session created, and its SHA-256 right after: while unchanged, the session
+    may delete it without asking (engine/own_files.py). Never shown to the model."""
+
+    path: str  # relative to the project root
+    sha256: str
+
+
+# Items that record the project's state for diff, undo and the file tracker; not conversation.
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile)

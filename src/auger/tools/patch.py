@@ -28,8 +28,6 @@ async def run_patch(patch: str, ctx: ToolContext) -> ToolResult:
         result = await asyncio.to_thread(apply_patch, handle, patch)
     except PatchError as exc:
         raise ToolError(f"apply_patch: {exc}. No file was changed.") from None
-    for rel in result.added + [dest for _, dest in result.moved]:
-        ctx.state.created_files.discard(ctx.root / rel)  # a moved file keeps its origin's status
     for rel in result.added:
         ctx.state.created_files.add(ctx.root / rel)
     return ToolResult(f"Applied the patch:\n{result.summary()}",
