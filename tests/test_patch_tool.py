@@ -63,3 +63,27 @@ def test_patch_sent_through_shell_is_applied_by_auger_not_bash(project, server):
     assert (project / "a.py").read_text() == "def f():\n    return 2\n"
     assert (project / "new/b.txt").read_text() == "hello\n"
     assert "Applied the patch" in _tool_output(server.chat_requests[1])
+
+
+def test_approving_a_patch_shows_its_diff_through_the_tool_and_through_shell(project, server):
+    from auger.protocol import events as ev
+    from auger.protocol.ops import ApprovalDecision
+
+    (project / "a.txt").write_text("one\n")
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch\n"
+    server.add(Reply(tool_calls=[ToolCall("apply_patch", {"patch": patch})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": f"apply_patch <<'EOF'\n{patch}EOF"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "touch b.txt"})]),
+               Reply(text="done"))
+    asked: list = []
+
+    def on_event(session, event):
+        if isinstance(event, ev.ApprovalRequest):
+            asked.append(event.details)
+            session.submit(ApprovalDecision(event.request_id, "deny"))
+
+    run_session(project, server, "patch", overrides=(*GPT, "mode=safe"), interactive=True, on_event=on_event)
+    assert [d.tool for d in asked] == ["apply_patch", "shell", "shell"]
+    assert "-one\n+two" in asked[0].diff and "-one\n+two" in asked[1].diff
+    assert asked[2].diff is None
+    assert (project / "a.txt").read_text() == "one\n"

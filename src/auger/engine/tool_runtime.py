@@ -173,7 +173,7 @@ class ToolRuntime:
                                    "reason": decision.reason, "subject": c.subject, "findings": list(c.reasons),
                                    "outside_paths": list(c.outside_paths)}
         if spec.previewer is not None:
-            details["diff"] = await spec.previewer(args, ctx)
+            details["diff"] = await spec.previewer(args, ctx) or None  # "": nothing to preview for this call
         options = [APPROVE, APPROVE_SESSION]
         if c.commands and c.effect != Effect.DESTRUCTIVE:
             options.append(APPROVE_ALWAYS)

@@ -126,6 +126,16 @@ async def _run_shell_patch(shell_patch, args: dict[str, Any], ctx: ToolContext) 
     return await run_patch(shell_patch.patch, ctx)
 
 
+async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
+    """The diff of a patch sent as a command (for its approval); other commands have none ("")."""
+    shell_patch = _shell_patch(args["command"])
+    if shell_patch is None:
+        return ""
+    from auger.tools.patch import preview_patch
+
+    return await preview_patch(shell_patch.patch, ctx)
+
+
 def bash_argv(command: str) -> list[str]:
     """bash, the shell whose grammar the classifier parses (dash would read the line differently)."""
     bash = shutil.which("bash", path=SYSTEM_BIN)
@@ -351,6 +361,7 @@ SHELL = ToolSpec(
     effect=LOCAL_MUTATION,
     parallel_safe=False,
     classifier=classify,
+    previewer=_preview,
 )
 
 TOOLS = [SHELL]
