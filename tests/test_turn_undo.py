@@ -13,7 +13,7 @@ from pathlib import Path
 
 from auger.protocol import events as ev
 from auger.protocol.ops import Redo, Shutdown, Undo
-from tests.support.harness import open_session, run_session
+from tests.support.harness import auger_cli, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 
@@ -219,3 +219,55 @@ def test_undo_while_a_turn_runs_is_refused(project, server):
     refusals = [e.message for e in run.of(ev.WarningEvent)]
     assert any(m.startswith("undo refused: a turn is running") for m in refusals), refusals
     assert (project / "a.txt").read_text() == "x\n"
+
+
+def test_undo_works_after_compaction_and_resume(project, server):
+    from auger.protocol.ops import Compact
+
+    def compact_after_first_turn(session, event):
+        if isinstance(event, ev.TurnEnded) and not getattr(session, "_asked_compact", False):
+            session._asked_compact = True
+            session.submit(Compact())
+
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(text="did it"), Reply(text="SUMMARY: a.txt now says two."))
+    run = run_session(project, server, "edit", on_event=compact_after_first_turn, turns=2)
+    assert run.of(ev.ContextCompacted) and run.of(ev.TurnDiff)
+    undone = op(project, server, run.session_id, Undo())
+    assert isinstance(undone[-1], ev.TurnUndone) and undone[-1].files == ["a.txt"]
+    assert (project / "a.txt").read_text() == "one\n"
+
+
+def test_a_turn_cut_short_by_a_killed_process_can_be_undone_by_force(project, server, auger_home):
+    import signal
+    import sys
+    import time
+
+    from tests.support.harness import FAST
+
+    fast = [arg for item in FAST for arg in ("-c", item)]
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "touch started && sleep 30"})]),
+               Reply(text="never"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    env.update({"AUGER_HOME": str(auger_home), "OPENAI_API_KEY": "sk-test"})
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "exec", "--json", "--base-url", server.base_url,
+                             "-m", "m", *fast, "edit"], cwd=project, env=env, stdout=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    deadline = time.monotonic() + 30
+    while not (project / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    proc.stdout.close()
+    session_id = __import__("json").loads(first)["session_id"]
+    assert (project / "a.txt").read_text() == "two\n"
+
+    refused = auger_cli("undo", session_id[:8], home=auger_home, cwd=project)
+    assert refused.returncode != 0 and "cut short" in refused.stderr
+    assert (project / "a.txt").read_text() == "two\n"
+    forced = auger_cli("undo", "--force", session_id[:8], home=auger_home, cwd=project)
+    assert forced.returncode == 0, forced.stderr
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "started").exists()

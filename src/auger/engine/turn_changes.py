@@ -133,8 +133,17 @@ class ChangeTracker:
 
 
 def changing_turns(items: Sequence[Item]) -> list[TurnChanges]:
-    """The turns that changed files, oldest first (their 1-based position is the turn's number)."""
-    return [item for item in items if isinstance(item, TurnChanges) and item.files]
+    """The turns that changed files, oldest first (their 1-based position is the turn's number). A turn
+    cut short by the end of its process has a snapshot but no record of its end: it is listed with an
+    empty `after` (what it changed is unknown)."""
+    ended = {item.turn_id for item in items if isinstance(item, TurnChanges)}
+    turns = []
+    for item in items:
+        if isinstance(item, TurnChanges) and item.files:
+            turns.append(item)
+        elif isinstance(item, TurnSnapshot) and item.turn_id not in ended:
+            turns.append(TurnChanges(item.turn_id, item.commit, item.tree, "", "", [], ""))
+    return turns
 
 
 def _undo_stack(items: Sequence[Item]) -> list[dict]:
@@ -191,9 +200,13 @@ async def undo_turn(snapshots: SnapshotStore, items: Sequence[Item], which: str 
     from auger.changes.undo import UndoRefused, undo
 
     number, turn = pick_turn(items, which)
+    if not turn.after and not force:
+        raise UndoError(f"turn {number} was cut short before its changes were recorded (its process ended), so "
+                        "its changes cannot be told from later ones; force the undo to put every file back as "
+                        "it was before that turn")
+    after = Snapshot(turn.after, turn.after_tree) if turn.after else None
     try:
-        result = await undo(snapshots, Snapshot(turn.before, turn.before_tree), Snapshot(turn.after, turn.after_tree),
-                            force=force)
+        result = await undo(snapshots, Snapshot(turn.before, turn.before_tree), after, force=force)
     except UndoRefused as exc:
         raise UndoError(str(exc)) from None
     files = _files(result)

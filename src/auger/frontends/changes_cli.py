@@ -67,7 +67,8 @@ async def _diff(args: argparse.Namespace, config) -> int:
                 print(dumps(envelope.to_json()))
         return 0
     for number, turn in turns:
-        head = f"turn {number} ({turn.turn_id}): {len(turn.files)} file(s)"
+        head = (f"turn {number} ({turn.turn_id}): {len(turn.files)} file(s)" if turn.after
+                else f"turn {number} ({turn.turn_id}): cut short, its changes were not recorded")
         print(f"\x1b[1;33m{head}\x1b[0m" if colour else head)
         print(_coloured(printable(turn.diff)) if colour else printable(turn.diff), end="")
     if not turns and not args.json:
