@@ -50,7 +50,7 @@ def test_apply_patch_delete_of_an_own_file_is_not_asked(project, server):
     asked: list = []
     run_session(project, server, "go", overrides=("mode=safe", "model=gpt-5"), interactive=True,
                 on_event=approve_all(asked))
-    assert asked == ["apply_patch"]
+    assert asked == ["n.txt"]
     assert not (project / "n.txt").exists()
 
 

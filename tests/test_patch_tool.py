@@ -87,3 +87,25 @@ def test_approving_a_patch_shows_its_diff_through_the_tool_and_through_shell(pro
     assert "-one\n+two" in asked[0].diff and "-one\n+two" in asked[1].diff
     assert asked[2].diff is None
     assert (project / "a.txt").read_text() == "one\n"
+
+
+def test_approving_a_patch_for_the_session_covers_exactly_its_files(project, server):
+    from auger.protocol import events as ev
+    from auger.protocol.ops import ApprovalDecision
+
+    def add(path: str) -> str:
+        return f"*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n"
+
+    server.add(Reply(tool_calls=[ToolCall("apply_patch", {"patch": add("a.txt")})]),
+               Reply(tool_calls=[ToolCall("apply_patch", {"patch": add("b.txt")})]),
+               Reply(text="done"))
+    asked: list = []
+
+    def on_event(session, event):
+        if isinstance(event, ev.ApprovalRequest):
+            asked.append(event.details.subject)
+            session.submit(ApprovalDecision(event.request_id, "approve_session" if len(asked) == 1 else "deny"))
+
+    run_session(project, server, "patch", overrides=(*GPT, "mode=safe"), interactive=True, on_event=on_event)
+    assert asked == ["a.txt", "b.txt"]
+    assert (project / "a.txt").exists() and not (project / "b.txt").exists()

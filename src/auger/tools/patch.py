@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+from pathlib import Path
 from typing import Any
 
+from auger.policy.types import Classification
 from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.files import root_handle
 
@@ -33,6 +35,23 @@ async def run_patch(patch: str, ctx: ToolContext) -> ToolResult:
     return ToolResult(f"Applied the patch:\n{result.summary()}",
                       metadata={"added": result.added, "modified": result.modified, "deleted": result.deleted,
                                 "moved": [list(pair) for pair in result.moved]})
+
+
+def classify(args: dict[str, Any], root: Path) -> Classification:
+    """A local change whose subject names the files: what the user approves, and what an approval
+    "for this session" covers (exactly these files, not every later patch)."""
+    from auger.changes.apply_patch import PatchError, UpdateFile, parse_patch
+
+    try:
+        ops = parse_patch(args["patch"])
+    except PatchError:
+        return Classification(LOCAL_MUTATION, "a patch that does not parse")
+    paths: list[str] = []
+    for op in ops:
+        paths.append(op.path)
+        if isinstance(op, UpdateFile) and op.move_to:
+            paths.append(op.move_to)
+    return Classification(LOCAL_MUTATION, ", ".join(dict.fromkeys(paths)))
 
 
 async def _apply(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -82,6 +101,7 @@ APPLY_PATCH = ToolSpec(
     handler=_apply,
     effect=LOCAL_MUTATION,
     previewer=_preview,
+    classifier=classify,
     parallel_safe=False,
 )
 
