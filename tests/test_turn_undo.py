@@ -271,3 +271,26 @@ def test_a_turn_cut_short_by_a_killed_process_can_be_undone_by_force(project, se
     forced = auger_cli("undo", "--force", session_id[:8], home=auger_home, cwd=project)
     assert forced.returncode == 0, forced.stderr
     assert (project / "a.txt").read_text() == "one\n" and not (project / "started").exists()
+
+
+def test_with_snapshots_off_there_is_no_diff_and_undo_says_why(project, server, isolated_home):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x\n"})]), Reply(text="ok"))
+    run = run_session(project, server, "write", overrides=("snapshots=false",))
+    assert (project / "a.txt").exists() and not run.of(ev.TurnDiff)
+    assert not (isolated_home / "data" / "snapshots").exists() and not list(isolated_home.rglob("snapshots"))
+
+    async def main():
+        session, store = await open_session(project, server, project.parent / "sessions.db", "snapshots=false",
+                                            resume=run.session_id)
+        try:
+            session.submit(Undo())
+            async for event in session.events():
+                if isinstance(event, ev.WarningEvent):
+                    session.submit(Shutdown())
+                    await session.wait_closed()
+                    return event.message
+        finally:
+            await store.aclose()
+
+    assert "snapshots are off" in asyncio.run(main())
+    assert (project / "a.txt").exists()
