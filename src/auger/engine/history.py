@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.items import (
-    Compaction, ContextMessage, Item, Rollback, ToolCall, ToolOutput, TurnAborted, UserMessage,
+    RECORDS_ONLY, Compaction, ContextMessage, Item, Rollback, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
 from auger.tools.plan import render_plan
 
@@ -90,6 +90,8 @@ def apply_markers(items: Sequence[Item]) -> list[Item]:
                 view.append(ContextMessage(PLAN_NOTE.format(plan=render_plan(item.plan)), "plan"))
         elif isinstance(item, Rollback):
             view = _drop_user_turns(view, item.turns)
+        elif isinstance(item, RECORDS_ONLY):
+            continue  # records of the project's state (diff, undo, created files): not conversation
         else:
             view.append(item)
     return view
@@ -159,6 +161,8 @@ def to_prompt(view: list[Item], output_cap_chars: int | None) -> list[Item]:
     """Steps 3 and 4: cap long outputs, turn engine context into user-role messages."""
     prompt: list[Item] = []
     for item in view:
+        if isinstance(item, RECORDS_ONLY):
+            continue  # never sent (and never counted: the meter estimates raw items with this)
         if isinstance(item, ToolOutput) and output_cap_chars and len(item.output) > output_cap_chars:
             item = ToolOutput(item.call_id, cap_output(item.output, output_cap_chars, item.call_id), item.ok)
         elif isinstance(item, ContextMessage):

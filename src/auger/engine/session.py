@@ -28,7 +28,9 @@ from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
 from auger.engine.history import History
 from auger.engine.stream import EventStream
+from auger.engine.own_files import OwnFiles
 from auger.engine.titles import generate_title
+from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
 from auger.engine.tool_runtime import Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
@@ -45,8 +47,8 @@ from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, RemoveMcpServer, Rollback, SetMode, SetModel, Shutdown,
-    UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, SetMode, SetModel,
+    Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
@@ -94,6 +96,7 @@ class Session:
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
+        self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -124,7 +127,10 @@ class Session:
                           set_values=config.shell_env_set)
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
                         approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
-        router = await ToolRouter.open(workspace.tools)
+        from auger.context.instructions import model_family
+        from auger.tools.toolset import for_model
+
+        router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         mcp = await _start_mcp_servers(config, router, workspace.root, confinement, warnings)
         runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
@@ -135,6 +141,14 @@ class Session:
         mcp.warn = lambda message: session.emit(WarningEvent(message))
         if interactive:
             mcp.elicit = session._elicit
+        own = OwnFiles(workspace.root, state, session.record, history.items)
+        runtime.after_mutation.append(own.after_mutation)
+        runtime.deletes_own = own.deletes_only_own
+        snapshots = snapshot_store(config, workspace.root, dirs["data"])
+        if snapshots is not None:
+            session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
+            runtime.before_mutation.append(session.changes.before_mutation)
+            session.changes.start()
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._start(resumed=resumed)
@@ -357,6 +371,8 @@ class Session:
                        else await self.mcp.remove(op.name))
             if problem:
                 self.emit(WarningEvent(problem))
+        elif isinstance(op, (Undo, Redo)):
+            await self._undo(op)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -400,6 +416,26 @@ class Session:
         await self.record("rollback", it.Rollback(turns))
         self.meter.reset()  # re-estimate from the new view
         self.emit(RolledBack(turns, available - turns))
+
+    async def _undo(self, op: Undo | Redo) -> None:
+        """Undo or redo a turn's changes to the files, and tell the model; or say why not (nothing changed)."""
+        verb = "undo" if isinstance(op, Undo) else "redo"
+        if self.changes is None:
+            self.emit(WarningEvent(f"{verb} refused: snapshots are off in this session (snapshots = false)"))
+            return
+        if self.turn_running:
+            self.emit(WarningEvent(f"{verb} refused: a turn is running; interrupt it or wait for it to end"))
+            return
+        try:
+            if isinstance(op, Undo):
+                note, event = await undo_turn(self.changes.snapshots, self.history.items, op.turn_id, op.force)
+            else:
+                note, event = await redo_turn(self.changes.snapshots, self.history.items, op.force)
+        except UndoError as exc:
+            self.emit(WarningEvent(f"{verb} refused: {exc}"))
+            return
+        await self.record(UNDO_TURN, note)
+        self.emit(event)
 
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
@@ -447,6 +483,8 @@ class Session:
         except Exception as exc:  # an engine bug: report it, keep the session usable
             log.exception("turn %s failed", turn.id)
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
+        if self.changes is not None:
+            await self.changes.end_turn(turn.id)
         self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
         if reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
@@ -472,6 +510,8 @@ class Session:
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
         await stop_background(self.runtime.state.background)
+        if self.changes is not None:
+            await self.changes.close()
         await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()

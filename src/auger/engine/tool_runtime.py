@@ -115,6 +115,8 @@ class ToolRuntime:
         self.grants = Grants()
         self.before_mutation: list[MutationHook] = []
         self.after_mutation: list[MutationHook] = []
+        # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
+        self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
 
     async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str, mode: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
@@ -165,6 +167,8 @@ class ToolRuntime:
         decision = decide_call(spec.name, c, policy.rules, mode, sandboxed=policy.sandboxed, grants=self.grants)
         if decision.verdict == Verdict.ALLOW:
             return None
+        if decision.verdict == Verdict.ASK and self.deletes_own is not None and self.deletes_own(spec.name, args, c):
+            return None  # removing the session's own new files is allowed like a read
         if decision.verdict == Verdict.DENY:
             return Denied(f"Not run: {decision.reason}. ({spec.name}: {c.subject})")
         if not policy.interactive:
@@ -177,7 +181,7 @@ class ToolRuntime:
                                    "reason": decision.reason, "subject": c.subject, "findings": list(c.reasons),
                                    "outside_paths": list(c.outside_paths)}
         if spec.previewer is not None:
-            details["diff"] = await spec.previewer(args, ctx)
+            details["diff"] = await spec.previewer(args, ctx) or None  # "": nothing to preview for this call
         options = [APPROVE, APPROVE_SESSION]
         if c.commands and c.effect != Effect.DESTRUCTIVE:
             options.append(APPROVE_ALWAYS)

@@ -12,13 +12,12 @@ import sys
 from typing import Any
 
 from auger import __version__
+from auger.frontends.cli_support import (
+    CliError, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
+)
 from auger.frontends.mcp_commands import McpCommandError, add_parsers as add_mcp_parsers, split_command
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 130, 143
-
-
-class CliError(Exception):
-    """A one-line, actionable reason the command could not run."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +70,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
-    _store_opts(run_opts)
+    store_opts(run_opts)
 
     p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
     p_exec.add_argument("prompt", nargs="?", help="the task; '-' or omitted reads it from stdin")
@@ -92,7 +91,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_sessions = sub.add_parser("sessions", help="list stored sessions")
     p_sessions.add_argument("--json", action="store_true", help="print JSON")
     p_sessions.add_argument("-n", "--limit", type=int, default=30)
-    _store_opts(p_sessions)
+    store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
     p_demo = sub.add_parser("demo", help="watch a scripted session fix a bug in a sample project (no API key needed)")
@@ -101,12 +100,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_demo.set_defaults(run=_cmd_demo)
 
     p_providers = sub.add_parser("providers", help="list model providers and whether they are usable")
-    _store_opts(p_providers)
+    store_opts(p_providers)
     p_providers.add_argument("--json", action="store_true", help="print JSON")
     p_providers.set_defaults(run=_cmd_providers)
 
     p_models = sub.add_parser("models", help="list known models: context window, output limit, prices")
-    _store_opts(p_models)
+    store_opts(p_models)
     p_models.add_argument("--json", action="store_true", help="print JSON")
     p_models.set_defaults(run=_cmd_models)
 
@@ -119,17 +118,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_check.add_argument("--mode", choices=("plan", "safe", "auto"), help="trust mode to decide for")
     p_check.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
-    _store_opts(p_check)
+    store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
-    add_mcp_parsers(sub, _store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
+    from auger.frontends.changes_cli import add_commands
+
+    add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
+    changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
     return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
-                    "providers": p_providers, "models": p_models, "demo": p_demo}
-
-
-def _store_opts(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--config", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key for this run (repeatable)")
-    parser.add_argument("--db", help="session database file (default: in the user data directory; env AUGER_DB)")
+                    "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
 
 # -- commands -------------------------------------------------------------------------
@@ -149,19 +145,19 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    config = _load_config(args)
+    config = load_cli_config(args)
 
     async def fetch():
         from auger.models.registry import stored_cost
 
-        store = _open_store(config)
+        store = open_store(config)
         try:
             sessions = await store.list_sessions(args.limit)
             return sessions, {s.id: await stored_cost(store, s.id, config) for s in sessions}
         finally:
             await store.aclose()
 
-    sessions, costs = _guard_store(lambda: asyncio.run(fetch()))
+    sessions, costs = guard_store(lambda: asyncio.run(fetch()))
     if args.json:
         for s in sessions:
             print(json.dumps({"id": s.id, "title": s.title, "updated": s.updated, "created": s.created,
@@ -200,7 +196,7 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     if not words:
         raise CliError("no command given: auger policy check -- CMD [ARGS...]")
     command = words[0] if len(words) == 1 else shlex.join(words)
-    config = _load_config(args)
+    config = load_cli_config(args)
     root = Path(os.path.realpath(args.cwd or os.getcwd()))
     rules, problems = load_rules(home_dirs()["config"] / "rules.toml", root / ".auger" / "rules.toml",
                                  trust_project=config.trust_project_rules)
@@ -238,7 +234,7 @@ def _cmd_providers(args: argparse.Namespace) -> int:
 
     from auger.models.registry import registry_for
 
-    config = _load_config(args)
+    config = load_cli_config(args)
     registry = registry_for(config)
     for line in registry.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
@@ -263,7 +259,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
     from auger.models.registry import registry_for
 
-    config = _load_config(args)
+    config = load_cli_config(args)
     registry = registry_for(config)
     for line in registry.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
@@ -296,64 +292,17 @@ def _read_prompt(prompt: str | None) -> str:
     return prompt
 
 
-def _load_config(args: argparse.Namespace):
-    from pathlib import Path
-
-    from auger.config import load_config, valid_base_url
-
-    flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
-    if flags["base_url"] and not valid_base_url(flags["base_url"]):
-        raise CliError(f"--base-url {flags['base_url']!r} is not an http:// or https:// URL "
-                       "(e.g. http://localhost:11434/v1)")
-    if flags["base_url"] and not flags["provider"]:
-        flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
-    flags["db_path"] = args.db
-    flags["mode"] = getattr(args, "mode", None)
-    flags["approve_all"] = getattr(args, "approve_all", None)
-    project = getattr(args, "cwd", None) or os.getcwd()
-    config = load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
-    if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
-        config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
-    if config.model_reasoning_effort is not None:  # only then: the provider registry is not needed otherwise
-        from auger.models.registry import effort_problem
-
-        problem = effort_problem(config)
-        if problem:
-            config.diagnostics.append(problem)
-    for line in config.diagnostics:
-        print(f"auger: warning: {line}", file=sys.stderr)
-    return config
-
-
-def _open_store(config):
-    from pathlib import Path
-
-    from auger.config import home_dirs
-    from auger.store.sqlite import SqliteStore
-
-    return SqliteStore(Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db")
-
-
-def _guard_store(fn):
-    from auger.store.sqlite import StoreError
-
-    try:
-        return fn()
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
-
-
 def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | None = None,
                   fork_before: int | None = None) -> int:
     """A new session, a resumed one (`from_session`), or a fork of one (`fork_before` set, 0 = whole)."""
     import asyncio
 
-    config = _load_config(args)
+    config = load_cli_config(args)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
     if problem:
         raise CliError(f"project directory {root} {problem}")
-    return _guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
+    return guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
 
 
 async def _headless(args, config, root: str, prompt: str, resume_id: str | None, fork_before: int | None) -> int:
@@ -367,15 +316,15 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
 
-    store = _open_store(config)
+    store = open_store(config)
     leased: str | None = None
     try:
         record = None
         switch = False  # whether the user named another provider or model for a stored session
         if resume_id is not None:
-            record = await _find_session(store, resume_id)
+            record = await find_session(store, resume_id)
             if fork_before is None:
-                await _claim(store, record.id)
+                await claim_session(store, record.id)
                 leased = record.id
             explicit = {o.partition("=")[0].strip() for o in args.overrides}
             provider = config.provider if args.provider or "provider" in explicit else None  # not --base-url alone
@@ -412,7 +361,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         except (SessionNotFound, ValueError) as exc:
             raise CliError(str(exc)) from None
         if leased is None:
-            await _claim(store, session.id)
+            await claim_session(store, session.id)
             leased = session.id
 
         loop = asyncio.get_running_loop()
@@ -469,35 +418,13 @@ def _dir_problem(path: str) -> str | None:
     return "is not a directory" if os.path.exists(path) else "does not exist"
 
 
-async def _find_session(store, id_or_prefix: str, purpose: str = ""):
-    """The one stored session an id or prefix names; otherwise say why not (none, or which ones)."""
-    found = await store.find_sessions(id_or_prefix)
-    if len(found) == 1:
-        return found[0]
-    suffix = f" ({purpose})" if purpose else ""
-    if not found:
-        raise CliError(f"no stored session matches '{id_or_prefix}'{suffix}; list them with `auger sessions`")
-    listed = ", ".join(f"{s.id[:12]} ({(s.title or 'untitled')[:30]})" for s in found[:5])
-    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
-    raise CliError(f"session id prefix '{id_or_prefix}' is ambiguous{suffix}: it matches {listed}{more}; "
-                   "give more of the id")
-
-
-async def _claim(store, session_id: str) -> None:
-    """Run a session in one process at a time: a second process would interleave its turns."""
-    holder = await store.claim(session_id)
-    if holder is not None:
-        raise CliError(f"session {session_id[:8]} is running in another auger process ({holder}); wait for it "
-                       f"to finish, or continue a copy of it with `auger fork {session_id[:8]}`")
-
-
 async def _cassette_from_session(store, session_id: str) -> str:
     """Write a stored session's model replies to a temp JSONL cassette, so `--cassette session:ID` replays it."""
     import tempfile
 
     from auger.models.replay import cassette_from_items, dump_cassette
 
-    source = await _find_session(store, session_id, "for --cassette session:ID")
+    source = await find_session(store, session_id, "for --cassette session:ID")
     replies = cassette_from_items([s.item for s in await store.load_items(source.id)])
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", prefix="auger-cassette-", delete=False) as f:
         f.write(dump_cassette(replies))

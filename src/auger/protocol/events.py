@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auger.protocol._data import Record, family, tag
+from auger.protocol.items import ChangedFile
 from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
 
 PROTOCOL_VERSION = 1  # bumped when an event, op or item changes incompatibly; sent in session_configured
@@ -229,6 +230,26 @@ class LoopDetected(Event):
 class WarningEvent(Event):
     message: str
     turn_id: str | None = None
+
+
+@tag("turn_diff")
+class TurnDiff(Event):
+    """Everything the turn changed in the project, whichever tool or command changed it; sent before
+    turn_ended, only for a turn that changed (or tried to change) something."""
+
+    turn_id: str
+    files: list[ChangedFile]
+    diff: str  # unified, as git writes it
+
+
+@tag("turn_undone")
+class TurnUndone(Event):
+    """The project was put back as it was before `turn_id` (redo: as it was after it)."""
+
+    turn_id: str
+    redo: bool
+    files: list[str]  # paths written or removed
+    failed: list[str] = field(default_factory=list)  # "path: why", for paths that could not be restored
 
 
 @tag("turn_ended")

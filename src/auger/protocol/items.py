@@ -6,7 +6,7 @@ item (it can be 200 KB); the store keeps it beside the item for `recall`.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from auger.protocol._data import Record, family, tag
@@ -90,3 +90,55 @@ class TurnAborted(Item):
     """Marks that a turn was interrupted, so the next turn's prompt can say so."""
 
     reason: str
+
+
+@dataclass
+class ChangedFile:
+    """One file a turn changed. `kind`: added, deleted, modified, renamed, copied, type changed or
+    mode changed; line counts are None for a binary file."""
+
+    kind: str
+    path: str
+    old_path: str | None = None
+    old_mode: str | None = None
+    new_mode: str | None = None
+    binary: bool = False
+    added_lines: int | None = None
+    deleted_lines: int | None = None
+
+
+@tag("turn_snapshot")
+class TurnSnapshot(Item):
+    """The tree before a turn's first change (a commit in the project's snapshot repository). Recorded
+    so undo survives compaction, resume and a killed process; never shown to the model."""
+
+    turn_id: str
+    commit: str
+    tree: str
+
+
+@tag("turn_changes")
+class TurnChanges(Item):
+    """What a turn changed: the snapshots before and after it, the files and the unified diff.
+    Never shown to the model (an undo tells it, as a context message)."""
+
+    turn_id: str
+    before: str  # commit
+    before_tree: str
+    after: str
+    after_tree: str
+    files: list[ChangedFile]
+    diff: str
+
+
+@tag("created_file")
+class CreatedFile(Item):
+    """A file a tool of this session created, and its SHA-256 right after: while unchanged, the session
+    may delete it without asking (engine/own_files.py). Never shown to the model."""
+
+    path: str  # relative to the project root
+    sha256: str
+
+
+# Items that record the project's state for diff, undo and the file tracker; not conversation.
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile)

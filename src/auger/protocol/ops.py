@@ -79,6 +79,22 @@ class RemoveMcpServer(Op):
     name: str
 
 
+@tag("undo")
+class Undo(Op):
+    """Put the project back as it was before a turn (default: the last turn that changed files and is
+    not undone). Refused while a turn runs, and when files changed after that turn unless `force`."""
+
+    turn_id: str | None = None
+    force: bool = False
+
+
+@tag("redo")
+class Redo(Op):
+    """Re-apply the last undone turn (refused when files changed since the undo, unless `force`)."""
+
+    force: bool = False
+
+
 @tag("shutdown")
 class Shutdown(Op):
     pass

@@ -86,6 +86,9 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if len(command.encode("utf-8", "surrogateescape")) > MAX_COMMAND_BYTES:
         raise ToolError(f"shell: 'command' is too long ({len(command):,} characters; the limit is "
                         f"{MAX_COMMAND_BYTES:,} bytes): write a script file and run that instead")
+    shell_patch = _shell_patch(command)
+    if shell_patch is not None:
+        return await _run_shell_patch(shell_patch, args, ctx)
     cwd = ctx.root
     if args.get("workdir"):
         try:
@@ -102,6 +105,35 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await _start_background(command, cwd, env, ctx, effect)
     timeout = min(args.get("timeout", DEFAULT_TIMEOUT), MAX_TIMEOUT)
     return await _run(command, cwd, env, timeout, ctx, effect)
+
+
+def _shell_patch(command: str):
+    """The patch in `apply_patch <<'EOF' … EOF`, which is applied by auger, never run by bash."""
+    if "apply_patch" not in command and "applypatch" not in command:
+        return None  # most commands: no need to load the patch module
+    from auger.changes.apply_patch import extract_from_shell
+
+    return extract_from_shell(command)
+
+
+async def _run_shell_patch(shell_patch, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    from auger.tools.patch import run_patch
+
+    for where in (shell_patch.workdir, args.get("workdir")):
+        if where not in (None, "", ".", str(ctx.root)):
+            raise ToolError(f"shell: apply_patch after `cd {where}`: write the patch with paths relative to the "
+                            "project root and send it without a directory")
+    return await run_patch(shell_patch.patch, ctx)
+
+
+async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
+    """The diff of a patch sent as a command (for its approval); other commands have none ("")."""
+    shell_patch = _shell_patch(args["command"])
+    if shell_patch is None:
+        return ""
+    from auger.tools.patch import preview_patch
+
+    return await preview_patch(shell_patch.patch, ctx)
 
 
 def bash_argv(command: str) -> list[str]:
@@ -300,6 +332,8 @@ def classify(args: dict[str, Any], root) -> Classification:
             cwd = resolve_inside(root, args["workdir"])
         except PathEscape:
             pass  # the handler refuses it with a clear message
+    if _shell_patch(args["command"]) is not None:  # applied beneath the root like the apply_patch tool
+        return Classification(LOCAL_MUTATION, args["command"])
     analysis = analyze_command(args["command"], root, cwd)
     return Classification(analysis.effect, args["command"], analysis.commands, analysis.outside_paths,
                           analysis.reasons)
@@ -327,6 +361,7 @@ SHELL = ToolSpec(
     effect=LOCAL_MUTATION,
     parallel_safe=False,
     classifier=classify,
+    previewer=_preview,
 )
 
 TOOLS = [SHELL]

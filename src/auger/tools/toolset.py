@@ -179,8 +179,19 @@ class Combined:
 
 
 def builtin_toolset(*, with_skills: bool = False) -> StaticToolset:
-    """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise)."""
-    from auger.tools import files, plan, recall, search, shell, skills
+    """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise).
+    `apply_patch` is among them; a session whose model does not expect it leaves it out (`for_model`)."""
+    from auger.tools import files, patch, plan, recall, search, shell, skills
 
-    return StaticToolset([*shell.TOOLS, *files.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
+    return StaticToolset([*shell.TOOLS, *files.TOOLS, *patch.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
                           *(skills.TOOLS if with_skills else ())])
+
+
+def for_model(inner: Toolset, family: str) -> Toolset:
+    """The catalog a model of `family` is offered: `apply_patch` only to the OpenAI family, which is
+    trained on its envelope; other models edit with edit_file and would only be confused by it."""
+    from auger.tools.patch import NAME
+
+    if family == "openai":
+        return inner
+    return Filtered(inner, lambda spec: spec.name != NAME)

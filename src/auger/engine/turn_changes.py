@@ -1,0 +1,240 @@
+"""Per-turn snapshots, diffs and undo: the session's side of `auger.changes`.
+
+Why it is built this way:
+
+* A snapshot is taken before the first change of each turn, by a `before_mutation` hook of the tool
+  runtime: the hook sees every call that may change something (file tools, apply_patch, a shell
+  command not judged read-only, an MCP tool that is not read-only), so whatever changes the tree is
+  covered, and read-only steps never pay for it. The first snapshot of a big tree is slow, so one is
+  started in the background when the session opens; the turn's snapshot waits for it (they share the
+  snapshot repository's lock) and then costs only what changed.
+* At the turn's end the tree is compared with that snapshot (tools and shell alike): one `turn_diff`
+  event, and one `turn_changes` item holding both snapshot ids, so diff and undo survive compaction,
+  resume and a killed process (the `turn_snapshot` item, recorded at once, covers a turn that never
+  ended). Neither item is shown to the model.
+* Undo puts the tree back as the turn's first snapshot had it and tells the model, as a context
+  message, which files changed back; the message's data keeps the redo point. Undo refuses, changing
+  nothing, when the tree is no longer what the turn left (someone edited after it), unless forced.
+  The same functions serve the live session (ops) and `auger undo` on a stored session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
+
+from auger.protocol.events import Event, TurnDiff, TurnUndone, WarningEvent
+from auger.protocol.items import ChangedFile, ContextMessage, Item, TurnChanges, TurnSnapshot
+
+if TYPE_CHECKING:
+    from auger.changes.snapshots import SnapshotStore
+    from auger.config import Config
+    from auger.engine.tool_runtime import PlannedCall
+
+log = logging.getLogger("auger.changes")
+
+UNDO, REDO = "undo", "redo"  # the kinds of the context messages that tell the model
+UNDO_TURN = "undo"  # the turn id undo and redo records carry
+
+Record = Callable[[str, Item], Awaitable[None]]
+
+
+class UndoError(Exception):
+    """An undo or redo that was refused or cannot be done; nothing was changed."""
+
+
+def snapshot_store(config: Config, root: Path, data_dir: Path) -> SnapshotStore | None:
+    """The project's snapshot repository under auger's data directory, or None when snapshots are off."""
+    if not config.snapshots:
+        return None
+    from auger.changes.snapshots import SnapshotStore, snapshot_dir
+
+    return SnapshotStore(root, snapshot_dir(data_dir, root), max_file_bytes=config.snapshot_max_file_bytes,
+                         max_dir_files=config.snapshot_max_dir_files)
+
+
+class ChangeTracker:
+    """One session's snapshots: the hook before changes, the diff at each turn's end, undo and redo."""
+
+    def __init__(self, snapshots: SnapshotStore, session_id: str, record: Record,
+                 emit: Callable[[Event], None]) -> None:
+        self.snapshots = snapshots
+        self.session_id = session_id
+        self._record = record
+        self._emit = emit
+        self._before: dict[str, TurnSnapshot | None] = {}  # turn id -> its snapshot (None: it failed)
+        self._lock = asyncio.Lock()
+        self._warm: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Take a first snapshot in the background, so the first turn's costs only what changed."""
+        self._warm = asyncio.create_task(self._warm_up(), name=f"snapshot-{self.session_id}")
+
+    async def _warm_up(self) -> None:
+        try:
+            await self.snapshots.snapshot(f"auger {self.session_id}: session start")
+        except Exception as exc:  # the turn's own snapshot reports a lasting problem
+            log.debug("the start-up snapshot failed: %s", exc)
+
+    async def close(self) -> None:
+        if self._warm is not None and not self._warm.done():
+            self._warm.cancel()
+            await asyncio.gather(self._warm, return_exceptions=True)
+
+    async def before_mutation(self, call: PlannedCall) -> None:
+        """The runtime's hook: snapshot the tree before the turn's first change (once per turn)."""
+        if call.turn_id in self._before:
+            return
+        async with self._lock:
+            if call.turn_id in self._before:
+                return
+            self._before[call.turn_id] = await self._snapshot(call.turn_id)
+
+    async def _snapshot(self, turn_id: str) -> TurnSnapshot | None:
+        from auger.changes.snapshots import SnapshotError
+
+        if self._warm is not None:
+            await asyncio.shield(self._warm)  # an interrupt ends this wait, never the shared snapshot
+        try:
+            snap = await self.snapshots.snapshot(f"auger {self.session_id} turn {turn_id}: before")
+        except (SnapshotError, OSError) as exc:
+            self._emit(WarningEvent(f"no snapshot was taken before this turn's changes ({exc}); "
+                                    "they cannot be undone or diffed", turn_id))
+            return None
+        for warning in snap.warnings:
+            self._emit(WarningEvent(f"snapshot: {warning}", turn_id))
+        item = TurnSnapshot(turn_id, snap.commit, snap.tree)
+        await self._record(turn_id, item)
+        return item
+
+    async def end_turn(self, turn_id: str) -> None:
+        """Record and announce what the turn changed, if it snapshotted (call before turn_ended)."""
+        from auger.changes.diff import diff_since
+        from auger.changes.snapshots import Snapshot, SnapshotError
+
+        before = self._before.pop(turn_id, None)
+        if before is None:
+            return
+        try:
+            found = await diff_since(self.snapshots, Snapshot(before.commit, before.tree))
+        except (SnapshotError, OSError) as exc:
+            self._emit(WarningEvent(f"the turn's changes could not be compared ({exc})", turn_id))
+            return
+        files = [ChangedFile(**dataclasses.asdict(change)) for change in found.changes]
+        await self._record(turn_id, TurnChanges(turn_id, before.commit, before.tree, found.now.commit,
+                                                found.now.tree, files, found.text))
+        self._emit(TurnDiff(turn_id, files, found.text))
+
+
+# ------------------------------------------------------------------ undo and redo (live or stored)
+
+
+def changing_turns(items: Sequence[Item]) -> list[TurnChanges]:
+    """The turns that changed files, oldest first (their 1-based position is the turn's number). A turn
+    cut short by the end of its process has a snapshot but no record of its end: it is listed with an
+    empty `after` (what it changed is unknown)."""
+    ended = {item.turn_id for item in items if isinstance(item, TurnChanges)}
+    turns = []
+    for item in items:
+        if isinstance(item, TurnChanges) and item.files:
+            turns.append(item)
+        elif isinstance(item, TurnSnapshot) and item.turn_id not in ended:
+            turns.append(TurnChanges(item.turn_id, item.commit, item.tree, "", "", [], ""))
+    return turns
+
+
+def _undo_stack(items: Sequence[Item]) -> list[dict]:
+    """The undos not yet redone, oldest first (each one's data: turn id, snapshots, redo point)."""
+    stack: list[dict] = []
+    for item in items:
+        if isinstance(item, ContextMessage) and item.data:
+            if item.kind == UNDO:
+                stack.append(item.data)
+            elif item.kind == REDO and stack:
+                stack.pop()
+    return stack
+
+
+def pick_turn(items: Sequence[Item], which: str | None) -> tuple[int, TurnChanges]:
+    """(number, record) of the turn `which` names: its number, its id or an id prefix; by default the
+    last changing turn not undone."""
+    turns = changing_turns(items)
+    undone = {entry.get("turn_id") for entry in _undo_stack(items)}
+    if not turns:
+        raise UndoError("no turn of this session changed any file")
+    if which is None:
+        for number in range(len(turns), 0, -1):
+            if turns[number - 1].turn_id not in undone:
+                return number, turns[number - 1]
+        raise UndoError("every turn that changed files is already undone (redo brings the last one back)")
+    if which.isdigit():
+        number = int(which)
+        if not 1 <= number <= len(turns):
+            raise UndoError(f"there is no turn {number}: turns 1 to {len(turns)} changed files")
+        chosen = [(number, turns[number - 1])]
+    else:
+        chosen = [(n, t) for n, t in enumerate(turns, 1) if t.turn_id.startswith(which)]
+    if len(chosen) != 1:
+        raise UndoError(f"{which!r} names {'no' if not chosen else 'more than one'} turn that changed files")
+    if chosen[0][1].turn_id in undone:
+        raise UndoError(f"turn {chosen[0][0]} is already undone")
+    return chosen[0]
+
+
+def _files(result) -> list[str]:
+    return sorted(set(result.written) | set(result.removed))
+
+
+def _listed(paths: list[str]) -> str:
+    shown = ", ".join(paths[:30])
+    return shown + (f" and {len(paths) - 30} more" if len(paths) > 30 else "") if paths else "none"
+
+
+async def undo_turn(snapshots: SnapshotStore, items: Sequence[Item], which: str | None,
+                    force: bool = False) -> tuple[ContextMessage, TurnUndone]:
+    """Put the tree back as it was before the turn; the note for the model and the event to announce."""
+    from auger.changes.snapshots import Snapshot
+    from auger.changes.undo import UndoRefused, undo
+
+    number, turn = pick_turn(items, which)
+    if not turn.after and not force:
+        raise UndoError(f"turn {number} was cut short before its changes were recorded (its process ended), so "
+                        "its changes cannot be told from later ones; force the undo to put every file back as "
+                        "it was before that turn")
+    after = Snapshot(turn.after, turn.after_tree) if turn.after else None
+    try:
+        result = await undo(snapshots, Snapshot(turn.before, turn.before_tree), after, force=force)
+    except UndoRefused as exc:
+        raise UndoError(str(exc)) from None
+    files = _files(result)
+    text = (f"The user undid turn {number}: the project's files are back as they were before it. Files changed "
+            f"back: {_listed(files)}. That turn's changes are gone; read a file again before editing it.")
+    data = {"turn_id": turn.turn_id, "number": number, "before": turn.before, "before_tree": turn.before_tree,
+            "redo": result.redo.commit, "redo_tree": result.redo.tree, "files": files}
+    return ContextMessage(text, UNDO, data), TurnUndone(turn.turn_id, False, files, result.failed)
+
+
+async def redo_turn(snapshots: SnapshotStore, items: Sequence[Item],
+                    force: bool = False) -> tuple[ContextMessage, TurnUndone]:
+    """Re-apply the last undo's turn, refusing if the tree changed since the undo (unless forced)."""
+    from auger.changes.snapshots import Snapshot
+    from auger.changes.undo import UndoRefused, restore
+
+    stack = _undo_stack(items)
+    if not stack:
+        raise UndoError("there is no undo to redo")
+    last = stack[-1]
+    try:
+        result = await restore(snapshots, Snapshot(last["redo"], last["redo_tree"]),
+                               expected=Snapshot(last["before"], last["before_tree"]), force=force)
+    except UndoRefused as exc:
+        raise UndoError(str(exc).replace("not undone", "not redone")) from None
+    files = _files(result)
+    text = (f"The user redid turn {last['number']}: its changes are back in the project's files. Files changed: "
+            f"{_listed(files)}. Read a file again before editing it.")
+    return (ContextMessage(text, REDO, {"turn_id": last["turn_id"], "files": files}),
+            TurnUndone(last["turn_id"], True, files, result.failed))
+

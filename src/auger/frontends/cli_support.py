@@ -1,0 +1,91 @@
+"""What the `auger` subcommands share: the one-line error type, store options, config and store
+loading, finding a stored session by id prefix, and claiming it for this process.
+
+Kept apart from cli.py so command modules (changes_cli, mcp_commands) can use it without importing
+the command table that imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+class CliError(Exception):
+    """A one-line, actionable reason the command could not run."""
+
+
+def store_opts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key for this run (repeatable)")
+    parser.add_argument("--db", help="session database file (default: in the user data directory; env AUGER_DB)")
+
+
+def load_cli_config(args: argparse.Namespace):
+    from pathlib import Path
+
+    from auger.config import load_config, valid_base_url
+
+    flags = {key: getattr(args, key, None) for key in ("model", "provider", "base_url", "cassette")}
+    if flags["base_url"] and not valid_base_url(flags["base_url"]):
+        raise CliError(f"--base-url {flags['base_url']!r} is not an http:// or https:// URL "
+                       "(e.g. http://localhost:11434/v1)")
+    if flags["base_url"] and not flags["provider"]:
+        flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
+    flags["db_path"] = args.db
+    flags["mode"] = getattr(args, "mode", None)
+    flags["approve_all"] = getattr(args, "approve_all", None)
+    project = getattr(args, "cwd", None) or os.getcwd()
+    config = load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
+    if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):
+        config.generate_titles = False  # a one-shot run keeps its first-prompt title, saving a model call
+    if config.model_reasoning_effort is not None:  # only then: the provider registry is not needed otherwise
+        from auger.models.registry import effort_problem
+
+        problem = effort_problem(config)
+        if problem:
+            config.diagnostics.append(problem)
+    for line in config.diagnostics:
+        print(f"auger: warning: {line}", file=sys.stderr)
+    return config
+
+
+def open_store(config):
+    from pathlib import Path
+
+    from auger.config import home_dirs
+    from auger.store.sqlite import SqliteStore
+
+    return SqliteStore(Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db")
+
+
+def guard_store(fn):
+    from auger.store.sqlite import StoreError
+
+    try:
+        return fn()
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+async def find_session(store, id_or_prefix: str, purpose: str = ""):
+    """The one stored session an id or prefix names; otherwise say why not (none, or which ones)."""
+    found = await store.find_sessions(id_or_prefix)
+    if len(found) == 1:
+        return found[0]
+    suffix = f" ({purpose})" if purpose else ""
+    if not found:
+        raise CliError(f"no stored session matches '{id_or_prefix}'{suffix}; list them with `auger sessions`")
+    listed = ", ".join(f"{s.id[:12]} ({(s.title or 'untitled')[:30]})" for s in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    raise CliError(f"session id prefix '{id_or_prefix}' is ambiguous{suffix}: it matches {listed}{more}; "
+                   "give more of the id")
+
+
+async def claim_session(store, session_id: str) -> None:
+    """Run a session in one process at a time: a second process would interleave its turns."""
+    holder = await store.claim(session_id)
+    if holder is not None:
+        raise CliError(f"session {session_id[:8]} is running in another auger process ({holder}); wait for it "
+                       f"to finish, or continue a copy of it with `auger fork {session_id[:8]}`")

@@ -1,0 +1,108 @@
+"""The `apply_patch` tool: the patch envelope OpenAI-family models are trained to write.
+
+The parsing and all-or-nothing application live in `auger.changes.apply_patch`; this module only
+adapts them to a tool: the session's root handle (the file tools' one, so the same confinement
+applies), the approval preview (the diff the patch would make, computed without writing), and the
+files the session created (so the file tracker knows them). A model that sends the patch through
+`shell` as `apply_patch <<'EOF' … EOF` reaches `run_patch` too (tools/shell.py), never bash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from pathlib import Path
+from typing import Any
+
+from auger.policy.types import Classification
+from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.files import root_handle
+
+NAME = "apply_patch"
+
+
+async def run_patch(patch: str, ctx: ToolContext) -> ToolResult:
+    """Apply `patch` beneath the root; a patch that does not apply changes nothing and says why."""
+    from auger.changes.apply_patch import PatchError, apply_patch
+
+    handle = root_handle(ctx)
+    try:
+        result = await asyncio.to_thread(apply_patch, handle, patch)
+    except PatchError as exc:
+        raise ToolError(f"apply_patch: {exc}. No file was changed.") from None
+    for rel in result.added:
+        ctx.state.created_files.add(ctx.root / rel)
+    return ToolResult(f"Applied the patch:\n{result.summary()}",
+                      metadata={"added": result.added, "modified": result.modified, "deleted": result.deleted,
+                                "moved": [list(pair) for pair in result.moved]})
+
+
+def classify(args: dict[str, Any], root: Path) -> Classification:
+    """A local change whose subject names the files: what the user approves, and what an approval
+    "for this session" covers (exactly these files, not every later patch)."""
+    from auger.changes.apply_patch import PatchError, UpdateFile, parse_patch
+
+    try:
+        ops = parse_patch(args["patch"])
+    except PatchError:
+        return Classification(LOCAL_MUTATION, "a patch that does not parse")
+    paths: list[str] = []
+    for op in ops:
+        paths.append(op.path)
+        if isinstance(op, UpdateFile) and op.move_to:
+            paths.append(op.move_to)
+    return Classification(LOCAL_MUTATION, ", ".join(dict.fromkeys(paths)))
+
+
+async def _apply(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    return await run_patch(args["patch"], ctx)
+
+
+async def preview_patch(patch: str, ctx: ToolContext) -> str:
+    """The unified diff the patch would make, computed in memory (for approvals)."""
+    from auger.changes.apply_patch import PatchError, parse_patch, plan_patch
+
+    def work() -> str:
+        plan, _ = plan_patch(root_handle(ctx), parse_patch(patch))
+        out: list[str] = []
+        for rel, new in plan.new.items():
+            old = plan.before.get(rel)
+            old_text = "" if old is None else old[0].decode("utf-8", "replace")
+            new_text = "" if new is None else new.decode("utf-8", "replace")
+            out.extend(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                            "/dev/null" if old is None else f"a/{rel}",
+                                            "/dev/null" if new is None else f"b/{rel}"))
+        return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+
+    try:
+        return await asyncio.to_thread(work)
+    except PatchError as exc:
+        return f"(no preview: {exc})"
+
+
+async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
+    return await preview_patch(args["patch"], ctx)
+
+
+APPLY_PATCH = ToolSpec(
+    name=NAME,
+    description=(
+        "Edit files with a patch: add, delete, update or move files in one all-or-nothing change. Format:\n"
+        "*** Begin Patch\n*** Add File: path\n+line\n*** Update File: path\n*** Move to: new/path (optional)\n"
+        "@@ optional context line\n context\n-removed\n+added\n*** Delete File: path\n*** End Patch\n"
+        "Paths are relative to the project root. A hunk that does not match changes nothing; the error "
+        "shows the nearest matching lines."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"patch": {"type": "string", "description": "The whole patch, Begin to End Patch."}},
+        "required": ["patch"],
+    },
+    handler=_apply,
+    effect=LOCAL_MUTATION,
+    previewer=_preview,
+    classifier=classify,
+    parallel_safe=False,
+)
+
+TOOLS = [APPLY_PATCH]

@@ -1,0 +1,296 @@
+"""Per-turn snapshots, diffs and undo through the real session: tools and shell commands change a real
+git repository, `undo` puts back the exact tree (bytes and modes) without touching the user's git
+state, a later external edit makes it refuse, redo re-applies, and the model is told."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+from auger.protocol import events as ev
+from auger.protocol.ops import Redo, Shutdown, Undo
+from tests.support.harness import auger_cli, open_session, run_session
+from tests.support.mock_openai import Reply, ToolCall
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout
+
+
+def tree_state(root: Path) -> dict[str, tuple[str, int]]:
+    """Every file outside .git: (sha256 of its bytes or link target, its full mode)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            data = os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else Path(path).read_bytes()
+            out[os.path.relpath(path, root)] = (hashlib.sha256(data).hexdigest(), st.st_mode)
+    return out
+
+
+def git_state(root: Path) -> dict[str, str]:
+    return {"index": (root / ".git/index").read_bytes().hex(), "refs": git(root, "show-ref"),
+            "stash": git(root, "stash", "list"), "reflog": git(root, "reflog", "--all"),
+            "branches": git(root, "branch", "-a")}
+
+
+def make_repo(root: Path) -> None:
+    (root / "src").mkdir()
+    (root / "src/app.py").write_text("def main():\n    return 'old'\n")
+    (root / "README.md").write_text("hello\n")
+    (root / "doomed.txt").write_text("to be removed\n")
+    (root / "moved.txt").write_text("to be moved\n")
+    (root / "gitmoved.txt").write_text("git mv me\n")
+    (root / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "private.txt").write_text("secret\n")
+    (root / "private.txt").chmod(0o600)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "initial")
+    (root / "README.md").write_text("hello\nstaged\n")
+    git(root, "add", "README.md")
+    (root / "stashed.txt").write_text("x\n")
+    git(root, "add", "stashed.txt")
+    git(root, "stash", "-q")
+    git(root, "branch", "feature")
+
+
+SHELL_STEPS = [
+    "sed -i 's/hello/HELLO/' README.md",
+    "rm doomed.txt",
+    "mv moved.txt sub_moved.txt",
+    "git mv gitmoved.txt renamed_by_git.txt",
+    "chmod 644 run.sh && chmod 644 private.txt",
+    "mkdir -p gen/a gen/b && for i in 1 2 3; do echo $i > gen/a/f$i.txt; echo $i > gen/b/g$i.txt; done",
+]
+
+
+def editing_turn(server) -> None:
+    calls = [ToolCall("write_file", {"path": "src/new.py", "content": "print('new')\n"}),
+             ToolCall("read_file", {"path": "src/app.py"})]
+    server.add(Reply(tool_calls=calls),
+               Reply(tool_calls=[ToolCall("edit_file", {"path": "src/app.py", "old_string": "'old'",
+                                                         "new_string": "'new'"})]),
+               *[Reply(tool_calls=[ToolCall("shell", {"command": c})]) for c in SHELL_STEPS],
+               Reply(text="all done"))
+
+
+async def _op(project: Path, server, db: Path, session_id: str, op) -> list[ev.Event]:
+    """Resume the session, submit one op, collect events until it is answered, shut down."""
+    session, store = await open_session(project, server, db, resume=session_id)
+    events: list[ev.Event] = []
+    try:
+        session.submit(op)
+        async for event in session.events():
+            events.append(event)
+            if isinstance(event, (ev.TurnUndone, ev.WarningEvent)):
+                break
+        session.submit(Shutdown())
+        await session.wait_closed()
+    finally:
+        await store.aclose()
+    return events
+
+
+def op(project: Path, server, session_id: str, operation) -> list[ev.Event]:
+    return asyncio.run(asyncio.wait_for(_op(project, server, project.parent / "sessions.db", session_id,
+                                            operation), 60))
+
+
+def test_undo_restores_the_exact_tree_and_leaves_git_alone_then_redo_reapplies(project, server):
+    make_repo(project)
+    before, git_before = tree_state(project), git_state(project)
+    editing_turn(server)
+    run = run_session(project, server, "change things")
+    assert run.ended.reason == "complete"
+    outputs = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "tool"]
+    shell_outputs = [o for o in outputs if o.startswith("Exit code")]
+    assert len(shell_outputs) == len(SHELL_STEPS) and all(o.startswith("Exit code: 0 ") for o in shell_outputs), \
+        shell_outputs
+    after = tree_state(project)
+    assert after != before and "renamed_by_git.txt" in after and "gen/b/g3.txt" in after
+    diff = run.of(ev.TurnDiff)
+    assert len(diff) == 1 and run.events.index(diff[0]) < run.events.index(run.ended)
+    kinds = {f.path: f.kind for f in diff[0].files}
+    assert kinds["src/new.py"] == "added" and kinds["doomed.txt"] == "deleted"
+    assert kinds["src/app.py"] == "modified" and "+    return 'new'" in diff[0].diff
+
+    git_after_turn = git_state(project)  # `git mv` changed the index; nothing else of git's changed
+    assert {k: v for k, v in git_after_turn.items() if k != "index"} == \
+        {k: v for k, v in git_before.items() if k != "index"}
+    undone = op(project, server, run.session_id, Undo())
+    assert isinstance(undone[-1], ev.TurnUndone), undone[-1]
+    assert tree_state(project) == before
+    assert git_state(project) == git_after_turn  # undo restores files, never the user's index or refs
+
+    redone = op(project, server, run.session_id, Redo())
+    assert isinstance(redone[-1], ev.TurnUndone) and redone[-1].redo
+    assert tree_state(project) == after
+
+
+def test_undo_refuses_after_an_external_edit_and_changes_nothing(project, server):
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "edit")
+    (project / "a.txt").write_text("three, by the user\n")
+    events = op(project, server, run.session_id, Undo())
+    assert isinstance(events[-1], ev.WarningEvent) and "a.txt" in events[-1].message
+    assert "not undone" in events[-1].message
+    assert (project / "a.txt").read_text() == "three, by the user\n"
+    forced = op(project, server, run.session_id, Undo(force=True))
+    assert isinstance(forced[-1], ev.TurnUndone)
+    assert (project / "a.txt").read_text() == "one\n"
+
+
+def test_the_model_is_told_of_an_undo_in_the_next_request(project, server):
+    db = project.parent / "sessions.db"
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "made.txt", "content": "x\n"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "make a file", db=db)
+    op(project, server, run.session_id, Undo())
+    assert not (project / "made.txt").exists()
+    server.add(Reply(text="ok"))
+    run_session(project, server, "what now?", db=db, resume=run.session_id)
+    texts = [m.get("content") for m in server.chat_requests[-1].messages if m["role"] == "user"]
+    assert any(isinstance(t, str) and "undid turn 1" in t and "made.txt" in t for t in texts), texts
+
+
+def test_read_only_turns_take_no_snapshot(project, server):
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Reply(text="done"))
+    run = run_session(project, server, "look")
+    assert not run.of(ev.TurnDiff)
+    events = op(project, server, run.session_id, Undo())
+    assert isinstance(events[-1], ev.WarningEvent) and "no turn" in events[-1].message
+
+
+def test_cli_exec_json_shows_turn_diff_then_diff_undo_and_redo(project, server, auger_home):
+    from tests.support.harness import FAST, auger_cli, json_events
+
+    fast = [arg for item in FAST for arg in ("-c", item)]
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "echo made > b.txt"})]),
+               Reply(text="done"))
+    result = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", *fast, "edit",
+                       home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    lines = json_events(result.stdout)
+    types = [line["type"] for line in lines]
+    assert types.index("turn_diff") == types.index("turn_ended") - 1
+    session_id = lines[0]["session_id"]
+
+    shown = auger_cli("diff", session_id[:8], home=auger_home, cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    assert "turn 1" in shown.stdout and "-one\n+two" in shown.stdout and "+made" in shown.stdout
+    assert "\x1b[" not in shown.stdout  # not a terminal: plain text
+    as_json = json_events(auger_cli("diff", session_id, "1", "--json", home=auger_home, cwd=project).stdout)
+    assert [f["path"] for f in as_json[0]["files"]] == ["a.txt", "b.txt"]
+
+    undone = auger_cli("undo", session_id[:8], home=auger_home, cwd=project)
+    assert undone.returncode == 0, undone.stderr
+    assert "undid turn 1" in undone.stdout
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "b.txt").exists()
+    again = auger_cli("undo", session_id[:8], home=auger_home, cwd=project)
+    assert again.returncode != 0 and "already undone" in again.stderr
+    redone = auger_cli("undo", "--redo", session_id[:8], home=auger_home, cwd=project)
+    assert redone.returncode == 0, redone.stderr
+    assert (project / "a.txt").read_text() == "two\n" and (project / "b.txt").read_text() == "made\n"
+
+
+def test_undo_while_a_turn_runs_is_refused(project, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo x > a.txt; sleep 1"})]), Reply(text="done"))
+
+    def on_event(session, event):
+        if isinstance(event, ev.ToolCallStarted):
+            session.submit(Undo())
+
+    run = run_session(project, server, "work", on_event=on_event)
+    refusals = [e.message for e in run.of(ev.WarningEvent)]
+    assert any(m.startswith("undo refused: a turn is running") for m in refusals), refusals
+    assert (project / "a.txt").read_text() == "x\n"
+
+
+def test_undo_works_after_compaction_and_resume(project, server):
+    from auger.protocol.ops import Compact
+
+    def compact_after_first_turn(session, event):
+        if isinstance(event, ev.TurnEnded) and not getattr(session, "_asked_compact", False):
+            session._asked_compact = True
+            session.submit(Compact())
+
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(text="did it"), Reply(text="SUMMARY: a.txt now says two."))
+    run = run_session(project, server, "edit", on_event=compact_after_first_turn, turns=2)
+    assert run.of(ev.ContextCompacted) and run.of(ev.TurnDiff)
+    undone = op(project, server, run.session_id, Undo())
+    assert isinstance(undone[-1], ev.TurnUndone) and undone[-1].files == ["a.txt"]
+    assert (project / "a.txt").read_text() == "one\n"
+
+
+def test_a_turn_cut_short_by_a_killed_process_can_be_undone_by_force(project, server, auger_home):
+    import signal
+    import sys
+    import time
+
+    from tests.support.harness import FAST
+
+    fast = [arg for item in FAST for arg in ("-c", item)]
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "touch started && sleep 30"})]),
+               Reply(text="never"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    env.update({"AUGER_HOME": str(auger_home), "OPENAI_API_KEY": "sk-test"})
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "exec", "--json", "--base-url", server.base_url,
+                             "-m", "m", *fast, "edit"], cwd=project, env=env, stdout=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    deadline = time.monotonic() + 30
+    while not (project / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    proc.stdout.close()
+    session_id = __import__("json").loads(first)["session_id"]
+    assert (project / "a.txt").read_text() == "two\n"
+
+    refused = auger_cli("undo", session_id[:8], home=auger_home, cwd=project)
+    assert refused.returncode != 0 and "cut short" in refused.stderr
+    assert (project / "a.txt").read_text() == "two\n"
+    forced = auger_cli("undo", "--force", session_id[:8], home=auger_home, cwd=project)
+    assert forced.returncode == 0, forced.stderr
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "started").exists()
+
+
+def test_with_snapshots_off_there_is_no_diff_and_undo_says_why(project, server, isolated_home):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x\n"})]), Reply(text="ok"))
+    run = run_session(project, server, "write", overrides=("snapshots=false",))
+    assert (project / "a.txt").exists() and not run.of(ev.TurnDiff)
+    assert not (isolated_home / "data" / "snapshots").exists() and not list(isolated_home.rglob("snapshots"))
+
+    async def main():
+        session, store = await open_session(project, server, project.parent / "sessions.db", "snapshots=false",
+                                            resume=run.session_id)
+        try:
+            session.submit(Undo())
+            async for event in session.events():
+                if isinstance(event, ev.WarningEvent):
+                    session.submit(Shutdown())
+                    await session.wait_closed()
+                    return event.message
+        finally:
+            await store.aclose()
+
+    assert "snapshots are off" in asyncio.run(main())
+    assert (project / "a.txt").exists()
