@@ -15,7 +15,6 @@ from auger import __version__
 from auger.frontends.cli_support import (
     CliError, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )
-from auger.frontends.mcp_commands import McpCommandError, add_parsers as add_mcp_parsers, split_command
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -25,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv in (["--version"], ["-V"]):
         print(f"auger {__version__}")
         return EXIT_OK
+    from auger.frontends.mcp_commands import split_command
+
     parser, commands = _parser()
     argv, server_command = split_command(argv)
     if argv and argv[0] in commands:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return args.run(args)
-    except (CliError, McpCommandError) as exc:
+    except CliError as exc:
         print(f"auger: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -121,6 +122,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
     from auger.frontends.changes_cli import add_commands
+    from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)

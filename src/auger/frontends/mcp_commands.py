@@ -16,9 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-
-class McpCommandError(Exception):
-    """A user mistake; the CLI prints it as one line."""
+from auger.frontends.cli_support import CliError
 
 
 def add_parsers(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -92,7 +90,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     try:
         parse_server(args.name, table)
     except ValueError as exc:
-        raise McpCommandError(str(exc)) from None
+        raise CliError(str(exc)) from None
     path = user_config_path()
     text = _read(path)
     replaced = _without_server(text, args.name) != text
@@ -106,7 +104,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     path = user_config_path()
     text = _read(path)
     if args.name not in _servers(text, path):
-        raise McpCommandError(f"no MCP server named {args.name!r} in {path}")
+        raise CliError(f"no MCP server named {args.name!r} in {path}")
     _write(path, _without_server(text, args.name), args.name, None)
     print(f"removed MCP server {args.name!r} from {path}")
     return 0
@@ -116,7 +114,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
     path = user_config_path()
     table = _servers(_read(path), path).get(args.name)
     if table is None:
-        raise McpCommandError(f"no MCP server named {args.name!r} in {path}")
+        raise CliError(f"no MCP server named {args.name!r} in {path}")
     print(json.dumps(table, indent=2, sort_keys=True))
     return 0
 
@@ -171,7 +169,7 @@ def _pairs(pairs: list[str], what: str) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise McpCommandError(f"{what}: expected K=V, got {pair!r}")
+            raise CliError(f"{what}: expected K=V, got {pair!r}")
         out[key] = value
     return out
 
@@ -217,7 +215,7 @@ def _read(path: Path) -> str:
     except FileNotFoundError:
         return ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise McpCommandError(f"cannot read {path}: {exc}") from None
+        raise CliError(f"cannot read {path}: {exc}") from None
 
 
 def _servers(text: str, path: Path) -> dict[str, Any]:
@@ -226,7 +224,7 @@ def _servers(text: str, path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise McpCommandError(f"{path} is not valid TOML ({exc}); fix it first") from None
+        raise CliError(f"{path} is not valid TOML ({exc}); fix it first") from None
     servers = data.get("mcp_servers", {})
     return servers if isinstance(servers, dict) else {}
 
@@ -237,7 +235,7 @@ def _write(path: Path, text: str, name: str, expected: dict[str, Any] | None) ->
     _servers(_read(path), path)  # refuse to touch a file that does not parse now
     got = _servers(text, path).get(name)
     if got != expected:
-        raise McpCommandError(f"{path} defines mcp_servers in a form this command does not edit; "
+        raise CliError(f"{path} defines mcp_servers in a form this command does not edit; "
                               "edit the file by hand")
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
