@@ -38,6 +38,7 @@ log = logging.getLogger("auger.changes")
 
 UNDO, REDO = "undo", "redo"  # the kinds of the context messages that tell the model
 UNDO_TURN = "undo"  # the turn id undo and redo records carry
+WARM_UP_DELAY = 1.0  # seconds after a session opens before its first snapshot starts hashing the tree
 
 Record = Callable[[str, Item], Awaitable[None]]
 
@@ -68,12 +69,19 @@ class ChangeTracker:
         self._before: dict[str, TurnSnapshot | None] = {}  # turn id -> its snapshot (None: it failed)
         self._lock = asyncio.Lock()
         self._warm: asyncio.Task[None] | None = None
+        self._needed = asyncio.Event()  # a change is about to be made: warm up now, not after the delay
 
     def start(self) -> None:
-        """Take a first snapshot in the background, so the first turn's costs only what changed."""
+        """Take a first snapshot in the background, so the first turn's costs only what changed. It
+        waits WARM_UP_DELAY first (or until a change needs it), so hashing a large tree never competes
+        with the session's start-up and its first model request."""
         self._warm = asyncio.create_task(self._warm_up(), name=f"snapshot-{self.session_id}")
 
     async def _warm_up(self) -> None:
+        try:
+            await asyncio.wait_for(self._needed.wait(), WARM_UP_DELAY)
+        except TimeoutError:
+            pass
         try:
             await self.snapshots.snapshot(f"auger {self.session_id}: session start")
         except Exception as exc:  # the turn's own snapshot reports a lasting problem
@@ -97,6 +105,7 @@ class ChangeTracker:
         from auger.changes.snapshots import SnapshotError
 
         if self._warm is not None:
+            self._needed.set()
             await asyncio.shield(self._warm)  # an interrupt ends this wait, never the shared snapshot
         try:
             snap = await self.snapshots.snapshot(f"auger {self.session_id} turn {turn_id}: before")
