@@ -221,7 +221,11 @@ class Renderer:
             return a.styled(f"mode: {event.previous} → {event.mode}", "cyan")
         if isinstance(event, ev.TurnEnded):
             out = self._flush_reasoning() + self._flush_all()
+            for run in self.running.values():  # calls the turn's end cut short
+                out += a.render(_line([("■ ", "yellow"), (f"{run.name} ", "bold"), (run.detail, ""),
+                                       (" (stopped)", "dim")]))
             self.running.clear()
+            self.diffs.clear()
             elapsed = f" after {time.monotonic() - self.turn_started:.1f}s" if self.turn_started else ""
             self.turn_started = None
             if event.reason == "cancelled":

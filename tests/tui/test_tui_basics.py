@@ -1,0 +1,92 @@
+"""The interactive terminal, driven for real in tmux against the mock model server."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from tests.support.mock_openai import Reply, ToolCall
+
+
+def test_a_prompt_streams_an_answer_and_quitting_leaves_the_transcript(term, server):
+    server.add(Reply(text="First paragraph with **bold**.\n\n```python\nprint('hi')\n```\n\nThe end."))
+    t = term()
+    t.ready()
+    t.type("say hello")
+    t.send("Enter")
+    t.wait_for("The end.")
+    shown = t.screen()
+    assert "› say hello" in shown and "print('hi')" in shown and "**bold**" not in shown  # rendered Markdown
+    assert "mock-model" in shown and "auto mode" in shown  # the status line
+    assert server.chat_requests[-1].messages[-1]["content"] == "say hello"
+    t.send("C-d")
+    after = t.wait_for("AUGER-EXITED:0", whole=True)
+    assert "› say hello" in after and "The end." in after  # the transcript stays in the scrollback
+    assert after.index("The end.") < after.index("AUGER-EXITED")
+
+
+def test_ctrl_c_twice_at_an_empty_prompt_quits(term, server):
+    t = term()
+    t.ready()
+    t.send("C-c")
+    t.wait_for("press ctrl-c again")
+    t.send("C-c")
+    t.wait_for("AUGER-EXITED:0", whole=True)
+
+
+def test_escape_interrupts_a_running_shell_command_within_a_second(term, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo started; sleep 30"})]), Reply(text="unused"))
+    t = term()
+    t.ready()
+    t.type("run it")
+    t.send("Enter")
+    t.wait_for("started")  # the live area shows the command's output while it runs
+    sent = time.monotonic()
+    t.send("Escape")
+    t.wait_for("■ interrupted", timeout=10)
+    elapsed = time.monotonic() - sent
+    print(f"escape to interrupted shown: {elapsed:.2f}s")
+    assert elapsed < 1.0, f"the interrupt took {elapsed:.2f}s"
+    t.wait_for("■ shell echo started; sleep 30 (stopped)")  # the call's line says it was cut short
+    assert len(server.chat_requests) == 1  # no model call after the interrupt
+
+
+def test_a_message_typed_during_a_turn_is_queued_and_injected(term, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "sleep 3; echo slept"})]), Reply(text="saw both"))
+    t = term()
+    t.ready()
+    t.type("first task")
+    t.send("Enter")
+    t.wait_for("⋯ shell")
+    t.type("also do this")
+    t.send("Enter")
+    t.wait_for("queued: also do this")
+    t.wait_for("saw both")
+    sent = [m.get("content") for m in server.chat_requests[1].messages if m["role"] == "user"]
+    assert "also do this" in sent
+    assert "queued:" not in t.screen()
+    assert "› also do this" in t.screen()
+
+
+def test_resizing_to_80x24_keeps_it_usable(term, server):
+    server.add(Reply(text="word " * 60 + "\n\nshort tail"))
+    t = term(width=120, height=40)
+    t.ready()
+    t.resize(80, 24)
+    t.type("after resize")
+    t.send("Enter")
+    shown = t.wait_for("short tail")
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    assert "mock-model" in shown.splitlines()[-1]  # the status line is still at the bottom
+
+
+def test_no_color_is_honoured(term, server):
+    server.add(Reply(text="plain **text**"))
+    t = term(env={"NO_COLOR": "1"})
+    t.ready()
+    t.type("hi")
+    t.send("Enter")
+    t.wait_for("plain text")
+    ansi = t.screen(ansi=True)
+    assert "\x1b[1m" in ansi  # attributes stay (captured with escapes)...
+    assert not re.search(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25])[;m]", ansi), ansi  # ...colours go
