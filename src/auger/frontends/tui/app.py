@@ -429,7 +429,10 @@ class Tui:
             completer=make_completer(self.root, lambda: completions(self)), complete_while_typing=True,
             style=STYLE, erase_when_done=True, refresh_interval=0.5, reserve_space_for_menu=6,
             include_default_pygments_style=False, color_depth=None)
-        self.ps.app.ttimeoutlen = 0.05  # a lone Esc acts at once; Alt+key arrives as one read anyway
+        # A lone Esc acts at once (it interrupts): Alt+key arrives in one read, so no wait is needed to
+        # tell them apart, neither for the terminal's escape sequences nor for Esc-prefixed bindings.
+        self.ps.app.ttimeoutlen = 0.05
+        self.ps.app.timeoutlen = 0.05
         with patch_stdout(raw=True):
             starter = asyncio.create_task(self.start())
             try:
