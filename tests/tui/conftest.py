@@ -17,7 +17,9 @@ def term(project, server, auger_home):
               base: bool = True) -> Terminal:
         flags = ["--base-url", server.base_url, "-m", "mock-model", "-c", "model_retry_base_delay=0.01",
                  "-c", "generate_titles=false"] if base else []
-        t = Terminal(project, auger_home, [*flags, *args], width=width, height=height, env=env)
+        command = list(args[:1]) if args[:1] in (("resume",), ("exec",)) else []  # a subcommand goes first
+        t = Terminal(project, auger_home, [*command, *flags, *args[len(command):]], width=width, height=height,
+                     env=env)
         started.append(t)
         return t
 

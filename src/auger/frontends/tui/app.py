@@ -433,21 +433,27 @@ class Tui:
         # tell them apart, neither for the terminal's escape sequences nor for Esc-prefixed bindings.
         self.ps.app.ttimeoutlen = 0.05
         self.ps.app.timeoutlen = 0.05
+        lines: asyncio.Queue[str] = asyncio.Queue()
+
+        async def work() -> None:
+            """Handle submitted lines in order, while the prompt is already back for more typing."""
+            await self.start()
+            while True:
+                await self.submit(await lines.get())
+
         with patch_stdout(raw=True):
-            starter = asyncio.create_task(self.start())
+            worker = asyncio.create_task(work())
             try:
                 while not self.done:
                     try:
-                        text = await self.ps.prompt_async()
+                        lines.put_nowait(await self.ps.prompt_async())
                     except EOFError:
                         break
                     except KeyboardInterrupt:
                         continue
-                    await self.submit(text)
             finally:
-                if not starter.done():
-                    starter.cancel()
-                    await asyncio.gather(starter, return_exceptions=True)
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
                 if self.shell_task is not None:
                     self.shell_task.cancel()
                 await self.close_session()

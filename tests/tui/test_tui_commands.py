@@ -1,0 +1,67 @@
+"""Slash commands in the real program in tmux."""
+
+from __future__ import annotations
+
+from tests.support.mock_openai import Reply
+
+
+def test_model_mode_compact_and_unavailable_commands(term, server):
+    server.add(Reply(text="one answer"), Reply(text="The summary of it all."), Reply(text="answered by other"))
+    t = term()
+    t.ready()
+    t.type("first")
+    t.send("Enter")
+    t.wait_for("one answer")
+    for line, expected in [("/mode plan", "mode: auto → plan"), ("/model other-model", "model: mock-model → other-model"),
+                           ("/compact", "context compacted (manual)"),
+                           ("/undo", "/undo is not available in this build"),
+                           ("/diff", "/diff is not available in this build"),
+                           ("/nonsense", "unknown command /nonsense")]:
+        t.type(line)
+        t.send("Enter")
+        t.wait_for(expected)
+    assert "plan mode" in t.screen().splitlines()[-1] and "other-model" in t.screen().splitlines()[-1]
+    t.type("again")
+    t.send("Enter")
+    t.wait_for("answered by other")
+    assert server.chat_requests[-1].body["model"] == "other-model"
+
+
+def test_resume_picks_a_session_of_this_project(term, server):
+    server.add(Reply(text="remember the word pelican"), Reply(text="it was pelican"))
+    t = term()
+    t.ready()
+    t.type("a word please")
+    t.send("Enter")
+    t.wait_for("remember the word pelican")
+    t.type("/new")
+    t.send("Enter")
+    t.wait_for("new session")
+    t.type("/resume")
+    t.send("Enter")
+    shown = t.wait_for("resume which session?")
+    assert "a word please" in shown  # the first session's title
+    t.type("1")
+    t.send("Enter")
+    t.wait_for("auger · resumed")
+    t.type("which word?")
+    t.send("Enter")
+    t.wait_for("it was pelican")
+    sent = [m.get("content") for m in server.chat_requests[-1].messages]
+    assert "remember the word pelican" in sent  # the resumed history went to the model
+
+
+def test_auger_resume_last_and_headless_fallback(term, server, project, auger_home):
+    from tests.conftest import auger_cli
+
+    server.add(Reply(text="headless answer"), Reply(text="continued"))
+    result = auger_cli("--base-url", server.base_url, "-m", "mock-model", home=auger_home, cwd=project,
+                       input="piped prompt\n")  # no terminal: runs headless like `auger exec`
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "headless answer"
+    t = term("resume", "--last")
+    t.wait_for("auger · resumed")
+    t.type("go on")
+    t.send("Enter")
+    t.wait_for("continued")
+    assert "piped prompt\n" in [m.get("content") for m in server.chat_requests[-1].messages]
