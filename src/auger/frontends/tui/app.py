@@ -435,8 +435,13 @@ class Tui:
         self.ps.app.timeoutlen = 0.05
         lines: asyncio.Queue[str] = asyncio.Queue()
 
+        drawn = asyncio.Event()
+        self.ps.app.after_render += lambda _app: drawn.set()
+
         async def work() -> None:
-            """Handle submitted lines in order, while the prompt is already back for more typing."""
+            """Handle submitted lines in order, while the prompt is already back for more typing. The
+            session opens only once the prompt is on screen: opening it imports the engine."""
+            await drawn.wait()
             await self.start()
             while True:
                 await self.submit(await lines.get())

@@ -27,7 +27,10 @@ class Sessions:
 
     async def _ensure(self):
         if self._manager is None:
+            import asyncio
             from pathlib import Path
+
+            await asyncio.to_thread(_import_engine)  # the prompt stays responsive meanwhile
 
             from auger.config import home_dirs
             from auger.engine.sessions import SessionManager
@@ -93,3 +96,10 @@ class Sessions:
         await self.release()
         if self._store is not None:
             await self._store.aclose()
+
+
+def _import_engine() -> None:
+    import auger.engine.sessions  # noqa: F401
+    import auger.engine.workspace  # noqa: F401
+    import auger.models.registry  # noqa: F401
+    import auger.store.sqlite  # noqa: F401
