@@ -69,6 +69,14 @@ class Terminal:
                 raise AssertionError(f"{text!r} did not appear within {timeout}s; the pane shows:\n{shown}")
             time.sleep(0.05)
 
+    def wait_gone(self, text: str, timeout: float = TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        while text in (shown := self.screen()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} still shown after {timeout}s:\n{shown}")
+            time.sleep(0.05)
+        return shown
+
     def ready(self) -> str:
         """Wait for the session to be open (its header) and the prompt to be drawn."""
         return self.wait_for("auger · ")
