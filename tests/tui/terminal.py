@@ -25,6 +25,13 @@ def need_tmux() -> str:
     return path
 
 
+def status_line(screen: str) -> str:
+    """The status line: drawn just above the input line (the last line starting with the prompt mark)."""
+    lines = screen.rstrip("\n").splitlines()
+    prompts = [i for i, line in enumerate(lines) if line.startswith("›")]
+    return lines[prompts[-1] - 1] if prompts and prompts[-1] > 0 else ""
+
+
 class Terminal:
     def __init__(self, cwd: Path, home: Path, args: list[str], *, width: int = 100, height: int = 30,
                  env: dict[str, str] | None = None) -> None:
@@ -52,6 +59,16 @@ class Terminal:
     def type(self, text: str) -> None:
         self._tmux("send-keys", "-t", "0", "-l", text)
 
+    def submit(self, text: str) -> None:
+        """Type a line and press Enter once it is echoed, as a person would."""
+        self.type(text)
+        def echoed(screen: str) -> bool:
+            prompts = [line for line in screen.splitlines() if line.startswith("›")]
+            return bool(prompts) and prompts[-1].rstrip() == f"› {text}".rstrip()
+
+        self.wait_until(echoed, f"{text!r} echoed at the prompt")
+        self.send("Enter")
+
     def screen(self, ansi: bool = False) -> str:
         return self._tmux("capture-pane", "-p", "-t", "0", *(["-e"] if ansi else []))
 
@@ -68,6 +85,14 @@ class Terminal:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} did not appear within {timeout}s; the pane shows:\n{shown}")
             time.sleep(0.05)
+
+    def wait_until(self, predicate, what: str, timeout: float = TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        while not predicate(shown := self.screen()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} not seen within {timeout}s:\n{shown}")
+            time.sleep(0.05)
+        return shown
 
     def wait_gone(self, text: str, timeout: float = TIMEOUT) -> str:
         deadline = time.monotonic() + timeout

@@ -15,8 +15,7 @@ def test_each_approval_key(term, server, project, auger_home):
                _shell("rm always"), Reply(text="unused"))
     t = term("--mode", "safe")
     t.ready()
-    t.type("make files")
-    t.send("Enter")
+    t.submit("make files")
     t.wait_for("[y] yes, once")
     shown = t.wait_for("$ touch once")
     assert "approval needed" in shown and "$ touch once" in shown and "safe mode asks" in shown
@@ -34,8 +33,7 @@ def test_each_approval_key(term, server, project, auger_home):
     t.wait_for("$ chmod 600 always")
     t.send("f")
     t.wait_for("why not?")
-    t.type("use 644 instead")
-    t.send("Enter")
+    t.submit("use 644 instead")
     t.wait_for("feedback seen")
     assert (project / "once").exists() and (project / "session_dir").is_dir() and (project / "always").exists()
     assert not (project / "denied").exists()
@@ -44,8 +42,7 @@ def test_each_approval_key(term, server, project, auger_home):
     assert "The user said: use 644 instead" in tool_messages[-1]
     assert "cp" in (auger_home / "rules.toml").read_text()  # "always" saved a rule
     # esc aborts the turn at the card
-    t.type("clean up")
-    t.send("Enter")
+    t.submit("clean up")
     t.wait_for("$ rm always")
     t.send("Escape")
     t.wait_for("→ aborted the turn")

@@ -6,18 +6,18 @@ import re
 import time
 
 from tests.support.mock_openai import Reply, ToolCall
+from tests.tui.terminal import status_line
 
 
 def test_a_prompt_streams_an_answer_and_quitting_leaves_the_transcript(term, server):
     server.add(Reply(text="First paragraph with **bold**.\n\n```python\nprint('hi')\n```\n\nThe end."))
     t = term()
     t.ready()
-    t.type("say hello")
-    t.send("Enter")
-    t.wait_for("The end.")
-    shown = t.screen()
+    t.submit("say hello")
+    shown = t.wait_until(lambda s: "The end." in s and "esc to interrupt" not in s, "the turn's end")
     assert "› say hello" in shown and "print('hi')" in shown and "**bold**" not in shown  # rendered Markdown
-    assert "mock-model" in shown and "auto mode" in shown  # the status line
+    assert shown.index("First paragraph") < shown.index("print('hi')") < shown.index("The end.")
+    assert "mock-model" in status_line(shown) and "auto mode" in status_line(shown)
     assert server.chat_requests[-1].messages[-1]["content"] == "say hello"
     t.send("C-d")
     after = t.wait_for("AUGER-EXITED:0", whole=True)
@@ -38,8 +38,7 @@ def test_escape_interrupts_a_running_shell_command_within_a_second(term, server)
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo started; sleep 30"})]), Reply(text="unused"))
     t = term()
     t.ready()
-    t.type("run it")
-    t.send("Enter")
+    t.submit("run it")
     t.wait_for("started")  # the live area shows the command's output while it runs
     sent = time.monotonic()
     t.send("Escape")
@@ -55,11 +54,9 @@ def test_a_message_typed_during_a_turn_is_queued_and_injected(term, server):
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "sleep 3; echo slept"})]), Reply(text="saw both"))
     t = term()
     t.ready()
-    t.type("first task")
-    t.send("Enter")
+    t.submit("first task")
     t.wait_for("⋯ shell")
-    t.type("also do this")
-    t.send("Enter")
+    t.submit("also do this")
     t.wait_for("queued: also do this")
     t.wait_for("saw both")
     sent = [m.get("content") for m in server.chat_requests[1].messages if m["role"] == "user"]
@@ -73,19 +70,18 @@ def test_resizing_to_80x24_keeps_it_usable(term, server):
     t = term(width=120, height=40)
     t.ready()
     t.resize(80, 24)
-    t.type("after resize")
-    t.send("Enter")
-    shown = t.wait_for("short tail")
+    t.submit("after resize")
+    t.wait_for("short tail")
+    shown = t.wait_until(lambda s: "mock-model" in status_line(s), "the status line")
     assert all(len(line) <= 80 for line in shown.splitlines())
-    assert "mock-model" in shown.splitlines()[-1]  # the status line is still at the bottom
+    assert "short tail" in shown and "› after resize" in shown
 
 
 def test_no_color_is_honoured(term, server):
     server.add(Reply(text="plain **text**"))
     t = term(env={"NO_COLOR": "1"})
     t.ready()
-    t.type("hi")
-    t.send("Enter")
+    t.submit("hi")
     t.wait_for("plain text")
     ansi = t.screen(ansi=True)
     assert "\x1b[1m" in ansi  # attributes stay (captured with escapes)...

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from tests.support.mock_openai import Reply
+from tests.tui.terminal import status_line
 
 
 def test_model_mode_compact_and_unavailable_commands(term, server):
     server.add(Reply(text="one answer"), Reply(text="The summary of it all."), Reply(text="answered by other"))
     t = term()
     t.ready()
-    t.type("first")
-    t.send("Enter")
+    t.submit("first")
     t.wait_for("one answer")
     for line, expected in [("/mode plan", "mode: auto → plan"), ("/model other-model", "model: mock-model → other-model"),
                            ("/compact", "context compacted (manual)"),
                            ("/undo", "/undo is not available in this build"),
                            ("/diff", "/diff is not available in this build"),
                            ("/nonsense", "unknown command /nonsense")]:
-        t.type(line)
-        t.send("Enter")
+        t.submit(line)
         t.wait_for(expected)
-    assert "plan mode" in t.screen().splitlines()[-1] and "other-model" in t.screen().splitlines()[-1]
-    t.type("again")
-    t.send("Enter")
+    t.wait_until(lambda s: "plan mode" in status_line(s) and "other-model" in status_line(s),
+                 "the status line with the new model and mode")
+    t.submit("again")
     t.wait_for("answered by other")
     assert server.chat_requests[-1].body["model"] == "other-model"
 
@@ -31,21 +30,16 @@ def test_resume_picks_a_session_of_this_project(term, server):
     server.add(Reply(text="remember the word pelican"), Reply(text="it was pelican"))
     t = term()
     t.ready()
-    t.type("a word please")
-    t.send("Enter")
+    t.submit("a word please")
     t.wait_for("remember the word pelican")
-    t.type("/new")
-    t.send("Enter")
+    t.submit("/new")
     t.wait_for("new session")
-    t.type("/resume")
-    t.send("Enter")
+    t.submit("/resume")
     shown = t.wait_for("resume which session?")
     assert "a word please" in shown  # the first session's title
-    t.type("1")
-    t.send("Enter")
+    t.submit("1")
     t.wait_for("auger · resumed")
-    t.type("which word?")
-    t.send("Enter")
+    t.submit("which word?")
     t.wait_for("it was pelican")
     sent = [m.get("content") for m in server.chat_requests[-1].messages]
     assert "remember the word pelican" in sent  # the resumed history went to the model
@@ -61,7 +55,6 @@ def test_auger_resume_last_and_headless_fallback(term, server, project, auger_ho
     assert result.stdout.strip() == "headless answer"
     t = term("resume", "--last")
     t.wait_for("auger · resumed")
-    t.type("go on")
-    t.send("Enter")
+    t.submit("go on")
     t.wait_for("continued")
     assert "piped prompt\n" in [m.get("content") for m in server.chat_requests[-1].messages]

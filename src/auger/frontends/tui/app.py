@@ -32,7 +32,7 @@ LABELS = {"approve": "yes, once", "approve_session": "yes, this session", "appro
           "deny": "no", "continue": "continue", "stop": "stop"}
 STYLE = Style.from_dict({
     "dim": "#888888", "running": "ansicyan", "queued": "ansiyellow", "card": "ansiyellow bold",
-    "prompt": "bold", "bottom-toolbar": "noreverse", "status": "#888888", "status.warn": "ansiyellow",
+    "prompt": "bold", "status": "#888888", "status.warn": "ansiyellow",
 })
 
 
@@ -118,11 +118,14 @@ class Tui:
         fragments: list[tuple[str, str]] = []
         for style, text in lines:
             fragments += [(style, text), ("", "\n")]
+        fragments += [*self.toolbar(), ("", "\n")]
         marker = "… " if self.feed is None else "› "
         fragments.append(("class:prompt", marker))
         return FormattedText(fragments)
 
-    def toolbar(self):
+    def toolbar(self) -> list[tuple[str, str]]:
+        """The status line, drawn just above the input: the app then takes only the lines it needs
+        (a bottom toolbar would stretch it to the screen's foot and push blank lines into the scrollback)."""
         r = self.renderer
         parts = [r.model or "starting…", f"{r.mode} mode" if r.mode else ""]
         if r.context_left is not None:
@@ -139,7 +142,7 @@ class Tui:
         out = [("class:status", text)]
         if room > 8:
             out.append(("class:status.warn" if self.notice else "class:status", "  " + tail[:room]))
-        return FormattedText(out)
+        return out
 
     def bindings(self) -> KeyBindings:
         kb = KeyBindings()
@@ -425,9 +428,9 @@ class Tui:
             except OSError:
                 pass  # an unwritable data dir costs the history, not the session
         self.ps = PromptSession(
-            message=self.message, bottom_toolbar=self.toolbar, key_bindings=self.bindings(), history=history,
+            message=self.message, key_bindings=self.bindings(), history=history,
             completer=make_completer(self.root, lambda: completions(self)), complete_while_typing=True,
-            style=STYLE, erase_when_done=True, refresh_interval=0.5, reserve_space_for_menu=6,
+            style=STYLE, erase_when_done=True, refresh_interval=0.5, reserve_space_for_menu=4,
             include_default_pygments_style=False, color_depth=None)
         # A lone Esc acts at once (it interrupts): Alt+key arrives in one read, so no wait is needed to
         # tell them apart, neither for the terminal's escape sequences nor for Esc-prefixed bindings.
