@@ -258,11 +258,13 @@ class Tui:
             body.append(f"  • {clean(finding)}\n", style="dim")
         if a.subject and a.tool == "shell":
             body.append(f"$ {clean(a.subject)}", style="bold magenta")
+        body.rstrip()
         ansi = Ansi(self.width)
         self.out(ansi.render(Panel(body, title="approval needed", title_align="left", border_style="yellow",
                                    expand=False)))
         if a.diff:
             self.out(ansi.diff(a.diff, limit=60))
+            self.renderer.diffs.pop(a.call_id, None)  # shown here: not again when the call succeeds
 
     async def events(self, feed: Feed) -> None:
         """Render one session's events until it shuts down."""

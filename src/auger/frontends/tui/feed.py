@@ -24,6 +24,7 @@ class Approval:
     """What an approval card shows, read from an ApprovalRequest's loosely typed details."""
 
     request_id: str
+    call_id: str
     kind: str
     message: str
     options: tuple[str, ...]
@@ -43,7 +44,7 @@ class Approval:
             return value if isinstance(value, str) else ""
 
         findings = d.get("findings") if isinstance(d.get("findings"), list) else []
-        return cls(event.request_id, event.kind, event.message, tuple(event.options), text("tool"),
+        return cls(event.request_id, text("call_id"), event.kind, event.message, tuple(event.options), text("tool"),
                    text("subject"), text("effect"), text("reason"), text("diff"),
                    tuple(str(f) for f in findings))
 
