@@ -4,10 +4,35 @@ says so plainly instead of doing nothing."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 if TYPE_CHECKING:
-    from auger.frontends.tui.app import Tui
+    from auger.frontends.tui.feed import Feed
+    from auger.frontends.tui.render import Renderer
+    from auger.frontends.tui.sessions import Sessions
+
+
+class Tui(Protocol):
+    """What a command may use of the terminal UI (app.Tui; named here so the app can import this module)."""
+
+    feed: Feed | None
+    sessions: Sessions
+    renderer: Renderer
+    busy: bool
+    branch: str
+    root: Path
+    picking: list | None
+    done: bool
+    ps: Any
+
+    def say(self, text: str, style: str = "cyan") -> None: ...
+
+    def redraw(self) -> None: ...
+
+    async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool: ...
+
+    async def flush_waiting(self) -> None: ...
 
 UNAVAILABLE = {
     "undo": "undo of the agent's file changes",
