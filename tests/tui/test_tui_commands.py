@@ -58,3 +58,20 @@ def test_auger_resume_last_and_headless_fallback(term, server, project, auger_ho
     t.submit("go on")
     t.wait_for("continued")
     assert "piped prompt\n" in [m.get("content") for m in server.chat_requests[-1].messages]
+
+
+def test_auger_resume_without_an_id_offers_this_projects_sessions(term, server, project, auger_home):
+    from tests.conftest import auger_cli
+
+    server.add(Reply(text="stored answer"), Reply(text="picked up"))
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "mock-model", "the stored task",
+                       home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    t = term("resume")
+    shown = t.wait_for("resume which session?")
+    assert "the stored task" in shown
+    t.submit("1")
+    t.wait_for("auger · resumed")
+    t.submit("continue")
+    t.wait_for("picked up")
+    assert "the stored task" in [m.get("content") for m in server.chat_requests[-1].messages]

@@ -119,7 +119,7 @@ class Tui:
         for style, text in lines:
             fragments += [(style, text), ("", "\n")]
         fragments += [*self.toolbar(), ("", "\n")]
-        marker = "… " if self.feed is None else "› "
+        marker = "… " if self.feed is None and self.picking is None else "› "
         fragments.append(("class:prompt", marker))
         return FormattedText(fragments)
 
