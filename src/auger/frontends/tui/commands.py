@@ -202,7 +202,8 @@ async def _init(tui: Tui, arg: str) -> None:
 @command("quit", "leave (the session is saved)")
 async def _quit(tui: Tui, arg: str) -> None:
     tui.done = True
-    tui.ps.app.exit(exception=EOFError()) if tui.ps.app.is_running else None
+    if tui.ps.app.is_running:
+        tui.ps.app.exit(exception=EOFError())
 
 
 # -- the session picker ----------------------------------------------------------------

@@ -83,7 +83,8 @@ def project_files(root: Path, limit: int = MAX_FILES) -> list[str]:
 
 
 def fuzzy(query: str, candidates: Iterable[str], limit: int = 30) -> list[str]:
-    """Candidates containing the query's characters in order; tighter and earlier matches first."""
+    """Candidates containing the query's characters in order: the file named so first, then names that
+    start with it, contain it, paths that contain it, and scattered matches; shorter paths first."""
     q = query.lower()
     scored = []
     for cand in candidates:
@@ -98,7 +99,9 @@ def fuzzy(query: str, candidates: Iterable[str], limit: int = 30) -> list[str]:
             pos = nxt
         else:
             base = c.rsplit("/", 1)[-1]
-            scored.append((0 if q in base else 1 if q in c else 2, gaps, len(cand), cand))
+            rank = (0 if base.split(".")[0] == q else 1 if base.startswith(q) else 2 if q in base else
+                    3 if q in c else 4)
+            scored.append((rank, gaps, len(cand), cand))
     return [s[-1] for s in sorted(scored)[:limit]]
 
 

@@ -22,7 +22,9 @@ from auger.protocol import events as ev
 
 LIVE_TAIL = 4  # lines of a running command's output kept in view
 _FENCE = re.compile(r"^\s*(```|~~~)", re.M)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]|\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|.)")
+# whole escape sequences first (CSI, OSC, two-byte), then any other control character but tab and newline
+_CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.?)"
+                      r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
