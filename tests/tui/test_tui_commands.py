@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.support.mock_openai import Reply
 from tests.tui.terminal import status_line
 
@@ -75,3 +77,29 @@ def test_auger_resume_without_an_id_offers_this_projects_sessions(term, server, 
     t.submit("continue")
     t.wait_for("picked up")
     assert "the stored task" in [m.get("content") for m in server.chat_requests[-1].messages]
+
+
+def test_the_other_commands_answer(term, server, project):
+    skill = project / ".auger" / "skills" / "tidy"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: tidy\ndescription: tidy the imports\n---\nSort imports.\n")
+    server.add(Reply(text="first answer"), Reply(text="tidied"))
+    t = term()
+    t.ready()
+    t.submit("first")
+    t.wait_for("first answer")
+    for line, expected in [("/help", "approvals: y once"), ("/cost", " tokens · "),
+                           ("/status", "sandbox bwrap"), ("/skills", "/tidy"),
+                           ("/sessions", "first"), ("/rollback", "rolled back 1 turn"),
+                           ("/review", "/review is not available in this build"),
+                           ("/mcp", "/mcp is not available"), ("/agents", "/agents is not available")]:
+        t.submit(line)
+        t.wait_for(expected)
+    t.submit("/tidy")
+    t.wait_for("tidied")
+    assert any("<skill name='tidy'>" in (m.get("content") or "") for m in server.chat_requests[-1].messages)
+    source = re.search(r"auger · new session ([0-9a-f]{8})", t.history()).group(1)
+    t.submit("/fork")
+    t.wait_for(f"forked {source}")
+    t.submit("/quit")
+    t.wait_for("AUGER-EXITED:0", whole=True)
