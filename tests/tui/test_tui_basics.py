@@ -86,3 +86,9 @@ def test_no_color_is_honoured(term, server):
     ansi = t.screen(ansi=True)
     assert "\x1b[1m" in ansi  # attributes stay (captured with escapes)...
     assert not re.search(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|38;[25])[;m]", ansi), ansi  # ...colours go
+
+
+def test_a_session_that_cannot_open_is_one_line_and_a_failing_exit(term, server, project):
+    t = term("--db", str(project))  # a directory, not a database file
+    shown = t.wait_for("AUGER-EXITED:1", whole=True)
+    assert "✗ cannot start a session" in shown and "Traceback" not in shown

@@ -175,7 +175,7 @@ def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, res
         raise CliError(f"project directory {root} {problem}")
     from auger.frontends.tui import run_tui
 
-    return _guard_store(lambda: run_tui(config, root, prompt=prompt, resume=resume, pick=pick))
+    return run_tui(config, root, prompt=prompt, resume=resume, pick=pick)  # it reports store errors itself
 
 
 def _last_session(args: argparse.Namespace) -> str:

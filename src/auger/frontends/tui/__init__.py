@@ -21,4 +21,4 @@ def run_tui(config: Config, root: str, *, prompt: str | None = None, resume: str
     tui = Tui(Sessions(config, root, config.db_path), prompt=prompt, resume=resume, pick=pick,
               history_path=home_dirs()["data"] / "prompt-history")
     asyncio.run(tui.run())
-    return 0
+    return 1 if tui.failed else 0

@@ -77,6 +77,7 @@ class Tui:
         self.shell_task: asyncio.Task | None = None
         self.pump: asyncio.Task | None = None
         self.done = False
+        self.failed = False  # no session could be opened: the exit status says so
         self.ps: PromptSession | None = None
 
     # -- output ----------------------------------------------------------------------------
@@ -333,7 +334,7 @@ class Tui:
                 await self.switch()
         except Exception as exc:  # cannot even start a new session: say why and leave
             self.say(f"✗ cannot start a session: {exc}", "red")
-            self.done = True
+            self.done = self.failed = True
             if self.ps is not None and self.ps.app.is_running:
                 self.ps.app.exit(exception=EOFError())
             return
@@ -449,7 +450,11 @@ class Tui:
             await drawn.wait()
             await self.start()
             while True:
-                await self.submit(await lines.get())
+                line = await lines.get()
+                try:
+                    await self.submit(line)
+                except Exception as exc:  # one failed command must not leave the prompt dead
+                    self.say(f"✗ {type(exc).__name__}: {exc}", "red")
 
         with patch_stdout(raw=True):
             worker = asyncio.create_task(work())

@@ -61,9 +61,10 @@ class Sessions:
         from auger.engine.resume import ResumeRefused
         from auger.engine.sessions import SessionNotFound
         from auger.models.registry import ProviderError, client_for
+        from auger.store.sqlite import StoreError
 
-        manager = await self._ensure()
         try:
+            manager = await self._ensure()
             if resume:
                 await self._claim(resume)
                 try:
@@ -77,7 +78,7 @@ class Sessions:
                 session = await manager.create(client_for(self.config), interactive=True)
             await self._claim(session.id)
             return session
-        except (ProviderError, ResumeRefused, SessionNotFound, ValueError) as exc:
+        except (ProviderError, ResumeRefused, SessionNotFound, StoreError, ValueError) as exc:
             raise OpenError(str(exc)) from None
 
     async def _claim(self, session_id: str) -> None:
