@@ -92,3 +92,11 @@ def test_a_session_that_cannot_open_is_one_line_and_a_failing_exit(term, server,
     t = term("--db", str(project))  # a directory, not a database file
     shown = t.wait_for("AUGER-EXITED:1", whole=True)
     assert "✗ cannot start a session" in shown and "Traceback" not in shown
+
+
+def test_a_prompt_on_the_command_line_is_sent_first(term, server):
+    server.add(Reply(text="answer to the argument"))
+    t = term("explain this project")
+    t.wait_for("answer to the argument")
+    assert t.wait_for("› explain this project")
+    assert server.chat_requests[-1].messages[-1]["content"] == "explain this project"

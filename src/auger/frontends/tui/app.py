@@ -67,7 +67,6 @@ class Tui:
         self.renderer = Renderer(80)
         self.busy = False  # a turn is running
         self.queued: list[str] = []
-        self.waiting: list[str] = []  # typed before the session was open
         self.approval: Approval | None = None
         self.feedback_for: Approval | None = None
         self.picking: list | None = None  # sessions offered by the picker
@@ -338,7 +337,7 @@ class Tui:
             if self.ps is not None and self.ps.app.is_running:
                 self.ps.app.exit(exception=EOFError())
             return
-        await self.flush_waiting()
+        await self.send_initial()
 
     async def resolve(self, prefix: str | None) -> str | None:
         """The full id of the session to resume: "" is this project's latest; None (and said why) if none."""
@@ -357,12 +356,11 @@ class Tui:
             self.say(f"✗ {exc}; starting a new session", "yellow")
             return None
 
-    async def flush_waiting(self) -> None:
-        if self.initial:
+    async def send_initial(self) -> None:
+        """The prompt given on the command line, once a session is open."""
+        if self.initial and self.feed is not None:
             prompt, self.initial = self.initial, None
             await self.submit(prompt)
-        while self.waiting and self.feed is not None:
-            await self.submit(self.waiting.pop(0))
 
     async def submit(self, text: str) -> None:
         from auger.frontends.tui.commands import pick_session, run_command
@@ -376,9 +374,8 @@ class Tui:
             return
         if not text.strip():
             return
-        if self.feed is None:
-            self.waiting.append(text)
-            self.say(f"queued until the session is open: {text}", "yellow")
+        if self.feed is None:  # lines wait in the worker's queue until start() has opened one
+            self.say("no session is open", "yellow")
             return
         if text.startswith("/") and not text.startswith("//"):
             await run_command(self, text)

@@ -32,7 +32,7 @@ class Tui(Protocol):
 
     async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool: ...
 
-    async def flush_waiting(self) -> None: ...
+    async def send_initial(self) -> None: ...
 
 UNAVAILABLE = {
     "undo": "undo of the agent's file changes",
@@ -233,10 +233,10 @@ async def pick_session(tui: Tui, answer: str) -> None:
     if answer.isdigit() and 1 <= int(answer) <= len(records):
         record = records[int(answer) - 1]
         if await tui.switch(resume=record.id):
-            await tui.flush_waiting()
+            await tui.send_initial()
             return
     else:
         tui.say("no session chosen", "yellow")
     if tui.feed is None:  # started as `auger resume`: go on with a new session
         await tui.switch()
-        await tui.flush_waiting()
+        await tui.send_initial()
