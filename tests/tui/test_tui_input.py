@@ -53,3 +53,33 @@ def test_control_sequences_from_the_model_are_not_passed_to_the_terminal(term, s
     shown = t.wait_until(lambda s: "before after" in s and "› hi" in s, "the answer, its escapes removed")
     assert "auger · new session" in shown and "pwned" not in shown and "[2J" not in shown
     assert "\x1b" not in t.screen(ansi=True).replace("\x1b[", "").replace("\x1b(B", "")  # no OSC/other escapes
+
+
+def test_ctrl_g_edits_the_prompt_in_editor(term, server, tmp_path):
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "written in the editor" > "$1"\n')
+    editor.chmod(0o755)
+    server.add(Reply(text="editor text received"))
+    t = term(env={"EDITOR": str(editor), "VISUAL": str(editor)})
+    t.ready()
+    t.type("draft")
+    t.send("C-g")
+    t.wait_for("› written in the editor")
+    t.send("Enter")
+    t.wait_for("editor text received")
+    assert server.chat_requests[-1].messages[-1]["content"] == "written in the editor"
+
+
+def test_history_is_kept_across_runs_and_searchable(term, server):
+    server.add(Reply(text="one"))
+    t = term()
+    t.ready()
+    t.submit("a memorable pelican prompt")
+    t.wait_for("one")
+    t.send("C-d")
+    t.wait_for("AUGER-EXITED:0", whole=True)
+    t2 = term()
+    t2.ready()
+    t2.send("C-r")
+    t2.type("pelican")
+    t2.wait_for("a memorable pelican prompt")

@@ -471,5 +471,5 @@ class Tui:
                 await self.close_session()
                 await self.sessions.aclose()
         if self.renderer.model:
-            print(f"\x1b[2mauger: session saved; continue it with `auger resume --last`\x1b[0m"
-                  if not os.environ.get("NO_COLOR") else "auger: session saved; continue it with `auger resume --last`")
+            sys.stdout.write(Ansi(self.width).styled("auger: session saved; continue it with `auger resume --last`",
+                                                     "dim"))
