@@ -13,7 +13,7 @@ def test_each_approval_key(term, server, project, auger_home):
     server.add(_shell("touch once"), _shell("mkdir session_dir"), _shell("cp once always"),
                _shell("mv once denied"), _shell("chmod 600 always"), Reply(text="feedback seen"),
                _shell("rm always"), Reply(text="unused"))
-    t = term("--mode", "safe")
+    t = term("--mode", "safe", width=120)
     t.ready()
     t.submit("make files")
     t.wait_for("[y] yes, once")
@@ -48,3 +48,15 @@ def test_each_approval_key(term, server, project, auger_home):
     t.wait_for("→ aborted the turn")
     t.wait_for("■ interrupted")
     assert (project / "always").exists()
+
+
+def test_the_approval_prompt_fits_80_columns(term, server, project):
+    server.add(_shell("touch narrow"), Reply(text="done narrow"))
+    t = term("--mode", "safe", width=80, height=24)
+    t.ready()
+    t.submit("make it")
+    shown = t.wait_for("approve? [y] [s] [a] [n] [f] [esc]")
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    t.send("y")
+    t.wait_for("done narrow")
+    assert (project / "narrow").exists()

@@ -110,7 +110,10 @@ class Tui:
             keys = [f"[{KEYS[o]}] {LABELS[o]}" for o in a.options if o in KEYS]
             keys += ["[f] no, and say why"] if "deny" in a.options else []
             keys += ["[esc] abort the turn"] if "abort" in a.options else []
-            lines.append(("class:card", "approve? " + "  ".join(keys)))
+            line = "approve? " + "  ".join(keys)
+            if len(line) > self.width - 1:  # a narrow terminal: the keys alone still fit in 80 columns
+                line = "approve? " + " ".join(k.partition("]")[0] + "]" for k in keys) + "  (/help explains)"
+            lines.append(("class:card", line))
         if self.feedback_for is not None:
             lines.append(("class:card", "why not? (Enter sends the denial with your words)"))
         if self.picking is not None:
