@@ -54,11 +54,11 @@ def main() -> None:
         try:
             term.ready()
             term.submit("fix the typo in greet")
-            term.wait_for("[y] yes, once")
+            term.wait_for("approve? [y]")
             term.wait_for("+    return 'Hello, ' + name")
             to_png(term.screen(ansi=True), "auger: an approval with its diff", out_dir / "tui-approval.png")
             term.send("y")
-            term.wait_for("[y] yes, once")
+            term.wait_for("approve? [y]")
             term.wait_for("$ python3")
             term.send("s")
             term.wait_until(lambda s: "says Hello" in s and "esc to interrupt" not in s, "the answer")
