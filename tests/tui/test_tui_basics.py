@@ -14,7 +14,8 @@ def test_a_prompt_streams_an_answer_and_quitting_leaves_the_transcript(term, ser
     t = term()
     t.ready()
     t.submit("say hello")
-    shown = t.wait_until(lambda s: "The end." in s and "esc to interrupt" not in s, "the turn's end")
+    shown = t.wait_until(lambda s: "The end." in s and "mock-model" in status_line(s)
+                         and "esc to interrupt" not in s, "the turn's end with the prompt redrawn")
     assert "› say hello" in shown and "print('hi')" in shown and "**bold**" not in shown  # rendered Markdown
     assert shown.index("First paragraph") < shown.index("print('hi')") < shown.index("The end.")
     assert "mock-model" in status_line(shown) and "auto mode" in status_line(shown)
@@ -71,10 +72,9 @@ def test_resizing_to_80x24_keeps_it_usable(term, server):
     t.ready()
     t.resize(80, 24)
     t.submit("after resize")
-    t.wait_for("short tail")
-    shown = t.wait_until(lambda s: "mock-model" in status_line(s), "the status line")
+    shown = t.wait_until(lambda s: "short tail" in s and "› after resize" in s and "mock-model" in status_line(s),
+                         "the answer and the redrawn status line")
     assert all(len(line) <= 80 for line in shown.splitlines())
-    assert "short tail" in shown and "› after resize" in shown
 
 
 def test_no_color_is_honoured(term, server):
