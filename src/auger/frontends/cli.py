@@ -1,4 +1,5 @@
-"""The `auger` command: headless runs (`exec`, `resume`), stored sessions, version.
+"""The `auger` command: the interactive terminal (`auger [PROMPT]`), headless runs (`exec`, `resume`),
+stored sessions, version.
 
 Imports are deferred to the command that needs them: `auger --version` loads
 nothing of the engine, and `auger exec` loads no more than one run needs.
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in commands:
         # Per-command parsing lets options sit between positionals: `auger resume ID --json PROMPT`.
         args = commands[argv[0]].parse_intermixed_args(argv[1:])
+    elif not argv or argv[0] not in (*_subcommands(parser), "-h", "--help"):
+        args = commands[""].parse_intermixed_args(argv)  # `auger [OPTIONS] [PROMPT]`: interactive
     else:
         args = parser.parse_args(argv)
     if server_command is not None:
@@ -48,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `auger models | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    """Every subcommand name (`policy`, `mcp`, `schema`… included): a first word that is none of them
+    is an interactive session's prompt."""
+    return [name for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices]
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -77,8 +87,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_exec.add_argument("prompt", nargs="?", help="the task; '-' or omitted reads it from stdin")
     p_exec.set_defaults(run=_cmd_exec)
 
-    p_resume = sub.add_parser("resume", parents=[run_opts], help="continue a stored session with a new prompt")
-    p_resume.add_argument("session_id", help="session id (or a unique prefix), see `auger sessions`")
+    p_resume = sub.add_parser("resume", parents=[run_opts],
+                              help="continue a stored session (in a terminal with no prompt: interactively)")
+    p_resume.add_argument("session_id", nargs="?",
+                          help="session id (or a unique prefix), see `auger sessions`; omitted in a terminal: "
+                               "pick one of this project's recent sessions")
+    p_resume.add_argument("--last", action="store_true", help="the most recent session of this project")
     p_resume.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
     p_resume.set_defaults(run=_cmd_resume)
 
@@ -121,12 +135,17 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     store_opts(p_check)
     p_check.set_defaults(run=_cmd_policy_check)
+    p_chat = argparse.ArgumentParser(prog="auger", parents=[run_opts],
+                                     description="Work with the agent interactively in this project "
+                                                 "(without a terminal: like `auger exec`).")
+    p_chat.add_argument("prompt", nargs="?", help="a first prompt to send")
+    p_chat.set_defaults(run=_cmd_interactive)
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
-    return parser, {"exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
+    return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
 
@@ -135,8 +154,61 @@ def _cmd_exec(args: argparse.Namespace) -> int:
     return _run_headless(args, _read_prompt(args.prompt))
 
 
+def _cmd_interactive(args: argparse.Namespace) -> int:
+    if not _terminal():
+        return _run_headless(args, _read_prompt(args.prompt))
+    return _run_interactive(args, prompt=args.prompt)
+
+
 def _cmd_resume(args: argparse.Namespace) -> int:
+    if args.last and args.session_id and args.prompt is None:  # `auger resume --last PROMPT`
+        args.prompt, args.session_id = args.session_id, None
+    if args.last and args.session_id:
+        raise CliError("give a session id or --last, not both")
+    if args.prompt is None and _terminal():
+        return _run_interactive(args, resume=args.session_id or ("" if args.last else None),
+                                pick=not (args.session_id or args.last))
+    if args.last:
+        args.session_id = _last_session(args)
+    if not args.session_id:
+        raise CliError("no session given: pass its id (see `auger sessions`) or --last")
     return _run_headless(args, _read_prompt(args.prompt), from_session=args.session_id)
+
+
+def _terminal() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, resume: str | None = None,
+                     pick: bool = False) -> int:
+    """The terminal UI; `resume` is an id prefix, or "" for this project's latest session."""
+    config = load_cli_config(args)
+    root = os.path.abspath(args.cwd or os.getcwd())
+    problem = _dir_problem(root)
+    if problem:
+        raise CliError(f"project directory {root} {problem}")
+    from auger.frontends.tui import run_tui
+
+    return run_tui(config, root, prompt=prompt, resume=resume, pick=pick)  # it reports store errors itself
+
+
+def _last_session(args: argparse.Namespace) -> str:
+    import asyncio
+
+    config = load_cli_config(args)
+    root = os.path.realpath(args.cwd or os.getcwd())
+
+    async def latest():
+        store = open_store(config)
+        try:
+            return [s for s in await store.list_sessions(200) if os.path.realpath(s.cwd) == root]
+        finally:
+            await store.aclose()
+
+    found = guard_store(lambda: asyncio.run(latest()))
+    if not found:
+        raise CliError(f"no stored session in {root}; list them with `auger sessions`")
+    return found[0].id
 
 
 def _cmd_fork(args: argparse.Namespace) -> int:

@@ -1,0 +1,478 @@
+"""The interactive terminal: a prompt (prompt_toolkit) under a transcript printed into the normal
+scrollback (rendered by rich), driving one session at a time through `feed.Feed`.
+
+The prompt is drawn before the engine is imported, so it is ready at once; the session opens in the
+background and anything typed meanwhile waits for it. The prompt stays usable while a turn runs:
+what is typed then is queued and the engine injects it before its next model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.styles import Style
+
+from auger.frontends.tui.render import Ansi, Renderer, clean
+
+if TYPE_CHECKING:
+    from auger.frontends.tui.feed import Approval, Feed
+    from auger.frontends.tui.sessions import Sessions
+
+KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "deny": "n", "continue": "y", "stop": "n"}
+LABELS = {"approve": "yes, once", "approve_session": "yes, this session", "approve_always": "always",
+          "deny": "no", "continue": "continue", "stop": "stop"}
+STYLE = Style.from_dict({
+    "dim": "#888888", "running": "ansicyan", "queued": "ansiyellow", "card": "ansiyellow bold",
+    "prompt": "bold", "status": "#888888", "status.warn": "ansiyellow",
+})
+
+
+def git_branch(root: Path) -> str:
+    """The checked-out branch, read from .git/HEAD (no subprocess: it runs at every redraw's refresh)."""
+    for base in (root, *root.parents):
+        head = base / ".git"
+        if head.is_file():  # a worktree: "gitdir: PATH"
+            try:
+                head = Path(head.read_text().partition("gitdir:")[2].strip())
+            except OSError:
+                return ""
+        if (head / "HEAD").is_file():
+            try:
+                ref = (head / "HEAD").read_text().strip()
+            except OSError:
+                return ""
+            return ref.rpartition("/")[2] if ref.startswith("ref:") else ref[:8]
+    return ""
+
+
+class Tui:
+    def __init__(self, sessions: Sessions, *, prompt: str | None = None, resume: str | None = None,
+                 pick: bool = False, history_path: Path | None = None) -> None:
+        self.sessions = sessions
+        self.root = Path(sessions.root)
+        self.initial = prompt
+        self.resume_id = resume
+        self.pick_first = pick
+        self.history_path = history_path
+        self.feed: Feed | None = None
+        self.renderer = Renderer(80)
+        self.busy = False  # a turn is running
+        self.queued: list[str] = []
+        self.approval: Approval | None = None
+        self.feedback_for: Approval | None = None
+        self.picking: list | None = None  # sessions offered by the picker
+        self.notice = ""
+        self.last_ctrl_c = 0.0
+        self.branch = git_branch(self.root)
+        self.shell_task: asyncio.Task | None = None
+        self.pump: asyncio.Task | None = None
+        self.done = False
+        self.failed = False  # no session could be opened: the exit status says so
+        self.ps: PromptSession | None = None
+
+    # -- output ----------------------------------------------------------------------------
+    @property
+    def width(self) -> int:
+        try:
+            return self.ps.app.output.get_size().columns if self.ps else 80
+        except Exception:  # no terminal size (tests, pipes): a safe default
+            return 80
+
+    def out(self, text: str) -> None:
+        if text:
+            self.renderer.resize(self.width)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()
+
+    def say(self, text: str, style: str = "cyan") -> None:
+        self.out(Ansi(self.width).styled(text, style))
+
+    def redraw(self) -> None:
+        if self.ps is not None and self.ps.app.is_running:
+            self.ps.app.invalidate()
+
+    # -- the prompt -----------------------------------------------------------------------
+    def message(self):
+        self.renderer.resize(self.width)
+        lines = list(self.renderer.live_lines())
+        lines += [("class:queued", f"queued: {clean(q)[: self.width - 10]}") for q in self.queued]
+        if self.approval is not None and self.feedback_for is None:
+            a = self.approval
+            keys = [f"[{KEYS[o]}] {LABELS[o]}" for o in a.options if o in KEYS]
+            keys += ["[f] no, and say why"] if "deny" in a.options else []
+            keys += ["[esc] abort the turn"] if "abort" in a.options else []
+            line = "approve? " + "  ".join(keys)
+            if len(line) > self.width - 1:  # a narrow terminal: the keys alone still fit in 80 columns
+                line = "approve? " + " ".join(k.partition("]")[0] + "]" for k in keys) + "  (/help explains)"
+            lines.append(("class:card", line))
+        if self.feedback_for is not None:
+            lines.append(("class:card", "why not? (Enter sends the denial with your words)"))
+        if self.picking is not None:
+            lines.append(("class:card", "resume which session? type its number and Enter (Esc: cancel)"))
+        fragments: list[tuple[str, str]] = []
+        for style, text in lines:
+            fragments += [(style, text), ("", "\n")]
+        fragments += [*self.toolbar(), ("", "\n")]
+        marker = "… " if self.feed is None and self.picking is None else "› "
+        fragments.append(("class:prompt", marker))
+        return FormattedText(fragments)
+
+    def toolbar(self) -> list[tuple[str, str]]:
+        """The status line, drawn just above the input: the app then takes only the lines it needs
+        (a bottom toolbar would stretch it to the screen's foot and push blank lines into the scrollback)."""
+        r = self.renderer
+        parts = [r.model or "starting…", f"{r.mode} mode" if r.mode else ""]
+        if r.context_left is not None:
+            parts.append(f"{r.context_left:.0f}% context left")
+        parts.append(f"{r.tokens:,} tokens")
+        parts.append("cost unknown" if r.cost is None else f"${r.cost:.4f}")
+        if self.branch:
+            parts.append(f"⎇ {self.branch}")
+        hint = ("esc to interrupt" if self.busy or self.shell_task else
+                "/help · @file · !cmd · ctrl-d quit")
+        text = clean(" · ".join(p for p in parts if p))[: self.width - 1]
+        tail = self.notice or hint
+        room = self.width - len(text) - 3
+        out = [("class:status", text)]
+        if room > 8:
+            out.append(("class:status.warn" if self.notice else "class:status", "  " + tail[:room]))
+        return out
+
+    def bindings(self) -> KeyBindings:
+        kb = KeyBindings()
+        asking = Condition(lambda: self.approval is not None and self.feedback_for is None)
+        busy = Condition(lambda: self.busy or self.shell_task is not None)
+        picking = Condition(lambda: self.picking is not None)
+        empty = Condition(lambda: self.ps is not None and not self.ps.default_buffer.text)
+
+        for key in "ysan":
+            @kb.add(key, filter=asking & empty)
+            def _(event, key=key):
+                self.answer_key(key)
+
+        @kb.add("f", filter=asking & empty)
+        def _(event):
+            if self.approval is not None and "deny" in self.approval.options:
+                self.feedback_for = self.approval
+                self.redraw()
+
+        @kb.add("x", filter=asking & empty)
+        @kb.add("escape", filter=asking)
+        def _(event):
+            self.answer("abort" if "abort" in self.approval.options else self.approval.options[-1])
+
+        @kb.add("escape", filter=~asking & busy)
+        def _(event):
+            self.interrupt()
+
+        @kb.add("escape", filter=picking & ~busy)
+        def _(event):
+            from auger.frontends.tui.commands import pick_session
+
+            event.app.current_buffer.reset()
+            asyncio.ensure_future(pick_session(self, ""))
+
+        @kb.add("c-c")
+        def _(event):
+            buffer = event.app.current_buffer
+            if self.approval is not None:
+                self.answer("abort" if "abort" in self.approval.options else self.approval.options[-1])
+            elif self.busy or self.shell_task is not None:
+                self.interrupt()
+            elif buffer.text:
+                buffer.reset()
+            elif time.monotonic() - self.last_ctrl_c < 2:
+                event.app.exit(exception=EOFError())
+            else:
+                self.last_ctrl_c = time.monotonic()
+                self.notice = "press ctrl-c again to quit"
+                asyncio.get_running_loop().call_later(2, self.clear_notice)
+
+        @kb.add("c-d")
+        def _(event):
+            if not event.app.current_buffer.text:
+                event.app.exit(exception=EOFError())
+            else:
+                event.app.current_buffer.delete()
+
+        @kb.add("escape", "enter")
+        @kb.add("c-j")
+        def _(event):
+            event.app.current_buffer.insert_text("\n")
+
+        @kb.add("c-g")
+        def _(event):
+            event.app.current_buffer.open_in_editor(validate_and_handle=False)
+
+        return kb
+
+    def clear_notice(self) -> None:
+        self.notice = ""
+        self.redraw()
+
+    # -- actions ---------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        if self.shell_task is not None:
+            self.shell_task.cancel()
+        elif self.feed is not None and self.busy:
+            self.feed.interrupt()
+            self.notice = "interrupting…"
+            self.redraw()
+
+    def answer_key(self, key: str) -> None:
+        a = self.approval
+        if a is None:
+            return
+        for option in a.options:
+            if KEYS.get(option) == key:
+                self.answer(option)
+                return
+
+    def answer(self, decision: str, feedback: str | None = None) -> None:
+        a = self.approval
+        if a is None or self.feed is None:
+            return
+        self.feed.decide(a.request_id, decision, feedback)
+        shown = {"abort": "aborted the turn", "deny": "denied"}.get(decision, LABELS.get(decision, decision))
+        self.say(f"  → {shown}" + (f": {feedback}" if feedback else ""),
+                 "green" if decision in ("approve", "approve_session", "approve_always", "continue") else "yellow")
+        self.approval = self.feedback_for = None
+        self.redraw()
+
+    def show_card(self, a: Approval) -> None:
+        from rich.panel import Panel
+        from rich.text import Text
+
+        body = Text()
+        body.append(clean(a.message) + "\n", style="bold")
+        facts = [f for f in (a.effect.replace("_", " ") if a.effect else "", a.reason) if f]
+        if facts:
+            body.append("why: " + clean(" · ".join(facts)) + "\n", style="")
+        for finding in a.findings[:5]:
+            body.append(f"  • {clean(finding)}\n", style="dim")
+        if a.subject and a.tool == "shell":
+            body.append(f"$ {clean(a.subject)}", style="bold magenta")
+        body.rstrip()
+        ansi = Ansi(self.width)
+        self.out(ansi.render(Panel(body, title="approval needed", title_align="left", border_style="yellow",
+                                   expand=False)))
+        if a.diff:
+            self.out(ansi.diff(a.diff, limit=60))
+            self.renderer.diffs.pop(a.call_id, None)  # shown here: not again when the call succeeds
+
+    async def events(self, feed: Feed) -> None:
+        """Render one session's events until it shuts down."""
+        from auger.frontends.tui.feed import Approval
+        from auger.protocol import events as ev
+
+        async for event in feed.events():
+            if isinstance(event, ev.TurnStarted):
+                self.busy = True
+                if self.queued:  # a message queued as the last turn ended starts this one
+                    self.say(f"› {self.queued.pop(0)}", "bold")
+            elif isinstance(event, ev.TurnEnded):
+                self.busy = False
+                self.notice = ""
+                self.approval = self.feedback_for = None
+            elif isinstance(event, ev.UserInputInjected) and event.text in self.queued:
+                self.queued.remove(event.text)
+            if isinstance(event, ev.ApprovalRequest):
+                self.approval = Approval.of(event)
+                self.show_card(self.approval)
+            else:
+                self.out(self.renderer.handle(event))
+            if isinstance(event, ev.TurnEnded):
+                self.branch = git_branch(self.root)
+            self.redraw()
+
+    async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool:
+        """Close the current session (if any) and open another; False (and said why) if it failed."""
+        from auger.frontends.tui.feed import Feed
+        from auger.frontends.tui.sessions import OpenError
+
+        if self.busy:
+            self.say("a turn is running: interrupt it (esc) first", "yellow")
+            return False
+        await self.close_session()
+        try:
+            session = await self.sessions.open(resume=resume, fork=fork)
+        except OpenError as exc:
+            self.say(f"✗ {exc}", "red")
+            if self.feed is None and not (resume or fork):
+                raise
+            return False
+        self.feed = Feed(session)
+        self.renderer = Renderer(self.width)
+        self.pump = asyncio.create_task(self.events(self.feed))
+        await asyncio.sleep(0)
+        return True
+
+    async def close_session(self) -> None:
+        if self.feed is not None:
+            self.feed.shutdown()
+            if self.pump is not None:
+                await self.pump
+            self.feed = None
+        await self.sessions.release()
+
+    async def start(self) -> None:
+        from auger.frontends.tui.commands import offer_sessions
+
+        try:
+            if self.pick_first and await offer_sessions(self):
+                return  # the picker's answer opens the session
+            ok = await self.switch(resume=await self.resolve(self.resume_id))
+            if not ok:  # the asked-for session could not be opened: a new one rather than nothing
+                await self.switch()
+        except Exception as exc:  # cannot even start a new session: say why and leave
+            self.say(f"✗ cannot start a session: {exc}", "red")
+            self.done = self.failed = True
+            if self.ps is not None and self.ps.app.is_running:
+                self.ps.app.exit(exception=EOFError())
+            return
+        await self.send_initial()
+
+    async def resolve(self, prefix: str | None) -> str | None:
+        """The full id of the session to resume: "" is this project's latest; None (and said why) if none."""
+        from auger.frontends.tui.sessions import OpenError
+
+        if prefix is None:
+            return None
+        if prefix == "":
+            records = await self.sessions.recent(1)
+            if not records:
+                self.say("no stored session in this project; starting a new one", "yellow")
+            return records[0].id if records else None
+        try:
+            return (await self.sessions.find(prefix)).id
+        except OpenError as exc:
+            self.say(f"✗ {exc}; starting a new session", "yellow")
+            return None
+
+    async def send_initial(self) -> None:
+        """The prompt given on the command line, once a session is open."""
+        if self.initial and self.feed is not None:
+            prompt, self.initial = self.initial, None
+            await self.submit(prompt)
+
+    async def submit(self, text: str) -> None:
+        from auger.frontends.tui.commands import pick_session, run_command
+        from auger.frontends.tui.compose import compose
+
+        if self.feedback_for is not None:
+            self.answer("deny", text.strip() or None)
+            return
+        if self.picking is not None:
+            await pick_session(self, text.strip())
+            return
+        if not text.strip():
+            return
+        if self.feed is None:  # lines wait in the worker's queue until start() has opened one
+            self.say("no session is open", "yellow")
+            return
+        if text.startswith("/") and not text.startswith("//"):
+            await run_command(self, text)
+            return
+        if text.startswith("!"):
+            self.say(f"› {text}", "bold")
+            self.user_shell(text[1:].strip())
+            return
+        msg = compose(text, self.root)
+        if self.busy:
+            self.queued.append(text)
+        else:
+            self.say(f"› {text}", "bold")
+        for path in msg.attached + msg.images:
+            self.say(f"  attached {os.path.relpath(path, self.root)}", "dim")
+        self.feed.send(msg.text, msg.images)
+        self.redraw()
+
+    def user_shell(self, command: str) -> None:
+        if not command:
+            self.say("usage: !COMMAND runs it in the project (through the same policy as the agent's)", "yellow")
+            return
+        if self.busy or self.shell_task is not None:
+            self.say("a turn is running: run the command after it ends", "yellow")
+            return
+
+        async def run() -> None:
+            try:
+                assert self.feed is not None, "a shell line waits for the session to open"
+                await self.feed.user_shell(command)
+            except asyncio.CancelledError:
+                self.say("■ command interrupted", "yellow")
+            finally:
+                self.shell_task = None
+                self.redraw()
+
+        self.shell_task = asyncio.create_task(run())
+
+    async def run(self) -> None:
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        from auger.frontends.tui.commands import completions
+        from auger.frontends.tui.compose import make_completer
+
+        history: History = InMemoryHistory()
+        if self.history_path is not None:
+            try:
+                self.history_path.parent.mkdir(parents=True, exist_ok=True)
+                history = FileHistory(str(self.history_path))
+            except OSError:
+                pass  # an unwritable data dir costs the history, not the session
+        self.ps = PromptSession(
+            message=self.message, key_bindings=self.bindings(), history=history,
+            completer=make_completer(self.root, lambda: completions(self)), complete_while_typing=True,
+            style=STYLE, erase_when_done=True, refresh_interval=0.5, reserve_space_for_menu=4,
+            include_default_pygments_style=False, color_depth=None)
+        # A lone Esc acts at once (it interrupts): Alt+key arrives in one read, so no wait is needed to
+        # tell them apart, neither for the terminal's escape sequences nor for Esc-prefixed bindings.
+        self.ps.app.ttimeoutlen = 0.05
+        self.ps.app.timeoutlen = 0.05
+        lines: asyncio.Queue[str] = asyncio.Queue()
+
+        drawn = asyncio.Event()
+        self.ps.app.after_render += lambda _app: drawn.set()
+
+        async def work() -> None:
+            """Handle submitted lines in order, while the prompt is already back for more typing. The
+            session opens only once the prompt is on screen: opening it imports the engine."""
+            await drawn.wait()
+            await self.start()
+            while True:
+                line = await lines.get()
+                try:
+                    await self.submit(line)
+                except Exception as exc:  # one failed command must not leave the prompt dead
+                    self.say(f"✗ {type(exc).__name__}: {exc}", "red")
+
+        with patch_stdout(raw=True):
+            worker = asyncio.create_task(work())
+            try:
+                while not self.done:
+                    try:
+                        lines.put_nowait(await self.ps.prompt_async())
+                    except EOFError:
+                        break
+                    except KeyboardInterrupt:
+                        continue
+            finally:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+                if self.shell_task is not None:
+                    self.shell_task.cancel()
+                await self.close_session()
+                await self.sessions.aclose()
+        if self.renderer.model:
+            sys.stdout.write(Ansi(self.width).styled("auger: session saved; continue it with `auger resume --last`",
+                                                     "dim"))

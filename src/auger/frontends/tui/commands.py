@@ -1,0 +1,277 @@
+"""The `/` commands. Each says what it did in the transcript; a command the engine cannot serve yet
+says so plainly instead of doing nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+
+if TYPE_CHECKING:
+    from auger.frontends.tui.feed import Feed
+    from auger.frontends.tui.render import Renderer
+    from auger.frontends.tui.sessions import Sessions
+
+
+class Tui(Protocol):
+    """What a command may use of the terminal UI (app.Tui; named here so the app can import this module)."""
+
+    feed: Feed | None
+    sessions: Sessions
+    renderer: Renderer
+    busy: bool
+    branch: str
+    root: Path
+    picking: list | None
+    done: bool
+    ps: Any
+
+    def say(self, text: str, style: str = "cyan") -> None: ...
+
+    def out(self, text: str) -> None: ...
+
+    def redraw(self) -> None: ...
+
+    async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool: ...
+
+    async def send_initial(self) -> None: ...
+
+UNAVAILABLE = {
+    "review": "code review of the working tree",
+    "mcp": "MCP servers",
+    "agents": "sub-agents",
+}
+
+Handler = Callable[["Tui", str], Awaitable[None]]
+COMMANDS: dict[str, tuple[str, Handler]] = {}
+
+
+def command(name: str, help_text: str):
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name] = (help_text, fn)
+        return fn
+
+    return register
+
+
+def completions(tui: Tui) -> list[tuple[str, str]]:
+    """(name, help) of every command, custom prompt and skill the prompt can complete."""
+    items = [(name, help_text) for name, (help_text, _) in COMMANDS.items()]
+    items += [(name, f"{what} (not available in this build)") for name, what in UNAVAILABLE.items()]
+    if tui.feed is not None:
+        items += [(name, f"prompt: {desc}"[:60]) for name, desc in tui.feed.prompts()]
+        items += [(name, f"skill: {desc}"[:60]) for name, desc in tui.feed.skills()]
+    return sorted(items)
+
+
+class _NoSession(Exception):
+    """A command needs the session, which is still opening (or failed to open)."""
+
+
+def _open(tui: Tui) -> Feed:
+    if tui.feed is None:
+        raise _NoSession
+    return tui.feed
+
+
+async def run_command(tui: Tui, line: str) -> None:
+    try:
+        await _run_command(tui, line)
+    except _NoSession:
+        tui.say(f"{line.split()[0]} needs the session, which is not open yet", "yellow")
+
+
+async def _run_command(tui: Tui, line: str) -> None:
+    name, _, arg = line[1:].partition(" ")
+    arg = arg.strip()
+    if name in COMMANDS:
+        await COMMANDS[name][1](tui, arg)
+    elif name in UNAVAILABLE:
+        tui.say(f"/{name} is not available in this build: the engine has no {UNAVAILABLE[name]} yet", "yellow")
+    elif any(p == name for p, _ in _open(tui).prompts()):
+        tui.say(f"› {line}", "bold")
+        _open(tui).send(line)  # the engine expands a custom prompt
+    elif any(s == name for s, _ in _open(tui).skills()):
+        tui.say(f"› {line}  (skill {name})", "bold")
+        _open(tui).send(arg or f"Use the {name} skill.", skills=[name])
+    else:
+        tui.say(f"unknown command /{name}; /help lists them", "yellow")
+
+
+def _between_turns(tui: Tui, what: str) -> bool:
+    if tui.busy:
+        tui.say(f"{what} waits for the turn to end (esc interrupts it)", "yellow")
+        return False
+    return True
+
+
+@command("help", "list commands and keys")
+async def _help(tui: Tui, arg: str) -> None:
+    rows = [f"  /{name:<10} {help_text}" for name, (help_text, _) in sorted(COMMANDS.items())]
+    rows += [f"  /{name:<10} (not available in this build)" for name in sorted(UNAVAILABLE)]
+    keys = ["  enter send (queued if a turn runs) · alt-enter or ctrl-j new line · ctrl-g edit in $EDITOR",
+            "  @path attach a file · !cmd run a shell command · ctrl-r search history",
+            "  esc or ctrl-c interrupt · ctrl-c twice or ctrl-d quit",
+            "  approvals: y once · s session · a always · n deny · f deny and say why · esc abort the turn"]
+    tui.say("\n".join(["commands:", *rows, "keys:", *keys]), "")
+
+
+@command("model", "show or switch the model: /model NAME [PROVIDER]")
+async def _model(tui: Tui, arg: str) -> None:
+    if not arg:
+        tui.say(f"model: {_open(tui).model}; switch with /model NAME (auger models lists them)")
+        return
+    if _between_turns(tui, "switching the model"):
+        model, _, provider = arg.partition(" ")
+        _open(tui).set_model(model, provider.strip() or None)
+
+
+@command("mode", "show or switch the trust mode: /mode plan|safe|auto")
+async def _mode(tui: Tui, arg: str) -> None:
+    if not arg:
+        tui.say(f"mode: {_open(tui).mode}; plan = read-only, safe = ask before changes, auto = sandboxed changes")
+        return
+    _open(tui).set_mode(arg)
+
+
+@command("compact", "summarise the conversation to free context")
+async def _compact(tui: Tui, arg: str) -> None:
+    tui.say("compacting…" if not tui.busy else "compacting before the next model call…")
+    _open(tui).compact()
+
+
+@command("diff", "show what the last turn changed in the project")
+async def _diff(tui: Tui, arg: str) -> None:
+    text = tui.renderer.last_turn_diff
+    if text:
+        tui.out(tui.renderer.ansi.diff(text, limit=400))
+    else:
+        tui.say("no turn has changed files in this session yet", "yellow")
+
+
+@command("undo", "put the project back as it was before the last changing turn: /undo [redo] [force]")
+async def _undo(tui: Tui, arg: str) -> None:
+    words = arg.split()
+    if any(w not in ("redo", "force") for w in words):
+        tui.say("usage: /undo [redo] [force]", "yellow")
+    elif _between_turns(tui, "undo"):
+        _open(tui).undo(redo="redo" in words, force="force" in words)
+
+
+@command("rollback", "drop the last N user turns from the context: /rollback [N]")
+async def _rollback(tui: Tui, arg: str) -> None:
+    if not arg.isdigit() and arg:
+        tui.say("usage: /rollback [N]", "yellow")
+        return
+    if _between_turns(tui, "rollback"):
+        _open(tui).rollback(int(arg or 1))
+
+
+@command("new", "start a new session")
+async def _new(tui: Tui, arg: str) -> None:
+    if await tui.switch():
+        tui.say("new session")
+
+
+@command("fork", "continue in a copy of this session")
+async def _fork(tui: Tui, arg: str) -> None:
+    source = _open(tui).id
+    if await tui.switch(fork=source):
+        tui.say(f"forked {source[:8]} → {_open(tui).id[:8]}")
+
+
+@command("resume", "resume a recent session of this project: /resume [ID]")
+async def _resume(tui: Tui, arg: str) -> None:
+    if arg:
+        from auger.frontends.tui.sessions import OpenError
+
+        try:
+            record = await tui.sessions.find(arg)
+        except OpenError as exc:
+            tui.say(f"✗ {exc}", "red")
+            return
+        await tui.switch(resume=record.id)
+        return
+    await offer_sessions(tui)
+
+
+@command("sessions", "list recent sessions of this project")
+async def _sessions(tui: Tui, arg: str) -> None:
+    records = await tui.sessions.recent(20)
+    tui.say("\n".join(_session_rows(records, tui)) if records else "no stored sessions in this project")
+
+
+@command("skills", "list the skills the agent can use (/NAME uses one)")
+async def _skills(tui: Tui, arg: str) -> None:
+    skills = _open(tui).skills()
+    prompts = _open(tui).prompts()
+    rows = [f"  /{n:<16} {d}" for n, d in skills] or ["  (no skills: add .auger/skills/NAME/SKILL.md)"]
+    rows += ["custom prompts:", *([f"  /{n:<16} {d}" for n, d in prompts] or ["  (none)"])]
+    tui.say("skills:\n" + "\n".join(rows), "")
+
+
+@command("cost", "tokens and cost of this session")
+async def _cost(tui: Tui, arg: str) -> None:
+    tokens, cost = _open(tui).usage()
+    tui.say(f"{tokens:,} tokens · " + ("cost unknown (a price is missing)" if cost is None else f"${cost:.4f}"))
+
+
+@command("status", "session, model, mode, sandbox, context")
+async def _status(tui: Tui, arg: str) -> None:
+    r = tui.renderer
+    left = "unknown" if r.context_left is None else f"{r.context_left:.0f}%"
+    tui.say(f"session {_open(tui).id} · model {_open(tui).model} · {_open(tui).mode} mode · sandbox {r.sandbox} · "
+            f"context left {left} · branch {tui.branch or '-'} · {_open(tui).root}")
+
+
+@command("init", "write a starter AGENTS.md for this project")
+async def _init(tui: Tui, arg: str) -> None:
+    from auger.frontends.tui.initdoc import write_starter
+
+    try:
+        tui.say(write_starter(tui.root))
+    except OSError as exc:
+        tui.say(f"✗ AGENTS.md not written: {exc.strerror or exc}", "red")
+
+
+@command("quit", "leave (the session is saved)")
+async def _quit(tui: Tui, arg: str) -> None:
+    tui.done = True
+    if tui.ps.app.is_running:
+        tui.ps.app.exit(exception=EOFError())
+
+
+# -- the session picker ----------------------------------------------------------------
+def _session_rows(records, tui: Tui) -> list[str]:
+    rows = []
+    for i, r in enumerate(records, 1):
+        current = " (this one)" if tui.feed is not None and r.id == _open(tui).id else ""
+        when = time.strftime("%m-%d %H:%M", time.localtime(r.updated))
+        rows.append(f"  {i:>2}. {r.id[:8]}  {when}  {(r.title or '(untitled)')[:50]}{current}")
+    return rows
+
+
+async def offer_sessions(tui: Tui) -> bool:
+    """Print the picker; True when there was something to pick (the answer comes as the next input)."""
+    records = await tui.sessions.recent(10)
+    if not records:
+        tui.say("no stored sessions in this project")
+        return False
+    tui.picking = records
+    tui.say("recent sessions in this project:\n" + "\n".join(_session_rows(records, tui)))
+    tui.redraw()
+    return True
+
+
+async def pick_session(tui: Tui, answer: str) -> None:
+    records, tui.picking = tui.picking or [], None
+    if answer.isdigit() and 1 <= int(answer) <= len(records):
+        record = records[int(answer) - 1]
+        if await tui.switch(resume=record.id):
+            await tui.send_initial()
+            return
+    else:
+        tui.say("no session chosen", "yellow")
+    if tui.feed is None:  # started as `auger resume`: go on with a new session
+        await tui.switch()
+        await tui.send_initial()

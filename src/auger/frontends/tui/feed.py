@@ -1,0 +1,134 @@
+"""The terminal UI's one seam to the engine: how it follows a session's events and sends it ops.
+
+Everything the TUI knows about the Session object's API lives here, so moving to another event API
+(e.g. a subscription with sequence numbers) changes this module and nothing else.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, AsyncIterator
+
+from auger.protocol import events as ev
+from auger.protocol.vocab import ApprovalOption, Mode
+from auger.protocol.ops import (
+    ApprovalDecision, Compact, Interrupt, Redo, Rollback, SetMode, SetModel, Shutdown, Undo, UserTurn,
+)
+
+if TYPE_CHECKING:
+    from auger.engine.session import Session
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What an approval card shows, read from an ApprovalRequest and its typed details."""
+
+    request_id: str
+    call_id: str
+    kind: str
+    message: str
+    options: tuple[str, ...]
+    tool: str
+    subject: str
+    effect: str
+    reason: str
+    diff: str
+    findings: tuple[str, ...]
+
+    @classmethod
+    def of(cls, event: ev.ApprovalRequest) -> Approval:
+        d = event.details
+        if d is None:  # not about a tool call (the loop guard's question, an MCP server's form)
+            return cls(event.request_id, "", event.kind, event.message, tuple(event.options), "", "", "", "", "", ())
+        return cls(event.request_id, d.call_id, event.kind, event.message, tuple(event.options), d.tool,
+                   d.subject, str(d.effect), d.reason, d.diff or "", tuple(d.findings))
+
+
+class Feed:
+    """One open session as the TUI drives it."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    # -- reading ---------------------------------------------------------------------
+    async def events(self) -> AsyncIterator[ev.Event]:
+        async for event in self.session.events():
+            yield event
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    @property
+    def model(self) -> str:
+        return self.session.client.model
+
+    @property
+    def mode(self) -> str:
+        return self.session.mode
+
+    @property
+    def root(self) -> str:
+        return str(self.session.workspace.root)
+
+    @property
+    def turn_running(self) -> bool:
+        return self.session.turn_running
+
+    def skills(self) -> list[tuple[str, str]]:
+        return [(s.name, s.description) for s in self.session.skills.skills]
+
+    def prompts(self) -> list[tuple[str, str]]:
+        return [(p.name, p.description or "custom prompt") for p in self.session.workspace.prompts.values()]
+
+    def usage(self) -> tuple[int, float | None]:
+        ledger = self.session.ledger
+        return ledger.usage.total_tokens, ledger.cost
+
+    # -- writing ---------------------------------------------------------------------
+    def send(self, text: str, images: list[str] | None = None, skills: list[str] | None = None) -> None:
+        self.session.submit(UserTurn(text, images=list(images or []), skills=list(skills or [])))
+
+    def interrupt(self) -> None:
+        self.session.submit(Interrupt())
+
+    def decide(self, request_id: str, decision: str, feedback: str | None = None) -> None:
+        self.session.submit(ApprovalDecision(request_id, ApprovalOption(decision), feedback))
+
+    def set_mode(self, mode: str) -> None:
+        self.session.submit(SetMode(Mode(mode)))
+
+    def set_model(self, model: str, provider: str | None = None) -> None:
+        self.session.submit(SetModel(model, provider))
+
+    def compact(self) -> None:
+        self.session.submit(Compact())
+
+    def rollback(self, turns: int) -> None:
+        self.session.submit(Rollback(turns))
+
+    def undo(self, *, redo: bool = False, force: bool = False) -> None:
+        self.session.submit(Redo(force=force) if redo else Undo(force=force))
+
+    def shutdown(self) -> None:
+        self.session.submit(Shutdown())
+
+    async def user_shell(self, command: str) -> str:
+        """Run `command` as a user-initiated shell call: the same tool, classifier, rules, approvals and
+        sandbox as a model's call. The result is recorded as a user message so the model sees it next turn.
+        Returns the tool's output. The engine has no op for this yet, so it is driven from here."""
+        import json
+
+        from auger.engine.tool_runtime import Ran
+        from auger.protocol.items import ToolCall, UserMessage
+
+        session = self.session
+        turn_id = "user-shell-" + uuid.uuid4().hex[:8]
+        call = ToolCall("user-" + uuid.uuid4().hex[:10], "shell", json.dumps({"command": command}))
+        outcome = await session.runtime.run(call, session, turn_id=turn_id, mode=session.mode)
+        ok = isinstance(outcome, Ran) and outcome.result.ok
+        output = outcome.result.output if isinstance(outcome, Ran) else outcome.message
+        session.emit(ev.ToolCallEnded(turn_id, call.call_id, "shell", ok, output))
+        await session.record(turn_id, UserMessage(f"I ran this shell command myself:\n$ {command}\n{output}"))
+        return output

@@ -1,0 +1,113 @@
+"""Opening, switching and closing the TUI's sessions: new, resumed, forked, each claimed in the store
+so no other auger process runs the same session at once."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from auger.config import Config
+    from auger.engine.session import Session
+    from auger.engine.sessions import SessionManager
+    from auger.store.base import SessionRecord
+    from auger.store.sqlite import SqliteStore
+
+
+class OpenError(Exception):
+    """A one-line reason a session could not be opened."""
+
+
+class Sessions:
+    def __init__(self, config: Config, root: str, db_path: str | None) -> None:
+        self.config = config
+        self.root = root
+        self.db_path = db_path
+        self._store: SqliteStore | None = None
+        self._manager: SessionManager | None = None
+        self.claimed: str | None = None
+
+    async def _ensure(self) -> SessionManager:
+        """The session manager, opening the store and importing the engine on first use."""
+        if self._manager is None:
+            import asyncio
+            from pathlib import Path
+
+            await asyncio.to_thread(_import_engine)  # the prompt stays responsive meanwhile
+
+            from auger.config import home_dirs
+            from auger.engine.sessions import SessionManager
+            from auger.engine.workspace import Workspace
+            from auger.store.sqlite import SqliteStore
+
+            path = Path(self.db_path) if self.db_path else home_dirs()["data"] / "sessions.db"
+            self._store = SqliteStore(path)
+            self._manager = SessionManager(Workspace.open(self.root, self.config), self._store)
+        return self._manager
+
+    def _opened_store(self) -> SqliteStore:
+        assert self._store is not None, "opened by _ensure"
+        return self._store
+
+    async def recent(self, limit: int = 10) -> list[SessionRecord]:
+        """The latest sessions recorded in this project directory, newest first."""
+        manager = await self._ensure()
+        here = os.path.realpath(self.root)
+        return [r for r in await manager.list(200) if os.path.realpath(r.cwd) == here][:limit]
+
+    async def find(self, prefix: str) -> SessionRecord:
+        await self._ensure()
+        found = await self._opened_store().find_sessions(prefix)
+        if len(found) != 1:
+            raise OpenError(f"no stored session matches '{prefix}'" if not found else
+                            f"'{prefix}' matches {len(found)} sessions; give more of the id")
+        return found[0]
+
+    async def open(self, *, resume: str | None = None, fork: str | None = None) -> Session:
+        """A new session, or `resume`/`fork` of a stored one (a full id)."""
+        from auger.engine.resume import ResumeRefused
+        from auger.engine.sessions import SessionNotFound
+        from auger.models.registry import ProviderError, client_for
+        from auger.store.sqlite import StoreError
+
+        try:
+            manager = await self._ensure()
+            if resume:
+                await self._claim(resume)
+                try:
+                    return await manager.resume(resume, interactive=True)
+                except BaseException:
+                    await self.release()
+                    raise
+            if fork:
+                session = await manager.fork(fork, interactive=True)
+            else:
+                session = await manager.create(client_for(self.config), interactive=True)
+            await self._claim(session.id)
+            return session
+        except (ProviderError, ResumeRefused, SessionNotFound, StoreError, ValueError) as exc:
+            raise OpenError(str(exc)) from None
+
+    async def _claim(self, session_id: str) -> None:
+        holder = await self._opened_store().claim(session_id)
+        if holder is not None:
+            raise OpenError(f"session {session_id[:8]} is running in another auger process ({holder}); "
+                            "/fork it instead")
+        self.claimed = session_id
+
+    async def release(self) -> None:
+        if self.claimed is not None and self._store is not None:
+            await self._store.release(self.claimed)
+            self.claimed = None
+
+    async def aclose(self) -> None:
+        await self.release()
+        if self._store is not None:
+            await self._store.aclose()
+
+
+def _import_engine() -> None:
+    import auger.engine.sessions  # noqa: F401
+    import auger.engine.workspace  # noqa: F401
+    import auger.models.registry  # noqa: F401
+    import auger.store.sqlite  # noqa: F401

@@ -1,0 +1,124 @@
+"""Slash commands in the real program in tmux."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.mock_openai import Reply, ToolCall
+from tests.tui.terminal import status_line
+
+
+def test_model_mode_compact_and_unavailable_commands(term, server):
+    server.add(Reply(text="one answer"), Reply(text="The summary of it all."), Reply(text="answered by other"))
+    t = term()
+    t.ready()
+    t.submit("first")
+    t.wait_for("one answer")
+    for line, expected in [("/mode plan", "mode: auto → plan"), ("/model other-model", "model: mock-model → other-model"),
+                           ("/compact", "context compacted (manual)"),
+                           ("/diff", "no turn has changed files in this session yet"),
+                           ("/review", "/review is not available in this build"),
+                           ("/nonsense", "unknown command /nonsense")]:
+        t.submit(line)
+        t.wait_for(expected)
+    t.wait_until(lambda s: "plan mode" in status_line(s) and "other-model" in status_line(s),
+                 "the status line with the new model and mode")
+    t.submit("again")
+    t.wait_for("answered by other")
+    assert server.chat_requests[-1].body["model"] == "other-model"
+
+
+def test_resume_picks_a_session_of_this_project(term, server):
+    server.add(Reply(text="remember the word pelican"), Reply(text="it was pelican"))
+    t = term()
+    t.ready()
+    t.submit("a word please")
+    t.wait_for("remember the word pelican")
+    t.submit("/new")
+    t.wait_for("new session")
+    t.submit("/resume")
+    shown = t.wait_for("resume which session?")
+    assert "a word please" in shown  # the first session's title
+    t.submit("1")
+    t.wait_for("auger · resumed")
+    t.submit("which word?")
+    t.wait_for("it was pelican")
+    sent = [m.get("content") for m in server.chat_requests[-1].messages]
+    assert "remember the word pelican" in sent  # the resumed history went to the model
+
+
+def test_auger_resume_last_and_headless_fallback(term, server, project, auger_home):
+    from tests.support.harness import auger_cli
+
+    server.add(Reply(text="headless answer"), Reply(text="continued"))
+    result = auger_cli("--base-url", server.base_url, "-m", "mock-model", home=auger_home, cwd=project,
+                       input="piped prompt\n")  # no terminal: runs headless like `auger exec`
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "headless answer"
+    t = term("resume", "--last")
+    t.wait_for("auger · resumed")
+    t.submit("go on")
+    t.wait_for("continued")
+    assert "piped prompt\n" in [m.get("content") for m in server.chat_requests[-1].messages]
+
+
+def test_auger_resume_without_an_id_offers_this_projects_sessions(term, server, project, auger_home):
+    from tests.support.harness import auger_cli
+
+    server.add(Reply(text="stored answer"), Reply(text="picked up"))
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "mock-model", "the stored task",
+                       home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    t = term("resume")
+    shown = t.wait_for("resume which session?")
+    assert "the stored task" in shown
+    t.submit("1")
+    t.wait_for("auger · resumed")
+    t.submit("continue")
+    t.wait_for("picked up")
+    assert "the stored task" in [m.get("content") for m in server.chat_requests[-1].messages]
+
+
+def test_the_other_commands_answer(term, server, project):
+    skill = project / ".auger" / "skills" / "tidy"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: tidy\ndescription: tidy the imports\n---\nSort imports.\n")
+    server.add(Reply(text="first answer"), Reply(text="tidied"))
+    t = term()
+    t.ready()
+    t.submit("first")
+    t.wait_for("first answer")
+    for line, expected in [("/help", "approvals: y once"), ("/cost", " tokens · "),
+                           ("/status", "sandbox bwrap"), ("/skills", "/tidy"),
+                           ("/sessions", "first"), ("/rollback", "rolled back 1 turn"),
+                           ("/review", "/review is not available in this build"),
+                           ("/mcp", "/mcp is not available"), ("/agents", "/agents is not available")]:
+        t.submit(line)
+        t.wait_for(expected)
+    t.submit("/tidy")
+    t.wait_for("tidied")
+    assert any("<skill name='tidy'>" in (m.get("content") or "") for m in server.chat_requests[-1].messages)
+    source = re.search(r"auger · new session ([0-9a-f]{8})", t.history()).group(1)
+    t.submit("/fork")
+    t.wait_for(f"forked {source}")
+    t.submit("/quit")
+    t.wait_for("AUGER-EXITED:0", whole=True)
+
+
+def test_diff_and_undo_of_a_turn_that_wrote_a_file(term, server, project):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "greeting.txt", "content": "hello there\n"})]),
+               Reply(text="wrote the greeting"))
+    t = term("--mode", "auto")
+    t.ready()
+    t.submit("write a greeting")
+    t.wait_for("wrote the greeting")
+    t.wait_for("this turn changed 1 file(s): greeting.txt")
+    assert (project / "greeting.txt").read_text() == "hello there\n"
+    t.submit("/diff")
+    t.wait_for("+hello there")
+    t.submit("/undo")
+    t.wait_for("undid turn")
+    assert not (project / "greeting.txt").exists(), "undo left the file the turn created"
+    t.submit("/undo redo")
+    t.wait_for("redid turn")
+    assert (project / "greeting.txt").read_text() == "hello there\n"
