@@ -11,18 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-
-class Effect(StrEnum):
-    READ_ONLY = "read_only"
-    LOCAL_MUTATION = "local_mutation"
-    REMOTE_ACTION = "remote_action"
-    DESTRUCTIVE = "destructive"
-
-
-class Mode(StrEnum):
-    PLAN = "plan"
-    SAFE = "safe"
-    AUTO = "auto"
+from auger.protocol.vocab import Effect as Effect, Mode as Mode  # one vocabulary: the protocol's, re-exported
 
 
 class Verdict(StrEnum):
