@@ -275,14 +275,18 @@ def test_an_untrusted_stdio_server_runs_in_the_session_sandbox(project, server, 
     """The server is spawned the way shell commands are (policy/confinement.py): it can read, but cannot
     write outside the project and the scratch dir."""
     outside = tmp_path / "outside.txt"
+    # The server's code sits in the project: the sandbox shows the project and auger's interpreter, not
+    # the rest of the machine's /tmp, where this checkout may live.
+    script = project / "box_server.py"
+    script.write_text((ROOT / "tests" / "support" / "mcp_server.py").read_text())
     probe = ("import sys, pathlib\n"
              "try:\n"
              f"    pathlib.Path({str(outside)!r}).write_text('x')\n"
              "    print('WROTE', file=sys.stderr)\n"
              "except OSError as exc:\n"
              "    print('BLOCKED', exc, file=sys.stderr)\n"
-             "import runpy; runpy.run_module('tests.support.mcp_server', run_name='__main__')\n")
-    untrusted = {"command": sys.executable, "args": ["-c", probe], "cwd": str(ROOT)}
+             f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')\n")
+    untrusted = {"command": sys.executable, "args": ["-c", probe], "cwd": str(project)}
     server.add(Reply(tool_calls=[ToolCall("mcp__box__echo", {"text": "inside"})]), Reply(text="done"))
     run, session = run_mcp(project, server, "hi", servers={"box": untrusted}, overrides=("approve_all=true",
                                                                                         "sandbox=auto"))
