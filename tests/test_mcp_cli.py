@@ -8,12 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
 from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
+from tests.support.sockets import wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,13 +136,7 @@ def test_mcp_server_over_streamable_http_on_loopback(tmp_path, project, server):
     proc = subprocess.Popen([sys.executable, "-m", "auger", "mcp-server", "--http", str(port), *_model_flags(server)],
                             env=_env(tmp_path / "home"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, 30)
 
         async def main():
             async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:

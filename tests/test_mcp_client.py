@@ -17,11 +17,12 @@ from auger.engine.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev
-from auger.protocol.ops import AddMcpServer, ApprovalDecision, RemoveMcpServer, UserTurn
+from auger.protocol.ops import AddMcpServer, ApprovalDecision, RemoveMcpServer
 from auger.store.sqlite import SqliteStore
 from auger.tools.mcp import effect_of, tool_name
 from tests.support.harness import drive, make_config
 from tests.support.mock_openai import Reply, ToolCall
+from tests.support.sockets import wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 STDIO = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"], "cwd": str(ROOT), "trusted": True}
@@ -251,13 +252,7 @@ def http_server():
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.support.mcp_server", "--http", str(port)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_for_port(port, 20)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(10)

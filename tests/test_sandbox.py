@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import types
 from dataclasses import dataclass, replace
@@ -34,6 +32,7 @@ from auger.policy.sandbox import (
     default_hidden,
     detect,
 )
+from tests.support.sockets import answering_unix_socket
 
 SECRET = "SECRET-KEY-MATERIAL-4242"
 KINDS = ["bwrap", "landlock"]
@@ -281,23 +280,7 @@ def fake_egress(tmp_path: Path, monkeypatch):
     monkeypatch.setitem(sys.modules, "auger.policy.egress", module)
     sock_dir = tmp_path / "tmp" / "egress"  # inside the writable TMPDIR: must still not be replaceable
     sock_dir.mkdir(parents=True)
-    listeners = []
-    for name in ("http.sock", "socks.sock"):
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(sock_dir / name))
-        listener.listen()
-        listeners.append(listener)
-
-        def serve(sock=listener):
-            while True:
-                try:
-                    conn, _ = sock.accept()
-                except OSError:
-                    return
-                conn.sendall(b"pong")
-                conn.close()
-
-        threading.Thread(target=serve, daemon=True).start()
+    listeners = [answering_unix_socket(sock_dir / name, b"pong") for name in ("http.sock", "socks.sock")]
     yield ((3128, sock_dir / "http.sock"), (1080, sock_dir / "socks.sock"))
     for listener in listeners:
         listener.close()

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import uuid
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from auger.policy.supervisor import ARCHES, MACHINE_ARCH
 from tests.support.redteam_sandbox import KINDS, shell
+from tests.support.sockets import answering_unix_socket
 
 SECRET = "rc7-socket-secret"
 
@@ -23,23 +22,7 @@ def host_sockets(tmp_path):
     run_dir = Path("/run") / f"auger-rc7-{uuid.uuid4().hex[:8]}"
     run_dir.mkdir()
     paths = [tmp_path / "agent.sock", run_dir / "docker.sock"]
-    listeners = []
-    for path in paths:
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(str(path))
-        listener.listen(8)
-        listeners.append(listener)
-
-        def serve(sock=listener):
-            while True:
-                try:
-                    conn, _ = sock.accept()
-                except OSError:
-                    return
-                conn.sendall(SECRET.encode())
-                conn.close()
-
-        threading.Thread(target=serve, daemon=True).start()
+    listeners = [answering_unix_socket(path, SECRET.encode()) for path in paths]
     yield paths
     for listener in listeners:
         listener.close()
