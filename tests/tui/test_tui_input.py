@@ -83,3 +83,20 @@ def test_history_is_kept_across_runs_and_searchable(term, server):
     t2.send("C-r")
     t2.type("pelican")
     t2.wait_for("a memorable pelican prompt")
+
+
+def test_shift_enter_and_alt_enter_write_a_multi_line_prompt(term, server):
+    server.add(Reply(text="got three lines"))
+    t = term()
+    t.ready()
+    t.type("first line")
+    t.type("\x1b[13;2u")  # Shift-Enter as the kitty keyboard protocol reports it
+    t.type("second line")
+    t.send("M-Enter")  # Alt-Enter
+    t.type("third line")
+    t.wait_for("third line")
+    assert not server.chat_requests, "a new-line key must not send the prompt"
+    t.send("Enter")
+    t.wait_for("got three lines")
+    users = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
+    assert "first line\nsecond line\nthird line" in users

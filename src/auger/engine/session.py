@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
@@ -47,8 +47,8 @@ from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, SetMode, SetModel,
-    Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, RunShell, SetMode,
+    SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
@@ -373,6 +373,11 @@ class Session:
                 self.emit(WarningEvent(problem))
         elif isinstance(op, (Undo, Redo)):
             await self._undo(op)
+        elif isinstance(op, RunShell):
+            if self.turn_running:
+                self.emit(WarningEvent("shell command refused: a turn is running; run it after the turn ends"))
+            else:
+                self._start_user_shell(op.command)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -473,20 +478,33 @@ class Session:
     def _start_turn(self, *, compact_only: bool = False) -> None:
         turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
                     interrupt_reason=lambda: self.interrupt_reason)
-        self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
+        self._launch(turn.id, turn.run, titled=True)
+
+    def _start_user_shell(self, command: str) -> None:
+        from auger.engine.user_shell import run_user_shell
+
+        turn_id = uuid.uuid4().hex[:12]
+        self._launch(turn_id, lambda: run_user_shell(self.runtime, self, turn_id=turn_id, mode=self.mode,
+                                                     command=command, interrupt_reason=lambda: self.interrupt_reason))
+
+    def _launch(self, turn_id: str, body: Callable[[], Awaitable[tuple[str, str | None]]], *,
+                titled: bool = False) -> None:
+        """Run `body` as the session's turn: one at a time, interruptible, its completion an op."""
+        self._turn = asyncio.create_task(self._run_turn(turn_id, body, titled), name=f"turn-{turn_id}")
         self._turn.add_done_callback(lambda task: self._ops.put_nowait((_TurnFinished(task), None)))
 
-    async def _run_turn(self, turn: Turn) -> None:
-        self.emit(TurnStarted(turn.id))
+    async def _run_turn(self, turn_id: str, body: Callable[[], Awaitable[tuple[str, str | None]]],
+                        titled: bool) -> None:
+        self.emit(TurnStarted(turn_id))
         try:
-            reason, message = await turn.run()
+            reason, message = await body()
         except Exception as exc:  # an engine bug: report it, keep the session usable
-            log.exception("turn %s failed", turn.id)
+            log.exception("turn %s failed", turn_id)
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
         if self.changes is not None:
-            await self.changes.end_turn(turn.id)
-        self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
-        if reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
+            await self.changes.end_turn(turn_id)
+        self.emit(TurnEnded(turn_id, TurnEndReason(reason), message))
+        if titled and reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
 
     async def _generate_title(self) -> None:

@@ -95,6 +95,14 @@ class Redo(Op):
     force: bool = False
 
 
+@tag("run_shell")
+class RunShell(Op):
+    """A shell command the user runs themselves: the same policy, approvals and sandbox as the model's,
+    run as a turn without a model call, its command and output recorded for the model to see."""
+
+    command: str
+
+
 @tag("shutdown")
 class Shutdown(Op):
     pass

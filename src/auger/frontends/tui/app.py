@@ -73,7 +73,6 @@ class Tui:
         self.notice = ""
         self.last_ctrl_c = 0.0
         self.branch = git_branch(self.root)
-        self.shell_task: asyncio.Task | None = None
         self.pump: asyncio.Task | None = None
         self.done = False
         self.failed = False  # no session could be opened: the exit status says so
@@ -137,7 +136,7 @@ class Tui:
         parts.append("cost unknown" if r.cost is None else f"${r.cost:.4f}")
         if self.branch:
             parts.append(f"⎇ {self.branch}")
-        hint = ("esc to interrupt" if self.busy or self.shell_task else
+        hint = ("esc to interrupt" if self.busy else
                 "/help · @file · !cmd · ctrl-d quit")
         text = clean(" · ".join(p for p in parts if p))[: self.width - 1]
         tail = self.notice or hint
@@ -148,9 +147,10 @@ class Tui:
         return out
 
     def bindings(self) -> KeyBindings:
+        _shift_enter_is_newline()
         kb = KeyBindings()
         asking = Condition(lambda: self.approval is not None and self.feedback_for is None)
-        busy = Condition(lambda: self.busy or self.shell_task is not None)
+        busy = Condition(lambda: self.busy)
         picking = Condition(lambda: self.picking is not None)
         empty = Condition(lambda: self.ps is not None and not self.ps.default_buffer.text)
 
@@ -186,7 +186,7 @@ class Tui:
             buffer = event.app.current_buffer
             if self.approval is not None:
                 self.answer("abort" if "abort" in self.approval.options else self.approval.options[-1])
-            elif self.busy or self.shell_task is not None:
+            elif self.busy:
                 self.interrupt()
             elif buffer.text:
                 buffer.reset()
@@ -205,7 +205,7 @@ class Tui:
                 event.app.current_buffer.delete()
 
         @kb.add("escape", "enter")
-        @kb.add("c-j")
+        @kb.add("c-j")  # also Shift-Enter, where the terminal reports it (see _shift_enter_is_newline)
         def _(event):
             event.app.current_buffer.insert_text("\n")
 
@@ -221,9 +221,7 @@ class Tui:
 
     # -- actions ---------------------------------------------------------------------------
     def interrupt(self) -> None:
-        if self.shell_task is not None:
-            self.shell_task.cancel()
-        elif self.feed is not None and self.busy:
+        if self.feed is not None and self.busy:
             self.feed.interrupt()
             self.notice = "interrupting…"
             self.redraw()
@@ -400,21 +398,12 @@ class Tui:
         if not command:
             self.say("usage: !COMMAND runs it in the project (through the same policy as the agent's)", "yellow")
             return
-        if self.busy or self.shell_task is not None:
+        if self.busy:
             self.say("a turn is running: run the command after it ends", "yellow")
             return
-
-        async def run() -> None:
-            try:
-                assert self.feed is not None, "a shell line waits for the session to open"
-                await self.feed.user_shell(command)
-            except asyncio.CancelledError:
-                self.say("■ command interrupted", "yellow")
-            finally:
-                self.shell_task = None
-                self.redraw()
-
-        self.shell_task = asyncio.create_task(run())
+        assert self.feed is not None, "a shell line waits for the session to open"
+        self.busy = True  # until its turn_ended; the session runs it as a turn without a model call
+        self.feed.run_shell(command)
 
     async def run(self) -> None:
         from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -469,10 +458,21 @@ class Tui:
             finally:
                 worker.cancel()
                 await asyncio.gather(worker, return_exceptions=True)
-                if self.shell_task is not None:
-                    self.shell_task.cancel()
                 await self.close_session()
                 await self.sessions.aclose()
         if self.renderer.model:
             sys.stdout.write(Ansi(self.width).styled("auger: session saved; continue it with `auger resume --last`",
                                                      "dim"))
+
+
+def _shift_enter_is_newline() -> None:
+    """Terminals that report Shift-Enter distinctly send `CSI 13;2 u` (the kitty keyboard protocol, also
+    foot, WezTerm, Ghostty) or `CSI 27;2;13 ~` (xterm's modifyOtherKeys); prompt_toolkit reads the first
+    as nothing and the second as plain Enter, which would send a half-written prompt. Both become Ctrl-J,
+    the new-line key. Terminals that send Shift-Enter as Enter cannot be told apart: Alt-Enter and Ctrl-J
+    remain for them."""
+    from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
+    from prompt_toolkit.keys import Keys
+
+    for sequence in ("\x1b[13;2u", "\x1b[27;2;13~"):
+        ANSI_SEQUENCES[sequence] = Keys.ControlJ

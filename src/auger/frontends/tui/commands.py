@@ -109,7 +109,7 @@ def _between_turns(tui: Tui, what: str) -> bool:
 async def _help(tui: Tui, arg: str) -> None:
     rows = [f"  /{name:<10} {help_text}" for name, (help_text, _) in sorted(COMMANDS.items())]
     rows += [f"  /{name:<10} (not available in this build)" for name in sorted(UNAVAILABLE)]
-    keys = ["  enter send (queued if a turn runs) · alt-enter or ctrl-j new line · ctrl-g edit in $EDITOR",
+    keys = ["  enter send (queued if a turn runs) · shift-enter, alt-enter or ctrl-j new line · ctrl-g edit in $EDITOR",
             "  @path attach a file · !cmd run a shell command · ctrl-r search history",
             "  esc or ctrl-c interrupt · ctrl-c twice or ctrl-d quit",
             "  approvals: y once · s session · a always · n deny · f deny and say why · esc abort the turn"]

@@ -6,14 +6,13 @@ Everything the TUI knows about the Session object's API lives here, so moving to
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncIterator
 
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
 from auger.protocol.ops import (
-    ApprovalDecision, Compact, Interrupt, Redo, Rollback, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    ApprovalDecision, Compact, Interrupt, Redo, Rollback, RunShell, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 
 if TYPE_CHECKING:
@@ -114,21 +113,6 @@ class Feed:
     def shutdown(self) -> None:
         self.session.submit(Shutdown())
 
-    async def user_shell(self, command: str) -> str:
-        """Run `command` as a user-initiated shell call: the same tool, classifier, rules, approvals and
-        sandbox as a model's call. The result is recorded as a user message so the model sees it next turn.
-        Returns the tool's output. The engine has no op for this yet, so it is driven from here."""
-        import json
-
-        from auger.engine.tool_runtime import Ran
-        from auger.protocol.items import ToolCall, UserMessage
-
-        session = self.session
-        turn_id = "user-shell-" + uuid.uuid4().hex[:8]
-        call = ToolCall("user-" + uuid.uuid4().hex[:10], "shell", json.dumps({"command": command}))
-        outcome = await session.runtime.run(call, session, turn_id=turn_id, mode=session.mode)
-        ok = isinstance(outcome, Ran) and outcome.result.ok
-        output = outcome.result.output if isinstance(outcome, Ran) else outcome.message
-        session.emit(ev.ToolCallEnded(turn_id, call.call_id, "shell", ok, output))
-        await session.record(turn_id, UserMessage(f"I ran this shell command myself:\n$ {command}\n{output}"))
-        return output
+    def run_shell(self, command: str) -> None:
+        """The user's own `!command`: the session runs it through the model's policy, approvals and sandbox."""
+        self.session.submit(RunShell(command))
