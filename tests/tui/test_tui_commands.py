@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import time
+from pathlib import Path
 
 from tests.support.mock_openai import Reply, ToolCall
 from tests.tui.terminal import status_line
@@ -92,7 +94,7 @@ def test_the_other_commands_answer(term, server, project):
                            ("/status", "sandbox bwrap"), ("/skills", "/tidy"),
                            ("/sessions", "first"), ("/rollback", "rolled back 1 turn"),
                            ("/review", "/review is not available in this build"),
-                           ("/mcp", "/mcp is not available"), ("/agents", "/agents is not available")]:
+                           ("/agents", "/agents is not available")]:
         t.submit(line)
         t.wait_for(expected)
     t.submit("/tidy")
@@ -122,3 +124,32 @@ def test_diff_and_undo_of_a_turn_that_wrote_a_file(term, server, project):
     t.submit("/undo redo")
     t.wait_for("redid turn")
     assert (project / "greeting.txt").read_text() == "hello there\n"
+
+
+def test_mcp_lists_adds_and_removes_a_server_for_this_session(term, server, project):
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    server.add(Reply(tool_calls=[ToolCall("mcp__testsrv__echo", {"text": "via-mcp"})]), Reply(text="echoed it"))
+    t = term(width=220)
+    t.ready()
+    t.submit("/mcp")
+    t.wait_for("no MCP servers in this session")
+    t.submit("/mcp add broken --url")
+    t.wait_for("/mcp add: argument --url: expected one argument")
+    t.submit(f"/mcp add testsrv --trusted --env PYTHONPATH={root} -- {sys.executable} -m tests.support.mcp_server")
+    t.wait_for("MCP server 'testsrv': starting")
+    for _ in range(40):  # the server starts in the background: ask until it is listed
+        t.submit("/mcp")
+        time.sleep(0.5)
+        if " up " in (shown := t.screen()):
+            break
+    assert re.search(r"testsrv +up +\d+ tools +stdio .*\(session\)", shown), shown
+    t.submit("use the echo tool")
+    t.wait_for("echoed it")
+    outputs = [m for m in server.chat_requests[-1].messages if m["role"] == "tool"]
+    assert any("via-mcp" in str(m["content"]) for m in outputs)
+    t.submit("/mcp remove testsrv")
+    t.wait_for("removed from this session")
+    t.submit("/mcp")
+    t.wait_for("no MCP servers in this session")

@@ -24,14 +24,7 @@ def add_parsers(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None])
     mcp_sub = p_mcp.add_subparsers(dest="mcp_command", metavar="SUBCOMMAND", required=True)
     p_add = mcp_sub.add_parser("add", help="add a server: auger mcp add NAME -- CMD ARGS...  or  --url URL")
     p_add.add_argument("name")
-    p_add.add_argument("--url", help="a streamable-HTTP server's URL")
-    p_add.add_argument("--sse", action="store_true", help="the URL speaks the older SSE transport")
-    p_add.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
-    p_add.add_argument("--bearer-token-env", metavar="VAR", help="send $VAR as a bearer token")
-    p_add.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for a stdio server")
-    p_add.add_argument("--trusted", action="store_true", help="run a stdio server outside the session sandbox")
-    p_add.add_argument("--startup-timeout", type=float, metavar="S")
-    p_add.add_argument("--tool-timeout", type=float, metavar="S")
+    add_server_arguments(p_add)
     p_add.set_defaults(run=_cmd_add, server_argv=[])  # the words after `--`: see split_command
     p_list = mcp_sub.add_parser("list", help="list configured servers")
     p_list.add_argument("--json", action="store_true", help="print JSON")
@@ -50,6 +43,38 @@ def add_parsers(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None])
                           help="approve what would be asked instead of denying it")
     store_opts(p_server)
     p_server.set_defaults(run=_cmd_server)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that describe a server: `auger mcp add` and the terminal UI's `/mcp add` share them."""
+    parser.add_argument("--url", help="a streamable-HTTP server's URL")
+    parser.add_argument("--sse", action="store_true", help="the URL speaks the older SSE transport")
+    parser.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
+    parser.add_argument("--bearer-token-env", metavar="VAR", help="send $VAR as a bearer token")
+    parser.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for a stdio server")
+    parser.add_argument("--trusted", action="store_true", help="run a stdio server outside the session sandbox")
+    parser.add_argument("--startup-timeout", type=float, metavar="S")
+    parser.add_argument("--tool-timeout", type=float, metavar="S")
+
+
+def server_table(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
+    """The `[mcp_servers.NAME]` table the options and the command line after `--` describe."""
+    table: dict[str, Any] = {}
+    if command:
+        table["command"], table["args"] = command[0], command[1:]
+    if args.url:
+        table["url"] = args.url
+        if args.sse:
+            table["transport"] = "sse"
+    for key, pairs in (("headers", args.header), ("env", args.env)):
+        if pairs:
+            table[key] = _pairs(pairs, key)
+    for key in ("bearer_token_env", "startup_timeout", "tool_timeout"):
+        if getattr(args, key) is not None:
+            table[key] = getattr(args, key)
+    if args.trusted:
+        table["trusted"] = True
+    return table
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -71,22 +96,7 @@ def user_config_path() -> Path:
 def _cmd_add(args: argparse.Namespace) -> int:
     from auger.tools.mcp_config import parse_server
 
-    command = args.server_argv
-    table: dict[str, Any] = {}
-    if command:
-        table["command"], table["args"] = command[0], command[1:]
-    if args.url:
-        table["url"] = args.url
-        if args.sse:
-            table["transport"] = "sse"
-    for key, pairs in (("headers", args.header), ("env", args.env)):
-        if pairs:
-            table[key] = _pairs(pairs, key)
-    for key in ("bearer_token_env", "startup_timeout", "tool_timeout"):
-        if getattr(args, key) is not None:
-            table[key] = getattr(args, key)
-    if args.trusted:
-        table["trusted"] = True
+    table = server_table(args, args.server_argv)
     try:
         parse_server(args.name, table)
     except ValueError as exc:

@@ -167,6 +167,10 @@ class McpToolset:
         changed, self._changed = self._changed, False
         return changed
 
+    @property
+    def connected(self) -> bool:
+        return self._alive()
+
     # -- the connection -----------------------------------------------------------------
     def _alive(self) -> bool:
         return self._client is not None and self._runner is not None and not self._runner.done()

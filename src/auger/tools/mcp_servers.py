@@ -7,6 +7,7 @@ a server to start.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -16,6 +17,16 @@ from auger.tools.router import ToolRegistry
 
 if TYPE_CHECKING:
     from auger.tools.mcp import Elicit, McpToolset
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    kind: str  # stdio | streamable_http | sse
+    target: str  # its command line or URL
+    connected: bool
+    tools: int
+    source: str  # user | project | session
+
 
 RESOURCES = "mcp resources"  # its registry name: no server can be named so (tools/mcp_config.NAME)
 
@@ -49,6 +60,14 @@ class McpServers:
 
     async def remove(self, name: str) -> str | None:
         return None if await self.registry.remove(name) else f"no MCP server named {name!r} in this session"
+
+    def status(self) -> list[ServerStatus]:
+        """Each server of this session as a client shows it (`/mcp`): what it is and whether it is up."""
+        from auger.tools.mcp import McpToolset
+
+        return [ServerStatus(t.server.name, t.server.kind, t.server.describe(), t.connected, len(t.list_tools()),
+                             t.server.source)
+                for t in self.registry.members if isinstance(t, McpToolset)]
 
     async def _offer_resources(self) -> None:
         """The resource tools, one pair for all servers, listed only while a server has resources."""

@@ -38,7 +38,6 @@ class Tui(Protocol):
 
 UNAVAILABLE = {
     "review": "code review of the working tree",
-    "mcp": "MCP servers",
     "agents": "sub-agents",
 }
 
@@ -156,6 +155,62 @@ async def _undo(tui: Tui, arg: str) -> None:
         tui.say("usage: /undo [redo] [force]", "yellow")
     elif _between_turns(tui, "undo"):
         _open(tui).undo(redo="redo" in words, force="force" in words)
+
+
+@command("mcp", "MCP servers of this session: /mcp · /mcp add NAME [--url URL] [-- CMD ARGS] · /mcp remove NAME")
+async def _mcp(tui: Tui, arg: str) -> None:
+    import shlex
+
+    feed = _open(tui)
+    try:
+        words = shlex.split(arg)
+    except ValueError as exc:
+        tui.say(f"/mcp: {exc}", "yellow")
+        return
+    if not words or words == ["list"]:
+        servers = feed.mcp_servers()
+        rows = [f"  {s.name:<16} {'up' if s.connected else 'down':<5} {s.tools:>3} tools  {s.kind:<15} {s.target}"
+                f"  ({s.source})" for s in servers]
+        tui.say("\n".join(["MCP servers:", *rows]) if rows else
+                "no MCP servers in this session; /mcp add NAME -- CMD ARGS or /mcp add NAME --url URL adds one")
+    elif words[0] == "remove" and len(words) == 2:
+        if _between_turns(tui, "removing a server"):
+            feed.remove_mcp_server(words[1])
+            tui.say(f"MCP server {words[1]!r}: removed from this session")
+    elif words[0] == "add" and len(words) >= 2:
+        table = _server_table(tui, words[1:])
+        if table is not None:
+            feed.add_mcp_server(words[1], table)
+            tui.say(f"MCP server {words[1]!r}: starting; its tools are offered from the next model call "
+                    "(this session only; `auger mcp add` keeps it for every session)")
+    else:
+        tui.say("usage: /mcp · /mcp add NAME [--url URL] [-- CMD ARGS] · /mcp remove NAME", "yellow")
+
+
+def _server_table(tui: Tui, words: list[str]) -> dict | None:
+    """`NAME [OPTIONS] [-- CMD ARGS…]` read with `auger mcp add`'s own options; None (said why) if wrong."""
+    import argparse
+
+    from auger.frontends.cli_support import CliError
+    from auger.frontends.mcp_commands import add_server_arguments, server_table
+    from auger.tools.mcp_config import parse_server
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # a message in the transcript, never an exit
+            raise CliError(message)
+
+    cut = words.index("--") if "--" in words else len(words)
+    parser = Parser(prog="/mcp add", add_help=False)
+    parser.add_argument("name")
+    add_server_arguments(parser)
+    try:
+        args = parser.parse_args(words[:cut])
+        table = server_table(args, words[cut + 1:])
+        parse_server(args.name, table, source="session")
+    except (CliError, ValueError) as exc:
+        tui.say(f"/mcp add: {exc}", "yellow")
+        return None
+    return table
 
 
 @command("rollback", "drop the last N user turns from the context: /rollback [N]")

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
 from auger.protocol.ops import (
-    ApprovalDecision, Compact, Interrupt, Redo, Rollback, RunShell, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Redo, RemoveMcpServer, Rollback, RunShell, SetMode, SetModel,
+    Shutdown, Undo, UserTurn,
 )
 
 if TYPE_CHECKING:
     from auger.engine.session import Session
+    from auger.tools.mcp_servers import ServerStatus
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ class Feed:
     def prompts(self) -> list[tuple[str, str]]:
         return [(p.name, p.description or "custom prompt") for p in self.session.workspace.prompts.values()]
 
+    def mcp_servers(self) -> list[ServerStatus]:
+        return self.session.mcp.status()
+
     def usage(self) -> tuple[int, float | None]:
         ledger = self.session.ledger
         return ledger.usage.total_tokens, ledger.cost
@@ -112,6 +117,12 @@ class Feed:
 
     def shutdown(self) -> None:
         self.session.submit(Shutdown())
+
+    def add_mcp_server(self, name: str, table: dict) -> None:
+        self.session.submit(AddMcpServer(name, table))
+
+    def remove_mcp_server(self, name: str) -> None:
+        self.session.submit(RemoveMcpServer(name))
 
     def run_shell(self, command: str) -> None:
         """The user's own `!command`: the session runs it through the model's policy, approvals and sandbox."""
