@@ -394,10 +394,54 @@ class SnapshotStore:
         async with self._exclusive():
             await self.git("gc", "--quiet")
 
+    async def prune(self, keep: set[str], drop: set[str], older_than: float) -> PruneResult:
+        """Forget the snapshots in `drop` and those in neither set whose commit is older than
+        `older_than` (a Unix time); `keep` wins. Then `git gc --prune=now`, so their objects are really
+        gone from disk. Holding the repository lock, no snapshot is half-written meanwhile: an object
+        not yet named by a ref is never one a snapshot in progress still needs."""
+        async with self._exclusive():
+            listed = await self.git("for-each-ref", "--format=%(objectname) %(committerdate:unix)", REF_PREFIX)
+            dated = [line.split() for line in listed.decode().splitlines() if line.strip()]
+            drop = {commit for commit, when in dated
+                    if commit not in keep and (commit in drop or int(when) < older_than)}
+            before = _disk_bytes(self.snapdir / "objects")
+            if drop:
+                await self.git("update-ref", "--stdin",
+                               stdin="".join(f"delete {REF_PREFIX}{c} {c}\n" for c in drop).encode())
+            await self.git("gc", "--quiet", "--prune=now")
+            return PruneResult(len(drop), len(dated) - len(drop), before, _disk_bytes(self.snapdir / "objects"))
+
+    async def exists(self, commit: str) -> bool:
+        """Whether a snapshot's commit is still stored (pruned ones are not)."""
+        try:
+            await self.git("cat-file", "-e", f"{commit}^{{commit}}")
+        except SnapshotError:
+            return False
+        return True
+
     async def list(self) -> list[str]:
         """The commits of the snapshots kept, newest first."""
         out = await self.git("for-each-ref", "--sort=-committerdate", "--format=%(objectname)", REF_PREFIX)
         return out.decode().split()
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What a prune did: snapshots forgotten and kept, and the size of the objects before and after."""
+
+    removed: int
+    kept: int
+    bytes_before: int
+    bytes_after: int
+
+
+def _disk_bytes(top: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(top):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
 
 
 @dataclass

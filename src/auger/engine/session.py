@@ -512,6 +512,10 @@ class Session:
         await stop_background(self.runtime.state.background)
         if self.changes is not None:
             await self.changes.close()
+            from auger.config import home_dirs
+            from auger.engine.snapshot_gc import start_background_gc
+
+            start_background_gc(home_dirs()["data"], self.workspace.config)  # at most once a day, detached
         await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
