@@ -142,6 +142,7 @@ class Session:
         if interactive:
             mcp.elicit = session._elicit
         own = OwnFiles(workspace.root, state, session.record, history.items)
+        runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
         snapshots = snapshot_store(config, workspace.root, dirs["data"])
