@@ -290,3 +290,22 @@ def test_the_review_session_is_read_only(project, server, auger_home):
     context = [m["content"] for m in server.chat_requests[0].messages
                if m["role"] == "user" and "<environment_context>" in str(m["content"])]
     assert context and "plan" in context[0]
+
+
+def test_a_long_diff_is_cut_at_a_file_boundary_and_names_what_it_left_out(project, monkeypatch):
+    import asyncio
+
+    import auger.engine.review as review_module
+    from auger.engine.review import Finding, ReviewResult, ReviewTarget, collect_change, flag_outside, review_prompt
+
+    make_repo(project)
+    (project / "notes.txt").write_text("".join(f"line {i}\n" for i in range(40)))
+    (project / "src/app.py").write_text("changed\n")
+    before = asyncio.run(collect_change(project, ReviewTarget()))
+    monkeypatch.setattr(review_module, "MAX_DIFF_CHARS", before.text.index("diff --git a/src/app.py") + 10)
+    change = asyncio.run(collect_change(project, ReviewTarget()))
+    assert change.truncated and change.omitted == ["src/app.py"] and "src/app.py" not in change.text
+    prompt = review_prompt(change)
+    assert "was cut" in prompt and "not shown below" in prompt and "src/app.py" in prompt
+    result = flag_outside(ReviewResult([Finding("t", "b", 1, 0.5, "src/app.py", 1, 1)], "correct", ""), change)
+    assert result.findings[0].outside_diff is None  # named as changed; its lines are unknown, not outside

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from auger.models.base import ModelClient
     from auger.protocol.envelope import Envelope
 
-MAX_DIFF_BYTES = 400_000  # the diff sent to the model; past it the model is told which files to read
+MAX_DIFF_CHARS = 400_000  # the diff sent to the model; past it the model is told which files to read
 MAX_UNTRACKED = 300  # untracked files diffed; more are listed by name only
 MAX_UNTRACKED_BYTES = 1 << 20  # a larger untracked file is named, not shown
 GIT_TIMEOUT = 60.0  # seconds for one git command
@@ -116,6 +116,7 @@ class Change:
     ranges: dict[str, list[tuple[int, int]]]
     revision: str | None
     omitted: list[str] = field(default_factory=list)  # files named but not shown (too many, too big, cut)
+    truncated: bool = False  # the diff was longer than MAX_DIFF_CHARS and is cut
 
     @property
     def empty(self) -> bool:
@@ -195,13 +196,14 @@ async def collect_change(root: Path, target: ReviewTarget) -> Change:
                 head = await git.empty_tree()
             text, revision = await git.diff(head) + await _untracked(git, omitted), None
     decoded = text.decode("utf-8", "replace")
-    if len(decoded) > MAX_DIFF_BYTES:
-        cut = decoded.rfind("\ndiff --git ", 0, MAX_DIFF_BYTES)
-        shown = decoded[:cut + 1] if cut > 0 else decoded[:MAX_DIFF_BYTES]
+    truncated = len(decoded) > MAX_DIFF_CHARS
+    if truncated:  # whole files' diffs only, where possible; the others are named
+        cut = decoded.rfind("\ndiff --git ", 0, MAX_DIFF_CHARS)
+        shown = decoded[:cut + 1] if cut > 0 else decoded[:MAX_DIFF_CHARS]
         omitted += [p for p in _ranges(decoded[len(shown):]) if p not in _ranges(shown)]
         decoded = shown
     ranges = _ranges(decoded)
-    return Change(target, decoded, {**{p: [] for p in omitted}, **ranges}, revision, omitted)
+    return Change(target, decoded, {**{p: [] for p in omitted}, **ranges}, revision, omitted, truncated)
 
 
 async def _untracked(git: _Git, omitted: list[str]) -> bytes:
@@ -424,6 +426,9 @@ def review_prompt(change: Change, instructions: str = "") -> str:
              f"The change under review: {change.target.describe()}."]
     if instructions.strip():
         parts.append("The user's instructions for this review:\n" + instructions.strip())
+    if change.truncated:
+        parts.append(f"The diff is longer than {MAX_DIFF_CHARS} characters and was cut; read what is missing "
+                     "with the tools.")
     if change.omitted:
         parts.append("Files changed but not shown below (read them with the tools if they matter): "
                      + ", ".join(change.omitted))
