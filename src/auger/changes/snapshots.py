@@ -55,10 +55,12 @@ _KEPT = "auger-modes.json"
 _MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
 _LOCK_POLL = 0.02  # seconds between tries for the repository lock
 _LOCK_WAIT = 30.0  # then give up: a snapshot of even a huge tree takes less
+# `-c` settings that keep git from running anything a repository's configuration names
+GIT_HOOKS_OFF = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false")
 _CONFIG = (
-    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.bare=false", "core.autocrlf=false",
+    *GIT_HOOKS_OFF, "core.bare=false", "core.autocrlf=false",
     "core.safecrlf=false", "core.filemode=true", "core.symlinks=true", "core.quotePath=false",
-    "core.ignoreCase=false", "core.precomposeUnicode=false", "core.untrackedCache=false",
+    "core.ignoreCase=false", "core.precomposeUnicode=false",
     "gc.auto=0", "color.ui=false", "diff.renames=true",
     # a large index is rewritten whole by every command that changes it; v4 is smaller to write,
     # and a split index writes only the entries that changed
@@ -90,6 +92,22 @@ class Entry:
     path: str
 
 
+def scrubbed_git_env(home: Path) -> dict[str, str]:
+    """An environment for git built from nothing but PATH: no user or system configuration (HOME is
+    `home`, an empty directory), no prompts, and no optional index writes (`git status` and `git diff`
+    leave the index file alone). With `GIT_HOOKS_OFF` on the command line, no hook or fsmonitor runs."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home),
+        "LC_ALL": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
+
+
 def snapshot_dir(data_dir: Path, root: Path) -> Path:
     """Where the snapshots of the project at `root` live under auger's data directory: one
     repository per resolved project root, named so a person can tell which is which."""
@@ -115,19 +133,12 @@ class SnapshotStore:
         self._lock = asyncio.Lock()
         self._ready = False
         self._env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.snapdir / "home"),
-            "XDG_CONFIG_HOME": str(self.snapdir / "home"),
-            "LC_ALL": "C",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
+            **scrubbed_git_env(self.snapdir / "home"),
             "GIT_DIR": str(self.snapdir),
             "GIT_WORK_TREE": str(self.root),
             "GIT_INDEX_FILE": str(self.snapdir / "auger-index"),
             "GIT_AUTHOR_NAME": "auger", "GIT_AUTHOR_EMAIL": "auger@localhost",
             "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_OPTIONAL_LOCKS": "0",
         }
 
     # ------------------------------------------------------------------ git
@@ -383,10 +394,54 @@ class SnapshotStore:
         async with self._exclusive():
             await self.git("gc", "--quiet")
 
+    async def prune(self, keep: set[str], drop: set[str], older_than: float) -> PruneResult:
+        """Forget the snapshots in `drop` and those in neither set whose commit is older than
+        `older_than` (a Unix time); `keep` wins. Then `git gc --prune=now`, so their objects are really
+        gone from disk. Holding the repository lock, no snapshot is half-written meanwhile: an object
+        not yet named by a ref is never one a snapshot in progress still needs."""
+        async with self._exclusive():
+            listed = await self.git("for-each-ref", "--format=%(objectname) %(committerdate:unix)", REF_PREFIX)
+            dated = [line.split() for line in listed.decode().splitlines() if line.strip()]
+            drop = {commit for commit, when in dated
+                    if commit not in keep and (commit in drop or int(when) < older_than)}
+            before = _disk_bytes(self.snapdir / "objects")
+            if drop:
+                await self.git("update-ref", "--stdin",
+                               stdin="".join(f"delete {REF_PREFIX}{c} {c}\n" for c in drop).encode())
+            await self.git("gc", "--quiet", "--prune=now")
+            return PruneResult(len(drop), len(dated) - len(drop), before, _disk_bytes(self.snapdir / "objects"))
+
+    async def exists(self, commit: str) -> bool:
+        """Whether a snapshot's commit is still stored (pruned ones are not)."""
+        try:
+            await self.git("cat-file", "-e", f"{commit}^{{commit}}")
+        except SnapshotError:
+            return False
+        return True
+
     async def list(self) -> list[str]:
         """The commits of the snapshots kept, newest first."""
         out = await self.git("for-each-ref", "--sort=-committerdate", "--format=%(objectname)", REF_PREFIX)
         return out.decode().split()
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What a prune did: snapshots forgotten and kept, and the size of the objects before and after."""
+
+    removed: int
+    kept: int
+    bytes_before: int
+    bytes_after: int
+
+
+def _disk_bytes(top: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(top):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Mapping
 
 from auger.context.project_docs import find_repo_root
 
-__all__ = ["EnvironmentContext", "base_instructions", "git_branch", "model_family"]
+__all__ = ["EnvironmentContext", "base_instructions", "git_branch", "model_family", "prompt_file"]
 
 _FAMILY_FILES = {"openai": "base_openai.md", "anthropic": "base_anthropic.md", "open_weights": "base_open_weights.md"}
 
@@ -47,16 +47,16 @@ def model_family(model: str | None) -> str:
 
 
 @functools.cache
-def _prompt_file(name: str) -> str:
+def prompt_file(name: str) -> str:
     """A packaged prompt file, without trailing whitespace; read once per process."""
     return resources.files("auger.context").joinpath(name).read_text(encoding="utf-8").rstrip()
 
 
 @functools.cache
 def _family_instructions(family: str) -> str:
-    text = _prompt_file("base_default.md")
+    text = prompt_file("base_default.md")
     if family in _FAMILY_FILES:
-        text += "\n\n" + _prompt_file(_FAMILY_FILES[family])
+        text += "\n\n" + prompt_file(_FAMILY_FILES[family])
     return text + "\n"
 
 

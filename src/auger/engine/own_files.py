@@ -8,6 +8,10 @@ removal in safe mode: the file did not exist before the session. The exception i
 * each path, resolved beneath the project root, must be a regular file (not a link) that a file tool
   of this session created (write_file, apply_patch Add File), with the bytes it had right after that
   tool call (a SHA-256 check): a file the user or a command changed since is theirs again;
+* a later rewrite by the session's own file tools (write_file, edit_file, apply_patch) keeps the file
+  the session's, but only if it was still unchanged just before that call;
+* once such a file is gone it is forgotten (recorded, so a resumed session forgets it too): the same
+  bytes made again at that path by a command or the user are not the session's;
 * a denial stays a denial; this only turns an "ask" into "allow".
 """
 
@@ -41,19 +45,37 @@ class OwnFiles:
         self.state = state
         self._record = record
         self.hashes: dict[Path, str] = {}
-        for item in items:  # a resumed session: what it created before
+        self._rewriting: dict[str, set[Path]] = {}  # call id -> own, unchanged files its file tool rewrites
+        for item in items:  # a resumed session: what it created before (an empty hash: since deleted)
             if isinstance(item, CreatedFile):
                 path = root / item.path
-                self.hashes[path] = item.sha256
-                state.created_files.add(path)
+                if item.sha256:
+                    self.hashes[path] = item.sha256
+                    state.created_files.add(path)
+                else:
+                    self.hashes.pop(path, None)
+                    state.created_files.discard(path)
+
+    async def before_mutation(self, call: PlannedCall) -> None:
+        """Note the session's own files, still unchanged, that this call's file tool is about to rewrite."""
+        rewritten = {p for p in map(self._exact, _rewritten_paths(call.tool, call.args)) if p is not None
+                     and p in self.hashes and _digest(p) == self.hashes[p]}
+        if rewritten:
+            self._rewriting[call.call_id] = rewritten
 
     async def after_mutation(self, call: PlannedCall) -> None:
-        """Hash and record the files the call just created (the tools add them to `state.created_files`)."""
-        for path in sorted(self.state.created_files - self.hashes.keys()):
+        """Hash and record the files the call just created (the tools add them to `state.created_files`)
+        or rewrote while they were the session's; forget own files that are gone."""
+        rewritten = self._rewriting.pop(call.call_id, set())
+        for path in sorted((self.state.created_files - self.hashes.keys()) | rewritten):
             digest = _digest(path)
             if digest is not None:
                 self.hashes[path] = digest
                 await self._record(call.turn_id, CreatedFile(str(path.relative_to(self.root)), digest))
+        for path in sorted(p for p in self.hashes if not os.path.lexists(p)):
+            del self.hashes[path]
+            self.state.created_files.discard(path)
+            await self._record(call.turn_id, CreatedFile(str(path.relative_to(self.root)), ""))
 
     def deletes_only_own(self, tool: str, args: dict[str, Any], c: Classification) -> bool:
         """Whether this call does nothing but delete unchanged files this session created."""
@@ -63,15 +85,22 @@ class OwnFiles:
         return paths is not None and bool(paths) and all(self._own(raw) for raw in paths)
 
     def _own(self, raw: str) -> bool:
+        path = self._exact(raw)
         try:
-            path = resolve_inside(self.root, raw)
-            st = os.lstat(self.root / raw)
-        except (PathEscape, OSError, ValueError):
+            if path is None or not stat.S_ISREG(os.lstat(path).st_mode):
+                return False
+        except OSError:
             return False
-        if not stat.S_ISREG(st.st_mode) or path != self.root / os.path.normpath(raw):
-            return False  # a link, or a path spelled through one: exact paths only
         expected = self.hashes.get(path)
         return expected is not None and _digest(path) == expected
+
+    def _exact(self, raw: str) -> Path | None:
+        """`raw` beneath the root, when it is spelled without a link on the way (exact paths only)."""
+        try:
+            path = resolve_inside(self.root, raw)
+        except (PathEscape, OSError, ValueError):
+            return None
+        return path if path == self.root / os.path.normpath(raw) else None
 
 
 def _rm_paths(args: dict[str, Any], c: Classification) -> list[str] | None:
@@ -88,6 +117,20 @@ def _rm_paths(args: dict[str, Any], c: Classification) -> list[str] | None:
     if any(p.startswith("-") or any(ch in p for ch in "*?[]$`~{}") for p in paths):
         return None
     return paths
+
+
+def _rewritten_paths(tool: str, args: dict[str, Any]) -> list[str]:
+    """The files a file-tool call writes in place (none for other tools, or a patch that does not parse)."""
+    if tool in ("write_file", "edit_file") and isinstance(args.get("path"), str):
+        return [args["path"]]
+    if tool != "apply_patch":
+        return []
+    from auger.changes.apply_patch import PatchError, UpdateFile, parse_patch
+
+    try:
+        return [op.path for op in parse_patch(args.get("patch", "")) if isinstance(op, UpdateFile) and not op.move_to]
+    except PatchError:
+        return []
 
 
 def _patch_deletions(args: dict[str, Any]) -> list[str] | None:

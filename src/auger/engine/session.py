@@ -142,6 +142,7 @@ class Session:
         if interactive:
             mcp.elicit = session._elicit
         own = OwnFiles(workspace.root, state, session.record, history.items)
+        runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
         snapshots = snapshot_store(config, workspace.root, dirs["data"])
@@ -530,6 +531,10 @@ class Session:
         await stop_background(self.runtime.state.background)
         if self.changes is not None:
             await self.changes.close()
+            from auger.config import home_dirs
+            from auger.engine.snapshot_gc import start_background_gc
+
+            start_background_gc(home_dirs()["data"], self.workspace.config)  # at most once a day, detached
         await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()

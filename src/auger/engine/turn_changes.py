@@ -193,6 +193,15 @@ def pick_turn(items: Sequence[Item], which: str | None) -> tuple[int, TurnChange
     return chosen[0]
 
 
+async def _require_snapshots(snapshots: SnapshotStore, turn: str, verb: str, *commits: str) -> None:
+    """Refuse, saying why, when `auger gc` pruned the snapshots a turn's undo or redo needs."""
+    for commit in commits:
+        if commit and not await snapshots.exists(commit):
+            raise UndoError(f"{turn} can no longer be {verb}: its snapshots were pruned (the session was idle "
+                            "longer than snapshot_retention_days and the turn is not among its latest "
+                            "snapshot_keep_turns changing turns)")
+
+
 def _files(result) -> list[str]:
     return sorted(set(result.written) | set(result.removed))
 
@@ -209,6 +218,7 @@ async def undo_turn(snapshots: SnapshotStore, items: Sequence[Item], which: str 
     from auger.changes.undo import UndoRefused, undo
 
     number, turn = pick_turn(items, which)
+    await _require_snapshots(snapshots, f"turn {number}", "undone", turn.before, turn.after)
     if not turn.after and not force:
         raise UndoError(f"turn {number} was cut short before its changes were recorded (its process ended), so "
                         "its changes cannot be told from later ones; force the undo to put every file back as "
@@ -236,6 +246,7 @@ async def redo_turn(snapshots: SnapshotStore, items: Sequence[Item],
     if not stack:
         raise UndoError("there is no undo to redo")
     last = stack[-1]
+    await _require_snapshots(snapshots, f"turn {last['number']}", "redone", last["before"], last["redo"])
     try:
         result = await restore(snapshots, Snapshot(last["redo"], last["redo_tree"]),
                                expected=Snapshot(last["before"], last["before_tree"]), force=force)

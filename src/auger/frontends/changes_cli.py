@@ -1,4 +1,5 @@
-"""`auger diff` and `auger undo`: a stored session's per-turn changes, shown and taken back.
+"""`auger diff`, `auger undo` and `auger gc`: a stored session's per-turn changes, shown and taken
+back, and the snapshots behind them pruned.
 
 Both read the session's `turn_changes` items (engine/turn_changes.py), so they work on any stored
 session, after a crash too. `undo` claims the session like `resume` does (a session running in
@@ -31,7 +32,12 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_undo.add_argument("--redo", action="store_true", help="re-apply the last undone turn instead")
     store_opts(p_undo)
     p_undo.set_defaults(run=_cmd_undo)
-    return {"diff": p_diff, "undo": p_undo}
+
+    p_gc = sub.add_parser("gc", help="prune undo snapshots no session needs any more, and say what was freed")
+    p_gc.add_argument("--quiet", action="store_true", help="print nothing (the daily background run)")
+    store_opts(p_gc)
+    p_gc.set_defaults(run=_cmd_gc)
+    return {"diff": p_diff, "undo": p_undo, "gc": p_gc}
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -138,3 +144,41 @@ async def _undo(args: argparse.Namespace, config) -> int:
     for failure in event.failed:
         print(f"auger: warning: not restored: {failure}", file=sys.stderr)
     return 1 if event.failed else 0
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from auger.frontends.cli_support import guard_store, load_cli_config
+
+    config = load_cli_config(args)
+    return guard_store(lambda: asyncio.run(_gc(args, config)))
+
+
+async def _gc(args: argparse.Namespace, config) -> int:
+    from auger.changes.snapshots import SnapshotError
+    from auger.config import home_dirs
+    from auger.engine.snapshot_gc import collect_garbage
+    from auger.frontends.cli_support import CliError, open_store
+
+    store = open_store(config)
+    try:
+        pruned = await collect_garbage(store, home_dirs()["data"], config)
+    except SnapshotError as exc:
+        raise CliError(f"gc failed: {exc}") from None
+    finally:
+        await store.aclose()
+    if args.quiet:
+        return 0
+    if not pruned:
+        print("no snapshots are stored")
+    for entry in pruned:
+        r = entry.result
+        freed = max(r.bytes_before - r.bytes_after, 0)
+        print(f"{entry.snapdir.name}: removed {r.removed} snapshot(s), kept {r.kept}; "
+              f"{_size(r.bytes_before)} -> {_size(r.bytes_after)} (freed {_size(freed)})")
+    return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB" if n >= 1 << 20 else f"{n / 1024:.1f} KB"

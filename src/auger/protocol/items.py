@@ -137,7 +137,7 @@ class CreatedFile(Item):
     may delete it without asking (engine/own_files.py). Never shown to the model."""
 
     path: str  # relative to the project root
-    sha256: str
+    sha256: str  # "" once the file is gone: the session forgets it
 
 
 # Items that record the project's state for diff, undo and the file tracker; not conversation.

@@ -1,0 +1,164 @@
+"""`auger review`: a read-only session reviews the uncommitted work, a branch or a commit, and the
+findings are printed as a report (or as JSON). The engine side is engine/review.py, shared with any
+other front end; this module only parses options, opens the store and the model, and prints.
+
+Exit status: 0 when a review was given (whatever its verdict) or there was nothing to review; 1 when
+the model never gave a valid review (the raw reply is printed on stderr); 2 for a usage problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable
+
+_PRIORITY_COLOURS = {0: "\x1b[1;31m", 1: "\x1b[31m", 2: "\x1b[33m", 3: "\x1b[36m"}
+
+
+def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]) -> dict[str, argparse.ArgumentParser]:
+    p = sub.add_parser("review", help="review uncommitted changes, a branch or a commit (read-only session)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--uncommitted", action="store_true",
+                       help="staged, unstaged and untracked changes against HEAD (the default)")
+    which.add_argument("--base", metavar="BRANCH", help="this branch's commits since its merge base with BRANCH")
+    which.add_argument("--commit", metavar="SHA", help="one commit, against its parent")
+    p.add_argument("--instructions", metavar="TEXT", default="", help="what the review should focus on")
+    p.add_argument("--json", action="store_true", help="print the findings as one JSON object")
+    p.add_argument("-m", "--model", help="model name")
+    p.add_argument("-p", "--provider", help="provider name; `auger providers` lists them")
+    p.add_argument("--base-url", help="base URL of an OpenAI-compatible API, e.g. http://localhost:11434/v1")
+    p.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
+    store_opts(p)
+    p.set_defaults(run=_cmd_review)
+    return {"review": p}
+
+
+def _cmd_review(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from auger.frontends.cli_support import guard_store, load_cli_config
+
+    config = load_cli_config(args)
+    return guard_store(lambda: asyncio.run(_review(args, config)))
+
+
+async def _review(args: argparse.Namespace, config) -> int:
+    import json
+    import os
+    from pathlib import Path
+
+    from auger.engine.review import ReviewError, ReviewFailed, ReviewTarget, collect_change
+    from auger.frontends.cli_support import CliError
+
+    root = Path(os.path.realpath(args.cwd or os.getcwd()))
+    if not root.is_dir():
+        raise CliError(f"project directory {root} is not a directory")
+    target = (ReviewTarget("base", args.base) if args.base is not None
+              else ReviewTarget("commit", args.commit) if args.commit is not None else ReviewTarget())
+    try:
+        change = await collect_change(root, target)
+    except ReviewError as exc:
+        raise CliError(str(exc)) from None
+    if change.empty:
+        if args.json:
+            print(json.dumps({"target": target.describe(), "findings": [], "verdict": None,
+                              "summary": "nothing to review", "session_id": None}))
+        else:
+            print(f"nothing to review: no {target.describe()}" if target.kind == "uncommitted"
+                  else f"nothing to review: {target.describe()} changes no file")
+        return 0
+    try:
+        result = await _run(args, config, root, change)
+    except ReviewFailed as exc:
+        if args.json:
+            print(json.dumps({"error": str(exc), "session_id": exc.session_id, "raw_replies": exc.raw}))
+        from auger.frontends.tui.render import clean
+
+        print(f"auger: error: {exc} (session {exc.session_id[:8]})", file=sys.stderr)
+        for number, raw in enumerate(exc.raw, 1):
+            print(f"--- raw reply {number} ---\n{clean(raw)}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        await _report(root, change, result)
+    return 0
+
+
+async def _run(args, config, root, change):
+    """Open the model and the store, and run the review session."""
+    from auger.engine.review import run_review
+    from auger.engine.sessions import SessionManager
+    from auger.engine.workspace import Workspace
+    from auger.frontends.cli_support import CliError, open_store
+    from auger.models.registry import ProviderError, client_for
+
+    try:
+        client = client_for(config)
+    except ProviderError as exc:
+        raise CliError(str(exc)) from None
+    store = open_store(config)
+    try:
+        sessions = SessionManager(Workspace.open(root, config), store)
+        return await run_review(sessions, client, change, args.instructions, on_envelope=_Progress())
+    finally:
+        await store.aclose()
+
+
+class _Progress:
+    """A line per tool call on stderr while a person watches; nothing otherwise."""
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+
+    def __call__(self, envelope: Any) -> None:
+        from auger.protocol import events as ev
+
+        if not self.live or not isinstance(envelope.event, (ev.ToolCallStarted, ev.WarningEvent)):
+            return
+        from auger.frontends.tui.render import clean
+
+        event = envelope.event
+        if isinstance(event, ev.WarningEvent):
+            print(clean(f"! {event.message}"), file=sys.stderr)
+            return
+        args = event.arguments if isinstance(event.arguments, dict) else {}
+        detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:100]
+        print(clean(f"▸ {event.name} {detail}"), file=sys.stderr)
+
+
+async def _report(root, change, result) -> None:
+    """The findings for a person: priority tag, title, file:line, body, the code lines (dimmed numbers
+    in a terminal; no colour when NO_COLOR is set or stdout is not a terminal)."""
+    from auger.engine.review import code_lines
+    from auger.frontends.tui.render import clean, no_color
+
+    colour = sys.stdout.isatty() and not no_color()
+
+    def paint(code: str, text: str) -> str:
+        return f"{code}{text}\x1b[0m" if colour else text
+
+    verdict = paint("\x1b[1;32m" if result.verdict == "correct" else "\x1b[1;31m", result.verdict)
+    print(f"Review of {result.target}: {verdict}")
+    if result.summary.strip():
+        print(clean(result.summary.strip()))
+    print(f"{len(result.findings)} finding(s)" + (":" if result.findings else "."))
+    for finding in sorted(result.findings, key=lambda f: (f.priority, -f.confidence)):
+        print()
+        tag = paint(_PRIORITY_COLOURS.get(finding.priority, ""), f"[P{finding.priority}]")
+        print(f"{tag} {clean(finding.title)} (confidence {finding.confidence:.2f})")
+        if finding.file:
+            place = finding.file + (f":{finding.line_start}" if finding.line_start else "")
+            if finding.line_end and finding.line_end != finding.line_start:
+                place += f"-{finding.line_end}"
+            print(f"  {clean(place)}")
+        if finding.outside_diff:
+            print(paint("\x1b[33m", f"  ! outside the diff: {clean(finding.outside_diff)}"))
+        for line in clean(finding.body.strip()).splitlines():
+            print(f"  {line}")
+        lines = await code_lines(root, change, finding)
+        width = len(str(lines[-1][0])) if lines else 0
+        for number, text in lines:
+            print(f"    {paint(chr(27) + '[2m', f'{number:>{width}} │')} {clean(text.expandtabs(4))}")
+    print()
+    print(f"session {result.session_id[:8]}: `auger resume {result.session_id[:8]}` to follow up")
