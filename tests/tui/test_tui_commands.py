@@ -19,7 +19,7 @@ def test_model_mode_compact_and_unavailable_commands(term, server):
     for line, expected in [("/mode plan", "mode: auto → plan"), ("/model other-model", "model: mock-model → other-model"),
                            ("/compact", "context compacted (manual)"),
                            ("/diff", "no turn has changed files in this session yet"),
-                           ("/review", "/review is not available in this build"),
+                           ("/review", "/review: "),
                            ("/nonsense", "unknown command /nonsense")]:
         t.submit(line)
         t.wait_for(expected)
@@ -93,7 +93,6 @@ def test_the_other_commands_answer(term, server, project):
     for line, expected in [("/help", "approvals: y once"), ("/cost", " tokens · "),
                            ("/status", "sandbox bwrap"), ("/skills", "/tidy"),
                            ("/sessions", "first"), ("/rollback", "rolled back 1 turn"),
-                           ("/review", "/review is not available in this build"),
                            ("/agents", "/agents is not available")]:
         t.submit(line)
         t.wait_for(expected)
@@ -153,3 +152,33 @@ def test_mcp_lists_adds_and_removes_a_server_for_this_session(term, server, proj
     t.wait_for("removed from this session")
     t.submit("/mcp")
     t.wait_for("no MCP servers in this session")
+
+
+def test_review_reports_findings_in_the_transcript_and_the_session_goes_on(term, server, project):
+    import json
+
+    from tests.test_review import git, make_repo
+
+    make_repo(project)
+    (project / "src/app.py").write_text("def total(items):\n    return sum(items[1:])\n")
+    verdict = {"findings": [{"title": "Skips the first item", "body": "items[1:] drops one.", "priority": 1,
+                             "confidence": 0.9, "file": "src/app.py", "line_start": 2, "line_end": 2}],
+               "verdict": "needs changes", "summary": "The total is wrong."}
+    server.add(Reply(tool_calls=[ToolCall("read_file", {"path": "src/app.py"})]), Reply(text=json.dumps(verdict)),
+               Reply(text="back in the main session"))
+    status_before = git(project, "status", "--porcelain")
+    t = term(width=120)
+    t.ready()
+    t.submit("/review --base")
+    t.wait_for("usage: /review --base REF")
+    t.submit("/review focus on totals")
+    t.wait_for("reviewing uncommitted changes")
+    shown = t.wait_for("[P1] Skips the first item")
+    assert "src/app.py:2" in shown and "return sum(items[1:])" in shown and "needs changes" in shown
+    assert "review ▸ read_file src/app.py" in t.history()
+    body = server.chat_requests[0].body
+    prompt = "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+    assert "focus on totals" in prompt and "-    return sum(items)" in prompt
+    assert git(project, "status", "--porcelain") == status_before
+    t.submit("and now?")
+    t.wait_for("back in the main session")

@@ -81,7 +81,9 @@ async def _review(args: argparse.Namespace, config) -> int:
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
     else:
-        await _report(root, change, result)
+        from auger.frontends.tui.render import no_color
+
+        print(await render_report(root, change, result, colour=sys.stdout.isatty() and not no_color()))
     return 0
 
 
@@ -127,38 +129,36 @@ class _Progress:
         print(clean(f"▸ {event.name} {detail}"), file=sys.stderr)
 
 
-async def _report(root, change, result) -> None:
+async def render_report(root, change, result, *, colour: bool) -> str:
     """The findings for a person: priority tag, title, file:line, body, the code lines (dimmed numbers
-    in a terminal; no colour when NO_COLOR is set or stdout is not a terminal)."""
+    when `colour`). `auger review` prints it; the terminal UI's /review shows it in the transcript."""
     from auger.engine.review import code_lines
-    from auger.frontends.tui.render import clean, no_color
-
-    colour = sys.stdout.isatty() and not no_color()
+    from auger.frontends.tui.render import clean
 
     def paint(code: str, text: str) -> str:
         return f"{code}{text}\x1b[0m" if colour else text
 
+    out: list[str] = []
     verdict = paint("\x1b[1;32m" if result.verdict == "correct" else "\x1b[1;31m", result.verdict)
-    print(f"Review of {result.target}: {verdict}")
+    out.append(f"Review of {result.target}: {verdict}")
     if result.summary.strip():
-        print(clean(result.summary.strip()))
-    print(f"{len(result.findings)} finding(s)" + (":" if result.findings else "."))
+        out.append(clean(result.summary.strip()))
+    out.append(f"{len(result.findings)} finding(s)" + (":" if result.findings else "."))
     for finding in sorted(result.findings, key=lambda f: (f.priority, -f.confidence)):
-        print()
+        out.append("")
         tag = paint(_PRIORITY_COLOURS.get(finding.priority, ""), f"[P{finding.priority}]")
-        print(f"{tag} {clean(finding.title)} (confidence {finding.confidence:.2f})")
+        out.append(f"{tag} {clean(finding.title)} (confidence {finding.confidence:.2f})")
         if finding.file:
             place = finding.file + (f":{finding.line_start}" if finding.line_start else "")
             if finding.line_end and finding.line_end != finding.line_start:
                 place += f"-{finding.line_end}"
-            print(f"  {clean(place)}")
+            out.append(f"  {clean(place)}")
         if finding.outside_diff:
-            print(paint("\x1b[33m", f"  ! outside the diff: {clean(finding.outside_diff)}"))
-        for line in clean(finding.body.strip()).splitlines():
-            print(f"  {line}")
+            out.append(paint("\x1b[33m", f"  ! outside the diff: {clean(finding.outside_diff)}"))
+        out += [f"  {line}" for line in clean(finding.body.strip()).splitlines()]
         lines = await code_lines(root, change, finding)
         width = len(str(lines[-1][0])) if lines else 0
         for number, text in lines:
-            print(f"    {paint(chr(27) + '[2m', f'{number:>{width}} │')} {clean(text.expandtabs(4))}")
-    print()
-    print(f"session {result.session_id[:8]}: `auger resume {result.session_id[:8]}` to follow up")
+            out.append(f"    {paint(chr(27) + '[2m', f'{number:>{width}} │')} {clean(text.expandtabs(4))}")
+    out += ["", f"session {result.session_id[:8]}: `auger resume {result.session_id[:8]}` to follow up"]
+    return "\n".join(out)

@@ -37,7 +37,6 @@ class Tui(Protocol):
     async def send_initial(self) -> None: ...
 
 UNAVAILABLE = {
-    "review": "code review of the working tree",
     "agents": "sub-agents",
 }
 
@@ -211,6 +210,58 @@ def _server_table(tui: Tui, words: list[str]) -> dict | None:
         tui.say(f"/mcp add: {exc}", "yellow")
         return None
     return table
+
+
+@command("review", "review changes in a read-only session: /review [--base BRANCH | --commit SHA] [FOCUS…]")
+async def _review(tui: Tui, arg: str) -> None:
+    import asyncio
+    import shlex
+
+    from auger.engine.review import ReviewTarget
+
+    try:
+        words = shlex.split(arg)
+    except ValueError as exc:
+        tui.say(f"/review: {exc}", "yellow")
+        return
+    target = ReviewTarget()
+    if words[:1] in (["--base"], ["--commit"]):
+        if len(words) < 2:
+            tui.say(f"usage: /review {words[0]} REF [FOCUS…]", "yellow")
+            return
+        target = ReviewTarget("base" if words[0] == "--base" else "commit", words[1])
+        words = words[2:]
+    if any(task for task in _REVIEWS if not task.done()):
+        tui.say("a review is already running; its report comes here when it is done", "yellow")
+        return
+    tui.say(f"reviewing {target.describe()} in a read-only session… (you can go on meanwhile)")
+    task = asyncio.create_task(_run_review(tui, target, " ".join(words)))
+    _REVIEWS.add(task)
+    task.add_done_callback(_REVIEWS.discard)
+
+
+_REVIEWS: set = set()  # running /review tasks (kept referenced until they end)
+
+
+async def _run_review(tui: Tui, target: Any, instructions: str) -> None:
+    from auger.frontends.review_cli import render_report
+    from auger.frontends.tui.render import clean, no_color
+    from auger.protocol import events as ev
+
+    def progress(envelope: Any) -> None:
+        event = envelope.event
+        if isinstance(event, ev.ToolCallStarted):
+            args = event.arguments if isinstance(event.arguments, dict) else {}
+            detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:80]
+            tui.say(clean(f"  review ▸ {event.name} {detail}"), "dim")
+
+    outcome = await tui.sessions.review(target, instructions, progress)
+    if isinstance(outcome, str):
+        tui.say(f"/review: {outcome}", "yellow")
+    else:
+        change, result = outcome
+        tui.out(await render_report(tui.root, change, result, colour=not no_color()))
+    tui.redraw()
 
 
 @command("rollback", "drop the last N user turns from the context: /rollback [N]")

@@ -4,10 +4,13 @@ so no other auger process runs the same session at once."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from auger.config import Config
+    from auger.engine.review import Change, ReviewResult, ReviewTarget
+    from auger.protocol.envelope import Envelope
     from auger.engine.session import Session
     from auger.engine.sessions import SessionManager
     from auger.store.base import SessionRecord
@@ -87,6 +90,25 @@ class Sessions:
             return session
         except (ProviderError, ResumeRefused, SessionNotFound, StoreError, ValueError) as exc:
             raise OpenError(str(exc)) from None
+
+    async def review(self, target: ReviewTarget, instructions: str,
+                     on_envelope: Callable[[Envelope], None]) -> tuple[Change, ReviewResult] | str:
+        """Review `target` in a read-only session of its own (engine/review.py, as `auger review` does):
+        the change and the validated findings, or one line saying why there are none."""
+        from auger.engine.review import ReviewError, ReviewFailed, collect_change, run_review
+        from auger.models.registry import ProviderError, client_for
+
+        try:
+            change = await collect_change(Path(self.root), target)
+            if change.empty:
+                return f"nothing to review: no {target.describe()}"
+            result = await run_review(await self._ensure(), client_for(self.config), change, instructions,
+                                      on_envelope=on_envelope)
+        except (ReviewError, ProviderError) as exc:
+            return str(exc)
+        except ReviewFailed as exc:
+            return f"{exc} (session {exc.session_id[:8]})"
+        return change, result
 
     async def _claim(self, session_id: str) -> None:
         holder = await self._opened_store().claim(session_id)
