@@ -164,10 +164,25 @@ class Turn:
                 await host.record(self.id, ContextMessage(f"<skill name={name!r}>\n{skill.body()}\n</skill>",
                                                           "skill"))
             text = expand_slash(op.text, ctx.workspace.prompts) or op.text
+            await self._prompt_hooks(text)
             await host.record(self.id, UserMessage(text, list(op.images)))
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
+
+    async def _prompt_hooks(self, text: str) -> None:
+        """`user_prompt` hooks (engine/hooks.py): a block stops the turn before the prompt is recorded;
+        context they add is recorded just before it."""
+        hooks = self.ctx.runtime.hooks
+        if hooks is None or not hooks.has("user_prompt"):
+            return
+        result = await hooks.run("user_prompt", {"turn_id": self.id, "prompt": text})
+        for message in result.warnings:
+            self.host.emit(ev.WarningEvent(message, self.id))
+        if result.blocked is not None:
+            raise TurnStopped(f"message not sent: a hook blocked it: {result.blocked}")
+        for context in result.context:
+            await self.host.record(self.id, ContextMessage(context, "hook"))
 
     async def _ask_to_continue(self) -> None:
         cap = self.guard.max_model_calls
