@@ -163,12 +163,23 @@ class Turn:
                     raise TurnStopped(f"message not sent: no skill named {name!r}")
                 await host.record(self.id, ContextMessage(f"<skill name={name!r}>\n{skill.body()}\n</skill>",
                                                           "skill"))
-            text = expand_slash(op.text, ctx.workspace.prompts) or op.text
+            text = await self._expand_mcp_prompt(op.text) or expand_slash(op.text, ctx.workspace.prompts) or op.text
             await self._prompt_hooks(text)
             await host.record(self.id, UserMessage(text, list(op.images)))
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
+
+    async def _expand_mcp_prompt(self, text: str) -> str | None:
+        """`/mcp__<server>__<prompt> args` as the server's prompt text (tools/mcp_servers.py); None otherwise."""
+        if not text.startswith("/mcp__"):
+            return None
+        from auger.tools.mcp_servers import PromptError, expand_prompt
+
+        try:
+            return await expand_prompt(self.ctx.runtime.router.registry, text)
+        except PromptError as exc:
+            raise TurnStopped(f"message not sent: {exc}") from None
 
     async def _prompt_hooks(self, text: str) -> None:
         """`user_prompt` hooks (engine/hooks.py): a block stops the turn before the prompt is recorded;

@@ -88,6 +88,7 @@ class McpToolset:
         self._remote: dict[str, str] = {}  # our name -> the server's
         self._instructions = ""
         self._has_resources = False
+        self._prompts: dict[str, Any] = {}  # slash-command name -> the server's Prompt (prompts/list)
         self._errlog: IO[str] | None = None  # a stdio server's stderr, for the reports
         self._scope: Any = None  # the connection task's anyio cancel scope
         self._closed = False  # removed from the session: never started again
@@ -133,6 +134,15 @@ class McpToolset:
 
     async def read_resource(self, uri: str) -> ToolResult:
         return await self._request("resources/read", lambda client: client.read_resource(uri), _resource_text)
+
+    @property
+    def prompts(self) -> dict[str, Any]:
+        """The server's prompts by slash-command name (`mcp__<server>__<prompt>`), as listed at connect."""
+        return dict(self._prompts)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> ToolResult:
+        """The text of one prompt with its arguments filled in by the server (`prompts/get`)."""
+        return await self._request("prompts/get", lambda client: client.get_prompt(name, arguments), _prompt_text)
 
     async def _request(self, what: str, send: Callable[[Any], Awaitable[Any]],
                        render: Callable[[Any], ToolResult]) -> ToolResult:
@@ -230,6 +240,9 @@ class McpToolset:
                     if client.server_capabilities.resources is not None:
                         self._has_resources = bool((await client.list_resources()).resources)
                     self._learn(await _all_tools(client))
+                    self._prompts = {}
+                    if client.server_capabilities.prompts is not None:
+                        self._prompts = {tool_name(self.server.name, p.name): p for p in await _all_prompts(client)}
                     self._instructions = _capped(client.instructions or "", MAX_INSTRUCTIONS)
                     if not ready.done():
                         ready.set_result(None)
@@ -387,6 +400,35 @@ async def _all_tools(client: Any) -> list[Any]:
         if not cursor:
             break
     return tools
+
+
+async def _all_prompts(client: Any) -> list[Any]:
+    prompts: list[Any] = []
+    cursor = None
+    for _ in range(100):
+        page = await client.list_prompts(cursor=cursor)
+        prompts.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return prompts
+
+
+def _prompt_text(result: Any) -> ToolResult:
+    """A prompt's messages as the text of one user message: text as it is, embedded text resources
+    inlined, anything else a one-line note; a message in the assistant's role is marked as such."""
+    parts = []
+    for message in result.messages:
+        content = message.content
+        kind = getattr(content, "type", "")
+        if kind == "text":
+            text = content.text
+        elif kind == "resource" and getattr(content.resource, "text", None) is not None:
+            text = content.resource.text
+        else:
+            text = f"[{kind or 'content'} not included: prompts are sent as text]"
+        parts.append(text if message.role == "user" else f"[{message.role}] {text}")
+    return ToolResult("\n\n".join(parts))
 
 
 def _describe(server: str, tool: Any) -> str:
