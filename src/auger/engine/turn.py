@@ -13,7 +13,7 @@ import time
 from typing import Callable
 
 from auger.engine.compact import compact
-from auger.engine.history import INTERRUPTED_OUTPUT, image_rejection
+from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_retries, call_model
@@ -277,14 +277,30 @@ class Turn:
         if repeats >= DOOM_REPEATS:
             result.output += doom_note(call.name, repeats)
             host.emit(ev.LoopDetected(self.id, call.name, repeats))
+        images = self._tool_images(call, result)
         await host.record(self.id, ToolOutput(call.call_id, result.output, result.ok), full_output=result.full_output,
                           tool_name=call.name, arguments=call.arguments)
+        if images is not None:  # the view places it after the reply's outputs (history.normalise)
+            await host.record(self.id, images)
         host.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
                                    int((time.monotonic() - started) * 1000)))
         for event in result.events:
             host.emit(event)
         if isinstance(outcome, Aborted):
             raise TurnAbortedByUser()
+
+    def _tool_images(self, call: ToolCall, result: ToolResult) -> ContextMessage | None:
+        """Images a tool returned (an MCP tool's): tool outputs are text on every wire API, so a model that
+        takes images gets them in a user-role message after the outputs; a text-only one reads a note."""
+        if not result.images:
+            return None
+        count = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
+        if not self.ctx.model_info.supports_images:
+            result.output += f"\n[{count} not shown: model '{self.ctx.model}' does not take images]"
+            return None
+        result.output += f"\n[{count} attached in the next message]"
+        return ContextMessage(f"The {count} returned by {call.name} (call {call.call_id}):", TOOL_IMAGES,
+                              {"images": list(result.images), "call_id": call.call_id})
 
     async def _record_abort(self, reason: str) -> None:
         """Close this turn's unfinished calls and mark the turn aborted, durably."""

@@ -38,6 +38,7 @@ log = logging.getLogger("auger.mcp")
 MAX_NAME = 64  # the longest tool name every provider accepts
 MAX_INSTRUCTIONS = 8_000  # characters of a server's instructions put in the system prompt
 MAX_DESCRIPTION = 2_000  # characters of one tool's description
+MAX_IMAGES = 4  # images of one tool result sent to the model; more are described
 # (server, message, schema) -> (accept | decline | cancel, the answer: a JSON object's text, or None)
 Elicit = Callable[[str, str, dict], Awaitable[tuple[str, str | None]]]
 
@@ -444,17 +445,23 @@ def _capped(text: str, limit: int) -> str:
 def _tool_result(result: Any) -> ToolResult:
     """Text for the model from an MCP result: its content blocks, its structured content when no text
     block carries it (kept whole in the metadata), and `isError` as a failed call."""
+    from auger.models.images import SUPPORTED
+
     parts: list[str] = []
-    images = 0
+    images = 0  # left out
+    shown: list[str] = []  # data URLs, sent to models that take images
     for block in result.content or []:
         kind = getattr(block, "type", "")
         if kind == "text":
             parts.append(block.text)
+        elif kind == "image" and len(shown) < MAX_IMAGES and (url := _image_url(block)):
+            shown.append(url)
+            parts.append(f"[image {block.mime_type}, about {len(block.data) * 3 // 4} bytes]")
         elif kind in ("image", "audio"):
             images += kind == "image"
             size = len(block.data) * 3 // 4
-            parts.append(f"[{kind} {block.mime_type}, about {size} bytes: not shown; tool results reach the "
-                         "model as text]")
+            parts.append(f"[{kind} {block.mime_type}, about {size} bytes: not shown; only images of the types "
+                         f"{', '.join(SUPPORTED)}, at most {MAX_IMAGES} per result, reach the model]")
         elif kind == "resource":
             resource = block.resource
             parts.append(getattr(resource, "text", None) or f"[resource {resource.uri} ({resource.mime_type})]")
@@ -466,8 +473,26 @@ def _tool_result(result: Any) -> ToolResult:
         parts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
     metadata = {"structured_content": structured} if structured is not None else {}
     if images:
-        metadata["images"] = images
-    return ToolResult("\n".join(parts) or "(no content)", ok=not result.is_error, metadata=metadata)
+        metadata["images_left_out"] = images
+    return ToolResult("\n".join(parts) or "(no content)", ok=not result.is_error, metadata=metadata, images=shown)
+
+
+def _image_url(block: Any) -> str | None:
+    """A data URL for an image block a model can be sent: a supported type, valid base64, within the size
+    limit of user images (models/images.py); None otherwise."""
+    import base64
+    import binascii
+
+    from auger.models.images import MAX_BYTES, SUPPORTED
+
+    data = block.data if isinstance(block.data, str) else ""
+    if block.mime_type not in SUPPORTED or not data or len(data) * 3 // 4 > MAX_BYTES:
+        return None
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return f"data:{block.mime_type};base64,{data}"
 
 
 def _resource_list(result: Any) -> ToolResult:
