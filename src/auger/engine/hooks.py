@@ -29,6 +29,7 @@ again (engine/tool_runtime.py), exactly as if the model had sent them.
 from __future__ import annotations
 
 import asyncio
+import copy
 import fnmatch
 import inspect
 import json
@@ -167,7 +168,7 @@ class Hooks:
     def _python(self, hook: HookRegistration) -> Callable[[dict[str, Any]], Any]:
         async def run(payload: dict[str, Any]) -> dict[str, Any] | None:
             try:
-                reply = hook.fn(payload)
+                reply = hook.fn(copy.deepcopy(payload))  # a hook changes the call only by replying
                 if inspect.isawaitable(reply):
                     async with asyncio.timeout(self.timeout):
                         reply = await reply
@@ -184,8 +185,7 @@ class Hooks:
 
     def _shell(self, hook: ShellHook) -> Callable[[dict[str, Any]], Any]:
         async def run(payload: dict[str, Any]) -> dict[str, Any] | None:
-            code, out, err = await self._spawn(hook, json.dumps(payload, ensure_ascii=False).encode(
-                "utf-8", "surrogatepass"))
+            code, out, err = await self._spawn(hook, json.dumps(payload).encode())  # ASCII: lone surrogates escaped
             if code == 2:
                 reason = _one_line(err.decode("utf-8", "replace"), MAX_REASON) or "blocked by a hook"
                 return {"decision": "block", "reason": reason}
