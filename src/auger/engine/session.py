@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
@@ -32,7 +32,6 @@ from auger.engine.own_files import OwnFiles
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
 from auger.engine.tool_runtime import Policy, ToolRuntime
-from auger.engine.hooks import Hooks, configured_hooks
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
 from auger.engine.turn_context import TurnContext
@@ -56,6 +55,9 @@ from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
+
+if TYPE_CHECKING:
+    from auger.engine.hooks import Hooks
 
 log = logging.getLogger("auger.session")
 
@@ -593,6 +595,10 @@ async def _open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str,
     warnings.extend(plugins.warnings)
     if plugins.toolsets or plugins.contributions:
         await router.registry.add(REGISTRY_NAME, PluginTools(plugins, warnings.append))
+    if not plugins.hooks and not config.tables.get("hooks") and not config.tables.get("project_hooks"):
+        return None
+    from auger.engine.hooks import Hooks, configured_hooks  # only for a session that has hooks
+
     shell, problems = configured_hooks(config.tables, trust_project=config.trust_project_hooks,
                                        timeout=config.hooks_timeout)
     warnings.extend(problems)
