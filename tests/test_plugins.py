@@ -156,3 +156,60 @@ def test_a_plugin_whose_tools_fail_to_open_is_a_warning(project, server):
     tools = PluginTools(plugins, told.append)
     asyncio.run(tools.open())
     assert tools.list_tools() == [] and told == ["plugin 'flaky': its tools are not available: OSError: no socket"]
+
+
+def test_a_plugin_toolset_whose_revision_moves_is_listed_again_before_the_next_request(project, server):
+    import dataclasses
+
+    from auger.engine.sessions import SessionManager
+    from auger.engine.workspace import Workspace
+    from auger.models.registry import client_for
+    from auger.store.sqlite import SqliteStore
+    from auger.tools.base import ToolResult, ToolSpec
+    from auger.tools.plugins import PluginApi, Plugins
+    from tests.support.harness import drive, make_config
+
+    class Growing:
+        def __init__(self):
+            self.revision = 0
+            self.specs = [ToolSpec("grow", "Add a tool.", {"type": "object", "properties": {}}, self.grow)]
+
+        async def grow(self, args, ctx):
+            self.specs.append(ToolSpec("grown", "Added.", {"type": "object", "properties": {}}, self.grow))
+            self.revision += 1
+            return ToolResult("grown")
+
+        async def open(self):
+            pass
+
+        async def close(self):
+            pass
+
+        def list_tools(self):
+            return list(self.specs)
+
+        async def call(self, name, args, ctx):
+            return await self.grow(args, ctx)
+
+    api = PluginApi("growing")
+    api.add_toolset(Growing())
+    plugins = Plugins()
+    api._into(plugins)
+    server.add(Reply(tool_calls=[ToolCall("grow", {})]), Reply(text="done"))
+
+    async def main():
+        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model",
+                             "sandbox=off")
+        workspace = dataclasses.replace(Workspace.open(project, config), plugins=plugins)
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            session = await SessionManager(workspace, store).create(client_for(config, env={"OPENAI_API_KEY": "k"}))
+            return await drive(session, "grow")
+        finally:
+            await store.aclose()
+
+    run = asyncio.run(main())
+    assert run.ended.reason == "complete"
+    names = [[t["function"]["name"] for t in r.body["tools"]] for r in server.chat_requests]
+    assert "grow" in names[0] and "grown" not in names[0]
+    assert "grown" in names[1]

@@ -207,6 +207,7 @@ class PluginTools:
         self._plugins = plugins
         self._warn = warn
         self._open: list[Toolset] = []
+        self._revisions: list[int] = []  # of the open toolsets, as the catalog last saw them
         self._owner: dict[str, Toolset] = {}
 
     async def open(self) -> None:
@@ -218,6 +219,7 @@ class PluginTools:
                 self._warn(f"plugin {name!r}: its tools are not available: {type(exc).__name__}: {_one_line(exc)}")
                 continue
             self._open.append(toolset)
+            self._revisions.append(getattr(toolset, "revision", 0))
             for spec in specs:
                 if spec.name in self._owner:
                     self._warn(f"plugin {name!r}: tool {spec.name!r} is already offered; left out")
@@ -234,7 +236,14 @@ class PluginTools:
 
     def list_tools(self) -> Sequence[ToolSpec]:
         return [spec for toolset in self._open for spec in toolset.list_tools()
-                if self._owner.get(spec.name) is toolset]
+                if self._owner.setdefault(spec.name, toolset) is toolset]
+
+    async def refresh(self) -> bool:
+        """True when a plugin toolset's `revision` moved (its tools changed in place): the registry's
+        generation then moves, and the router renders the catalog again before the next request."""
+        revisions = [getattr(t, "revision", 0) for t in self._open]
+        changed, self._revisions = revisions != self._revisions, revisions
+        return changed
 
     def contributions(self) -> Sequence[Contribution]:
         return [*self._plugins.contributions, *(c for t in self._open for c in contributions_of(t))]
