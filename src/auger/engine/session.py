@@ -502,9 +502,11 @@ class Session:
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
         if self.changes is not None:
             await self.changes.end_turn(turn.id)
-        await self._hook("turn_end", {"turn_id": turn.id, "reason": reason, "message": message},
-                         lambda text: self.emit(WarningEvent(text, turn.id)), turn.id)
-        self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
+        try:
+            await self._hook("turn_end", {"turn_id": turn.id, "reason": reason, "message": message},
+                             lambda text: self.emit(WarningEvent(text, turn.id)), turn.id)
+        finally:  # exactly one turn_ended per turn, even when shutdown cancels a hook
+            self.emit(TurnEnded(turn.id, TurnEndReason(reason), message))
         if reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
 
