@@ -103,6 +103,7 @@ def test_project_plugins_run_only_when_the_user_opts_in(project, server, tmp_pat
     plugins_dir.mkdir(parents=True)
     (plugins_dir / "local.py").write_text(PROJECT_PLUGIN)
     (plugins_dir / "bad.py").write_text("def register(api):\n    api.add_hook('on_lunch', print)\n")
+    (plugins_dir / "quits.py").write_text("import sys\nsys.exit(3)\n")
     outside = tmp_path / "outside.py"
     outside.write_text("raise SystemExit('ran code from outside the project')\n")
     (plugins_dir / "escape.py").symlink_to(outside)
@@ -119,6 +120,7 @@ def test_project_plugins_run_only_when_the_user_opts_in(project, server, tmp_pat
     assert any(w.startswith("project plugin 'bad.py' was not loaded: ValueError: add_hook: unknown event 'on_lunch'")
                for w in found), found
     assert any("project plugin 'escape.py': a symlink out of the project; not loaded" in w for w in found), found
+    assert "project plugin 'quits.py' was not loaded: SystemExit: 3" in found, found
     assert run.ended.reason == "complete"
 
 

@@ -126,7 +126,7 @@ def _register(plugins: Plugins, name: str, label: str, load: Callable[[], Any]) 
         if not callable(register):
             raise TypeError("it is neither a callable nor an object with register(api)")
         register(api)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in a plugin must not end auger
         log.debug("%s failed", label, exc_info=True)
         plugins.warnings.append(f"{label} was not loaded: {type(exc).__name__}: {_one_line(exc)}")
         return
