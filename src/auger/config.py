@@ -55,6 +55,8 @@ class Config:
     session_cost_budget: float | None = None  # ...or this much money (USD)
     trust_project_config: bool = False  # honour provider definitions in a project's .auger/config.toml
     trust_project_mcp: bool = False  # start the MCP servers a project's .auger/config.toml defines
+    trust_project_hooks: bool = False  # run the [hooks] a project's .auger/config.toml defines (engine/hooks.py)
+    hooks_timeout: float = 10.0  # seconds a hook may take (a hook's own `timeout` wins)
     tables: dict = field(default_factory=dict, compare=False)  # [providers...] and other tables, for the registry
     tables_source: str = ""
     diagnostics: list[str] = field(default_factory=list, compare=False)
@@ -144,6 +146,12 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> None:
                 continue
             if project and key == "mcp_servers":  # listed apart: started only with trust_project_mcp
                 key = "project_mcp_servers"
+            if project and key == "hooks":  # listed apart: run only with trust_project_hooks
+                key = "project_hooks"
+            if project and key == "plugins":
+                config.diagnostics.append(f"{path}: [plugins] ignored: only your user config may enable a "
+                                          "project's plugins")
+                continue
             merged = config.tables.setdefault(key, {})
             if isinstance(merged, dict):
                 merged.update(value)

@@ -68,6 +68,10 @@ def keep_user_messages(messages: list[str], budget_tokens: int) -> Kept:
 
 async def compact(ctx: TurnContext, host: TurnHost, reason: str) -> None:
     """Summarise and record a compaction; raises ModelError when even a trimmed summary request fails."""
+    hooks = ctx.runtime.hooks
+    if hooks is not None and hooks.has("before_compact"):  # told, not asked: a hook cannot stop it
+        for message in (await hooks.run("before_compact", {"turn_id": ctx.turn_id, "reason": reason})).warnings:
+            host.emit(ev.WarningEvent(message, ctx.turn_id))
     view = host.history.view()
     cap = ctx.limits.output_cap_chars
     before = estimate_request(ctx.instructions, to_prompt(view, cap), ctx.tools)

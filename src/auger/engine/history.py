@@ -34,6 +34,7 @@ SUMMARY_NOTE = ("<conversation_summary>\nEarlier parts of this conversation were
                 "You wrote this hand-off summary of them:\n\n{summary}\n</conversation_summary>")
 PLAN_NOTE = "<current_plan>\n{plan}\n</current_plan>"
 MIN_OUTPUT_CHARS = 4_000
+TOOL_IMAGES = "tool_images"  # a ContextMessage kind: images a tool returned, sent in the user role (data["images"])
 IMAGE_REJECTED = "image_rejected"  # a ContextMessage kind: images of earlier messages replaced by a note
 
 
@@ -102,22 +103,35 @@ def image_rejection(view: Sequence[Item], reason: str) -> ContextMessage | None:
     refused: earlier ones were accepted before) with a note, or None when the context holds no image.
     Recorded as an item, so later turns and a resumed session never send those images again."""
     for item in reversed(view):
-        if isinstance(item, UserMessage) and item.images:
+        images = _images_of(item)
+        if images:
             return ContextMessage(f"images replaced after the provider rejected them: {reason}", IMAGE_REJECTED,
-                                  {"images": list(item.images), "reason": reason})
+                                  {"images": images, "reason": reason})
     return None
 
 
+def _images_of(item: Item) -> list[str]:
+    """The images a message sends: a user's attachments, or those a tool returned (TOOL_IMAGES)."""
+    if isinstance(item, UserMessage):
+        return list(item.images)
+    if isinstance(item, ContextMessage) and item.kind == TOOL_IMAGES:
+        return list((item.data or {}).get("images", []))
+    return []
+
+
 def _replace_images(item: Item, marker: dict) -> Item:
-    if not isinstance(item, UserMessage):
-        return item
-    refused = [ref for ref in item.images if ref in marker.get("images", ())]
+    images = _images_of(item)
+    refused = [ref for ref in images if ref in marker.get("images", ())]
     if not refused:
         return item
+    assert isinstance(item, (UserMessage, ContextMessage))  # _images_of found images in it
     notes = [f"[an image attached here ({_image_name(ref)}) was removed: the model provider rejected it: "
              f"{marker.get('reason', 'no reason given')}]" for ref in refused]
     text = "\n".join([*notes, item.text] if item.text else notes)
-    return UserMessage(text, [ref for ref in item.images if ref not in refused])
+    kept = [ref for ref in images if ref not in refused]
+    if isinstance(item, ContextMessage):
+        return ContextMessage(text, item.kind, {**(item.data or {}), "images": kept})
+    return UserMessage(text, kept)
 
 
 def _image_name(ref: str) -> str:
@@ -166,7 +180,8 @@ def to_prompt(view: list[Item], output_cap_chars: int | None) -> list[Item]:
         if isinstance(item, ToolOutput) and output_cap_chars and len(item.output) > output_cap_chars:
             item = ToolOutput(item.call_id, cap_output(item.output, output_cap_chars, item.call_id), item.ok)
         elif isinstance(item, ContextMessage):
-            item = UserMessage(item.text)
+            images = (item.data or {}).get("images", []) if item.kind == TOOL_IMAGES else []
+            item = UserMessage(item.text, list(images))
         elif isinstance(item, TurnAborted):
             item = UserMessage(ABORTED_NOTE.format(reason=item.reason))
         prompt.append(item)

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
@@ -55,6 +55,9 @@ from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
+
+if TYPE_CHECKING:
+    from auger.engine.hooks import Hooks
 
 log = logging.getLogger("auger.session")
 
@@ -135,6 +138,7 @@ class Session:
         runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
+        runtime.hooks = await _open_plugins(workspace, router, env, meta.id, warnings)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings, mcp=mcp)
@@ -152,6 +156,7 @@ class Session:
             session.changes.start()
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
+        await session._hook("session_start", {"resumed": resumed}, warnings.append)
         await session._start(resumed=resumed)
         return session
 
@@ -300,6 +305,18 @@ class Session:
         if item is not None:
             await self.record(turn_id, item)
         await self.update_environment(turn_id)
+
+    async def _hook(self, event: str, data: dict, warn, turn_id: str = CONTEXT_TURN) -> None:
+        """Run the hooks of a session-level event (engine/hooks.py); context they add is recorded for the
+        model, problems go to `warn`."""
+        hooks = self.runtime.hooks
+        if hooks is None or not hooks.has(event):
+            return
+        result = await hooks.run(event, data)
+        for message in result.warnings:
+            warn(message)
+        for text in result.context:
+            await self.record(turn_id, it.ContextMessage(text, "hook"))
 
     async def update_environment(self, turn_id: str = CONTEXT_TURN) -> None:
         """Tell the model what changed in its environment (mode, model, date, branch…), if anything did."""
@@ -504,7 +521,11 @@ class Session:
             reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
         if self.changes is not None:
             await self.changes.end_turn(turn_id)
-        self.emit(TurnEnded(turn_id, TurnEndReason(reason), message))
+        try:
+            await self._hook("turn_end", {"turn_id": turn_id, "reason": reason, "message": message},
+                             lambda text: self.emit(WarningEvent(text, turn_id)), turn_id)
+        finally:  # exactly one turn_ended per turn, even when shutdown cancels a hook
+            self.emit(TurnEnded(turn_id, TurnEndReason(reason), message))
         if titled and reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
 
@@ -587,6 +608,29 @@ async def _start_mcp_servers(config, router: ToolRouter, root: Path, confinement
     mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
     await mcp.start(servers)
     return mcp
+
+
+async def _open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str, str], session_id: str,
+                        warnings: list[str]) -> Hooks | None:
+    """The workspace's plugin tools as a registry member, and the session's hooks (plugins' and the
+    configured shell commands); None when there are no hooks. Problems become warnings."""
+    from auger.tools.plugins import REGISTRY_NAME, PluginTools
+
+    plugins, config = workspace.plugins, workspace.config
+    warnings.extend(plugins.warnings)
+    if plugins.toolsets or plugins.contributions:
+        await router.registry.add(REGISTRY_NAME, PluginTools(plugins, warnings.append))
+    if not plugins.hooks and not config.tables.get("hooks") and not config.tables.get("project_hooks"):
+        return None
+    from auger.engine.hooks import Hooks, configured_hooks  # only for a session that has hooks
+
+    shell, problems = configured_hooks(config.tables, trust_project=config.trust_project_hooks,
+                                       timeout=config.hooks_timeout)
+    warnings.extend(problems)
+    if not shell and not plugins.hooks:
+        return None
+    return Hooks(shell, plugins.hooks, cwd=workspace.root, env=env, session_id=session_id,
+                 timeout=config.hooks_timeout)
 
 
 async def _probe_window(client: ModelClient, config) -> int | None:

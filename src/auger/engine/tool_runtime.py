@@ -1,8 +1,10 @@
 """The tool runtime: the one path every tool call takes, from the model's JSON to its output.
 
-    parse the arguments → find the tool → validate → classify → decide (policy/decision.py, pure)
+    parse the arguments → find the tool → validate → `before_tool` hooks (may deny; rewritten
+    arguments are validated again) → classify → decide (policy/decision.py, pure)
     → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
-    → if the sandbox blocked it, ask → re-run outside → `after_mutation` hooks
+    → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite the output
+    the model sees) → `after_mutation` hooks
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
 Failed (the call could not run: unknown tool, bad arguments, a ToolError, a tool bug), Denied (policy
@@ -10,8 +12,10 @@ or the user refused; the message says why) or Aborted (the user ended the turn a
 Nothing here records or announces the output: the turn does, in its durable order.
 
 Tools only declare what they need (effect, classifier, previewer); decisions are made here.
-Hooks are async callables on the runtime: snapshots for undo and plugins attach there. They run
-only for calls that may change something (effect other than read-only).
+`before_tool`/`after_tool` are the user's and plugins' hooks (engine/hooks.py), run for every call
+here and nowhere else; a hook never gets around policy, because what it rewrites is checked after it.
+Mutation hooks are the engine's own async callables (snapshots for undo, the session's own files);
+they run only for calls that may change something (effect other than read-only).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from auger.tools.router import ToolRouter
 
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
+    from auger.engine.hooks import Hooks
     from auger.engine.host import TurnHost
 
 log = logging.getLogger("auger.tools")
@@ -117,6 +122,7 @@ class ToolRuntime:
         self.after_mutation: list[MutationHook] = []
         # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
         self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
+        self.hooks: Hooks | None = None  # the user's and plugins' hooks (engine/hooks.py), when there are any
 
     async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str, mode: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
@@ -135,6 +141,10 @@ class ToolRuntime:
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
         try:
             args = spec.validate(arguments)
+            rewritten = await self._before_tool(host, turn_id, call.call_id, spec, args)
+            if isinstance(rewritten, Denied):
+                return rewritten
+            args = rewritten
             c = spec.classify(args, self.root)
             refusal = await self._permit(host, turn_id, mode, spec, args, c, ctx)
             if refusal is not None:
@@ -149,6 +159,7 @@ class ToolRuntime:
                 ctx.sandbox = None
                 result = await self.router.call(spec, args, ctx)
                 result.output = "Re-run outside the sandbox with the user's approval.\n" + result.output
+            await self._after_tool(host, turn_id, call.call_id, spec.name, args, result)
             if mutates:
                 await _run_hooks(self.after_mutation, planned)
             return Ran(result)
@@ -159,6 +170,38 @@ class ToolRuntime:
         except Exception as exc:  # a tool bug must not end the turn; the model can try another way
             log.exception("tool %s failed", call.name)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
+
+    async def _before_tool(self, host: TurnHost, turn_id: str, call_id: str, spec: ToolSpec,
+                           args: dict[str, Any]) -> dict[str, Any] | Denied:
+        """The arguments to go on with (a hook's rewrite, validated like the model's), or a hook's denial."""
+        if self.hooks is None or not self.hooks.has("before_tool"):
+            return args
+        result = await self.hooks.run("before_tool", {"turn_id": turn_id, "call_id": call_id, "tool": spec.name,
+                                                      "args": args}, subject=spec.name)
+        for message in result.warnings:
+            host.emit(ev.WarningEvent(message, turn_id))
+        if result.blocked is not None:
+            return Denied(f"Not run: a hook blocked this {spec.name} call: {result.blocked}")
+        if result.args is None:
+            return args
+        try:
+            return spec.validate(result.args)
+        except ToolError as exc:
+            raise ToolError(f"{exc} (in the arguments a before_tool hook rewrote)") from None
+
+    async def _after_tool(self, host: TurnHost, turn_id: str, call_id: str, tool: str, args: dict[str, Any],
+                          result: ToolResult) -> None:
+        """Let hooks rewrite what the model sees; the full output is then dropped, so `recall` cannot
+        show what a hook took out."""
+        if self.hooks is None or not self.hooks.has("after_tool"):
+            return
+        outcome = await self.hooks.run("after_tool", {"turn_id": turn_id, "call_id": call_id, "tool": tool,
+                                                      "args": args, "ok": result.ok, "output": result.output},
+                                       subject=tool)
+        for message in outcome.warnings:
+            host.emit(ev.WarningEvent(message, turn_id))
+        if outcome.output is not None:
+            result.output, result.full_output = outcome.output, None
 
     async def _permit(self, host: TurnHost, turn_id: str, mode: str, spec: ToolSpec, args: dict[str, Any],
                       c: Classification, ctx: ToolContext) -> Denied | Aborted | None:

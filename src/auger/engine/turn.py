@@ -13,7 +13,7 @@ import time
 from typing import Callable
 
 from auger.engine.compact import compact
-from auger.engine.history import INTERRUPTED_OUTPUT, image_rejection
+from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_retries, call_model
@@ -163,11 +163,37 @@ class Turn:
                     raise TurnStopped(f"message not sent: no skill named {name!r}")
                 await host.record(self.id, ContextMessage(f"<skill name={name!r}>\n{skill.body()}\n</skill>",
                                                           "skill"))
-            text = expand_slash(op.text, ctx.workspace.prompts) or op.text
+            text = await self._expand_mcp_prompt(op.text) or expand_slash(op.text, ctx.workspace.prompts) or op.text
+            await self._prompt_hooks(text)
             await host.record(self.id, UserMessage(text, list(op.images)))
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
+
+    async def _expand_mcp_prompt(self, text: str) -> str | None:
+        """`/mcp__<server>__<prompt> args` as the server's prompt text (tools/mcp_servers.py); None otherwise."""
+        if not text.startswith("/mcp__"):
+            return None
+        from auger.tools.mcp_servers import PromptError, expand_prompt
+
+        try:
+            return await expand_prompt(self.ctx.runtime.router.registry, text)
+        except PromptError as exc:
+            raise TurnStopped(f"message not sent: {exc}") from None
+
+    async def _prompt_hooks(self, text: str) -> None:
+        """`user_prompt` hooks (engine/hooks.py): a block stops the turn before the prompt is recorded;
+        context they add is recorded just before it."""
+        hooks = self.ctx.runtime.hooks
+        if hooks is None or not hooks.has("user_prompt"):
+            return
+        result = await hooks.run("user_prompt", {"turn_id": self.id, "prompt": text})
+        for message in result.warnings:
+            self.host.emit(ev.WarningEvent(message, self.id))
+        if result.blocked is not None:
+            raise TurnStopped(f"message not sent: a hook blocked it: {result.blocked}")
+        for context in result.context:
+            await self.host.record(self.id, ContextMessage(context, "hook"))
 
     async def _ask_to_continue(self) -> None:
         cap = self.guard.max_model_calls
@@ -251,14 +277,30 @@ class Turn:
         if repeats >= DOOM_REPEATS:
             result.output += doom_note(call.name, repeats)
             host.emit(ev.LoopDetected(self.id, call.name, repeats))
+        images = self._tool_images(call, result)
         await host.record(self.id, ToolOutput(call.call_id, result.output, result.ok), full_output=result.full_output,
                           tool_name=call.name, arguments=call.arguments)
+        if images is not None:  # the view places it after the reply's outputs (history.normalise)
+            await host.record(self.id, images)
         host.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
                                    int((time.monotonic() - started) * 1000)))
         for event in result.events:
             host.emit(event)
         if isinstance(outcome, Aborted):
             raise TurnAbortedByUser()
+
+    def _tool_images(self, call: ToolCall, result: ToolResult) -> ContextMessage | None:
+        """Images a tool returned (an MCP tool's): tool outputs are text on every wire API, so a model that
+        takes images gets them in a user-role message after the outputs; a text-only one reads a note."""
+        if not result.images:
+            return None
+        count = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
+        if not self.ctx.model_info.supports_images:
+            result.output += f"\n[{count} not shown: model '{self.ctx.model}' does not take images]"
+            return None
+        result.output += f"\n[{count} attached in the next message]"
+        return ContextMessage(f"The {count} returned by {call.name} (call {call.call_id}):", TOOL_IMAGES,
+                              {"images": list(result.images), "call_id": call.call_id})
 
     async def _record_abort(self, reason: str) -> None:
         """Close this turn's unfinished calls and mark the turn aborted, durably."""

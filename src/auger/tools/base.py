@@ -35,6 +35,7 @@ class ToolResult:
     metadata: dict[str, Any] = field(default_factory=dict)  # informational, for events and tests
     events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
     sandbox_denial: str | None = None  # why the sandbox blocked the command, when it did (the runtime may ask)
+    images: list[str] = field(default_factory=list)  # data URLs for the model, sent after the output (engine/turn.py)
 
 
 class OutputArchive(Protocol):

@@ -38,6 +38,7 @@ log = logging.getLogger("auger.mcp")
 MAX_NAME = 64  # the longest tool name every provider accepts
 MAX_INSTRUCTIONS = 8_000  # characters of a server's instructions put in the system prompt
 MAX_DESCRIPTION = 2_000  # characters of one tool's description
+MAX_IMAGES = 4  # images of one tool result sent to the model; more are described
 # (server, message, schema) -> (accept | decline | cancel, the answer: a JSON object's text, or None)
 Elicit = Callable[[str, str, dict], Awaitable[tuple[str, str | None]]]
 
@@ -88,6 +89,7 @@ class McpToolset:
         self._remote: dict[str, str] = {}  # our name -> the server's
         self._instructions = ""
         self._has_resources = False
+        self._prompts: dict[str, Any] = {}  # slash-command name -> the server's Prompt (prompts/list)
         self._errlog: IO[str] | None = None  # a stdio server's stderr, for the reports
         self._scope: Any = None  # the connection task's anyio cancel scope
         self._closed = False  # removed from the session: never started again
@@ -133,6 +135,15 @@ class McpToolset:
 
     async def read_resource(self, uri: str) -> ToolResult:
         return await self._request("resources/read", lambda client: client.read_resource(uri), _resource_text)
+
+    @property
+    def prompts(self) -> dict[str, Any]:
+        """The server's prompts by slash-command name (`mcp__<server>__<prompt>`), as listed at connect."""
+        return dict(self._prompts)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> ToolResult:
+        """The text of one prompt with its arguments filled in by the server (`prompts/get`)."""
+        return await self._request("prompts/get", lambda client: client.get_prompt(name, arguments), _prompt_text)
 
     async def _request(self, what: str, send: Callable[[Any], Awaitable[Any]],
                        render: Callable[[Any], ToolResult]) -> ToolResult:
@@ -234,6 +245,9 @@ class McpToolset:
                     if client.server_capabilities.resources is not None:
                         self._has_resources = bool((await client.list_resources()).resources)
                     self._learn(await _all_tools(client))
+                    self._prompts = {}
+                    if client.server_capabilities.prompts is not None:
+                        self._prompts = {tool_name(self.server.name, p.name): p for p in await _all_prompts(client)}
                     self._instructions = _capped(client.instructions or "", MAX_INSTRUCTIONS)
                     if not ready.done():
                         ready.set_result(None)
@@ -393,6 +407,35 @@ async def _all_tools(client: Any) -> list[Any]:
     return tools
 
 
+async def _all_prompts(client: Any) -> list[Any]:
+    prompts: list[Any] = []
+    cursor = None
+    for _ in range(100):
+        page = await client.list_prompts(cursor=cursor)
+        prompts.extend(page.prompts)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return prompts
+
+
+def _prompt_text(result: Any) -> ToolResult:
+    """A prompt's messages as the text of one user message: text as it is, embedded text resources
+    inlined, anything else a one-line note; a message in the assistant's role is marked as such."""
+    parts = []
+    for message in result.messages:
+        content = message.content
+        kind = getattr(content, "type", "")
+        if kind == "text":
+            text = content.text
+        elif kind == "resource" and getattr(content.resource, "text", None) is not None:
+            text = content.resource.text
+        else:
+            text = f"[{kind or 'content'} not included: prompts are sent as text]"
+        parts.append(text if message.role == "user" else f"[{message.role}] {text}")
+    return ToolResult("\n\n".join(parts))
+
+
 def _describe(server: str, tool: Any) -> str:
     text = _capped((tool.description or tool.title or tool.name).strip(), MAX_DESCRIPTION)
     return f"{text}\n(from MCP server {server!r})"
@@ -406,17 +449,23 @@ def _capped(text: str, limit: int) -> str:
 def _tool_result(result: Any) -> ToolResult:
     """Text for the model from an MCP result: its content blocks, its structured content when no text
     block carries it (kept whole in the metadata), and `isError` as a failed call."""
+    from auger.models.images import SUPPORTED
+
     parts: list[str] = []
-    images = 0
+    images = 0  # left out
+    shown: list[str] = []  # data URLs, sent to models that take images
     for block in result.content or []:
         kind = getattr(block, "type", "")
         if kind == "text":
             parts.append(block.text)
+        elif kind == "image" and len(shown) < MAX_IMAGES and (url := _image_url(block)):
+            shown.append(url)
+            parts.append(f"[image {block.mime_type}, about {len(block.data) * 3 // 4} bytes]")
         elif kind in ("image", "audio"):
             images += kind == "image"
             size = len(block.data) * 3 // 4
-            parts.append(f"[{kind} {block.mime_type}, about {size} bytes: not shown; tool results reach the "
-                         "model as text]")
+            parts.append(f"[{kind} {block.mime_type}, about {size} bytes: not shown; only images of the types "
+                         f"{', '.join(SUPPORTED)}, at most {MAX_IMAGES} per result, reach the model]")
         elif kind == "resource":
             resource = block.resource
             parts.append(getattr(resource, "text", None) or f"[resource {resource.uri} ({resource.mime_type})]")
@@ -428,8 +477,26 @@ def _tool_result(result: Any) -> ToolResult:
         parts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
     metadata = {"structured_content": structured} if structured is not None else {}
     if images:
-        metadata["images"] = images
-    return ToolResult("\n".join(parts) or "(no content)", ok=not result.is_error, metadata=metadata)
+        metadata["images_left_out"] = images
+    return ToolResult("\n".join(parts) or "(no content)", ok=not result.is_error, metadata=metadata, images=shown)
+
+
+def _image_url(block: Any) -> str | None:
+    """A data URL for an image block a model can be sent: a supported type, valid base64, within the size
+    limit of user images (models/images.py); None otherwise."""
+    import base64
+    import binascii
+
+    from auger.models.images import MAX_BYTES, SUPPORTED
+
+    data = block.data if isinstance(block.data, str) else ""
+    if block.mime_type not in SUPPORTED or not data or len(data) * 3 // 4 > MAX_BYTES:
+        return None
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return f"data:{block.mime_type};base64,{data}"
 
 
 def _resource_list(result: Any) -> ToolResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from auger.tools.base import CommandSandbox, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.mcp_config import McpServerConfig, parse_server
@@ -28,6 +28,7 @@ class ServerStatus:
     source: str  # user | project | session
 
 
+PROMPT_PREFIX = "/mcp__"  # what a slash command naming an MCP server's prompt starts with
 RESOURCES = "mcp resources"  # its registry name: no server can be named so (tools/mcp_config.NAME)
 
 
@@ -83,6 +84,73 @@ class McpServers:
 
     async def _ask(self, server: str, message: str, schema: dict) -> tuple[str, str | None]:
         return ("decline", None) if self.elicit is None else await self.elicit(server, message, schema)
+
+
+def prompt_commands(registry: ToolRegistry) -> list[tuple[str, str]]:
+    """(slash-command name, description) of every prompt the session's servers offer, for completion."""
+    return [(name, _one_line(prompt.description or prompt.title or "MCP prompt"))
+            for server in _prompt_servers(registry) for name, prompt in sorted(server.prompts.items())]
+
+
+async def expand_prompt(registry: ToolRegistry, text: str) -> str | None:
+    """`/mcp__<server>__<prompt> args…` as the text the server's prompt gives (prompts/get); None when
+    `text` names no MCP prompt. Raises PromptError (one line) for arguments the prompt does not take, or
+    a server that failed.
+
+    Arguments are words split like a shell would; `name=value` sets a named argument, other words
+    fill the prompt's arguments in their declared order."""
+    import shlex
+
+    if not text.startswith(PROMPT_PREFIX):
+        return None
+    command, _, rest = text[1:].partition(" ")
+    command = command.strip()
+    server = next((server for server in _prompt_servers(registry) if command in server.prompts), None)
+    if server is None:
+        return None
+    prompt = server.prompts[command]
+    declared = [a.name for a in prompt.arguments or []]
+    try:
+        words = shlex.split(rest)
+    except ValueError:  # an unbalanced quote: the user meant words
+        words = rest.split()
+    arguments: dict[str, str] = {}
+    positional = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and key in declared:
+            arguments[key] = value
+        else:
+            positional.append(word)
+    free = [name for name in declared if name not in arguments]
+    if len(positional) > len(free):
+        if not free:
+            raise PromptError(f"/{command} takes no further arguments (usage: /{command} {_usage(prompt)})")
+        positional[len(free) - 1:] = [" ".join(positional[len(free) - 1:])]  # the rest is the last one's
+    arguments.update(zip(free, positional, strict=False))  # fewer words: the rest unset
+    missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in arguments]
+    if missing:
+        raise PromptError(f"/{command} needs {', '.join(missing)} (usage: /{command} {_usage(prompt)})")
+    result = await server.get_prompt(prompt.name, arguments)
+    if not result.ok:
+        raise PromptError(f"/{command}: {result.output}")
+    return result.output
+
+
+def _prompt_servers(registry: ToolRegistry) -> list[McpToolset]:
+    return [t for t in registry.members if hasattr(t, "get_prompt")]  # type: ignore[misc]
+
+
+class PromptError(Exception):
+    """An MCP prompt could not be used as typed; the message says why, in one line."""
+
+
+def _usage(prompt: Any) -> str:
+    return " ".join(f"<{a.name}>" if a.required else f"[{a.name}]" for a in prompt.arguments or []) or ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:200]
 
 
 class _ResourceTools:

@@ -81,7 +81,11 @@ class Feed:
         return [(s.name, s.description) for s in self.session.skills.skills]
 
     def prompts(self) -> list[tuple[str, str]]:
-        return [(p.name, p.description or "custom prompt") for p in self.session.workspace.prompts.values()]
+        """Custom prompts, then the MCP servers' prompts (`mcp__server__prompt`); the engine expands both."""
+        from auger.tools.mcp_servers import prompt_commands
+
+        return [*((p.name, p.description or "custom prompt") for p in self.session.workspace.prompts.values()),
+                *prompt_commands(self.session.mcp.registry)]
 
     def mcp_servers(self) -> list[ServerStatus]:
         return self.session.mcp.status()
