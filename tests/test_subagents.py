@@ -47,12 +47,69 @@ class Routes:
         return [body for key, body in self.seen if key == first]
 
 
+class Envelopes(list):
+    """The envelopes of one run (a sub-agent's carry its spawn call id)."""
+
+    def parent_ends(self) -> list[ev.TurnEnded]:
+        return [e.event for e in self if isinstance(e.event, ev.TurnEnded) and e.parent_call_id is None]
+
+    @property
+    def ended(self) -> ev.TurnEnded:
+        return self.parent_ends()[-1]
+
+    def events(self, kind: type) -> list:
+        return [e.event for e in self if isinstance(e.event, kind)]
+
+
+def run_parent(project: Path, server, *prompts: str, overrides: tuple[str, ...] = (), interactive: bool = False,
+               on_envelope=None, db: Path | None = None) -> Envelopes:
+    """Run the prompts in a new session (each after the previous turn ended) and shut it down."""
+    from auger.engine.sessions import run_prompt
+
+    seen = Envelopes()
+
+    async def main():
+        session, store = await open_session(project, server, db or project.parent / "sessions.db", *overrides,
+                                            interactive=interactive)
+
+        def collect(envelope):
+            seen.append(envelope)
+            if on_envelope is not None:
+                on_envelope(session, envelope)
+
+        try:
+            await asyncio.wait_for(run_prompt(session, *prompts, on_envelope=collect), 60)
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    return seen
+
+
 def first_user_text(messages: list[dict]) -> str:
     for message in messages:
         if message["role"] == "user" and not is_context(message.get("content")) \
                 and not str(message.get("content")).startswith("<agent"):
             return message["content"]
     return ""
+
+
+def pids_of(marker: str) -> list[int]:
+    """Host pids of processes whose command line contains `marker` (a command's own `$$` is the sandbox's
+    pid namespace, not ours)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and process_alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+WAIT_FOR_FILE = "for i in $(seq 100); do [ -s {0} ] && break; sleep 0.05; done; cat {0}"
 
 
 def spawn(prompt: str, **extra) -> ToolCall:
@@ -84,7 +141,7 @@ def test_foreground_children_in_one_reply_run_in_parallel_and_answer(project, se
         "find C": [Reply(text="C is in c.py", delay=1.0)],
     }).install(server)
     started = time.monotonic()
-    run = run_session(project, server, "go")
+    run = run_parent(project, server, "go")
     elapsed = time.monotonic() - started
     assert run.ended.reason == "complete", run.ended.message
     outputs = tool_messages(routes.bodies("go")[-1])
@@ -126,3 +183,139 @@ def test_child_events_reach_the_parent_stream_with_the_spawn_call_id(project, se
     child_usage = [e.event for e in child if isinstance(e.event, ev.TokenUsage)]
     own = sum(u.last.input_tokens for u in usage)
     assert usage[-1].turn.input_tokens == own + sum(u.last.input_tokens for u in child_usage)
+
+
+async def follow(session, until, *, on_envelope=None) -> list:
+    """Envelopes of `session` until `until(envelope)` is true (inclusive)."""
+    seen = []
+    async for envelope in session.subscribe():
+        seen.append(envelope)
+        if on_envelope is not None:
+            on_envelope(envelope)
+        if until(envelope):
+            return seen
+    return seen
+
+
+def parent_turn_ended(envelope) -> bool:
+    return isinstance(envelope.event, ev.TurnEnded) and envelope.parent_call_id is None
+
+
+def test_a_background_child_finishing_between_turns_is_told_at_the_next_turn(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("slow job", background=True)]), Reply(text="started it"),
+                  Reply(text="it said 42")],
+        "slow job": [Reply(text="job result 42", delay=0.8)],
+    }).install(server)
+
+    async def main():
+        session, store = await open_session(project, server, project.parent / "s.db")
+        try:
+            session.submit(UserTurn("start"))
+            first = await follow(session, parent_turn_ended)
+            assert first[-1].event.reason == "complete"
+            # the turn ended while the child still ran; now wait for the child's own end
+            child_end = await follow(session, lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
+            assert child_end[-1].event.reason == "complete"
+            session.submit(UserTurn("what did it say?"))
+            await follow(session, lambda e: parent_turn_ended(e) and e.seq > first[-1].seq)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    bodies = routes.bodies("start")
+    assert "started it" not in json.dumps(bodies[1]["messages"][-1])
+    spawned = tool_messages(bodies[1])[0]
+    assert spawned.startswith("Started agent task in the background with id ")
+    last = bodies[-1]["messages"]
+    delivered = [m["content"] for m in last if m["role"] == "user" and "<agent_result" in str(m["content"])]
+    assert len(delivered) == 1 and "job result 42" in delivered[0]
+    # delivered before the user's new message, and only once
+    texts = [str(m.get("content")) for m in last]
+    assert texts.index(delivered[0]) < texts.index("what did it say?")
+
+
+def test_wait_agent_returns_a_background_result_and_it_is_not_told_twice(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("slow job", background=True)]),
+                  Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 10})]), Reply(text="done")],
+        "slow job": [Reply(text="job result 7", delay=0.5)],
+    }).install(server)
+    run = run_parent(project, server, "start")
+    assert run.ended.reason == "complete"
+    last = routes.bodies("start")[-1]
+    assert "job result 7" in tool_messages(last)[1]
+    assert not any("<agent_result" in str(m.get("content")) for m in last["messages"])
+
+
+def test_list_agents_shows_only_the_callers_children(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("child one")]), Reply(tool_calls=[ToolCall("list_agents", {})]),
+                  Reply(text="done")],
+        "child one": [Reply(tool_calls=[ToolCall("list_agents", {})]), Reply(text="one done")],
+    }).install(server)
+    run_parent(project, server, "start")
+    assert tool_messages(routes.bodies("child one")[-1]) == ["You have started no sub-agents."]
+    listing = tool_messages(routes.bodies("start")[-1])[1]
+    assert "task" in listing and "completed" in listing and "child one" in listing
+
+
+def test_cancelling_a_child_kills_its_shell_commands(project, server):
+    pid_file = project / "child.pid"
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("child.pid")})]),
+                  "CANCEL",
+                  Reply(text="cancelled")],
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > child.pid; exec sleep 61.5"})])],
+    })
+    agent_ids: list[str] = []
+
+    def cancel_step(body: dict) -> Reply:
+        return Reply(tool_calls=[ToolCall("cancel_agent", {"id": agent_ids[0]})])
+
+    original = routes.__call__
+
+    class Dispatch:
+        def __call__(self, body):
+            reply = original(body)
+            if reply == "CANCEL":
+                agent_ids.append(tool_messages(body)[0].split("with id ")[1].split(".")[0])
+                return cancel_step(body)
+            return reply
+
+    server.add(*[Dispatch()] * 10)
+    seen: list[int] = []
+
+    def on_envelope(session, envelope):  # the child's command runs once the parent's shell saw its pid file
+        if isinstance(envelope.event, ev.ToolCallStarted) and envelope.event.name == "cancel_agent":
+            seen.extend(pids_of("sleep 61.5"))
+
+    run = run_parent(project, server, "start", on_envelope=on_envelope)
+    assert run.ended.reason == "complete", run.ended.message
+    assert pid_file.read_text().strip() and len(seen) == 1, seen
+    assert dies_soon(seen[0]), "the child's command outlived its cancellation"
+    cancelled = tool_messages(routes.bodies("start")[-1])[2]
+    assert "cancelled" in cancelled
+
+
+def test_shutting_the_session_down_kills_a_background_childs_commands(project, server):
+    pid_file = project / "bg.pid"
+    Routes({
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("bg.pid")})]),
+                  Reply(text="leaving")],
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > bg.pid; exec sleep 62.5"})])],
+    }).install(server)
+    seen: list[int] = []
+
+    def on_envelope(session, envelope):
+        if isinstance(envelope.event, ev.TurnEnded):
+            seen.extend(pids_of("sleep 62.5"))
+
+    run = run_parent(project, server, "start", on_envelope=on_envelope)
+    assert run.ended.reason == "complete"
+    assert pid_file.read_text().strip() and len(seen) == 1, seen
+    assert dies_soon(seen[0]), "a background child's command outlived the session"
