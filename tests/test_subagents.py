@@ -319,3 +319,234 @@ def test_shutting_the_session_down_kills_a_background_childs_commands(project, s
     assert run.ended.reason == "complete"
     assert pid_file.read_text().strip() and len(seen) == 1, seen
     assert dies_soon(seen[0]), "a background child's command outlived the session"
+
+
+KILLED_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from auger.protocol import events as ev
+from auger.protocol.ops import UserTurn
+from tests.support.harness import open_session
+
+class Remote:  # the test's server, by URL
+    base_url = sys.argv[3]
+
+async def main():
+    session, store = await open_session(Path(sys.argv[1]), Remote(), Path(sys.argv[2]))
+    session.submit(UserTurn("start"))
+    async for envelope in session.subscribe():
+        if isinstance(envelope.event, ev.TurnStarted) and envelope.parent_call_id:
+            print(session.id, flush=True)
+        if isinstance(envelope.event, ev.TurnEnded) and envelope.parent_call_id is None:
+            print("READY", flush=True)
+            await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+def test_a_child_running_when_the_process_is_killed_is_reported_interrupted_on_resume(project, server, tmp_path):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("long job", background=True)]), Reply(text="started"),
+                  Reply(text="I will start it again")],
+        "long job": [Reply(text="never seen", delay=30)],
+    }).install(server)
+    db = tmp_path / "killed.db"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, str(script), str(project), str(db), server.base_url], cwd=repo,
+                            env={**os.environ, "PYTHONPATH": str(repo)}, stdout=subprocess.PIPE, text=True)
+    try:
+        session_id = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "READY", session_id
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    async def links():
+        store = SqliteStore(db)
+        try:
+            return await store.list_links(session_id)
+        finally:
+            await store.aclose()
+
+    assert [link.status for link in asyncio.run(links())] == ["running"]
+    run_session(project, server, "is it done?", db=db, resume=session_id)
+    assert [link.status for link in asyncio.run(links())] == ["interrupted"]
+    last = routes.bodies("start")[-1]["messages"]
+    notes = [m["content"] for m in last if "<agent_result" in str(m.get("content"))]
+    assert len(notes) == 1 and "interrupted" in notes[0] and "long job" not in notes[0]
+
+
+def test_an_identical_spawn_reuses_the_result_until_something_changes(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(tool_calls=[ToolCall("write_file", {"path": "x.py", "content": "X = 1\n"})]),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(tool_calls=[spawn("add Y", agent="task")]),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(text="first turn done"),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]), Reply(text="second turn done")],
+        "where is X": [Reply(text="nowhere yet"), Reply(text="X is in x.py"), Reply(text="X and Y are in x.py")],
+        "add Y": [Reply(tool_calls=[ToolCall("edit_file", {"path": "x.py", "old_string": "X = 1",
+                                                           "new_string": "X = 1\nY = 2"})]),
+                  Reply(text="added Y")],
+    }).install(server)
+    run = run_parent(project, server, "start", "again", overrides=("approve_all=true",))
+    assert [e.reason for e in run.parent_ends()] == ["complete", "complete"]
+    outputs = tool_messages(routes.bodies("start")[-1])
+    assert "nowhere yet" in outputs[0]
+    assert outputs[1].startswith("(cached result of an identical earlier run of agent explore") \
+        and "nowhere yet" in outputs[1]
+    assert "X is in x.py" in outputs[3]  # the parent wrote a file: run again
+    assert "added Y" in outputs[4] and (project / "x.py").read_text() == "X = 1\nY = 2\n"
+    assert "X and Y are in x.py" in outputs[5]  # a child wrote a file: run again
+    assert outputs[6].startswith("(cached result") and "X and Y" in outputs[6]  # across turns, nothing changed
+    assert len(routes.bodies("where is X")) == 3
+
+
+def test_nesting_stops_at_the_depth_limit_with_a_clear_error(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("level one")]), Reply(text="done")],
+        "level one": [Reply(tool_calls=[spawn("level two")]), Reply(text="one done")],
+        "level two": [Reply(tool_calls=[spawn("level three")]), Reply(text="two done")],
+    }).install(server)
+    run = run_parent(project, server, "start")
+    assert run.ended.reason == "complete"
+    refused = tool_messages(routes.bodies("level two")[-1])[0]
+    assert "nest at most 2 deep" in refused and "agents_max_depth" in refused
+    assert "two done" in tool_messages(routes.bodies("level one")[-1])[0]
+    assert "one done" in tool_messages(routes.bodies("start")[-1])[0]
+    # grandchildren's events reach the session's stream too, under the child's spawn call
+    child_calls = {e.parent_call_id for e in run if e.parent_call_id}
+    assert len(child_calls) == 2
+
+
+def test_depth_limit_is_configurable(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("level one")]), Reply(text="done")],
+        "level one": [Reply(tool_calls=[spawn("level two")]), Reply(text="one done")],
+    }).install(server)
+    run_parent(project, server, "start", overrides=("agents_max_depth=1",))
+    assert "nest at most 1 deep" in tool_messages(routes.bodies("level one")[-1])[0]
+
+
+def test_a_child_is_never_less_restricted_than_its_parent(project, server):
+    (project / ".auger" / "agents").mkdir(parents=True)
+    (project / ".auger" / "agents" / "writer.md").write_text(
+        "---\nname: writer\ndescription: writes files\nmode: auto\n---\nWrite what you are asked.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("write a", agent="task"), spawn("write b", agent="writer")]),
+                  Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]), Reply(text="a?")],
+        "write b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b"})]), Reply(text="b?")],
+    }).install(server)
+    run_parent(project, server, "start", overrides=("mode=plan",))
+    assert "plan mode" in tool_messages(routes.bodies("write a")[-1])[0]
+    assert "plan mode" in tool_messages(routes.bodies("write b")[-1])[0]
+    assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
+    env = [m["content"] for m in routes.bodies("write b")[0]["messages"] if "<environment_context>" in
+           str(m.get("content"))]
+    assert "plan" in env[0]
+
+
+def test_a_childs_tools_are_its_definition_within_the_parents_catalog(project, server):
+    (project / ".claude" / "agents").mkdir(parents=True)
+    (project / ".claude" / "agents" / "reader.md").write_text(
+        "---\nname: reader\ndescription: reads and edits\ntools: Read, Edit, Bash(git:*), no_such_tool\n---\n"
+        "Read.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("read it", agent="reader")]), Reply(text="done")],
+        "read it": [Reply(tool_calls=[ToolCall("shell", {"command": "true"})]), Reply(text="read")],
+    }).install(server)
+    run_parent(project, server, "start")
+    child = routes.bodies("read it")[0]
+    names = {t["function"]["name"] for t in child["tools"]}
+    assert names == {"read_file", "edit_file"}  # apply_patch is not in this model's catalog; Bash(git:*) unknown
+    assert "no tool named 'shell'" in tool_messages(routes.bodies("read it")[-1])[0]
+
+
+def test_a_childs_approval_goes_to_the_parents_client_labelled_and_is_answered(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "write a"}, id="call_sp")]),
+                  Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]),
+                    Reply(text="wrote a")],
+    }).install(server)
+    asked = []
+
+    def on_envelope(session, envelope):
+        if isinstance(envelope.event, ev.ApprovalRequest):
+            asked.append(envelope)
+            session.submit(ApprovalDecision(envelope.event.request_id, "approve"))
+
+    run = run_parent(project, server, "start", overrides=("mode=safe",), interactive=True, on_envelope=on_envelope)
+    assert run.ended.reason == "complete"
+    assert len(asked) == 1 and asked[0].parent_call_id == "call_sp"
+    assert asked[0].event.message.startswith("[agent task ") and asked[0].event.details.tool == "write_file"
+    assert (project / "a.txt").read_text() == "a"
+    assert "wrote a" in tool_messages(routes.bodies("start")[-1])[0]
+
+
+def test_a_childs_approval_is_denied_headless(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("write a")]), Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]),
+                    Reply(text="could not")],
+    }).install(server)
+    run = run_parent(project, server, "start", overrides=("mode=safe",))
+    assert not run.events(ev.ApprovalRequest)
+    assert "headless run" in tool_messages(routes.bodies("write a")[-1])[0]
+    assert not (project / "a.txt").exists()
+
+
+def test_fan_out_is_capped_per_turn_and_queued_beyond_the_concurrency_cap(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("one"), spawn("two"), spawn("three")]), Reply(text="done")],
+        "one": [Reply(text="1", delay=0.6)], "two": [Reply(text="2", delay=0.6)],
+    }).install(server)
+    started = time.monotonic()
+    run_parent(project, server, "start", overrides=("agents_max_concurrent=1", "agents_max_per_turn=2"))
+    elapsed = time.monotonic() - started
+    outputs = tool_messages(routes.bodies("start")[-1])
+    assert "finished:\n1" in outputs[0] and "finished:\n2" in outputs[1]
+    assert "already started 2 sub-agents" in outputs[2] and "agents_max_per_turn" in outputs[2]
+    assert elapsed >= 1.2, f"two 0.6 s children with one slot took {elapsed:.2f} s: they overlapped"
+
+
+def test_the_loop_guard_sees_identical_spawns(project, server):
+    Routes({
+        "start": [Reply(tool_calls=[spawn("same", agent="explore")]) for _ in range(3)] + [Reply(text="done")],
+        "same": [Reply(text="same answer")],
+    }).install(server)
+    run = run_parent(project, server, "start")
+    detected = run.events(ev.LoopDetected)
+    assert detected and detected[0].tool == "spawn_agent"
+
+
+def test_unknown_agent_and_foreign_ids_are_errors_the_model_reads(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("x", agent="nope"), ToolCall("cancel_agent", {"id": "../../etc"}),
+                                    ToolCall("wait_agent", {"ids": ["zzz"]})]),
+                  Reply(text="done")],
+    }).install(server)
+    run_parent(project, server, "start")
+    outputs = tool_messages(routes.bodies("start")[-1])
+    assert "no agent named 'nope'; available: explore, plan, task, verify" in outputs[0]
+    assert "no sub-agent '../../etc' of yours" in outputs[1] and "no sub-agent 'zzz'" in outputs[2]
+
+
+def test_worktree_isolation_without_the_worktree_module_is_a_clear_error(project, server):
+    import importlib.util
+
+    if importlib.util.find_spec("auger.changes.worktree") is not None:
+        print("auger.changes.worktree exists here: the end-to-end worktree test below covers it")
+        return
+    routes = Routes({"start": [Reply(tool_calls=[spawn("x", isolation="worktree")]), Reply(text="done")]})
+    routes.install(server)
+    run_parent(project, server, "start")
+    assert tool_messages(routes.bodies("start")[-1])[0] == "Error: worktree isolation is not available"

@@ -189,6 +189,8 @@ def _tools(raw: str | None, path: Path, warnings: list[str]) -> tuple[str, ...] 
                         "(the agent gets no tools)")
     tools: list[str] = []
     for name in names:
-        claude = name.split("(", 1)[0].lower()  # `Bash(git:*)`: Claude's per-command scoping is not kept
-        tools.extend(CLAUDE_TOOLS.get(claude, (name,)) if name[:1].isupper() else (name,))
+        if "(" in name:  # Claude's `Bash(git:*)`: a scope auger cannot enforce; the whole tool would widen it
+            warnings.append(f"{path}: scoped tool {name!r} is not supported; left out")
+            continue
+        tools.extend(CLAUDE_TOOLS.get(name.lower(), (name,)) if name[:1].isupper() else (name,))
     return tuple(dict.fromkeys(tools))
