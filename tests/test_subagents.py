@@ -161,16 +161,26 @@ def test_child_events_reach_the_parent_stream_with_the_spawn_call_id(project, se
             "look": [Reply(tool_calls=[ToolCall("list_dir", {"path": "."})]), Reply(text="seen")]}).install(server)
     envelopes = []
 
+    plain: list[ev.Event] = []  # what a client that follows events without envelopes (the TUI) sees
+
     async def main():
         session, store = await open_session(project, server, project.parent / "s.db")
         from auger.engine.sessions import run_prompt
 
+        async def pull():
+            async for event in session.events():
+                plain.append(event)
+
+        puller = asyncio.create_task(pull())
         try:
             await run_prompt(session, "go", on_envelope=envelopes.append)
+            await puller
         finally:
             await store.aclose()
 
     asyncio.run(main())
+    assert [type(e) for e in plain if isinstance(e, (ev.TurnStarted, ev.TurnEnded))] == [ev.TurnStarted, ev.TurnEnded]
+    assert any(isinstance(e, ev.ToolCallStarted) and e.name == "list_dir" for e in plain)
     child = [e for e in envelopes if e.parent_call_id == "call_spawn"]
     kinds = [e.event.TYPE for e in child]
     assert kinds[0] == "turn_started" and kinds[-1] == "turn_ended"
@@ -550,3 +560,90 @@ def test_worktree_isolation_without_the_worktree_module_is_a_clear_error(project
     routes.install(server)
     run_parent(project, server, "start")
     assert tool_messages(routes.bodies("start")[-1])[0] == "Error: worktree isolation is not available"
+
+
+class GitWorktree:
+    """A stand-in for changes/worktree.py's agreed API, over a real `git worktree` (that module is built
+    separately; this test is about the child working in the directory it is given)."""
+
+    def __init__(self, project_root: Path, base: str = "HEAD", *, name: str) -> None:
+        self.path = project_root.parent / f"wt-{name}"
+        subprocess.run(["git", "-C", str(project_root), "worktree", "add", "-q", "--detach", str(self.path), base],
+                       check=True)
+        self.base_commit = subprocess.run(["git", "-C", str(self.path), "rev-parse", "HEAD"], check=True,
+                                          capture_output=True, text=True).stdout.strip()
+
+    def diff(self) -> str:
+        subprocess.run(["git", "-C", str(self.path), "add", "-A"], check=True)
+        return subprocess.run(["git", "-C", str(self.path), "diff", "--cached"], check=True, capture_output=True,
+                              text=True).stdout
+
+
+def test_a_child_works_in_the_directory_its_isolation_gives_it(project, server, monkeypatch):
+    import types
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    (project / "a.txt").write_text("a\n")
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(project), *argv], check=True)
+    module = types.ModuleType("auger.changes.worktree")
+    module.create_worktree = GitWorktree
+    monkeypatch.setitem(sys.modules, "auger.changes.worktree", module)
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), Reply(text="done")],
+        "add b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b\n"})]),
+                  Reply(text="added b")],
+    }).install(server)
+    run_parent(project, server, "start")
+    result = tool_messages(routes.bodies("start")[-1])[0]
+    assert "added b" in result and "+b" in result and "b.txt" in result
+    assert not (project / "b.txt").exists()
+    worktrees = list(project.parent.glob("wt-agent-*"))
+    assert len(worktrees) == 1 and (worktrees[0] / "b.txt").read_text() == "b\n"
+    child_env = [m["content"] for m in routes.bodies("add b")[0]["messages"] if "<environment_context>" in
+                 str(m.get("content"))]
+    assert str(worktrees[0]) in child_env[0]
+
+
+def test_a_childs_usage_counts_against_the_session_budget(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("busy")], usage={"prompt_tokens": 100, "completion_tokens": 10}),
+                  Reply(text="done")],
+        "busy": [Reply(tool_calls=[ToolCall("list_dir", {"path": "."})],
+                       usage={"prompt_tokens": 1000, "completion_tokens": 10}),
+                 Reply(text="never asked")],
+    }).install(server)
+    run = run_parent(project, server, "start", overrides=("session_token_budget=500",))
+    assert len(routes.bodies("busy")) == 1  # the child stopped: the session's budget was spent
+    assert len(routes.bodies("start")) == 1  # and so did the parent, counting the child's usage
+    assert run.ended.reason == "error" and "session token budget reached: 1,120 of 500" in run.ended.message
+
+
+def test_interrupting_the_session_cancels_its_background_agents(project, server):
+    from auger.protocol.ops import Interrupt
+
+    Routes({
+        "start": [Reply(tool_calls=[spawn("long job", background=True)]), Reply(text="started")],
+        "long job": [Reply(text="never", delay=30)],
+    }).install(server)
+    db = project.parent / "s.db"
+
+    async def main():
+        session, store = await open_session(project, server, db)
+        try:
+            session.submit(UserTurn("start"))
+            await follow(session, lambda e: isinstance(e.event, ev.TurnStarted) and e.parent_call_id)
+            await follow(session, parent_turn_ended)
+            session.submit(Interrupt())
+            ended = await follow(session, lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
+            session.submit(Shutdown())
+            await session.wait_closed()
+            return ended[-1].event, await store.list_links(session.id)
+        finally:
+            await store.aclose()
+
+    ended, links = asyncio.run(asyncio.wait_for(main(), 20))
+    assert ended.reason == "cancelled" and ended.message == "the session was interrupted"
+    assert [link.status for link in links] == ["cancelled"]
