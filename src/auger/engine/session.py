@@ -546,7 +546,7 @@ class Session:
         """Offer the sub-agent tools; on resume, tell the model which children died with the last process."""
         from auger.engine.subagents import SOURCE, AgentPool
 
-        self.agents = AgentPool(self)
+        self.agents = AgentPool(self, lambda session_id: _Archive(self.store, session_id))
         warnings.extend(self.agents.index.warnings)
         await self.runtime.router.registry.add(SOURCE, self.agents.toolset())
         self.runtime.after_mutation.append(self.agents.bump)

@@ -144,10 +144,11 @@ class RollupLedger(UsageLedger):
 class AgentPool:
     """A session's sub-agents: definitions, every run at any depth, the result cache and the caps."""
 
-    def __init__(self, session: ParentSession) -> None:
+    def __init__(self, session: ParentSession, archive: Callable[[str], OutputArchive]) -> None:
         workspace = session.workspace
         config = workspace.config
         self.session = session
+        self.archive = archive  # a stored session's outputs, for a child's `recall`
         self.index: AgentIndex = discover_agents(workspace.root, workspace.config_dir, base_mode=config.mode)
         self.max_depth = config.agents_max_depth
         self.max_concurrent = config.agents_max_concurrent
@@ -209,7 +210,7 @@ class Control:
         self.runtime = runtime
         self.ledger = ledger  # the caller's: its children charge into it
         self.children: dict[str, AgentRun] = {}
-        self._per_turn: dict[str, int] = {}
+        self._turn = ("", 0)  # (the caller's turn id, children it started)
 
     # -- the tools ------------------------------------------------------------------
     async def spawn(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -222,18 +223,19 @@ class Control:
         if self.depth + 1 > pool.max_depth:
             raise ToolError(f"sub-agents may nest at most {pool.max_depth} deep (agents_max_depth); "
                             "do this task yourself")
-        tree = _worktree(ctx.root, args.get("isolation") or "none")
+        isolated = (args.get("isolation") or "none") == "worktree"
         parent_ctx = self.context(ctx.turn_id)
         key = (agent.name, prompt, parent_ctx.mode)
         cached = pool.cache.get(key)
-        if cached is not None and cached[0] == pool.generation and tree is None:
+        if cached is not None and cached[0] == pool.generation and not isolated:
             return ToolResult(f"(cached result of an identical earlier run of agent {agent.name}; nothing has "
                               f"changed since it started)\n{cached[1]}", metadata={"cached": True})
-        started = self._per_turn.get(ctx.turn_id, 0)
+        started = self._turn[1] if self._turn[0] == ctx.turn_id else 0
         if started >= pool.max_per_turn:
             raise ToolError(f"this turn already started {started} sub-agents, the most one turn may "
                             f"(agents_max_per_turn = {pool.max_per_turn}); finish with what you have")
-        self._per_turn[ctx.turn_id] = started + 1
+        tree = await _worktree(ctx.root) if isolated else None
+        self._turn = (ctx.turn_id, started + 1)
         run = await self._create(agent, prompt, ctx, parent_ctx, bool(args.get("background")))
         root = Path(tree.path) if tree is not None else ctx.root
         run.task = asyncio.create_task(self._run(run, parent_ctx, ctx.turn_id, root, key, tree),
@@ -348,8 +350,9 @@ class Control:
                 reason, message = await child.run()
             run.answer = child.answer()
             if tree is not None:
+                diff = await asyncio.to_thread(tree.diff)
                 run.answer += (f"\n\n(The agent worked in the git worktree {tree.path}, from commit "
-                               f"{tree.base_commit}. Its changes:)\n{tree.diff() or '(none)'}")
+                               f"{tree.base_commit}. Its changes:)\n{diff or '(none)'}")
             if reason == "complete":
                 run.status = "completed"
                 if generation == pool.generation and tree is None:
@@ -400,7 +403,7 @@ class Child:
         state = SessionToolState(scratch_dir=prt.state.scratch_dir,
                                  root_handle=prt.state.root_handle if same_root else None)
         runtime = ToolRuntime(router, prt.policy, root=root, state=state,
-                              archive=type(prt.archive)(pool.session.store, run.child_id),  # type: ignore[call-arg]  # the session's _Archive(store, session_id)
+                              archive=pool.archive(run.child_id),
                               env=prt.env, sandbox=prt.sandbox, skills=prt.skills)
         runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
         runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
@@ -572,16 +575,14 @@ def _client_for(agent: AgentDef, config: Config) -> ModelClient:
         raise ToolError(f"agent {agent.name!r} cannot use its model: {exc}") from None
 
 
-def _worktree(root: Path, isolation: str) -> Any:
-    """A git worktree for the child (changes/worktree.py), or None for isolation "none"."""
-    if isolation != "worktree":
-        return None
+async def _worktree(root: Path) -> Any:
+    """A git worktree for the child to work in (changes/worktree.py), made off the event loop (git runs)."""
     try:
         module = importlib.import_module("auger.changes.worktree")
     except ImportError:
         raise ToolError("worktree isolation is not available") from None
     try:
-        return module.create_worktree(root, name=f"agent-{uuid.uuid4().hex[:8]}")
+        return await asyncio.to_thread(module.create_worktree, root, name=f"agent-{uuid.uuid4().hex[:8]}")
     except Exception as exc:  # a repository that cannot have a worktree: the model can go without one
         raise ToolError(f"cannot create a worktree: {exc}") from None
 
