@@ -647,3 +647,22 @@ def test_interrupting_the_session_cancels_its_background_agents(project, server)
     ended, links = asyncio.run(asyncio.wait_for(main(), 20))
     assert ended.reason == "cancelled" and ended.message == "the session was interrupted"
     assert [link.status for link in links] == ["cancelled"]
+
+
+def test_an_approval_for_the_session_given_to_one_child_holds_for_the_next(project, server):
+    Routes({
+        "start": [Reply(tool_calls=[spawn("write a")]), Reply(tool_calls=[spawn("write a again")]),
+                  Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "1"})]), Reply(text="1")],
+        "write a again": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "2"})]),
+                          Reply(text="2")],
+    }).install(server)
+    asked = []
+
+    def on_envelope(session, envelope):
+        if isinstance(envelope.event, ev.ApprovalRequest):
+            asked.append(envelope.event)
+            session.submit(ApprovalDecision(envelope.event.request_id, "approve_session"))
+
+    run_parent(project, server, "start", overrides=("mode=safe",), interactive=True, on_envelope=on_envelope)
+    assert len(asked) == 1 and (project / "a.txt").read_text() == "2"

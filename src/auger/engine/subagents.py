@@ -408,6 +408,8 @@ class Child:
         runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
         runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
         runtime.deletes_own = prt.deletes_own if same_root else None
+        if same_root:  # what the user approved for the session holds for its agents (grants name paths)
+            runtime.grants = prt.grants
         child_control.runtime = runtime
         workspace = parent_ctx.workspace if same_root else dataclasses.replace(parent_ctx.workspace, root=root)
         info = parent_ctx.model_info
