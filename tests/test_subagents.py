@@ -666,3 +666,23 @@ def test_an_approval_for_the_session_given_to_one_child_holds_for_the_next(proje
 
     run_parent(project, server, "start", overrides=("mode=safe",), interactive=True, on_envelope=on_envelope)
     assert len(asked) == 1 and (project / "a.txt").read_text() == "2"
+
+
+def test_auger_exec_prints_the_parents_answer_never_a_childs(project, server, isolated_home):
+    from tests.support.harness import auger_cli, json_events
+
+    fast = ["-c", "model_retry_base_delay=0.01", "-c", "generate_titles=false"]
+    Routes({"go": [Reply(tool_calls=[spawn("say something", agent="explore")]), Reply(text="")],
+            "say something": [Reply(text="child words")]}).install(server, count=3)
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "m", *fast, "go", home=isolated_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "child words" not in result.stdout
+    Routes({"go": [Reply(tool_calls=[spawn("say it", agent="explore")]), Reply(text="parent words")],
+            "say it": [Reply(text="child words")]}).install(server, count=3)
+    result = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", *fast, "go", home=isolated_home,
+                       cwd=project)
+    events = json_events(result.stdout)
+    children = [e for e in events if e["parent_call_id"]]
+    assert [e["type"] for e in children][:1] == ["turn_started"] and children[-1]["type"] == "turn_ended"
+    assert [e["text"] for e in events if e["type"] == "agent_message" and not e["parent_call_id"]] == ["parent words"]
+    assert events[-2]["type"] == "turn_ended" and events[-2]["parent_call_id"] is None

@@ -467,7 +467,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             nonlocal final
             render(envelope)
             event = envelope.event
-            if isinstance(event, AgentMessage):
+            if isinstance(event, AgentMessage) and envelope.parent_call_id is None:  # not a sub-agent's
                 final = event.text
 
         ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
