@@ -41,7 +41,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from auger.config import Config
 from auger.context.agents import AgentDef, AgentIndex, discover_agents, stricter
@@ -112,7 +112,7 @@ class AgentRun:
     task: asyncio.Task[None] | None = None
     delivered: bool = False
     started: float = field(default_factory=time.monotonic)
-    cancel_reason: str = "cancelled by the parent agent"
+    cancel_reason: str = ""  # set when it is cancelled: what its turn records as the reason
 
     @property
     def done(self) -> bool:
@@ -171,14 +171,8 @@ class AgentPool:
         return self._slots.setdefault(depth, asyncio.Semaphore(self.max_concurrent))
 
     async def cancel_all(self, reason: str) -> None:
-        """Cancel every run still going (shutdown, interrupt) and wait until each has cleaned up."""
-        tasks = []
-        for run in self.runs.values():
-            if run.task is not None and not run.task.done():
-                run.cancel_reason = reason
-                run.task.cancel()
-                tasks.append(run.task)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel every run still going, at any depth (shutdown, interrupt)."""
+        await _cancel(self.runs.values(), reason)
 
     async def report_interrupted(self, record: Record) -> None:
         """On resume: children whose links still say running died with the process; say so, durably."""
@@ -247,10 +241,7 @@ class Control:
         try:
             await asyncio.shield(run.task)
         except asyncio.CancelledError:
-            if not run.task.done():
-                run.cancel_reason = "the parent's turn was interrupted"
-                run.task.cancel()
-                await asyncio.gather(run.task, return_exceptions=True)
+            await _cancel([run], "the turn that started it was interrupted")
             raise
         run.delivered = True
         return ToolResult(run.report(), ok=run.status == "completed", metadata={"agent_id": run.id})
@@ -276,9 +267,7 @@ class Control:
         run = self._own(agent_id)
         if run.done:
             return ToolResult(f"Agent {run.agent.name} ({run.id}) had already {run.status}.")
-        assert run.task is not None  # a run gets its task as it is created
-        run.task.cancel()
-        await asyncio.gather(run.task, return_exceptions=True)
+        await _cancel([run], "cancelled by the agent that started it")
         run.delivered = True
         return ToolResult(f"Agent {run.agent.name} ({run.id}) cancelled; its commands were stopped.")
 
@@ -304,12 +293,7 @@ class Control:
                     RESULT_KIND))
 
     async def close(self, reason: str) -> None:
-        for run in self.children.values():
-            if run.task is not None and not run.task.done():
-                run.cancel_reason = reason
-                run.task.cancel()
-        await asyncio.gather(*(r.task for r in self.children.values() if r.task is not None),
-                             return_exceptions=True)
+        await _cancel(self.children.values(), reason)
 
     # -- one child ------------------------------------------------------------------
     def _own(self, agent_id: object) -> AgentRun:
@@ -554,6 +538,18 @@ class _CatalogView:
         if spec is None:
             raise ToolError(f"there is no tool named {name!r}")
         return await self._router.call(spec, args, ctx)
+
+
+async def _cancel(runs: Iterable[AgentRun], reason: str) -> None:
+    """Cancel the runs still going and wait until each has cleaned up (its commands killed, its status
+    stored). Their turns record `reason` as why they stopped."""
+    tasks = []
+    for run in list(runs):
+        if run.task is not None and not run.task.done():
+            run.cancel_reason = reason
+            run.task.cancel()
+            tasks.append(run.task)
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _in_turn(hook: MutationHook, turn_id: str) -> MutationHook:

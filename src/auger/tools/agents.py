@@ -54,7 +54,8 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
                         "answer (or, with background=true, its id at once; its result reaches you when it "
                         "finishes, or ask with wait_agent). Several spawn_agent calls in one reply run in "
                         "parallel. Give the agent everything it needs in the prompt: it does not see this "
-                        "conversation. Available agents:\n" + available,
+                        "conversation. The same agent and prompt again, while nothing has changed, returns the "
+                        "earlier result. Available agents:\n" + available,
                  {"type": "object", "properties": {
                      "prompt": {"type": "string", "description": "the task, complete and self-contained"},
                      "agent": {"type": "string", "description": "which agent (default: task)"},
