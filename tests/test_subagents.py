@@ -686,3 +686,18 @@ def test_auger_exec_prints_the_parents_answer_never_a_childs(project, server, is
     assert [e["type"] for e in children][:1] == ["turn_started"] and children[-1]["type"] == "turn_ended"
     assert [e["text"] for e in events if e["type"] == "agent_message" and not e["parent_call_id"]] == ["parent words"]
     assert events[-2]["type"] == "turn_ended" and events[-2]["parent_call_id"] is None
+
+
+def test_an_agent_with_its_own_model_calls_that_model(project, server):
+    (project / ".auger" / "agents").mkdir(parents=True)
+    (project / ".auger" / "agents" / "small.md").write_text(
+        "---\nname: small\ndescription: a smaller model\nmodel: small-model\nmax_model_calls: 1\n---\nBe brief.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("quick look", agent="small")]), Reply(text="done")],
+        "quick look": [Reply(tool_calls=[ToolCall("list_dir", {"path": "."})]), Reply(text="never")],
+    }).install(server)
+    run_parent(project, server, "start")
+    assert [b["model"] for b in routes.bodies("quick look")] == ["small-model"]
+    assert [b["model"] for b in routes.bodies("start")] == ["mock-model", "mock-model"]
+    # its call cap (1) stopped it, headless, and the parent was told
+    assert "It ended early" in tool_messages(routes.bodies("start")[-1])[0]
