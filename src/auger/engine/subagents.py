@@ -363,7 +363,7 @@ class Child:
     def __init__(self, control: Control, run: AgentRun, ctx: TurnContext, host: ChildHost,
                  own_client: ModelClient | None) -> None:
         self.control = control
-        self.run_ = run
+        self.agent_run = run
         self.ctx = ctx
         self.host = host
         self.own_client = own_client
@@ -389,11 +389,13 @@ class Child:
         runtime = ToolRuntime(router, prt.policy, root=root, state=state,
                               archive=pool.archive(run.child_id),
                               env=prt.env, sandbox=prt.sandbox, skills=prt.skills)
-        runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
-        runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
-        runtime.deletes_own = prt.deletes_own if same_root else None
-        if same_root:  # what the user approved for the session holds for its agents (grants name paths)
-            runtime.grants = prt.grants
+        if same_root:  # the parent's hooks (snapshots, own files) and approvals are about this tree
+            runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
+            runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
+            runtime.deletes_own = prt.deletes_own
+            runtime.grants = prt.grants  # what the user approved for the session holds for its agents
+        else:  # another tree (a worktree): only the cache must learn that something changed
+            runtime.after_mutation = [pool.bump]
         child_control.runtime = runtime
         workspace = parent_ctx.workspace if same_root else dataclasses.replace(parent_ctx.workspace, root=root)
         info = parent_ctx.model_info
@@ -411,7 +413,7 @@ class Child:
         return cls(child_control, run, ctx, host, own_client)
 
     async def run(self) -> tuple[str, str | None]:
-        host, run = self.host, self.run_
+        host, run = self.host, self.agent_run
         host.emit(ev.TurnStarted(self.ctx.turn_id))
         turn = Turn(self.ctx, host, interrupt_reason=lambda: run.cancel_reason)
         reason, message = await turn.run()
