@@ -22,6 +22,9 @@ class Config:
     api_key_env: str | None = None
     mode: str = "auto"
     max_model_calls_per_turn: int = 200
+    agents_max_depth: int = 2  # sub-agents may start sub-agents this many levels deep
+    agents_max_concurrent: int = 4  # sub-agents running at once per level of a session; more wait their turn
+    agents_max_per_turn: int = 16  # sub-agents one turn (of the session or of an agent) may start
     model_max_attempts: int = 5
     model_retry_base_delay: float = 1.0
     model_retry_max_delay: float = 60.0

@@ -58,6 +58,7 @@ from auger.tools.shell import stop_background
 
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
+    from auger.engine.subagents import AgentPool
 
 log = logging.getLogger("auger.session")
 
@@ -100,6 +101,7 @@ class Session:
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
+        self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -154,6 +156,7 @@ class Session:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
             runtime.before_mutation.append(session.changes.before_mutation)
             session.changes.start()
+        await session._open_agents(resumed, warnings)
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._hook("session_start", {"resumed": resumed}, warnings.append)
@@ -192,6 +195,8 @@ class Session:
     async def events(self) -> AsyncIterator[Event]:
         """Every event until (and including) ShutdownComplete (a subscriber that drops the envelopes)."""
         async for envelope in self._stream.subscribe():
+            if envelope.parent_call_id and isinstance(envelope.event, (TurnStarted, TurnEnded)):
+                continue  # a sub-agent's turn: without the envelope it would read as this session's
             yield envelope.event
 
     @property
@@ -201,6 +206,10 @@ class Session:
     # -- engine side ----------------------------------------------------------------
     def emit(self, event: Event) -> None:
         self._stream.emit(event, _SUBMISSION.get())
+
+    def emit_for(self, event: Event, parent_call_id: str | None) -> None:
+        """Emit a sub-agent's event: its envelope names the spawn call it came from."""
+        self._stream.emit(event, _SUBMISSION.get(), parent_call_id)
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,
                      tool_name: str = "", arguments: str = "") -> None:
@@ -212,15 +221,17 @@ class Session:
         self.history.append(item)
 
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
-                  details: dict | None = None, form: ElicitationForm | None = None) -> ApprovalDecision:
-        """Ask the client to decide; with nobody to ask (headless), take `headless_default`."""
+                  details: dict | None = None, form: ElicitationForm | None = None,
+                  parent_call_id: str | None = None) -> ApprovalDecision:
+        """Ask the client to decide; with nobody to ask (headless), take `headless_default`. A sub-agent's
+        question comes with `parent_call_id`, the spawn call its envelope names."""
         request_id = uuid.uuid4().hex[:12]
         if not self.interactive:
             return ApprovalDecision(request_id, ApprovalOption(headless_default))
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._approvals[request_id] = (future, options)
-        self.emit(ApprovalRequest(turn_id, request_id, kind, message, [ApprovalOption(o) for o in options],
-                                  ApprovalDetails(**details) if details else None, form))
+        self.emit_for(ApprovalRequest(turn_id, request_id, kind, message, [ApprovalOption(o) for o in options],
+                                      ApprovalDetails(**details) if details else None, form), parent_call_id)
         try:
             return await future
         finally:
@@ -238,7 +249,8 @@ class Session:
         return self.pending_input.pop(0) if self.pending_input else None
 
     def has_input(self) -> bool:
-        return bool(self.pending_input)
+        """Queued user input, or a background agent's result not yet told (both go in before the next call)."""
+        return bool(self.pending_input) or (self.agents is not None and self.agents.root.has_results())
 
     def take_compact_request(self) -> bool:
         requested, self.compact_requested = self.compact_requested, False
@@ -250,6 +262,8 @@ class Session:
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         await self._refresh(turn_id)
+        if self.agents is not None:
+            await self.agents.root.deliver(turn_id, self.record)
         return self.skills
 
     # -- what a turn is told --------------------------------------------------------
@@ -367,6 +381,8 @@ class Session:
             if self.pending_input and not self.turn_running:  # input that arrived as a turn was ending
                 self._start_turn()
         elif isinstance(op, Interrupt):
+            if self.agents is not None:  # background agents belong to the session: interrupted with it
+                await self.agents.cancel_all("the session was interrupted")
             if self.turn_running:
                 self.interrupt_reason = op.reason or "interrupted by the user"
                 assert self._turn is not None  # turn_running says so
@@ -549,6 +565,8 @@ class Session:
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
+        if self.agents is not None:
+            await self.agents.cancel_all("the session ended")
         await stop_background(self.runtime.state.background)
         if self.changes is not None:
             await self.changes.close()
@@ -565,6 +583,17 @@ class Session:
         except Exception:  # closing a broken connection must not block shutdown
             log.debug("client close failed", exc_info=True)
         self.emit(ShutdownComplete())
+
+    async def _open_agents(self, resumed: bool, warnings: list[str]) -> None:
+        """Offer the sub-agent tools; on resume, tell the model which children died with the last process."""
+        from auger.engine.subagents import SOURCE, AgentPool
+
+        self.agents = AgentPool(self, lambda session_id: _Archive(self.store, session_id))
+        warnings.extend(self.agents.index.warnings)
+        await self.runtime.router.registry.add(SOURCE, self.agents.toolset())
+        self.runtime.after_mutation.append(self.agents.bump)
+        if resumed:
+            await self.agents.report_interrupted(self.record)
 
     async def wait_closed(self) -> None:
         if self._loop_task is not None:

@@ -140,7 +140,7 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
             on_envelope(envelope)
         if on_event is not None:
             on_event(session, event)
-        if isinstance(event, TurnEnded):
+        if isinstance(event, TurnEnded) and envelope.parent_call_id is None:  # not a sub-agent's turn
             ended.append(event)
             if queue and len(ended) < wanted:
                 session.submit(queue.pop(0))

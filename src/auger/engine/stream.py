@@ -57,7 +57,7 @@ class EventStream:
         self.first_seq = 1  # the first number this stream gives out (after `open`)
         self.ended = False  # ShutdownComplete was emitted: nothing follows it
         self._opened = False
-        self._early: list[tuple[Event, str | None, float]] = []  # emitted before `open` knew the numbering
+        self._early: list[tuple[Event, str | None, str | None, float]] = []  # emitted before `open` knew the numbering
         self._recent: deque[Envelope] = deque(maxlen=recent)
         self._subscribers: set[_Subscriber] = set()
         self._subscriber_limit = subscriber_limit
@@ -71,18 +71,19 @@ class EventStream:
         self.first_seq = self.seq + 1
         self._opened = True
         early, self._early = self._early, []
-        for event, submission_id, when in early:
-            self._publish(event, submission_id, when)
+        for event, submission_id, parent_call_id, when in early:
+            self._publish(event, submission_id, parent_call_id, when)
 
-    def emit(self, event: Event, submission_id: str | None = None) -> None:
+    def emit(self, event: Event, submission_id: str | None = None, parent_call_id: str | None = None) -> None:
+        """Number and publish an event; `parent_call_id` names the spawn call of the sub-agent it came from."""
         if not self._opened:
-            self._early.append((event, submission_id, time.time()))
+            self._early.append((event, submission_id, parent_call_id, time.time()))
             return
-        self._publish(event, submission_id, time.time())
+        self._publish(event, submission_id, parent_call_id, time.time())
 
-    def _publish(self, event: Event, submission_id: str | None, when: float) -> None:
+    def _publish(self, event: Event, submission_id: str | None, parent_call_id: str | None, when: float) -> None:
         self.seq += 1
-        envelope = Envelope(self.session_id, self.seq, event, submission_id, None, when)
+        envelope = Envelope(self.session_id, self.seq, event, submission_id, parent_call_id, when)
         self._recent.append(envelope)
         self._unsaved.append(envelope)
         for subscriber in self._subscribers:

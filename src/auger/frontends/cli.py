@@ -106,6 +106,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_sessions = sub.add_parser("sessions", help="list stored sessions")
     p_sessions.add_argument("--json", action="store_true", help="print JSON")
     p_sessions.add_argument("-n", "--limit", type=int, default=30)
+    p_sessions.add_argument("--tree", action="store_true", help="show each session's sub-agents under it")
     store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
@@ -140,6 +141,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                                  "(without a terminal: like `auger exec`).")
     p_chat.add_argument("prompt", nargs="?", help="a first prompt to send")
     p_chat.set_defaults(run=_cmd_interactive)
+    from auger.frontends.agents_cli import add_commands as add_agent_commands
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
     from auger.frontends.review_cli import add_commands as add_review_commands
@@ -147,8 +149,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
     changes.update(add_review_commands(sub, store_opts))  # `review` (frontends/review_cli.py)
+    agents = add_agent_commands(sub, store_opts)  # `agents` (frontends/agents_cli.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
-                    "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
+                    "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 
 
 # -- commands -------------------------------------------------------------------------
@@ -221,6 +224,8 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from auger.frontends.agents_cli import sub_agent_tree, tree_json, tree_lines
+
     config = load_cli_config(args)
 
     async def fetch():
@@ -229,16 +234,17 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         store = open_store(config)
         try:
             sessions = await store.list_sessions(args.limit)
-            return sessions, {s.id: await stored_cost(store, s.id, config) for s in sessions}
+            tree = await sub_agent_tree(store) if args.tree else {}
+            return sessions, {s.id: await stored_cost(store, s.id, config) for s in sessions}, tree
         finally:
             await store.aclose()
 
-    sessions, costs = guard_store(lambda: asyncio.run(fetch()))
+    sessions, costs, tree = guard_store(lambda: asyncio.run(fetch()))
     if args.json:
         for s in sessions:
-            print(json.dumps({"id": s.id, "title": s.title, "updated": s.updated, "created": s.created,
-                              "cwd": s.cwd, "provider": s.provider, "model": s.model, "items": s.items,
-                              "cost_usd": costs[s.id]}))
+            row = {"id": s.id, "title": s.title, "updated": s.updated, "created": s.created, "cwd": s.cwd,
+                   "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id]}
+            print(json.dumps({**row, "children": tree_json(tree, s.id)} if args.tree else row))
         return EXIT_OK
     if not sessions:
         print("No stored sessions.")
@@ -253,6 +259,8 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         title = (s.title or "(untitled)").replace("\n", " ")
         cost = "unknown" if costs[s.id] is None else f"${costs[s.id]:.4f}"
         print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}"))
+        for line in tree_lines(tree, s.id):
+            print(printable(line))
     return EXIT_OK
 
 
@@ -461,7 +469,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             nonlocal final
             render(envelope)
             event = envelope.event
-            if isinstance(event, AgentMessage):
+            if isinstance(event, AgentMessage) and envelope.parent_call_id is None:  # not a sub-agent's
                 final = event.text
 
         ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),

@@ -31,6 +31,17 @@ class StoredItem:
     item: Item
 
 
+@dataclass
+class LinkRecord:
+    """A sub-agent's session and where it came from: its parent session and the parent's spawn call."""
+
+    child_id: str
+    parent_id: str
+    parent_call_id: str
+    agent: str
+    status: str  # queued | running | completed | failed | cancelled | interrupted
+
+
 class Store(Protocol):
     async def create_session(self, record: SessionRecord) -> None: ...
     async def update_session(self, session_id: str, **fields: object) -> None: ...
@@ -57,4 +68,8 @@ class Store(Protocol):
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None: ...
     async def usage_total(self, session_id: str) -> Usage: ...
     async def usage_by_model(self, session_id: str) -> list[tuple[str, Usage]]: ...
+    async def link_child(self, link: LinkRecord) -> None: ...
+    async def set_link_status(self, child_id: str, status: str) -> None: ...
+    async def list_links(self, parent_id: str | None = None) -> list[LinkRecord]:
+        """The links of one parent's children (all links with None), oldest first."""
     async def aclose(self) -> None: ...

@@ -28,7 +28,7 @@ from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
-from auger.store.base import SessionRecord, StoredItem
+from auger.store.base import LinkRecord, SessionRecord, StoredItem
 
 T = TypeVar("T")
 
@@ -52,9 +52,14 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS events (
         session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS session_links (
+        child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, parent_call_id TEXT NOT NULL, agent TEXT NOT NULL,
+        status TEXT NOT NULL, created REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS links_by_parent ON session_links (parent_id)",
 ]
-# 2: leases; 3: events (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 3
+# 2: leases; 3: events; 4: session_links (sub-agents)
+# (every statement above is idempotent, so older files are upgraded in place)
+_SCHEMA_VERSION = 4
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
@@ -153,15 +158,41 @@ class SqliteStore:
         return await self._run(find)
 
     async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
-        """The most recently updated sessions in which the model said something. A run that never got
+        """The most recently updated top-level sessions (a sub-agent's is listed under its parent, see
+        `list_links`) in which the model said something. A run that never got
         a reply (a missing image, an unknown skill, an unreachable server) is no conversation to
         list; it can still be resumed by its id."""
 
         def select(conn: sqlite3.Connection) -> list[SessionRecord]:
             rows = conn.execute(
                 _SESSION_SELECT + " WHERE EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
-                "('assistant_message', 'tool_call', 'reasoning')) ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
+                "('assistant_message', 'tool_call', 'reasoning')) AND NOT EXISTS (SELECT 1 FROM session_links l "
+                "WHERE l.child_id = s.id) ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
             return [_session(r) for r in rows]
+
+        return await self._run(select)
+
+    # -- sub-agent links ----------------------------------------------------------
+    async def link_child(self, link: LinkRecord) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO session_links (child_id, parent_id, parent_call_id, agent, status, "
+                         "created) VALUES (?,?,?,?,?,?)", (link.child_id, link.parent_id, to_db(link.parent_call_id),
+                                                           to_db(link.agent), link.status, time.time()))
+
+        await self._run(insert)
+
+    async def set_link_status(self, child_id: str, status: str) -> None:
+        def update(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE session_links SET status = ? WHERE child_id = ?", (status, child_id))
+
+        await self._run(update)
+
+    async def list_links(self, parent_id: str | None = None) -> list[LinkRecord]:
+        def select(conn: sqlite3.Connection) -> list[LinkRecord]:
+            query = "SELECT child_id, parent_id, parent_call_id, agent, status FROM session_links"
+            rows = (conn.execute(query + " WHERE parent_id = ? ORDER BY created", (parent_id,)) if parent_id
+                    else conn.execute(query + " ORDER BY created")).fetchall()
+            return [LinkRecord(r[0], r[1], from_db(r[2]), from_db(r[3]), r[4]) for r in rows]
 
         return await self._run(select)
 

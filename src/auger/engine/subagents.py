@@ -1,0 +1,592 @@
+"""Sub-agents: turns with a derived context and a host of their own, started by the model.
+
+A session owns one `AgentPool`. Each caller that may delegate — the session itself, and every
+sub-agent below the depth limit — gets a `Control` (the `AgentControl` the agent tools call): it
+starts, waits for, cancels and lists *its own* children. A child is
+
+    a stored session of its own (items, title) linked to its parent (`session_links`),
+    a `Turn` over `parent_ctx.derive(...)`: its mode never weaker than the parent's, its tools the
+        intersection of its definition's allow-list and the parent's catalog, its call cap its own,
+    a `ChildHost`: records into the child's session; emits into the parent session's stream with
+        `parent_call_id` = the spawn call; asks through the parent session (labelled with the agent);
+        charges usage to the parent's ledger too, so budgets and totals include it,
+    a `ToolRuntime` sharing the parent's policy, sandbox and environment; its mutation hooks are the
+        parent's (so snapshots and undo see a child's writes as the spawning turn's), which also move
+        the pool's generation.
+
+Children run in tasks of their own (never in the spawn call's task: a cancelled Turn swallows its
+cancellation, which must not swallow the parent's). A foreground spawn waits for its child and
+cancels it if the parent call is cancelled; a background spawn returns the id at once and the result
+is delivered before the caller's next model call (`has_results` / `deliver`, wired into the host's
+`has_input` / `refresh_context`), or by `wait_agent`. Background children belong to the session, not
+the turn: they outlive it, and end when the session shuts down or is interrupted. A run that was
+going when the process died is found on resume (its link still says running) and reported to the
+model as interrupted.
+
+Results are cached by (agent, prompt, parent mode) with the pool's generation at the child's start:
+any mutating call anywhere in the session moves the generation, so an entry is reused only while
+nothing changed since that child started. Fan-out is bounded: children run at most
+`agents_max_concurrent` at once per depth (more wait their turn; per depth, so a parent holding a
+slot never waits for a slot its own child needs), a turn starts at most `agents_max_per_turn`, and
+nesting stops at `agents_max_depth`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterable, Protocol
+
+from auger.config import Config
+from auger.context.agents import AgentDef, AgentIndex, discover_agents, stricter
+from auger.context.skills import SkillIndex
+from auger.engine.accounting import Budgets, ContextMeter, UsageLedger
+from auger.engine.history import History
+from auger.engine.tool_runtime import MutationHook, PlannedCall, ToolRuntime
+from auger.engine.turn import Turn
+from auger.engine.turn_context import TurnContext
+from auger.engine.workspace import Workspace
+from auger.models.base import ModelClient
+from auger.protocol import events as ev
+from auger.protocol.items import AssistantMessage, ContextMessage, Item, UserMessage
+from auger.protocol.ops import ApprovalDecision, UserTurn
+from auger.protocol.vocab import TurnEndReason
+from auger.store.base import LinkRecord, SessionRecord, Store
+from auger.tools.agents import NAMES as AGENT_TOOLS, agent_toolset
+from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.router import ToolRouter
+from auger.tools.shell import stop_background
+from auger.tools.toolset import Combined, Filtered
+
+log = logging.getLogger("auger.subagents")
+
+SOURCE = "subagents"  # the name the agent tools go by in the session's tool registry
+RESULT_KIND = "agent_result"  # the ContextMessage kind of a delivered background result
+RUNNING = ("queued", "running")
+PROMPT_SHOWN = 80
+
+
+class ParentSession(Protocol):
+    """What the pool needs of the session owning it (engine/session.py's Session)."""
+
+    store: Store
+    runtime: ToolRuntime
+    ledger: UsageLedger
+    workspace: Workspace
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    def turn_context(self, turn_id: str) -> TurnContext: ...
+
+    def emit_for(self, event: ev.Event, parent_call_id: str | None) -> None: ...
+
+    async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
+                  details: dict[str, Any] | None = None, parent_call_id: str | None = None) -> ApprovalDecision: ...
+
+
+Record = Callable[[str, Item], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class AgentRun:
+    id: str
+    child_id: str  # the child's stored session
+    agent: AgentDef
+    prompt: str
+    parent_call_id: str
+    background: bool
+    depth: int
+    mode: str
+    status: str = "queued"
+    answer: str = ""
+    task: asyncio.Task[None] | None = None
+    delivered: bool = False
+    started: float = field(default_factory=time.monotonic)
+    cancel_reason: str = ""  # set when it is cancelled: what its turn records as the reason
+
+    @property
+    def done(self) -> bool:
+        return self.status not in RUNNING
+
+    def report(self) -> str:
+        head = f"Agent {self.agent.name} ({self.id})"
+        if self.status == "completed":
+            return f"{head} finished:\n{self.answer}"
+        return f"{head} {self.status}." + (f"\n{self.answer}" if self.answer else "")
+
+
+class RollupLedger(UsageLedger):
+    """A child's ledger: its own totals for its token_usage events, every charge also added to the parent's
+    (so the parent's turn and session totals include it), and the parent's budgets decide."""
+
+    def __init__(self, parent: UsageLedger) -> None:
+        super().__init__()
+        self.parent = parent
+
+    def add(self, usage: ev.Usage, cost: float | None) -> None:
+        super().add(usage, cost)
+        self.parent.add(usage, cost)
+
+    def exhausted(self, budgets: Budgets) -> str | None:
+        return self.parent.exhausted(budgets)
+
+
+class AgentPool:
+    """A session's sub-agents: definitions, every run at any depth, the result cache and the caps."""
+
+    def __init__(self, session: ParentSession, archive: Callable[[str], OutputArchive]) -> None:
+        workspace = session.workspace
+        config = workspace.config
+        self.session = session
+        self.archive = archive  # a stored session's outputs, for a child's `recall`
+        self.index: AgentIndex = discover_agents(workspace.root, workspace.config_dir, base_mode=config.mode)
+        self.max_depth = config.agents_max_depth
+        self.max_concurrent = config.agents_max_concurrent
+        self.max_per_turn = config.agents_max_per_turn
+        self.generation = 0  # moves with every mutating call in the session or any child
+        self.cache: dict[tuple[str, str, str], tuple[int, str]] = {}
+        self.runs: dict[str, AgentRun] = {}
+        self._slots: dict[int, asyncio.Semaphore] = {}
+        self.root = Control(self, session.id, 0, session.turn_context, session.runtime, session.ledger)
+
+    def toolset(self) -> Any:
+        """The session's own agent tools (for its tool registry)."""
+        return agent_toolset(self.root, self.index.describe())
+
+    async def bump(self, call: PlannedCall) -> None:
+        """An after_mutation hook: something may have changed, so earlier results are stale."""
+        self.generation += 1
+
+    def slot(self, depth: int) -> asyncio.Semaphore:
+        return self._slots.setdefault(depth, asyncio.Semaphore(self.max_concurrent))
+
+    async def cancel_all(self, reason: str) -> None:
+        """Cancel every run still going, at any depth (shutdown, interrupt)."""
+        await _cancel(self.runs.values(), reason)
+
+    async def report_interrupted(self, record: Record) -> None:
+        """On resume: children whose links still say running died with the process; say so, durably."""
+        store = self.session.store
+        pending = [self.session.id]
+        while pending:
+            parent = pending.pop()
+            for link in await store.list_links(parent):
+                pending.append(link.child_id)
+                if link.status not in RUNNING:
+                    continue
+                await store.set_link_status(link.child_id, "interrupted")
+                if parent == self.session.id:
+                    await record("resume", ContextMessage(
+                        f"<agent_result id={link.child_id[:8]!r} agent={link.agent!r}>The sub-agent was "
+                        "interrupted: the session stopped while it ran. Its partial work may be in the files; "
+                        "start it again if its result is still needed.</agent_result>", RESULT_KIND))
+
+
+class Control:
+    """One caller's sub-agents: the session's (depth 0) or a sub-agent's own."""
+
+    def __init__(self, pool: AgentPool, owner: str, depth: int, context: Callable[[str], TurnContext],
+                 runtime: ToolRuntime, ledger: UsageLedger) -> None:
+        self.pool = pool
+        self.owner = owner
+        self.depth = depth
+        self.context = context  # the caller's TurnContext for a turn id
+        self.runtime = runtime
+        self.ledger = ledger  # the caller's: its children charge into it
+        self.children: dict[str, AgentRun] = {}
+        self._turn = ("", 0)  # (the caller's turn id, children it started)
+
+    # -- the tools ------------------------------------------------------------------
+    async def spawn(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pool = self.pool
+        prompt = args["prompt"]
+        name = args.get("agent") or "task"
+        agent = pool.index.get(name)
+        if agent is None:
+            raise ToolError(f"no agent named {name!r}; available: {', '.join(pool.index.agents)}")
+        if self.depth + 1 > pool.max_depth:
+            raise ToolError(f"sub-agents may nest at most {pool.max_depth} deep (agents_max_depth); "
+                            "do this task yourself")
+        isolated = (args.get("isolation") or "none") == "worktree"
+        parent_ctx = self.context(ctx.turn_id)
+        key = (agent.name, prompt, parent_ctx.mode)
+        cached = pool.cache.get(key)
+        if cached is not None and cached[0] == pool.generation and not isolated:
+            return ToolResult(f"(cached result of an identical earlier run of agent {agent.name}; nothing has "
+                              f"changed since it started)\n{cached[1]}", metadata={"cached": True})
+        started = self._turn[1] if self._turn[0] == ctx.turn_id else 0
+        if started >= pool.max_per_turn:
+            raise ToolError(f"this turn already started {started} sub-agents, the most one turn may "
+                            f"(agents_max_per_turn = {pool.max_per_turn}); finish with what you have")
+        tree = await _worktree(ctx.root) if isolated else None
+        self._turn = (ctx.turn_id, started + 1)
+        run = await self._create(agent, prompt, ctx, parent_ctx, bool(args.get("background")))
+        root = Path(tree.path) if tree is not None else ctx.root
+        run.task = asyncio.create_task(self._run(run, parent_ctx, ctx.turn_id, root, key, tree),
+                                       name=f"agent-{run.id}")
+        if run.background:
+            return ToolResult(f"Started agent {agent.name} in the background with id {run.id}. Its result will "
+                              "be given to you when it finishes; wait_agent waits for it.",
+                              metadata={"agent_id": run.id})
+        try:
+            await asyncio.shield(run.task)
+        except asyncio.CancelledError:
+            await _cancel([run], "the turn that started it was interrupted")
+            raise
+        run.delivered = True
+        return ToolResult(run.report(), ok=run.status == "completed", metadata={"agent_id": run.id})
+
+    async def wait(self, ids: list[str] | None, timeout: float) -> ToolResult:
+        runs = [self._own(i) for i in ids] if ids else [r for r in self.children.values()
+                                                         if not r.done or not r.delivered]
+        if not runs:
+            return ToolResult("No sub-agents to wait for.")
+        tasks = [r.task for r in runs if r.task is not None and not r.done]
+        if tasks and timeout > 0:
+            await asyncio.wait(tasks, timeout=timeout)
+        lines = []
+        for run in runs:
+            if run.done:
+                run.delivered = True
+                lines.append(run.report())
+            else:
+                lines.append(f"Agent {run.agent.name} ({run.id}) is still {run.status}.")
+        return ToolResult("\n\n".join(lines))
+
+    async def cancel(self, agent_id: str) -> ToolResult:
+        run = self._own(agent_id)
+        if run.done:
+            return ToolResult(f"Agent {run.agent.name} ({run.id}) had already {run.status}.")
+        await _cancel([run], "cancelled by the agent that started it")
+        run.delivered = True
+        return ToolResult(f"Agent {run.agent.name} ({run.id}) cancelled; its commands were stopped.")
+
+    def list(self) -> ToolResult:
+        if not self.children:
+            return ToolResult("You have started no sub-agents.")
+        now = time.monotonic()
+        return ToolResult("\n".join(
+            f"{r.id}  {r.agent.name:<10} {r.status:<11} {'background' if r.background else 'foreground'}  "
+            f"{now - r.started:5.0f}s  {_shorten(r.prompt)}" for r in self.children.values()))
+
+    # -- delivering background results -----------------------------------------------
+    def has_results(self) -> bool:
+        return any(r.background and r.done and not r.delivered for r in self.children.values())
+
+    async def deliver(self, turn_id: str, record: Record) -> None:
+        """Record each finished background child's result for the model, once."""
+        for run in self.children.values():
+            if run.background and run.done and not run.delivered:
+                run.delivered = True
+                await record(turn_id, ContextMessage(
+                    f"<agent_result id={run.id!r} agent={run.agent.name!r}>\n{run.report()}\n</agent_result>",
+                    RESULT_KIND))
+
+    async def close(self, reason: str) -> None:
+        await _cancel(self.children.values(), reason)
+
+    # -- one child ------------------------------------------------------------------
+    def _own(self, agent_id: object) -> AgentRun:
+        run = self.children.get(agent_id) if isinstance(agent_id, str) else None
+        if run is None:
+            yours = ", ".join(self.children) or "none"
+            raise ToolError(f"no sub-agent {str(agent_id)[:40]!r} of yours (yours: {yours})")
+        return run
+
+    async def _create(self, agent: AgentDef, prompt: str, ctx: ToolContext, parent_ctx: TurnContext,
+                      background: bool) -> AgentRun:
+        """The child's stored session and its link, before it runs (so a crash finds it)."""
+        pool = self.pool
+        store = pool.session.store
+        child_id = str(uuid.uuid4())
+        mode = stricter(parent_ctx.mode, agent.mode)
+        run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, mode)
+        now = time.time()
+        await store.create_session(SessionRecord(child_id, now, now, str(ctx.root), parent_ctx.client.provider,
+                                                 agent.model or parent_ctx.model, mode,
+                                                 f"{agent.name}: {' '.join(prompt.split())}"[:80]))
+        await store.link_child(LinkRecord(child_id, self.owner, ctx.call_id, agent.name, "queued"))
+        self.children[run.id] = run
+        pool.runs[run.id] = run
+        return run
+
+    async def _run(self, run: AgentRun, parent_ctx: TurnContext, parent_turn: str, root: Path,
+                   key: tuple[str, str, str], tree: Any) -> None:
+        pool = self.pool
+        store = pool.session.store
+        generation = pool.generation
+        child: Child | None = None
+        try:
+            async with pool.slot(run.depth):
+                run.status = "running"
+                await store.set_link_status(run.child_id, "running")
+                child = await Child.open(self, run, parent_ctx, parent_turn, root)
+                reason, message = await child.run()
+            run.answer = child.answer()
+            if tree is not None:
+                diff = await asyncio.to_thread(tree.diff)
+                run.answer += (f"\n\n(The agent worked in the git worktree {tree.path}, from commit "
+                               f"{tree.base_commit}. Its changes:)\n{diff or '(none)'}")
+            if reason == "complete":
+                run.status = "completed"
+                if generation == pool.generation and tree is None:
+                    pool.cache[key] = (generation, run.report())
+            else:
+                run.status = "cancelled" if reason == "cancelled" else "failed"
+                run.answer = f"It ended early: {message}." + (f" Its last words:\n{run.answer}" if run.answer else "")
+        except asyncio.CancelledError:  # cancelled before its turn ran (queued), or while it was cleaning up
+            run.status = "cancelled"
+        except ToolError as exc:  # it could not start (its model cannot be used)
+            run.status, run.answer = "failed", str(exc)
+        except Exception as exc:  # an engine bug: the child fails, the parent goes on
+            log.exception("sub-agent %s failed", run.id)
+            run.status, run.answer = "failed", f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            if child is not None:
+                await asyncio.shield(child.close())
+            await asyncio.shield(store.set_link_status(run.child_id, run.status))
+
+
+class Child:
+    """A running sub-agent: its router, runtime, host and turn; closed when it ends."""
+
+    def __init__(self, control: Control, run: AgentRun, ctx: TurnContext, host: ChildHost,
+                 own_client: ModelClient | None) -> None:
+        self.control = control
+        self.agent_run = run
+        self.ctx = ctx
+        self.host = host
+        self.own_client = own_client
+
+    @classmethod
+    async def open(cls, parent: Control, run: AgentRun, parent_ctx: TurnContext, parent_turn: str,
+                   root: Path) -> Child:
+        pool = parent.pool
+        agent = run.agent
+        config = parent_ctx.workspace.config
+        own_client = _client_for(agent, config) if agent.model or agent.provider else None
+        client = own_client or parent_ctx.client
+        allowed = (lambda name: True) if agent.tools is None else frozenset(agent.tools).__contains__
+        prt = parent.runtime
+        ledger = RollupLedger(parent.ledger)
+        child_control = Control(pool, run.child_id, run.depth, lambda turn_id: ctx, prt, ledger)  # runtime: below
+        agent_tools = Filtered(agent_toolset(child_control, pool.index.describe()),
+                               lambda spec: allowed(spec.name))
+        router = await ToolRouter.open(Combined([_CatalogView(prt.router, allowed), agent_tools]))
+        same_root = root == prt.root
+        state = SessionToolState(scratch_dir=prt.state.scratch_dir,
+                                 root_handle=prt.state.root_handle if same_root else None)
+        runtime = ToolRuntime(router, prt.policy, root=root, state=state,
+                              archive=pool.archive(run.child_id),
+                              env=prt.env, sandbox=prt.sandbox, skills=prt.skills)
+        if same_root:  # the parent's hooks (snapshots, own files) and approvals are about this tree
+            runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
+            runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
+            runtime.deletes_own = prt.deletes_own
+            runtime.grants = prt.grants  # what the user approved for the session holds for its agents
+        else:  # another tree (a worktree): only the cache must learn that something changed
+            runtime.after_mutation = [pool.bump]
+        child_control.runtime = runtime
+        workspace = parent_ctx.workspace if same_root else dataclasses.replace(parent_ctx.workspace, root=root)
+        info = parent_ctx.model_info
+        instructions = parent_ctx.instructions
+        if own_client is not None:
+            from auger.context.instructions import base_instructions
+            from auger.models.registry import model_info
+
+            info = model_info(client.model, config, client.provider)
+            instructions = base_instructions(client.model)
+        ctx = parent_ctx.derive(turn_id=uuid.uuid4().hex[:12], workspace=workspace, client=client, model_info=info,
+                                instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls,
+                                mode=run.mode)
+        host = ChildHost(pool.session, run, child_control, ledger, runtime.archive, ctx)
+        return cls(child_control, run, ctx, host, own_client)
+
+    async def run(self) -> tuple[str, str | None]:
+        host, run = self.host, self.agent_run
+        host.emit(ev.TurnStarted(self.ctx.turn_id))
+        turn = Turn(self.ctx, host, interrupt_reason=lambda: run.cancel_reason)
+        reason, message = await turn.run()
+        host.emit(ev.TurnEnded(self.ctx.turn_id, TurnEndReason(reason), message))
+        return reason, message
+
+    def answer(self) -> str:
+        """The child's last message to whoever started it ("" when it said nothing)."""
+        for item in reversed(self.host.history.items):
+            if isinstance(item, AssistantMessage):
+                return item.text
+            if isinstance(item, UserMessage):
+                break
+        return ""
+
+    async def close(self) -> None:
+        await self.control.close("its parent agent ended")
+        await stop_background(self.ctx.runtime.state.background)
+        await self.ctx.runtime.router.close()
+        if self.own_client is not None:
+            await self.own_client.aclose()
+
+
+class ChildHost:
+    """A sub-agent's TurnHost: its own stored session and history; the parent session's stream, approvals
+    and ledger."""
+
+    def __init__(self, session: ParentSession, run: AgentRun, control: Control, ledger: RollupLedger,
+                 archive: OutputArchive, ctx: TurnContext) -> None:
+        self.session = session
+        self.run = run
+        self.control = control
+        self.ledger = ledger
+        self.archive = archive
+        self.ctx = ctx
+        self.history = History()
+        self.meter = ContextMeter(self.history)
+        self._input = [UserTurn(run.prompt)]
+        self._context_told = False
+
+    async def record(self, turn_id: str, item: Item, *, full_output: str | None = None, tool_name: str = "",
+                     arguments: str = "") -> None:
+        await self.session.store.append(self.run.child_id, turn_id, item, full_output=full_output,
+                                        tool_name=tool_name, arguments=arguments)
+        self.history.append(item)
+
+    def emit(self, event: ev.Event) -> None:
+        self.session.emit_for(event, self.run.parent_call_id)
+
+    async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
+                  details: dict[str, Any] | None = None) -> ApprovalDecision:
+        """Asked through the parent session, labelled with the agent (and in an envelope naming its spawn call)."""
+        return await self.session.ask(turn_id=turn_id, kind=kind, options=options, headless_default=headless_default,
+                                      message=f"[agent {self.run.agent.name} {self.run.id}] {message}",
+                                      details=details, parent_call_id=self.run.parent_call_id)
+
+    def take_input(self) -> UserTurn | None:
+        return self._input.pop(0) if self._input else None
+
+    def has_input(self) -> bool:
+        return bool(self._input) or self.control.has_results()
+
+    def take_compact_request(self) -> bool:
+        return False
+
+    async def charge(self, turn_id: str, model: str, usage: ev.Usage, cost: float | None) -> None:
+        """Into the child's ledger and its parent's; stored under the top session, whose totals include it."""
+        self.ledger.add(usage, cost)
+        await self.session.store.record_usage(self.session.id, turn_id, model, usage)
+
+    async def refresh_context(self, turn_id: str) -> SkillIndex:
+        """First: the project's instructions, the agent's own and the environment; later only results of the
+        child's own background agents."""
+        if not self._context_told:
+            self._context_told = True
+            await self._tell_context(turn_id)
+        await self.control.deliver(turn_id, self.record)
+        return self.ctx.skills
+
+    async def _tell_context(self, turn_id: str) -> None:
+        from auger.context.instructions import EnvironmentContext
+        from auger.engine.context import environment_item, instructions_item, read_instructions
+
+        workspace = self.ctx.workspace
+        config = workspace.config
+        text = read_instructions(workspace.root, workspace.config_dir, self.ctx.skills,
+                                 fallback_names=config.project_doc_fallback_filenames,
+                                 max_bytes=config.project_doc_max_bytes, warnings=[])
+        instructions = instructions_item(text, ())
+        agent = self.run.agent
+        items = [instructions,
+                 ContextMessage(f"<agent name={agent.name!r}>\n{agent.instructions}\nYour final message is your "
+                                "answer to the agent that started you.\n</agent>", "agent") if agent.instructions
+                 else None,
+                 environment_item(EnvironmentContext.capture(workspace.root, self.ctx.mode, self.ctx.model), None)]
+        for item in items:
+            if item is not None:
+                await self.record(turn_id, item)
+
+    async def set_title(self, text: str) -> None:
+        """The child's title was set when it was created."""
+
+
+class _CatalogView:
+    """The parent's catalog as a toolset for a child: its tools (not its agent tools: the child has its
+    own) that the definition allows; calls go through the parent's router with the child's context.
+    Nothing to open or close: the parent owns those tools."""
+
+    def __init__(self, router: ToolRouter, allowed: Callable[[str], bool]) -> None:
+        self._router = router
+        self._names = [n for n in router.names if n not in AGENT_TOOLS and allowed(n)]
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def list_tools(self) -> list[ToolSpec]:
+        return [spec for spec in map(self._router.get, self._names) if spec is not None]
+
+    async def call(self, name: str, args: dict, ctx: ToolContext) -> ToolResult:
+        spec = self._router.get(name) if name in self._names else None
+        if spec is None:
+            raise ToolError(f"there is no tool named {name!r}")
+        return await self._router.call(spec, args, ctx)
+
+
+async def _cancel(runs: Iterable[AgentRun], reason: str) -> None:
+    """Cancel the runs still going and wait until each has cleaned up (its commands killed, its status
+    stored). Their turns record `reason` as why they stopped."""
+    tasks = []
+    for run in list(runs):
+        if run.task is not None and not run.task.done():
+            run.cancel_reason = reason
+            run.task.cancel()
+            tasks.append(run.task)
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _in_turn(hook: MutationHook, turn_id: str) -> MutationHook:
+    """A parent's mutation hook, seeing a child's call as one of the spawning turn's."""
+
+    async def run(call: PlannedCall) -> None:
+        await hook(dataclasses.replace(call, turn_id=turn_id))
+
+    return run
+
+
+def _client_for(agent: AgentDef, config: Config) -> ModelClient:
+    from auger.models.registry import ProviderError, client_for
+
+    provider = agent.provider or config.provider
+    chosen = dataclasses.replace(config, provider=provider, model=agent.model or config.model,
+                                 base_url=config.base_url if provider == config.provider else None)
+    try:
+        return client_for(chosen)
+    except ProviderError as exc:
+        raise ToolError(f"agent {agent.name!r} cannot use its model: {exc}") from None
+
+
+async def _worktree(root: Path) -> Any:
+    """A git worktree for the child to work in (changes/worktree.py), made off the event loop (git runs)."""
+    try:
+        module = importlib.import_module("auger.changes.worktree")
+    except ImportError:
+        raise ToolError("worktree isolation is not available") from None
+    try:
+        return await asyncio.to_thread(module.create_worktree, root, name=f"agent-{uuid.uuid4().hex[:8]}")
+    except Exception as exc:  # a repository that cannot have a worktree: the model can go without one
+        raise ToolError(f"cannot create a worktree: {exc}") from None
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= PROMPT_SHOWN else text[:PROMPT_SHOWN - 1] + "…"

@@ -1,0 +1,79 @@
+"""The sub-agent tools: spawn_agent, wait_agent, cancel_agent, list_agents.
+
+Only the specs live here; what they do is the engine's (engine/subagents.py), reached through the
+`AgentControl` each caller (the session, or a sub-agent that may itself delegate) is given. The
+toolset is built per caller because the handlers must know whose children they start and see.
+
+All four are read-only and parallel-safe as calls: a spawn itself changes nothing, and each of the
+child's own calls passes the tool runtime (policy, approvals, hooks) like any other. Being
+parallel-safe is what lets several foreground spawns in one reply run at the same time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from auger.tools.base import READ_ONLY, ToolContext, ToolResult, ToolSpec
+from auger.tools.toolset import StaticToolset
+
+SPAWN, WAIT, CANCEL, LIST = "spawn_agent", "wait_agent", "cancel_agent", "list_agents"
+NAMES = frozenset({SPAWN, WAIT, CANCEL, LIST})
+WAIT_DEFAULT_S, WAIT_MAX_S = 30, 300
+
+
+class AgentControl(Protocol):
+    """One caller's handle on its sub-agents (engine/subagents.py implements it)."""
+
+    async def spawn(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+    async def wait(self, ids: list[str] | None, timeout: float) -> ToolResult: ...
+
+    async def cancel(self, agent_id: str) -> ToolResult: ...
+
+    def list(self) -> ToolResult: ...
+
+
+def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
+    """The four tools bound to `control`; `available` lists the agent definitions (one per line)."""
+
+    async def spawn(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await control.spawn(args, ctx)
+
+    async def wait(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        timeout = min(max(float(args.get("timeout", WAIT_DEFAULT_S)), 0.0), WAIT_MAX_S)
+        return await control.wait(args.get("ids"), timeout)
+
+    async def cancel(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await control.cancel(args["id"])
+
+    async def list_(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return control.list()
+
+    return StaticToolset([
+        ToolSpec(SPAWN, "Start a sub-agent with its own context on a self-contained task and return its final "
+                        "answer (or, with background=true, its id at once; its result reaches you when it "
+                        "finishes, or ask with wait_agent). Several spawn_agent calls in one reply run in "
+                        "parallel. Give the agent everything it needs in the prompt: it does not see this "
+                        "conversation. The same agent and prompt again, while nothing has changed, returns the "
+                        "earlier result. Available agents:\n" + available,
+                 {"type": "object", "properties": {
+                     "prompt": {"type": "string", "description": "the task, complete and self-contained"},
+                     "agent": {"type": "string", "description": "which agent (default: task)"},
+                     "background": {"type": "boolean", "description": "return at once; default false"},
+                     "isolation": {"type": "string", "enum": ["none", "worktree"],
+                                   "description": "worktree: work in a separate git worktree (default none)"}},
+                  "required": ["prompt"]},
+                 spawn, READ_ONLY, parallel_safe=True),
+        ToolSpec(WAIT, f"Wait for background sub-agents to finish (default: all of yours still running) for at "
+                       f"most `timeout` seconds (default {WAIT_DEFAULT_S}, at most {WAIT_MAX_S}); returns the "
+                       "results of those that finished.",
+                 {"type": "object", "properties": {
+                     "ids": {"type": "array", "items": {"type": "string"}},
+                     "timeout": {"type": "integer", "minimum": 0}}},
+                 wait, READ_ONLY, parallel_safe=True),
+        ToolSpec(CANCEL, "Cancel one of your sub-agents (its commands are killed).",
+                 {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+                 cancel, READ_ONLY, parallel_safe=True),
+        ToolSpec(LIST, "List the sub-agents you started, with their status.",
+                 {"type": "object", "properties": {}}, list_, READ_ONLY, parallel_safe=True),
+    ])

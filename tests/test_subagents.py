@@ -1,0 +1,703 @@
+"""Sub-agents end to end against the mock Chat Completions server: parallel foreground children,
+background children delivered between turns, the result cache, depth, mode and tool narrowing,
+approvals routed to the parent's client, cancellation killing a child's commands, and resume after
+the process was killed while a child ran."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from auger.protocol import events as ev
+from auger.protocol.ops import ApprovalDecision, Shutdown, UserTurn
+from auger.store.sqlite import SqliteStore
+from tests.support.harness import dies_soon, is_context, open_session, process_alive, run_session
+from tests.support.mock_openai import Reply, ToolCall
+
+
+class Routes:
+    """Answers each request by the conversation it belongs to: the first user message (the user's prompt
+    for the parent, the spawn prompt for a child) picks a queue of replies, consumed in order."""
+
+    def __init__(self, routes: dict[str, list[Reply]]) -> None:
+        self.routes = {key: list(replies) for key, replies in routes.items()}
+        self.seen: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict) -> Reply:
+        first = first_user_text(body["messages"])
+        with self._lock:
+            self.seen.append((first, body))
+            queue = self.routes.get(first)
+            assert queue, f"no reply left for the conversation starting {first!r}"
+            return queue.pop(0)
+
+    def install(self, server, count: int = 40) -> Routes:
+        server.add(*[self] * count)
+        return self
+
+    def bodies(self, first: str) -> list[dict]:
+        return [body for key, body in self.seen if key == first]
+
+
+class Envelopes(list):
+    """The envelopes of one run (a sub-agent's carry its spawn call id)."""
+
+    def parent_ends(self) -> list[ev.TurnEnded]:
+        return [e.event for e in self if isinstance(e.event, ev.TurnEnded) and e.parent_call_id is None]
+
+    @property
+    def ended(self) -> ev.TurnEnded:
+        return self.parent_ends()[-1]
+
+    def events(self, kind: type) -> list:
+        return [e.event for e in self if isinstance(e.event, kind)]
+
+
+def run_parent(project: Path, server, *prompts: str, overrides: tuple[str, ...] = (), interactive: bool = False,
+               on_envelope=None, db: Path | None = None) -> Envelopes:
+    """Run the prompts in a new session (each after the previous turn ended) and shut it down."""
+    from auger.engine.sessions import run_prompt
+
+    seen = Envelopes()
+
+    async def main():
+        session, store = await open_session(project, server, db or project.parent / "sessions.db", *overrides,
+                                            interactive=interactive)
+
+        def collect(envelope):
+            seen.append(envelope)
+            if on_envelope is not None:
+                on_envelope(session, envelope)
+
+        try:
+            await asyncio.wait_for(run_prompt(session, *prompts, on_envelope=collect), 60)
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    return seen
+
+
+def first_user_text(messages: list[dict]) -> str:
+    for message in messages:
+        if message["role"] == "user" and not is_context(message.get("content")) \
+                and not str(message.get("content")).startswith("<agent"):
+            return message["content"]
+    return ""
+
+
+def pids_of(marker: str) -> list[int]:
+    """Host pids of processes whose command line contains `marker` (a command's own `$$` is the sandbox's
+    pid namespace, not ours)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and process_alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+WAIT_FOR_FILE = "for i in $(seq 100); do [ -s {0} ] && break; sleep 0.05; done; cat {0}"
+
+
+def spawn(prompt: str, **extra) -> ToolCall:
+    return ToolCall("spawn_agent", {"prompt": prompt, **extra})
+
+
+def tool_messages(body: dict) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def child_envelopes(store_path: Path, session_id: str) -> list:
+    async def load():
+        store = SqliteStore(store_path)
+        try:
+            return await store.load_events(session_id)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(load())
+
+
+def test_foreground_children_in_one_reply_run_in_parallel_and_answer(project, server):
+    routes = Routes({
+        "go": [Reply(tool_calls=[spawn("find A", agent="explore"), spawn("find B", agent="explore"),
+                                 spawn("find C", agent="explore")]),
+               Reply(text="all found")],
+        "find A": [Reply(text="A is in a.py", delay=1.0)],
+        "find B": [Reply(text="B is in b.py", delay=1.0)],
+        "find C": [Reply(text="C is in c.py", delay=1.0)],
+    }).install(server)
+    started = time.monotonic()
+    run = run_parent(project, server, "go")
+    elapsed = time.monotonic() - started
+    assert run.ended.reason == "complete", run.ended.message
+    outputs = tool_messages(routes.bodies("go")[-1])
+    assert [o.splitlines()[1] for o in outputs] == ["A is in a.py", "B is in b.py", "C is in c.py"]
+    assert all(o.startswith("Agent explore (") for o in outputs)
+    assert elapsed < 2.6, f"three 1 s children took {elapsed:.1f} s: they did not overlap"
+    # each child got the agent's instructions and only read-only tools
+    child = routes.bodies("find A")[0]
+    assert any(str(m.get("content", "")).startswith("<agent name='explore'>") for m in child["messages"])
+    names = {t["function"]["name"] for t in child["tools"]}
+    assert "read_file" in names and "shell" not in names and "write_file" not in names
+
+
+def test_child_events_reach_the_parent_stream_with_the_spawn_call_id(project, server):
+    Routes({"go": [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "look"}, id="call_spawn")]),
+                   Reply(text="ok")],
+            "look": [Reply(tool_calls=[ToolCall("list_dir", {"path": "."})]), Reply(text="seen")]}).install(server)
+    envelopes = []
+
+    plain: list[ev.Event] = []  # what a client that follows events without envelopes (the TUI) sees
+
+    async def main():
+        session, store = await open_session(project, server, project.parent / "s.db")
+        from auger.engine.sessions import run_prompt
+
+        async def pull():
+            async for event in session.events():
+                plain.append(event)
+
+        puller = asyncio.create_task(pull())
+        try:
+            await run_prompt(session, "go", on_envelope=envelopes.append)
+            await puller
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    assert [type(e) for e in plain if isinstance(e, (ev.TurnStarted, ev.TurnEnded))] == [ev.TurnStarted, ev.TurnEnded]
+    assert any(isinstance(e, ev.ToolCallStarted) and e.name == "list_dir" for e in plain)
+    child = [e for e in envelopes if e.parent_call_id == "call_spawn"]
+    kinds = [e.event.TYPE for e in child]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_ended"
+    assert "tool_call_started" in kinds and "tool_call_ended" in kinds and "agent_message" in kinds
+    assert "token_usage" in kinds
+    parent_ends = [e for e in envelopes if isinstance(e.event, ev.TurnEnded) and e.parent_call_id is None]
+    assert len(parent_ends) == 1 and parent_ends[0].event.reason == "complete"
+    # the child's usage rolled up into the parent's turn total
+    usage = [e.event for e in envelopes if isinstance(e.event, ev.TokenUsage) and e.parent_call_id is None]
+    child_usage = [e.event for e in child if isinstance(e.event, ev.TokenUsage)]
+    own = sum(u.last.input_tokens for u in usage)
+    assert usage[-1].turn.input_tokens == own + sum(u.last.input_tokens for u in child_usage)
+
+
+async def follow(session, until, *, on_envelope=None) -> list:
+    """Envelopes of `session` until `until(envelope)` is true (inclusive)."""
+    seen = []
+    async for envelope in session.subscribe():
+        seen.append(envelope)
+        if on_envelope is not None:
+            on_envelope(envelope)
+        if until(envelope):
+            return seen
+    return seen
+
+
+def parent_turn_ended(envelope) -> bool:
+    return isinstance(envelope.event, ev.TurnEnded) and envelope.parent_call_id is None
+
+
+def test_a_background_child_finishing_between_turns_is_told_at_the_next_turn(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("slow job", background=True)]), Reply(text="started it"),
+                  Reply(text="it said 42")],
+        "slow job": [Reply(text="job result 42", delay=0.8)],
+    }).install(server)
+
+    async def main():
+        session, store = await open_session(project, server, project.parent / "s.db")
+        try:
+            session.submit(UserTurn("start"))
+            first = await follow(session, parent_turn_ended)
+            assert first[-1].event.reason == "complete"
+            # the turn ended while the child still ran; now wait for the child's own end
+            child_end = await follow(session, lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
+            assert child_end[-1].event.reason == "complete"
+            session.submit(UserTurn("what did it say?"))
+            await follow(session, lambda e: parent_turn_ended(e) and e.seq > first[-1].seq)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    bodies = routes.bodies("start")
+    assert "started it" not in json.dumps(bodies[1]["messages"][-1])
+    spawned = tool_messages(bodies[1])[0]
+    assert spawned.startswith("Started agent task in the background with id ")
+    last = bodies[-1]["messages"]
+    delivered = [m["content"] for m in last if m["role"] == "user" and "<agent_result" in str(m["content"])]
+    assert len(delivered) == 1 and "job result 42" in delivered[0]
+    # delivered before the user's new message, and only once
+    texts = [str(m.get("content")) for m in last]
+    assert texts.index(delivered[0]) < texts.index("what did it say?")
+
+
+def test_wait_agent_returns_a_background_result_and_it_is_not_told_twice(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("slow job", background=True)]),
+                  Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 10})]), Reply(text="done")],
+        "slow job": [Reply(text="job result 7", delay=0.5)],
+    }).install(server)
+    run = run_parent(project, server, "start")
+    assert run.ended.reason == "complete"
+    last = routes.bodies("start")[-1]
+    assert "job result 7" in tool_messages(last)[1]
+    assert not any("<agent_result" in str(m.get("content")) for m in last["messages"])
+
+
+def test_list_agents_shows_only_the_callers_children(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("child one")]), Reply(tool_calls=[ToolCall("list_agents", {})]),
+                  Reply(text="done")],
+        "child one": [Reply(tool_calls=[ToolCall("list_agents", {})]), Reply(text="one done")],
+    }).install(server)
+    run_parent(project, server, "start")
+    assert tool_messages(routes.bodies("child one")[-1]) == ["You have started no sub-agents."]
+    listing = tool_messages(routes.bodies("start")[-1])[1]
+    assert "task" in listing and "completed" in listing and "child one" in listing
+
+
+def test_cancelling_a_child_kills_its_shell_commands(project, server):
+    pid_file = project / "child.pid"
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("child.pid")})]),
+                  "CANCEL",
+                  Reply(text="cancelled")],
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > child.pid; exec sleep 61.5"})])],
+    })
+    agent_ids: list[str] = []
+
+    def cancel_step(body: dict) -> Reply:
+        return Reply(tool_calls=[ToolCall("cancel_agent", {"id": agent_ids[0]})])
+
+    original = routes.__call__
+
+    class Dispatch:
+        def __call__(self, body):
+            reply = original(body)
+            if reply == "CANCEL":
+                agent_ids.append(tool_messages(body)[0].split("with id ")[1].split(".")[0])
+                return cancel_step(body)
+            return reply
+
+    server.add(*[Dispatch()] * 10)
+    seen: list[int] = []
+
+    def on_envelope(session, envelope):  # the child's command runs once the parent's shell saw its pid file
+        if isinstance(envelope.event, ev.ToolCallStarted) and envelope.event.name == "cancel_agent":
+            seen.extend(pids_of("sleep 61.5"))
+
+    run = run_parent(project, server, "start", on_envelope=on_envelope)
+    assert run.ended.reason == "complete", run.ended.message
+    assert pid_file.read_text().strip() and len(seen) == 1, seen
+    assert dies_soon(seen[0]), "the child's command outlived its cancellation"
+    cancelled = tool_messages(routes.bodies("start")[-1])[2]
+    assert "cancelled" in cancelled
+
+
+def test_shutting_the_session_down_kills_a_background_childs_commands(project, server):
+    pid_file = project / "bg.pid"
+    Routes({
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("bg.pid")})]),
+                  Reply(text="leaving")],
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > bg.pid; exec sleep 62.5"})])],
+    }).install(server)
+    seen: list[int] = []
+
+    def on_envelope(session, envelope):
+        if isinstance(envelope.event, ev.TurnEnded):
+            seen.extend(pids_of("sleep 62.5"))
+
+    run = run_parent(project, server, "start", on_envelope=on_envelope)
+    assert run.ended.reason == "complete"
+    assert pid_file.read_text().strip() and len(seen) == 1, seen
+    assert dies_soon(seen[0]), "a background child's command outlived the session"
+
+
+KILLED_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from auger.protocol import events as ev
+from auger.protocol.ops import UserTurn
+from tests.support.harness import open_session
+
+class Remote:  # the test's server, by URL
+    base_url = sys.argv[3]
+
+async def main():
+    session, store = await open_session(Path(sys.argv[1]), Remote(), Path(sys.argv[2]))
+    session.submit(UserTurn("start"))
+    async for envelope in session.subscribe():
+        if isinstance(envelope.event, ev.TurnStarted) and envelope.parent_call_id:
+            print(session.id, flush=True)
+        if isinstance(envelope.event, ev.TurnEnded) and envelope.parent_call_id is None:
+            print("READY", flush=True)
+            await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+def test_a_child_running_when_the_process_is_killed_is_reported_interrupted_on_resume(project, server, tmp_path):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("long job", background=True)]), Reply(text="started"),
+                  Reply(text="I will start it again")],
+        "long job": [Reply(text="never seen", delay=30)],
+    }).install(server)
+    db = tmp_path / "killed.db"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, str(script), str(project), str(db), server.base_url], cwd=repo,
+                            env={**os.environ, "PYTHONPATH": str(repo)}, stdout=subprocess.PIPE, text=True)
+    try:
+        session_id = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "READY", session_id
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    async def links():
+        store = SqliteStore(db)
+        try:
+            return await store.list_links(session_id)
+        finally:
+            await store.aclose()
+
+    assert [link.status for link in asyncio.run(links())] == ["running"]
+    run_session(project, server, "is it done?", db=db, resume=session_id)
+    assert [link.status for link in asyncio.run(links())] == ["interrupted"]
+    last = routes.bodies("start")[-1]["messages"]
+    notes = [m["content"] for m in last if "<agent_result" in str(m.get("content"))]
+    assert len(notes) == 1 and "interrupted" in notes[0] and "long job" not in notes[0]
+
+
+def test_an_identical_spawn_reuses_the_result_until_something_changes(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(tool_calls=[ToolCall("write_file", {"path": "x.py", "content": "X = 1\n"})]),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(tool_calls=[spawn("add Y", agent="task")]),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]),
+                  Reply(text="first turn done"),
+                  Reply(tool_calls=[spawn("where is X", agent="explore")]), Reply(text="second turn done")],
+        "where is X": [Reply(text="nowhere yet"), Reply(text="X is in x.py"), Reply(text="X and Y are in x.py")],
+        "add Y": [Reply(tool_calls=[ToolCall("edit_file", {"path": "x.py", "old_string": "X = 1",
+                                                           "new_string": "X = 1\nY = 2"})]),
+                  Reply(text="added Y")],
+    }).install(server)
+    run = run_parent(project, server, "start", "again", overrides=("approve_all=true",))
+    assert [e.reason for e in run.parent_ends()] == ["complete", "complete"]
+    outputs = tool_messages(routes.bodies("start")[-1])
+    assert "nowhere yet" in outputs[0]
+    assert outputs[1].startswith("(cached result of an identical earlier run of agent explore") \
+        and "nowhere yet" in outputs[1]
+    assert "X is in x.py" in outputs[3]  # the parent wrote a file: run again
+    assert "added Y" in outputs[4] and (project / "x.py").read_text() == "X = 1\nY = 2\n"
+    assert "X and Y are in x.py" in outputs[5]  # a child wrote a file: run again
+    assert outputs[6].startswith("(cached result") and "X and Y" in outputs[6]  # across turns, nothing changed
+    assert len(routes.bodies("where is X")) == 3
+
+
+def test_nesting_stops_at_the_depth_limit_with_a_clear_error(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("level one")]), Reply(text="done")],
+        "level one": [Reply(tool_calls=[spawn("level two")]), Reply(text="one done")],
+        "level two": [Reply(tool_calls=[spawn("level three")]), Reply(text="two done")],
+    }).install(server)
+    run = run_parent(project, server, "start")
+    assert run.ended.reason == "complete"
+    refused = tool_messages(routes.bodies("level two")[-1])[0]
+    assert "nest at most 2 deep" in refused and "agents_max_depth" in refused
+    assert "two done" in tool_messages(routes.bodies("level one")[-1])[0]
+    assert "one done" in tool_messages(routes.bodies("start")[-1])[0]
+    # grandchildren's events reach the session's stream too, under the child's spawn call
+    child_calls = {e.parent_call_id for e in run if e.parent_call_id}
+    assert len(child_calls) == 2
+
+
+def test_depth_limit_is_configurable(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("level one")]), Reply(text="done")],
+        "level one": [Reply(tool_calls=[spawn("level two")]), Reply(text="one done")],
+    }).install(server)
+    run_parent(project, server, "start", overrides=("agents_max_depth=1",))
+    assert "nest at most 1 deep" in tool_messages(routes.bodies("level one")[-1])[0]
+
+
+def test_a_child_is_never_less_restricted_than_its_parent(project, server):
+    (project / ".auger" / "agents").mkdir(parents=True)
+    (project / ".auger" / "agents" / "writer.md").write_text(
+        "---\nname: writer\ndescription: writes files\nmode: auto\n---\nWrite what you are asked.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("write a", agent="task"), spawn("write b", agent="writer")]),
+                  Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]), Reply(text="a?")],
+        "write b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b"})]), Reply(text="b?")],
+    }).install(server)
+    run_parent(project, server, "start", overrides=("mode=plan",))
+    assert "plan mode" in tool_messages(routes.bodies("write a")[-1])[0]
+    assert "plan mode" in tool_messages(routes.bodies("write b")[-1])[0]
+    assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
+    env = [m["content"] for m in routes.bodies("write b")[0]["messages"] if "<environment_context>" in
+           str(m.get("content"))]
+    assert "plan" in env[0]
+
+
+def test_a_childs_tools_are_its_definition_within_the_parents_catalog(project, server):
+    (project / ".claude" / "agents").mkdir(parents=True)
+    (project / ".claude" / "agents" / "reader.md").write_text(
+        "---\nname: reader\ndescription: reads and edits\ntools: Read, Edit, Bash(git:*), no_such_tool\n---\n"
+        "Read.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("read it", agent="reader")]), Reply(text="done")],
+        "read it": [Reply(tool_calls=[ToolCall("shell", {"command": "true"})]), Reply(text="read")],
+    }).install(server)
+    run_parent(project, server, "start")
+    child = routes.bodies("read it")[0]
+    names = {t["function"]["name"] for t in child["tools"]}
+    assert names == {"read_file", "edit_file"}  # apply_patch is not in this model's catalog; Bash(git:*) unknown
+    assert "no tool named 'shell'" in tool_messages(routes.bodies("read it")[-1])[0]
+
+
+def test_a_childs_approval_goes_to_the_parents_client_labelled_and_is_answered(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "write a"}, id="call_sp")]),
+                  Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]),
+                    Reply(text="wrote a")],
+    }).install(server)
+    asked = []
+
+    def on_envelope(session, envelope):
+        if isinstance(envelope.event, ev.ApprovalRequest):
+            asked.append(envelope)
+            session.submit(ApprovalDecision(envelope.event.request_id, "approve"))
+
+    run = run_parent(project, server, "start", overrides=("mode=safe",), interactive=True, on_envelope=on_envelope)
+    assert run.ended.reason == "complete"
+    assert len(asked) == 1 and asked[0].parent_call_id == "call_sp"
+    assert asked[0].event.message.startswith("[agent task ") and asked[0].event.details.tool == "write_file"
+    assert (project / "a.txt").read_text() == "a"
+    assert "wrote a" in tool_messages(routes.bodies("start")[-1])[0]
+
+
+def test_a_childs_approval_is_denied_headless(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("write a")]), Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a"})]),
+                    Reply(text="could not")],
+    }).install(server)
+    run = run_parent(project, server, "start", overrides=("mode=safe",))
+    assert not run.events(ev.ApprovalRequest)
+    assert "headless run" in tool_messages(routes.bodies("write a")[-1])[0]
+    assert not (project / "a.txt").exists()
+
+
+def test_fan_out_is_capped_per_turn_and_queued_beyond_the_concurrency_cap(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("one"), spawn("two"), spawn("three")]), Reply(text="done")],
+        "one": [Reply(text="1", delay=0.6)], "two": [Reply(text="2", delay=0.6)],
+    }).install(server)
+    started = time.monotonic()
+    run_parent(project, server, "start", overrides=("agents_max_concurrent=1", "agents_max_per_turn=2"))
+    elapsed = time.monotonic() - started
+    outputs = tool_messages(routes.bodies("start")[-1])
+    assert "finished:\n1" in outputs[0] and "finished:\n2" in outputs[1]
+    assert "already started 2 sub-agents" in outputs[2] and "agents_max_per_turn" in outputs[2]
+    assert elapsed >= 1.2, f"two 0.6 s children with one slot took {elapsed:.2f} s: they overlapped"
+
+
+def test_the_loop_guard_sees_identical_spawns(project, server):
+    Routes({
+        "start": [Reply(tool_calls=[spawn("same", agent="explore")]) for _ in range(3)] + [Reply(text="done")],
+        "same": [Reply(text="same answer")],
+    }).install(server)
+    run = run_parent(project, server, "start")
+    detected = run.events(ev.LoopDetected)
+    assert detected and detected[0].tool == "spawn_agent"
+
+
+def test_unknown_agent_and_foreign_ids_are_errors_the_model_reads(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("x", agent="nope"), ToolCall("cancel_agent", {"id": "../../etc"}),
+                                    ToolCall("wait_agent", {"ids": ["zzz"]})]),
+                  Reply(text="done")],
+    }).install(server)
+    run_parent(project, server, "start")
+    outputs = tool_messages(routes.bodies("start")[-1])
+    assert "no agent named 'nope'; available: explore, plan, task, verify" in outputs[0]
+    assert "no sub-agent '../../etc' of yours" in outputs[1] and "no sub-agent 'zzz'" in outputs[2]
+
+
+def test_worktree_isolation_without_the_worktree_module_is_a_clear_error(project, server):
+    import importlib.util
+
+    if importlib.util.find_spec("auger.changes.worktree") is not None:
+        print("auger.changes.worktree exists here: the end-to-end worktree test below covers it")
+        return
+    routes = Routes({"start": [Reply(tool_calls=[spawn("x", isolation="worktree")]), Reply(text="done")]})
+    routes.install(server)
+    run_parent(project, server, "start")
+    assert tool_messages(routes.bodies("start")[-1])[0] == "Error: worktree isolation is not available"
+
+
+class GitWorktree:
+    """A stand-in for changes/worktree.py's agreed API, over a real `git worktree` (that module is built
+    separately; this test is about the child working in the directory it is given)."""
+
+    def __init__(self, project_root: Path, base: str = "HEAD", *, name: str) -> None:
+        self.path = project_root.parent / f"wt-{name}"
+        subprocess.run(["git", "-C", str(project_root), "worktree", "add", "-q", "--detach", str(self.path), base],
+                       check=True)
+        self.base_commit = subprocess.run(["git", "-C", str(self.path), "rev-parse", "HEAD"], check=True,
+                                          capture_output=True, text=True).stdout.strip()
+
+    def diff(self) -> str:
+        subprocess.run(["git", "-C", str(self.path), "add", "-A"], check=True)
+        return subprocess.run(["git", "-C", str(self.path), "diff", "--cached"], check=True, capture_output=True,
+                              text=True).stdout
+
+
+def test_a_child_works_in_the_directory_its_isolation_gives_it(project, server, monkeypatch):
+    import types
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    (project / "a.txt").write_text("a\n")
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(project), *argv], check=True)
+    module = types.ModuleType("auger.changes.worktree")
+    module.create_worktree = GitWorktree
+    monkeypatch.setitem(sys.modules, "auger.changes.worktree", module)
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), Reply(text="done")],
+        "add b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b\n"})]),
+                  Reply(text="added b")],
+    }).install(server)
+    run_parent(project, server, "start")
+    result = tool_messages(routes.bodies("start")[-1])[0]
+    assert "added b" in result and "+b" in result and "b.txt" in result
+    assert not (project / "b.txt").exists()
+    worktrees = list(project.parent.glob("wt-agent-*"))
+    assert len(worktrees) == 1 and (worktrees[0] / "b.txt").read_text() == "b\n"
+    child_env = [m["content"] for m in routes.bodies("add b")[0]["messages"] if "<environment_context>" in
+                 str(m.get("content"))]
+    assert str(worktrees[0]) in child_env[0]
+
+
+def test_a_childs_usage_counts_against_the_session_budget(project, server):
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("busy")], usage={"prompt_tokens": 100, "completion_tokens": 10}),
+                  Reply(text="done")],
+        "busy": [Reply(tool_calls=[ToolCall("list_dir", {"path": "."})],
+                       usage={"prompt_tokens": 1000, "completion_tokens": 10}),
+                 Reply(text="never asked")],
+    }).install(server)
+    run = run_parent(project, server, "start", overrides=("session_token_budget=500",))
+    assert len(routes.bodies("busy")) == 1  # the child stopped: the session's budget was spent
+    assert len(routes.bodies("start")) == 1  # and so did the parent, counting the child's usage
+    assert run.ended.reason == "error" and "session token budget reached: 1,120 of 500" in run.ended.message
+
+
+def test_interrupting_the_session_cancels_its_background_agents(project, server):
+    from auger.protocol.ops import Interrupt
+
+    Routes({
+        "start": [Reply(tool_calls=[spawn("long job", background=True)]), Reply(text="started")],
+        "long job": [Reply(text="never", delay=30)],
+    }).install(server)
+    db = project.parent / "s.db"
+
+    async def main():
+        session, store = await open_session(project, server, db)
+        try:
+            session.submit(UserTurn("start"))
+            await follow(session, lambda e: isinstance(e.event, ev.TurnStarted) and e.parent_call_id)
+            await follow(session, parent_turn_ended)
+            session.submit(Interrupt())
+            ended = await follow(session, lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
+            session.submit(Shutdown())
+            await session.wait_closed()
+            return ended[-1].event, await store.list_links(session.id)
+        finally:
+            await store.aclose()
+
+    ended, links = asyncio.run(asyncio.wait_for(main(), 20))
+    assert ended.reason == "cancelled" and ended.message == "the session was interrupted"
+    assert [link.status for link in links] == ["cancelled"]
+
+
+def test_an_approval_for_the_session_given_to_one_child_holds_for_the_next(project, server):
+    Routes({
+        "start": [Reply(tool_calls=[spawn("write a")]), Reply(tool_calls=[spawn("write a again")]),
+                  Reply(text="done")],
+        "write a": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "1"})]), Reply(text="1")],
+        "write a again": [Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "2"})]),
+                          Reply(text="2")],
+    }).install(server)
+    asked = []
+
+    def on_envelope(session, envelope):
+        if isinstance(envelope.event, ev.ApprovalRequest):
+            asked.append(envelope.event)
+            session.submit(ApprovalDecision(envelope.event.request_id, "approve_session"))
+
+    run_parent(project, server, "start", overrides=("mode=safe",), interactive=True, on_envelope=on_envelope)
+    assert len(asked) == 1 and (project / "a.txt").read_text() == "2"
+
+
+def test_auger_exec_prints_the_parents_answer_never_a_childs(project, server, isolated_home):
+    from tests.support.harness import auger_cli, json_events
+
+    fast = ["-c", "model_retry_base_delay=0.01", "-c", "generate_titles=false"]
+    Routes({"go": [Reply(tool_calls=[spawn("say something", agent="explore")]), Reply(text="")],
+            "say something": [Reply(text="child words")]}).install(server, count=3)
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "m", *fast, "go", home=isolated_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "child words" not in result.stdout
+    Routes({"go": [Reply(tool_calls=[spawn("say it", agent="explore")]), Reply(text="parent words")],
+            "say it": [Reply(text="child words")]}).install(server, count=3)
+    result = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", *fast, "go", home=isolated_home,
+                       cwd=project)
+    events = json_events(result.stdout)
+    children = [e for e in events if e["parent_call_id"]]
+    assert [e["type"] for e in children][:1] == ["turn_started"] and children[-1]["type"] == "turn_ended"
+    assert [e["text"] for e in events if e["type"] == "agent_message" and not e["parent_call_id"]] == ["parent words"]
+    assert events[-2]["type"] == "turn_ended" and events[-2]["parent_call_id"] is None
+
+
+def test_an_agent_with_its_own_model_calls_that_model(project, server):
+    (project / ".auger" / "agents").mkdir(parents=True)
+    (project / ".auger" / "agents" / "small.md").write_text(
+        "---\nname: small\ndescription: a smaller model\nmodel: small-model\nmax_model_calls: 1\n---\nBe brief.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("quick look", agent="small")]), Reply(text="done")],
+        "quick look": [Reply(tool_calls=[ToolCall("list_dir", {"path": "."})]), Reply(text="never")],
+    }).install(server)
+    run_parent(project, server, "start")
+    assert [b["model"] for b in routes.bodies("quick look")] == ["small-model"]
+    assert [b["model"] for b in routes.bodies("start")] == ["mock-model", "mock-model"]
+    # its call cap (1) stopped it, headless, and the parent was told
+    assert "It ended early" in tool_messages(routes.bodies("start")[-1])[0]
