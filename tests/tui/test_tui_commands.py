@@ -93,7 +93,7 @@ def test_the_other_commands_answer(term, server, project):
     for line, expected in [("/help", "approvals: y once"), ("/cost", " tokens · "),
                            ("/status", "sandbox bwrap"), ("/skills", "/tidy"),
                            ("/sessions", "first"), ("/rollback", "rolled back 1 turn"),
-                           ("/agents", "/agents is not available")]:
+                           ("/agents", "none started in this session yet")]:
         t.submit(line)
         t.wait_for(expected)
     t.submit("/tidy")
@@ -182,3 +182,25 @@ def test_review_reports_findings_in_the_transcript_and_the_session_goes_on(term,
     assert git(project, "status", "--porcelain") == status_before
     t.submit("and now?")
     t.wait_for("back in the main session")
+
+
+def test_sub_agent_activity_is_nested_under_its_spawn_call(term, server, project):
+    (project / "notes.md").write_text("the notes\n")
+    server.add(Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "look at the notes", "agent": "explore"})]),
+               Reply(tool_calls=[ToolCall("read_file", {"path": "notes.md"})]),
+               Reply(text="The notes say hello."),
+               Reply(text="the parent is done"))
+    t = term(width=120)
+    t.ready()
+    t.submit("explore please")
+    # printed lines reach the scrollback a moment after the live area shows the streamed answer
+    shown = t.wait_until(lambda s: "✓ spawn_agent" in s and "the parent is done" in s, "the turn's transcript")
+    lines = [line.strip() for line in shown.splitlines()]
+    start = lines.index("▸ spawn_agent explore: look at the notes")
+    assert lines[start + 1:start + 4] == ["↳ [explore] ✓ read_file notes.md", "↳ [explore] answer: The notes say hello.",
+                                          lines[start + 3]] and "✓ spawn_agent explore" in lines[start + 3], shown
+    assert "tokens" in status_line(shown)
+    t.submit("/agents")
+    listed = t.wait_for("started in this session")
+    assert re.search(r"explore +plan +.*\(built-in\)", listed), listed
+    assert re.search(r"explore +completed +foreground", listed), listed

@@ -272,7 +272,11 @@ class Tui:
         from auger.frontends.tui.feed import Approval
         from auger.protocol import events as ev
 
-        async for event in feed.events():
+        async for event, parent in feed.events():
+            if parent is not None and not isinstance(event, ev.ApprovalRequest):  # a sub-agent's activity
+                self.out(self.renderer.handle_child(parent, event))
+                self.redraw()
+                continue
             if isinstance(event, ev.TurnStarted):
                 self.busy = True
                 if self.queued:  # a message queued as the last turn ended starts this one

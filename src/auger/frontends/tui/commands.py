@@ -1,5 +1,4 @@
-"""The `/` commands. Each says what it did in the transcript; a command the engine cannot serve yet
-says so plainly instead of doing nothing."""
+"""The `/` commands. Each says what it did in the transcript, or one line saying why it could not."""
 
 from __future__ import annotations
 
@@ -36,10 +35,6 @@ class Tui(Protocol):
 
     async def send_initial(self) -> None: ...
 
-UNAVAILABLE = {
-    "agents": "sub-agents",
-}
-
 Handler = Callable[["Tui", str], Awaitable[None]]
 COMMANDS: dict[str, tuple[str, Handler]] = {}
 
@@ -55,7 +50,6 @@ def command(name: str, help_text: str):
 def completions(tui: Tui) -> list[tuple[str, str]]:
     """(name, help) of every command, custom prompt and skill the prompt can complete."""
     items = [(name, help_text) for name, (help_text, _) in COMMANDS.items()]
-    items += [(name, f"{what} (not available in this build)") for name, what in UNAVAILABLE.items()]
     if tui.feed is not None:
         items += [(name, f"prompt: {desc}"[:60]) for name, desc in tui.feed.prompts()]
         items += [(name, f"skill: {desc}"[:60]) for name, desc in tui.feed.skills()]
@@ -84,8 +78,6 @@ async def _run_command(tui: Tui, line: str) -> None:
     arg = arg.strip()
     if name in COMMANDS:
         await COMMANDS[name][1](tui, arg)
-    elif name in UNAVAILABLE:
-        tui.say(f"/{name} is not available in this build: the engine has no {UNAVAILABLE[name]} yet", "yellow")
     elif any(p == name for p, _ in _open(tui).prompts()):
         tui.say(f"› {line}", "bold")
         _open(tui).send(line)  # the engine expands a custom prompt
@@ -106,7 +98,6 @@ def _between_turns(tui: Tui, what: str) -> bool:
 @command("help", "list commands and keys")
 async def _help(tui: Tui, arg: str) -> None:
     rows = [f"  /{name:<10} {help_text}" for name, (help_text, _) in sorted(COMMANDS.items())]
-    rows += [f"  /{name:<10} (not available in this build)" for name in sorted(UNAVAILABLE)]
     keys = ["  enter send (queued if a turn runs) · shift-enter, alt-enter or ctrl-j new line · ctrl-g edit in $EDITOR",
             "  @path attach a file · !cmd run a shell command · ctrl-r search history",
             "  esc or ctrl-c interrupt · ctrl-c twice or ctrl-d quit",
@@ -262,6 +253,22 @@ async def _run_review(tui: Tui, target: Any, instructions: str) -> None:
         change, result = outcome
         tui.out(await render_report(tui.root, change, result, colour=not no_color()))
     tui.redraw()
+
+
+@command("agents", "the sub-agents the model can start, and those this session started")
+async def _agents(tui: Tui, arg: str) -> None:
+    import time
+
+    from auger.frontends.tui.render import clean
+
+    definitions, runs = _open(tui).agents()
+    rows = [clean(f"  {a.name:<12} {a.mode or 'as parent':<9} {a.description[:60]}  ({a.source})") for a in definitions]
+    now = time.monotonic()
+    started = [clean(f"  {r.id:<10} {r.agent.name:<12} {r.status:<10} {'background' if r.background else 'foreground'} "
+                     f"{now - r.started:5.0f}s  {' '.join(r.prompt.split())[:50]}") for r in runs]
+    tui.say("\n".join(["agents the model can start (spawn_agent):", *rows,
+                        *(["started in this session (esc interrupts them all):", *started] if started
+                          else ["none started in this session yet"])]))
 
 
 @command("rollback", "drop the last N user turns from the context: /rollback [N]")

@@ -17,7 +17,9 @@ from auger.protocol.ops import (
 )
 
 if TYPE_CHECKING:
+    from auger.context.agents import AgentDef
     from auger.engine.session import Session
+    from auger.engine.subagents import AgentRun
     from auger.tools.mcp_servers import ServerStatus
 
 
@@ -53,9 +55,13 @@ class Feed:
         self.session = session
 
     # -- reading ---------------------------------------------------------------------
-    async def events(self) -> AsyncIterator[ev.Event]:
-        async for event in self.session.events():
-            yield event
+    async def events(self) -> AsyncIterator[tuple[ev.Event, str | None]]:
+        """(event, parent call id): None for the session's own events, the spawn call's id for a
+        sub-agent's (whose turn start and end are left out: they are not this session's turns)."""
+        async for envelope in self.session.subscribe():
+            if envelope.parent_call_id and isinstance(envelope.event, (ev.TurnStarted, ev.TurnEnded)):
+                continue
+            yield envelope.event, envelope.parent_call_id
 
     @property
     def id(self) -> str:
@@ -86,6 +92,11 @@ class Feed:
 
         return [*((p.name, p.description or "custom prompt") for p in self.session.workspace.prompts.values()),
                 *prompt_commands(self.session.mcp.registry)]
+
+    def agents(self) -> tuple[list[AgentDef], list[AgentRun]]:
+        """The sub-agents the model may start, and those this session started (any depth)."""
+        pool = self.session.agents
+        return ([], []) if pool is None else (list(pool.index.agents.values()), list(pool.runs.values()))
 
     def mcp_servers(self) -> list[ServerStatus]:
         return self.session.mcp.status()

@@ -85,6 +85,10 @@ def summarize_args(name: str, args: Any) -> str:
     """The one detail that identifies a call: its command, path or pattern."""
     if not isinstance(args, dict):
         return clean(str(args))[:200]
+    if name == "spawn_agent" and isinstance(args.get("prompt"), str):
+        agent = args.get("agent") if isinstance(args.get("agent"), str) else "task"
+        mode = " (background)" if args.get("background") is True else ""
+        return clean(f"{agent}{mode}: {args['prompt']}").replace("\n", " ⏎ ")[:200]
     for key in ("command", "path", "pattern", "query", "url", "name"):
         if isinstance(args.get(key), str):
             return clean(args[key]).replace("\n", " ⏎ ")[:200]
@@ -139,6 +143,8 @@ class Renderer:
         self.turn_started: float | None = None
         self.diffs: dict[str, str] = {}  # call id -> the diff its arguments describe, shown when it succeeds
         self.last_turn_diff = ""  # everything the last changing turn changed, for /diff
+        self.spawned: dict[str, str] = {}  # spawn_agent call id -> the agent it started (labels its lines)
+        self.child_calls: dict[str, str] = {}  # a sub-agent's running call id -> what it is doing
 
     def resize(self, width: int) -> None:
         self.ansi.width = width
@@ -177,6 +183,11 @@ class Renderer:
             diff = edit_diff(event.name, event.arguments)
             if diff:
                 self.diffs[event.call_id] = diff
+            if event.name == "spawn_agent" and isinstance(event.arguments, dict):
+                agent = event.arguments.get("agent")
+                self.spawned[event.call_id] = agent if isinstance(agent, str) else "task"
+                return out + a.render(_line([("▸ ", "cyan"), ("spawn_agent ", "bold"),
+                                             (summarize_args(event.name, event.arguments), "")]))
             return out
         if isinstance(event, ev.ToolOutputDelta):
             if event.call_id in self.running:
@@ -245,6 +256,29 @@ class Renderer:
             if event.reason == "error":
                 return out + a.styled(f"✗ error: {event.message or 'the turn failed'}", "red")
             return out
+        return ""
+
+    def handle_child(self, parent_call_id: str, event: ev.Event) -> str:
+        """A sub-agent's event, as one dimmed line indented under the call that started it (labelled with the
+        agent, since children run in parallel); its text stream and turn bookkeeping are left out."""
+        line = self._child_line(event)
+        if not line:
+            return ""
+        label = self.spawned.get(parent_call_id, "agent")
+        return self.ansi.styled(f"  ↳ [{label}] {line}"[: self.ansi.width - 1], "dim")
+
+    def _child_line(self, event: ev.Event) -> str:
+        if isinstance(event, ev.ToolCallStarted):
+            self.child_calls[event.call_id] = summarize_args(event.name, event.arguments)
+            return ""
+        if isinstance(event, ev.ToolCallEnded):
+            detail = self.child_calls.pop(event.call_id, "")
+            return clean(f"{'✓' if event.ok else '✗'} {event.name} {detail}")[: self.ansi.width - 8]
+        if isinstance(event, ev.AgentMessage) and event.text.strip():
+            first = clean(event.text).strip().splitlines()[0]
+            return f"answer: {first}"[: self.ansi.width - 8]
+        if isinstance(event, ev.WarningEvent):
+            return clean(f"! {event.message}")[: self.ansi.width - 8]
         return ""
 
     # -- live area ---------------------------------------------------------------------
