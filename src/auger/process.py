@@ -8,6 +8,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def process_alive(pid: int) -> bool:
@@ -29,10 +30,10 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def owned_temp_dir(kind: str, parent: Path | None = None) -> Path:
+def owned_temp_dir(kind: str, parent: Path | None = None, *, remove: Callable[[str], None] | None = None) -> Path:
     """A new private directory `auger-<kind>-<pid>-XXXX` in the temp dir. A process killed before it
     could remove its own directories leaves them behind, so those of dead processes (of this user and
-    this kind) are removed first."""
+    this kind) are removed first — by `remove` when more than the directory must go."""
     parent = Path(parent or tempfile.gettempdir())
     pattern = re.compile(rf"auger-{re.escape(kind)}-(\d+)-.+")
     try:
@@ -48,5 +49,8 @@ def owned_temp_dir(kind: str, parent: Path | None = None) -> Path:
         except OSError:
             continue
         if mine and not process_alive(int(match.group(1))):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            if remove is not None:
+                remove(entry.path)
+            else:
+                shutil.rmtree(entry.path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"auger-{kind}-{os.getpid()}-", dir=parent))
