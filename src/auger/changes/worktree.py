@@ -89,6 +89,11 @@ class Worktree:
     base_snapshot: str  # the worktree's own snapshot of the checkout: what "changed" is measured from
     data_dir: Path
 
+    @property
+    def persistent(self) -> bool:
+        """Kept past its process (a session's, until applied or discarded)."""
+        return self.path.parent.name.startswith(KEPT_PREFIX)
+
     # -- the agreed, plain interface -------------------------------------------------------
     def diff(self) -> str:
         """The unified diff of everything in the worktree against its base (untracked files included,

@@ -510,6 +510,7 @@ class Session:
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
         await stop_background(self.runtime.state.background)
+        await self._report_worktree()
         if self.changes is not None:
             await self.changes.close()
         await self.runtime.router.close()
@@ -521,6 +522,31 @@ class Session:
         except Exception:  # closing a broken connection must not block shutdown
             log.debug("client close failed", exc_info=True)
         self.emit(ShutdownComplete())
+
+    async def _report_worktree(self) -> None:
+        """A session working in a kept worktree (`--worktree`, changes/worktree.py) says at its end what it
+        changed there against the base, and records it, so the user can apply or discard it."""
+        import dataclasses
+
+        from auger.changes.worktree import WorktreeError, describe, open_worktree
+        from auger.config import home_dirs
+
+        worktree = open_worktree(self.workspace.root, home_dirs()["data"])
+        if worktree is None or not worktree.persistent:  # not one, or a sub-agent's: its parent decides
+            return
+        try:
+            found, text = await worktree.changes_async()
+        except WorktreeError as exc:
+            self.emit(WarningEvent(str(exc)))
+            return
+        if found:
+            files = [it.ChangedFile(**dataclasses.asdict(change)) for change in found]
+            await self.record(CONTEXT_TURN, it.WorktreeChanges(str(worktree.path), str(worktree.project),
+                                                               worktree.base_commit, files, text))
+        short = self.id[:8]
+        self.emit(WarningEvent(describe(worktree, found) + (
+            f"\napply it to {worktree.project} with `auger worktree apply {short}`, "
+            f"or drop it with `auger worktree discard {short}`" if found else "")))
 
     async def wait_closed(self) -> None:
         if self._loop_task is not None:

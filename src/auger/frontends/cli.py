@@ -81,6 +81,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
+    run_opts.add_argument("--worktree", action="store_true", default=None,
+                          help="a new session works in a copy of the project; see `auger worktree`")
     store_opts(run_opts)
 
     p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
@@ -142,9 +144,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_chat.set_defaults(run=_cmd_interactive)
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
+    from auger.frontends.worktree_cli import add_commands as add_worktree_commands
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
+    add_worktree_commands(sub, store_opts)  # `worktree …` (frontends/worktree_cli.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
@@ -188,7 +192,10 @@ def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, res
     if problem:
         raise CliError(f"project directory {root} {problem}")
     from auger.frontends.tui import run_tui
+    from auger.frontends.worktree_cli import session_root
 
+    if resume is None and not pick:
+        root = session_root(config, root, args.worktree)
     return run_tui(config, root, prompt=prompt, resume=resume, pick=pick)  # it reports store errors itself
 
 
@@ -390,6 +397,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
 
+    from auger.frontends.worktree_cli import session_root
+
     store = open_store(config)
     leased: str | None = None
     try:
@@ -422,6 +431,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         finally:
             if temp_cassette is not None:
                 os.unlink(temp_cassette)
+        if resume_id is None:  # made once nothing else can refuse the run, so none is left unused
+            root = session_root(config, root, args.worktree)
         sessions = SessionManager(Workspace.open(root, config), store)
         mode = getattr(args, "mode", None)
         try:
