@@ -179,16 +179,16 @@ def test_apply_never_writes_through_a_symlink_in_the_project(repo: Path, data: P
 
 
 def test_dead_processes_worktrees_are_removed_and_kept_ones_stay(repo: Path, data: Path) -> None:
-    kept = create_worktree(repo, name="session", data_dir=data, persistent=True)
-    assert kept.path.parent.name.startswith(KEPT_PREFIX + "session-")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = data / WORKTREES / f"auger-worktree-{dead.pid}-abc123"
+    stale = data / WORKTREES / f"auger-worktree-{dead.pid}-abc123"  # left by a killed process
     (stale / "project").mkdir(parents=True)
     stale_snapshots = snapshot_dir(data, stale / "project")
     stale_snapshots.mkdir(parents=True)
-    live = create_worktree(repo, name="live", data_dir=data)
+    kept = create_worktree(repo, name="session", data_dir=data, persistent=True)
+    assert kept.path.parent.name.startswith(KEPT_PREFIX + "session-")
     assert not stale.exists() and not stale_snapshots.exists()
+    live = create_worktree(repo, name="live", data_dir=data)
     assert kept.path.exists() and live.path.exists()
     assert {w.path for w in list_worktrees(data)} == {kept.path, live.path}
     assert open_worktree(kept.path, data) == kept
