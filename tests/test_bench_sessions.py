@@ -23,3 +23,46 @@ def test_five_concurrent_sessions_each_run_three_tool_steps(tmp_path: Path, monk
     assert result.sandbox_procs >= 0
     shown = table([result])
     assert shown.splitlines()[1].split()[:3] == ["5", "5", "15"]
+
+
+def test_a_sandbox_works_when_the_process_holds_over_a_thousand_descriptors(tmp_path: Path) -> None:
+    """Hundreds of sessions in one process hold over 1023 descriptors; the supervisor inherits its
+    socket under the same number, and select() cannot watch that (it exited at once: every shell
+    command then failed with "the session sandbox is not running")."""
+    import os
+    import resource
+
+    import pytest
+
+    from auger.config import Config
+    from auger.policy.confinement import confine
+    from auger.tools.base import SessionToolState, ToolContext
+    from auger.tools.shell import SHELL
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is too low to hold 1100 descriptors")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    project = make_project(tmp_path)
+    scratch = tmp_path / "scratch"
+
+    async def run() -> tuple[bool, str]:
+        confinement = await confine(Config(), project, scratch, (), print)
+        if confinement is None:
+            pytest.skip("no sandbox works on this machine")
+        try:
+            ctx = ToolContext(root=project, state=SessionToolState(scratch_dir=scratch), call_id="c", archive=None,
+                              env=dict(os.environ), sandbox=confinement)
+            result = await SHELL.handler({"command": "echo ok"}, ctx)
+            return result.ok, result.output
+        finally:
+            await confinement.close()
+
+    try:
+        ok, output = asyncio.run(run())
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert ok and "ok" in output, output
