@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -65,40 +64,14 @@ class Result:
     wall_s: float
     baseline_mb: float  # our RSS once the engine is imported and the store open, before any session
     peak_mb: float  # our peak RSS while the sessions ran
-    sandbox_procs: int  # peak number of processes beside ours (sandboxes, supervisors)
-    sandbox_mb: float  # their proportional set size (PSS) at that peak
+    sandbox_procs: int  # processes beside ours (sandboxes, supervisors) with all N sessions open
+    sandbox_mb: float  # their proportional set size (PSS) then
     top_allocations: list[str] = field(default_factory=list)
     problems: dict[str, int] = field(default_factory=dict)  # failed calls and warnings, by message
 
     @property
     def per_session_mb(self) -> float:
         return (self.peak_mb - self.baseline_mb) / max(self.sessions, 1)
-
-
-class _Sampler:
-    """Samples our RSS and our descendants' (count, RSS) every few ms until stopped: the peak of our
-    own RSS comes from the kernel (ru_maxrss), the descendants' only from looking."""
-
-    def __init__(self) -> None:
-        self.procs = 0
-        self.procs_mb = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            pids = _descendants(os.getpid())
-            if len(pids) >= self.procs:
-                self.procs = len(pids)
-                self.procs_mb = sum(_pss_mb(p) for p in pids)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -180,10 +153,15 @@ async def run_sessions(n: int, base_url: str, project: Path, *, sandbox: str = "
     opened = asyncio.Barrier(n)  # all N are open before any starts: N really at once
     top: list[str] = []
 
+    beside: list[tuple[int, float]] = []  # (processes, their PSS) with all N open
+
     async def one() -> bool:
         session = await manager.create(client_for(config))
-        if await opened.wait() == 0 and trace:
-            top.extend(_top_allocations())
+        if await opened.wait() == 0:
+            pids = _descendants(os.getpid())
+            beside.append((len(pids), sum(_pss_mb(p) for p in pids)))
+            if trace:
+                top.extend(_top_allocations())
         ended = await run_prompt(session, "read the readme, run echo, grep for hello", on_event=count)
         await session.wait_closed()
         return ended[-1].reason == "complete"
@@ -195,8 +173,7 @@ async def run_sessions(n: int, base_url: str, project: Path, *, sandbox: str = "
     baseline = _rss_mb()
     started = time.perf_counter()
     try:
-        with _Sampler() as sampler:
-            outcomes = await asyncio.gather(*(one() for _ in range(n)))
+        outcomes = await asyncio.gather(*(one() for _ in range(n)))
     finally:
         wall = time.perf_counter() - started
         if trace:
@@ -204,7 +181,7 @@ async def run_sessions(n: int, base_url: str, project: Path, *, sandbox: str = "
 
             tracemalloc.stop()
         await store.aclose()
-    return Result(n, sum(outcomes), calls, wall, baseline, _peak_mb(), sampler.procs, sampler.procs_mb, top,
+    return Result(n, sum(outcomes), calls, wall, baseline, _peak_mb(), *beside[0], top,
                   dict(problems.most_common(10)))
 
 

@@ -217,3 +217,12 @@ def test_remove_copes_with_read_only_directories(repo: Path, data: Path) -> None
     assert not wt.path.parent.exists()
     with pytest.raises(WorktreeError, match="no longer exists"):
         wt.diff()
+
+
+def test_what_the_worktree_cannot_carry_is_said_not_silently_dropped(repo: Path, data: Path) -> None:
+    wt = create_worktree(repo, name="big", data_dir=data)
+    (wt.path / "huge.bin").write_bytes(b"\0" * (11 << 20))  # over the snapshot limit
+    (wt.path / "small.txt").write_text("s\n")
+    report = wt.apply_to(repo)
+    assert report.applied == ["small.txt"] and not (repo / "huge.bin").exists()
+    assert "not applied: skipped huge.bin" in report.message

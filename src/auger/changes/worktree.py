@@ -138,7 +138,7 @@ class Worktree:
             now = await mine.snapshot("worktree apply")
             changed = [c.path for c in await changes(mine, self.base_snapshot, now, renames=False)]
             if not changed:
-                return ApplyReport([], [], "the worktree has no changes")
+                return ApplyReport([], [], _apply_message(root, [], [], [], now.warnings))
             project = SnapshotStore(root, snapshot_dir(self.data_dir, root))
             there = await project.entries(await project.snapshot("before worktree apply"))
             base, wanted = await mine.entries(self.base_snapshot), await mine.entries(now)
@@ -165,7 +165,7 @@ class Worktree:
                         applied.append(path)
         finally:
             handle.close()
-        return ApplyReport(applied, conflicts, _apply_message(root, applied, conflicts, failed), failed)
+        return ApplyReport(applied, conflicts, _apply_message(root, applied, conflicts, failed, now.warnings), failed)
 
     def _meta(self) -> dict[str, Any]:
         return {"project": str(self.project), "base": self.base_commit, "base_snapshot": self.base_snapshot,
@@ -376,13 +376,17 @@ def _put(handle: RootHandle, path: str, new: Entry | None, contents: dict[str, b
     return None
 
 
-def _apply_message(root: Path, applied: list[str], conflicts: list[str], failed: list[str]) -> str:
+def _apply_message(root: Path, applied: list[str], conflicts: list[str], failed: list[str],
+                   left_out: tuple[str, ...]) -> str:
+    """One line; `left_out`: what the worktree's snapshot skipped (too large, a nested repository),
+    so never applied."""
     parts = [f"applied {len(applied)} file(s) to {root}"]
     if conflicts:
         shown = ", ".join(conflicts[:10]) + (" …" if len(conflicts) > 10 else "")
         parts.append(f"{len(conflicts)} conflict(s) left untouched (changed in the project since the base): {shown}")
     if failed:
         parts.append(f"{len(failed)} could not be written: {'; '.join(failed[:5])}")
+    parts.extend(f"not applied: {warning}" for warning in left_out[:5])
     return "; ".join(parts)
 
 
