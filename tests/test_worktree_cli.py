@@ -82,3 +82,14 @@ def test_a_session_without_a_worktree_is_refused(project, server, auger_home):
     refused = auger_cli("worktree", "discard", session, home=auger_home)
     assert refused.returncode == 2 and "did not work in a worktree" in refused.stderr
     assert not [e for e in json_events(result.stdout) if e["type"] == "warning"]
+
+
+def test_worktree_is_refused_for_a_resumed_session_rather_than_ignored(project, server, auger_home):
+    server.add(Reply(text="hi"))
+    first = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", "hello", home=auger_home,
+                      cwd=project)
+    session = json_events(first.stdout)[0]["session_id"]
+    again = auger_cli("resume", "--worktree", "--base-url", server.base_url, "-m", "m", session, "more",
+                      home=auger_home, cwd=project)
+    assert again.returncode == 2 and "--worktree starts a new session" in again.stderr
+    assert not (auger_home / "worktrees").exists()

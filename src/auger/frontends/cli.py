@@ -194,8 +194,7 @@ def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, res
     from auger.frontends.tui import run_tui
     from auger.frontends.worktree_cli import session_root
 
-    if resume is None and not pick:
-        root = session_root(config, root, args.worktree)
+    root = session_root(config, root, args.worktree, new=resume is None and not pick)
     return run_tui(config, root, prompt=prompt, resume=resume, pick=pick)  # it reports store errors itself
 
 
@@ -431,8 +430,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         finally:
             if temp_cassette is not None:
                 os.unlink(temp_cassette)
-        if resume_id is None:  # made once nothing else can refuse the run, so none is left unused
-            root = session_root(config, root, args.worktree)
+        # made once nothing else can refuse the run, so none is left unused
+        root = session_root(config, root, args.worktree, new=resume_id is None)
         sessions = SessionManager(Workspace.open(root, config), store)
         mode = getattr(args, "mode", None)
         try:

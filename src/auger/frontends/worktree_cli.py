@@ -30,9 +30,17 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_list.set_defaults(run=_list)
 
 
-def session_root(config: Any, root: str, wanted: bool | None) -> str:
-    """The root a new session works in: `root`, or a new kept worktree of it when `--worktree` or
-    `worktree = true` asks (said on stderr, with where it is)."""
+def session_root(config: Any, root: str, wanted: bool | None, *, new: bool = True) -> str:
+    """The root a session works in: `root`, or for a `new` one a new kept worktree of it when
+    `--worktree` or `worktree = true` asks (said on stderr, with where it is). A resumed or forked
+    session works where its record says, so `--worktree` is refused for it rather than ignored."""
+    if not new:
+        if wanted:
+            from auger.frontends.cli_support import CliError
+
+            raise CliError("--worktree starts a new session in a worktree; a resumed or forked session works "
+                           "where it was recorded (a session run with --worktree continues in its worktree)")
+        return root
     if not (wanted or config.worktree):
         return root
     from pathlib import Path
