@@ -6,7 +6,9 @@ the process was killed while a child ran."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+import re
 import os
 import signal
 import subprocess
@@ -37,7 +39,8 @@ class Routes:
             self.seen.append((first, body))
             queue = self.routes.get(first)
             assert queue, f"no reply left for the conversation starting {first!r}"
-            return queue.pop(0)
+            step = queue.pop(0)
+        return step(body) if inspect.isfunction(step) else step  # a function answers from the request
 
     def install(self, server, count: int = 40) -> Routes:
         server.add(*[self] * count)
@@ -550,61 +553,39 @@ def test_unknown_agent_and_foreign_ids_are_errors_the_model_reads(project, serve
     assert "no sub-agent '../../etc' of yours" in outputs[1] and "no sub-agent 'zzz'" in outputs[2]
 
 
-def test_worktree_isolation_without_the_worktree_module_is_a_clear_error(project, server):
-    import importlib.util
-
-    if importlib.util.find_spec("auger.changes.worktree") is not None:
-        print("auger.changes.worktree exists here: the end-to-end worktree test below covers it")
-        return
-    routes = Routes({"start": [Reply(tool_calls=[spawn("x", isolation="worktree")]), Reply(text="done")]})
-    routes.install(server)
-    run_parent(project, server, "start")
-    assert tool_messages(routes.bodies("start")[-1])[0] == "Error: worktree isolation is not available"
-
-
-class GitWorktree:
-    """A stand-in for changes/worktree.py's agreed API, over a real `git worktree` (that module is built
-    separately; this test is about the child working in the directory it is given)."""
-
-    def __init__(self, project_root: Path, base: str = "HEAD", *, name: str) -> None:
-        self.path = project_root.parent / f"wt-{name}"
-        subprocess.run(["git", "-C", str(project_root), "worktree", "add", "-q", "--detach", str(self.path), base],
-                       check=True)
-        self.base_commit = subprocess.run(["git", "-C", str(self.path), "rev-parse", "HEAD"], check=True,
-                                          capture_output=True, text=True).stdout.strip()
-
-    def diff(self) -> str:
-        subprocess.run(["git", "-C", str(self.path), "add", "-A"], check=True)
-        return subprocess.run(["git", "-C", str(self.path), "diff", "--cached"], check=True, capture_output=True,
-                              text=True).stdout
-
-
-def test_a_child_works_in_the_directory_its_isolation_gives_it(project, server, monkeypatch):
-    import types
-
+def test_a_child_in_a_worktree_leaves_the_tree_alone_until_its_changes_are_applied(project, server, monkeypatch):
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     (project / "a.txt").write_text("a\n")
+    (project / "c.txt").write_text("c\n")
     for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
         subprocess.run(["git", "-C", str(project), *argv], check=True)
-    module = types.ModuleType("auger.changes.worktree")
-    module.create_worktree = GitWorktree
-    monkeypatch.setitem(sys.modules, "auger.changes.worktree", module)
+    (project / "uncommitted.txt").write_text("seen by the child\n")
+    head = subprocess.run(["git", "-C", str(project), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+
+    def apply(body):  # the parent applies what the child made, after changing c.txt itself meanwhile
+        (project / "c.txt").write_text("changed by the parent\n")
+        agent_id = re.search(r"apply_agent_changes with id (\S+)", tool_messages(body)[0]).group(1)
+        return Reply(tool_calls=[ToolCall("apply_agent_changes", {"id": agent_id})])
+
     routes = Routes({
-        "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), Reply(text="done")],
-        "add b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b\n"})]),
+        "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), apply, Reply(text="done")],
+        "add b": [Reply(tool_calls=[ToolCall("read_file", {"path": "uncommitted.txt"}),
+                                    ToolCall("write_file", {"path": "b.txt", "content": "b\n"}),
+                                    ToolCall("write_file", {"path": "c.txt", "content": "changed by the child\n"})]),
                   Reply(text="added b")],
     }).install(server)
     run_parent(project, server, "start")
-    result = tool_messages(routes.bodies("start")[-1])[0]
+    child_view = tool_messages(routes.bodies("add b")[-1])
+    assert "seen by the child" in child_view[0], "the worktree starts from the tree as it is, not from HEAD"
+    result = tool_messages(routes.bodies("start")[1])[0]
     assert "added b" in result and "+b" in result and "b.txt" in result
-    assert not (project / "b.txt").exists()
-    worktrees = list(project.parent.glob("wt-agent-*"))
-    assert len(worktrees) == 1 and (worktrees[0] / "b.txt").read_text() == "b\n"
-    child_env = [m["content"] for m in routes.bodies("add b")[0]["messages"] if "<environment_context>" in
-                 str(m.get("content"))]
-    assert str(worktrees[0]) in child_env[0]
+    applied = tool_messages(routes.bodies("start")[-1])[-1]
+    assert (project / "b.txt").read_text() == "b\n"
+    assert (project / "c.txt").read_text() == "changed by the parent\n" and "c.txt" in applied, applied
+    assert subprocess.run(["git", "-C", str(project), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout == head
 
 
 def test_a_childs_usage_counts_against_the_session_budget(project, server):

@@ -48,6 +48,7 @@ class Config:
     snapshot_retention_days: float = 30.0  # a session idle this long keeps only its latest turns' snapshots
     snapshot_keep_turns: int = 5  # ...these many changing turns, for undo
     snapshot_gc_interval_hours: float = 24.0  # how often sessions prune snapshots in the background; 0: never
+    worktree: bool = False  # new sessions work in a copy of the project (changes/worktree.py), applied on request
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
     model_reasoning_effort: str | None = None  # Responses API; checked against the model's known efforts

@@ -8,6 +8,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def process_alive(pid: int) -> bool:
@@ -29,11 +30,24 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def owned_temp_dir(kind: str, parent: Path | None = None) -> Path:
+_SWEPT: set[tuple[str, Path]] = set()  # (kind, parent) swept by this process
+
+
+def owned_temp_dir(kind: str, parent: Path | None = None, *, remove: Callable[[str], None] | None = None) -> Path:
     """A new private directory `auger-<kind>-<pid>-XXXX` in the temp dir. A process killed before it
     could remove its own directories leaves them behind, so those of dead processes (of this user and
-    this kind) are removed first."""
+    this kind) are removed first — by `remove` when more than the directory must go. The first call
+    per kind and parent sweeps; later ones (a process running many sessions) do not read the whole
+    temp dir again: what dies meanwhile is swept by the next process."""
     parent = Path(parent or tempfile.gettempdir())
+    if (kind, parent) not in _SWEPT:  # once per process: each sweep reads the whole (shared) temp dir
+        _SWEPT.add((kind, parent))
+        _sweep(kind, parent, remove)
+    return Path(tempfile.mkdtemp(prefix=f"auger-{kind}-{os.getpid()}-", dir=parent))
+
+
+def _sweep(kind: str, parent: Path, remove: Callable[[str], None] | None) -> None:
+    """Remove the directories of `kind` in `parent` that belong to dead processes of this user."""
     pattern = re.compile(rf"auger-{re.escape(kind)}-(\d+)-.+")
     try:
         entries = list(os.scandir(parent))
@@ -48,5 +62,7 @@ def owned_temp_dir(kind: str, parent: Path | None = None) -> Path:
         except OSError:
             continue
         if mine and not process_alive(int(match.group(1))):
-            shutil.rmtree(entry.path, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"auger-{kind}-{os.getpid()}-", dir=parent))
+            if remove is not None:
+                remove(entry.path)
+            else:
+                shutil.rmtree(entry.path, ignore_errors=True)

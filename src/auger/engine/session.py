@@ -568,6 +568,7 @@ class Session:
         if self.agents is not None:
             await self.agents.cancel_all("the session ended")
         await stop_background(self.runtime.state.background)
+        await self._report_worktree()
         if self.changes is not None:
             await self.changes.close()
             from auger.config import home_dirs
@@ -594,6 +595,30 @@ class Session:
         self.runtime.after_mutation.append(self.agents.bump)
         if resumed:
             await self.agents.report_interrupted(self.record)
+    async def _report_worktree(self) -> None:
+        """A session working in a kept worktree (`--worktree`, changes/worktree.py) says at its end what it
+        changed there against the base, and records it, so the user can apply or discard it."""
+        import dataclasses
+
+        from auger.changes.worktree import WorktreeError, describe, open_worktree
+        from auger.config import home_dirs
+
+        worktree = open_worktree(self.workspace.root, home_dirs()["data"])
+        if worktree is None or not worktree.persistent:  # not one, or a sub-agent's: its parent decides
+            return
+        try:
+            found, text = await worktree.changes_async()
+        except WorktreeError as exc:
+            self.emit(WarningEvent(str(exc)))
+            return
+        if found:
+            files = [it.ChangedFile(**dataclasses.asdict(change)) for change in found]
+            await self.record(CONTEXT_TURN, it.WorktreeChanges(str(worktree.path), str(worktree.project),
+                                                               worktree.base_commit, files, text))
+        short = self.id[:8]
+        self.emit(WarningEvent(describe(worktree, found) + (
+            f"\napply it to {worktree.project} with `auger worktree apply {short}`, "
+            f"or drop it with `auger worktree discard {short}`" if found else "")))
 
     async def wait_closed(self) -> None:
         if self._loop_task is not None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import logging
 import time
 import uuid
@@ -113,6 +112,7 @@ class AgentRun:
     delivered: bool = False
     started: float = field(default_factory=time.monotonic)
     cancel_reason: str = ""  # set when it is cancelled: what its turn records as the reason
+    tree: Any = None  # the worktree it works in (isolation "worktree"): kept until applied or the session ends
 
     @property
     def done(self) -> bool:
@@ -231,6 +231,7 @@ class Control:
         tree = await _worktree(ctx.root) if isolated else None
         self._turn = (ctx.turn_id, started + 1)
         run = await self._create(agent, prompt, ctx, parent_ctx, bool(args.get("background")))
+        run.tree = tree
         root = Path(tree.path) if tree is not None else ctx.root
         run.task = asyncio.create_task(self._run(run, parent_ctx, ctx.turn_id, root, key, tree),
                                        name=f"agent-{run.id}")
@@ -271,6 +272,26 @@ class Control:
         run.delivered = True
         return ToolResult(f"Agent {run.agent.name} ({run.id}) cancelled; its commands were stopped.")
 
+    async def apply(self, agent_id: str, root: Path) -> ToolResult:
+        """Apply what a finished child changed in its worktree to `root`, file by file: a file changed in
+        `root` since the worktree's base is a conflict, left as it is. The worktree goes once all applied."""
+        from auger.changes.worktree import WorktreeError
+
+        run = self._own(agent_id)
+        if run.tree is None:
+            raise ToolError(f"agent {run.id} did not work in a worktree (or its changes were already applied)")
+        if not run.done:
+            raise ToolError(f"agent {run.id} is still {run.status}; wait for it first")
+        try:
+            report = await run.tree.apply_async(root)
+        except WorktreeError as exc:
+            raise ToolError(str(exc)) from None
+        if not report.conflicts and not report.failed:
+            await asyncio.to_thread(run.tree.remove)
+            run.tree = None
+        return ToolResult(report.message, ok=not report.conflicts and not report.failed,
+                          metadata={"applied": report.applied, "conflicts": report.conflicts})
+
     def list(self) -> ToolResult:
         if not self.children:
             return ToolResult("You have started no sub-agents.")
@@ -294,6 +315,10 @@ class Control:
 
     async def close(self, reason: str) -> None:
         await _cancel(self.children.values(), reason)
+        for run in self.children.values():  # worktrees nobody applied: the session that could is ending
+            if run.tree is not None:
+                tree, run.tree = run.tree, None
+                await asyncio.to_thread(tree.remove)
 
     # -- one child ------------------------------------------------------------------
     def _own(self, agent_id: object) -> AgentRun:
@@ -336,7 +361,9 @@ class Control:
             if tree is not None:
                 diff = await asyncio.to_thread(tree.diff)
                 run.answer += (f"\n\n(The agent worked in the git worktree {tree.path}, from commit "
-                               f"{tree.base_commit}. Its changes:)\n{diff or '(none)'}")
+                               f"{tree.base_commit}. Its changes" + (
+                                   f", which apply_agent_changes with id {run.id} applies to your tree (they are "
+                                   "discarded when the session ends):)\n" if diff else ":)\n") + (diff or "(none)"))
             if reason == "complete":
                 run.status = "completed"
                 if generation == pool.generation and tree is None:
@@ -576,14 +603,13 @@ def _client_for(agent: AgentDef, config: Config) -> ModelClient:
 
 
 async def _worktree(root: Path) -> Any:
-    """A git worktree for the child to work in (changes/worktree.py), made off the event loop (git runs)."""
+    """A worktree for the child to work in (changes/worktree.py), made from a snapshot of the caller's tree
+    as it is now (what this turn already changed included; a project that is not a git repository too)."""
+    from auger.changes.worktree import WorktreeError, create_worktree_async
+
     try:
-        module = importlib.import_module("auger.changes.worktree")
-    except ImportError:
-        raise ToolError("worktree isolation is not available") from None
-    try:
-        return await asyncio.to_thread(module.create_worktree, root, name=f"agent-{uuid.uuid4().hex[:8]}")
-    except Exception as exc:  # a repository that cannot have a worktree: the model can go without one
+        return await create_worktree_async(root, base="snapshot", name=f"agent-{uuid.uuid4().hex[:8]}")
+    except (WorktreeError, OSError) as exc:  # a tree that cannot have a worktree: the model can go without one
         raise ToolError(f"cannot create a worktree: {exc}") from None
 
 

@@ -81,6 +81,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
+    run_opts.add_argument("--worktree", action="store_true", default=None,
+                          help="a new session works in a copy of the project; see `auger worktree`")
     store_opts(run_opts)
 
     p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
@@ -145,11 +147,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
     from auger.frontends.review_cli import add_commands as add_review_commands
+    from auger.frontends.worktree_cli import add_commands as add_worktree_commands
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
     changes.update(add_review_commands(sub, store_opts))  # `review` (frontends/review_cli.py)
     agents = add_agent_commands(sub, store_opts)  # `agents` (frontends/agents_cli.py)
+    add_worktree_commands(sub, store_opts)  # `worktree …` (frontends/worktree_cli.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 
@@ -193,7 +197,9 @@ def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, res
     if problem:
         raise CliError(f"project directory {root} {problem}")
     from auger.frontends.tui import run_tui
+    from auger.frontends.worktree_cli import session_root
 
+    root = session_root(config, root, args.worktree, new=resume is None and not pick)
     return run_tui(config, root, prompt=prompt, resume=resume, pick=pick)  # it reports store errors itself
 
 
@@ -400,6 +406,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
 
+    from auger.frontends.worktree_cli import session_root
+
     store = open_store(config)
     leased: str | None = None
     try:
@@ -432,6 +440,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         finally:
             if temp_cassette is not None:
                 os.unlink(temp_cassette)
+        # made once nothing else can refuse the run, so none is left unused
+        root = session_root(config, root, args.worktree, new=resume_id is None)
         sessions = SessionManager(Workspace.open(root, config), store)
         mode = getattr(args, "mode", None)
         try:

@@ -304,6 +304,11 @@ class BwrapSandbox:
         for home in _homes(env):  # a home under /tmp or /run stays readable (its secrets hidden below)
             if home.parts[:2] in _FRESH and home.is_dir():
                 args += ["--ro-bind", str(home), str(home)]
+        # A read-only dir holding a writable one (a session's worktree inside auger's data dir) goes
+        # first, so the writable dir stays writable, as Landlock's additive rules have it too.
+        outer = [p for p in plan.read_only if any(is_inside(p, w) and w != p for w in plan.writable)]
+        for path in outer:
+            args += ["--ro-bind", str(path), str(path)]
         for path in plan.writable:
             args += ["--bind", str(path), str(path)]
         git = _real(policy.root) / ".git"
@@ -311,7 +316,8 @@ class BwrapSandbox:
             # A mount point cannot be renamed, removed or replaced (EBUSY).
             args += ["--bind", str(git), str(git)]
         for path in plan.read_only:
-            args += ["--ro-bind", str(path), str(path)]
+            if path not in outer:
+                args += ["--ro-bind", str(path), str(path)]
         for path in plan.hidden:
             if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *_homes(env)]):
                 continue  # already a fresh, empty tmpfs here

@@ -268,9 +268,14 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda *_: None)  # the end comes as EOF on the socket
+        # poll, not select: the socket keeps the descriptor number it had in auger, which is over
+        # select's limit of 1023 once auger runs a few hundred sessions
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
         while True:
             try:
-                ready, _, _ = select.select([self.sock, wake_r], [], [])
+                ready = {fd for fd, _ in poller.poll()}
             except InterruptedError:
                 continue
             if wake_r in ready:
@@ -279,7 +284,7 @@ class Supervisor:
                 except BlockingIOError:
                     pass
                 self.reap()
-            if self.sock in ready:
+            if self.sock.fileno() in ready:
                 try:
                     data, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 3)
                 except OSError:

@@ -140,5 +140,18 @@ class CreatedFile(Item):
     sha256: str  # "" once the file is gone: the session forgets it
 
 
+@tag("worktree_changes")
+class WorktreeChanges(Item):
+    """What a session working in a worktree (changes/worktree.py) changed there against its base,
+    recorded at the session's end; `auger worktree apply` writes it into `project`. Never shown to the
+    model."""
+
+    path: str  # the worktree (the session's root)
+    project: str
+    base: str  # the commit it started from
+    files: list[ChangedFile]
+    diff: str
+
+
 # Items that record the project's state for diff, undo and the file tracker; not conversation.
-RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile)
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges)

@@ -1,23 +1,26 @@
-"""The sub-agent tools: spawn_agent, wait_agent, cancel_agent, list_agents.
+"""The sub-agent tools: spawn_agent, wait_agent, cancel_agent, list_agents, apply_agent_changes.
 
 Only the specs live here; what they do is the engine's (engine/subagents.py), reached through the
 `AgentControl` each caller (the session, or a sub-agent that may itself delegate) is given. The
 toolset is built per caller because the handlers must know whose children they start and see.
 
-All four are read-only and parallel-safe as calls: a spawn itself changes nothing, and each of the
-child's own calls passes the tool runtime (policy, approvals, hooks) like any other. Being
+The first four are read-only and parallel-safe as calls: a spawn itself changes nothing, and each of
+the child's own calls passes the tool runtime (policy, approvals, hooks) like any other. Being
 parallel-safe is what lets several foreground spawns in one reply run at the same time.
+`apply_agent_changes` writes a worktree child's changes into the caller's tree: a local change, so
+policy asks for it where it asks for writes, and the turn's snapshot covers it for undo.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
-from auger.tools.base import READ_ONLY, ToolContext, ToolResult, ToolSpec
+from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolContext, ToolResult, ToolSpec
 from auger.tools.toolset import StaticToolset
 
-SPAWN, WAIT, CANCEL, LIST = "spawn_agent", "wait_agent", "cancel_agent", "list_agents"
-NAMES = frozenset({SPAWN, WAIT, CANCEL, LIST})
+SPAWN, WAIT, CANCEL, LIST, APPLY = "spawn_agent", "wait_agent", "cancel_agent", "list_agents", "apply_agent_changes"
+NAMES = frozenset({SPAWN, WAIT, CANCEL, LIST, APPLY})
 WAIT_DEFAULT_S, WAIT_MAX_S = 30, 300
 
 
@@ -31,6 +34,8 @@ class AgentControl(Protocol):
     async def cancel(self, agent_id: str) -> ToolResult: ...
 
     def list(self) -> ToolResult: ...
+
+    async def apply(self, agent_id: str, root: Path) -> ToolResult: ...
 
 
 def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
@@ -48,6 +53,9 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
 
     async def list_(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return control.list()
+
+    async def apply(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await control.apply(args["id"], ctx.root)
 
     return StaticToolset([
         ToolSpec(SPAWN, "Start a sub-agent with its own context on a self-contained task and return its final "
@@ -76,4 +84,9 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
                  cancel, READ_ONLY, parallel_safe=True),
         ToolSpec(LIST, "List the sub-agents you started, with their status.",
                  {"type": "object", "properties": {}}, list_, READ_ONLY, parallel_safe=True),
+        ToolSpec(APPLY, "Apply the changes a finished sub-agent made in its worktree (isolation: worktree) to "
+                        "your working tree. A file you changed since the worktree was made is reported as a "
+                        "conflict and left as it is; the others are written.",
+                 {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+                 apply, LOCAL_MUTATION),
     ])
