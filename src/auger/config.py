@@ -42,6 +42,7 @@ class Config:
     snapshots: bool = True  # snapshot the tree before each turn's first change: per-turn diffs and undo
     snapshot_max_file_bytes: int = 10 << 20  # larger files are left out of snapshots (an undo never touches them)
     snapshot_max_dir_files: int = 5000  # a directory with more new files than this (a generated tree) too
+    pending: bool = False  # queue file changes for review (`auger pending`) instead of writing them
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
     model_reasoning_effort: str | None = None  # Responses API; checked against the model's known efforts

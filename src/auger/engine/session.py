@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
@@ -31,7 +31,7 @@ from auger.engine.stream import EventStream
 from auger.engine.own_files import OwnFiles
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
-from auger.engine.tool_runtime import Policy, ToolRuntime
+from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
 from auger.engine.turn_context import TurnContext
@@ -40,25 +40,31 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
+    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, PendingChanged, RolledBack,
     SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, SetMode, SetModel,
-    Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind, Redo,
+    RemoveMcpServer, Rollback, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
-from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
+from auger.protocol.vocab import ApprovalOption, Effect, Mode, TurnEndReason
+from auger.policy.types import Classification
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
 
+if TYPE_CHECKING:
+    from auger.changes.pending import PendingChanges
+
 log = logging.getLogger("auger.session")
 
 CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
+APPLY_TURN = "pending-apply"  # the prefix of the turn id an apply of pending changes is snapshotted and diffed under
+PENDING_NOTE = "pending"  # the ContextMessage kind that tells the model about pending mode
 
 # The submission being handled: set by the session loop per op, inherited by the tasks it starts.
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
@@ -97,11 +103,13 @@ class Session:
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
+        self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
                    history: History, interactive: bool = False, resumed: bool = False,
-                   ledger: UsageLedger | None = None, plan: list[dict] | None = None) -> Session:
+                   ledger: UsageLedger | None = None, plan: list[dict] | None = None,
+                   pending: bool = False) -> Session:
         """Set up the session's policy (sandbox + egress proxy, exec-policy rules, command environment),
         learn its model's window, record the context the model is told, and start serving ops."""
         from auger.config import home_dirs
@@ -115,7 +123,9 @@ class Session:
         probe = asyncio.create_task(_probe_window(client, config))  # a round trip: overlap it with the sandbox
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
-        confinement = await confine(config, workspace.root, state.scratch_dir, protected, warnings.append,
+        queue = await _open_pending(store, meta.id, workspace.root, pending or config.pending)
+        tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
+        confinement = await confine(config, tools_root, state.scratch_dir, protected, warnings.append,
                                     mode=lambda: meta.mode)
         if confinement is not None:
             state.scratch_dir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +135,8 @@ class Session:
         warnings.extend(problems)
         env = command_env(os.environ, include=config.shell_env_include, exclude=config.shell_env_exclude,
                           set_values=config.shell_env_set)
+        if queue is not None:  # git must not find a repository above the copy (it has none of its own)
+            env["GIT_CEILING_DIRECTORIES"] = str(queue.tree.parent)
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
                         approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
         from auger.context.instructions import model_family
@@ -132,7 +144,7 @@ class Session:
 
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         mcp = await _start_mcp_servers(config, router, workspace.root, confinement, warnings)
-        runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
+        runtime = ToolRuntime(router, policy, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
@@ -141,16 +153,22 @@ class Session:
         mcp.warn = lambda message: session.emit(WarningEvent(message))
         if interactive:
             mcp.elicit = session._elicit
-        own = OwnFiles(workspace.root, state, session.record, history.items)
+        own = OwnFiles(tools_root, state, session.record, history.items)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
         snapshots = snapshot_store(config, workspace.root, dirs["data"])
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
-            runtime.before_mutation.append(session.changes.before_mutation)
+            if queue is None:  # in pending mode only an apply changes the project
+                runtime.before_mutation.append(session.changes.before_mutation)
             session.changes.start()
+        if queue is not None:
+            session.pending = queue
+            runtime.after_mutation.append(session._capture_pending)
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
+        if queue is not None:
+            await session._tell_pending_mode()
         await session._start(resumed=resumed)
         return session
 
@@ -373,6 +391,8 @@ class Session:
                 self.emit(WarningEvent(problem))
         elif isinstance(op, (Undo, Redo)):
             await self._undo(op)
+        elif isinstance(op, (PendingApply, PendingDiscard, PendingRewind)):
+            await self._pending_op(op)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -436,6 +456,72 @@ class Session:
             return
         await self.record(UNDO_TURN, note)
         self.emit(event)
+
+    # -- pending mode -----------------------------------------------------------------
+    async def _tell_pending_mode(self) -> None:
+        """Tell the model, once per copy, that its changes are queued and where its commands run."""
+        assert self.pending is not None
+        tree = str(self.pending.tree)
+        told = [i for i in self.history.items if isinstance(i, it.ContextMessage) and i.kind == PENDING_NOTE]
+        if told and (told[-1].data or {}).get("tree") == tree:
+            return
+        text = (f"Pending-changes mode: your file changes are queued for the user to review and apply; the project "
+                f"itself is not changed until then. File tools see your queued changes. Shell commands run in a copy "
+                f"of the project with your changes made, at {tree} (their working directory): use relative paths. "
+                "What a command changes there is queued too, except files the project ignores (build output, "
+                "caches), which stay in the copy. The project at its real path is read-only to commands.")
+        await self.record(CONTEXT_TURN, it.ContextMessage(text, PENDING_NOTE, {"tree": tree}))
+
+    async def _capture_pending(self, call: PlannedCall) -> None:
+        """After a call that may change files: queue what it changed in the copy."""
+        assert self.pending is not None
+        queued, notes = await self.pending.capture(call.tool, call.call_id, call.args)
+        for note in notes:
+            self.emit(WarningEvent(f"pending: {note}", call.turn_id))
+        if queued:
+            self.emit(PendingChanged(len(self.pending.paths), queued, "queued"))
+
+    async def _pending_op(self, op: PendingApply | PendingDiscard | PendingRewind) -> None:
+        """Apply, discard or rewind queued changes; the model is told what changed in its view."""
+        from auger.changes import pending as queue
+
+        verb = op.TYPE.removeprefix("pending_")
+        if self.pending is None:
+            self.emit(WarningEvent(f"pending {verb} refused: this session is not in pending mode"))
+            return
+        if self.turn_running:
+            self.emit(WarningEvent(f"pending {verb} refused: a turn is running; interrupt it or wait for it to end"))
+            return
+        if isinstance(op, PendingApply):
+            turn_id = f"{APPLY_TURN}-{uuid.uuid4().hex[:12]}"
+            report = await queue.apply(self.store, self.id, self.workspace.root, op.paths or None,
+                                       before_write=lambda: self._snapshot_before_apply(turn_id))
+            if self.changes is not None:
+                await self.changes.end_turn(turn_id)  # the apply is undoable like a turn's changes
+            for line in [*report.conflicts, *(f"{u}: nothing is pending there" for u in report.unknown)]:
+                self.emit(WarningEvent(f"pending apply refused {line}"))
+            await self.pending.reload()
+            changed, action = report.applied, queue.APPLIED
+            note = f"The user applied your queued changes to: {', '.join(changed)}. They are in the project now."
+        else:
+            if isinstance(op, PendingDiscard):
+                changed, unknown = await queue.discard(self.store, self.id, op.paths or None)
+                for name in unknown:
+                    self.emit(WarningEvent(f"pending discard: nothing is pending for {name}"))
+                action = queue.DISCARDED
+            else:
+                changed, action = await queue.rewind(self.store, self.id, op.seq), queue.REWOUND
+            await self.pending.refresh(changed)
+            note = (f"The user {action} your queued changes to: {', '.join(changed)}. Those files are back to "
+                    "their earlier content; read a file again before editing it.")
+        if changed:
+            await self.record(CONTEXT_TURN, it.ContextMessage(note, PENDING_NOTE))
+        self.emit(PendingChanged(len(self.pending.paths), changed, action))
+
+    async def _snapshot_before_apply(self, turn_id: str) -> None:
+        if self.changes is not None:
+            await self.changes.before_mutation(PlannedCall(turn_id, "", "pending_apply", {},
+                                                           Classification(Effect.LOCAL_MUTATION, "pending changes")))
 
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
@@ -512,6 +598,8 @@ class Session:
         await stop_background(self.runtime.state.background)
         if self.changes is not None:
             await self.changes.close()
+        if self.pending is not None:
+            await self.pending.close()
         await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
@@ -564,6 +652,16 @@ async def _start_mcp_servers(config, router: ToolRouter, root: Path, confinement
     mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
     await mcp.start(servers)
     return mcp
+
+
+async def _open_pending(store: Store, session_id: str, root: Path, wanted: bool) -> PendingChanges | None:
+    """Pending mode's queue and copy when asked for, or when the session already has changes queued (a
+    resumed pending session stays one, so its queue stays in view)."""
+    if not wanted and not await store.load_pending(session_id):
+        return None
+    from auger.changes.pending import PendingChanges
+
+    return await PendingChanges.open(store, session_id, root)
 
 
 async def _probe_window(client: ModelClient, config) -> int | None:

@@ -1,0 +1,123 @@
+"""Pending-changes mode through the real session: the model's file tools and shell commands work on a
+copy of the project with its queued changes made, the real tree stays byte-for-byte unchanged until
+an apply, and apply / discard / rewind act on the queue in the store (a conflict refuses only its file)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from auger.protocol import events as ev
+from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo
+from auger.store.sqlite import SqliteStore
+from tests.support.harness import open_session, run_session
+from tests.support.mock_openai import Reply, ToolCall
+
+
+def tree_state(root: Path) -> dict[str, tuple[str, int]]:
+    """Every file and link outside .git: (sha256 of its bytes or link target, its full mode)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            data = os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else Path(path).read_bytes()
+            out[os.path.relpath(path, root)] = (hashlib.sha256(data).hexdigest(), st.st_mode)
+    return out
+
+
+def make_project(root: Path) -> None:
+    (root / "src").mkdir()
+    (root / "src/app.py").write_text("def answer():\n    return 41\n")
+    (root / "tests").mkdir()
+    (root / "tests/test_app.py").write_text(
+        "import sys\nsys.path.insert(0, 'src')\nfrom app import answer\n\n\ndef test_answer():\n"
+        "    assert answer() == 42\n")
+    (root / "README.md").write_text("hello\n")
+    (root / "old.txt").write_text("to be removed\n")
+    (root / ".gitignore").write_text("build/\n")
+
+
+def pending_outputs(server) -> list[str]:
+    return [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "tool"]
+
+
+def load_pending(db: Path, session_id: str):
+    async def main():
+        store = SqliteStore(db)
+        try:
+            return await store.load_pending(session_id)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(main())
+
+
+def editing_turn(server) -> None:
+    server.add(
+        Reply(tool_calls=[ToolCall("edit_file", {"path": "src/app.py", "old_string": "41", "new_string": "42"}),
+                          ToolCall("write_file", {"path": "src/new.py", "content": "NEW = 1\n"})]),
+        Reply(tool_calls=[ToolCall("shell", {"command": "rm old.txt && echo made > by_shell.txt && "
+                                             "mkdir -p build && echo artefact > build/out.txt"})]),
+        Reply(tool_calls=[ToolCall("shell", {"command": "cat src/app.py; grep -c NEW src/new.py; ls"}),
+                          ToolCall("read_file", {"path": "src/app.py"}),
+                          ToolCall("grep", {"pattern": "NEW"})]),
+        Reply(tool_calls=[ToolCall("shell", {"command": "python -m pytest -q -p no:cacheprovider tests"})]),
+        Reply(text="done"))
+
+
+def test_tools_and_commands_see_the_pending_view_while_the_real_tree_is_untouched(project, server):
+    make_project(project)
+    before = tree_state(project)
+    editing_turn(server)
+    run = run_session(project, server, "fix it", overrides=("pending=true",))
+    assert run.ended.reason == "complete"
+    assert tree_state(project) == before  # every file's bytes and mode, as before the session
+    outputs = pending_outputs(server)
+    cat = next(o for o in outputs if "return 42" in o and o.startswith("Exit code: 0"))
+    assert "by_shell.txt" in cat and "old.txt" not in cat  # the copy holds the shell's changes too
+    assert any("return 42" in o and "Exit code" not in o for o in outputs)  # read_file
+    assert any("src/new.py" in o and "Exit code" not in o for o in outputs)  # grep
+    pytest_out = outputs[-1]
+    assert pytest_out.startswith("Exit code: 0") and "1 passed" in pytest_out, pytest_out
+
+    queued = {e.path: e for e in load_pending(project.parent / "sessions.db", run.session_id)}
+    # build/ is ignored by the project, __pycache__ is a cache: both stay in the copy
+    assert set(queued) == {"src/app.py", "src/new.py", "old.txt", "by_shell.txt"}
+    assert queued["old.txt"].content is None
+    assert queued["src/app.py"].content == b"def answer():\n    return 42\n"
+    assert queued["src/app.py"].before_hash == hashlib.sha256(b"def answer():\n    return 41\n").hexdigest()
+    assert queued["src/new.py"].before_hash == "absent" and queued["src/new.py"].tool == "write_file"
+    assert queued["by_shell.txt"].tool == "shell" and queued["by_shell.txt"].agent == "main"
+    changed = run.of(ev.PendingChanged)
+    assert changed and changed[-1].count == 4
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "landlock"])
+def test_the_sandbox_confines_commands_to_the_copy(project, server, sandbox):
+    from auger.policy.sandbox import detect
+
+    found, why = detect(sandbox)
+    assert found is not None, f"this test needs {sandbox}: {why}"
+    make_project(project)
+    before = tree_state(project)
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"echo pwned > {project}/README.md; "
+                                                               f"echo pwned > {project}/escaped.txt; "
+                                                               "echo copy > README.md; pwd"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "try", overrides=("pending=true", f"sandbox={sandbox}"))
+    assert run.of(ev.SessionConfigured)[0].sandbox == sandbox
+    out = pending_outputs(server)[0]
+    # bwrap hides the host's /tmp (where the test project lives) behind a fresh one; Landlock refuses
+    blocked = ("Read-only file system", "Permission denied", "No such file or directory")
+    assert sum(out.count(b) for b in blocked) == 2, out
+    assert str(project) not in out.splitlines()[-1]  # the command ran in the copy
+    assert tree_state(project) == before
+    queued = load_pending(project.parent / "sessions.db", run.session_id)
+    assert [(e.path, e.content) for e in queued] == [("README.md", b"copy\n")]
