@@ -121,3 +121,93 @@ def test_the_sandbox_confines_commands_to_the_copy(project, server, sandbox):
     assert tree_state(project) == before
     queued = load_pending(project.parent / "sessions.db", run.session_id)
     assert [(e.path, e.content) for e in queued] == [("README.md", b"copy\n")]
+
+
+async def _ops(project: Path, server, session_id: str, *ops) -> list[ev.Event]:
+    """Resume the session, submit each op, collect events until each is answered (pending_changed), shut down."""
+    session, store = await open_session(project, server, project.parent / "sessions.db", resume=session_id)
+    events: list[ev.Event] = []
+    try:
+        stream = session.events()
+        for operation in ops:
+            session.submit(operation)
+            async for event in stream:
+                events.append(event)
+                if isinstance(event, (ev.PendingChanged, ev.TurnUndone)) or (
+                        isinstance(event, ev.WarningEvent) and "refused:" in event.message):
+                    break
+        session.submit(Shutdown())
+        await session.wait_closed()
+    finally:
+        await store.aclose()
+    return events
+
+
+def ops(project: Path, server, session_id: str, *operations) -> list[ev.Event]:
+    return asyncio.run(asyncio.wait_for(_ops(project, server, session_id, *operations), 60))
+
+
+def queue_three(project: Path, server) -> str:
+    """A pending session that changed a.txt, b.txt (a second time: two entries) and created c/new.txt."""
+    for name in ("a.txt", "b.txt"):
+        (project / name).write_text(f"{name} old\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a new\n"}),
+                                 ToolCall("write_file", {"path": "b.txt", "content": "b new\n"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "echo more >> b.txt && mkdir c && echo hi > c/new.txt"
+                                                               " && chmod +x c/new.txt"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "change", overrides=("pending=true",))
+    assert run.ended.reason == "complete"
+    return run.session_id
+
+
+def test_apply_refuses_a_file_edited_on_disk_and_applies_the_others(project, server):
+    session_id = queue_three(project, server)
+    assert (project / "a.txt").read_text() == "a.txt old\n" and not (project / "c").exists()
+    (project / "a.txt").write_text("edited by the user\n")  # after the proposal
+    events = ops(project, server, session_id, PendingApply(["a.txt", "b.txt", "c", "nothing.txt"]))
+    refused = [e.message for e in events if isinstance(e, ev.WarningEvent)]
+    assert any("a.txt: changed on disk since the change was proposed" in m for m in refused), refused
+    assert any("nothing.txt: nothing is pending" in m for m in refused), refused
+    assert (project / "a.txt").read_text() == "edited by the user\n"  # nothing of it written
+    assert (project / "b.txt").read_text() == "b new\nmore\n"
+    assert (project / "c/new.txt").read_text() == "hi\n" and os.stat(project / "c/new.txt").st_mode & 0o100
+    applied = [e for e in events if isinstance(e, ev.PendingChanged)][-1]
+    assert applied.action == "applied" and sorted(applied.paths) == ["b.txt", "c/new.txt"] and applied.count == 1
+    assert [e.path for e in load_pending(project.parent / "sessions.db", session_id)] == ["a.txt"]
+    diff = [e for e in events if isinstance(e, ev.TurnDiff)]  # an apply is a change like a turn's: undoable
+    assert diff and {f.path for f in diff[0].files} == {"b.txt", "c/new.txt"}
+
+    undone = ops(project, server, session_id, Undo())
+    assert any(isinstance(e, ev.TurnUndone) for e in undone), undone
+    assert (project / "b.txt").read_text() == "b.txt old\n" and not (project / "c/new.txt").exists()
+    assert (project / "a.txt").read_text() == "edited by the user\n"
+
+
+def test_partial_apply_then_discard_leaves_the_tree_as_it_was(project, server):
+    session_id = queue_three(project, server)
+    before = tree_state(project)
+    events = ops(project, server, session_id, PendingApply(["b.txt"]), PendingDiscard(["a.txt"]))
+    assert (project / "b.txt").read_text() == "b new\nmore\n"
+    assert tree_state(project) == {**before, "b.txt": tree_state(project)["b.txt"]}
+    changed = [e for e in events if isinstance(e, ev.PendingChanged)]
+    assert [(e.action, e.paths, e.count) for e in changed] == [("applied", ["b.txt"], 2), ("discarded", ["a.txt"], 1)]
+    assert [e.path for e in load_pending(project.parent / "sessions.db", session_id)] == ["c/new.txt"]
+
+
+def test_rewind_drops_later_entries_and_the_view_follows(project, server):
+    session_id = queue_three(project, server)
+    db = project.parent / "sessions.db"
+    entries = load_pending(db, session_id)
+    first_b = next(e.seq for e in entries if e.path == "b.txt")
+    ops(project, server, session_id, PendingRewind(first_b))
+    left = load_pending(db, session_id)
+    assert [(e.path, e.content) for e in left] == [("a.txt", b"a new\n"), ("b.txt", b"b new\n")]
+    # the model's view follows the queue: a command in the next turn sees b.txt without "more", no c/
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "cat b.txt; ls"})]), Reply(text="ok"))
+    run_session(project, server, "look", resume=session_id)
+    out = pending_outputs(server)[-1]
+    assert "b new" in out and "more" not in out and "c\n" not in out.split("--- stdout ---")[-1], out
+    ops(project, server, session_id, PendingApply())
+    assert (project / "a.txt").read_text() == "a new\n" and (project / "b.txt").read_text() == "b new\n"
+    assert not (project / "c").exists() and load_pending(db, session_id) == []
