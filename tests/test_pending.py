@@ -59,14 +59,15 @@ def load_pending(db: Path, session_id: str):
     return asyncio.run(main())
 
 
-def editing_turn(server) -> None:
+def editing_turn(server, project: Path) -> None:
     server.add(
         Reply(tool_calls=[ToolCall("edit_file", {"path": "src/app.py", "old_string": "41", "new_string": "42"}),
+                          ToolCall("read_file", {"path": str(project / "README.md")}),
                           ToolCall("write_file", {"path": "src/new.py", "content": "NEW = 1\n"})]),
         Reply(tool_calls=[ToolCall("shell", {"command": "rm old.txt && echo made > by_shell.txt && "
                                              "mkdir -p build && echo artefact > build/out.txt"})]),
         Reply(tool_calls=[ToolCall("shell", {"command": "cat src/app.py; grep -c NEW src/new.py; ls"}),
-                          ToolCall("read_file", {"path": "src/app.py"}),
+                          ToolCall("read_file", {"path": str(project / "src/app.py")}),
                           ToolCall("grep", {"pattern": "NEW"})]),
         Reply(tool_calls=[ToolCall("shell", {"command": "python -m pytest -q -p no:cacheprovider tests"})]),
         Reply(text="done"))
@@ -75,14 +76,15 @@ def editing_turn(server) -> None:
 def test_tools_and_commands_see_the_pending_view_while_the_real_tree_is_untouched(project, server):
     make_project(project)
     before = tree_state(project)
-    editing_turn(server)
+    editing_turn(server, project)
     run = run_session(project, server, "fix it", overrides=("pending=true",))
     assert run.ended.reason == "complete"
     assert tree_state(project) == before  # every file's bytes and mode, as before the session
     outputs = pending_outputs(server)
+    assert "hello" in outputs[1]  # the project's absolute path names the copy's file
     cat = next(o for o in outputs if "return 42" in o and o.startswith("Exit code: 0"))
     assert "by_shell.txt" in cat and "old.txt" not in cat  # the copy holds the shell's changes too
-    assert any("return 42" in o and "Exit code" not in o for o in outputs)  # read_file
+    assert any("return 42" in o and "Exit code" not in o for o in outputs)  # read_file, by the project's path
     assert any("src/new.py" in o and "Exit code" not in o for o in outputs)  # grep
     pytest_out = outputs[-1]
     assert pytest_out.startswith("Exit code: 0") and "1 passed" in pytest_out, pytest_out
@@ -211,3 +213,59 @@ def test_rewind_drops_later_entries_and_the_view_follows(project, server):
     ops(project, server, session_id, PendingApply())
     assert (project / "a.txt").read_text() == "a new\n" and (project / "b.txt").read_text() == "b new\n"
     assert not (project / "c").exists() and load_pending(db, session_id) == []
+
+
+def test_hostile_paths_are_refused_at_queue_time(project, server, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("safe\n")
+    (project / "out").symlink_to(outside)  # a link in the project leading out of it
+    (project / "keep.txt").write_text("keep\n")
+    before, outside_before = tree_state(project), tree_state(outside)
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "../escape.txt", "content": "x"}),
+                                 ToolCall("write_file", {"path": "out/victim.txt", "content": "x"}),
+                                 ToolCall("write_file", {"path": f"{outside}/victim.txt", "content": "x"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "ln -s /etc/passwd link; rm out && mkdir out && "
+                                                               "echo x > out/victim.txt; echo y > keep.txt"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "escape", overrides=("pending=true", "approve_all=true"))
+    outputs = pending_outputs(server)
+    assert all(o.startswith("Error:") for o in outputs[:3]), outputs[:3]
+    notes = [e.message for e in run.of(ev.WarningEvent)]
+    assert any("link is a symlink" in n for n in notes), notes
+    assert any("out/victim.txt: a symlink on its path" in n for n in notes), notes
+    queued = load_pending(project.parent / "sessions.db", run.session_id)
+    assert [(e.path, e.content) for e in queued] == [("keep.txt", b"y\n")]
+    assert tree_state(project) == before and tree_state(outside) == outside_before
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_hostile_paths_are_refused_at_apply_time(project, server, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "sub").mkdir()
+    (project / "sub/f.txt").write_text("old\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "sub/f.txt", "content": "new\n"}),
+                                 ToolCall("write_file", {"path": "top.txt", "content": "top\n"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "edit", overrides=("pending=true",))
+    db = project.parent / "sessions.db"
+
+    async def tamper():  # a row naming a path outside the project (a corrupted or hostile store)
+        store = SqliteStore(db)
+        try:
+            await store.add_pending(run.session_id, "../escape.txt", "absent", b"x", 0o644, "main", "c", "write_file")
+            await store.add_pending(run.session_id, ".git/hooks/pre-commit", "absent", b"x", 0o755, "main", "c", "t")
+        finally:
+            await store.aclose()
+
+    asyncio.run(tamper())
+    (project / "sub/f.txt").unlink()
+    (project / "sub").rmdir()
+    (project / "sub").symlink_to(outside)  # the directory became a link out of the project since
+    events = ops(project, server, run.session_id, PendingApply())
+    refused = " | ".join(e.message for e in events if isinstance(e, ev.WarningEvent))
+    assert "sub/f.txt: " in refused and "../escape.txt: " in refused and ".git/hooks/pre-commit: " in refused
+    assert os.listdir(outside) == [] and not (tmp_path / "escape.txt").exists()
+    assert not (project / ".git").exists()
+    assert (project / "top.txt").read_text() == "top\n"  # the harmless change still applies
