@@ -47,10 +47,12 @@ from auger.changes.files import remove_beneath, write_beneath
 from auger.policy.fs import RootHandle, read_fd
 from auger.policy.gitguard import git_write_refusal
 from auger.policy.paths import PathEscape
+from auger.protocol.items import ContextMessage
 from auger.store.base import PendingRecord, PendingStore
 
 ABSENT = "absent"  # the before-hash of a file that did not exist
 APPLIED, DISCARDED, REWOUND = "applied", "discarded", "rewound"
+NOTE_KIND = "pending"  # the ContextMessage kind that tells the model about pending mode and its queue
 
 Content = tuple[bytes, int] | None  # a regular file's bytes and permission bits; None: no file
 
@@ -284,6 +286,19 @@ async def rewind(store: PendingStore, session_id: str, seq: int) -> list[str]:
     later = [e for e in await store.load_pending(session_id) if e.seq > seq]
     await store.settle_pending(session_id, [e.seq for e in later], REWOUND)
     return list(dict.fromkeys(e.path for e in later))
+
+
+def note(action: str, paths: list[str]) -> ContextMessage | None:
+    """What the model is told after the user applied, discarded or rewound its queued changes."""
+    if not paths:
+        return None
+    listed = ", ".join(paths[:30]) + (f" and {len(paths) - 30} more" if len(paths) > 30 else "")
+    if action == APPLIED:
+        text = f"The user applied your queued changes to: {listed}. They are in the project now."
+    else:
+        text = (f"The user {action} your queued changes to: {listed}. Those files are back to their earlier "
+                "content; read a file again before editing it.")
+    return ContextMessage(text, NOTE_KIND)
 
 
 # --------------------------------------------------------------------------- the overlay

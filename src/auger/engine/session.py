@@ -64,7 +64,6 @@ log = logging.getLogger("auger.session")
 
 CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
 APPLY_TURN = "pending-apply"  # the prefix of the turn id an apply of pending changes is snapshotted and diffed under
-PENDING_NOTE = "pending"  # the ContextMessage kind that tells the model about pending mode
 
 # The submission being handled: set by the session loop per op, inherited by the tasks it starts.
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
@@ -464,9 +463,11 @@ class Session:
     # -- pending mode -----------------------------------------------------------------
     async def _tell_pending_mode(self) -> None:
         """Tell the model, once per copy, that its changes are queued and where its commands run."""
+        from auger.changes.pending import NOTE_KIND
+
         assert self.pending is not None
         tree = str(self.pending.tree)
-        told = [i for i in self.history.items if isinstance(i, it.ContextMessage) and i.kind == PENDING_NOTE]
+        told = [i for i in self.history.items if isinstance(i, it.ContextMessage) and i.kind == NOTE_KIND]
         if told and (told[-1].data or {}).get("tree") == tree:
             return
         text = (f"Pending-changes mode: your file changes are queued for the user to review and apply; the project "
@@ -474,7 +475,7 @@ class Session:
                 f"of the project with your changes made, at {tree} (their working directory): use relative paths. "
                 "What a command changes there is queued too, except files the project ignores (build output, "
                 "caches), which stay in the copy. The project at its real path is read-only to commands.")
-        await self.record(CONTEXT_TURN, it.ContextMessage(text, PENDING_NOTE, {"tree": tree}))
+        await self.record(CONTEXT_TURN, it.ContextMessage(text, NOTE_KIND, {"tree": tree}))
 
     async def _capture_pending(self, call: PlannedCall) -> None:
         """After a call that may change files: queue what it changed in the copy."""
@@ -499,14 +500,13 @@ class Session:
         if isinstance(op, PendingApply):
             turn_id = f"{APPLY_TURN}-{uuid.uuid4().hex[:12]}"
             report = await queue.apply(self.store, self.id, self.workspace.root, op.paths or None,
-                                       before_write=lambda: self._snapshot_before_apply(turn_id))
+                                       before_write=lambda: snapshot_before_apply(self.changes, turn_id))
             if self.changes is not None:
                 await self.changes.end_turn(turn_id)  # the apply is undoable like a turn's changes
             for line in [*report.conflicts, *(f"{u}: nothing is pending there" for u in report.unknown)]:
                 self.emit(WarningEvent(f"pending apply refused {line}"))
             await self.pending.reload()
             changed, action = report.applied, queue.APPLIED
-            note = f"The user applied your queued changes to: {', '.join(changed)}. They are in the project now."
         else:
             if isinstance(op, PendingDiscard):
                 changed, unknown = await queue.discard(self.store, self.id, op.paths or None)
@@ -516,16 +516,10 @@ class Session:
             else:
                 changed, action = await queue.rewind(self.store, self.id, op.seq), queue.REWOUND
             await self.pending.refresh(changed)
-            note = (f"The user {action} your queued changes to: {', '.join(changed)}. Those files are back to "
-                    "their earlier content; read a file again before editing it.")
-        if changed:
-            await self.record(CONTEXT_TURN, it.ContextMessage(note, PENDING_NOTE))
+        told = queue.note(action, changed)
+        if told is not None:
+            await self.record(CONTEXT_TURN, told)
         self.emit(PendingChanged(len(self.pending.paths), changed, action))
-
-    async def _snapshot_before_apply(self, turn_id: str) -> None:
-        if self.changes is not None:
-            await self.changes.before_mutation(PlannedCall(turn_id, "", "pending_apply", {},
-                                                           Classification(Effect.LOCAL_MUTATION, "pending changes")))
 
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
@@ -656,6 +650,14 @@ async def _start_mcp_servers(config, router: ToolRouter, root: Path, confinement
     mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
     await mcp.start(servers)
     return mcp
+
+
+async def snapshot_before_apply(changes: ChangeTracker | None, turn_id: str) -> None:
+    """An apply of pending changes is snapshotted like a turn's first change, so it can be diffed and undone
+    (end it with `changes.end_turn(turn_id)`)."""
+    if changes is not None:
+        await changes.before_mutation(PlannedCall(turn_id, "", "pending_apply", {},
+                                                  Classification(Effect.LOCAL_MUTATION, "pending changes")))
 
 
 async def _open_pending(store: Store, session_id: str, root: Path, wanted: bool) -> PendingChanges | None:

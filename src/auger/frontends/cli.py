@@ -81,6 +81,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
+    run_opts.add_argument("--pending", action="store_true", default=None,
+                          help="queue file changes for review (`auger pending`) instead of writing them")
     store_opts(run_opts)
 
     p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
@@ -142,9 +144,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_chat.set_defaults(run=_cmd_interactive)
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
+    from auger.frontends.pending_cli import add_commands as add_pending_commands
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
+    add_pending_commands(sub, store_opts)  # `pending` (frontends/pending_cli.py), parsed by the main parser
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
