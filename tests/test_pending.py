@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from auger.protocol import events as ev
-from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo
+from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.harness import open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
@@ -269,3 +269,48 @@ def test_hostile_paths_are_refused_at_apply_time(project, server, tmp_path):
     assert os.listdir(outside) == [] and not (tmp_path / "escape.txt").exists()
     assert not (project / ".git").exists()
     assert (project / "top.txt").read_text() == "top\n"  # the harmless change still applies
+
+
+def test_a_live_session_sees_its_view_follow_apply_undo_and_discard(project, server):
+    """In one running session: apply then undo, and discard; the next command sees the files as they are."""
+    (project / "a.txt").write_text("a old\n")
+    (project / "b.txt").write_text("b old\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "a new\n"}),
+                                 ToolCall("write_file", {"path": "b.txt", "content": "b new\n"})]),
+               Reply(text="queued"),
+               Reply(tool_calls=[ToolCall("shell", {"command": "cat a.txt b.txt"})]),
+               Reply(text="seen"))
+
+    async def main() -> list[ev.Event]:
+        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
+        events: list[ev.Event] = []
+        try:
+            stream = session.events()
+
+            async def until(kind) -> None:
+                async for event in stream:
+                    events.append(event)
+                    if isinstance(event, kind):
+                        return
+
+            session.submit(UserTurn("change"))
+            await until(ev.TurnEnded)
+            session.submit(PendingApply(["a.txt"]))
+            await until(ev.PendingChanged)
+            assert (project / "a.txt").read_text() == "a new\n"
+            session.submit(Undo())
+            await until(ev.TurnUndone)
+            session.submit(PendingDiscard(["b.txt"]))
+            await until(ev.PendingChanged)
+            session.submit(UserTurn("look"))
+            await until(ev.TurnEnded)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return events
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    out = pending_outputs(server)[-1]
+    assert "a old\nb old" in out, out
+    assert (project / "a.txt").read_text() == "a old\n" and (project / "b.txt").read_text() == "b old\n"

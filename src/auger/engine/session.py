@@ -457,6 +457,8 @@ class Session:
         except UndoError as exc:
             self.emit(WarningEvent(f"{verb} refused: {exc}"))
             return
+        if self.pending is not None:  # the files the undo put back, as the tools' copy shows them
+            await self.pending.refresh(event.files)
         await self.record(UNDO_TURN, note)
         self.emit(event)
 

@@ -343,8 +343,9 @@ class SqliteStore:
             rows = conn.execute(
                 "SELECT seq, path, before_hash, content, mode, agent, call_id, tool, created FROM pending_changes "
                 "WHERE session_id = ? AND state = 'pending' ORDER BY seq", (session_id,)).fetchall()
-            return [PendingRecord(seq, from_db(path), before, content, mode, from_db(agent), from_db(call), from_db(tool),
-                                  created) for seq, path, before, content, mode, agent, call, tool, created in rows]
+            return [PendingRecord(seq, from_db(path), before, content, mode, from_db(agent), from_db(call),
+                                  from_db(tool), created)
+                    for seq, path, before, content, mode, agent, call, tool, created in rows]
 
         return await self._run(select)
 
