@@ -314,3 +314,37 @@ def test_a_live_session_sees_its_view_follow_apply_undo_and_discard(project, ser
     out = pending_outputs(server)[-1]
     assert "a old\nb old" in out, out
     assert (project / "a.txt").read_text() == "a old\n" and (project / "b.txt").read_text() == "b old\n"
+
+
+def test_approval_previews_and_patches_work_on_the_pending_content(project, server):
+    """A second edit of a file with a queued change: its approval diff starts from the queued content, and
+    a patch sent through the shell applies to it too; a mode-only change is queued as well."""
+    from auger.protocol.ops import ApprovalDecision
+
+    (project / "a.txt").write_text("one\n")
+    (project / "run.sh").write_text("echo hi\n")
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-two\n+three\n*** End Patch\n"
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": f"apply_patch <<'EOF'\n{patch}EOF"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": "chmod +x run.sh"})]),
+               Reply(text="done"))
+    asked: list[ev.ApprovalRequest] = []
+
+    def approve(session, event) -> None:
+        if isinstance(event, ev.ApprovalRequest):
+            asked.append(event)
+            session.submit(ApprovalDecision(event.request_id, "approve"))
+
+    run = run_session(project, server, "edit", overrides=("pending=true", "mode=safe"), interactive=True,
+                      on_event=approve)
+    assert run.ended.reason == "complete"
+    assert asked[0].details.diff and "-one\n+two" in asked[0].details.diff
+    assert asked[1].details.diff and "-two\n+three" in asked[1].details.diff, asked[1].details
+    assert (project / "a.txt").read_text() == "one\n" and not os.access(project / "run.sh", os.X_OK)
+    queued = latest_by_path(load_pending(project.parent / "sessions.db", run.session_id))
+    assert queued["a.txt"].content == b"three\n"
+    assert queued["run.sh"].content == b"echo hi\n" and queued["run.sh"].mode & 0o111
+
+
+def latest_by_path(entries) -> dict:
+    return {e.path: e for e in entries}
