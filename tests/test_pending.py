@@ -348,3 +348,17 @@ def test_approval_previews_and_patches_work_on_the_pending_content(project, serv
 
 def latest_by_path(entries) -> dict:
     return {e.path: e for e in entries}
+
+
+def test_file_tools_changes_are_queued_by_any_spelling_and_even_when_ignored(project, server):
+    (project / ".gitignore").write_text("build/\n")
+    (project / "real").mkdir()
+    (project / "alias").symlink_to("real")  # a link inside the project: the change lands at its target
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": str(project / "abs.txt"), "content": "abs\n"}),
+                                 ToolCall("write_file", {"path": "build/gen.txt", "content": "gen\n"}),
+                                 ToolCall("write_file", {"path": "./alias/../alias/x.txt", "content": "x\n"})]),
+               Reply(text="done"))
+    run = run_session(project, server, "write", overrides=("pending=true",))
+    queued = latest_by_path(load_pending(project.parent / "sessions.db", run.session_id))
+    assert set(queued) == {"abs.txt", "build/gen.txt", "real/x.txt"}, queued
+    assert not (project / "abs.txt").exists() and not (project / "build").exists()

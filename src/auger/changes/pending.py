@@ -324,7 +324,7 @@ class Overlay:
     def __init__(self, real: Path, tree: Path) -> None:
         self.real = real
         self.tree = tree
-        self.handle = RootHandle(tree)
+        self.handle = RootHandle(tree, alias=real)  # the project's absolute paths name the copy's files
         self._stamps: dict[str, _Stamp] = {}
 
     @classmethod
@@ -367,17 +367,21 @@ class Overlay:
             return None
         return st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode
 
-    def capture(self, view: Callable[[str], Content], named: Iterable[str] = ()) -> tuple[list[Captured], list[str]]:
+    def capture(self, view: Callable[[str], Content], named: Iterable[str] = (),
+                everything: bool = True) -> tuple[list[Captured], list[str]]:
         """What differs between the copy and `view` (a path's expected content) since the last capture,
-        and the notes on what cannot be queued (symlinks). `named`: paths to look at even if ignored."""
-        now = dict(self._scan())
+        and the notes on what cannot be queued (symlinks). `named`: paths to look at even if ignored;
+        `everything=False`: only those (a file tool changes nothing else), sparing a scan of the tree."""
+        named = [rel for rel in (self._resolved(raw) for raw in named) if rel]
+        now = dict(self._scan()) if everything else {}
         for rel in named:
             stamp = self._stamp(rel)
             if stamp is not None:
                 now[rel] = stamp
         changed: list[Captured] = []
         notes: list[str] = []
-        for rel in [*now, *(r for r in self._stamps if r not in now)]:
+        candidates = [*now, *(r for r in self._stamps if r not in now)] if everything else named
+        for rel in dict.fromkeys(candidates):
             old, new = self._stamps.get(rel), now.get(rel)
             if new is None:
                 if self._stamp(rel) is not None:
@@ -394,8 +398,23 @@ class Overlay:
                 continue  # a directory or special file: nothing a file change can say
             if found != view(rel):
                 changed.append(Captured(rel, None if found is None else found[0], None if found is None else found[1]))
-        self._stamps = now
+        if everything:
+            self._stamps = now
+        for rel in named:
+            if rel in now:
+                self._stamps[rel] = now[rel]
+            else:
+                self._stamps.pop(rel, None)
         return changed, notes
+
+    def _resolved(self, raw: str) -> str | None:
+        """`raw` as the file tools resolve it in the copy (links inside followed), or None."""
+        try:
+            where = self.handle.resolve(raw)
+        except (OSError, PathEscape):
+            return None
+        os.close(where.parent_fd)
+        return where.rel or None
 
     def reset(self, paths: Iterable[str], view: Callable[[str], Content]) -> None:
         """Make `paths` in the copy what `view` says (after a discard or rewind) and take them as in step."""
@@ -453,6 +472,11 @@ class PendingChanges:
         return self.overlay.tree
 
     @property
+    def handle(self) -> RootHandle:
+        """The root handle the session's tools use: on the copy, taking the project's absolute paths."""
+        return self.overlay.handle
+
+    @property
     def paths(self) -> list[str]:
         return list(self._states)
 
@@ -473,7 +497,8 @@ class PendingChanges:
     async def capture(self, tool: str, call_id: str, args: dict[str, Any]) -> tuple[list[str], list[str]]:
         """Queue what a call changed in the copy; the paths queued and notes on what was refused."""
         async with self._lock:
-            found, notes = await asyncio.to_thread(self.overlay.capture, self.view, named_paths(tool, args))
+            named, complete = named_paths(tool, args)
+            found, notes = await asyncio.to_thread(self.overlay.capture, self.view, named, not complete)
             queued = []
             for change in found:
                 try:
@@ -504,17 +529,23 @@ class PendingChanges:
             await asyncio.to_thread(self.overlay.reset, list(paths), self.view)
 
 
-def named_paths(tool: str, args: dict[str, Any]) -> list[str]:
-    """The project-relative paths a file-changing call names (to capture them even when ignored)."""
+FILE_TOOLS = frozenset({"write_file", "edit_file", "apply_patch"})  # they change exactly the paths they name
+
+
+def named_paths(tool: str, args: dict[str, Any]) -> tuple[list[str], bool]:
+    """The paths a file-changing call names (to capture them even when ignored), and
+    whether they are all it can change (a file tool, or a patch sent through the shell)."""
     raw: list[str] = []
     if isinstance(args.get("path"), str):
         raw.append(args["path"])
     patch = args.get("patch")
+    complete = tool in FILE_TOOLS
     if tool == "shell" and isinstance(args.get("command"), (str, list)):
         from auger.changes.apply_patch import extract_from_shell
 
         shell_patch = extract_from_shell(args["command"])
         patch = shell_patch.patch if shell_patch is not None else None
+        complete = shell_patch is not None and shell_patch.workdir is None
     if isinstance(patch, str):
         from auger.changes.apply_patch import PatchError, UpdateFile, parse_patch
 
@@ -523,8 +554,4 @@ def named_paths(tool: str, args: dict[str, Any]) -> list[str]:
                 raw.append(op.path)
                 if isinstance(op, UpdateFile) and op.move_to:
                     raw.append(op.move_to)
-    out = []
-    for path in raw:
-        with contextlib.suppress(PendingError):
-            out.append(clean_path(path))
-    return out
+    return raw, complete  # resolved beneath the copy by the capture, as the tools resolved them

@@ -124,10 +124,8 @@ class Session:
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
         queue = await _open_pending(store, meta.id, workspace.root, pending or config.pending)
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
-        if queue is not None:  # the project's absolute paths name the copy's files
-            from auger.policy.fs import RootHandle
-
-            state.root_handle = RootHandle(tools_root, alias=workspace.root)
+        if queue is not None:
+            state.root_handle = queue.handle
         confinement = await confine(config, tools_root, state.scratch_dir, protected, warnings.append,
                                     mode=lambda: meta.mode)
         if confinement is not None:
