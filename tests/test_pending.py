@@ -362,3 +362,45 @@ def test_file_tools_changes_are_queued_by_any_spelling_and_even_when_ignored(pro
     queued = latest_by_path(load_pending(project.parent / "sessions.db", run.session_id))
     assert set(queued) == {"abs.txt", "build/gen.txt", "real/x.txt"}, queued
     assert not (project / "abs.txt").exists() and not (project / "build").exists()
+
+
+def test_what_a_background_command_writes_later_is_queued_before_an_apply(project, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "sleep 0.3; echo late > late.txt",
+                                                    "background": True})]),
+               Reply(text="started"))
+
+    async def main() -> list[ev.Event]:
+        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
+        events: list[ev.Event] = []
+        try:
+            stream = session.events()
+            session.submit(UserTurn("go"))
+            async for event in stream:
+                if isinstance(event, ev.TurnEnded):
+                    break
+            for _ in range(100):  # the copy gets the file; the project does not
+                if (session.pending.tree / "late.txt").exists():
+                    break
+                await asyncio.sleep(0.05)
+            assert not (project / "late.txt").exists()
+            session.submit(PendingApply())
+            async for event in stream:
+                events.append(event)
+                if isinstance(event, ev.PendingChanged) and event.action == "applied":
+                    break
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return events
+
+    events = asyncio.run(asyncio.wait_for(main(), 60))
+    assert [(e.action, e.paths) for e in events if isinstance(e, ev.PendingChanged)] == \
+        [("queued", ["late.txt"]), ("applied", ["late.txt"])]
+    assert (project / "late.txt").read_text() == "late\n"
+
+
+def test_pending_mode_without_a_sandbox_says_what_it_cannot_stop(project, server):
+    server.add(Reply(text="hi"))
+    run = run_session(project, server, "hi", overrides=("pending=true", "sandbox=off"))
+    assert any("pending mode without a sandbox" in e.message for e in run.of(ev.WarningEvent))

@@ -326,6 +326,7 @@ class Overlay:
         self.tree = tree
         self.handle = RootHandle(tree, alias=real)  # the project's absolute paths name the copy's files
         self._stamps: dict[str, _Stamp] = {}
+        self.problem = ""  # what could not be copied, if anything
 
     @classmethod
     def create(cls, real: Path, tree: Path, states: Iterable[PathState]) -> Overlay:
@@ -334,10 +335,12 @@ class Overlay:
         queued changes in it."""
         tree.mkdir(mode=0o700)
         names = [e.name for e in os.scandir(real) if e.name != ".git"]
-        if names:
-            subprocess.run(["cp", "-a", "--reflink=auto", "--", *names, str(tree)], cwd=real,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        copied = subprocess.run(["cp", "-a", "--reflink=auto", "--", *names, str(tree)], cwd=real, check=False,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) if names else None
         overlay = cls(real, tree)
+        if copied is not None and copied.returncode != 0:
+            lines = copied.stderr.decode("utf-8", "replace").splitlines()
+            overlay.problem = "; ".join(lines[:3]) + (f" and {len(lines) - 3} more" if len(lines) > 3 else "")
         for state in states:
             overlay._put(state.path, None if state.content is None else (state.content, state.mode or 0o644))
         overlay._stamps = dict(overlay._scan())
@@ -493,6 +496,10 @@ class PendingChanges:
             return read_file(self._real_handle, rel)
         except (OSError, PendingError):
             return None
+
+    async def sync(self) -> tuple[list[str], list[str]]:
+        """Queue what changed in the copy since the last call (a background command's writes)."""
+        return await self.capture("shell", "background", {})
 
     async def capture(self, tool: str, call_id: str, args: dict[str, Any]) -> tuple[list[str], list[str]]:
         """Queue what a call changed in the copy; the paths queued and notes on what was refused."""

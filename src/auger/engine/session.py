@@ -128,6 +128,8 @@ class Session:
             state.root_handle = queue.handle
         confinement = await confine(config, tools_root, state.scratch_dir, protected, warnings.append,
                                     mode=lambda: meta.mode)
+        if queue is not None:
+            warnings.extend(_pending_warnings(queue, confinement))
         if confinement is not None:
             state.scratch_dir.mkdir(parents=True, exist_ok=True)
         user_rules = dirs["config"] / "rules.toml"
@@ -477,12 +479,15 @@ class Session:
                 "caches), which stay in the copy. The project at its real path is read-only to commands.")
         await self.record(CONTEXT_TURN, it.ContextMessage(text, NOTE_KIND, {"tree": tree}))
 
-    async def _capture_pending(self, call: PlannedCall) -> None:
-        """After a call that may change files: queue what it changed in the copy."""
+    async def _capture_pending(self, call: PlannedCall | None) -> None:
+        """After a call that may change files (None: before an op on the queue, for what background
+        commands changed): queue what changed in the copy."""
         assert self.pending is not None
-        queued, notes = await self.pending.capture(call.tool, call.call_id, call.args)
+        turn_id = call.turn_id if call is not None else None
+        queued, notes = await (self.pending.capture(call.tool, call.call_id, call.args) if call is not None
+                               else self.pending.sync())
         for note in notes:
-            self.emit(WarningEvent(f"pending: {note}", call.turn_id))
+            self.emit(WarningEvent(f"pending: {note}", turn_id))
         if queued:
             self.emit(PendingChanged(len(self.pending.paths), queued, "queued"))
 
@@ -497,6 +502,7 @@ class Session:
         if self.turn_running:
             self.emit(WarningEvent(f"pending {verb} refused: a turn is running; interrupt it or wait for it to end"))
             return
+        await self._capture_pending(None)
         if isinstance(op, PendingApply):
             turn_id = f"{APPLY_TURN}-{uuid.uuid4().hex[:12]}"
             report = await queue.apply(self.store, self.id, self.workspace.root, op.paths or None,
@@ -658,6 +664,18 @@ async def snapshot_before_apply(changes: ChangeTracker | None, turn_id: str) -> 
     if changes is not None:
         await changes.before_mutation(PlannedCall(turn_id, "", "pending_apply", {},
                                                   Classification(Effect.LOCAL_MUTATION, "pending changes")))
+
+
+def _pending_warnings(queue: PendingChanges, confinement) -> list[str]:
+    """What the user should know about this session's pending mode."""
+    out = []
+    if queue.overlay.problem:
+        out.append(f"pending mode: part of the project could not be copied for the session's tools: "
+                   f"{queue.overlay.problem}")
+    if confinement is None or not confinement.enforced:
+        out.append("pending mode without a sandbox: commands run in the copy, but nothing stops one from "
+                   "writing the project by its absolute path")
+    return out
 
 
 async def _open_pending(store: Store, session_id: str, root: Path, wanted: bool) -> PendingChanges | None:
