@@ -52,8 +52,11 @@ def test_pending_commands_list_apply_rewind_discard(project, server, auger_home)
     rewound = auger_cli("pending", "rewind", str(min(seqs["gone.txt"] + seqs["c.txt"]) - 1), session_id[:8],
                         home=auger_home, cwd=project)
     assert rewound.returncode == 0 and "rewound gone.txt" in rewound.stdout and "rewound c.txt" in rewound.stdout
-    discarded = auger_cli("pending", "discard", home=auger_home, cwd=project)
-    assert discarded.returncode == 0 and "discarded b.txt" in discarded.stdout, discarded
+    outside = auger_cli("pending", "discard", "../b.txt", home=auger_home, cwd=project)
+    assert outside.returncode == 1 and "nothing is pending for ../b.txt" in outside.stderr
+    (project / "sub").mkdir()
+    discarded = auger_cli("pending", "discard", "../b.txt", "-C", str(project), home=auger_home, cwd=project / "sub")
+    assert discarded.returncode == 0 and "discarded b.txt" in discarded.stdout, discarded  # relative to where typed
     assert (project / "gone.txt").exists() and not (project / "c.txt").exists()
     none = auger_cli("pending", "list", "-s", session_id, home=auger_home, cwd=project)
     assert "nothing is pending" in none.stdout

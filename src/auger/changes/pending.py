@@ -122,8 +122,6 @@ def check_target(root: RootHandle, rel: str) -> Content:
         raise PendingError(why)
     try:
         return read_file(root, rel)
-    except FileNotFoundError:
-        return None
     except (OSError, PathEscape) as exc:
         raise PendingError(f"{rel}: {getattr(exc, 'strerror', None) or exc}") from None
 
@@ -141,6 +139,11 @@ class PathState:
     before_hash: str  # of the first entry: what the whole chain was built on
     seqs: list[int] = field(default_factory=list)
     proposers: list[str] = field(default_factory=list)
+
+    def content_of(self) -> Content:
+        if self.content is None:
+            return None
+        return self.content, 0o644 if self.mode is None else self.mode
 
 
 def latest(entries: Iterable[PendingRecord]) -> dict[str, PathState]:
@@ -342,7 +345,7 @@ class Overlay:
             lines = copied.stderr.decode("utf-8", "replace").splitlines()
             overlay.problem = "; ".join(lines[:3]) + (f" and {len(lines) - 3} more" if len(lines) > 3 else "")
         for state in states:
-            overlay._put(state.path, None if state.content is None else (state.content, state.mode or 0o644))
+            overlay._put(state.path, state.content_of())
         overlay._stamps = dict(overlay._scan())
         return overlay
 
@@ -491,7 +494,7 @@ class PendingChanges:
         """What `rel` should hold in the copy: its latest queued content, else the real file."""
         state = self._states.get(rel)
         if state is not None:
-            return None if state.content is None else (state.content, state.mode or 0o644)
+            return state.content_of()
         try:
             return read_file(self._real_handle, rel)
         except (OSError, PendingError):

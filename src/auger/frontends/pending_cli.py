@@ -64,13 +64,24 @@ async def _pending(args: argparse.Namespace, config) -> int:
             return await _list(store, record, args.json)
         await claim_session(store, record.id)
         leased = record.id
+        paths = _in_project(getattr(args, "paths", []), record.cwd)
         if args.pending_command == "apply":
-            return await _apply(store, record, config, args.paths)
-        return await _drop(store, record, args)
+            return await _apply(store, record, config, paths)
+        return await _drop(store, record, args.pending_command, paths, getattr(args, "seq", 0))
     finally:
         if leased is not None:
             await store.release(leased)
         await store.aclose()
+
+
+def _in_project(paths: list[str], root: str) -> list[str]:
+    """PATHs as the user typed them (relative to the current directory, or absolute) as project paths;
+    one outside the project is left as typed, and reported as matching nothing."""
+    out = []
+    for path in paths:
+        rel = os.path.relpath(os.path.abspath(path), os.path.realpath(root))
+        out.append(path if rel == ".." or rel.startswith("../") else rel)
+    return out
 
 
 async def _session(store, args: argparse.Namespace):
@@ -157,23 +168,23 @@ async def _apply(store, record, config, paths: list[str]) -> int:
     return 1 if report.conflicts or report.unknown else 0
 
 
-async def _drop(store, record, args: argparse.Namespace) -> int:
+async def _drop(store, record, command: str, paths: list[str], seq: int) -> int:
     from auger.changes.pending import DISCARDED, REWOUND, discard, note, rewind
     from auger.engine.session import CONTEXT_TURN
 
     unknown: list[str] = []
-    if args.pending_command == "discard":
-        paths, unknown = await discard(store, record.id, args.paths or None)
+    if command == "discard":
+        dropped, unknown = await discard(store, record.id, paths or None)
         action = DISCARDED
     else:
-        paths, action = await rewind(store, record.id, args.seq), REWOUND
-    told = note(action, paths)
+        dropped, action = await rewind(store, record.id, seq), REWOUND
+    told = note(action, dropped)
     if told is not None:
         await store.append(record.id, CONTEXT_TURN, told)
-    for path in paths:
+    for path in dropped:
         print(f"{action} {path}")
     for name in unknown:
         print(f"auger: nothing is pending for {name}", file=sys.stderr)
-    if not paths and not unknown:
+    if not dropped and not unknown:
         print("nothing changed")
     return 1 if unknown else 0
