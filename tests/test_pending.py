@@ -404,3 +404,48 @@ def test_pending_mode_without_a_sandbox_says_what_it_cannot_stop(project, server
     server.add(Reply(text="hi"))
     run = run_session(project, server, "hi", overrides=("pending=true", "sandbox=off"))
     assert any("pending mode without a sandbox" in e.message for e in run.of(ev.WarningEvent))
+
+
+def test_a_change_made_to_an_outdated_copy_is_refused_at_apply(project, server):
+    """The user edits a file after the session copied the project; the model then edits its older copy:
+    applying that would silently undo the user's edit, so it is refused. A file applied earlier in the
+    session is current again, so a later change to it applies."""
+    (project / "a.txt").write_text("a v1\n")
+    (project / "b.txt").write_text("b v1\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b v2\n"})]), Reply(text="1"),
+               Reply(tool_calls=[ToolCall("edit_file", {"path": "a.txt", "old_string": "v1", "new_string": "v3"}),
+                                 ToolCall("edit_file", {"path": "b.txt", "old_string": "v2", "new_string": "v3"})]),
+               Reply(text="2"))
+
+    async def main() -> list[ev.Event]:
+        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
+        events: list[ev.Event] = []
+        try:
+            stream = session.events()
+
+            async def until(kind) -> None:
+                async for event in stream:
+                    events.append(event)
+                    if isinstance(event, kind):
+                        return
+
+            session.submit(UserTurn("one"))
+            await until(ev.TurnEnded)
+            session.submit(PendingApply())
+            await until(ev.PendingChanged)
+            (project / "a.txt").write_text("a edited by the user\n")
+            session.submit(UserTurn("two"))
+            await until(ev.TurnEnded)
+            session.submit(PendingApply())
+            await until(ev.PendingChanged)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return events
+
+    events = asyncio.run(asyncio.wait_for(main(), 60))
+    refused = [e.message for e in events if isinstance(e, ev.WarningEvent)]
+    assert any("a.txt: changed on disk after the session copied it" in m for m in refused), refused
+    assert (project / "a.txt").read_text() == "a edited by the user\n"
+    assert (project / "b.txt").read_text() == "b v3\n"

@@ -51,6 +51,7 @@ from auger.protocol.items import ContextMessage
 from auger.store.base import PendingRecord, PendingStore
 
 ABSENT = "absent"  # the before-hash of a file that did not exist
+STALE = "stale"  # the before-hash of a change made to a copy of a file that has changed on disk since
 APPLIED, DISCARDED, REWOUND = "applied", "discarded", "rewound"
 NOTE_KIND = "pending"  # the ContextMessage kind that tells the model about pending mode and its queue
 
@@ -249,6 +250,10 @@ async def apply(store: PendingStore, session_id: str, root: Path, paths: list[st
             except PendingError as exc:
                 report.conflicts.append(f"{state.path}: {exc}")
                 continue
+            if state.before_hash == STALE:
+                report.conflicts.append(f"{state.path}: changed on disk after the session copied it, so the change "
+                                        "was made to an older version; discard it, or ask for it again")
+                continue
             if digest(now) != state.before_hash:
                 changed = "created" if state.before_hash == ABSENT else "deleted" if now is None else "changed"
                 report.conflicts.append(f"{state.path}: {changed} on disk since the change was proposed; "
@@ -329,6 +334,9 @@ class Overlay:
         self.tree = tree
         self.handle = RootHandle(tree, alias=real)  # the project's absolute paths name the copy's files
         self._stamps: dict[str, _Stamp] = {}
+        # (size, mtime) of each real file as the copy holds it (cp -a keeps both): a change to a file
+        # whose real stamp moved since was made to an outdated copy
+        self._copied: dict[str, tuple[int, int]] = {}
         self.problem = ""  # what could not be copied, if anything
 
     @classmethod
@@ -347,7 +355,19 @@ class Overlay:
         for state in states:
             overlay._put(state.path, state.content_of())
         overlay._stamps = dict(overlay._scan())
+        overlay._copied = {rel: (st[1], st[2]) for rel, st in overlay._stamps.items() if stat.S_ISREG(st[3])}
         return overlay
+
+    def _real_stamp(self, rel: str) -> tuple[int, int] | None:
+        try:
+            st = os.lstat(self.real / rel)  # compared only: every read of the real tree goes beneath its handle
+        except OSError:
+            return None
+        return (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+    def copy_is_current(self, rel: str) -> bool:
+        """Whether the real file is still what the copy was made from (or is absent in both)."""
+        return self._real_stamp(rel) == self._copied.get(rel)
 
     def close(self) -> None:
         self.handle.close()
@@ -423,9 +443,21 @@ class Overlay:
         return where.rel or None
 
     def reset(self, paths: Iterable[str], view: Callable[[str], Content]) -> None:
-        """Make `paths` in the copy what `view` says (after a discard or rewind) and take them as in step."""
+        """Make `paths` in the copy what `view` says (after an apply, discard, rewind or undo) and take them as
+        in step. A file already right is left alone, so the tools' read stamps of it stay valid."""
         for rel in paths:
-            self._put(rel, view(rel))
+            wanted = view(rel)
+            try:
+                held = read_file(self.handle, rel)
+            except (OSError, PendingError):
+                held = None
+            if held != wanted or (wanted is None and self._stamp(rel) is not None):
+                self._put(rel, wanted)
+            real = self._real_stamp(rel)
+            if real is None:
+                self._copied.pop(rel, None)
+            else:
+                self._copied[rel] = real
             stamp = self._stamp(rel)
             if stamp is None:
                 self._stamps.pop(rel, None)
@@ -524,8 +556,11 @@ class PendingChanges:
             return queued, notes
 
     def _based_on(self, rel: str, now: Content) -> str:
+        """The before-hash of a new entry: its chain's, else the real file's, if the copy was made from it."""
         state = self._states.get(rel)
-        return state.before_hash if state is not None else digest(now)
+        if state is not None:
+            return state.before_hash
+        return digest(now) if self.overlay.copy_is_current(rel) else STALE
 
     async def reload(self) -> list[str]:
         """Read the queue again (after apply, discard or rewind in this process or another)."""

@@ -511,7 +511,7 @@ class Session:
                 await self.changes.end_turn(turn_id)  # the apply is undoable like a turn's changes
             for line in [*report.conflicts, *(f"{u}: nothing is pending there" for u in report.unknown)]:
                 self.emit(WarningEvent(f"pending apply refused {line}"))
-            await self.pending.reload()
+            await self.pending.refresh(report.applied)  # the copy now holds what the project holds
             changed, action = report.applied, queue.APPLIED
         else:
             if isinstance(op, PendingDiscard):
