@@ -407,12 +407,13 @@ def test_pending_mode_without_a_sandbox_says_what_it_cannot_stop(project, server
 
 
 def test_a_change_made_to_an_outdated_copy_is_refused_at_apply(project, server):
-    """The user edits a file after the session copied the project; the model then edits its older copy:
-    applying that would silently undo the user's edit, so it is refused. A file applied earlier in the
-    session is current again, so a later change to it applies."""
+    """The user edits a file mid-turn, after the copy was brought up to date; the model then edits its older
+    copy: applying that would silently undo the user's edit, so it is refused. A file applied earlier in
+    the session is current again, so a later change to it applies."""
     (project / "a.txt").write_text("a v1\n")
     (project / "b.txt").write_text("b v1\n")
     server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b v2\n"})]), Reply(text="1"),
+               Reply(tool_calls=[ToolCall("shell", {"command": "sleep 0.5"})]),
                Reply(tool_calls=[ToolCall("edit_file", {"path": "a.txt", "old_string": "v1", "new_string": "v3"}),
                                  ToolCall("edit_file", {"path": "b.txt", "old_string": "v2", "new_string": "v3"})]),
                Reply(text="2"))
@@ -433,8 +434,9 @@ def test_a_change_made_to_an_outdated_copy_is_refused_at_apply(project, server):
             await until(ev.TurnEnded)
             session.submit(PendingApply())
             await until(ev.PendingChanged)
-            (project / "a.txt").write_text("a edited by the user\n")
             session.submit(UserTurn("two"))
+            await until(ev.ToolCallStarted)
+            (project / "a.txt").write_text("a edited by the user\n")  # while the turn runs
             await until(ev.TurnEnded)
             session.submit(PendingApply())
             await until(ev.PendingChanged)
@@ -449,3 +451,43 @@ def test_a_change_made_to_an_outdated_copy_is_refused_at_apply(project, server):
     assert any("a.txt: changed on disk after the session copied it" in m for m in refused), refused
     assert (project / "a.txt").read_text() == "a edited by the user\n"
     assert (project / "b.txt").read_text() == "b v3\n"
+
+
+def test_the_copy_follows_the_users_edits_between_turns(project, server):
+    """Files the user edits, creates or removes in the project between turns (with nothing queued for
+    them) are seen by the next turn's tools, and a change made on top of an edit applies cleanly."""
+    (project / "a.txt").write_text("a v1\n")
+    (project / "gone.txt").write_text("x\n")
+    server.add(Reply(text="1"),
+               Reply(tool_calls=[ToolCall("shell", {"command": "cat a.txt new.txt; ls"})]),
+               Reply(tool_calls=[ToolCall("edit_file", {"path": "a.txt", "old_string": "v2", "new_string": "v3"})]),
+               Reply(text="2"))
+
+    async def main() -> None:
+        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
+        try:
+            stream = session.events()
+
+            async def until(kind) -> None:
+                async for event in stream:
+                    if isinstance(event, kind):
+                        return
+
+            session.submit(UserTurn("one"))
+            await until(ev.TurnEnded)
+            (project / "a.txt").write_text("a v2 by the user\n")
+            (project / "new.txt").write_text("new by the user\n")
+            (project / "gone.txt").unlink()
+            session.submit(UserTurn("two"))
+            await until(ev.TurnEnded)
+            session.submit(PendingApply())
+            await until(ev.PendingChanged)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    out = [m["content"] for m in server.chat_requests[2].messages if m["role"] == "tool"][-1]
+    assert "a v2 by the user\nnew by the user" in out and "gone.txt" not in out, out
+    assert (project / "a.txt").read_text() == "a v3 by the user\n"

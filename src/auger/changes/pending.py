@@ -365,6 +365,15 @@ class Overlay:
             return None
         return (st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
 
+    def drifted(self, pending: Iterable[str]) -> list[str]:
+        """Files the user changed, created or removed in the project since the copy was made from it, and
+        that nobody changed in the copy: those to bring over, so the tools see the project as it is."""
+        now = {rel: (st[1], st[2]) for rel, st in self._scan(self.real) if stat.S_ISREG(st[3])}
+        found = [rel for rel, st in now.items() if self._copied.get(rel) != st]
+        found += [rel for rel in self._copied if rel not in now and self._real_stamp(rel) is None]
+        skip = set(pending)
+        return [rel for rel in found if rel not in skip and self._stamps.get(rel) == self._stamp(rel)]
+
     def copy_is_current(self, rel: str) -> bool:
         """Whether the real file is still what the copy was made from (or is absent in both)."""
         return self._real_stamp(rel) == self._copied.get(rel)
@@ -374,12 +383,12 @@ class Overlay:
         shutil.rmtree(self.tree.parent if self.tree.parent.name.startswith("auger-pending-") else self.tree,
                       ignore_errors=True)
 
-    def _scan(self) -> Iterable[tuple[str, _Stamp]]:
-        """The copy's files and symlinks as the search tools see the project (ignored ones and caches
-        left out)."""
+    def _scan(self, top: Path | None = None) -> Iterable[tuple[str, _Stamp]]:
+        """The copy's (or `top`'s) files and symlinks as the search tools see the project (ignored ones and
+        caches left out)."""
         from auger.tools.walk import walk
 
-        for entry in walk(self.tree, include_symlinks=True):
+        for entry in walk(top or self.tree, include_symlinks=True):
             if not CACHE_DIRS.isdisjoint(entry.rel.split("/")):
                 continue
             with contextlib.suppress(OSError):
@@ -566,6 +575,13 @@ class PendingChanges:
         """Read the queue again (after apply, discard or rewind in this process or another)."""
         self._states = latest(await self.store.load_pending(self.session_id))
         return list(self._states)
+
+    async def follow_project(self) -> list[str]:
+        """Bring the user's edits to the project (of files with nothing queued) into the copy; the paths."""
+        async with self._lock:
+            paths = await asyncio.to_thread(self.overlay.drifted, list(self._states))
+            await asyncio.to_thread(self.overlay.reset, paths, self.view)
+        return paths
 
     async def refresh(self, paths: Iterable[str]) -> None:
         """Bring `paths` in the copy back in step with the queue and the real tree."""

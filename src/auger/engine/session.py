@@ -265,6 +265,9 @@ class Session:
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         await self._refresh(turn_id)
+        if self.pending is not None:  # the user's own edits since, into the tools' copy
+            await self._capture_pending(None)
+            await self.pending.follow_project()
         return self.skills
 
     # -- what a turn is told --------------------------------------------------------
