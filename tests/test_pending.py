@@ -68,7 +68,9 @@ def editing_turn(server, project: Path) -> None:
                                              "mkdir -p build && echo artefact > build/out.txt"})]),
         Reply(tool_calls=[ToolCall("shell", {"command": "cat src/app.py; grep -c NEW src/new.py; ls"}),
                           ToolCall("read_file", {"path": str(project / "src/app.py")}),
-                          ToolCall("grep", {"pattern": "NEW"})]),
+                          ToolCall("grep", {"pattern": "NEW"}),
+                          ToolCall("list_dir", {"path": "."}),
+                          ToolCall("glob", {"pattern": "**/*.txt"})]),
         Reply(tool_calls=[ToolCall("shell", {"command": "python -m pytest -q -p no:cacheprovider tests"})]),
         Reply(text="done"))
 
@@ -86,6 +88,9 @@ def test_tools_and_commands_see_the_pending_view_while_the_real_tree_is_untouche
     assert "by_shell.txt" in cat and "old.txt" not in cat  # the copy holds the shell's changes too
     assert any("return 42" in o and "Exit code" not in o for o in outputs)  # read_file, by the project's path
     assert any("src/new.py" in o and "Exit code" not in o for o in outputs)  # grep
+    listing = next(o for o in outputs if "new.py" in o and "app.py" in o and "Exit code" not in o)  # list_dir
+    assert "by_shell.txt" in listing and "old.txt" not in listing, listing
+    assert "by_shell.txt" in outputs  # glob: the queued new file, not the removed old.txt, not the ignored build/
     pytest_out = outputs[-1]
     assert pytest_out.startswith("Exit code: 0") and "1 passed" in pytest_out, pytest_out
 
