@@ -58,7 +58,7 @@ from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
 
 if TYPE_CHECKING:
-    from auger.changes.pending import PendingChanges
+    from auger.changes.overlay import PendingChanges
 
 log = logging.getLogger("auger.session")
 
@@ -686,7 +686,7 @@ async def _open_pending(store: Store, session_id: str, root: Path, wanted: bool)
     resumed pending session stays one, so its queue stays in view)."""
     if not wanted and not await store.load_pending(session_id):
         return None
-    from auger.changes.pending import PendingChanges
+    from auger.changes.overlay import PendingChanges
 
     return await PendingChanges.open(store, session_id, root)
 
