@@ -496,3 +496,50 @@ def test_the_copy_follows_the_users_edits_between_turns(project, server):
     out = [m["content"] for m in server.chat_requests[2].messages if m["role"] == "tool"][-1]
     assert "a v2 by the user\nnew by the user" in out and "gone.txt" not in out, out
     assert (project / "a.txt").read_text() == "a v3 by the user\n"
+
+
+def test_pending_is_a_session_option_and_a_session_with_a_queue_resumes_in_it(project, server):
+    from auger.engine.sessions import SessionManager
+    from auger.engine.workspace import Workspace
+    from auger.models.registry import client_for
+    from tests.support.harness import make_config
+
+    (project / "a.txt").write_text("a\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "b\n"})]), Reply(text="done"))
+
+    async def main() -> tuple[bool, bool, bool]:
+        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model")
+        assert not config.pending
+        def client():
+            return client_for(config, env={"OPENAI_API_KEY": "sk-test"})
+
+        store = SqliteStore(project.parent / "sessions.db")
+        sessions = SessionManager(Workspace.open(project, config), store)
+        try:
+            session = await sessions.create(client(), pending=True)
+            created = session.pending is not None
+            await run_prompt_to_end(session, "edit")
+            resumed = await sessions.resume(session.id, client=client())  # something is queued: pending mode again
+            with_queue = resumed.pending is not None
+            resumed.submit(PendingDiscard())
+            async for event in resumed.events():
+                if isinstance(event, ev.PendingChanged):
+                    break
+            resumed.submit(Shutdown())
+            await resumed.wait_closed()
+            again = await sessions.resume(session.id, client=client())  # nothing queued or asked: a normal session
+            without = again.pending is None
+            again.submit(Shutdown())
+            await again.wait_closed()
+            return created, with_queue, without
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(asyncio.wait_for(main(), 60)) == (True, True, True)
+    assert (project / "a.txt").read_text() == "a\n"
+
+
+async def run_prompt_to_end(session, prompt: str) -> None:
+    from auger.engine.sessions import run_prompt
+
+    await run_prompt(session, prompt)
