@@ -49,6 +49,7 @@ class Config:
     snapshot_keep_turns: int = 5  # ...these many changing turns, for undo
     snapshot_gc_interval_hours: float = 24.0  # how often sessions prune snapshots in the background; 0: never
     worktree: bool = False  # new sessions work in a copy of the project (changes/worktree.py), applied on request
+    pending: bool = False  # queue file changes for review (`auger pending`) instead of writing them
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
     model_reasoning_effort: str | None = None  # Responses API; checked against the model's known efforts

@@ -31,7 +31,7 @@ from auger.engine.stream import EventStream
 from auger.engine.own_files import OwnFiles
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
-from auger.engine.tool_runtime import Policy, ToolRuntime
+from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
 from auger.engine.turn_context import TurnContext
@@ -40,17 +40,18 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
+    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, PendingChanged, RolledBack,
     SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, RunShell, SetMode,
-    SetModel, Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind, Redo,
+    RemoveMcpServer, Rollback, RunShell, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
-from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
+from auger.protocol.vocab import ApprovalOption, Effect, Mode, TurnEndReason
+from auger.policy.types import Classification
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
@@ -59,10 +60,12 @@ from auger.tools.shell import stop_background
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
     from auger.engine.subagents import AgentPool
+    from auger.changes.overlay import PendingChanges
 
 log = logging.getLogger("auger.session")
 
 CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
+APPLY_TURN = "pending-apply"  # the prefix of the turn id an apply of pending changes is snapshotted and diffed under
 
 # The submission being handled: set by the session loop per op, inherited by the tasks it starts.
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
@@ -102,11 +105,13 @@ class Session:
         self._title_task: asyncio.Task[None] | None = None
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
+        self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
                    history: History, interactive: bool = False, resumed: bool = False,
-                   ledger: UsageLedger | None = None, plan: list[dict] | None = None) -> Session:
+                   ledger: UsageLedger | None = None, plan: list[dict] | None = None,
+                   pending: bool = False) -> Session:
         """Set up the session's policy (sandbox + egress proxy, exec-policy rules, command environment),
         learn its model's window, record the context the model is told, and start serving ops."""
         from auger.config import home_dirs
@@ -120,8 +125,14 @@ class Session:
         probe = asyncio.create_task(_probe_window(client, config))  # a round trip: overlap it with the sandbox
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
-        confinement = await confine(config, workspace.root, state.scratch_dir, protected, warnings.append,
+        queue = await _open_pending(store, meta.id, workspace.root, pending or config.pending)
+        tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
+        if queue is not None:
+            state.root_handle = queue.handle
+        confinement = await confine(config, tools_root, state.scratch_dir, protected, warnings.append,
                                     mode=lambda: meta.mode)
+        if queue is not None:
+            warnings.extend(_pending_warnings(queue, confinement))
         if confinement is not None:
             state.scratch_dir.mkdir(parents=True, exist_ok=True)
         user_rules = dirs["config"] / "rules.toml"
@@ -130,6 +141,8 @@ class Session:
         warnings.extend(problems)
         env = command_env(os.environ, include=config.shell_env_include, exclude=config.shell_env_exclude,
                           set_values=config.shell_env_set)
+        if queue is not None:  # git must not find a repository above the copy (it has none of its own)
+            env["GIT_CEILING_DIRECTORIES"] = str(queue.tree.parent)
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
                         approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
         from auger.context.instructions import model_family
@@ -137,7 +150,7 @@ class Session:
 
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         mcp = await _start_mcp_servers(config, router, workspace.root, confinement, warnings)
-        runtime = ToolRuntime(router, policy, root=workspace.root, state=state,
+        runtime = ToolRuntime(router, policy, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
         runtime.hooks = await _open_plugins(workspace, router, env, meta.id, warnings)
@@ -147,19 +160,27 @@ class Session:
         mcp.warn = lambda message: session.emit(WarningEvent(message))
         if interactive:
             mcp.elicit = session._elicit
-        own = OwnFiles(workspace.root, state, session.record, history.items)
+        own = OwnFiles(tools_root, state, session.record, history.items)
         runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
         snapshots = snapshot_store(config, workspace.root, dirs["data"])
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
-            runtime.before_mutation.append(session.changes.before_mutation)
+            if queue is None:  # in pending mode only an apply changes the project
+                runtime.before_mutation.append(session.changes.before_mutation)
             session.changes.start()
         await session._open_agents(resumed, warnings)
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._hook("session_start", {"resumed": resumed}, warnings.append)
+        if queue is not None:
+            session.pending = queue
+            runtime.after_mutation.append(session._capture_pending)
+        # a new model is told to the model as an environment change, recorded
+        await session._refresh(CONTEXT_TURN, warnings=warnings)
+        if queue is not None:
+            await session._tell_pending_mode()
         await session._start(resumed=resumed)
         return session
 
@@ -264,6 +285,9 @@ class Session:
         await self._refresh(turn_id)
         if self.agents is not None:
             await self.agents.root.deliver(turn_id, self.record)
+        if self.pending is not None:  # the user's own edits since, into the tools' copy
+            await self._capture_pending(None)
+            await self.pending.follow_project()
         return self.skills
 
     # -- what a turn is told --------------------------------------------------------
@@ -412,6 +436,8 @@ class Session:
                 self.emit(WarningEvent("shell command refused: a turn is running; run it after the turn ends"))
             else:
                 self._start_user_shell(op.command)
+        elif isinstance(op, (PendingApply, PendingDiscard, PendingRewind)):
+            await self._pending_op(op)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -473,8 +499,75 @@ class Session:
         except UndoError as exc:
             self.emit(WarningEvent(f"{verb} refused: {exc}"))
             return
+        if self.pending is not None:  # the files the undo put back, as the tools' copy shows them
+            await self.pending.refresh(event.files)
         await self.record(UNDO_TURN, note)
         self.emit(event)
+
+    # -- pending mode -----------------------------------------------------------------
+    async def _tell_pending_mode(self) -> None:
+        """Tell the model, once per copy, that its changes are queued and where its commands run."""
+        from auger.changes.pending import NOTE_KIND
+
+        assert self.pending is not None
+        tree = str(self.pending.tree)
+        told = [i for i in self.history.items if isinstance(i, it.ContextMessage) and i.kind == NOTE_KIND]
+        if told and (told[-1].data or {}).get("tree") == tree:
+            return
+        text = (f"Pending-changes mode: your file changes are queued for the user to review and apply; the project "
+                f"itself is not changed until then. File tools see your queued changes. Shell commands run in a copy "
+                f"of the project with your changes made, at {tree} (their working directory): use relative paths. "
+                "What a command changes there is queued too, except files the project ignores (build output, "
+                "caches), which stay in the copy. The project at its real path is read-only to commands.")
+        await self.record(CONTEXT_TURN, it.ContextMessage(text, NOTE_KIND, {"tree": tree}))
+
+    async def _capture_pending(self, call: PlannedCall | None) -> None:
+        """After a call that may change files (None: before an op on the queue, for what background
+        commands changed): queue what changed in the copy."""
+        assert self.pending is not None
+        turn_id = call.turn_id if call is not None else None
+        queued, notes = await (self.pending.capture(call.tool, call.call_id, call.args) if call is not None
+                               else self.pending.sync())
+        for note in notes:
+            self.emit(WarningEvent(f"pending: {note}", turn_id))
+        if queued:
+            self.emit(PendingChanged(len(self.pending.paths), queued, "queued"))
+
+    async def _pending_op(self, op: PendingApply | PendingDiscard | PendingRewind) -> None:
+        """Apply, discard or rewind queued changes; the model is told what changed in its view."""
+        from auger.changes import pending as queue
+
+        verb = op.TYPE.removeprefix("pending_")
+        if self.pending is None:
+            self.emit(WarningEvent(f"pending {verb} refused: this session is not in pending mode"))
+            return
+        if self.turn_running:
+            self.emit(WarningEvent(f"pending {verb} refused: a turn is running; interrupt it or wait for it to end"))
+            return
+        await self._capture_pending(None)
+        if isinstance(op, PendingApply):
+            turn_id = f"{APPLY_TURN}-{uuid.uuid4().hex[:12]}"
+            report = await queue.apply(self.store, self.id, self.workspace.root, op.paths or None,
+                                       before_write=lambda: snapshot_before_apply(self.changes, turn_id))
+            if self.changes is not None:
+                await self.changes.end_turn(turn_id)  # the apply is undoable like a turn's changes
+            for line in [*report.conflicts, *(f"{u}: nothing is pending there" for u in report.unknown)]:
+                self.emit(WarningEvent(f"pending apply refused {line}"))
+            await self.pending.refresh(report.applied)  # the copy now holds what the project holds
+            changed, action = report.applied, queue.APPLIED
+        else:
+            if isinstance(op, PendingDiscard):
+                changed, unknown = await queue.discard(self.store, self.id, op.paths or None)
+                for name in unknown:
+                    self.emit(WarningEvent(f"pending discard: nothing is pending for {name}"))
+                action = queue.DISCARDED
+            else:
+                changed, action = await queue.rewind(self.store, self.id, op.seq), queue.REWOUND
+            await self.pending.refresh(changed)
+        told = queue.note(action, changed)
+        if told is not None:
+            await self.record(CONTEXT_TURN, told)
+        self.emit(PendingChanged(len(self.pending.paths), changed, action))
 
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
@@ -575,6 +668,8 @@ class Session:
             from auger.engine.snapshot_gc import start_background_gc
 
             start_background_gc(home_dirs()["data"], self.workspace.config)  # at most once a day, detached
+        if self.pending is not None:
+            await self.pending.close()
         await self.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
@@ -685,6 +780,34 @@ async def _open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str,
         return None
     return Hooks(shell, plugins.hooks, cwd=workspace.root, env=env, session_id=session_id,
                  timeout=config.hooks_timeout)
+async def snapshot_before_apply(changes: ChangeTracker | None, turn_id: str) -> None:
+    """An apply of pending changes is snapshotted like a turn's first change, so it can be diffed and undone
+    (end it with `changes.end_turn(turn_id)`)."""
+    if changes is not None:
+        await changes.before_mutation(PlannedCall(turn_id, "", "pending_apply", {},
+                                                  Classification(Effect.LOCAL_MUTATION, "pending changes")))
+
+
+def _pending_warnings(queue: PendingChanges, confinement) -> list[str]:
+    """What the user should know about this session's pending mode."""
+    out = []
+    if queue.overlay.problem:
+        out.append(f"pending mode: part of the project could not be copied for the session's tools: "
+                   f"{queue.overlay.problem}")
+    if confinement is None or not confinement.enforced:
+        out.append("pending mode without a sandbox: commands run in the copy, but nothing stops one from "
+                   "writing the project by its absolute path")
+    return out
+
+
+async def _open_pending(store: Store, session_id: str, root: Path, wanted: bool) -> PendingChanges | None:
+    """Pending mode's queue and copy when asked for, or when the session already has changes queued (a
+    resumed pending session stays one, so its queue stays in view)."""
+    if not wanted and not await store.load_pending(session_id):
+        return None
+    from auger.changes.overlay import PendingChanges
+
+    return await PendingChanges.open(store, session_id, root)
 
 
 async def _probe_window(client: ModelClient, config) -> int | None:

@@ -39,17 +39,19 @@ class SessionManager:
     async def list(self, limit: int = 50) -> list[SessionRecord]:
         return await self.store.list_sessions(limit)
 
-    async def create(self, client: ModelClient, *, mode: str | None = None, interactive: bool = False) -> Session:
+    async def create(self, client: ModelClient, *, mode: str | None = None, interactive: bool = False,
+                     pending: bool = False) -> Session:
+        """A new session; `pending` (or config `pending`) queues its file changes for review (changes/pending.py)."""
         now = time.time()
         record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.workspace.root),
                                provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode)
         await self.store.create_session(record)
         return await Session.open(self.workspace, store=self.store, client=client, meta=record, history=History(),
-                                  interactive=interactive)
+                                  interactive=interactive, pending=pending)
 
     async def fork(self, source_id: str, *, client: ModelClient | None = None, switch: bool = False,
                    before_user_message: int | None = None, mode: str | None = None,
-                   interactive: bool = False) -> Session:
+                   interactive: bool = False, pending: bool = False) -> Session:
         """A new session starting from a copy of another's history, optionally cut just before its
         Nth user message (1-based). The source is left untouched. The model follows the resume policy
         (see `resume`): the source's, unless `switch` accepts another client's."""
@@ -71,17 +73,18 @@ class SessionManager:
                                title=f"fork of {source.title or source.id[:8]}"[:80])
         await store.create_session(record)
         await store.copy_items(source.id, record.id, cut)
-        return await self.resume(record.id, client=client, mode=mode, interactive=interactive)
+        return await self.resume(record.id, client=client, mode=mode, interactive=interactive, pending=pending)
 
     async def resume(self, session_id: str, *, client: ModelClient | None = None, switch: bool = False,
-                     mode: str | None = None, interactive: bool = False) -> Session:
+                     mode: str | None = None, interactive: bool = False, pending: bool = False) -> Session:
         """Continue a stored session with its full history.
 
         The model is the one the session was recorded with (engine.resume): with no `client`, it is built
         from the record, and resuming is refused (ResumeRefused) if that provider cannot be used here. A
         `client` for another provider or model is accepted only with `switch=True`; the switch is then
         recorded. Calls that never got an output (the process died mid-call) are closed with an
-        "interrupted" output, recorded, so the model knows and the API accepts it.
+        "interrupted" output, recorded, so the model knows and the API accepts it. A session with queued
+        pending changes resumes in pending mode whatever `pending` says.
         """
         store = self.store
         record = await self._record(session_id)
@@ -105,7 +108,7 @@ class SessionManager:
                                                                                    self.workspace.config))
         session = await Session.open(self.workspace, store=store, client=client, meta=record, history=history,
                                      interactive=interactive, resumed=True, ledger=ledger,
-                                     plan=latest_plan(history.items))
+                                     plan=latest_plan(history.items), pending=pending)
         if switched:
             session.emit(ModelChanged(client.provider, client.model, *previous))
         return session

@@ -83,6 +83,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
     run_opts.add_argument("--worktree", action="store_true", default=None,
                           help="a new session works in a copy of the project; see `auger worktree`")
+    run_opts.add_argument("--pending", action="store_true", default=None,
+                          help="queue file changes for review (`auger pending`) instead of writing them")
     store_opts(run_opts)
 
     p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
@@ -146,6 +148,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.agents_cli import add_commands as add_agent_commands
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
+    from auger.frontends.pending_cli import add_commands as add_pending_commands
     from auger.frontends.review_cli import add_commands as add_review_commands
     from auger.frontends.worktree_cli import add_commands as add_worktree_commands
 
@@ -154,6 +157,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     changes.update(add_review_commands(sub, store_opts))  # `review` (frontends/review_cli.py)
     agents = add_agent_commands(sub, store_opts)  # `agents` (frontends/agents_cli.py)
     add_worktree_commands(sub, store_opts)  # `worktree …` (frontends/worktree_cli.py)
+    add_pending_commands(sub, store_opts)  # `pending` (frontends/pending_cli.py), parsed by the main parser
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 

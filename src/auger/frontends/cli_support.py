@@ -36,6 +36,7 @@ def load_cli_config(args: argparse.Namespace):
     flags["db_path"] = args.db
     flags["mode"] = getattr(args, "mode", None)
     flags["approve_all"] = getattr(args, "approve_all", None)
+    flags["pending"] = getattr(args, "pending", None)
     project = getattr(args, "cwd", None) or os.getcwd()
     config = load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
     if not any(o.partition("=")[0].strip() == "generate_titles" for o in args.overrides):

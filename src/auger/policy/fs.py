@@ -103,8 +103,11 @@ class Resolved:
 class RootHandle:
     """An O_PATH descriptor on a directory, opened once; everything beneath it is opened through it."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, alias: Path | None = None) -> None:
+        """`alias`: another directory whose absolute paths name the same files beneath this root (the
+        project, for the copy pending mode's tools work on)."""
         self.path = Path(root)
+        self.alias = alias
         self.fd = os.open(self.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._finalizer = weakref.finalize(self, os.close, self.fd)
 
@@ -137,6 +140,9 @@ class RootHandle:
         parts = Path(os.path.normpath(text)).parts
         if parts[:len(root_parts)] == root_parts:
             return "/".join(parts[len(root_parts):])
+        alias_parts = self.alias.parts if self.alias is not None else None
+        if alias_parts and parts[:len(alias_parts)] == alias_parts:
+            return "/".join(parts[len(alias_parts):])
         real = Path(os.path.realpath(text)).parts  # the root itself reached through an alias
         if real[:len(root_parts)] == root_parts:
             return "/".join(real[len(root_parts):])

@@ -252,6 +252,16 @@ class TurnUndone(Event):
     failed: list[str] = field(default_factory=list)  # "path: why", for paths that could not be restored
 
 
+@tag("pending_changed")
+class PendingChanged(Event):
+    """The queue of pending changes (pending mode) changed: `paths` were queued, applied, discarded or
+    rewound (`action`); `count` files now have changes waiting."""
+
+    count: int
+    paths: list[str]
+    action: str = "queued"  # queued | applied | discarded | rewound
+
+
 @tag("turn_ended")
 class TurnEnded(Event):
     turn_id: str

@@ -101,6 +101,26 @@ class RunShell(Op):
     run as a turn without a model call, its command and output recorded for the model to see."""
 
     command: str
+@tag("pending_apply")
+class PendingApply(Op):
+    """Write the queued changes of `paths` (files or directories; empty: all) to the project. A file edited
+    on disk since its change was proposed is refused whole (a warning says why); the others are written."""
+
+    paths: list[str] = field(default_factory=list)
+
+
+@tag("pending_discard")
+class PendingDiscard(Op):
+    """Drop the queued changes of `paths` (empty: all); the session's view of those files is the project's again."""
+
+    paths: list[str] = field(default_factory=list)
+
+
+@tag("pending_rewind")
+class PendingRewind(Op):
+    """Drop every queued change after sequence number `seq` (0: all), as if the queue had stopped there."""
+
+    seq: int
 
 
 @tag("shutdown")

@@ -42,7 +42,35 @@ class LinkRecord:
     status: str  # queued | running | completed | failed | cancelled | interrupted
 
 
-class Store(Protocol):
+@dataclass(frozen=True)
+class PendingRecord:
+    """One queued change to one file (changes/pending.py): what the file becomes, and on what it was based."""
+
+    seq: int  # per session, never reused (rewind names it)
+    path: str  # relative to the project root
+    before_hash: str  # sha256 of the file on disk when proposed, or "absent"
+    content: bytes | None  # the new content; None: the file is deleted
+    mode: int | None  # permission bits of the new content
+    agent: str  # who proposed it: the agent ...
+    call_id: str  # ... and its tool call
+    tool: str
+    created: float
+
+
+class PendingStore(Protocol):
+    """The queue of pending changes. Settled entries (applied, discarded, rewound) are kept, marked, so
+    sequence numbers are never reused and the history of a review stays readable."""
+
+    async def add_pending(self, session_id: str, path: str, before_hash: str, content: bytes | None,
+                          mode: int | None, agent: str, call_id: str, tool: str) -> int:
+        """Queue one change durably; returns its sequence number."""
+    async def load_pending(self, session_id: str) -> list[PendingRecord]:
+        """The session's unsettled entries, oldest first."""
+    async def settle_pending(self, session_id: str, seqs: list[int], state: str) -> None:
+        """Take entries out of the queue, marked `state` ("applied", "discarded", "rewound")."""
+
+
+class Store(PendingStore, Protocol):
     async def create_session(self, record: SessionRecord) -> None: ...
     async def update_session(self, session_id: str, **fields: object) -> None: ...
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None: ...

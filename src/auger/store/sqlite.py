@@ -28,7 +28,7 @@ from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
-from auger.store.base import LinkRecord, SessionRecord, StoredItem
+from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem
 
 T = TypeVar("T")
 
@@ -56,10 +56,14 @@ _SCHEMA = [
         child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, parent_call_id TEXT NOT NULL, agent TEXT NOT NULL,
         status TEXT NOT NULL, created REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS links_by_parent ON session_links (parent_id)",
+    """CREATE TABLE IF NOT EXISTS pending_changes (
+        session_id TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL, before_hash TEXT NOT NULL,
+        content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
+        created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
 ]
-# 2: leases; 3: events; 4: session_links (sub-agents)
+# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes
 # (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
@@ -347,6 +351,43 @@ class SqliteStore:
         return await self._run(select)
 
     # -- usage --------------------------------------------------------------------
+    # -- pending changes ------------------------------------------------------------
+    async def add_pending(self, session_id: str, path: str, before_hash: str, content: bytes | None,
+                          mode: int | None, agent: str, call_id: str, tool: str) -> int:
+        def insert(conn: sqlite3.Connection) -> int:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM pending_changes WHERE session_id = ?",
+                                   (session_id,)).fetchone()[0]
+                conn.execute(
+                    "INSERT INTO pending_changes (session_id, seq, path, before_hash, content, mode, agent, call_id, "
+                    "tool, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (session_id, seq, to_db(path), before_hash, content, mode, to_db(agent), to_db(call_id),
+                     to_db(tool), time.time()))
+            return seq
+
+        return await self._run(insert)
+
+    async def load_pending(self, session_id: str) -> list[PendingRecord]:
+        def select(conn: sqlite3.Connection) -> list[PendingRecord]:
+            rows = conn.execute(
+                "SELECT seq, path, before_hash, content, mode, agent, call_id, tool, created FROM pending_changes "
+                "WHERE session_id = ? AND state = 'pending' ORDER BY seq", (session_id,)).fetchall()
+            return [PendingRecord(seq, from_db(path), before, content, mode, from_db(agent), from_db(call),
+                                  from_db(tool), created)
+                    for seq, path, before, content, mode, agent, call, tool, created in rows]
+
+        return await self._run(select)
+
+    async def settle_pending(self, session_id: str, seqs: list[int], state: str) -> None:
+        def update(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("UPDATE pending_changes SET state = ? WHERE session_id = ? AND seq = ?",
+                                 [(state, session_id, seq) for seq in seqs])
+
+        await self._run(update)
+
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?)",
