@@ -140,11 +140,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                                  "(without a terminal: like `auger exec`).")
     p_chat.add_argument("prompt", nargs="?", help="a first prompt to send")
     p_chat.set_defaults(run=_cmd_interactive)
+    from auger.frontends.acp.command import add_commands as add_acp_commands
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
+    changes.update(add_acp_commands(sub, store_opts))  # `acp` (frontends/acp/command.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
