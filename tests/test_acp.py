@@ -406,3 +406,45 @@ def test_load_session_replays_the_stored_conversation(project, server, isolated_
     assert more.stop_reason == "end_turn"
     history = [m["content"] for m in server.chat_requests[-1].messages if m["role"] in ("user", "assistant")]
     assert "what is in a.txt?" in history and "It says alpha." in history
+
+
+# -- MCP servers from the editor, start-up cost ------------------------------------------------------------
+
+
+def test_mcp_servers_from_the_editor_join_the_session(project, server, isolated_home):
+    from acp.schema import EnvVariable, McpServerStdio
+
+    root = Path(__file__).resolve().parent.parent
+    server.add(Reply(tool_calls=[ToolCall("mcp__tools__echo", {"text": "hi"})]), Reply(text="echoed"))
+    editor = Editor()
+    servers = [McpServerStdio(name="tools", command=sys.executable, args=["-m", "tests.support.mcp_server"],
+                              env=[EnvVariable(name="PYTHONPATH", value=str(root))]),
+               McpServerStdio(name="../bad name", command="true", args=[], env=[])]
+
+    async def main():
+        async with auger_acp(project, server, editor, isolated_home) as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=servers)
+            return await conn.prompt(session_id=session.session_id, prompt=[text_block("echo hi")])
+
+    assert run(main()).stop_reason == "end_turn"
+    assert tool_messages(server) == ["echo: hi"]
+    said = "".join(u.content.text for u in editor.of("agent_message_chunk"))
+    assert "MCP server from the editor not added" in said and "bad name" in said
+
+
+def test_exec_and_version_never_import_the_acp_sdk(project, server, isolated_home):
+    server.add(Reply(text="hi"))
+    script = f"""
+import sys
+from auger.frontends.cli import main
+code = main(["exec", "--base-url", {server.base_url!r}, "--model", "mock-model", "-c", "generate_titles=false", "hi"])
+print(code, sorted(m for m in sys.modules if m == "acp" or m.startswith("acp.")))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    env.update({"AUGER_HOME": str(isolated_home), "OPENAI_API_KEY": "sk-test"})
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", script], cwd=project, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
