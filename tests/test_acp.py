@@ -448,3 +448,54 @@ print(code, sorted(m for m in sys.modules if m == "acp" or m.startswith("acp."))
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
+# -- stop reasons ---------------------------------------------------------------------------------------
+
+
+def _chunk(delta: dict, finish: str | None = None) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def test_stop_reasons_max_tokens_and_refusal(project, server, isolated_home):
+    from tests.support.mock_openai import Raw
+
+    server.add(
+        Raw([_chunk({"role": "assistant", "content": "a reply cut sh"}), _chunk({}, "length")]),
+        Raw([_chunk({"role": "assistant", "refusal": "I can't help with that."}), _chunk({}, "stop")]),
+        Reply(text="plain"),
+    )
+
+    async def main():
+        async with auger_acp(project, server, Editor(), isolated_home) as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            sid = session.session_id
+            return [(await conn.prompt(session_id=sid, prompt=[text_block(p)])).stop_reason
+                    for p in ("long", "bad", "fine")]
+
+    assert run(main()) == ["max_tokens", "refusal", "end_turn"]
+
+
+def test_cancel_kills_a_command_running_in_the_editors_terminal(project, server, isolated_home):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "sleep 30 && touch late"})]), Reply(text="next"))
+    editor = Editor(answers=["approve"])
+
+    async def main():
+        async with auger_acp(project, server, editor, isolated_home, caps=EDITOR_CAPS) as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            sid = session.session_id
+            prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("wait")]))
+            while not editor.terminals:
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            await conn.cancel(session_id=sid)
+            first = await prompt
+            proc = editor.terminals["term-1"][0]
+            await asyncio.wait_for(proc.wait(), 5)
+            return first, time.monotonic() - started, proc.returncode
+
+    first, took, code = run(main())
+    assert first.stop_reason == "cancelled"
+    assert took < 10 and code is not None and code < 0  # killed, not finished
+    assert not (project / "late").exists()

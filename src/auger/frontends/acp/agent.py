@@ -58,10 +58,6 @@ REJECT_ALWAYS = "reject_always"
 STOP_REASONS = {"complete": "end_turn", "cancelled": "cancelled"}
 
 
-class Refused(Exception):
-    """A request this agent will not serve; its message goes back as the JSON-RPC error's message."""
-
-
 def refuse(message: str) -> RequestError:
     return RequestError.invalid_params({"message": message})
 
@@ -86,8 +82,11 @@ class AcpSession:
         await self.agent.conn.session_update(session_id=self.id, update=update)
 
     async def follow(self) -> None:
-        """Every envelope this process emits for the session, until it shuts down, as updates."""
+        """The editor's slash commands, then every envelope this process emits for the session, until
+        it shuts down, as updates."""
+        workspace = self.session.workspace
         try:
+            await self.send(available_commands(dict(workspace.prompts), list(self.session.skills.skills)))
             async for envelope in self.session.subscribe():
                 await self.on_event(envelope.event)
         except Exception:  # a broken connection or a mapping bug: the prompt waiting must not hang
@@ -315,9 +314,6 @@ class AugerAgent:
         between: the SDK queues the response before this task first runs, so the editor learns the
         session id before any update for it arrives."""
         acp_session.pump = asyncio.create_task(acp_session.follow(), name=f"acp-{acp_session.id}")
-        session = acp_session.session
-        commands = available_commands(dict(session.workspace.prompts), list(session.skills.skills))
-        asyncio.create_task(acp_session.send(commands))
 
 
 def _project_dir(cwd: Any) -> str:
