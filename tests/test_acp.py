@@ -352,6 +352,8 @@ def test_a_failed_turn_is_an_error_response_and_the_agent_keeps_serving(project,
 
 
 def test_set_mode_switches_and_refuses_unknown_modes(project, server, isolated_home):
+    (project / ".auger" / "prompts").mkdir(parents=True)
+    (project / ".auger" / "prompts" / "review.md").write_text("---\ndescription: review a diff\n---\nReview $1\n")
     server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "new.txt", "content": "x"})]), Reply(text="ok"))
     editor = Editor()
 
@@ -366,6 +368,8 @@ def test_set_mode_switches_and_refuses_unknown_modes(project, server, isolated_h
 
     assert run(main()).stop_reason == "end_turn"
     assert [u.current_mode_id for u in editor.of("current_mode_update")] == ["plan"]
+    commands = editor.of("available_commands_update")[0].available_commands
+    assert [(c.name, c.description) for c in commands] == [("review", "review a diff")]
     assert not (project / "new.txt").exists()
     assert editor.permissions == []  # plan mode refuses, it does not ask
     assert "plan" in tool_messages(server)[0]
