@@ -117,7 +117,7 @@ async def auger_acp(project: Path, server: MockChatServer, editor: Editor, home:
                                    "--model", "mock-model", *overrides, *extra, cwd=project, env=env) as (conn, proc):
         init = await asyncio.wait_for(conn.initialize(protocol_version=1, client_capabilities=caps), TIMEOUT)
         yield conn, init
-    assert proc.returncode is not None or proc.returncode is None  # the SDK closed its stdin; it ends on EOF
+    assert proc.returncode == 0  # the SDK closed its stdin: auger shut its sessions down and exited cleanly
 
 
 def run(coro) -> Any:
@@ -503,3 +503,24 @@ def test_cancel_kills_a_command_running_in_the_editors_terminal(project, server,
     assert first.stop_reason == "cancelled"
     assert took < 10 and code is not None and code < 0  # killed, not finished
     assert not (project / "late").exists()
+
+
+def test_editor_terminals_make_auto_ask_and_can_be_turned_off(project, server, isolated_home):
+    """The editor's terminal is outside the sandbox that `auto` relies on: with it, auto asks before a
+    change; with --no-editor-terminal, commands stay in auger's sandbox (and never reach the editor)."""
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "touch one"})]), Reply(text="ok"),
+               Reply(tool_calls=[ToolCall("shell", {"command": "touch two"})]), Reply(text="ok"))
+    with_terminal, without = Editor(answers=["approve"]), Editor(answers=["approve"])
+
+    async def main():
+        for editor, extra in ((with_terminal, ()), (without, ("--no-editor-terminal",))):
+            async with auger_acp(project, server, editor, isolated_home, "--mode", "auto", *extra,
+                                 caps=EDITOR_CAPS) as (conn, _):
+                session = await conn.new_session(cwd=str(project), mcp_servers=[])
+                await conn.prompt(session_id=session.session_id, prompt=[text_block("touch")])
+
+    run(main())
+    assert len(with_terminal.permissions) == 1 and len(with_terminal.commands) == 1
+    assert (project / "one").exists()
+    assert without.commands == []
+    assert (project / "two").exists()

@@ -158,9 +158,10 @@ class AcpSession:
 class AugerAgent:
     """The ACP Agent: sessions by id, the client's capabilities, one store for all of them."""
 
-    def __init__(self, config_for: Callable[[str], Any], store: Any) -> None:
+    def __init__(self, config_for: Callable[[str], Any], store: Any, *, editor_terminals: bool = True) -> None:
         self.config_for = config_for  # project dir -> its effective Config
         self.store = store
+        self.editor_terminals = editor_terminals  # False: commands stay in auger's sandbox whatever the client offers
         self.conn: Any = None
         self.capabilities: Any = None
         self.sessions: dict[str, AcpSession] = {}
@@ -241,6 +242,8 @@ class AugerAgent:
         acp_session = self._session(session_id)
         if acp_session.waiting is not None:
             raise refuse("a prompt is already running in this session; cancel it or wait for it to end")
+        if acp_session.pump is None or acp_session.pump.done():
+            raise RequestError.internal_error({"message": "auger lost track of this session; load it again"})
         turn = user_turn(prompt, acp_session.session)
         acp_session.waiting = asyncio.get_running_loop().create_future()
         try:
@@ -293,7 +296,7 @@ class AugerAgent:
         if fs is not None and (fs.read_text_file or fs.write_text_file):
             state.client_files = EditorFiles(self.conn, session.id, reads=bool(fs.read_text_file),
                                              writes=bool(fs.write_text_file))
-        if getattr(caps, "terminal", False):
+        if self.editor_terminals and getattr(caps, "terminal", False):
             async def show(call_id: str, terminal_id: str) -> None:
                 acp_session.mapper.terminals[call_id] = terminal_id
                 await acp_session.send(helpers.update_tool_call(call_id, status="in_progress",

@@ -24,6 +24,9 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_acp.add_argument("--base-url", help="base URL of an OpenAI-compatible API")
     p_acp.add_argument("--mode", choices=("plan", "safe", "auto"), default=None,
                        help="trust mode of new sessions (default: safe; the editor can switch it)")
+    p_acp.add_argument("--no-editor-terminal", dest="editor_terminal", action="store_false",
+                       help="run commands in auger's sandbox even when the editor offers terminals (the editor's "
+                            "terminal is unsandboxed, so with it `auto` asks as `safe` does)")
     store_opts(p_acp)
     p_acp.set_defaults(run=_cmd_acp)
     return {"acp": p_acp}
@@ -56,11 +59,11 @@ def _cmd_acp(args: argparse.Namespace) -> int:
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # from here on, anything written to stdout lands on stderr
     sys.stdout = sys.stderr
-    asyncio.run(_serve(config_for, open_store(config), protocol_out))
+    asyncio.run(_serve(config_for, open_store(config), protocol_out, editor_terminal=args.editor_terminal))
     return 0
 
 
-async def _serve(config_for: Callable[[str], Any], store: Any, protocol_out: Any) -> None:
+async def _serve(config_for: Callable[[str], Any], store: Any, protocol_out: Any, *, editor_terminal: bool) -> None:
     import asyncio
 
     from acp import run_agent
@@ -73,7 +76,7 @@ async def _serve(config_for: Callable[[str], Any], store: Any, protocol_out: Any
     writer_protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())  # gives the writer flow control
     transport, _ = await loop.connect_write_pipe(lambda: writer_protocol, protocol_out)
     writer = asyncio.StreamWriter(transport, writer_protocol, None, loop)
-    agent = AugerAgent(config_for, store)
+    agent = AugerAgent(config_for, store, editor_terminals=editor_terminal)
     try:
         await run_agent(agent, writer, reader)  # type: ignore[arg-type]  # the SDK routes the methods an agent has
     finally:
