@@ -524,3 +524,19 @@ def test_editor_terminals_make_auto_ask_and_can_be_turned_off(project, server, i
     assert (project / "one").exists()
     assert without.commands == []
     assert (project / "two").exists()
+
+
+def test_a_permission_request_the_editor_cancels_ends_the_turn(project, server, isolated_home):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "touch nope"})]), Reply(text="next turn"))
+    editor = Editor(answers=["cancelled"])
+
+    async def main():
+        async with auger_acp(project, server, editor, isolated_home) as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            first = await conn.prompt(session_id=session.session_id, prompt=[text_block("touch")])
+            second = await conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
+            return first.stop_reason, second.stop_reason
+
+    assert run(main()) == ("cancelled", "end_turn")
+    assert not (project / "nope").exists()
+    assert len(server.chat_requests) == 2  # no model call after the abort, then the next turn's
