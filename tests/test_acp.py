@@ -540,3 +540,27 @@ def test_a_permission_request_the_editor_cancels_ends_the_turn(project, server, 
     assert run(main()) == ("cancelled", "end_turn")
     assert not (project / "nope").exists()
     assert len(server.chat_requests) == 2  # no model call after the abort, then the next turn's
+
+
+def test_the_model_is_a_session_config_option(project, server, isolated_home):
+    (isolated_home / "config.toml").write_text("[providers.openai-compatible.models.mock-model]\n"
+                                               "[providers.openai-compatible.models.mock-large]\n")
+    server.add(Reply(text="small"), Reply(text="large"))
+
+    async def main():
+        async with auger_acp(project, server, Editor(), isolated_home) as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            sid = session.session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("one")])
+            for config_id, value in (("model", "gpt-nonexistent"), ("temperature", "1")):
+                with pytest.raises(RequestError):
+                    await conn.set_config_option(config_id=config_id, session_id=sid, value=value)
+            switched = await conn.set_config_option(config_id="model", session_id=sid, value="mock-large")
+            await conn.prompt(session_id=sid, prompt=[text_block("two")])
+            return session.config_options, switched.config_options
+
+    offered, switched = run(main())
+    assert (offered[0].id, offered[0].category, offered[0].current_value) == ("model", "model", "mock-model")
+    assert [o.value for o in offered[0].options] == ["mock-model", "mock-large"]
+    assert switched[0].current_value == "mock-large"
+    assert [r.body["model"] for r in server.chat_requests] == ["mock-model", "mock-large"]

@@ -23,15 +23,16 @@ from typing import Any, Callable
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.schema import (
     AgentCapabilities, AllowedOutcome, Implementation, InitializeResponse, LoadSessionResponse, McpCapabilities,
-    NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse, SessionMode, SessionModeState,
-    SetSessionModeResponse, ToolCallUpdate,
+    NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse, SessionConfigOptionSelect,
+    SessionConfigSelectOption, SessionMode, SessionModeState, SetSessionConfigOptionResponse, SetSessionModeResponse,
+    ToolCallUpdate,
 )
 
 from auger import __version__
 from auger.frontends.acp.client_tools import EditorFiles, EditorTerminal
 from auger.frontends.acp.updates import CALL_CAP_ERROR, UpdateMapper, available_commands, plan_update, tool_kind
 from auger.protocol import events as ev
-from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, Shutdown, UserTurn
+from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown, UserTurn
 from auger.protocol.vocab import ApprovalOption, Mode
 
 log = logging.getLogger("auger.acp")
@@ -55,6 +56,8 @@ OPTIONS = {
     ApprovalOption.CANCEL: ("reject_once", "Cancel"),
 }
 REJECT_ALWAYS = "reject_always"
+MODEL_OPTION = "model"  # the one session config option: the model (ACP's stable successor of set_model)
+MODEL_REFUSED = "model switch refused"  # how the session's warning begins when it cannot switch
 STOP_REASONS = {"complete": "end_turn", "cancelled": "cancelled"}
 
 
@@ -73,6 +76,7 @@ class AcpSession:
         self.rejected: set[tuple[str, str]] = set()  # (tool, subject) refused for the rest of the session
         self.asking: set[asyncio.Task[None]] = set()
         self.pump: asyncio.Task[None] | None = None
+        self.model_switch: asyncio.Future[str | None] | None = None  # None: switched; else why not
 
     @property
     def id(self) -> str:
@@ -102,6 +106,11 @@ class AcpSession:
             task.add_done_callback(self.asking.discard)
         elif isinstance(event, ev.TurnEnded):
             self.finish(str(event.reason), event.message)
+        elif self.model_switch is not None and not self.model_switch.done():
+            if isinstance(event, ev.ModelChanged):
+                self.model_switch.set_result(None)
+            elif isinstance(event, ev.WarningEvent) and event.message.startswith(MODEL_REFUSED):
+                self.model_switch.set_result(event.message)
 
     def finish(self, reason: str, message: str | None) -> None:
         if self.waiting is not None and not self.waiting.done():
@@ -197,7 +206,8 @@ class AugerAgent:
         session = await manager.create(client, interactive=True)
         await self.store.claim(session.id)
         acp_session = await self._attach(session, mcp_servers or [])
-        response = NewSessionResponse(session_id=session.id, modes=_modes(session.mode))
+        response = NewSessionResponse(session_id=session.id, modes=_modes(session.mode),
+                                      config_options=_config_options(session))
         self._start(acp_session)
         return response
 
@@ -229,7 +239,7 @@ class AugerAgent:
         if session.runtime.state.plan:
             await acp_session.send(plan_update(session.runtime.state.plan))
         self._start(acp_session)
-        return LoadSessionResponse(modes=_modes(session.mode))
+        return LoadSessionResponse(modes=_modes(session.mode), config_options=_config_options(session))
 
     async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> SetSessionModeResponse:
         acp_session = self._session(session_id)
@@ -237,6 +247,29 @@ class AugerAgent:
             raise refuse(f"unknown mode {mode_id!r}; auger's modes are {', '.join(Mode)}")
         acp_session.session.submit(SetMode(Mode(mode_id)))
         return SetSessionModeResponse()
+
+    async def set_config_option(self, config_id: str, session_id: str, value: Any,
+                                **kwargs: Any) -> SetSessionConfigOptionResponse:
+        """Switch the session's model (between prompts): one of the models its provider describes."""
+        acp_session = self._session(session_id)
+        session = acp_session.session
+        if config_id != MODEL_OPTION:
+            raise refuse(f"unknown config option {config_id!r}; auger has {MODEL_OPTION!r}")
+        models = [o.value for o in _config_options(session)[0].options]
+        if value not in models:
+            raise refuse(f"model {value!r} is not one of {', '.join(models)}")
+        if acp_session.waiting is not None:
+            raise refuse("a prompt is running; switch the model between prompts")
+        if value != session.client.model:
+            acp_session.model_switch = asyncio.get_running_loop().create_future()
+            try:
+                session.submit(SetModel(value))
+                problem = await acp_session.model_switch
+            finally:
+                acp_session.model_switch = None
+            if problem:
+                raise refuse(problem)
+        return SetSessionConfigOptionResponse(config_options=_config_options(session))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         acp_session = self._session(session_id)
@@ -332,6 +365,18 @@ def _project_dir(cwd: Any) -> str:
 def _modes(current: str) -> SessionModeState:
     return SessionModeState(current_mode_id=str(current), available_modes=[
         SessionMode(id=str(mode), name=name, description=text) for mode, (name, text) in MODE_TEXT.items()])
+
+
+def _config_options(session: Any) -> list[Any]:
+    """The model, as a select among the current one and those its provider describes (built-in or in
+    the user's `[providers.NAME.models]` tables)."""
+    from auger.models.registry import registry_for
+
+    provider = registry_for(session.workspace.config).providers.get(session.client.provider)
+    models = dict.fromkeys([session.client.model, *(provider.models if provider is not None else ())])
+    return [SessionConfigOptionSelect(
+        id=MODEL_OPTION, name="Model", category="model", type="select", current_value=session.client.model,
+        options=[SessionConfigSelectOption(value=m, name=m) for m in models])]
 
 
 def mcp_table(server: Any) -> tuple[str, dict | None]:
