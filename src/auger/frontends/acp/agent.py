@@ -132,8 +132,8 @@ class AcpSession:
         call = ToolCallUpdate(tool_call_id=details.call_id if details is not None else request.request_id,
                               title=request.message, status="pending",
                               kind=tool_kind(details.tool) if details is not None else "think")  # type: ignore[arg-type]
-        if details is not None and details.diff:
-            call.content = [helpers.tool_content(helpers.text_block(details.diff))]
+        if details is not None and details.diff and not self.mapper.has_diff(details.tool):
+            call.content = [helpers.tool_content(helpers.text_block(details.diff))]  # e.g. a patch: as text
         fallback = ApprovalOption.ABORT if ApprovalOption.ABORT in request.options else request.options[-1]
         try:
             response = await self.agent.conn.request_permission(session_id=self.id, tool_call=call, options=options)

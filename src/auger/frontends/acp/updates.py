@@ -110,6 +110,11 @@ class UpdateMapper:
         content.append(helpers.tool_content(helpers.text_block(shown)))
         return helpers.update_tool_call(call_id, status="completed" if ok else "failed", content=content)
 
+    @staticmethod
+    def has_diff(name: str) -> bool:
+        """Whether the call's start already showed its change as diff content (so an approval need not)."""
+        return name in ("edit_file", "write_file")
+
     def _diff(self, name: str, args: Any) -> list[Any] | None:
         """The change an edit makes, as the editor shows diffs: for `edit_file` the replaced text and its
         replacement, for `write_file` the new content (no old text: the editor has the file)."""
