@@ -146,6 +146,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_chat.add_argument("prompt", nargs="?", help="a first prompt to send")
     p_chat.set_defaults(run=_cmd_interactive)
     from auger.frontends.agents_cli import add_commands as add_agent_commands
+    from auger.frontends.acp.command import add_commands as add_acp_commands
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
     from auger.frontends.pending_cli import add_commands as add_pending_commands
@@ -158,6 +159,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     agents = add_agent_commands(sub, store_opts)  # `agents` (frontends/agents_cli.py)
     add_worktree_commands(sub, store_opts)  # `worktree …` (frontends/worktree_cli.py)
     add_pending_commands(sub, store_opts)  # `pending` (frontends/pending_cli.py), parsed by the main parser
+    changes.update(add_acp_commands(sub, store_opts))  # `acp` (frontends/acp/command.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 

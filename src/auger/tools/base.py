@@ -62,6 +62,32 @@ class FileStamp:
         return cls(st.st_mtime_ns, st.st_size)
 
 
+class ClientFiles(Protocol):
+    """Files as the user's editor holds them (ACP `fs/*`), unsaved changes included.
+
+    When a session has one, the file tools still resolve every path beneath the root first (and
+    run every policy check before that); only the content goes through the editor, addressed by the
+    absolute, symlink-free path that resolution produced. Failures are ToolErrors the model reads."""
+
+    reads: bool
+    writes: bool
+
+    async def read_text(self, path: Path) -> str: ...
+
+    async def write_text(self, path: Path, text: str) -> None: ...
+
+
+class ClientTerminal(Protocol):
+    """Runs a command in a terminal of the user's editor (ACP `terminal/*`), where the user sees it.
+
+    The editor's terminal is outside auger's sandbox, so the shell tool sends it only commands that
+    passed the policy as changes (read-only ones keep the read-only sandbox), and a session that has
+    one is treated as unsandboxed by the policy (auto asks like safe)."""
+
+    async def run(self, argv: list[str], cwd: Path, timeout: float, call_id: str) -> tuple[str, int | None, bool]:
+        """(the terminal's output, the exit code or None when killed by a signal, whether it timed out)."""
+
+
 @dataclass
 class SessionToolState:
     """Mutable per-session state the tools share; one per Session, never shared."""
@@ -72,6 +98,8 @@ class SessionToolState:
     background: dict[int, Any] = field(default_factory=dict)  # pid -> process handle
     plan: list[dict] | None = None  # the model's current plan (update_plan), kept across compaction
     root_handle: RootHandle | None = None  # the project root, opened once (see auger.policy.fs)
+    client_files: ClientFiles | None = None  # an editor's buffers, when a front end offers them (ACP)
+    client_terminal: ClientTerminal | None = None  # an editor's terminals, likewise
 
 
 @dataclass

@@ -19,6 +19,9 @@ Design choices, and why:
   since (the user edited it, a formatter ran), writing over it would silently
   discard that change, so the tools refuse and ask the model to read it again.
 * Blocking I/O runs in `asyncio.to_thread` so a large file never stalls the loop.
+* When the session has the editor's buffers (`ToolContext.state.client_files`, ACP), the path is
+  resolved and every check above runs exactly as for a local file; only the text is read from and
+  written to the editor, so the model sees unsaved changes and the user sees the edit in place.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ import asyncio
 import contextlib
 import difflib
 import errno
+import io
 import os
 import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from auger.policy.fs import Resolved, RootHandle, read_fd, replace_file
 from auger.policy.gitguard import git_write_refusal
@@ -40,6 +44,7 @@ from auger.policy.paths import PathEscape, display
 from auger.tools.base import (
     LOCAL_MUTATION,
     READ_ONLY,
+    ClientFiles,
     FileStamp,
     ToolContext,
     ToolError,
@@ -327,34 +332,65 @@ class _Page:
 
 def _read_page(fd: int, offset: int, limit: int) -> _Page:
     """Stream the file, keeping only the requested lines, so huge logs cost little memory."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    with open(fd, "rb", closefd=False) as f:
+        return _page_of(f, offset, limit)
+
+
+def _page_of(raw_lines: Iterable[bytes], offset: int, limit: int) -> _Page:
+    """The requested lines of a file given as its raw lines (a local file, or an editor's buffer)."""
     shown: list[tuple[int, str]] = []
     valid = True
     total = 0
     last = offset + limit - 1
     budget = MAX_PAGE_CHARS
-    os.lseek(fd, 0, os.SEEK_SET)
-    with open(fd, "rb", closefd=False) as f:
-        for total, raw in enumerate(f, start=1):
-            try:
-                raw.decode(ENCODING)
-            except UnicodeDecodeError:
-                valid = False
-            if offset <= total <= last and budget > 0:
-                line = raw.decode(ENCODING, ERRORS).rstrip("\n")
-                budget -= min(len(line), MAX_LINE_CHARS) + 8
-                if budget < 0 and shown:
-                    last = total - 1  # the page is full; the footer says where to go on
-                    continue
-                shown.append((total, line))
+    for total, raw in enumerate(raw_lines, start=1):
+        try:
+            raw.decode(ENCODING)
+        except UnicodeDecodeError:
+            valid = False
+        if offset <= total <= last and budget > 0:
+            line = raw.decode(ENCODING, ERRORS).rstrip("\n")
+            budget -= min(len(line), MAX_LINE_CHARS) + 8
+            if budget < 0 and shown:
+                last = total - 1  # the page is full; the footer says where to go on
+                continue
+            shown.append((total, line))
     return _Page(shown, total, valid)
+
+
+def _editor(ctx: ToolContext, writing: bool = False) -> ClientFiles | None:
+    """The editor's buffers, when the session has them for this direction."""
+    client = ctx.state.client_files
+    return client if client is not None and (client.writes if writing else client.reads) else None
+
+
+def _editor_text(text: str, what: str) -> str:
+    """Text the editor can take: JSON carries Unicode only, so bytes kept undecoded (surrogateescape)
+    cannot go through it; refused rather than altered."""
+    try:
+        text.encode(ENCODING)
+    except UnicodeEncodeError as e:
+        raise ToolError(f"{what} holds bytes that are not UTF-8 (offset {e.start}); the editor takes only text, "
+                        "so it was left unchanged") from None
+    return text
+
+
+def _stamp_disk(ctx: ToolContext, path: Path) -> None:
+    """After the editor wrote a file: the stamp of what is on disk now (the editor may save later)."""
+    try:
+        ctx.state.read_stamps[path] = FileStamp.of(path)
+    except OSError:
+        ctx.state.read_stamps.pop(path, None)
 
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Show part of a text file with line numbers, and stamp it for the stale-write check."""
     offset: int = args.get("offset", 1)
     limit: int = args.get("limit", DEFAULT_LIMIT)
+    editor = _editor(ctx)
 
-    def work() -> tuple[_Target, os.stat_result, _Page | bytes]:
+    def work() -> tuple[_Target, os.stat_result, _Page | bytes | None]:
         with _locate(ctx, args["path"]) as t:
             fd = _open_existing(t)
             if fd is None:
@@ -365,7 +401,9 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 st = os.fstat(fd)
                 _require_regular_file(st, t.rel, "read_file")
                 head = os.pread(fd, BINARY_SNIFF_BYTES, 0)
-                return t, st, head if _is_binary(head) else _read_page(fd, offset, limit)
+                if _is_binary(head):
+                    return t, st, head
+                return t, st, None if editor is not None else _read_page(fd, offset, limit)
             except OSError as e:
                 raise ToolError(f"cannot read {t.rel}: {e.strerror or e}") from None
             finally:
@@ -375,6 +413,10 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path, rel = t.path, t.rel
     if isinstance(page, bytes):
         raise _binary_error(rel, st.st_size, "read_file")
+    if page is None:  # the editor's buffer of the file resolved above
+        assert editor is not None
+        text = await editor.read_text(path)
+        page = _page_of(io.BytesIO(_encode(text, rel)), offset, limit)
 
     meta: dict[str, Any] = {"path": rel, "total_lines": page.total}
     if page.total == 0:
@@ -424,6 +466,9 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Create or overwrite a whole file, atomically, refusing to clobber unseen changes."""
     content: str = args["content"]
     data = _encode(content, "content")
+    editor = _editor(ctx, writing=True)
+    if editor is not None:
+        _editor_text(content, "content")
 
     def work() -> tuple[str, Path, bool, str | None]:
         with _locate(ctx, args["path"], write=True, make_parents=True) as t:
@@ -434,6 +479,8 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 _check_fresh(ctx, t.path, t.rel, st, "overwriting")
                 _check_writable(t.path, t.rel, st)
                 old = None if _is_binary(old_bytes) else old_bytes.decode(ENCODING, ERRORS)
+            if editor is not None:
+                return t.rel, t.path, found is None, old  # written by the editor, below
             try:
                 _write(ctx, t, data, None if found is None else stat.S_IMODE(found[0].st_mode))
             except OSError as e:
@@ -441,6 +488,9 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             return t.rel, t.path, found is None, old
 
     rel, path, created, old = await asyncio.to_thread(work)
+    if editor is not None:
+        await editor.write_text(path, content)
+        _stamp_disk(ctx, path)
     if created:
         ctx.state.created_files.add(path)
     n = _count_lines(content)
@@ -571,7 +621,9 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if old == new:
         raise ToolError("old_string and new_string are identical; there is nothing to change")
 
-    def work() -> tuple[str, _Edit]:
+    editor = _editor(ctx, writing=True) if _editor(ctx) is not None else None  # an edit reads, then writes
+
+    def work() -> tuple[str, Path, _Edit | None]:
         with _locate(ctx, args["path"], write=True) as t:
             found = _read_existing(t, "edit_file")
             if found is None:
@@ -580,15 +632,22 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             _check_fresh(ctx, t.path, t.rel, st, "editing")
             if _is_binary(data):
                 raise _binary_error(t.rel, len(data), "edit_file")
-            edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, t.rel)
             _check_writable(t.path, t.rel, st)
+            if editor is not None:
+                return t.rel, t.path, None  # the editor's text is edited, below
+            edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, t.rel)
             try:
                 _write(ctx, t, _encode(edit.new_text, "new_string"), stat.S_IMODE(st.st_mode))
             except OSError as e:
                 raise ToolError(f"cannot edit {t.rel}: {e.strerror or e}") from None
-            return t.rel, edit
+            return t.rel, t.path, edit
 
-    rel, edit = await asyncio.to_thread(work)
+    rel, path, edit = await asyncio.to_thread(work)
+    if edit is None:
+        assert editor is not None
+        edit = _apply_edit(await editor.read_text(path), old, new, replace_all, rel)
+        await editor.write_text(path, _editor_text(edit.new_text, rel))
+        _stamp_disk(ctx, path)
     first = _line_of(edit.new_text, edit.first_index)
     last = _line_of(edit.new_text, edit.first_index + max(edit.new_len - 1, 0))
     head = f"Edited {rel}: {edit.count} replacement{'s' if edit.count != 1 else ''}."

@@ -4,6 +4,10 @@ The model sees a compact summary (exit code, line counts, the tail of stderr and
 stdout); the full output, capped, is stored so `recall` can fetch any part later.
 Every way a command can end — exit, timeout, interrupt, orphaned children holding
 the pipes — ends with the whole process group gone.
+
+When the session has the editor's terminals (`ToolContext.state.client_terminal`, ACP), a command
+the policy let through as a change runs there instead, so the user watches it; read-only commands
+stay here, in the read-only sandbox that backs the classifier.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auger.policy.paths import PathEscape, display, resolve_inside
-from auger.tools.base import LOCAL_MUTATION, Classification, ToolContext, ToolError, ToolResult, ToolSpec
+from auger.tools.base import (
+    LOCAL_MUTATION, READ_ONLY, Classification, ClientTerminal, ToolContext, ToolError, ToolResult, ToolSpec,
+)
 
 DEFAULT_TIMEOUT = 60
 MAX_TIMEOUT = 300
@@ -104,7 +110,21 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if args.get("background"):
         return await _start_background(command, cwd, env, ctx, effect)
     timeout = min(args.get("timeout", DEFAULT_TIMEOUT), MAX_TIMEOUT)
+    terminal = ctx.state.client_terminal
+    if terminal is not None and effect != READ_ONLY:
+        return await _run_in_terminal(terminal, command, cwd, timeout, ctx)
     return await _run(command, cwd, env, timeout, ctx, effect)
+
+
+async def _run_in_terminal(terminal: ClientTerminal, command: str, cwd, timeout: int, ctx: ToolContext) -> ToolResult:
+    """Run the command in the editor's terminal; summarised like a local run (the terminal merges
+    stderr into stdout, so all of it is counted as stdout)."""
+    started = time.monotonic()
+    output, code, timed_out = await terminal.run(bash_argv(command), cwd, timeout, ctx.call_id)
+    out = CapturedStream()
+    out.add(output.encode("utf-8", "surrogateescape"))
+    return _summarise(command, code, timed_out, timeout, time.monotonic() - started, out, CapturedStream(),
+                      ctx.call_id)
 
 
 def _shell_patch(command: str):
