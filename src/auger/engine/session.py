@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
@@ -40,21 +40,25 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
+    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
     SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, SetMode, SetModel,
-    Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, Redo, RemoveMcpServer, Rollback, SetBackend, SetMode,
+    SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
+
+if TYPE_CHECKING:
+    from auger.backends.pool import BackendPool
+    from auger.engine.backend_turn import BackendLink, BackendTurn
 
 log = logging.getLogger("auger.session")
 
@@ -97,6 +101,8 @@ class Session:
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
+        self.backend = ""  # the agent that runs the turns (auger/backends); "" for auger's own loop
+        self._backends: BackendPool | None = None  # its running agents, created with the first
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -373,6 +379,8 @@ class Session:
                 self.emit(WarningEvent(problem))
         elif isinstance(op, (Undo, Redo)):
             await self._undo(op)
+        elif isinstance(op, SetBackend):
+            await self.set_backend(op.name)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -470,13 +478,57 @@ class Session:
         if not future.done():
             future.set_result(op)
 
+    # -- backends: another agent runs the turns ---------------------------------------
+    async def set_backend(self, name: str) -> None:
+        """Run the next turns with the agent `name` ("" for auger's own loop); refused, with a warning,
+        while a turn runs or when the agent is unknown, disabled or broken in the config."""
+        from auger.backends.config import load_backends
+
+        if self.turn_running:
+            self.emit(WarningEvent("backend switch refused: a turn is running; switch between turns"))
+            return
+        catalog = load_backends(self.workspace.config.tables)
+        spec = catalog.specs.get(name)
+        if name and spec is None:
+            why = catalog.errors.get(name) or "no such backend; `auger backends` lists them"
+            self.emit(WarningEvent(f"backend switch refused: {name!r}: {why}"))
+            return
+        if spec is not None and not spec.enabled:
+            self.emit(WarningEvent(f"backend switch refused: {name!r} is disabled (enabled = false)"))
+            return
+        previous, self.backend = self.backend, name
+        if self._backends is not None:
+            self._backends.specs = catalog.specs
+        self.emit(BackendChanged(name, previous, spec.title if spec is not None else ""))
+
+    def _backend_link(self) -> BackendLink:
+        from auger.backends.config import load_backends
+        from auger.backends.pool import BackendPool
+        from auger.engine.backend_turn import BackendLink
+
+        config, name = self.workspace.config, self.backend
+        if self._backends is None:
+            self._backends = BackendPool(load_backends(config.tables).specs, idle_timeout=config.backend_idle_timeout)
+
+        async def save(agent_session_id: str) -> None:
+            await self.store.set_backend_session(self.id, name, agent_session_id)
+
+        return BackendLink(name, self._backends, lambda: self.store.get_backend_session(self.id, name), save)
+
     def _start_turn(self, *, compact_only: bool = False) -> None:
-        turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
-                    interrupt_reason=lambda: self.interrupt_reason)
+        turn: Turn | BackendTurn
+        if self.backend and not compact_only:
+            from auger.engine.backend_turn import BackendTurn
+
+            turn = BackendTurn(self.turn_context(uuid.uuid4().hex[:12]), self, self._backend_link(),
+                               interrupt_reason=lambda: self.interrupt_reason)
+        else:
+            turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
+                        interrupt_reason=lambda: self.interrupt_reason)
         self._turn = asyncio.create_task(self._run_turn(turn), name=f"turn-{turn.id}")
         self._turn.add_done_callback(lambda task: self._ops.put_nowait((_TurnFinished(task), None)))
 
-    async def _run_turn(self, turn: Turn) -> None:
+    async def _run_turn(self, turn: Turn | BackendTurn) -> None:
         self.emit(TurnStarted(turn.id))
         try:
             reason, message = await turn.run()
@@ -510,6 +562,8 @@ class Session:
             self._turn.cancel()
             await asyncio.gather(self._turn, return_exceptions=True)
         await stop_background(self.runtime.state.background)
+        if self._backends is not None:
+            await self._backends.aclose()
         if self.changes is not None:
             await self.changes.close()
         await self.runtime.router.close()

@@ -79,6 +79,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                           help="recording for --provider replay: a JSONL file, "
                                "or session:ID to replay a stored session")
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
+    run_opts.add_argument("--backend", metavar="NAME",
+                          help="another agent runs the turns (see `auger backends`); `-c backend=` for auger's own")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
     store_opts(run_opts)
@@ -145,6 +147,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
+    from auger.frontends.backends_cli import add_commands as add_backends
+
+    changes.update(add_backends(sub, store_opts))  # `backends` (frontends/backends_cli.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes}
 
@@ -183,6 +188,7 @@ def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, res
                      pick: bool = False) -> int:
     """The terminal UI; `resume` is an id prefix, or "" for this project's latest session."""
     config = load_cli_config(args)
+    _choose_backend(args, config)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
     if problem:
@@ -372,6 +378,7 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
     import asyncio
 
     config = load_cli_config(args)
+    _choose_backend(args, config)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
     if problem:
@@ -483,6 +490,26 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
           file=sys.stderr)
     return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+def _choose_backend(args: argparse.Namespace, config: Any) -> None:
+    """`--backend NAME` (or `backend` in the config): another agent runs the turns. Refused here, before
+    any session opens, when that agent is unknown, disabled, not installed or broken in the config."""
+    if getattr(args, "backend", None) is not None:
+        config.backend = args.backend
+    if not config.backend:
+        return
+    from auger.backends.config import load_backends
+    from auger.backends.status import status_of
+
+    catalog = load_backends(config.tables)
+    spec = catalog.specs.get(config.backend)
+    if spec is None:
+        why = catalog.errors.get(config.backend) or "no such backend"
+        raise CliError(f"backend {config.backend!r}: {why}; `auger backends` lists them")
+    row = status_of(spec)
+    if row.status != "available":
+        raise CliError(f"backend {config.backend!r} is {row.status}: {row.detail}")
 
 
 def _dir_problem(path: str) -> str | None:

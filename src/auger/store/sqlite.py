@@ -52,9 +52,13 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS events (
         session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS backend_sessions (
+        session_id TEXT NOT NULL, backend TEXT NOT NULL, agent_session_id TEXT NOT NULL,
+        PRIMARY KEY (session_id, backend)) WITHOUT ROWID""",
 ]
-# 2: leases; 3: events (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 3
+# 2: leases; 3: events; 4: backend_sessions (every statement above is idempotent, so older files are
+# upgraded in place)
+_SCHEMA_VERSION = 4
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
@@ -316,6 +320,22 @@ class SqliteStore:
         return await self._run(select)
 
     # -- usage --------------------------------------------------------------------
+    async def get_backend_session(self, session_id: str, backend: str) -> str | None:
+        """The id a backend agent gave this session's conversation (to load it again after a restart)."""
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT agent_session_id FROM backend_sessions WHERE session_id=? AND backend=?",
+                               (session_id, backend)).fetchone()
+            return row[0] if row and row[0] else None
+
+        return await self._run(read)
+
+    async def set_backend_session(self, session_id: str, backend: str, agent_session_id: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO backend_sessions VALUES (?, ?, ?)",
+                         (session_id, backend, agent_session_id))
+
+        await self._run(write)
+
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?)",
