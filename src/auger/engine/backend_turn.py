@@ -254,18 +254,20 @@ class BackendTurn:
         elif not runtime.policy.interactive:
             allowed = runtime.policy.approve_all
         else:
+            diff = asked.arguments.get("diff")  # some agents (opencode) send the change they want to make
             allowed = await self._ask(asked.call_id, name, c, decision.reason, f"{self.link.name} wants to "
-                                      f"{asked.kind}: {c.subject}")
+                                      f"{asked.kind}: {c.subject}", diff if isinstance(diff, str) else None)
         if allowed and c.effect != Effect.READ_ONLY:
             self._permitted_change = True
         _resolve(asked.answer, pick(asked.options, allowed))
 
-    async def _ask(self, call_id: str, name: str, c: Classification, reason: str, message: str) -> bool:
+    async def _ask(self, call_id: str, name: str, c: Classification, reason: str, message: str,
+                   diff: str | None = None) -> bool:
         """An approval_request; True when approved (once or for the session). Abort ends the turn."""
         runtime = self.ctx.runtime
         details: dict[str, Any] = {"call_id": call_id, "tool": name, "effect": c.effect, "reason": reason,
                                    "subject": c.subject, "findings": list(c.reasons),
-                                   "outside_paths": list(c.outside_paths)}
+                                   "outside_paths": list(c.outside_paths), "diff": diff}
         answer = await self.host.ask(turn_id=self.id, kind="tool", message=f"{message} ({reason})",
                                      options=[APPROVE, APPROVE_SESSION, DENY_CALL, ABORT], headless_default=DENY_CALL,
                                      details=details)
