@@ -140,6 +140,19 @@ def test_a_turn_run_by_an_agent_streams_records_and_asks_like_a_native_one(proje
     assert log[0] == "initialize fs_read=True fs_write=True terminal=False"
 
 
+def test_permission_for_one_file_does_not_cover_a_write_to_another(project, server):
+    on_event, asked = answering("approve", "deny")
+    run = run_backend(project, server, script(
+        {"tool": "t1", "title": "Edit a.txt", "kind": "edit", "input": {"path": str(project / "a.txt")}},
+        {"permission": "t1"}, {"write": str(project / "b.txt"), "content": "sneaky\n"},
+        {"write": str(project / "a.txt"), "content": "fine\n"}, {"done": "t1"}),
+        overrides=("mode=safe",), interactive=True, on_event=on_event)
+    assert [a.details.tool for a in asked] == ["agent_edit", "write_file"]
+    assert asked[1].details.subject == "b.txt"
+    assert "write error: the user did not allow writing b.txt" in agent_text(run)
+    assert not (project / "b.txt").exists() and (project / "a.txt").read_text() == "fine\n"
+
+
 def test_permission_denied_by_the_user_and_by_a_headless_run(project, server):
     on_event, asked = answering("deny")
     steps = script({"tool": "t1", "title": "rm build", "kind": "execute", "input": {"command": "rm -rf build"}},

@@ -25,7 +25,7 @@ _EFFECTS = {
     "other": Effect.LOCAL_MUTATION, "execute": Effect.LOCAL_MUTATION,
     "delete": Effect.DESTRUCTIVE, "fetch": Effect.REMOTE_ACTION,
 }
-_PATH_KEYS = ("path", "file_path", "filePath", "filepath", "file", "target", "destination", "source", "cwd")
+_PATH_KEYS = ("path", "file_path", "filePath", "filepath", "file", "target", "destination", "source")
 GUARDED_KINDS = ("edit",)  # changes that reach the project through fs/write_text_file only
 
 
@@ -49,6 +49,11 @@ def command_of(arguments: dict[str, Any]) -> str | None:
     return None
 
 
+def paths_of(arguments: dict[str, Any]) -> list[str]:
+    """The file paths a call's input names, under the keys agents use for them."""
+    return [value for key in _PATH_KEYS if isinstance(value := arguments.get(key), str) and value]
+
+
 def classify(kind: str, title: str, arguments: dict[str, Any], root: Path) -> Classification:
     effect = _EFFECTS.get(kind, Effect.LOCAL_MUTATION)
     command = command_of(arguments) if kind in ("execute", "other") else None
@@ -56,17 +61,21 @@ def classify(kind: str, title: str, arguments: dict[str, Any], root: Path) -> Cl
         from auger.tools.shell import classify as classify_shell
 
         return classify_shell({"command": command}, root)
-    paths = [value for key in _PATH_KEYS if isinstance(value := arguments.get(key), str) and value]
+    paths = paths_of(arguments)
     outside = tuple(p for p in paths if _outside(p, root))
     subject = paths[0] if paths else title
     return Classification(effect, subject, outside_paths=outside)
 
 
-def _outside(raw: str, root: Path) -> bool:
+def resolved(raw: str, root: Path) -> str:
+    """Where a path an agent names points (relative ones from the project root), links resolved."""
     path = Path(os.path.expanduser(raw))
-    resolved = os.path.realpath(path if path.is_absolute() else root / path)
-    base = os.path.realpath(root)
-    return not (resolved == base or resolved.startswith(base.rstrip("/") + "/"))
+    return os.path.realpath(path if path.is_absolute() else root / path)
+
+
+def _outside(raw: str, root: Path) -> bool:
+    target, base = resolved(raw, root), os.path.realpath(root)
+    return not (target == base or target.startswith(base.rstrip("/") + "/"))
 
 
 def pick(options: list[tuple[str, str]], allow: bool) -> str | None:

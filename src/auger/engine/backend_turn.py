@@ -14,9 +14,9 @@ The agent's requests are answered here, in the turn's task:
   the client as an `approval_request` (headless: denied unless approve_all, like native calls);
 * fs/read_text_file: read beneath the project root (backends/files.py), refused outside it;
 * fs/write_text_file: the path guard and git guard, then the same policy decision as native
-  `write_file` (a write the agent got permission for in this prompt is not asked twice), the
-  session's mutation hooks around it (the turn's snapshot for diff and undo, the session's own-files
-  record), then an atomic write.
+  `write_file` (a file the agent got permission to change in this prompt is not asked about again),
+  the session's mutation hooks around it (the turn's snapshot for diff and undo, the session's
+  own-files record), then an atomic write.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class BackendTurn:
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._open: dict[str, tuple[str, str, float]] = {}  # agent call id -> (our call id, tool name, start)
-        self._permitted_change = False  # the agent got permission for a change in the running prompt
+        self._permitted: set[str] = set()  # files the agent got permission to change in the running prompt
         self._writes = 0
 
     async def run(self) -> tuple[str, str | None]:
@@ -152,7 +152,7 @@ class BackendTurn:
 
     # -- the agent's stream -----------------------------------------------------------
     async def _prompt(self, backend: AgentBackend, text: str) -> None:
-        self._permitted_change = False
+        self._permitted = set()
         async with contextlib.aclosing(backend.prompt(text)) as stream:  # closed at once on abort or error
             async for event in stream:
                 await self._handle(event)
@@ -238,7 +238,7 @@ class BackendTurn:
 
     # -- the agent's requests ---------------------------------------------------------
     async def _answer_permission(self, asked: PermissionAsked) -> None:
-        from auger.backends.permissions import GUARDED_KINDS, classify, pick, tool_name
+        from auger.backends.permissions import GUARDED_KINDS, classify, paths_of, pick, resolved, tool_name
         from auger.policy.decision import decide_call
 
         runtime, ctx = self.ctx.runtime, self.ctx
@@ -258,7 +258,7 @@ class BackendTurn:
             allowed = await self._ask(asked.call_id, name, c, decision.reason, f"{self.link.name} wants to "
                                       f"{asked.kind}: {c.subject}", diff if isinstance(diff, str) else None)
         if allowed and c.effect != Effect.READ_ONLY:
-            self._permitted_change = True
+            self._permitted.update(resolved(p, ctx.workspace.root) for p in paths_of(asked.arguments))
         _resolve(asked.answer, pick(asked.options, allowed))
 
     async def _ask(self, call_id: str, name: str, c: Classification, reason: str, message: str,
@@ -306,7 +306,10 @@ class BackendTurn:
                                grants=runtime.grants)
         if decision.verdict == Verdict.DENY:
             raise agent_files.FileRefused(f"not written: {decision.reason}")
-        if decision.verdict == Verdict.ASK and not self._permitted_change:
+        from auger.backends.permissions import resolved
+
+        permitted = resolved(str(ctx.workspace.root / rel), ctx.workspace.root) in self._permitted
+        if decision.verdict == Verdict.ASK and not permitted:
             if not runtime.policy.interactive:
                 if not runtime.policy.approve_all:
                     raise agent_files.FileRefused(f"not written: {decision.reason}, and nobody can approve it "
