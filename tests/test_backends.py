@@ -153,6 +153,19 @@ def test_permission_for_one_file_does_not_cover_a_write_to_another(project, serv
     assert not (project / "b.txt").exists() and (project / "a.txt").read_text() == "fine\n"
 
 
+def test_a_turn_diff_covers_changes_the_agent_made_itself(project, server):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "kept.txt").write_text("before\n")
+    run = run_backend(project, server, script(
+        {"tool": "t1", "title": "edit", "kind": "edit", "input": {}},
+        {"touch": str(project / "kept.txt"), "content": "after\n"}, {"done": "t1"}),
+        overrides=("snapshots=true",))
+    diff = run.of(ev.TurnDiff)
+    assert diff and [f.path for f in diff[0].files] == ["kept.txt"] and "+after" in diff[0].diff
+
+
 def test_permission_denied_by_the_user_and_by_a_headless_run(project, server):
     on_event, asked = answering("deny")
     steps = script({"tool": "t1", "title": "rm build", "kind": "execute", "input": {"command": "rm -rf build"}},

@@ -9,6 +9,7 @@ a two-chunk greeting. Steps (one key each, plus its arguments):
     {"permission": ID}                 session/request_permission for that call; says the outcome
     {"read": PATH, "line": N, "limit": N}   fs/read_text_file; says "read: CONTENT" or "read error: MESSAGE"
     {"write": PATH, "content": TEXT}   fs/write_text_file; says "wrote" or "write error: MESSAGE"
+    {"touch": PATH, "content": TEXT}   writes the file itself (not through the client)
     {"done": ID, "output": TEXT, "status": "completed" | "failed"}   tool_call_update
     {"plan": [[CONTENT, STATUS], ...]} plan
     {"sleep": SECONDS}
@@ -121,6 +122,9 @@ class ScriptedAgent:
                 await self._say(sid, "wrote\n")
             except acp.RequestError as exc:
                 await self._say(sid, f"write error: {(exc.data or {}).get('details', exc)}\n")
+        elif "touch" in step:  # the agent changing a file by itself, as agents with their own tools do
+            with open(step["touch"], "w", encoding="utf-8") as f:
+                f.write(step.get("content", ""))
         elif "done" in step:
             await self.conn.session_update(sid, acp.update_tool_call(
                 step["done"], status=step.get("status", "completed"),

@@ -86,6 +86,10 @@ class BackendTurn:
                 if backend.agent_session_id != stored:  # a new conversation on the agent's side
                     await self.link.save_id(backend.agent_session_id or "")
                     text = history + text
+                # The agent changes files with its own tools too, without telling us first: the turn's
+                # snapshot (diff, undo) is taken before it gets the prompt.
+                await self._before_change(PlannedCall(self.id, "", f"{self.link.name} prompt", {},
+                                                      Classification(Effect.LOCAL_MUTATION, self.link.name)))
                 await self._prompt(backend, text)
             return "complete", None
         except asyncio.CancelledError:
@@ -322,12 +326,16 @@ class BackendTurn:
         self._writes += 1
         planned = PlannedCall(self.id, f"{self.id}-write-{self._writes}", WRITE_FILE.name,
                               {"path": rel, "content": request.content}, c)
-        for hook in runtime.before_mutation:
-            await hook(planned)
+        await self._before_change(planned)
         created = await asyncio.to_thread(agent_files.write_text, handle, rel, request.content)
         if created:
             runtime.state.created_files.add(ctx.workspace.root / rel)
         for hook in runtime.after_mutation:
+            await hook(planned)
+
+    async def _before_change(self, planned: PlannedCall) -> None:
+        """The session's before-mutation hooks (the snapshot a turn diff and undo start from)."""
+        for hook in self.ctx.runtime.before_mutation:
             await hook(planned)
 
     def _root_handle(self) -> Any:
