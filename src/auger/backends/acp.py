@@ -47,10 +47,6 @@ class AcpBackend:
     def busy(self) -> bool:
         return self._busy
 
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
     def health(self) -> Health:
         if self._proc is None:
             return Health(False, None, "not started")
@@ -191,9 +187,6 @@ class AcpBackend:
             self._client.end()
             if not task.done():
                 task.cancel()
-
-    def unfinished_calls(self) -> list[str]:
-        return self._client.unfinished_calls()
 
     async def cancel(self) -> None:
         """session/cancel for the running prompt (a notification: nothing to wait for)."""

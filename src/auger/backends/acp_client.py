@@ -47,9 +47,6 @@ class AcpClient:
                 future.set_exception(RequestRefused("the turn has ended"))
         self._waiting.clear()
 
-    def unfinished_calls(self) -> list[str]:
-        return [call_id for call_id, call in self._calls.items() if not call["ended"]]
-
     def _emit(self, session_id: str, event: BackendEvent) -> bool:
         if self._sink is None or session_id != self.session_id:
             return False
