@@ -238,7 +238,10 @@ def test_switching_between_auger_and_an_agent_between_turns(project, server):
         follow = asyncio.create_task(_collect(session, run))
         try:
             turns = 0
-            for op in (UserTurn("first, natively"), SetBackend("scripted"), UserTurn("now you"), SetBackend("nope"),
+            agent_turn = "now you\n\n" + script({"tool": "c1", "title": "ls", "kind": "execute",
+                                                    "input": {"command": "ls"}}, {"done": "c1", "output": "a.txt"},
+                                                   {"say": "Listed."})
+            for op in (UserTurn("first, natively"), SetBackend("scripted"), UserTurn(agent_turn), SetBackend("nope"),
                        SetBackend(""), UserTurn("back to auger")):
                 session.submit(op)
                 if isinstance(op, UserTurn):
@@ -255,11 +258,14 @@ def test_switching_between_auger_and_an_agent_between_turns(project, server):
     changes = run.of(ev.BackendChanged)
     assert [(c.backend, c.previous) for c in changes] == [("scripted", ""), ("", "scripted")]
     assert any("backend switch refused: 'nope'" in w.message for w in run.of(ev.WarningEvent))
-    assert [m.text for m in run.of(ev.AgentMessage)] == ["native answer", "Hello from the agent.", "native again"]
+    assert [m.text for m in run.of(ev.AgentMessage)] == ["native answer", "Listed.", "native again"]
     prompt = next(line for line in agent_log(project) if line.startswith("prompt"))
     assert "native answer" in prompt and "now you" in prompt, "a newly started agent is told the conversation"
-    sent = json.dumps(server.chat_requests[-1].body["messages"])
-    assert "Hello from the agent." in sent and "now you" in sent, "auger's model sees what the agent did"
+    messages = server.chat_requests[-1].body["messages"]
+    calls = [c for m in messages for c in m.get("tool_calls") or []]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [("c1", "agent_execute")]
+    assert {"role": "tool", "tool_call_id": "c1", "content": "a.txt"} in messages
+    assert "Listed." in json.dumps(messages), "auger's model sees what the agent said and did"
 
 
 async def _collect(session, run: Run) -> None:
@@ -339,10 +345,13 @@ def test_a_broken_or_missing_agent_is_a_clear_error(project, server):
         finally:
             await store.aclose()
 
+    server.add(Reply(text="auger answered"))
     broken, ghost = asyncio.run(main())
     assert broken.ended.reason == "error"
     assert "exited with code 3" in broken.ended.message and "no model configured" in broken.ended.message
-    assert ghost.ended.reason == "error" and "not installed" in ghost.ended.message
+    assert not ghost.of(ev.BackendChanged), "an agent that is not installed is not switched to"
+    assert any("backend switch refused: 'ghost' is not installed" in w.message for w in ghost.of(ev.WarningEvent))
+    assert ghost.ended.reason == "complete" and ghost.of(ev.AgentMessage)[-1].text == "auger answered"
 
 
 @pytest.mark.parametrize("table, why", [({"command": 5}, "'command' must be a non-empty string"),

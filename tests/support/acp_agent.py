@@ -1,7 +1,7 @@
 """A scripted ACP agent for the backend tests, written with the SDK's agent side (stdio).
 
-A prompt whose text is a JSON list is a script of steps, run in order; any other prompt gets
-a two-chunk greeting. Steps (one key each, plus its arguments):
+A prompt whose last paragraph is a JSON list is a script of steps, run in order; any other prompt
+gets a two-chunk greeting. Steps (one key each, plus its arguments):
 
     {"say": TEXT}                      agent_message_chunk
     {"think": TEXT}                    agent_thought_chunk
@@ -75,8 +75,8 @@ class ScriptedAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> schema.PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
         _log(f"prompt {session_id} {text[:200]!r}")
-        try:
-            steps = json.loads(text)
+        try:  # the script is the prompt's last paragraph (a conversation handed over may come first)
+            steps = json.loads(text.rsplit("\n\n", 1)[-1])
         except ValueError:
             steps = None
         if not isinstance(steps, list):

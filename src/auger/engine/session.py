@@ -483,6 +483,7 @@ class Session:
         """Run the next turns with the agent `name` ("" for auger's own loop); refused, with a warning,
         while a turn runs or when the agent is unknown, disabled or broken in the config."""
         from auger.backends.config import load_backends
+        from auger.backends.status import status_of
 
         if self.turn_running:
             self.emit(WarningEvent("backend switch refused: a turn is running; switch between turns"))
@@ -493,8 +494,8 @@ class Session:
             why = catalog.errors.get(name) or "no such backend; `auger backends` lists them"
             self.emit(WarningEvent(f"backend switch refused: {name!r}: {why}"))
             return
-        if spec is not None and not spec.enabled:
-            self.emit(WarningEvent(f"backend switch refused: {name!r} is disabled (enabled = false)"))
+        if spec is not None and (status := status_of(spec)).status != "available":
+            self.emit(WarningEvent(f"backend switch refused: {name!r} is {status.status}: {status.detail}"))
             return
         previous, self.backend = self.backend, name
         if self._backends is not None:
