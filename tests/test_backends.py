@@ -192,6 +192,8 @@ def test_hostile_paths_from_the_agent_are_refused(project, server, tmp_path):
     (project / "link").symlink_to(secret)
     (project / ".git").mkdir()
     run = run_backend(project, server, script(
+        {"tool": "../../x:y/" + "z" * 80, "title": "odd id", "kind": "read", "input": {}},
+        {"done": "../../x:y/" + "z" * 80, "output": "ok"},
         {"read": str(secret)}, {"read": str(project / ".." / "secret.txt")}, {"read": str(project / "link")},
         {"write": str(tmp_path / "planted.txt"), "content": "x"},
         {"write": str(project / ".git" / "config"), "content": "[core]\n\tfsmonitor = evil\n"},
@@ -204,6 +206,8 @@ def test_hostile_paths_from_the_agent_are_refused(project, server, tmp_path):
     assert not (tmp_path / "planted.txt").exists() and not (project / ".git" / "config").exists()
     assert secret.read_text() == "top secret"
     assert run.ended.reason == "complete"
+    [call] = run.of(ev.ToolCallStarted)
+    assert call.call_id == "______x_y_" + "z" * 38, "a call id the agent chose is made safe for model APIs"
 
 
 def test_a_killed_agent_ends_the_turn_with_an_error_and_the_next_prompt_restarts_it(project, server):

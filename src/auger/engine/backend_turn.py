@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
@@ -212,7 +213,8 @@ class BackendTurn:
         from auger.backends.permissions import tool_name
 
         await self._flush()
-        call_id = event.call_id
+        # the id goes to model APIs later, which accept [A-Za-z0-9_-] (Anthropic: at most 64 of them)
+        call_id = re.sub(r"[^A-Za-z0-9_-]", "_", event.call_id)[:48] or "call"
         known = self.host.history.call_ids()
         if call_id in known:  # ids must stay unique in the session; another agent session may reuse them
             call_id = f"{call_id}_{len(known)}"
