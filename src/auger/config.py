@@ -56,6 +56,8 @@ class Config:
     model_reasoning_summary: str | None = "auto"  # Responses API reasoning summaries; "" turns them off
     thinking_budget: int | None = None  # Anthropic extended thinking, in tokens
     cassette: str | None = None  # the replay provider's recording (JSONL)
+    backend: str | None = None  # an agent from [backends.NAME] (or a built-in one) runs the turns; None: auger
+    backend_idle_timeout: float = 600.0  # seconds an idle backend agent process is kept warm
     session_token_budget: int | None = None  # stop cleanly once a session used this many tokens
     session_cost_budget: float | None = None  # ...or this much money (USD)
     trust_project_config: bool = False  # honour provider definitions in a project's .auger/config.toml
@@ -148,6 +150,10 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> None:
             if project and key == "providers" and not config.trust_project_config:
                 config.diagnostics.append(f"{path}: [providers] ignored: a project may not define where API keys "
                                           "are sent (set trust_project_config = true in your user config)")
+                continue
+            if project and key == "backends":  # an agent is a command to run: only the user's config names one
+                config.diagnostics.append(f"{path}: [backends] ignored: a project may not choose commands auger "
+                                          "starts (define backends in your user config)")
                 continue
             if project and key == "mcp_servers":  # listed apart: started only with trust_project_mcp
                 key = "project_mcp_servers"

@@ -204,3 +204,29 @@ def test_sub_agent_activity_is_nested_under_its_spawn_call(term, server, project
     listed = t.wait_for("started in this session")
     assert re.search(r"explore +plan +.*\(built-in\)", listed), listed
     assert re.search(r"explore +completed +foreground", listed), listed
+
+
+def test_backend_switches_the_turns_to_another_agent_and_back(term, server, auger_home):
+    import json
+    import sys
+
+    agent = Path(__file__).resolve().parents[1] / "support" / "acp_agent.py"
+    (auger_home / "config.toml").write_text(f"[backends.scripted]\ncommand = {json.dumps(sys.executable)}\n"
+                                            f"args = [{json.dumps(str(agent))}]\nlabel = \"Scripted test agent\"\n")
+    server.add(Reply(text="auger's own answer"))
+    t = term(width=140)
+    t.ready()
+    t.submit("/backend")
+    listed = t.wait_for("turns are run by: auger")
+    assert re.search(r"scripted +available +Scripted test agent", listed), listed
+    t.submit("/backend nope")
+    t.wait_for("backend switch refused: 'nope'")
+    t.submit("/backend scripted")
+    t.wait_for("backend: auger → Scripted test agent")
+    t.submit("hello agent")
+    t.wait_for("Hello from the agent.")
+    assert server.chat_requests == [], "the agent answered, not auger's model"
+    t.submit("/backend auger")
+    t.wait_for("backend: scripted → auger")
+    t.submit("and you?")
+    t.wait_for("auger's own answer")

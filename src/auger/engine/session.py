@@ -40,7 +40,8 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, ElicitationForm, Event, ModeChanged, ModelChanged, PendingChanged, RolledBack,
+    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, PendingChanged,
+    RolledBack,
     SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
@@ -48,7 +49,7 @@ from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
     AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind, Redo,
-    RemoveMcpServer, Rollback, RunShell, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Effect, Mode, TurnEndReason
 from auger.policy.types import Classification
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
     from auger.engine.subagents import AgentPool
     from auger.changes.overlay import PendingChanges
+    from auger.backends.pool import BackendPool
+    from auger.engine.backend_turn import BackendLink, BackendTurn
 
 log = logging.getLogger("auger.session")
 
@@ -106,6 +109,8 @@ class Session:
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
+        self.backend = ""  # the agent that runs the turns (auger/backends); "" for auger's own loop
+        self._backends: BackendPool | None = None  # its running agents, created with the first
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -438,6 +443,8 @@ class Session:
                 self._start_user_shell(op.command)
         elif isinstance(op, (PendingApply, PendingDiscard, PendingRewind)):
             await self._pending_op(op)
+        elif isinstance(op, SetBackend):
+            await self.set_backend(op.name)
         elif isinstance(op, Shutdown):
             await self._shutdown()
             return True
@@ -602,9 +609,54 @@ class Session:
         if not future.done():
             future.set_result(op)
 
+    # -- backends: another agent runs the turns ---------------------------------------
+    async def set_backend(self, name: str) -> None:
+        """Run the next turns with the agent `name` ("" for auger's own loop); refused, with a warning,
+        while a turn runs or when the agent is unknown, disabled or broken in the config."""
+        from auger.backends.config import load_backends
+        from auger.backends.status import status_of
+
+        if self.turn_running:
+            self.emit(WarningEvent("backend switch refused: a turn is running; switch between turns"))
+            return
+        catalog = load_backends(self.workspace.config.tables)
+        spec = catalog.specs.get(name)
+        if name and spec is None:
+            why = catalog.errors.get(name) or "no such backend; `auger backends` lists them"
+            self.emit(WarningEvent(f"backend switch refused: {name!r}: {why}"))
+            return
+        if spec is not None and (status := status_of(spec)).status != "available":
+            self.emit(WarningEvent(f"backend switch refused: {name!r} is {status.status}: {status.detail}"))
+            return
+        previous, self.backend = self.backend, name
+        if self._backends is not None:
+            self._backends.specs = catalog.specs
+        self.emit(BackendChanged(name, previous, spec.title if spec is not None else ""))
+
+    def _backend_link(self) -> BackendLink:
+        from auger.backends.config import load_backends
+        from auger.backends.pool import BackendPool
+        from auger.engine.backend_turn import BackendLink
+
+        config, name = self.workspace.config, self.backend
+        if self._backends is None:
+            self._backends = BackendPool(load_backends(config.tables).specs, idle_timeout=config.backend_idle_timeout)
+
+        async def save(agent_session_id: str) -> None:
+            await self.store.set_backend_session(self.id, name, agent_session_id)
+
+        return BackendLink(name, self._backends, lambda: self.store.get_backend_session(self.id, name), save)
+
     def _start_turn(self, *, compact_only: bool = False) -> None:
-        turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
-                    interrupt_reason=lambda: self.interrupt_reason)
+        turn: Turn | BackendTurn
+        if self.backend and not compact_only:
+            from auger.engine.backend_turn import BackendTurn
+
+            turn = BackendTurn(self.turn_context(uuid.uuid4().hex[:12]), self, self._backend_link(),
+                               interrupt_reason=lambda: self.interrupt_reason)
+        else:
+            turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
+                        interrupt_reason=lambda: self.interrupt_reason)
         self._launch(turn.id, turn.run, titled=True)
 
     def _start_user_shell(self, command: str) -> None:
@@ -662,6 +714,8 @@ class Session:
             await self.agents.cancel_all("the session ended")
         await stop_background(self.runtime.state.background)
         await self._report_worktree()
+        if self._backends is not None:
+            await self._backends.aclose()
         if self.changes is not None:
             await self.changes.close()
             from auger.config import home_dirs

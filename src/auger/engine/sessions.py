@@ -40,18 +40,20 @@ class SessionManager:
         return await self.store.list_sessions(limit)
 
     async def create(self, client: ModelClient, *, mode: str | None = None, interactive: bool = False,
-                     pending: bool = False) -> Session:
-        """A new session; `pending` (or config `pending`) queues its file changes for review (changes/pending.py)."""
+                     pending: bool = False, backend: str | None = None) -> Session:
+        """A new session; `pending` (or config `pending`) queues its file changes for review (changes/pending.py);
+        `backend` names another agent to run its turns (backends/)."""
         now = time.time()
         record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.workspace.root),
                                provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode)
         await self.store.create_session(record)
-        return await Session.open(self.workspace, store=self.store, client=client, meta=record, history=History(),
-                                  interactive=interactive, pending=pending)
+        session = await Session.open(self.workspace, store=self.store, client=client, meta=record, history=History(),
+                                     interactive=interactive, pending=pending)
+        return await self._with_backend(session, backend)
 
     async def fork(self, source_id: str, *, client: ModelClient | None = None, switch: bool = False,
                    before_user_message: int | None = None, mode: str | None = None,
-                   interactive: bool = False, pending: bool = False) -> Session:
+                   interactive: bool = False, pending: bool = False, backend: str | None = None) -> Session:
         """A new session starting from a copy of another's history, optionally cut just before its
         Nth user message (1-based). The source is left untouched. The model follows the resume policy
         (see `resume`): the source's, unless `switch` accepts another client's."""
@@ -73,10 +75,12 @@ class SessionManager:
                                title=f"fork of {source.title or source.id[:8]}"[:80])
         await store.create_session(record)
         await store.copy_items(source.id, record.id, cut)
-        return await self.resume(record.id, client=client, mode=mode, interactive=interactive, pending=pending)
+        return await self.resume(record.id, client=client, mode=mode, interactive=interactive, pending=pending,
+                                 backend=backend)
 
     async def resume(self, session_id: str, *, client: ModelClient | None = None, switch: bool = False,
-                     mode: str | None = None, interactive: bool = False, pending: bool = False) -> Session:
+                     mode: str | None = None, interactive: bool = False, pending: bool = False,
+                     backend: str | None = None) -> Session:
         """Continue a stored session with its full history.
 
         The model is the one the session was recorded with (engine.resume): with no `client`, it is built
@@ -111,6 +115,13 @@ class SessionManager:
                                      plan=latest_plan(history.items), pending=pending)
         if switched:
             session.emit(ModelChanged(client.provider, client.model, *previous))
+        return await self._with_backend(session, backend)
+
+    async def _with_backend(self, session: Session, backend: str | None) -> Session:
+        """Hand the session's turns to an agent (auger/backends): the one named, else the configured one."""
+        name = self.workspace.config.backend if backend is None else backend
+        if name:
+            await session.set_backend(name)
         return session
 
     async def _record(self, session_id: str) -> SessionRecord:

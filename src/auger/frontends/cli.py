@@ -79,6 +79,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                           help="recording for --provider replay: a JSONL file, "
                                "or session:ID to replay a stored session")
     run_opts.add_argument("--skill", action="append", metavar="NAME", help="inject a skill for this turn (repeatable)")
+    run_opts.add_argument("--backend", metavar="NAME",
+                          help="another agent runs the turns (see `auger backends`); `-c backend=` for auger's own")
     run_opts.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it (headless runs have nobody to ask)")
     run_opts.add_argument("--worktree", action="store_true", default=None,
@@ -160,6 +162,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     add_worktree_commands(sub, store_opts)  # `worktree …` (frontends/worktree_cli.py)
     add_pending_commands(sub, store_opts)  # `pending` (frontends/pending_cli.py), parsed by the main parser
     changes.update(add_acp_commands(sub, store_opts))  # `acp` (frontends/acp/command.py)
+    from auger.frontends.backends_cli import add_commands as add_backends
+
+    changes.update(add_backends(sub, store_opts))  # `backends` (frontends/backends_cli.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 
@@ -198,6 +203,7 @@ def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, res
                      pick: bool = False) -> int:
     """The terminal UI; `resume` is an id prefix, or "" for this project's latest session."""
     config = load_cli_config(args)
+    _choose_backend(args, config)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
     if problem:
@@ -394,6 +400,7 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
     import asyncio
 
     config = load_cli_config(args)
+    _choose_backend(args, config)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
     if problem:
@@ -509,6 +516,26 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     print(f"auger: {ended.reason}: {ended.message or 'turn did not complete'} (session {session.id[:8]})",
           file=sys.stderr)
     return EXIT_CANCELLED if ended.reason == "cancelled" else EXIT_FAILED
+
+
+def _choose_backend(args: argparse.Namespace, config: Any) -> None:
+    """`--backend NAME` (or `backend` in the config): another agent runs the turns. Refused here, before
+    any session opens, when that agent is unknown, disabled, not installed or broken in the config."""
+    if getattr(args, "backend", None) is not None:
+        config.backend = args.backend
+    if not config.backend:
+        return
+    from auger.backends.config import load_backends
+    from auger.backends.status import status_of
+
+    catalog = load_backends(config.tables)
+    spec = catalog.specs.get(config.backend)
+    if spec is None:
+        why = catalog.errors.get(config.backend) or "no such backend"
+        raise CliError(f"backend {config.backend!r}: {why}; `auger backends` lists them")
+    row = status_of(spec)
+    if row.status != "available":
+        raise CliError(f"backend {config.backend!r} is {row.status}: {row.detail}")
 
 
 def _dir_problem(path: str) -> str | None:

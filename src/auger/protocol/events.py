@@ -272,3 +272,12 @@ class TurnEnded(Event):
 @tag("shutdown_complete")
 class ShutdownComplete(Event):
     pass
+
+
+@tag("backend_changed")
+class BackendChanged(Event):
+    """Which agent runs the session's turns from now on: a backend's name, or "" for auger's own loop."""
+
+    backend: str
+    previous: str
+    label: str = ""

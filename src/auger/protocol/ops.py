@@ -126,3 +126,11 @@ class PendingRewind(Op):
 @tag("shutdown")
 class Shutdown(Op):
     pass
+
+
+@tag("set_backend")
+class SetBackend(Op):
+    """Run the next turns with another agent (a `[backends.NAME]` or built-in ACP agent), or with auger's
+    own model loop when `name` is empty. Refused while a turn runs; a `backend_changed` event says so."""
+
+    name: str = ""

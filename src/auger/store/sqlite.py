@@ -56,14 +56,17 @@ _SCHEMA = [
         child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, parent_call_id TEXT NOT NULL, agent TEXT NOT NULL,
         status TEXT NOT NULL, created REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS links_by_parent ON session_links (parent_id)",
+    """CREATE TABLE IF NOT EXISTS backend_sessions (
+        session_id TEXT NOT NULL, backend TEXT NOT NULL, agent_session_id TEXT NOT NULL,
+        PRIMARY KEY (session_id, backend)) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS pending_changes (
         session_id TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL, before_hash TEXT NOT NULL,
         content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
         created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
 ]
-# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes
+# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions
 # (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 5
+_SCHEMA_VERSION = 6
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
@@ -387,6 +390,21 @@ class SqliteStore:
                                  [(state, session_id, seq) for seq in seqs])
 
         await self._run(update)
+    async def get_backend_session(self, session_id: str, backend: str) -> str | None:
+        """The id a backend agent gave this session's conversation (to load it again after a restart)."""
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT agent_session_id FROM backend_sessions WHERE session_id=? AND backend=?",
+                               (session_id, backend)).fetchone()
+            return row[0] if row and row[0] else None
+
+        return await self._run(read)
+
+    async def set_backend_session(self, session_id: str, backend: str, agent_session_id: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO backend_sessions VALUES (?, ?, ?)",
+                         (session_id, backend, agent_session_id))
+
+        await self._run(write)
 
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
         def insert(conn: sqlite3.Connection) -> None:

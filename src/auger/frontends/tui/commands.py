@@ -271,6 +271,18 @@ async def _agents(tui: Tui, arg: str) -> None:
                           else ["none started in this session yet"])]))
 
 
+@command("backend", "which agent runs the turns: /backend · /backend NAME · /backend auger (auger's own loop)")
+async def _backend(tui: Tui, arg: str) -> None:
+    from auger.frontends.tui.render import clean
+
+    feed = _open(tui)
+    if not arg:
+        rows = [clean(f"  {b.name:<16} {b.status:<14} {b.label}  {b.detail}".rstrip()) for b in feed.backends()]
+        tui.say("\n".join([f"turns are run by: {feed.backend or 'auger'}; other agents (/backend NAME):", *rows]))
+    elif _between_turns(tui, "switching the backend"):
+        feed.set_backend("" if arg in ("auger", "none", "native") else arg)
+
+
 @command("rollback", "drop the last N user turns from the context: /rollback [N]")
 async def _rollback(tui: Tui, arg: str) -> None:
     if not arg.isdigit() and arg:

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Redo, RemoveMcpServer, Rollback, RunShell, SetMode, SetModel,
-    Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode,
+    SetModel, Shutdown, Undo, UserTurn,
 )
 
 if TYPE_CHECKING:
+    from auger.backends.status import BackendStatus
     from auger.context.agents import AgentDef
     from auger.engine.session import Session
     from auger.engine.subagents import AgentRun
@@ -97,6 +98,18 @@ class Feed:
         """The sub-agents the model may start, and those this session started (any depth)."""
         pool = self.session.agents
         return ([], []) if pool is None else (list(pool.index.agents.values()), list(pool.runs.values()))
+
+    @property
+    def backend(self) -> str:
+        return self.session.backend
+
+    def backends(self) -> list[BackendStatus]:
+        from auger.backends.status import statuses
+
+        return statuses(self.session.workspace.config.tables)
+
+    def set_backend(self, name: str) -> None:
+        self.session.submit(SetBackend(name))
 
     def mcp_servers(self) -> list[ServerStatus]:
         return self.session.mcp.status()

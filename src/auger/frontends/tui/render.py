@@ -239,6 +239,8 @@ class Renderer:
         if isinstance(event, ev.ModelChanged):
             self.model = event.model
             return a.styled(f"model: {event.previous_model} → {event.model} ({event.provider})", "cyan")
+        if isinstance(event, ev.BackendChanged):
+            return a.styled(f"backend: {event.previous or 'auger'} → {event.label or event.backend or 'auger'}", "cyan")
         if isinstance(event, ev.ModeChanged):
             self.mode = event.mode
             return a.styled(f"mode: {event.previous} → {event.mode}", "cyan")
