@@ -366,3 +366,42 @@ def test_a_broken_backend_table_is_reported_not_raised(table, why):
     catalog = load_backends({"backends": {"bad": table, "ok": {"command": "ok-agent"}}})
     assert why in catalog.errors["bad"] and "bad" not in catalog.specs
     assert catalog.specs["ok"].command == "ok-agent" and "opencode" in catalog.specs
+
+
+def test_auger_acp_itself_as_a_backend_writes_through_the_outer_sessions_guard(project, server, tmp_path):
+    """auger driving `auger acp` over ACP: the inner auger's model (the mock server) writes a file; the write
+    reaches the outer session as an fs request and is made there, beneath the project root."""
+    from tests.support.mock_openai import ToolCall
+
+    inner_home = tmp_path / "inner-home"
+    inner_home.mkdir()
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "from-inner.txt", "content": "made inside\n"})]),
+               Reply(text="the inner auger is done"))
+    config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model",
+                         "sandbox=off", "snapshots=false", "mode=auto")
+    config.tables["backends"] = {"auger": {
+        "command": sys.executable,
+        "args": ["-m", "auger", "acp", "--base-url", server.base_url, "-m", "mock-model", "--mode", "auto",
+                 "-c", "generate_titles=false", "-c", "sandbox=off", "-c", "snapshots=false"],
+        "env": {"AUGER_HOME": str(inner_home), "OPENAI_API_KEY": "sk-test",
+                "PYTHONPATH": str(Path(__file__).resolve().parents[1])}}}
+
+    on_event, asked = answering("approve")
+
+    async def main() -> Run:
+        client = client_for(config, env={"OPENAI_API_KEY": "sk-test"})
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            session = await SessionManager(Workspace.open(project, config), store).create(
+                client, backend="auger", interactive=True)
+            return await asyncio.wait_for(drive(session, "write the file", on_event=on_event), 90)
+        finally:
+            await store.aclose()
+
+    run = asyncio.run(main())
+    assert run.ended.reason == "complete", run.ended.message
+    assert len(asked) == 1 and "from-inner.txt" in asked[0].message, asked
+    assert (project / "from-inner.txt").read_text() == "made inside\n"
+    assert agent_text(run).endswith("the inner auger is done")
+    assert any("from-inner.txt" in json.dumps(e.arguments) for e in run.of(ev.ToolCallStarted))
+    assert len(server.chat_requests) == 2, "only the inner auger called the model"

@@ -176,14 +176,12 @@ class Session:
                 runtime.before_mutation.append(session.changes.before_mutation)
             session.changes.start()
         await session._open_agents(resumed, warnings)
-        # a new model is told to the model as an environment change, recorded
-        await session._refresh(CONTEXT_TURN, warnings=warnings)
-        await session._hook("session_start", {"resumed": resumed}, warnings.append)
         if queue is not None:
             session.pending = queue
             runtime.after_mutation.append(session._capture_pending)
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
+        await session._hook("session_start", {"resumed": resumed}, warnings.append)
         if queue is not None:
             await session._tell_pending_mode()
         await session._start(resumed=resumed)
