@@ -100,3 +100,24 @@ def test_a_prompt_on_the_command_line_is_sent_first(term, server):
     t.wait_for("answer to the argument")
     assert t.wait_for("› explain this project")
     assert server.chat_requests[-1].messages[-1]["content"] == "explain this project"
+
+
+def test_ctrl_o_shows_reasoning_in_full_and_each_calls_output(term, server):
+    thoughts = "\n".join(f"thought {i}" for i in range(1, 7))
+    shell = ToolCall("shell", {"command": "for i in 1 2 3 4 5 6; do echo out-line-$i; done"})
+    server.add(Reply(reasoning=thoughts, tool_calls=[shell]), Reply(text="first done"),
+               Reply(reasoning=thoughts, tool_calls=[shell]), Reply(text="second done"))
+    t = term(width=120, height=60)
+    t.ready()
+    t.submit("one")
+    shown = t.wait_until(lambda s: "first done" in s and "✓ shell" in s, "the first turn printed")
+    assert "thought 3" in shown and "thought 4" not in shown and "3 more lines (ctrl-o shows it all)" in shown
+    assert "out-line-6" not in shown, "a successful call's output stays collapsed"
+    t.send("C-o")
+    t.wait_for("details shown")
+    t.submit("two")
+    shown = t.wait_until(lambda s: "second done" in s and s.count("✓ shell") == 2 and "out-line-6" in s,
+                         "the expanded turn")
+    assert "thought 6" in shown
+    t.send("C-o")
+    t.wait_for("details hidden")

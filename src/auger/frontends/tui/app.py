@@ -136,8 +136,8 @@ class Tui:
         parts.append("cost unknown" if r.cost is None else f"${r.cost:.4f}")
         if self.branch:
             parts.append(f"⎇ {self.branch}")
-        hint = ("esc to interrupt" if self.busy else
-                "/help · @file · !cmd · ctrl-d quit")
+        hint = ("esc to interrupt · ctrl-o details" if self.busy else
+                "/help · @file · !cmd · ctrl-o details · ctrl-d quit")
         text = clean(" · ".join(p for p in parts if p))[: self.width - 1]
         tail = self.notice or hint
         room = self.width - len(text) - 3
@@ -208,6 +208,13 @@ class Tui:
         @kb.add("c-j")  # also Shift-Enter, where the terminal reports it (see _shift_enter_is_newline)
         def _(event):
             event.app.current_buffer.insert_text("\n")
+
+        @kb.add("c-o")
+        def _(event):
+            self.renderer.details = not self.renderer.details
+            self.say("details shown: full reasoning, 20 lines of live output, each call's output (ctrl-o hides them)"
+                     if self.renderer.details else "details hidden (ctrl-o shows them)", "dim")
+            self.redraw()
 
         @kb.add("c-g")
         def _(event):

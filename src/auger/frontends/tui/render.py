@@ -21,6 +21,8 @@ from typing import Any
 from auger.protocol import events as ev
 
 LIVE_TAIL = 4  # lines of a running command's output kept in view
+DETAIL_TAIL = 20  # ...with details shown (ctrl-o)
+DETAIL_OUTPUT = 40  # lines of a finished call's output printed under it with details shown
 _FENCE = re.compile(r"^\s*(```|~~~)", re.M)
 # whole escape sequences first (CSI, OSC, two-byte), then any other control character but tab and newline
 _CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.?)"
@@ -120,10 +122,10 @@ class Running:
     def add(self, text: str) -> None:
         lines = (self.partial + clean(text)).split("\n")
         self.partial = lines.pop()
-        self.tail = (self.tail + lines)[-LIVE_TAIL:]
+        self.tail = (self.tail + lines)[-DETAIL_TAIL:]
 
-    def shown(self) -> list[str]:
-        return (self.tail + ([self.partial] if self.partial else []))[-LIVE_TAIL:]
+    def shown(self, count: int = LIVE_TAIL) -> list[str]:
+        return (self.tail + ([self.partial] if self.partial else []))[-count:]
 
 
 class Renderer:
@@ -141,6 +143,7 @@ class Renderer:
         self.tokens = 0
         self.cost: float | None = 0.0
         self.turn_started: float | None = None
+        self.details = False  # ctrl-o: reasoning in full, more live output, each call's output printed
         self.diffs: dict[str, str] = {}  # call id -> the diff its arguments describe, shown when it succeeds
         self.last_turn_diff = ""  # everything the last changing turn changed, for /diff
         self.spawned: dict[str, str] = {}  # spawn_agent call id -> the agent it started (labels its lines)
@@ -200,7 +203,12 @@ class Renderer:
             mark, style = ("✓", "green") if event.ok else ("✗", "red")
             line = a.render(_line([(f"{mark} ", style), (f"{event.name} ", "bold"), (detail, ""),
                                    (seconds, "dim")]))
-            if not event.ok:
+            if self.details:  # the output as the model got it, head kept
+                lines = clean(event.output).rstrip().splitlines()
+                shown = lines[:DETAIL_OUTPUT] + ([f"… {len(lines) - DETAIL_OUTPUT} more lines"]
+                                                 if len(lines) > DETAIL_OUTPUT else [])
+                line += a.styled("\n".join("    " + x for x in shown), "dim") if shown else ""
+            elif not event.ok:
                 first = clean(event.output).strip().splitlines()[-3:]
                 line += a.styled("\n".join("    " + x for x in first), "dim") if first else ""
             diff = self.diffs.pop(event.call_id, "")
@@ -296,7 +304,8 @@ class Renderer:
         for run in self.running.values():
             secs = time.monotonic() - run.started
             lines.append(("class:running", f"⋯ {run.name} {run.detail[: self.ansi.width - 20]} ({secs:.0f}s)"))
-            lines.extend(("class:dim", "    " + line[: self.ansi.width - 6]) for line in run.shown())
+            lines.extend(("class:dim", "    " + line[: self.ansi.width - 6])
+                         for line in run.shown(DETAIL_TAIL if self.details else LIVE_TAIL))
         return lines
 
     # -- helpers -------------------------------------------------------------------------
@@ -307,7 +316,10 @@ class Renderer:
         if not text:
             return ""
         lines = text.splitlines()
-        shown = "\n".join(lines[:3]) + (f"\n… {len(lines) - 3} more lines" if len(lines) > 3 else "")
+        if self.details:
+            return self.ansi.styled("thinking: " + text, "dim italic")
+        more = f"\n… {len(lines) - 3} more lines (ctrl-o shows it all)" if len(lines) > 3 else ""
+        shown = "\n".join(lines[:3]) + more
         return self.ansi.styled("thinking: " + shown, "dim italic")
 
     def _flush_paragraphs(self) -> str:
