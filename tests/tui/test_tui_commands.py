@@ -230,3 +230,20 @@ def test_backend_switches_the_turns_to_another_agent_and_back(term, server, auge
     t.wait_for("backend: scripted → auger")
     t.submit("and you?")
     t.wait_for("auger's own answer")
+
+
+def test_pending_changes_are_listed_and_applied_from_the_terminal(term, server, project):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "new.txt", "content": "held back\n"})]),
+               Reply(text="wrote it, pending"))
+    t = term("--pending", width=120)
+    t.ready()
+    t.submit("/pending")
+    t.wait_for("nothing is pending")
+    t.submit("write new.txt")
+    t.wait_until(lambda s: "wrote it, pending" in s and "1 file(s) pending" in s, "the queued write")
+    assert not (project / "new.txt").exists()
+    t.submit("/pending")
+    t.wait_for("A new.txt  +1 -0")
+    t.submit("/pending apply")
+    t.wait_for("◌ applied new.txt; 0 file(s) pending")
+    assert (project / "new.txt").read_text() == "held back\n"

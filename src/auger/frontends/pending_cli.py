@@ -104,7 +104,7 @@ async def _list(store, record, as_json: bool) -> int:
 
     from auger.changes.pending import rows
     from auger.policy.fs import RootHandle
-    from auger.protocol.jsontext import dumps, printable
+    from auger.protocol.jsontext import dumps
 
     entries = await store.load_pending(record.id)
     handle = RootHandle(Path(record.cwd))
@@ -121,9 +121,8 @@ async def _list(store, record, as_json: bool) -> int:
         print(f"session {record.id[:8]}: nothing is pending")
         return 0
     print(f"session {record.id[:8]} ({record.cwd}): {len(found)} file(s) pending")
-    for row in found:
-        print(f"{_KIND[row.kind]} {printable(row.path)}  +{row.added} -{row.removed}  "
-              f"by {', '.join(row.proposers)}  (seq {', '.join(map(str, row.seqs))})")
+    for line in row_lines(found):
+        print(line)
     return 0
 
 
@@ -188,3 +187,11 @@ async def _drop(store, record, command: str, paths: list[str], seq: int) -> int:
     if not dropped and not unknown:
         print("nothing changed")
     return 1 if unknown else 0
+
+
+def row_lines(found: list) -> list[str]:
+    """One line per pending path (`auger pending list` and the terminal UI's /pending)."""
+    from auger.protocol.jsontext import printable
+
+    return [f"{_KIND[row.kind]} {printable(row.path)}  +{row.added} -{row.removed}  "
+            f"by {', '.join(row.proposers)}  (seq {', '.join(map(str, row.seqs))})" for row in found]

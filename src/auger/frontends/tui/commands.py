@@ -283,6 +283,25 @@ async def _backend(tui: Tui, arg: str) -> None:
         feed.set_backend("" if arg in ("auger", "none", "native") else arg)
 
 
+@command("pending", "pending changes: /pending · /pending apply|discard [PATH…] · /pending rewind SEQ")
+async def _pending(tui: Tui, arg: str) -> None:
+    feed = _open(tui)
+    words = arg.split()
+    lines = await feed.pending_lines()
+    if lines is None:
+        tui.say("this session writes its changes directly; start one with --pending to hold them back", "yellow")
+    elif not words:
+        tui.say("\n".join([f"{len(lines)} file(s) pending (/pending apply or discard [PATH…]):", *lines])
+                if lines else "nothing is pending")
+    elif words[0] in ("apply", "discard") and _between_turns(tui, f"{words[0]}ing pending changes"):
+        feed.pending(words[0], words[1:])
+    elif words[0] == "rewind" and len(words) == 2 and words[1].isdigit():
+        if _between_turns(tui, "rewinding pending changes"):
+            feed.pending("rewind", words[1:])
+    elif words[0] not in ("apply", "discard"):
+        tui.say("usage: /pending · /pending apply|discard [PATH…] · /pending rewind SEQ", "yellow")
+
+
 @command("rollback", "drop the last N user turns from the context: /rollback [N]")
 async def _rollback(tui: Tui, arg: str) -> None:
     if not arg.isdigit() and arg:

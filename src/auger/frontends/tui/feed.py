@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode,
-    SetModel, Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, Compact, Interrupt, PendingApply, PendingDiscard, PendingRewind, Redo,
+    RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 
 if TYPE_CHECKING:
@@ -110,6 +110,31 @@ class Feed:
 
     def set_backend(self, name: str) -> None:
         self.session.submit(SetBackend(name))
+
+    async def pending_lines(self) -> list[str] | None:
+        """The session's pending changes, one line per path; None when it is not in pending mode."""
+        import asyncio
+
+        from auger.changes.pending import rows
+        from auger.frontends.pending_cli import row_lines
+        from auger.policy.fs import RootHandle
+
+        if self.session.pending is None:
+            return None
+        entries = await self.session.store.load_pending(self.session.id)
+        handle = RootHandle(self.session.workspace.root)
+        try:
+            return row_lines(await asyncio.to_thread(rows, handle, entries))
+        finally:
+            handle.close()
+
+    def pending(self, action: str, paths: list[str]) -> None:
+        if action == "apply":
+            self.session.submit(PendingApply(paths))
+        elif action == "discard":
+            self.session.submit(PendingDiscard(paths))
+        else:
+            self.session.submit(PendingRewind(int(paths[0])))
 
     def mcp_servers(self) -> list[ServerStatus]:
         return self.session.mcp.status()

@@ -247,6 +247,9 @@ class Renderer:
         if isinstance(event, ev.ModelChanged):
             self.model = event.model
             return a.styled(f"model: {event.previous_model} → {event.model} ({event.provider})", "cyan")
+        if isinstance(event, ev.PendingChanged):
+            names = ", ".join(event.paths[:5]) + (" …" if len(event.paths) > 5 else "")
+            return a.styled(f"◌ {event.action} {names}; {event.count} file(s) pending (/pending lists them)", "cyan")
         if isinstance(event, ev.BackendChanged):
             return a.styled(f"backend: {event.previous or 'auger'} → {event.label or event.backend or 'auger'}", "cyan")
         if isinstance(event, ev.ModeChanged):
