@@ -7,11 +7,11 @@ import hashlib
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+from tests.support.trees import sh
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,14 +21,6 @@ from auger.changes.snapshots import SnapshotStore, snapshot_dir
 from auger.changes.undo import UndoRefused, restore, undo
 from auger.policy.fs import RootHandle
 
-
-def sh(root: Path, script: str) -> str:
-    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent / "home"), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x", "GIT_COMMITTER_NAME": "u",
-           "GIT_COMMITTER_EMAIL": "u@x", "LC_ALL": "C"}
-    done = subprocess.run(["bash", "-euc", script], cwd=root, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def tree(root: Path) -> dict[str, tuple[str, int]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -15,21 +14,10 @@ import pytest
 from auger.protocol import events as ev
 from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo, UserTurn
 from auger.store.sqlite import SqliteStore
+from tests.support.trees import tree_state
 from tests.support.harness import open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
-
-def tree_state(root: Path) -> dict[str, tuple[str, int]]:
-    """Every file and link outside .git: (sha256 of its bytes or link target, its full mode)."""
-    out = {}
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            data = os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else Path(path).read_bytes()
-            out[os.path.relpath(path, root)] = (hashlib.sha256(data).hexdigest(), st.st_mode)
-    return out
 
 
 def make_project(root: Path) -> None:

@@ -12,16 +12,12 @@ from pathlib import Path
 import pytest
 
 from auger.engine.review import REVIEW_SCHEMA, ReviewInvalid, parse_review, schema_error
+from tests.support.trees import git
 from tests.support.harness import FAST, auger_cli
 from tests.support.mock_openai import Reply
 
 FAST_ARGS = [arg for item in FAST for arg in ("-c", item)]
 
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout
 
 
 def git_state(root: Path) -> dict[str, object]:

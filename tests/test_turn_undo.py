@@ -5,35 +5,17 @@ state, a later external edit makes it refuse, redo re-applies, and the model is 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
-import stat
 import subprocess
 from pathlib import Path
 
 from auger.protocol import events as ev
 from auger.protocol.ops import Redo, Shutdown, Undo
+from tests.support.trees import git, tree_state
 from tests.support.harness import auger_cli, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout
-
-
-def tree_state(root: Path) -> dict[str, tuple[str, int]]:
-    """Every file outside .git: (sha256 of its bytes or link target, its full mode)."""
-    out = {}
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            data = os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else Path(path).read_bytes()
-            out[os.path.relpath(path, root)] = (hashlib.sha256(data).hexdigest(), st.st_mode)
-    return out
 
 
 def git_state(root: Path) -> dict[str, str]:

@@ -9,20 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.support.trees import sh
 
 from auger.changes.snapshots import snapshot_dir
 from auger.changes.worktree import (
     KEPT_PREFIX, WORKTREES, WorktreeError, create_worktree, list_worktrees, open_worktree,
 )
 
-
-def sh(root: Path, script: str) -> str:
-    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent / "home"), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x", "GIT_COMMITTER_NAME": "u",
-           "GIT_COMMITTER_EMAIL": "u@x", "LC_ALL": "C"}
-    done = subprocess.run(["bash", "-euc", script], cwd=root, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.fixture

@@ -157,7 +157,8 @@ def test_mcp_lists_adds_and_removes_a_server_for_this_session(term, server, proj
 def test_review_reports_findings_in_the_transcript_and_the_session_goes_on(term, server, project):
     import json
 
-    from tests.test_review import git, make_repo
+    from tests.support.trees import git
+    from tests.test_review import make_repo
 
     make_repo(project)
     (project / "src/app.py").write_text("def total(items):\n    return sum(items[1:])\n")
