@@ -418,11 +418,14 @@ def test_load_session_replays_the_stored_conversation(project, server, isolated_
 def test_mcp_servers_from_the_editor_join_the_session(project, server, isolated_home):
     from acp.schema import EnvVariable, McpServerStdio
 
-    root = Path(__file__).resolve().parent.parent
+    # An editor's stdio server runs in the session sandbox, which shows the project and auger's interpreter,
+    # not the rest of /tmp where this checkout may live: the server's code sits in the project.
+    script = project / "tools_server.py"
+    script.write_text((Path(__file__).resolve().parent / "support" / "mcp_server.py").read_text())
     server.add(Reply(tool_calls=[ToolCall("mcp__tools__echo", {"text": "hi"})]), Reply(text="echoed"))
     editor = Editor()
-    servers = [McpServerStdio(name="tools", command=sys.executable, args=["-m", "tests.support.mcp_server"],
-                              env=[EnvVariable(name="PYTHONPATH", value=str(root))]),
+    servers = [McpServerStdio(name="tools", command=sys.executable, args=[str(script)],
+                              env=[EnvVariable(name="MCP_TEST_SERVER_NAME", value="tools")]),
                McpServerStdio(name="../bad name", command="true", args=[], env=[])]
 
     async def main():
