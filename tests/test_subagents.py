@@ -573,16 +573,19 @@ def test_a_child_in_a_worktree_leaves_the_tree_alone_until_its_changes_are_appli
         "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), apply, Reply(text="done")],
         "add b": [Reply(tool_calls=[ToolCall("read_file", {"path": "uncommitted.txt"}),
                                     ToolCall("write_file", {"path": "b.txt", "content": "b\n"}),
-                                    ToolCall("write_file", {"path": "c.txt", "content": "changed by the child\n"})]),
+                                    ToolCall("write_file", {"path": "c.txt", "content": "changed by the child\n"}),
+                                    ToolCall("shell", {"command": "echo made-by-a-command > d.txt && cat d.txt"})]),
                   Reply(text="added b")],
     }).install(server)
     run_parent(project, server, "start")
     child_view = tool_messages(routes.bodies("add b")[-1])
     assert "seen by the child" in child_view[0], "the worktree starts from the tree as it is, not from HEAD"
+    assert "made-by-a-command" in child_view[-1], "the child's commands can write its worktree (its own sandbox)"
     result = tool_messages(routes.bodies("start")[1])[0]
     assert "added b" in result and "+b" in result and "b.txt" in result
     applied = tool_messages(routes.bodies("start")[-1])[-1]
     assert (project / "b.txt").read_text() == "b\n"
+    assert (project / "d.txt").read_text() == "made-by-a-command\n"
     assert (project / "c.txt").read_text() == "changed by the parent\n" and "c.txt" in applied, applied
     assert subprocess.run(["git", "-C", str(project), "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout == head

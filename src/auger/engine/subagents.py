@@ -40,7 +40,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol
 
 from auger.config import Config
 from auger.context.agents import AgentDef, AgentIndex, discover_agents, stricter
@@ -62,6 +62,9 @@ from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolE
 from auger.tools.router import ToolRouter
 from auger.tools.shell import stop_background
 from auger.tools.toolset import Combined, Filtered
+
+if TYPE_CHECKING:
+    from auger.policy.confinement import Confinement
 
 log = logging.getLogger("auger.subagents")
 
@@ -388,12 +391,13 @@ class Child:
     """A running sub-agent: its router, runtime, host and turn; closed when it ends."""
 
     def __init__(self, control: Control, run: AgentRun, ctx: TurnContext, host: ChildHost,
-                 own_client: ModelClient | None) -> None:
+                 own_client: ModelClient | None, confinement: Confinement | None = None) -> None:
         self.control = control
         self.agent_run = run
         self.ctx = ctx
         self.host = host
         self.own_client = own_client
+        self.confinement = confinement  # a worktree child's own sandbox (its tree is not the session's)
 
     @classmethod
     async def open(cls, parent: Control, run: AgentRun, parent_ctx: TurnContext, parent_turn: str,
@@ -413,9 +417,11 @@ class Child:
         same_root = root == prt.root
         state = SessionToolState(scratch_dir=prt.state.scratch_dir,
                                  root_handle=prt.state.root_handle if same_root else None)
+        confinement = None if same_root else await _confine_worktree(
+            config, root, run, prt.state.scratch_dir, lambda event: pool.session.emit_for(event, run.parent_call_id))
         runtime = ToolRuntime(router, prt.policy, root=root, state=state,
-                              archive=pool.archive(run.child_id),
-                              env=prt.env, sandbox=prt.sandbox, skills=prt.skills)
+                              archive=pool.archive(run.child_id), env=prt.env,
+                              sandbox=prt.sandbox if same_root else confinement, skills=prt.skills)
         if same_root:  # the parent's hooks (snapshots, own files) and approvals are about this tree
             runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
             runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
@@ -437,7 +443,7 @@ class Child:
                                 instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls,
                                 mode=run.mode)
         host = ChildHost(pool.session, run, child_control, ledger, runtime.archive, ctx)
-        return cls(child_control, run, ctx, host, own_client)
+        return cls(child_control, run, ctx, host, own_client, confinement)
 
     async def run(self) -> tuple[str, str | None]:
         host, run = self.host, self.agent_run
@@ -460,9 +466,25 @@ class Child:
         await self.control.close("its parent agent ended")
         await stop_background(self.ctx.runtime.state.background)
         await self.ctx.runtime.router.close()
+        if self.confinement is not None:
+            await self.confinement.close()
         if self.own_client is not None:
             await self.own_client.aclose()
 
+
+async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_parent: Path,
+                            emit: Callable[[ev.Event], None]) -> Confinement | None:
+    """A sandbox of the child's own around its worktree: the session's is rooted at the project and keeps
+    auger's data dir (where worktrees live) read-only, so the child's commands could not write its tree."""
+    from auger.config import home_dirs
+    from auger.policy.confinement import confine
+
+    dirs = home_dirs()
+    scratch = scratch_parent / f"agent-{run.id}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return await confine(config, root, scratch, tuple(dict.fromkeys((dirs["config"], dirs["data"]))),
+                         lambda message: emit(ev.WarningEvent(f"agent {run.agent.name} ({run.id}): {message}")),
+                         mode=lambda: run.mode)
 
 class ChildHost:
     """A sub-agent's TurnHost: its own stored session and history; the parent session's stream, approvals
