@@ -405,3 +405,18 @@ def test_auger_acp_itself_as_a_backend_writes_through_the_outer_sessions_guard(p
     assert agent_text(run).endswith("the inner auger is done")
     assert any("from-inner.txt" in json.dumps(e.arguments) for e in run.of(ev.ToolCallStarted))
     assert len(server.chat_requests) == 2, "only the inner auger called the model"
+
+
+def test_a_resumed_session_keeps_the_agent_it_last_handed_its_turns_to(project, server):
+    first = run_backend(project, server, "hello")
+    assert agent_text(first) == "Hello from the agent."
+    resumed = run_backend(project, server, "hello again", backend=None, resume=first.session_id)
+    assert resumed.ended.reason == "complete", resumed.ended.message
+    assert agent_text(resumed) == "Hello from the agent."
+    assert server.chat_requests == [], "the recorded agent ran the resumed turn, not auger's model"
+    server.add(Reply(text="auger again"))
+    back = run_backend(project, server, "x", backend="", resume=first.session_id)  # an explicit switch back
+    assert agent_text(back) == "auger again"
+    server.add(Reply(text="auger still"))
+    later = run_backend(project, server, "y", backend=None, resume=first.session_id)
+    assert agent_text(later) == "auger still", "after switching back, a resume stays with auger's own loop"

@@ -19,7 +19,7 @@ from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import stored_cost
 from auger.protocol.envelope import Envelope
-from auger.protocol.events import Event, ModelChanged, TurnEnded
+from auger.protocol.events import BackendChanged, Event, ModelChanged, TurnEnded
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store
@@ -115,6 +115,12 @@ class SessionManager:
                                      plan=latest_plan(history.items), pending=pending)
         if switched:
             session.emit(ModelChanged(client.provider, client.model, *previous))
+        last = await store.last_event(record.id, "backend_changed")
+        recorded = last.event.backend if last is not None and isinstance(last.event, BackendChanged) else None
+        if backend is None:  # the agent the session last handed its turns to (or "" for auger's own loop)
+            backend = recorded
+        elif backend == "" and recorded:  # taken back from the agent: recorded, so later resumes know
+            await session.set_backend("")
         return await self._with_backend(session, backend)
 
     async def _with_backend(self, session: Session, backend: str | None) -> Session:

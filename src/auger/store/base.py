@@ -85,6 +85,8 @@ class Store(PendingStore, Protocol):
     async def last_event_seq(self, session_id: str) -> int: ...
     async def load_events(self, session_id: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Envelope]:
         """Stored envelopes with after_seq < seq <= upto_seq, oldest first."""
+    async def last_event(self, session_id: str, event_type: str) -> Envelope | None:
+        """The latest stored envelope of one event type, or None."""
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process; None on success, else who holds it."""
     async def release(self, session_id: str) -> None: ...

@@ -266,6 +266,15 @@ class SqliteStore:
 
         return await self._run(select)
 
+    async def last_event(self, session_id: str, event_type: str) -> Envelope | None:
+        """The session's latest stored envelope of one event type (e.g. the backend it last switched to)."""
+        def select(conn: sqlite3.Connection) -> Envelope | None:
+            row = conn.execute("SELECT data FROM events WHERE session_id = ? AND type = ? ORDER BY seq DESC LIMIT 1",
+                               (session_id, event_type)).fetchone()
+            return Envelope.from_json(json.loads(row[0])) if row else None
+
+        return await self._run(select)
+
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process: None when taken (or already ours), else a
         description of the live process that holds it. A dead holder's lease is taken over."""
