@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.support.harness import auger_cli
+from tests.support.mock_openai import Reply
 
 AGENT = Path(__file__).parent / "support" / "acp_agent.py"
 FAST = ("-c", "generate_titles=false", "-c", "sandbox=off", "-c", "snapshots=false")
@@ -85,3 +86,19 @@ def test_a_project_config_may_not_define_backends(isolated_home, project):
     result = auger_cli("backends", "--json", "-C", str(project), home=isolated_home, cwd=project)
     assert result.returncode == 0
     assert "evil" not in rows(result.stdout) and "[backends] ignored" in result.stderr
+
+
+def test_resume_keeps_the_backend_unless_told_otherwise(isolated_home, project, server):
+    write_config(isolated_home)
+    first = auger_cli("exec", "--json", "--backend", "scripted", "--base-url", server.base_url, "-m", "m", *FAST,
+                      "hi", home=isolated_home, cwd=project)
+    assert first.returncode == 0, first.stderr
+    session = json.loads(first.stdout.splitlines()[0])["session_id"]
+    again = auger_cli("resume", session[:8], "--base-url", server.base_url, "-m", "m", *FAST, "hi again",
+                      home=isolated_home, cwd=project)
+    assert again.returncode == 0 and again.stdout.strip() == "Hello from the agent.", again.stderr
+    assert server.chat_requests == []
+    server.add(Reply(text="auger answers"))
+    mine = auger_cli("resume", session[:8], "--backend", "", "--base-url", server.base_url, "-m", "m", *FAST,
+                     "and now?", home=isolated_home, cwd=project)
+    assert mine.returncode == 0 and mine.stdout.strip() == "auger answers", mine.stderr

@@ -117,9 +117,10 @@ class SessionManager:
             session.emit(ModelChanged(client.provider, client.model, *previous))
         last = await store.last_event(record.id, "backend_changed")
         recorded = last.event.backend if last is not None and isinstance(last.event, BackendChanged) else None
-        if backend is None:  # the agent the session last handed its turns to (or "" for auger's own loop)
-            backend = recorded
-        elif backend == "" and recorded:  # taken back from the agent: recorded, so later resumes know
+        if backend is None:  # asked for (--backend, config), else the agent the session last handed its turns to
+            configured = self.workspace.config.backend
+            backend = configured if configured is not None else recorded
+        if backend == "" and recorded:  # taken back from the agent: recorded, so later resumes know
             await session.set_backend("")
         return await self._with_backend(session, backend)
 
