@@ -20,6 +20,8 @@ from auger.protocol.items import Item
 from auger.protocol.ops import ApprovalDecision, UserTurn
 from auger.tools.base import OutputArchive
 
+CONTEXT_TURN = "context"  # the turn id of items recorded outside any turn (context, notes, undo records)
+
 
 class TurnHost(Protocol):
     @property

@@ -28,7 +28,11 @@ from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
 from auger.engine.history import History
 from auger.engine.stream import EventStream
+from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
+from auger.engine.pending_mode import (
+    capture_pending, open_pending, pending_op, pending_warnings, tell_pending_mode,
+)
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
 from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
@@ -40,8 +44,7 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, PendingChanged,
-    RolledBack,
+    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
     SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
@@ -51,8 +54,7 @@ from auger.protocol.ops import (
     AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind, Redo,
     RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
-from auger.protocol.vocab import ApprovalOption, Effect, Mode, TurnEndReason
-from auger.policy.types import Classification
+from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
@@ -67,8 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("auger.session")
 
-CONTEXT_TURN = "context"  # the turn id context items recorded outside any turn carry
-APPLY_TURN = "pending-apply"  # the prefix of the turn id an apply of pending changes is snapshotted and diffed under
 
 # The submission being handled: set by the session loop per op, inherited by the tasks it starts.
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
@@ -130,14 +130,14 @@ class Session:
         probe = asyncio.create_task(_probe_window(client, config))  # a round trip: overlap it with the sandbox
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
-        queue = await _open_pending(store, meta.id, workspace.root, pending or config.pending)
+        queue = await open_pending(store, meta.id, workspace.root, pending or config.pending)
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
         if queue is not None:
             state.root_handle = queue.handle
         confinement = await confine(config, tools_root, state.scratch_dir, protected, warnings.append,
                                     mode=lambda: meta.mode)
         if queue is not None:
-            warnings.extend(_pending_warnings(queue, confinement))
+            warnings.extend(pending_warnings(queue, confinement))
         if confinement is not None:
             state.scratch_dir.mkdir(parents=True, exist_ok=True)
         user_rules = dirs["config"] / "rules.toml"
@@ -183,7 +183,7 @@ class Session:
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._hook("session_start", {"resumed": resumed}, warnings.append)
         if queue is not None:
-            await session._tell_pending_mode()
+            await tell_pending_mode(queue, session.history.items, session.record)
         await session._start(resumed=resumed)
         return session
 
@@ -510,69 +510,19 @@ class Session:
         self.emit(event)
 
     # -- pending mode -----------------------------------------------------------------
-    async def _tell_pending_mode(self) -> None:
-        """Tell the model, once per copy, that its changes are queued and where its commands run."""
-        from auger.changes.pending import NOTE_KIND
-
-        assert self.pending is not None
-        tree = str(self.pending.tree)
-        told = [i for i in self.history.items if isinstance(i, it.ContextMessage) and i.kind == NOTE_KIND]
-        if told and (told[-1].data or {}).get("tree") == tree:
-            return
-        text = (f"Pending-changes mode: your file changes are queued for the user to review and apply; the project "
-                f"itself is not changed until then. File tools see your queued changes. Shell commands run in a copy "
-                f"of the project with your changes made, at {tree} (their working directory): use relative paths. "
-                "What a command changes there is queued too, except files the project ignores (build output, "
-                "caches), which stay in the copy. The project at its real path is read-only to commands.")
-        await self.record(CONTEXT_TURN, it.ContextMessage(text, NOTE_KIND, {"tree": tree}))
-
     async def _capture_pending(self, call: PlannedCall | None) -> None:
-        """After a call that may change files (None: before an op on the queue, for what background
-        commands changed): queue what changed in the copy."""
         assert self.pending is not None
-        turn_id = call.turn_id if call is not None else None
-        queued, notes = await (self.pending.capture(call.tool, call.call_id, call.args) if call is not None
-                               else self.pending.sync())
-        for note in notes:
-            self.emit(WarningEvent(f"pending: {note}", turn_id))
-        if queued:
-            self.emit(PendingChanged(len(self.pending.paths), queued, "queued"))
+        await capture_pending(self.pending, call, self.emit)
 
     async def _pending_op(self, op: PendingApply | PendingDiscard | PendingRewind) -> None:
-        """Apply, discard or rewind queued changes; the model is told what changed in its view."""
-        from auger.changes import pending as queue
-
         verb = op.TYPE.removeprefix("pending_")
         if self.pending is None:
             self.emit(WarningEvent(f"pending {verb} refused: this session is not in pending mode"))
-            return
-        if self.turn_running:
+        elif self.turn_running:
             self.emit(WarningEvent(f"pending {verb} refused: a turn is running; interrupt it or wait for it to end"))
-            return
-        await self._capture_pending(None)
-        if isinstance(op, PendingApply):
-            turn_id = f"{APPLY_TURN}-{uuid.uuid4().hex[:12]}"
-            report = await queue.apply(self.store, self.id, self.workspace.root, op.paths or None,
-                                       before_write=lambda: snapshot_before_apply(self.changes, turn_id))
-            if self.changes is not None:
-                await self.changes.end_turn(turn_id)  # the apply is undoable like a turn's changes
-            for line in [*report.conflicts, *(f"{u}: nothing is pending there" for u in report.unknown)]:
-                self.emit(WarningEvent(f"pending apply refused {line}"))
-            await self.pending.refresh(report.applied)  # the copy now holds what the project holds
-            changed, action = report.applied, queue.APPLIED
         else:
-            if isinstance(op, PendingDiscard):
-                changed, unknown = await queue.discard(self.store, self.id, op.paths or None)
-                for name in unknown:
-                    self.emit(WarningEvent(f"pending discard: nothing is pending for {name}"))
-                action = queue.DISCARDED
-            else:
-                changed, action = await queue.rewind(self.store, self.id, op.seq), queue.REWOUND
-            await self.pending.refresh(changed)
-        told = queue.note(action, changed)
-        if told is not None:
-            await self.record(CONTEXT_TURN, told)
-        self.emit(PendingChanged(len(self.pending.paths), changed, action))
+            await pending_op(self.pending, op, store=self.store, session_id=self.id, root=self.workspace.root,
+                             changes=self.changes, record=self.record, emit=self.emit)
 
     async def _set_mode(self, mode: str) -> None:
         from auger.policy.trust import MODES
@@ -832,36 +782,6 @@ async def _open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str,
         return None
     return Hooks(shell, plugins.hooks, cwd=workspace.root, env=env, session_id=session_id,
                  timeout=config.hooks_timeout)
-async def snapshot_before_apply(changes: ChangeTracker | None, turn_id: str) -> None:
-    """An apply of pending changes is snapshotted like a turn's first change, so it can be diffed and undone
-    (end it with `changes.end_turn(turn_id)`)."""
-    if changes is not None:
-        await changes.before_mutation(PlannedCall(turn_id, "", "pending_apply", {},
-                                                  Classification(Effect.LOCAL_MUTATION, "pending changes")))
-
-
-def _pending_warnings(queue: PendingChanges, confinement) -> list[str]:
-    """What the user should know about this session's pending mode."""
-    out = []
-    if queue.overlay.problem:
-        out.append(f"pending mode: part of the project could not be copied for the session's tools: "
-                   f"{queue.overlay.problem}")
-    if confinement is None or not confinement.enforced:
-        out.append("pending mode without a sandbox: commands run in the copy, but nothing stops one from "
-                   "writing the project by its absolute path")
-    return out
-
-
-async def _open_pending(store: Store, session_id: str, root: Path, wanted: bool) -> PendingChanges | None:
-    """Pending mode's queue and copy when asked for, or when the session already has changes queued (a
-    resumed pending session stays one, so its queue stays in view)."""
-    if not wanted and not await store.load_pending(session_id):
-        return None
-    from auger.changes.overlay import PendingChanges
-
-    return await PendingChanges.open(store, session_id, root)
-
-
 async def _probe_window(client: ModelClient, config) -> int | None:
     """What window the model's server reports, unless configuration says (models/context_window)."""
     from auger.models.context_window import probe_context_window

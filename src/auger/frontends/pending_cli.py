@@ -131,7 +131,7 @@ async def _apply(store, record, config, paths: list[str]) -> int:
 
     from auger.changes.pending import APPLIED, apply, note
     from auger.config import home_dirs
-    from auger.engine.session import APPLY_TURN, CONTEXT_TURN, snapshot_before_apply
+    from auger.engine.pending_mode import APPLY_TURN, CONTEXT_TURN, snapshot_before_apply
     from auger.engine.turn_changes import ChangeTracker, snapshot_store
     from auger.protocol.events import Event
 
@@ -169,7 +169,7 @@ async def _apply(store, record, config, paths: list[str]) -> int:
 
 async def _drop(store, record, command: str, paths: list[str], seq: int) -> int:
     from auger.changes.pending import DISCARDED, REWOUND, discard, note, rewind
-    from auger.engine.session import CONTEXT_TURN
+    from auger.engine.host import CONTEXT_TURN
 
     unknown: list[str] = []
     if command == "discard":
