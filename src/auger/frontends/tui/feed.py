@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from auger.backends.status import BackendStatus
     from auger.context.agents import AgentDef
     from auger.engine.session import Session
-    from auger.engine.subagents import AgentRun
+    from auger.engine.subagent_host import AgentRun
     from auger.tools.mcp_servers import ServerStatus
 
 
