@@ -255,7 +255,8 @@ def test_schema_accepts_a_general_finding():
 def test_quoted_code_never_comes_from_outside_the_project(project):
     import asyncio
 
-    from auger.engine.review import Change, Finding, ReviewTarget, code_lines
+    from auger.changes.review_change import Change, ReviewTarget
+    from auger.engine.review import Finding, code_lines
 
     make_repo(project)
     (project.parent / "secret.txt").write_text("SECRET\n")
@@ -291,8 +292,9 @@ def test_the_review_session_is_read_only(project, server, auger_home):
 def test_a_long_diff_is_cut_at_a_file_boundary_and_names_what_it_left_out(project, monkeypatch):
     import asyncio
 
-    import auger.engine.review as review_module
-    from auger.engine.review import Finding, ReviewResult, ReviewTarget, collect_change, flag_outside, review_prompt
+    import auger.changes.review_change as review_module
+    from auger.changes.review_change import ReviewTarget, collect_change
+    from auger.engine.review import Finding, ReviewResult, flag_outside, review_prompt
 
     make_repo(project)
     (project / "notes.txt").write_text("".join(f"line {i}\n" for i in range(40)))

@@ -47,7 +47,8 @@ async def _review(args: argparse.Namespace, config) -> int:
     import os
     from pathlib import Path
 
-    from auger.engine.review import ReviewError, ReviewFailed, ReviewTarget, collect_change
+    from auger.changes.review_change import ReviewError, ReviewTarget, collect_change
+    from auger.engine.review import ReviewFailed
     from auger.frontends.cli_support import CliError
 
     root = Path(os.path.realpath(args.cwd or os.getcwd()))

@@ -208,7 +208,7 @@ async def _review(tui: Tui, arg: str) -> None:
     import asyncio
     import shlex
 
-    from auger.engine.review import ReviewTarget
+    from auger.changes.review_change import ReviewTarget
 
     try:
         words = shlex.split(arg)

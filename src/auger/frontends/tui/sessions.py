@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from auger.config import Config
-    from auger.engine.review import Change, ReviewResult, ReviewTarget
+    from auger.changes.review_change import Change, ReviewTarget
+    from auger.engine.review import ReviewResult
     from auger.protocol.envelope import Envelope
     from auger.engine.session import Session
     from auger.engine.sessions import SessionManager
@@ -95,7 +96,8 @@ class Sessions:
                      on_envelope: Callable[[Envelope], None]) -> tuple[Change, ReviewResult] | str:
         """Review `target` in a read-only session of its own (engine/review.py, as `auger review` does):
         the change and the validated findings, or one line saying why there are none."""
-        from auger.engine.review import ReviewError, ReviewFailed, collect_change, run_review
+        from auger.changes.review_change import ReviewError, collect_change
+        from auger.engine.review import ReviewFailed, run_review
         from auger.models.registry import ProviderError, client_for
 
         try:
