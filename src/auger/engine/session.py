@@ -30,6 +30,7 @@ from auger.engine.history import History
 from auger.engine.stream import EventStream
 from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
+from auger.engine.session_setup import open_plugins, probe_window, start_mcp_servers
 from auger.engine.pending_mode import (
     capture_pending, open_pending, pending_op, pending_warnings, tell_pending_mode,
 )
@@ -61,7 +62,6 @@ from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
 
 if TYPE_CHECKING:
-    from auger.engine.hooks import Hooks
     from auger.engine.subagents import AgentPool
     from auger.changes.overlay import PendingChanges
     from auger.backends.pool import BackendPool
@@ -127,7 +127,7 @@ class Session:
         config = workspace.config
         warnings: list[str] = []
         state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan)
-        probe = asyncio.create_task(_probe_window(client, config))  # a round trip: overlap it with the sandbox
+        probe = asyncio.create_task(probe_window(client, config))  # a round trip: overlap it with the sandbox
         dirs = home_dirs()
         protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
         queue = await open_pending(store, meta.id, workspace.root, pending or config.pending)
@@ -154,11 +154,11 @@ class Session:
         from auger.tools.toolset import for_model
 
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
-        mcp = await _start_mcp_servers(config, router, workspace.root, confinement, warnings)
+        mcp = await start_mcp_servers(config, router, workspace.root, confinement, warnings)
         runtime = ToolRuntime(router, policy, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
-        runtime.hooks = await _open_plugins(workspace, router, env, meta.id, warnings)
+        runtime.hooks = await open_plugins(workspace, router, env, meta.id, warnings)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings, mcp=mcp)
@@ -471,7 +471,7 @@ class Session:
         await self.store.update_session(self.id, provider=client.provider, model=client.model)
         await self.update_environment()  # the model field changed: told to the model, recorded
         self.meter.reset()
-        self._probed_window = (client.model, await _probe_window(client, config))
+        self._probed_window = (client.model, await probe_window(client, config))
         self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
         await previous.aclose()
 
@@ -748,44 +748,3 @@ class _Archive:
         labels = {"user_message": "user", "assistant_message": "assistant", "compaction": "summary"}
         return [(f"{labels[item.TYPE]} message #{seq}",
                  str(getattr(item, "text", None) or getattr(item, "summary", ""))) for seq, item in found]
-
-
-async def _start_mcp_servers(config, router: ToolRouter, root: Path, confinement, warnings: list[str]) -> McpServers:
-    """The MCP servers configured for every session, started together; problems become warnings."""
-    from auger.tools.mcp_config import configured_servers
-
-    servers, problems = configured_servers(config.tables, trust_project=config.trust_project_mcp)
-    warnings.extend(problems)
-    mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
-    await mcp.start(servers)
-    return mcp
-
-
-async def _open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str, str], session_id: str,
-                        warnings: list[str]) -> Hooks | None:
-    """The workspace's plugin tools as a registry member, and the session's hooks (plugins' and the
-    configured shell commands); None when there are no hooks. Problems become warnings."""
-    from auger.tools.plugins import REGISTRY_NAME, PluginTools
-
-    plugins, config = workspace.plugins, workspace.config
-    warnings.extend(plugins.warnings)
-    if plugins.toolsets or plugins.contributions:
-        await router.registry.add(REGISTRY_NAME, PluginTools(plugins, warnings.append))
-    if not plugins.hooks and not config.tables.get("hooks") and not config.tables.get("project_hooks"):
-        return None
-    from auger.engine.hooks import Hooks, configured_hooks  # only for a session that has hooks
-
-    shell, problems = configured_hooks(config.tables, trust_project=config.trust_project_hooks,
-                                       timeout=config.hooks_timeout)
-    warnings.extend(problems)
-    if not shell and not plugins.hooks:
-        return None
-    return Hooks(shell, plugins.hooks, cwd=workspace.root, env=env, session_id=session_id,
-                 timeout=config.hooks_timeout)
-async def _probe_window(client: ModelClient, config) -> int | None:
-    """What window the model's server reports, unless configuration says (models/context_window)."""
-    from auger.models.context_window import probe_context_window
-    from auger.models.registry import registry_for
-
-    described = any(client.model in p.models for p in registry_for(config).providers.values())
-    return await probe_context_window(client, bool(config.model_context_window) or described)

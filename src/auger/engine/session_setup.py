@@ -1,0 +1,63 @@
+"""What a session sets up as it opens, beside its sandbox and store: the configured MCP servers, the
+plugins' tools and the hooks, and the model's real context window. Each problem becomes a warning the
+session announces after `session_configured`; none of them stops a session from opening.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from auger.config import Config
+from auger.engine.workspace import Workspace
+from auger.models.base import ModelClient
+from auger.tools.base import CommandSandbox
+from auger.tools.mcp_servers import McpServers
+from auger.tools.router import ToolRouter
+
+if TYPE_CHECKING:
+    from auger.engine.hooks import Hooks
+
+
+async def start_mcp_servers(config: Config, router: ToolRouter, root: Path, confinement: CommandSandbox | None,
+                            warnings: list[str]) -> McpServers:
+    """The MCP servers configured for every session, started together; problems become warnings."""
+    from auger.tools.mcp_config import configured_servers
+
+    servers, problems = configured_servers(config.tables, trust_project=config.trust_project_mcp)
+    warnings.extend(problems)
+    mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
+    await mcp.start(servers)
+    return mcp
+
+
+async def open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str, str], session_id: str,
+                        warnings: list[str]) -> Hooks | None:
+    """The workspace's plugin tools as a registry member, and the session's hooks (plugins' and the
+    configured shell commands); None when there are no hooks. Problems become warnings."""
+    from auger.tools.plugins import REGISTRY_NAME, PluginTools
+
+    plugins, config = workspace.plugins, workspace.config
+    warnings.extend(plugins.warnings)
+    if plugins.toolsets or plugins.contributions:
+        await router.registry.add(REGISTRY_NAME, PluginTools(plugins, warnings.append))
+    if not plugins.hooks and not config.tables.get("hooks") and not config.tables.get("project_hooks"):
+        return None
+    from auger.engine.hooks import Hooks, configured_hooks  # only for a session that has hooks
+
+    shell, problems = configured_hooks(config.tables, trust_project=config.trust_project_hooks,
+                                       timeout=config.hooks_timeout)
+    warnings.extend(problems)
+    if not shell and not plugins.hooks:
+        return None
+    return Hooks(shell, plugins.hooks, cwd=workspace.root, env=env, session_id=session_id,
+                 timeout=config.hooks_timeout)
+
+
+async def probe_window(client: ModelClient, config: Config) -> int | None:
+    """What window the model's server reports, unless configuration says (models/context_window)."""
+    from auger.models.context_window import probe_context_window
+    from auger.models.registry import registry_for
+
+    described = any(client.model in p.models for p in registry_for(config).providers.values())
+    return await probe_context_window(client, bool(config.model_context_window) or described)
