@@ -15,7 +15,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.trees import tree_state
-from tests.support.harness import open_session, run_session
+from tests.support.harness import Follow, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 
@@ -276,15 +276,9 @@ def test_a_live_session_sees_its_view_follow_apply_undo_and_discard(project, ser
 
     async def main() -> list[ev.Event]:
         session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
-        events: list[ev.Event] = []
+        follow = Follow(session)
+        until, events = follow.until, follow.events
         try:
-            stream = session.events()
-
-            async def until(kind) -> None:
-                async for event in stream:
-                    events.append(event)
-                    if isinstance(event, kind):
-                        return
 
             session.submit(UserTurn("change"))
             await until(ev.TurnEnded)
@@ -413,15 +407,9 @@ def test_a_change_made_to_an_outdated_copy_is_refused_at_apply(project, server):
 
     async def main() -> list[ev.Event]:
         session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
-        events: list[ev.Event] = []
+        follow = Follow(session)
+        until, events = follow.until, follow.events
         try:
-            stream = session.events()
-
-            async def until(kind) -> None:
-                async for event in stream:
-                    events.append(event)
-                    if isinstance(event, kind):
-                        return
 
             session.submit(UserTurn("one"))
             await until(ev.TurnEnded)
@@ -458,13 +446,8 @@ def test_the_copy_follows_the_users_edits_between_turns(project, server):
 
     async def main() -> None:
         session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
+        until = Follow(session).until
         try:
-            stream = session.events()
-
-            async def until(kind) -> None:
-                async for event in stream:
-                    if isinstance(event, kind):
-                        return
 
             session.submit(UserTurn("one"))
             await until(ev.TurnEnded)

@@ -7,41 +7,42 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from auger.protocol import events as ev
 from auger.protocol.ops import Interrupt, RunShell, Shutdown, Undo, UserTurn
-from tests.support.harness import is_context, open_session
+from tests.support.harness import Follow, is_context, open_session
 from tests.support.mock_openai import Reply
 
 
-async def _collect_until(session, kinds: tuple[type, ...], count: int, events: list) -> None:
-    seen = 0
-    while seen < count:
-        event = await session.next_event()
-        events.append(event)
-        if isinstance(event, kinds):
-            seen += 1
+def with_session(project: Path, server, mode: str, steps: Callable[[object, Follow], Awaitable[None]]) -> list:
+    """Open a session in `mode`, run `steps(session, follow)`, shut it down; every event it emitted."""
+
+    async def main() -> list:
+        session, store = await open_session(project, server, project.parent / "s.db", f"mode={mode}")
+        follow = Follow(session)
+        try:
+            await asyncio.wait_for(steps(session, follow), 30)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return follow.events
+
+    return asyncio.run(main())
 
 
 def test_run_shell_is_a_turn_without_a_model_call_and_the_model_sees_it(project: Path, server) -> None:
     server.add(Reply(text="noted"))
 
-    async def main() -> list:
-        session, store = await open_session(project, server, project.parent / "s.db", "mode=auto")
-        events: list = []
-        try:
-            session.submit(RunShell("echo from-the-user > made.txt; cat made.txt"))
-            await asyncio.wait_for(_collect_until(session, (ev.TurnEnded,), 1, events), 30)
-            assert server.chat_requests == [], "a user's shell command never calls the model"
-            session.submit(UserTurn("what did I run?"))
-            await asyncio.wait_for(_collect_until(session, (ev.TurnEnded,), 1, events), 30)
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return events
+    async def steps(session, follow: Follow) -> None:
+        session.submit(RunShell("echo from-the-user > made.txt; cat made.txt"))
+        await follow.until(ev.TurnEnded)
+        assert server.chat_requests == [], "a user's shell command never calls the model"
+        session.submit(UserTurn("what did I run?"))
+        await follow.until(ev.TurnEnded)
 
-    events = asyncio.run(main())
+    events = with_session(project, server, "auto", steps)
     kinds = [type(e) for e in events]
     first_end = kinds.index(ev.TurnEnded)
     assert ev.TurnStarted in kinds[:first_end] and ev.ToolCallStarted in kinds[:first_end]
@@ -55,49 +56,34 @@ def test_run_shell_is_a_turn_without_a_model_call_and_the_model_sees_it(project:
 
 def test_run_shell_follows_policy_is_interruptible_and_undoable(project: Path, server) -> None:
     (project / "keep.txt").write_text("precious\n")
+    took: list[float] = []
 
-    async def main() -> tuple[list, float]:
-        session, store = await open_session(project, server, project.parent / "s.db", "mode=auto")
-        events: list = []
-        try:
-            session.submit(RunShell("rm keep.txt"))
-            await asyncio.wait_for(_collect_until(session, (ev.TurnEnded,), 1, events), 30)
-            assert not (project / "keep.txt").exists()
-            session.submit(Undo())
-            await asyncio.wait_for(_collect_until(session, (ev.TurnUndone,), 1, events), 30)
-            session.submit(RunShell("sleep 30"))
-            await asyncio.wait_for(_collect_until(session, (ev.ToolCallStarted,), 1, events), 30)
-            await asyncio.sleep(0.3)
-            started = time.monotonic()
-            session.submit(Interrupt())
-            await asyncio.wait_for(_collect_until(session, (ev.TurnEnded,), 1, events), 30)
-            took = time.monotonic() - started
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return events, took
+    async def steps(session, follow: Follow) -> None:
+        session.submit(RunShell("rm keep.txt"))
+        await follow.until(ev.TurnEnded)
+        assert not (project / "keep.txt").exists()
+        session.submit(Undo())
+        await follow.until(ev.TurnUndone)
+        session.submit(RunShell("sleep 30"))
+        await follow.until(ev.ToolCallStarted)
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        session.submit(Interrupt())
+        await follow.until(ev.TurnEnded)
+        took.append(time.monotonic() - started)
 
-    events, took = asyncio.run(main())
+    events = with_session(project, server, "auto", steps)
     assert (project / "keep.txt").read_text() == "precious\n", "undo restores what the user's command removed"
     ends = [e for e in events if isinstance(e, ev.TurnEnded)]
-    assert ends[-1].reason == "cancelled" and took < 2.0
+    assert ends[-1].reason == "cancelled" and took[0] < 2.0
 
 
 def test_run_shell_is_refused_headless_when_policy_asks(project: Path, server) -> None:
-    async def main() -> list:
-        session, store = await open_session(project, server, project.parent / "s.db", "mode=plan")
-        events: list = []
-        try:
-            session.submit(RunShell("touch nope.txt"))
-            await asyncio.wait_for(_collect_until(session, (ev.TurnEnded,), 1, events), 30)
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return events
+    async def steps(session, follow: Follow) -> None:
+        session.submit(RunShell("touch nope.txt"))
+        await follow.until(ev.TurnEnded)
 
-    events = asyncio.run(main())
+    events = with_session(project, server, "plan", steps)
     ended = [e for e in events if isinstance(e, ev.ToolCallEnded)]
     assert ended and not ended[0].ok
     assert not (project / "nope.txt").exists()

@@ -78,6 +78,25 @@ async def drive(session, *prompts: str, turns: int | None = None, on_event=None,
     return run
 
 
+class Follow:
+    """A session's events read as a test goes: each is kept in `events`; `until(kind)` reads on to the next
+    event of that kind (the `count`-th) and returns it."""
+
+    def __init__(self, session) -> None:
+        self.events: list[ev.Event] = []
+        self._stream = session.events()
+
+    async def until(self, kind: type | tuple[type, ...], count: int = 1) -> ev.Event:
+        seen = 0
+        async for event in self._stream:
+            self.events.append(event)
+            if isinstance(event, kind):
+                seen += 1
+                if seen >= count:
+                    return event
+        raise AssertionError(f"the session ended before {count} {kind} event(s)")
+
+
 def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path | None = None,
                 overrides: tuple[str, ...] = (), resume: str | None = None, turns: int | None = None,
                 on_event=None, interactive: bool = False, until: type | None = None,
