@@ -15,7 +15,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.trees import tree_state
-from tests.support.harness import Follow, open_session, run_session
+from tests.support.harness import follow_session, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 
@@ -274,30 +274,21 @@ def test_a_live_session_sees_its_view_follow_apply_undo_and_discard(project, ser
                Reply(tool_calls=[ToolCall("shell", {"command": "cat a.txt b.txt"})]),
                Reply(text="seen"))
 
-    async def main() -> list[ev.Event]:
-        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
-        follow = Follow(session)
-        until, events = follow.until, follow.events
-        try:
+    async def steps(session, follow) -> None:
+        until = follow.until
+        session.submit(UserTurn("change"))
+        await until(ev.TurnEnded)
+        session.submit(PendingApply(["a.txt"]))
+        await until(ev.PendingChanged)
+        assert (project / "a.txt").read_text() == "a new\n"
+        session.submit(Undo())
+        await until(ev.TurnUndone)
+        session.submit(PendingDiscard(["b.txt"]))
+        await until(ev.PendingChanged)
+        session.submit(UserTurn("look"))
+        await until(ev.TurnEnded)
 
-            session.submit(UserTurn("change"))
-            await until(ev.TurnEnded)
-            session.submit(PendingApply(["a.txt"]))
-            await until(ev.PendingChanged)
-            assert (project / "a.txt").read_text() == "a new\n"
-            session.submit(Undo())
-            await until(ev.TurnUndone)
-            session.submit(PendingDiscard(["b.txt"]))
-            await until(ev.PendingChanged)
-            session.submit(UserTurn("look"))
-            await until(ev.TurnEnded)
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return events
-
-    asyncio.run(asyncio.wait_for(main(), 60))
+    follow_session(project, server, steps, "pending=true")
     out = pending_outputs(server)[-1]
     assert "a old\nb old" in out, out
     assert (project / "a.txt").read_text() == "a old\n" and (project / "b.txt").read_text() == "b old\n"
@@ -356,32 +347,24 @@ def test_what_a_background_command_writes_later_is_queued_before_an_apply(projec
                                                     "background": True})]),
                Reply(text="started"))
 
-    async def main() -> list[ev.Event]:
-        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
-        events: list[ev.Event] = []
-        try:
-            stream = session.events()
-            session.submit(UserTurn("go"))
-            async for event in stream:
-                if isinstance(event, ev.TurnEnded):
-                    break
-            for _ in range(100):  # the copy gets the file; the project does not
-                if (session.pending.tree / "late.txt").exists():
-                    break
-                await asyncio.sleep(0.05)
-            assert not (project / "late.txt").exists()
-            session.submit(PendingApply())
-            async for event in stream:
-                events.append(event)
-                if isinstance(event, ev.PendingChanged) and event.action == "applied":
-                    break
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return events
+    after_apply: list[ev.Event] = []
 
-    events = asyncio.run(asyncio.wait_for(main(), 60))
+    async def steps(session, follow) -> None:
+        session.submit(UserTurn("go"))
+        await follow.until(ev.TurnEnded)
+        for _ in range(100):  # the copy gets the file; the project does not
+            if (session.pending.tree / "late.txt").exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not (project / "late.txt").exists()
+        mark = len(follow.events)
+        session.submit(PendingApply())
+        while (await follow.until(ev.PendingChanged)).action != "applied":
+            pass
+        after_apply.extend(follow.events[mark:])
+
+    follow_session(project, server, steps, "pending=true")
+    events = after_apply
     assert [(e.action, e.paths) for e in events if isinstance(e, ev.PendingChanged)] == \
         [("queued", ["late.txt"]), ("applied", ["late.txt"])]
     assert (project / "late.txt").read_text() == "late\n"
@@ -405,29 +388,20 @@ def test_a_change_made_to_an_outdated_copy_is_refused_at_apply(project, server):
                                  ToolCall("edit_file", {"path": "b.txt", "old_string": "v2", "new_string": "v3"})]),
                Reply(text="2"))
 
-    async def main() -> list[ev.Event]:
-        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
-        follow = Follow(session)
-        until, events = follow.until, follow.events
-        try:
+    async def steps(session, follow) -> None:
+        until = follow.until
+        session.submit(UserTurn("one"))
+        await until(ev.TurnEnded)
+        session.submit(PendingApply())
+        await until(ev.PendingChanged)
+        session.submit(UserTurn("two"))
+        await until(ev.ToolCallStarted)
+        (project / "a.txt").write_text("a edited by the user\n")  # while the turn runs
+        await until(ev.TurnEnded)
+        session.submit(PendingApply())
+        await until(ev.PendingChanged)
 
-            session.submit(UserTurn("one"))
-            await until(ev.TurnEnded)
-            session.submit(PendingApply())
-            await until(ev.PendingChanged)
-            session.submit(UserTurn("two"))
-            await until(ev.ToolCallStarted)
-            (project / "a.txt").write_text("a edited by the user\n")  # while the turn runs
-            await until(ev.TurnEnded)
-            session.submit(PendingApply())
-            await until(ev.PendingChanged)
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return events
-
-    events = asyncio.run(asyncio.wait_for(main(), 60))
+    events = follow_session(project, server, steps, "pending=true")
     refused = [e.message for e in events if isinstance(e, ev.WarningEvent)]
     assert any("a.txt: changed on disk after the session copied it" in m for m in refused), refused
     assert (project / "a.txt").read_text() == "a edited by the user\n"
@@ -444,26 +418,18 @@ def test_the_copy_follows_the_users_edits_between_turns(project, server):
                Reply(tool_calls=[ToolCall("edit_file", {"path": "a.txt", "old_string": "v2", "new_string": "v3"})]),
                Reply(text="2"))
 
-    async def main() -> None:
-        session, store = await open_session(project, server, project.parent / "sessions.db", "pending=true")
-        until = Follow(session).until
-        try:
+    async def steps(session, follow) -> None:
+        session.submit(UserTurn("one"))
+        await follow.until(ev.TurnEnded)
+        (project / "a.txt").write_text("a v2 by the user\n")
+        (project / "new.txt").write_text("new by the user\n")
+        (project / "gone.txt").unlink()
+        session.submit(UserTurn("two"))
+        await follow.until(ev.TurnEnded)
+        session.submit(PendingApply())
+        await follow.until(ev.PendingChanged)
 
-            session.submit(UserTurn("one"))
-            await until(ev.TurnEnded)
-            (project / "a.txt").write_text("a v2 by the user\n")
-            (project / "new.txt").write_text("new by the user\n")
-            (project / "gone.txt").unlink()
-            session.submit(UserTurn("two"))
-            await until(ev.TurnEnded)
-            session.submit(PendingApply())
-            await until(ev.PendingChanged)
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-
-    asyncio.run(asyncio.wait_for(main(), 60))
+    follow_session(project, server, steps, "pending=true")
     out = [m["content"] for m in server.chat_requests[2].messages if m["role"] == "tool"][-1]
     assert "a v2 by the user\nnew by the user" in out and "gone.txt" not in out, out
     assert (project / "a.txt").read_text() == "a v3 by the user\n"

@@ -7,29 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from auger.protocol import events as ev
-from auger.protocol.ops import Interrupt, RunShell, Shutdown, Undo, UserTurn
-from tests.support.harness import Follow, is_context, open_session
+from auger.protocol.ops import Interrupt, RunShell, Undo, UserTurn
+from tests.support.harness import Follow, follow_session, is_context
 from tests.support.mock_openai import Reply
-
-
-def with_session(project: Path, server, mode: str, steps: Callable[[object, Follow], Awaitable[None]]) -> list:
-    """Open a session in `mode`, run `steps(session, follow)`, shut it down; every event it emitted."""
-
-    async def main() -> list:
-        session, store = await open_session(project, server, project.parent / "s.db", f"mode={mode}")
-        follow = Follow(session)
-        try:
-            await asyncio.wait_for(steps(session, follow), 30)
-            session.submit(Shutdown())
-            await session.wait_closed()
-        finally:
-            await store.aclose()
-        return follow.events
-
-    return asyncio.run(main())
 
 
 def test_run_shell_is_a_turn_without_a_model_call_and_the_model_sees_it(project: Path, server) -> None:
@@ -42,7 +24,7 @@ def test_run_shell_is_a_turn_without_a_model_call_and_the_model_sees_it(project:
         session.submit(UserTurn("what did I run?"))
         await follow.until(ev.TurnEnded)
 
-    events = with_session(project, server, "auto", steps)
+    events = follow_session(project, server, steps, "mode=auto")
     kinds = [type(e) for e in events]
     first_end = kinds.index(ev.TurnEnded)
     assert ev.TurnStarted in kinds[:first_end] and ev.ToolCallStarted in kinds[:first_end]
@@ -72,7 +54,7 @@ def test_run_shell_follows_policy_is_interruptible_and_undoable(project: Path, s
         await follow.until(ev.TurnEnded)
         took.append(time.monotonic() - started)
 
-    events = with_session(project, server, "auto", steps)
+    events = follow_session(project, server, steps, "mode=auto")
     assert (project / "keep.txt").read_text() == "precious\n", "undo restores what the user's command removed"
     ends = [e for e in events if isinstance(e, ev.TurnEnded)]
     assert ends[-1].reason == "cancelled" and took[0] < 2.0
@@ -83,7 +65,7 @@ def test_run_shell_is_refused_headless_when_policy_asks(project: Path, server) -
         session.submit(RunShell("touch nope.txt"))
         await follow.until(ev.TurnEnded)
 
-    events = with_session(project, server, "plan", steps)
+    events = follow_session(project, server, steps, "mode=plan")
     ended = [e for e in events if isinstance(e, ev.ToolCallEnded)]
     assert ended and not ended[0].ok
     assert not (project / "nope.txt").exists()

@@ -17,6 +17,7 @@ from auger.engine.sessions import SessionManager, run_prompt
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev
+from auger.protocol.ops import Shutdown
 from auger.store.sqlite import SqliteStore
 from tests.support.mock_openai import MockChatServer
 from tests.support.schema_check import check_envelope
@@ -95,6 +96,24 @@ class Follow:
                 if seen >= count:
                     return event
         raise AssertionError(f"the session ended before {count} {kind} event(s)")
+
+
+def follow_session(project: Path, server: MockChatServer, steps, *overrides: str, timeout: float = 60) -> list[ev.Event]:
+    """Open a session (`overrides` as config), run `await steps(session, follow)`, shut it down; every event
+    it emitted, in order."""
+
+    async def main() -> list[ev.Event]:
+        session, store = await open_session(project, server, project.parent / "sessions.db", *overrides)
+        follow = Follow(session)
+        try:
+            await asyncio.wait_for(steps(session, follow), timeout)
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return follow.events
+
+    return asyncio.run(main())
 
 
 def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path | None = None,
