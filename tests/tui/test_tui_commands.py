@@ -30,6 +30,23 @@ def test_model_mode_compact_and_unavailable_commands(term, server):
     assert server.chat_requests[-1].body["model"] == "other-model"
 
 
+def test_a_model_switch_typed_during_a_turn_is_applied_as_it_ends(term, server):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "sleep 2; echo slept"})]), Reply(text="first done"),
+               Reply(text="answered by other"))
+    t = term()
+    t.ready()
+    t.submit("first task")
+    t.wait_for("⋯ shell")
+    t.submit("/model other-model")
+    t.wait_for("after this turn: /model other-model")
+    t.wait_for("model: mock-model → other-model")  # applied once the turn ended, not refused
+    t.wait_gone("after this turn:")
+    assert [r.body["model"] for r in server.chat_requests] == ["mock-model", "mock-model"]  # the running turn kept its model
+    t.submit("again")
+    t.wait_for("answered by other")
+    assert server.chat_requests[-1].body["model"] == "other-model"
+
+
 def test_resume_picks_a_session_of_this_project(term, server):
     server.add(Reply(text="remember the word pelican"), Reply(text="it was pelican"))
     t = term()

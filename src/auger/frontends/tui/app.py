@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
@@ -67,6 +68,7 @@ class Tui:
         self.renderer = Renderer(80)
         self.busy = False  # a turn is running
         self.queued: list[str] = []
+        self.after_turn: list[tuple[str, Callable[[], None]]] = []  # commands typed during a turn, run at its end
         self.approval: Approval | None = None
         self.feedback_for: Approval | None = None
         self.picking: list | None = None  # sessions offered by the picker
@@ -104,6 +106,7 @@ class Tui:
         self.renderer.resize(self.width)
         lines = list(self.renderer.live_lines())
         lines += [("class:queued", f"queued: {clean(q)[: self.width - 10]}") for q in self.queued]
+        lines += [("class:queued", f"after this turn: {clean(c)[: self.width - 18]}") for c, _ in self.after_turn]
         if self.approval is not None and self.feedback_for is None:
             a = self.approval
             keys = [f"[{KEYS[o]}] {LABELS[o]}" for o in a.options if o in KEYS]
@@ -292,6 +295,9 @@ class Tui:
                 self.busy = False
                 self.notice = ""
                 self.approval = self.feedback_for = None
+                deferred, self.after_turn = self.after_turn, []
+                for _, action in deferred:
+                    action()
             elif isinstance(event, ev.UserInputInjected) and event.text in self.queued:
                 self.queued.remove(event.text)
             if isinstance(event, ev.ApprovalRequest):

@@ -19,6 +19,7 @@ class Tui(Protocol):
     sessions: Sessions
     renderer: Renderer
     busy: bool
+    after_turn: list[tuple[str, Callable[[], None]]]
     branch: str
     root: Path
     picking: list | None
@@ -89,10 +90,22 @@ async def _run_command(tui: Tui, line: str) -> None:
 
 
 def _between_turns(tui: Tui, what: str) -> bool:
+    """Commands that act on what the running turn is changing (undo, rollback, pending) are refused
+    during it: run later, they would act on a state the user has not seen."""
     if tui.busy:
         tui.say(f"{what} waits for the turn to end (esc interrupts it)", "yellow")
         return False
     return True
+
+
+def _after_turn(tui: Tui, line: str, action: Callable[[], None]) -> None:
+    """Settings for the next turns (model, backend, a server's removal) typed during a turn are held
+    and applied as it ends, as a queued message is; shown under the prompt until then."""
+    if tui.busy:
+        tui.after_turn.append((line, action))
+        tui.redraw()
+    else:
+        action()
 
 
 @command("help", "list commands and keys")
@@ -110,9 +123,9 @@ async def _model(tui: Tui, arg: str) -> None:
     if not arg:
         tui.say(f"model: {_open(tui).model}; switch with /model NAME (auger models lists them)")
         return
-    if _between_turns(tui, "switching the model"):
-        model, _, provider = arg.partition(" ")
-        _open(tui).set_model(model, provider.strip() or None)
+    model, _, provider = arg.partition(" ")
+    feed = _open(tui)
+    _after_turn(tui, f"/model {arg}", lambda: feed.set_model(model, provider.strip() or None))
 
 
 @command("mode", "show or switch the trust mode: /mode plan|safe|auto")
@@ -164,9 +177,11 @@ async def _mcp(tui: Tui, arg: str) -> None:
         tui.say("\n".join(["MCP servers:", *rows]) if rows else
                 "no MCP servers in this session; /mcp add NAME -- CMD ARGS or /mcp add NAME --url URL adds one")
     elif words[0] == "remove" and len(words) == 2:
-        if _between_turns(tui, "removing a server"):
+        def remove() -> None:
             feed.remove_mcp_server(words[1])
             tui.say(f"MCP server {words[1]!r}: removed from this session")
+
+        _after_turn(tui, f"/mcp remove {words[1]}", remove)
     elif words[0] == "add" and len(words) >= 2:
         table = _server_table(tui, words[1:])
         if table is not None:
@@ -279,8 +294,8 @@ async def _backend(tui: Tui, arg: str) -> None:
     if not arg:
         rows = [clean(f"  {b.name:<16} {b.status:<14} {b.label}  {b.detail}".rstrip()) for b in feed.backends()]
         tui.say("\n".join([f"turns are run by: {feed.backend or 'auger'}; other agents (/backend NAME):", *rows]))
-    elif _between_turns(tui, "switching the backend"):
-        feed.set_backend("" if arg in ("auger", "none", "native") else arg)
+    else:
+        _after_turn(tui, f"/backend {arg}", lambda: feed.set_backend("" if arg in ("auger", "none", "native") else arg))
 
 
 @command("pending", "pending changes: /pending · /pending apply|discard [PATH…] · /pending rewind SEQ")
