@@ -106,6 +106,11 @@ class Terminal:
         """Wait for the session to be open (its header) and the prompt to be drawn."""
         return self.wait_for("auger · ")
 
+    def idle(self) -> str:
+        """Wait until no turn runs (the status line offers /help instead of esc): commands such as /undo
+        are refused while a turn is still ending, even after its last words are on screen."""
+        return self.wait_until(lambda s: "/help" in status_line(s), "the status line between turns")
+
     def resize(self, width: int, height: int) -> None:
         self._tmux("resize-window", "-t", "0", "-x", str(width), "-y", str(height))
 

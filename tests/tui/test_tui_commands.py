@@ -53,6 +53,7 @@ def test_resume_picks_a_session_of_this_project(term, server):
     t.ready()
     t.submit("a word please")
     t.wait_for("remember the word pelican")
+    t.idle()
     t.submit("/new")
     t.wait_for("new session")
     t.submit("/resume")
@@ -107,6 +108,7 @@ def test_the_other_commands_answer(term, server, project):
     t.ready()
     t.submit("first")
     t.wait_for("first answer")
+    t.idle()
     for line, expected in [("/help", "approvals: y once"), ("/cost", " tokens · "),
                            ("/status", "sandbox bwrap"), ("/skills", "/tidy"),
                            ("/sessions", "first"), ("/rollback", "rolled back 1 turn"),
@@ -117,6 +119,7 @@ def test_the_other_commands_answer(term, server, project):
     t.wait_for("tidied")
     assert any("<skill name='tidy'>" in (m.get("content") or "") for m in server.chat_requests[-1].messages)
     source = re.search(r"auger · new session ([0-9a-f]{8})", t.history()).group(1)
+    t.idle()
     t.submit("/fork")
     t.wait_for(f"forked {source}")
     t.submit("/quit")
@@ -134,6 +137,7 @@ def test_diff_and_undo_of_a_turn_that_wrote_a_file(term, server, project):
     assert (project / "greeting.txt").read_text() == "hello there\n"
     t.submit("/diff")
     t.wait_for("+hello there")
+    t.idle()
     t.submit("/undo")
     t.wait_for("undid turn")
     assert not (project / "greeting.txt").exists(), "undo left the file the turn created"
@@ -262,6 +266,7 @@ def test_pending_changes_are_listed_and_applied_from_the_terminal(term, server, 
     assert not (project / "new.txt").exists()
     t.submit("/pending")
     t.wait_for("A new.txt  +1 -0")
+    t.idle()
     t.submit("/pending apply")
     t.wait_for("◌ applied new.txt; 0 file(s) pending")
     assert (project / "new.txt").read_text() == "held back\n"
