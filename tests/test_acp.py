@@ -588,3 +588,121 @@ def test_a_sub_agents_turn_does_not_end_the_editors_prompt(project, server, isol
     assert "the parent is done" in said and "CHILD-ANSWER" not in said
     titles = [u.title for u in editor.of("tool_call")]
     assert any("notes.md" in t for t in titles) and any("spawn_agent" in t or "explore" in t for t in titles), titles
+
+
+# -- session list, resume, fork and close --------------------------------------------------------------------
+
+
+def test_list_pages_the_stored_sessions_and_refuses_a_forged_cursor(project, server, isolated_home, tmp_path):
+    import sqlite3
+
+    from auger.protocol.items import AssistantMessage
+    from auger.store.base import SessionRecord
+    from auger.store.sqlite import SqliteStore
+
+    other = tmp_path / "other-project"
+    other.mkdir()
+
+    async def seed() -> None:  # 55 conversations here and 3 in another project, as earlier runs left them
+        store = SqliteStore(isolated_home / "sessions.db")
+        try:
+            for n, where in enumerate([project] * 55 + [other] * 3):
+                sid = f"{n:04d}-seeded"
+                await store.create_session(SessionRecord(id=sid, created=1000.0 + n, updated=1000.0,
+                                                         cwd=str(where.resolve()), provider="openai-compatible",
+                                                         model="mock-model", mode="safe", title=f"task {n}"))
+                await store.append(sid, "t1", AssistantMessage(text=f"answer {n}"))
+        finally:
+            await store.aclose()
+        with sqlite3.connect(isolated_home / "sessions.db") as db:  # pairs of sessions updated at the same time
+            db.execute("UPDATE sessions SET updated = 1000 + CAST(substr(id, 1, 4) AS INTEGER) / 2")
+
+    async def main():
+        await seed()
+        async with auger_acp(project, server, Editor(), isolated_home) as (conn, init):
+            first = await conn.list_sessions(cwd=str(project))
+            second = await conn.list_sessions(cwd=str(project), cursor=first.next_cursor)
+            everywhere = await conn.list_sessions()
+            refused = []
+            for cursor in ("not-a-cursor", "nan/x", "1e400/x", "12.5/"):
+                with pytest.raises(RequestError) as info:
+                    await conn.list_sessions(cursor=cursor)
+                refused.append(str(info.value.data))
+            with pytest.raises(RequestError):
+                await conn.list_sessions(cwd="relative/dir")
+            return init, first, second, everywhere, refused
+
+    init, first, second, everywhere, refused = run(main())
+    caps = init.agent_capabilities.session_capabilities
+    assert caps.list is not None and caps.resume is not None and caps.fork is not None and caps.close is not None
+    listed = [s.session_id for s in first.sessions + second.sessions]
+    expected = sorted((f"{n:04d}-seeded" for n in range(55)), key=lambda s: (int(s[:4]) // 2, s), reverse=True)
+    assert len(first.sessions) == 50 and first.next_cursor and second.next_cursor is None
+    assert listed == expected  # newest first, ties by id, no session twice or missing across the pages
+    assert all(s.cwd == str(project.resolve()) and s.title and s.updated_at.startswith("1970-01-01T00:")
+               for s in first.sessions)
+    assert len(everywhere.sessions) == 50 and any(s.cwd == str(other.resolve()) for s in everywhere.sessions)
+    assert all("not one this agent gave" in r for r in refused)
+
+
+def test_resume_fork_and_close_a_session(project, server, isolated_home):
+    server.add(Reply(text="The word is heron."), Reply(text="resumed: heron"), Reply(text="forked: heron"),
+               Reply(text="source goes on"))
+
+    async def main():
+        async with auger_acp(project, server, Editor(), isolated_home) as (conn, _):
+            source = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=source, prompt=[text_block("remember a word")])
+        editor = Editor()
+        async with auger_acp(project, server, editor, isolated_home) as (conn, _):
+            with pytest.raises(RequestError):
+                await conn.resume_session(session_id=source, cwd=str(project.parent))
+            resumed = await conn.resume_session(session_id=source, cwd=str(project), mcp_servers=[])
+            shown_on_resume = [u.session_update for u in editor.updates]
+            await conn.prompt(session_id=source, prompt=[text_block("which word?")])
+            forked = await conn.fork_session(session_id=source, cwd=str(project), mcp_servers=[])
+            await conn.prompt(session_id=forked.session_id, prompt=[text_block("which word in the fork?")])
+            await conn.close_session(session_id=forked.session_id)
+            with pytest.raises(RequestError) as closed:
+                await conn.prompt(session_id=forked.session_id, prompt=[text_block("still there?")])
+            await conn.prompt(session_id=source, prompt=[text_block("and the source?")])
+            with pytest.raises(RequestError):
+                await conn.fork_session(session_id="no-such-session", cwd=str(project))
+            listed = await conn.list_sessions(cwd=str(project))
+        return resumed, shown_on_resume, forked, str(closed.value.data), listed, source
+
+    resumed, shown_on_resume, forked, closed, listed, source = run(main())
+    assert resumed.modes.current_mode_id == "safe"
+    assert "user_message_chunk" not in shown_on_resume and "agent_message_chunk" not in shown_on_resume  # no replay
+    conversations = [[m["content"] for m in r.messages if m["role"] in ("user", "assistant")
+                      and not m["content"].startswith("<environment_context>")] for r in server.chat_requests]
+    assert conversations[1] == ["remember a word", "The word is heron.", "which word?"]
+    assert conversations[2] == ["remember a word", "The word is heron.", "which word?", "resumed: heron",
+                                "which word in the fork?"]
+    assert conversations[3][-2:] == ["resumed: heron", "and the source?"]  # the fork's turn is not the source's
+    assert forked.session_id != source and "create or load it first" in closed
+    assert {s.session_id for s in listed.sessions} == {source, forked.session_id}
+
+
+def test_closing_a_session_mid_prompt_ends_the_prompt_and_keeps_what_was_recorded(project, server, isolated_home):
+    server.add(Reply(text="far too slow", delay=30), Reply(text="reloaded fine"))
+
+    async def main():
+        async with auger_acp(project, server, Editor(), isolated_home) as (conn, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow one")]))
+            while not server.chat_requests:
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            await conn.close_session(session_id=sid)
+            ended = await asyncio.wait_for(prompt, TIMEOUT)
+            took = time.monotonic() - started
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])  # closed, not lost
+            again = await conn.prompt(session_id=sid, prompt=[text_block("again")])
+        return ended, took, again
+
+    ended, took, again = run(main())
+    assert ended.stop_reason == "cancelled" and took < 10
+    assert again.stop_reason == "end_turn"
+    users = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
+    assert "slow one" in users and "again" in users

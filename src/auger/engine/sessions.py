@@ -37,7 +37,8 @@ class SessionManager:
         self.store = store
 
     async def list(self, limit: int = 50) -> list[SessionRecord]:
-        return await self.store.list_sessions(limit)
+        """This workspace's conversations, newest first."""
+        return await self.store.list_sessions(limit, cwd=str(self.workspace.root))
 
     async def create(self, client: ModelClient, *, mode: str | None = None, interactive: bool = False,
                      pending: bool = False, backend: str | None = None) -> Session:

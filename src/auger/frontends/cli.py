@@ -224,7 +224,7 @@ def _last_session(args: argparse.Namespace) -> str:
     async def latest():
         store = open_store(config)
         try:
-            return [s for s in await store.list_sessions(200) if os.path.realpath(s.cwd) == root]
+            return await store.list_sessions(200, cwd=root)
         finally:
             await store.aclose()
 

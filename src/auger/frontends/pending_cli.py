@@ -92,8 +92,8 @@ async def _session(store, args: argparse.Namespace):
     if named:
         return await find_session(store, named)
     project = os.path.realpath(args.cwd or os.getcwd())
-    for record in await store.list_sessions(200):
-        if os.path.realpath(record.cwd) == project and await store.load_pending(record.id):
+    for record in await store.list_sessions(200, cwd=project):
+        if await store.load_pending(record.id):
             return record
     raise CliError(f"no session of {project} has pending changes (name one with --session ID)")
 

@@ -76,7 +76,10 @@ class Store(PendingStore, Protocol):
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None: ...
     async def find_sessions(self, id_or_prefix: str, limit: int = 10) -> list[SessionRecord]:
         """Exact id, else every session whose id starts with the prefix (several: ambiguous)."""
-    async def list_sessions(self, limit: int = 50) -> list[SessionRecord]: ...
+    async def list_sessions(self, limit: int = 50, *, cwd: str | None = None,
+                            before: tuple[float, str] | None = None) -> list[SessionRecord]:
+        """Top-level conversations, newest first; only those of project `cwd` when given, and only those
+        listed after (updated, id) `before` when paging."""
     async def append(self, session_id: str, turn_id: str, item: Item, *,
                      full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
         """Commit one item durably before returning its sequence number."""

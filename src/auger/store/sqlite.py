@@ -164,17 +164,27 @@ class SqliteStore:
 
         return await self._run(find)
 
-    async def list_sessions(self, limit: int = 50) -> list[SessionRecord]:
+    async def list_sessions(self, limit: int = 50, *, cwd: str | None = None,
+                            before: tuple[float, str] | None = None) -> list[SessionRecord]:
         """The most recently updated top-level sessions (a sub-agent's is listed under its parent, see
         `list_links`) in which the model said something. A run that never got
         a reply (a missing image, an unknown skill, an unreachable server) is no conversation to
-        list; it can still be resumed by its id."""
+        list; it can still be resumed by its id. `cwd` keeps one project's; `before` (updated, id)
+        continues a listing after its last row, stable while sessions are added."""
+        where = ["EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
+                 "('assistant_message', 'tool_call', 'reasoning'))",
+                 "NOT EXISTS (SELECT 1 FROM session_links l WHERE l.child_id = s.id)"]
+        params: list[object] = []
+        if cwd is not None:
+            where.append("s.cwd = ?")
+            params.append(to_db(cwd))
+        if before is not None:
+            where.append("(s.updated < ? OR (s.updated = ? AND s.id < ?))")
+            params += [before[0], before[0], before[1]]
 
         def select(conn: sqlite3.Connection) -> list[SessionRecord]:
-            rows = conn.execute(
-                _SESSION_SELECT + " WHERE EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
-                "('assistant_message', 'tool_call', 'reasoning')) AND NOT EXISTS (SELECT 1 FROM session_links l "
-                "WHERE l.child_id = s.id) ORDER BY s.updated DESC LIMIT ?", (limit,)).fetchall()
+            rows = conn.execute(f"{_SESSION_SELECT} WHERE {' AND '.join(where)} ORDER BY s.updated DESC, s.id DESC "
+                                "LIMIT ?", (*params, limit)).fetchall()
             return [_session(r) for r in rows]
 
         return await self._run(select)

@@ -22,10 +22,12 @@ from typing import Any, Callable
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.schema import (
-    AgentCapabilities, AllowedOutcome, Implementation, InitializeResponse, LoadSessionResponse, McpCapabilities,
-    NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse, SessionConfigOptionSelect,
-    SessionConfigSelectOption, SessionMode, SessionModeState, SetSessionConfigOptionResponse, SetSessionModeResponse,
-    ToolCallUpdate,
+    AgentCapabilities, AllowedOutcome, CloseSessionResponse, ForkSessionResponse, Implementation, InitializeResponse,
+    ListSessionsResponse, LoadSessionResponse, McpCapabilities, NewSessionResponse, PermissionOption,
+    PromptCapabilities, PromptResponse, ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionConfigOptionSelect, SessionConfigSelectOption, SessionForkCapabilities, SessionInfo,
+    SessionListCapabilities, SessionMode, SessionModeState, SessionResumeCapabilities, SetSessionConfigOptionResponse,
+    SetSessionModeResponse, ToolCallUpdate,
 )
 
 from auger import __version__
@@ -64,6 +66,7 @@ REJECT_ALWAYS = "reject_always"
 MODEL_OPTION = "model"  # the one session config option: the model (ACP's stable successor of set_model)
 MODEL_REFUSED = "model switch refused"  # how the session's warning begins when it cannot switch
 STOP_REASONS = {"complete": "end_turn", "cancelled": "cancelled"}
+LIST_PAGE = 50  # sessions per session/list answer
 
 
 def refuse(message: str) -> RequestError:
@@ -195,7 +198,10 @@ class AugerAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=True, sse=True)),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
+                    fork=SessionForkCapabilities(), close=SessionCloseCapabilities())),
             auth_methods=[],
             agent_info=Implementation(name="auger", title="auger", version=__version__))
 
@@ -222,32 +228,66 @@ class AugerAgent:
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
         """Replay the stored conversation as updates, then continue it (the recorded model)."""
-        from auger.engine.resume import ResumeRefused
-        from auger.engine.sessions import SessionNotFound
-
-        root = _project_dir(cwd)
-        if session_id in self.sessions:
-            raise refuse(f"session {session_id} is already open in this connection")
-        record = await self.store.get_session(session_id) if isinstance(session_id, str) else None
-        if record is None or record.id != session_id:
-            raise refuse(f"no stored session has the id {session_id!r}")
-        if os.path.realpath(record.cwd) != root:
-            raise refuse(f"session {session_id} belongs to the project {record.cwd}, not {root}")
-        holder = await self.store.claim(record.id)
-        if holder is not None:
-            raise refuse(f"session {session_id} is running in another auger process ({holder})")
-        try:
-            session = await self._manager(root).resume(record.id, interactive=True)
-        except (ResumeRefused, SessionNotFound, ValueError) as exc:
-            await self.store.release(record.id)
-            raise refuse(str(exc)) from None
-        acp_session = await self._attach(session, mcp_servers or [])
+        acp_session = await self._reopen(cwd, session_id, mcp_servers or [])
+        session = acp_session.session
         for update in acp_session.mapper.replay(list(session.history.items)):
             await acp_session.send(update)
         if session.runtime.state.plan:
             await acp_session.send(plan_update(session.runtime.state.plan))
         self._start(acp_session)
         return LoadSessionResponse(modes=_modes(session.mode), config_options=_config_options(session))
+
+    async def resume_session(self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None,
+                             **kwargs: Any) -> ResumeSessionResponse:
+        """Continue a stored conversation without replaying it (the editor still shows it)."""
+        acp_session = await self._reopen(cwd, session_id, mcp_servers or [])
+        self._start(acp_session)
+        return ResumeSessionResponse(modes=_modes(acp_session.session.mode),
+                                     config_options=_config_options(acp_session.session))
+
+    async def fork_session(self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None,
+                           **kwargs: Any) -> ForkSessionResponse:
+        """A new session continuing from a copy of a stored one's conversation; the source is untouched
+        (and may stay open, even mid-prompt: what it has recorded so far is copied)."""
+        from auger.engine.resume import ResumeRefused
+        from auger.engine.sessions import SessionNotFound
+
+        root = _project_dir(cwd)
+        record = await self._stored(session_id, root)
+        try:
+            session = await self._manager(root).fork(record.id, interactive=True)
+        except (ResumeRefused, SessionNotFound, ValueError) as exc:
+            raise refuse(str(exc)) from None
+        await self.store.claim(session.id)
+        acp_session = await self._attach(session, mcp_servers or [])
+        self._start(acp_session)
+        return ForkSessionResponse(session_id=session.id, modes=_modes(session.mode),
+                                   config_options=_config_options(session))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
+                            **kwargs: Any) -> ListSessionsResponse:
+        """The stored conversations, newest first (one project's when `cwd` is given), a page at a time;
+        `next_cursor` continues after the page's last one."""
+        import datetime
+
+        root = _project_dir(cwd) if cwd is not None else None
+        records = await self.store.list_sessions(LIST_PAGE + 1, cwd=root, before=_after(cursor))
+        page = records[:LIST_PAGE]
+        sessions = [SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None,
+                                updated_at=datetime.datetime.fromtimestamp(r.updated, datetime.UTC).isoformat())
+                    for r in page]
+        more = len(records) > LIST_PAGE
+        return ListSessionsResponse(sessions=sessions,
+                                    next_cursor=f"{page[-1].updated!r}/{page[-1].id}" if more else None)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Shut the session down (a running prompt ends cancelled) and let it go; it stays stored, so it
+        can be loaded or resumed again."""
+        acp_session = self._session(session_id)
+        del self.sessions[acp_session.id]
+        await acp_session.close()
+        acp_session.finish("cancelled", None)
+        return CloseSessionResponse()
 
     async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> SetSessionModeResponse:
         acp_session = self._session(session_id)
@@ -315,6 +355,34 @@ class AugerAgent:
         self.sessions.clear()
 
     # -- helpers --------------------------------------------------------------------------
+    async def _stored(self, session_id: Any, root: str) -> Any:
+        """The stored session named exactly by `session_id`, which must belong to the project `root`."""
+        record = await self.store.get_session(session_id) if isinstance(session_id, str) else None
+        if record is None or record.id != session_id:
+            raise refuse(f"no stored session has the id {session_id!r}")
+        if os.path.realpath(record.cwd) != root:
+            raise refuse(f"session {session_id} belongs to the project {record.cwd}, not {root}")
+        return record
+
+    async def _reopen(self, cwd: Any, session_id: Any, mcp_servers: list[Any]) -> AcpSession:
+        """A stored session of the project `cwd`, resumed in this process and attached (not yet followed)."""
+        from auger.engine.resume import ResumeRefused
+        from auger.engine.sessions import SessionNotFound
+
+        root = _project_dir(cwd)
+        if isinstance(session_id, str) and session_id in self.sessions:
+            raise refuse(f"session {session_id} is already open in this connection")
+        record = await self._stored(session_id, root)
+        holder = await self.store.claim(record.id)
+        if holder is not None:
+            raise refuse(f"session {session_id} is running in another auger process ({holder})")
+        try:
+            session = await self._manager(root).resume(record.id, interactive=True)
+        except (ResumeRefused, SessionNotFound, ValueError) as exc:
+            await self.store.release(record.id)
+            raise refuse(str(exc)) from None
+        return await self._attach(session, mcp_servers)
+
     def _manager(self, root: str) -> Any:
         from auger.engine.sessions import SessionManager
         from auger.engine.workspace import Workspace
@@ -368,6 +436,20 @@ def _project_dir(cwd: Any) -> str:
     if not os.path.isdir(root):
         raise refuse(f"cwd {cwd!r} is not an existing directory")
     return root
+
+
+def _after(cursor: Any) -> tuple[float, str] | None:
+    """A session/list cursor (`updated/id` of the last session listed) as the store's `before`."""
+    if cursor is None:
+        return None
+    updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
+    try:
+        when = float(updated)
+    except ValueError:
+        when = float("nan")
+    if not session_id or when != when or when in (float("inf"), float("-inf")):
+        raise refuse(f"cursor {cursor!r} is not one this agent gave; list again without it")
+    return when, session_id
 
 
 def _modes(current: str) -> SessionModeState:

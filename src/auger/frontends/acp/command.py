@@ -78,7 +78,8 @@ async def _serve(config_for: Callable[[str], Any], store: Any, protocol_out: Any
     writer = asyncio.StreamWriter(transport, writer_protocol, None, loop)
     agent = AugerAgent(config_for, store, editor_terminals=editor_terminal)
     try:
-        await run_agent(agent, writer, reader)  # type: ignore[arg-type]  # the SDK routes the methods an agent has
+        # unstable: session/resume, fork and close, which auger has (and says so in its capabilities)
+        await run_agent(agent, writer, reader, use_unstable_protocol=True)  # type: ignore[arg-type]
     finally:
         await agent.close()
         await store.aclose()

@@ -3,7 +3,6 @@ so no other auger process runs the same session at once."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -56,8 +55,7 @@ class Sessions:
     async def recent(self, limit: int = 10) -> list[SessionRecord]:
         """The latest sessions recorded in this project directory, newest first."""
         manager = await self._ensure()
-        here = os.path.realpath(self.root)
-        return [r for r in await manager.list(200) if os.path.realpath(r.cwd) == here][:limit]
+        return await manager.list(limit)
 
     async def find(self, prefix: str) -> SessionRecord:
         await self._ensure()
