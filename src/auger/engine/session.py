@@ -30,6 +30,7 @@ from auger.engine.history import History
 from auger.engine.stream import EventStream
 from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
+from auger.engine.session_backend import SessionBackend
 from auger.engine.session_setup import open_plugins, probe_window, start_mcp_servers
 from auger.engine.pending_mode import (
     capture_pending, open_pending, pending_op, pending_warnings, tell_pending_mode,
@@ -64,8 +65,7 @@ from auger.tools.shell import stop_background
 if TYPE_CHECKING:
     from auger.engine.subagents import AgentPool
     from auger.changes.overlay import PendingChanges
-    from auger.backends.pool import BackendPool
-    from auger.engine.backend_turn import BackendLink, BackendTurn
+    from auger.engine.backend_turn import BackendTurn
 
 log = logging.getLogger("auger.session")
 
@@ -109,8 +109,7 @@ class Session:
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
-        self.backend = ""  # the agent that runs the turns (auger/backends); "" for auger's own loop
-        self._backends: BackendPool | None = None  # its running agents, created with the first
+        self.backends = SessionBackend(meta.id, store, workspace.config)  # the agent that runs the turns
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -558,49 +557,27 @@ class Session:
             future.set_result(op)
 
     # -- backends: another agent runs the turns ---------------------------------------
+    @property
+    def backend(self) -> str:
+        """The agent that runs the turns (auger/backends); "" for auger's own loop."""
+        return self.backends.name
+
     async def set_backend(self, name: str) -> None:
         """Run the next turns with the agent `name` ("" for auger's own loop); refused, with a warning,
         while a turn runs or when the agent is unknown, disabled or broken in the config."""
-        from auger.backends.config import load_backends
-        from auger.backends.status import status_of
-
         if self.turn_running:
             self.emit(WarningEvent("backend switch refused: a turn is running; switch between turns"))
             return
-        catalog = load_backends(self.workspace.config.tables)
-        spec = catalog.specs.get(name)
-        if name and spec is None:
-            why = catalog.errors.get(name) or "no such backend; `auger backends` lists them"
-            self.emit(WarningEvent(f"backend switch refused: {name!r}: {why}"))
-            return
-        if spec is not None and (status := status_of(spec)).status != "available":
-            self.emit(WarningEvent(f"backend switch refused: {name!r} is {status.status}: {status.detail}"))
-            return
-        previous, self.backend = self.backend, name
-        if self._backends is not None:
-            self._backends.specs = catalog.specs
-        self.emit(BackendChanged(name, previous, spec.title if spec is not None else ""))
-
-    def _backend_link(self) -> BackendLink:
-        from auger.backends.config import load_backends
-        from auger.backends.pool import BackendPool
-        from auger.engine.backend_turn import BackendLink
-
-        config, name = self.workspace.config, self.backend
-        if self._backends is None:
-            self._backends = BackendPool(load_backends(config.tables).specs, idle_timeout=config.backend_idle_timeout)
-
-        async def save(agent_session_id: str) -> None:
-            await self.store.set_backend_session(self.id, name, agent_session_id)
-
-        return BackendLink(name, self._backends, lambda: self.store.get_backend_session(self.id, name), save)
+        outcome = self.backends.switch(name)
+        self.emit(outcome if isinstance(outcome, BackendChanged) else
+                  WarningEvent(f"backend switch refused: {outcome}"))
 
     def _start_turn(self, *, compact_only: bool = False) -> None:
         turn: Turn | BackendTurn
         if self.backend and not compact_only:
             from auger.engine.backend_turn import BackendTurn
 
-            turn = BackendTurn(self.turn_context(uuid.uuid4().hex[:12]), self, self._backend_link(),
+            turn = BackendTurn(self.turn_context(uuid.uuid4().hex[:12]), self, self.backends.link(),
                                interrupt_reason=lambda: self.interrupt_reason)
         else:
             turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
@@ -662,8 +639,7 @@ class Session:
             await self.agents.cancel_all("the session ended")
         await stop_background(self.runtime.state.background)
         await self._report_worktree()
-        if self._backends is not None:
-            await self._backends.aclose()
+        await self.backends.aclose()
         if self.changes is not None:
             await self.changes.close()
             from auger.config import home_dirs
