@@ -30,6 +30,8 @@ TARGETS: dict[str, tuple[float | None, str]] = {
     "peak RSS of a short exec": (60.0, "MB"),
     "first request size (all tools)": (15.0, "KB"),
     "exec with 2 stdio MCP servers: first request": (None, "s"),
+    "HTTPS client ready, TLS context built inline": (None, "s"),
+    "HTTPS client ready, TLS context built ahead": (None, "s"),
     "sandboxed shell command (true), bwrap": (0.03, "s"),
     "sandboxed shell command (true), landlock": (0.03, "s"),
 }
@@ -110,6 +112,8 @@ def bench(runs: int) -> dict[str, list[float]]:
                 results["first request size (all tools)"].append(len(server.chat_requests[0].raw) / 1024)
             (project / "hello.py").unlink()
         results["exec with 2 stdio MCP servers: first request"] = first_request_with_mcp(cmd, tmp_path, project, runs)
+        for label, times in https_client_ready(env, project, runs).items():
+            results[f"HTTPS client ready, TLS context built {label}"] = times
         for kind in ("bwrap", "landlock"):
             results[f"sandboxed shell command (true), {kind}"] = sandboxed_command_times(kind, project, runs)
     return results
@@ -135,6 +139,34 @@ def first_request_with_mcp(cmd: list[str], tmp_path: Path, project: Path, runs: 
             if code != 0 or not arrivals or not any(t.startswith("mcp__two__") for t in tools):
                 raise SystemExit(f"MCP benchmark run failed (exit {code}, tools {tools})")
             times.append(arrivals[0] - started)
+    return times
+
+
+_HTTPS_CLIENT = """
+import sys, time
+started = time.perf_counter()
+from auger.config import load_config
+config = load_config(["base_url=https://api.example.test/v1", "model=m", "provider=openai-compatible"], {})
+if sys.argv[1] == "ahead":
+    from auger.models.registry import prepare_tls
+    prepare_tls(config)
+import auger.engine.sessions, auger.engine.workspace, auger.store.sqlite
+from auger.models.registry import client_for
+client_for(config, env={"OPENAI_API_KEY": "k"})
+print(time.perf_counter() - started)
+"""
+
+
+def https_client_ready(env: dict[str, str], project: Path, runs: int) -> dict[str, list[float]]:
+    """Process start (after the interpreter's) → engine imported and an HTTPS provider's client made, with
+    certifi's CA bundle loaded inline, or on the thread `exec` starts before its imports (models/tls.py).
+    The two alternate, so a busy moment of the machine costs both alike."""
+    env = {k: v for k, v in env.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+    times: dict[str, list[float]] = {"inline": [], "ahead": []}
+    for _ in range(runs):
+        for label, found in times.items():
+            found.append(float(subprocess.run([sys.executable, "-c", _HTTPS_CLIENT, label], env=env, cwd=project,
+                                              capture_output=True, text=True, check=True).stdout))
     return times
 
 

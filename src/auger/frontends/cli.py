@@ -202,12 +202,7 @@ def _terminal() -> bool:
 def _run_interactive(args: argparse.Namespace, *, prompt: str | None = None, resume: str | None = None,
                      pick: bool = False) -> int:
     """The terminal UI; `resume` is an id prefix, or "" for this project's latest session."""
-    config = load_cli_config(args)
-    _choose_backend(args, config)
-    root = os.path.abspath(args.cwd or os.getcwd())
-    problem = _dir_problem(root)
-    if problem:
-        raise CliError(f"project directory {root} {problem}")
+    config, root = _session_config(args)
     from auger.frontends.tui import run_tui
     from auger.frontends.worktree_cli import session_root
 
@@ -394,17 +389,26 @@ def _read_prompt(prompt: str | None) -> str:
     return prompt
 
 
-def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | None = None,
-                  fork_before: int | None = None) -> int:
-    """A new session, a resumed one (`from_session`), or a fork of one (`fork_before` set, 0 = whole)."""
-    import asyncio
+def _session_config(args: argparse.Namespace) -> tuple[Any, str]:
+    """The configuration and project directory a session command runs with (refused: CliError)."""
+    from auger.models.registry import prepare_tls
 
     config = load_cli_config(args)
+    prepare_tls(config)  # on a thread, while the engine is imported
     _choose_backend(args, config)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
     if problem:
         raise CliError(f"project directory {root} {problem}")
+    return config, root
+
+
+def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | None = None,
+                  fork_before: int | None = None) -> int:
+    """A new session, a resumed one (`from_session`), or a fork of one (`fork_before` set, 0 = whole)."""
+    import asyncio
+
+    config, root = _session_config(args)
     return guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any, AsyncIterator
 
 import httpx
 
+from auger.models import tls
 from auger.models.base import ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, StreamEvent
 from auger.protocol.events import Usage
 from auger.protocol.jsontext import dumps as json_dumps
@@ -17,15 +17,8 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum contex
                     "prompt is too long", "context window", "context_window_exceeded")
 
 
-@lru_cache(maxsize=1)
-def _tls_context():
-    # Loading CA certificates costs tens of milliseconds; do it once per process, and
-    # only when a provider actually speaks TLS.
-    return httpx.create_ssl_context()
-
-
 def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float) -> httpx.AsyncClient:
-    verify: Any = _tls_context() if base_url.startswith("https:") else False
+    verify: Any = tls.context() if base_url.startswith("https:") else False  # built once, maybe ahead (tls.py)
     return httpx.AsyncClient(
         headers=headers,
         timeout=httpx.Timeout(connect=15.0, read=idle_timeout, write=30.0, pool=30.0),
@@ -35,7 +28,11 @@ def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float
 
 
 def transport_error(exc: httpx.HTTPError, url: str) -> ModelError:
-    """Connection-level failures: all retryable, each with a message naming the endpoint."""
+    """Connection-level failures, each with a message naming the endpoint: retryable, except a
+    certificate the process does not trust (no retry makes it trusted)."""
+    if _untrusted_certificate(exc):
+        return ModelError(f"cannot connect to {url}: the server's TLS certificate is not trusted ({exc}); if it "
+                          "comes from a private CA, point SSL_CERT_FILE at that CA's certificate", retryable=False)
     if isinstance(exc, httpx.ConnectError):
         return ModelError(f"cannot connect to {url}: {exc or 'connection refused'}", retryable=True)
     if isinstance(exc, httpx.ReadTimeout):
@@ -44,6 +41,19 @@ def transport_error(exc: httpx.HTTPError, url: str) -> ModelError:
     if isinstance(exc, httpx.TimeoutException):
         return ModelError(f"timed out talking to {url}: {type(exc).__name__}", retryable=True)
     return ModelError(f"connection to {url} failed: {type(exc).__name__}: {exc}", retryable=True)
+
+
+def _untrusted_certificate(exc: BaseException) -> bool:
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore's error, which wraps ssl's
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 # Error kinds named inside a stream (Anthropic `error.type`, Responses `code`), as the HTTP status the

@@ -378,6 +378,18 @@ def _replay_client(provider: Provider, model: str, config: Config | None) -> Mod
     return ReplayClient(replies=replies, provider=provider.name, model=model)
 
 
+def prepare_tls(config: Config) -> None:
+    """Start building the TLS context now when the configured provider is an HTTPS one (models/tls.py):
+    front ends call this first, so it overlaps their imports. Any problem is left for client_for."""
+    from auger.models import tls
+
+    try:
+        provider = resolve_provider(config.provider, config.base_url, config.api_key_env, registry_for(config))
+    except Exception:  # an unknown provider, a broken table: client_for says so in its own words
+        return
+    tls.prepare(provider.base_url)
+
+
 def client_for(config: Config, env: Mapping[str, str] | None = None) -> ModelClient:
     """The client the configuration asks for (provider, base URL, key env, model, timeouts)."""
     provider = resolve_provider(config.provider, config.base_url, config.api_key_env, registry_for(config))
