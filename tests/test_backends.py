@@ -420,3 +420,15 @@ def test_a_resumed_session_keeps_the_agent_it_last_handed_its_turns_to(project, 
     server.add(Reply(text="auger still"))
     later = run_backend(project, server, "y", backend=None, resume=first.session_id)
     assert agent_text(later) == "auger still", "after switching back, a resume stays with auger's own loop"
+
+
+def test_an_agent_that_can_resume_is_resumed_rather_than_made_to_replay(project, server, monkeypatch):
+    monkeypatch.setenv("ACP_TEST_AGENT_RESUME", "1")  # the scripted agent then offers session/resume
+    first = run_backend(project, server, "hello")
+    again = run_backend(project, server, "hello again", backend=None, resume=first.session_id)
+    assert again.ended.reason == "complete", again.ended.message
+    log = agent_log(project)
+    first_id = next(line.split()[1] for line in log if line.startswith("new_session"))
+    assert f"resume_session {first_id}" in log, log
+    assert not any(line.startswith("load_session") for line in log)
+    assert sum(line.startswith("new_session") for line in log) == 1  # the agent's conversation went on

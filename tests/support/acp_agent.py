@@ -18,7 +18,8 @@ gets a two-chunk greeting. Steps (one key each, plus its arguments):
     {"usage": [INPUT, OUTPUT]}         reported in the prompt response
 
 Every method called is appended to the file named by $ACP_TEST_AGENT_LOG (one line each), so tests
-can see what the client asked for (initialize, new_session, load_session ID, cancel).
+can see what the client asked for (initialize, new_session, load_session ID, resume_session ID, cancel).
+With $ACP_TEST_AGENT_RESUME=1 the agent also offers session/resume (an unstable method in the SDK).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from typing import Any
 
 import acp
 from acp import schema
+
+
+_RESUMES = os.environ.get("ACP_TEST_AGENT_RESUME") == "1"
 
 
 def _log(line: str) -> None:
@@ -55,7 +59,9 @@ class ScriptedAgent:
         _log(f"initialize fs_read={bool(fs and fs.read_text_file)} fs_write={bool(fs and fs.write_text_file)} "
              f"terminal={bool(client_capabilities and client_capabilities.terminal)}")
         return schema.InitializeResponse(protocol_version=acp.PROTOCOL_VERSION,
-                                         agent_capabilities=schema.AgentCapabilities(load_session=True),
+                                         agent_capabilities=schema.AgentCapabilities(
+                                             load_session=True, session_capabilities=schema.SessionCapabilities(
+                                                 resume=schema.SessionResumeCapabilities() if _RESUMES else None)),
                                          agent_info=schema.Implementation(name="scripted", version="1"))
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> schema.NewSessionResponse:
@@ -67,6 +73,11 @@ class ScriptedAgent:
                            **kwargs: Any) -> schema.LoadSessionResponse:
         _log(f"load_session {session_id}")
         return schema.LoadSessionResponse()
+
+    async def resume_session(self, session_id: str, cwd: str, mcp_servers: Any = None,
+                             **kwargs: Any) -> schema.ResumeSessionResponse:
+        _log(f"resume_session {session_id}")
+        return schema.ResumeSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         _log(f"cancel {session_id}")
@@ -149,7 +160,7 @@ def main() -> None:
     if "--broken" in sys.argv:  # an agent that dies before speaking the protocol
         print("cannot start: no model configured", file=sys.stderr)
         raise SystemExit(3)
-    asyncio.run(acp.run_agent(ScriptedAgent()))
+    asyncio.run(acp.run_agent(ScriptedAgent(), use_unstable_protocol=_RESUMES))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ The process is started in a session (process group) of its own, so `dispose` sto
 started (a `npx` wrapper's node, its language servers) with one signal; its stderr goes to a temp
 file whose last lines explain a failed start or a crash. A process that died (killed, crashed) is
 noticed by the broken connection: the prompt ends with a BackendError naming the exit, and the next
-`ensure_session` starts it again (loading the agent's session when it can).
+`ensure_session` starts it again (resuming, else loading, the agent's session when it can).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class AcpBackend:
         self._stderr: IO[bytes] | None = None
         self._session_id: str | None = None
         self._can_load = False
+        self._can_resume = False
         self._busy = False
         self.agent_info = ""  # the agent's name and version, from its initialize reply
         self._protocol = 0
@@ -61,7 +62,7 @@ class AcpBackend:
         await self.dispose()
         try:
             await asyncio.wait_for(self._start(cwd), self._start_timeout)
-            wanted = agent_session_id if self._can_load else None
+            wanted = agent_session_id if self._can_load or self._can_resume else None
             self._session_id = await asyncio.wait_for(self._open_session(cwd, wanted), self._start_timeout)
         except TimeoutError:
             await self.dispose()
@@ -80,7 +81,8 @@ class AcpBackend:
         """Start the agent, initialize, stop it: what it says it is, or BackendError saying why not."""
         try:
             await asyncio.wait_for(self._start(cwd), self._start_timeout)
-            return f"{self.agent_info} (ACP {self._protocol}; loads sessions: {'yes' if self._can_load else 'no'})"
+            continues = "resume" if self._can_resume else "load" if self._can_load else "no"
+            return f"{self.agent_info} (ACP {self._protocol}; continues sessions: {continues})"
         except TimeoutError:
             raise BackendError(f"no answer to initialize within {self._start_timeout:g} s"
                                f"{self._stderr_tail(': ')}") from None
@@ -114,7 +116,9 @@ class AcpBackend:
                                           terminal=False)
         reply = await self._conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities,
                                             client_info=Implementation(name="auger", version=__version__))
-        self._can_load = bool(reply.agent_capabilities and reply.agent_capabilities.load_session)
+        caps = reply.agent_capabilities
+        self._can_load = bool(caps and caps.load_session)
+        self._can_resume = bool(caps and caps.session_capabilities and caps.session_capabilities.resume)
         self._protocol = reply.protocol_version
         info = reply.agent_info
         self.agent_info = f"{info.name} {info.version}".strip() if info is not None else "an unnamed agent"
@@ -123,8 +127,11 @@ class AcpBackend:
         from acp import RequestError
 
         if agent_session_id is not None:
-            try:
-                await self._conn.load_session(cwd=cwd, session_id=agent_session_id, mcp_servers=[])
+            try:  # resume when the agent can: a load would replay the whole conversation, for nothing
+                if self._can_resume:
+                    await self._conn.resume_session(cwd=cwd, session_id=agent_session_id, mcp_servers=[])
+                else:
+                    await self._conn.load_session(cwd=cwd, session_id=agent_session_id, mcp_servers=[])
                 return agent_session_id
             except RequestError:  # the agent forgot it: a new conversation on its side
                 pass
