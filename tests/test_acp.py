@@ -706,3 +706,26 @@ def test_closing_a_session_mid_prompt_ends_the_prompt_and_keeps_what_was_recorde
     assert again.stop_reason == "end_turn"
     users = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
     assert "slow one" in users and "again" in users
+
+
+def test_a_session_asked_for_twice_at_once_is_opened_once(project, server, isolated_home):
+    server.add(Reply(text="first"), Reply(text="after the race"))
+
+    async def main():
+        async with auger_acp(project, server, Editor(), isolated_home) as (conn, _):
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.prompt(session_id=sid, prompt=[text_block("one")])
+            await conn.close_session(session_id=sid)
+            outcomes = await asyncio.gather(
+                conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]),
+                conn.resume_session(cwd=str(project), session_id=sid, mcp_servers=[]),
+                conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[]), return_exceptions=True)
+            after = await conn.prompt(session_id=sid, prompt=[text_block("two")])
+        return outcomes, after
+
+    outcomes, after = run(main())
+    refused = [o for o in outcomes if isinstance(o, RequestError)]
+    assert len(refused) == 2 and all("already open" in str(r.data) for r in refused), outcomes
+    assert after.stop_reason == "end_turn"
+    users = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
+    assert users.count("one") == 1 and users[-1] == "two"  # one session went on, nothing doubled

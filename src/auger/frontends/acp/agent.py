@@ -185,6 +185,7 @@ class AugerAgent:
         self.conn: Any = None
         self.capabilities: Any = None
         self.sessions: dict[str, AcpSession] = {}
+        self._opening: set[str] = set()  # stored sessions being loaded or resumed: not twice at once
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -370,18 +371,24 @@ class AugerAgent:
         from auger.engine.sessions import SessionNotFound
 
         root = _project_dir(cwd)
-        if isinstance(session_id, str) and session_id in self.sessions:
+        if isinstance(session_id, str) and (session_id in self.sessions or session_id in self._opening):
             raise refuse(f"session {session_id} is already open in this connection")
         record = await self._stored(session_id, root)
-        holder = await self.store.claim(record.id)
-        if holder is not None:
-            raise refuse(f"session {session_id} is running in another auger process ({holder})")
+        if record.id in self._opening:  # asked again while this request awaited the store
+            raise refuse(f"session {session_id} is already open in this connection")
+        self._opening.add(record.id)
         try:
-            session = await self._manager(root).resume(record.id, interactive=True)
-        except (ResumeRefused, SessionNotFound, ValueError) as exc:
-            await self.store.release(record.id)
-            raise refuse(str(exc)) from None
-        return await self._attach(session, mcp_servers)
+            holder = await self.store.claim(record.id)
+            if holder is not None:
+                raise refuse(f"session {session_id} is running in another auger process ({holder})")
+            try:
+                session = await self._manager(root).resume(record.id, interactive=True)
+            except (ResumeRefused, SessionNotFound, ValueError) as exc:
+                await self.store.release(record.id)
+                raise refuse(str(exc)) from None
+            return await self._attach(session, mcp_servers)
+        finally:
+            self._opening.discard(record.id)
 
     def _manager(self, root: str) -> Any:
         from auger.engine.sessions import SessionManager
