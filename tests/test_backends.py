@@ -432,3 +432,41 @@ def test_an_agent_that_can_resume_is_resumed_rather_than_made_to_replay(project,
     assert f"resume_session {first_id}" in log, log
     assert not any(line.startswith("load_session") for line in log)
     assert sum(line.startswith("new_session") for line in log) == 1  # the agent's conversation went on
+
+
+def test_a_session_resumed_for_its_agent_opens_without_a_model_of_augers(project, monkeypatch):
+    from auger.engine.resume import ResumeRefused
+    from auger.engine.sessions import SessionManager
+    from auger.models.unconfigured import UnconfiguredClient
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    log = project.parent / "agent.log"
+
+    def manager(store: SqliteStore, backend: str | None) -> SessionManager:
+        config = make_config("provider=openai", "model=gpt-none", "sandbox=off", "snapshots=false")
+        config.tables["backends"] = {"scripted": agent_table(log)}
+        config.backend = backend
+        return SessionManager(Workspace.open(project, config), store)
+
+    async def main() -> tuple[Run, Run, str]:
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            first = manager(store, "scripted")
+            session = await first.create(client_for(first.workspace.config))
+            assert isinstance(session.client, UnconfiguredClient)
+            created = await drive(session, "hello")
+            resumed = await manager(store, None).resume(session.id)  # the recorded agent: no model needed
+            again = await drive(resumed, "hello again")
+            with pytest.raises(ResumeRefused, match="OPENAI_API_KEY is not set"):  # auger's loop needs the model
+                await manager(store, None).resume(session.id, backend="")
+            switched = await manager(store, None).resume(session.id)
+            await switched.set_backend("")  # taken back mid-session: the turn says what is missing
+            mine = await drive(switched, "and you?")
+            return created, again, mine
+        finally:
+            await store.aclose()
+
+    created, again, mine = asyncio.run(asyncio.wait_for(main(), 60))
+    assert agent_text(created) == agent_text(again) == "Hello from the agent."
+    assert mine.ended.reason == "error" and "auger's own model is not set up" in mine.ended.message
+    assert "OPENAI_API_KEY is not set" in mine.ended.message

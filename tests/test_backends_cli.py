@@ -102,3 +102,19 @@ def test_resume_keeps_the_backend_unless_told_otherwise(isolated_home, project, 
     mine = auger_cli("resume", session[:8], "--backend", "", "--base-url", server.base_url, "-m", "m", *FAST,
                      "and now?", home=isolated_home, cwd=project)
     assert mine.returncode == 0 and mine.stdout.strip() == "auger answers", mine.stderr
+
+
+def test_a_session_an_agent_runs_needs_no_model_of_augers(isolated_home, project):
+    write_config(isolated_home)
+    no_key = {"OPENAI_API_KEY": ""}  # auger's own model cannot be set up: no key
+    first = auger_cli("exec", "--json", "--backend", "scripted", *FAST, "hi", home=isolated_home, cwd=project,
+                      env=no_key)
+    assert first.returncode == 0, first.stderr
+    session = json.loads(first.stdout.splitlines()[0])["session_id"]
+    again = auger_cli("resume", session[:8], *FAST, "hi again", home=isolated_home, cwd=project, env=no_key)
+    assert again.returncode == 0 and again.stdout.strip() == "Hello from the agent.", again.stderr
+    mine = auger_cli("resume", session[:8], "--backend", "", *FAST, "now you", home=isolated_home, cwd=project,
+                     env=no_key)  # taken back by auger's own loop, which has no model here
+    assert mine.returncode != 0 and "OPENAI_API_KEY is not set" in mine.stderr, mine.stderr
+    plain = auger_cli("exec", *FAST, "no agent", home=isolated_home, cwd=project, env=no_key)
+    assert plain.returncode != 0 and "OPENAI_API_KEY is not set" in plain.stderr  # without an agent: refused early

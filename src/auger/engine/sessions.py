@@ -7,6 +7,7 @@ policy (engine/resume.py) and the repair of a session that died mid-call are app
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Callable
@@ -93,8 +94,13 @@ class SessionManager:
         """
         store = self.store
         record = await self._record(session_id)
+        recorded = await recorded_backend(store, record.id)
         if client is None:
-            client = resume_client(record, resume_config(record, self.workspace.config))
+            config = resume_config(record, self.workspace.config)
+            agent = backend if backend is not None else config.backend if config.backend is not None else recorded
+            if agent:  # another agent runs the turns: auger's own model may be unset here (models/unconfigured)
+                config = dataclasses.replace(config, backend=agent)
+            client = resume_client(record, config)
         previous = (record.provider, record.model)
         switched = check_client(record, client, switch=switch)
         stored = await store.load_items(record.id)
@@ -116,8 +122,6 @@ class SessionManager:
                                      plan=latest_plan(history.items), pending=pending)
         if switched:
             session.emit(ModelChanged(client.provider, client.model, *previous))
-        last = await store.last_event(record.id, "backend_changed")
-        recorded = last.event.backend if last is not None and isinstance(last.event, BackendChanged) else None
         if backend is None:  # asked for (--backend, config), else the agent the session last handed its turns to
             configured = self.workspace.config.backend
             backend = configured if configured is not None else recorded
@@ -137,6 +141,12 @@ class SessionManager:
         if record is None:
             raise SessionNotFound(f"no stored session matches '{session_id}'; list them with `auger sessions`")
         return record
+
+
+async def recorded_backend(store: Store, session_id: str) -> str | None:
+    """The agent a stored session last handed its turns to ("" when it was taken back; None: never)."""
+    last = await store.last_event(session_id, "backend_changed")
+    return last.event.backend if last is not None and isinstance(last.event, BackendChanged) else None
 
 
 async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | None = None,

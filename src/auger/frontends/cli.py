@@ -417,7 +417,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     import signal
 
     from auger.engine.resume import resume_client, resume_config
-    from auger.engine.sessions import SessionManager, SessionNotFound, run_prompt
+    from auger.engine.sessions import SessionManager, SessionNotFound, recorded_backend, run_prompt
     from auger.engine.workspace import Workspace
     from auger.models.registry import ProviderError, client_for
     from auger.protocol.events import AgentMessage
@@ -440,6 +440,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             model = config.model if args.model or "model" in explicit else None
             config = resume_config(record, config, provider=provider, model=model)
             switch = provider is not None or model is not None
+            if config.backend is None:  # the agent it was left with runs it: auger's own model may be unset
+                config.backend = await recorded_backend(store, record.id)
             if not args.cwd:
                 root = record.cwd
                 problem = _dir_problem(root)

@@ -391,6 +391,16 @@ def prepare_tls(config: Config) -> None:
 
 
 def client_for(config: Config, env: Mapping[str, str] | None = None) -> ModelClient:
-    """The client the configuration asks for (provider, base URL, key env, model, timeouts)."""
-    provider = resolve_provider(config.provider, config.base_url, config.api_key_env, registry_for(config))
-    return create_client(provider, config.model, idle_timeout=config.stream_idle_timeout, env=env, config=config)
+    """The client the configuration asks for (provider, base URL, key env, model, timeouts). When another
+    agent runs the turns (`backend`), a model that cannot be set up is a stand-in that says why when
+    called (models/unconfigured.py) rather than a ProviderError: the agent does not need it."""
+    try:
+        provider = resolve_provider(config.provider, config.base_url, config.api_key_env, registry_for(config))
+        return create_client(provider, config.model, idle_timeout=config.stream_idle_timeout, env=env,
+                             config=config)
+    except ProviderError as exc:
+        if not config.backend:
+            raise
+        from auger.models.unconfigured import UnconfiguredClient
+
+        return UnconfiguredClient(config.provider, config.model or "none", str(exc))
