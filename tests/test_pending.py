@@ -480,3 +480,57 @@ async def run_prompt_to_end(session, prompt: str) -> None:
     from auger.engine.sessions import run_prompt
 
     await run_prompt(session, prompt)
+
+
+NOTES_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("notes")
+
+
+@server.tool()
+def note(name: str, text: str) -> str:
+    with open(name, "w") as f:
+        f.write(text)
+    return "noted"
+
+
+server.run()
+'''
+
+
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_an_mcp_servers_writes_land_in_the_copy_and_are_queued(project, server, sandbox):
+    import sys
+
+    from auger.engine.sessions import SessionManager
+    from auger.engine.workspace import Workspace
+    from auger.models.registry import client_for
+    from tests.support.harness import drive, make_config
+
+    make_project(project)
+    (project / "notes_server.py").write_text(NOTES_SERVER)
+    before = tree_state(project)
+    server.add(Reply(tool_calls=[ToolCall("mcp__notes__note", {"name": "from-mcp.txt", "text": "via mcp\n"})]),
+               Reply(text="noted it"))
+
+    async def main():
+        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model",
+                             "pending=true", f"sandbox={sandbox}", "approve_all=true")
+        # no cwd: the server runs in the session's tree, which in pending mode is the copy
+        config.tables["mcp_servers"] = {"notes": {"command": sys.executable, "args": ["notes_server.py"]}}
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            session = await SessionManager(Workspace.open(project, config), store).create(
+                client_for(config, env={"OPENAI_API_KEY": "sk-test"}))
+            return await asyncio.wait_for(drive(session, "take a note"), 90)
+        finally:
+            await store.aclose()
+
+    run = asyncio.run(main())
+    if sandbox == "auto" and run.of(ev.SessionConfigured)[0].sandbox == "none":
+        pytest.skip("no sandbox works on this machine: the confined variant cannot run")
+    assert [e.output for e in run.of(ev.ToolCallEnded)] == ["noted"], [w.message for w in run.of(ev.WarningEvent)]
+    assert tree_state(project) == before, "the MCP server wrote the real project"
+    queued = load_pending(project.parent / "sessions.db", run.session_id)
+    assert [(e.path, e.content) for e in queued] == [("from-mcp.txt", b"via mcp\n")]

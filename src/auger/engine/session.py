@@ -153,7 +153,7 @@ class Session:
         from auger.tools.toolset import for_model
 
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
-        mcp = await start_mcp_servers(config, router, workspace.root, confinement, warnings)
+        mcp = await start_mcp_servers(config, router, tools_root, confinement, warnings)  # pending: the copy
         runtime = ToolRuntime(router, policy, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
