@@ -534,3 +534,35 @@ def test_an_mcp_servers_writes_land_in_the_copy_and_are_queued(project, server, 
     assert tree_state(project) == before, "the MCP server wrote the real project"
     queued = load_pending(project.parent / "sessions.db", run.session_id)
     assert [(e.path, e.content) for e in queued] == [("from-mcp.txt", b"via mcp\n")]
+
+
+def test_a_fork_takes_its_own_copy_of_the_queue(project, server):
+    from auger.engine.sessions import SessionManager
+    from auger.engine.workspace import Workspace
+    from auger.models.registry import client_for
+    from tests.support.harness import make_config
+
+    session_id = queue_three(project, server)
+    before = tree_state(project)
+
+    async def main():
+        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model")
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            manager = SessionManager(Workspace.open(project, config), store)
+            found = []
+            for cut in (None, 1):
+                fork = await manager.fork(session_id, client=client_for(config, env={"OPENAI_API_KEY": "k"}),
+                                          before_user_message=cut)
+                queued = [(e.path, e.content) for e in await store.load_pending(fork.id)]
+                found.append((fork.pending is not None, queued))
+                fork.submit(Shutdown())
+                await fork.wait_closed()
+            return found, [(e.path, e.content) for e in await store.load_pending(session_id)]
+        finally:
+            await store.aclose()
+
+    (whole, cut), source = asyncio.run(asyncio.wait_for(main(), 60))
+    assert whole == (True, source) and len(source) == 4  # the same queue, in pending mode
+    assert cut == (False, [])  # cut before the first message: none of its changes
+    assert tree_state(project) == before

@@ -77,6 +77,7 @@ class SessionManager:
                                title=f"fork of {source.title or source.id[:8]}"[:80])
         await store.create_session(record)
         await store.copy_items(source.id, record.id, cut)
+        await _copy_pending(store, source.id, record.id, whole=cut is None)
         return await self.resume(record.id, client=client, mode=mode, interactive=interactive, pending=pending,
                                  backend=backend)
 
@@ -141,6 +142,22 @@ class SessionManager:
         if record is None:
             raise SessionNotFound(f"no stored session matches '{session_id}'; list them with `auger sessions`")
         return record
+
+
+async def _copy_pending(store: Store, source_id: str, fork_id: str, *, whole: bool) -> None:
+    """A fork of a session in pending mode gets its own copy of the queue, so the changes its copied history
+    speaks of are there (and it resumes in pending mode). A fork cut short keeps only the changes of calls
+    in the part it copied."""
+    from auger.protocol.items import ToolCall
+
+    entries = await store.load_pending(source_id)
+    if not entries:
+        return
+    calls = None if whole else {s.item.call_id for s in await store.load_items(fork_id) if isinstance(s.item, ToolCall)}
+    for entry in entries:
+        if calls is None or entry.call_id in calls:
+            await store.add_pending(fork_id, entry.path, entry.before_hash, entry.content, entry.mode,
+                                    agent=entry.agent, call_id=entry.call_id, tool=entry.tool)
 
 
 async def recorded_backend(store: Store, session_id: str) -> str | None:
