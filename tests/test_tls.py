@@ -80,3 +80,15 @@ def test_the_context_is_built_once_and_only_for_https(monkeypatch):
     first = tls.context()
     assert first is tls.context() and isinstance(first, ssl.SSLContext)
     assert first.verify_mode == ssl.CERT_REQUIRED and first.check_hostname
+
+
+@pytest.mark.parametrize("where", ["missing", "not-a-certificate"])
+def test_a_broken_ssl_cert_file_is_one_clear_line(project, isolated_home, where):
+    path = project / "notes.txt" if where == "not-a-certificate" else project / "missing.pem"
+    if where == "not-a-certificate":
+        path.write_text("just words\n")
+    result = auger_cli("exec", "--base-url", "https://127.0.0.1:9/v1", "-m", "mock-model", "hi", home=isolated_home,
+                       cwd=project, env={"SSL_CERT_FILE": str(path)})
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert f"from SSL_CERT_FILE ({path})" in result.stderr

@@ -342,6 +342,13 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
     common = _ClientArgs(provider=provider.name, model=model, base_url=provider.base_url, api_key=api_key,
                          key_env=provider.key_env, idle_timeout=idle_timeout)
     info = (registry_for(config) if config is not None else load_registry()).model_info(model, provider.name)
+    if provider.base_url.startswith("https:"):
+        from auger.models import tls
+
+        try:
+            tls.context()  # made once here, so a broken SSL_CERT_FILE is this one line, not a traceback
+        except tls.TlsError as exc:
+            raise ProviderError(str(exc)) from None
     if provider.wire == "openai_chat":
         from auger.models.openai_chat import OpenAIChatClient
 

@@ -20,6 +20,10 @@ _builder: threading.Thread | None = None
 _context: ssl.SSLContext | None = None
 
 
+class TlsError(Exception):
+    """The certificates cannot be loaded; the message names where they were looked for."""
+
+
 def prepare(base_url: str | None) -> None:
     """Start building the context on a thread, when `base_url` is an HTTPS one."""
     global _builder
@@ -27,7 +31,7 @@ def prepare(base_url: str | None) -> None:
         return
     with _lock:
         if _builder is None and _context is None:
-            _builder = threading.Thread(target=_build_once, name="auger-tls", daemon=True)
+            _builder = threading.Thread(target=_build_ahead, name="auger-tls", daemon=True)
             _builder.start()
 
 
@@ -37,6 +41,13 @@ def context() -> ssl.SSLContext:
     if builder is not None:
         builder.join()
     return _build_once()
+
+
+def _build_ahead() -> None:
+    try:
+        _build_once()
+    except TlsError:
+        pass  # `context` builds again and raises it where it can be reported
 
 
 def _build_once() -> ssl.SSLContext:
@@ -50,10 +61,18 @@ def _build_once() -> ssl.SSLContext:
 def _build() -> ssl.SSLContext:
     import ssl
 
+    cafile = capath = None
     if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
-    import certifi
+        cafile, source = os.environ["SSL_CERT_FILE"], "SSL_CERT_FILE"
+    elif os.environ.get("SSL_CERT_DIR"):
+        capath, source = os.environ["SSL_CERT_DIR"], "SSL_CERT_DIR"
+    else:
+        import certifi
 
-    return ssl.create_default_context(cafile=certifi.where())
+        cafile, source = certifi.where(), "certifi's bundle"
+    try:
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+    except (OSError, ssl.SSLError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise TlsError(f"cannot load the TLS certificates HTTPS providers are checked against from {source} "
+                       f"({cafile or capath}): {why}") from None
