@@ -566,3 +566,38 @@ def test_a_fork_takes_its_own_copy_of_the_queue(project, server):
     assert whole == (True, source) and len(source) == 4  # the same queue, in pending mode
     assert cut == (False, [])  # cut before the first message: none of its changes
     assert tree_state(project) == before
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "landlock", "off"])
+def test_git_in_the_copy_reads_the_repository_and_cannot_write_it(project, server, sandbox):
+    from auger.policy.sandbox import detect
+    from tests.support.trees import git, sh
+
+    if sandbox != "off":
+        found, why = detect(sandbox)
+        assert found is not None, f"this test needs {sandbox}: {why}"
+    make_project(project)
+    sh(project, "git init -q && git add -A && git commit -qm base")
+    refs = (git(project, "rev-parse", "HEAD"), git(project, "stash", "list"), git(project, "ls-files", "-s"))
+    before = tree_state(project)
+    script = ("git status --short; git diff --stat | tail -1; git log --oneline | wc -l; "
+              "git -c user.name=m -c user.email=m@x commit -qam sneaky 2>/dev/null || echo COMMIT-REFUSED; "
+              "git add src/app.py 2>/dev/null || echo ADD-REFUSED; git stash -q 2>/dev/null || echo STASH-REFUSED")
+    server.add(Reply(tool_calls=[ToolCall("edit_file", {"path": "src/app.py", "old_string": "41",
+                                                        "new_string": "42"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": script})]), Reply(text="looked"))
+    run = run_session(project, server, "change and look", overrides=("pending=true", f"sandbox={sandbox}",
+                                                                     "approve_all=true"))
+    assert run.ended.reason == "complete", run.ended.message
+    out = pending_outputs(server)[-1]
+    if sandbox == "off":  # nothing would stop a commit there: the copy goes without the repository
+        assert "not a git repository" in out, out
+    else:
+        assert " M src/app.py" in out and "1 file changed" in out, out
+        assert "COMMIT-REFUSED" in out and "ADD-REFUSED" in out and "STASH-REFUSED" in out, out
+        note = [m["content"] for m in server.chat_requests[0].messages if "Pending-changes mode" in str(m["content"])]
+        assert note and "git sees the project's repository read-only" in note[0]
+    assert (git(project, "rev-parse", "HEAD"), git(project, "stash", "list"), git(project, "ls-files", "-s")) == refs
+    assert tree_state(project) == before
+    queued = load_pending(project.parent / "sessions.db", run.session_id)
+    assert [e.path for e in queued] == ["src/app.py"]  # the copy's `.git` pointer is never queued

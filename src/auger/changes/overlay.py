@@ -75,7 +75,8 @@ class Overlay:
 
     @classmethod
     def create(cls, real: Path, tree: Path, states: Iterable[PathState]) -> Overlay:
-        """Copy `real` (without its `.git`: the copy is a work tree, not a second repository) into the new
+        """Copy `real` (without its `.git`: the copy is a work tree, not a second repository; see
+        `link_repository`) into the new
         directory `tree`, with `cp --reflink=auto` (cheap on copy-on-write filesystems), then make the
         queued changes in it."""
         tree.mkdir(mode=0o700)
@@ -91,6 +92,24 @@ class Overlay:
         overlay._stamps = dict(overlay._scan())
         overlay._copied = {rel: (st[1], st[2]) for rel, st in overlay._stamps.items() if stat.S_ISREG(st[3])}
         return overlay
+
+    def link_repository(self) -> Path | None:
+        """Give git in the copy the project's repository, as a linked worktree has it: a `.git` file in the
+        copy naming the project's `.git` directory (only a real directory, never one reached through a
+        link). Returns that directory, which the caller must keep read-only to commands; None when there
+        is none. Walks skip anything named `.git`, so the file is never queued."""
+        git = self.real / ".git"
+        try:
+            if not stat.S_ISDIR(os.lstat(git).st_mode):
+                return None
+        except OSError:
+            return None
+        (self.tree / ".git").write_text(f"gitdir: {git}\n")
+        return git
+
+    def unlink_repository(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.tree / ".git").unlink()
 
     def _real_stamp(self, rel: str) -> tuple[int, int] | None:
         try:

@@ -42,6 +42,21 @@ async def open_pending(store: Store, session_id: str, root: Path, wanted: bool) 
     return await PendingChanges.open(store, session_id, root)
 
 
+def share_repository(queue: PendingChanges | None) -> tuple[Path, ...]:
+    """Before the sandbox is made: let git in the copy read the project's repository (`git status` and
+    `git diff` then show the queued changes). Returns what the sandbox must keep read-only to commands,
+    so nothing is committed, staged or stashed in it before the user applies."""
+    git = queue.overlay.link_repository() if queue is not None else None
+    return (git,) if git is not None else ()
+
+
+def unshare_repository_unless_confined(queue: PendingChanges | None, confinement: object) -> None:
+    """Without a sandbox that confines writes to the copy, the repository would be writable from it (a
+    `git commit` there would record queued changes): the copy goes without it."""
+    if queue is not None and not getattr(confinement, "writes_confined", False):
+        queue.overlay.unlink_repository()
+
+
 def pending_warnings(queue: PendingChanges, confinement: object) -> list[str]:
     """What the user should know about this session's pending mode."""
     out = []
@@ -67,6 +82,9 @@ async def tell_pending_mode(queue: PendingChanges, items: Sequence[it.Item], rec
             f"of the project with your changes made, at {tree} (their working directory): use relative paths. "
             "What a command changes there is queued too, except files the project ignores (build output, "
             "caches), which stay in the copy. The project at its real path is read-only to commands.")
+    if (queue.tree / ".git").is_file():
+        text += (" git sees the project's repository read-only: `git status` and `git diff` show your queued "
+                 "changes; committing, staging or stashing fails until the user applies them.")
     await record(CONTEXT_TURN, it.ContextMessage(text, NOTE_KIND, {"tree": tree}))
 
 

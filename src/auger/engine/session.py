@@ -33,7 +33,8 @@ from auger.engine.own_files import OwnFiles
 from auger.engine.session_backend import SessionBackend
 from auger.engine.session_setup import open_plugins, probe_window, start_mcp_servers
 from auger.engine.pending_mode import (
-    capture_pending, open_pending, pending_op, pending_warnings, tell_pending_mode,
+    capture_pending, open_pending, pending_op, pending_warnings, share_repository, tell_pending_mode,
+    unshare_repository_unless_confined,
 )
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
@@ -133,8 +134,9 @@ class Session:
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
         if queue is not None:
             state.root_handle = queue.handle
-        confinement = await confine(config, tools_root, state.scratch_dir, protected, warnings.append,
-                                    mode=lambda: meta.mode)
+        confinement = await confine(config, tools_root, state.scratch_dir, (*protected, *share_repository(queue)),
+                                    warnings.append, mode=lambda: meta.mode)
+        unshare_repository_unless_confined(queue, confinement)
         if queue is not None:
             warnings.extend(pending_warnings(queue, confinement))
         if confinement is not None:

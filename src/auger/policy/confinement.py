@@ -85,6 +85,11 @@ class Confinement:
         return self.sandbox.kind if self.sandbox is not None else "none"
 
     @property
+    def writes_confined(self) -> bool:
+        """Whether commands can write only beneath the root and the scratch dir (whatever else is missing)."""
+        return self.box is not None
+
+    @property
     def enforced(self) -> bool:
         """Whether auto mode may rely on it: a working sandbox with every guarantee it needs."""
         return self.box is not None and not self.missing
