@@ -126,3 +126,41 @@ def test_resume_with_the_recorded_client_still_works(project, server, tmp_path):
         return run
 
     assert asyncio.run(main()).ended.reason == "complete"
+
+
+def test_a_session_open_in_this_process_is_not_opened_twice(project, server):
+    """A second Session on one stored conversation would interleave its records with the live one's (and
+    close the live one's running calls as interrupted): resume refuses until the first has shut down."""
+    from auger.engine.session import SessionAlreadyOpen
+    from auger.protocol.ops import Shutdown, UserTurn
+    from tests.support.harness import Follow
+
+    server.add(Reply(text="first"), Reply(text="still the live one"), Reply(text="after it closed"))
+
+    async def main():
+        config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model")
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            manager = SessionManager(Workspace.open(project, config), store)
+            live = await manager.create(client_for(config, env={"OPENAI_API_KEY": "k"}))
+            follow = Follow(live)
+            live.submit(UserTurn("one"))
+            first = await follow.until(ev.TurnEnded)
+            refused = await asyncio.gather(manager.resume(live.id), manager.resume(live.id), return_exceptions=True)
+            live.submit(UserTurn("two"))  # the live one goes on, then shuts down
+            second = await follow.until(ev.TurnEnded)
+            live.submit(Shutdown())
+            await live.wait_closed()
+            again = await manager.resume(live.id)
+            third = (await drive(again, "three")).ended
+            items = [s.item for s in await store.load_items(live.id)]
+            return first, refused, second, third, items
+        finally:
+            await store.aclose()
+
+    first, refused, second, third, items = asyncio.run(asyncio.wait_for(main(), 60))
+    assert all(isinstance(r, SessionAlreadyOpen) and "already open" in str(r) for r in refused), refused
+    assert [e.reason for e in (first, second, third)] == ["complete"] * 3
+    texts = [getattr(i, "text", None) for i in items if type(i).__name__ in ("UserMessage", "AssistantMessage")]
+    assert texts == ["one", "first", "two", "still the live one", "three", "after it closed"], [
+        (type(i).__name__, getattr(i, "text", None)) for i in items]

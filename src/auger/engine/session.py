@@ -74,6 +74,25 @@ log = logging.getLogger("auger.session")
 # The submission being handled: set by the session loop per op, inherited by the tasks it starts.
 _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_submission", default=None)
 
+# Stored sessions open (or being opened) in this process: two Session objects on one stored conversation
+# would interleave their records (and a resume would close the live one's running calls as interrupted).
+_LIVE: set[str] = set()
+
+
+class SessionAlreadyOpen(ValueError):
+    pass
+
+
+def hold(session_id: str) -> None:
+    """Mark a stored session as opening in this process; SessionAlreadyOpen if it already is."""
+    if session_id in _LIVE:
+        raise SessionAlreadyOpen(f"session {session_id[:8]} is already open in this process; use that Session")
+    _LIVE.add(session_id)
+
+
+def let_go(session_id: str) -> None:
+    _LIVE.discard(session_id)
+
 
 class Session:
     def __init__(self, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -658,6 +677,7 @@ class Session:
             await self.client.aclose()
         except Exception:  # closing a broken connection must not block shutdown
             log.debug("client close failed", exc_info=True)
+        let_go(self.id)
         self.emit(ShutdownComplete())
 
     async def _open_agents(self, resumed: bool, warnings: list[str]) -> None:

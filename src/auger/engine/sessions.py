@@ -15,7 +15,7 @@ from typing import Callable
 from auger.engine.accounting import UsageLedger
 from auger.engine.history import INTERRUPTED_OUTPUT, History, latest_plan
 from auger.engine.resume import check_client, resume_client, resume_config
-from auger.engine.session import Session
+from auger.engine.session import Session, hold, let_go
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import stored_cost
@@ -49,8 +49,13 @@ class SessionManager:
         record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.workspace.root),
                                provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode)
         await self.store.create_session(record)
-        session = await Session.open(self.workspace, store=self.store, client=client, meta=record, history=History(),
-                                     interactive=interactive, pending=pending)
+        hold(record.id)
+        try:
+            session = await Session.open(self.workspace, store=self.store, client=client, meta=record,
+                                         history=History(), interactive=interactive, pending=pending)
+        except BaseException:
+            let_go(record.id)
+            raise
         return await self._with_backend(session, backend)
 
     async def fork(self, source_id: str, *, client: ModelClient | None = None, switch: bool = False,
@@ -93,8 +98,18 @@ class SessionManager:
         "interrupted" output, recorded, so the model knows and the API accepts it. A session with queued
         pending changes resumes in pending mode whatever `pending` says.
         """
-        store = self.store
         record = await self._record(session_id)
+        hold(record.id)  # before anything is written to it: refused if it is open in this process
+        try:
+            return await self._resume(record, client=client, switch=switch, mode=mode, interactive=interactive,
+                                      pending=pending, backend=backend)
+        except BaseException:
+            let_go(record.id)
+            raise
+
+    async def _resume(self, record: SessionRecord, *, client: ModelClient | None, switch: bool, mode: str | None,
+                      interactive: bool, pending: bool, backend: str | None) -> Session:
+        store = self.store
         recorded = await recorded_backend(store, record.id)
         if client is None:
             config = resume_config(record, self.workspace.config)
