@@ -15,7 +15,7 @@ from auger.protocol import events as ev
 from auger.protocol.ops import PendingApply, PendingDiscard, PendingRewind, Shutdown, Undo, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.trees import tree_state
-from tests.support.harness import follow_session, open_session, run_session
+from tests.support.harness import follow_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 
@@ -118,28 +118,17 @@ def test_the_sandbox_confines_commands_to_the_copy(project, server, sandbox):
     assert [(e.path, e.content) for e in queued] == [("README.md", b"copy\n")]
 
 
-async def _ops(project: Path, server, session_id: str, *ops) -> list[ev.Event]:
-    """Resume the session, submit each op, collect events until each is answered (pending_changed), shut down."""
-    session, store = await open_session(project, server, project.parent / "sessions.db", resume=session_id)
-    events: list[ev.Event] = []
-    try:
-        stream = session.events()
-        for operation in ops:
-            session.submit(operation)
-            async for event in stream:
-                events.append(event)
-                if isinstance(event, (ev.PendingChanged, ev.TurnUndone)) or (
-                        isinstance(event, ev.WarningEvent) and "refused:" in event.message):
-                    break
-        session.submit(Shutdown())
-        await session.wait_closed()
-    finally:
-        await store.aclose()
-    return events
-
-
 def ops(project: Path, server, session_id: str, *operations) -> list[ev.Event]:
-    return asyncio.run(asyncio.wait_for(_ops(project, server, session_id, *operations), 60))
+    """Resume the session, submit each op, read its events until it is answered (pending_changed,
+    turn_undone, or a refusal), shut down."""
+
+    async def steps(session, follow) -> None:
+        for operation in operations:
+            session.submit(operation)
+            await follow.until((ev.PendingChanged, ev.TurnUndone, ev.WarningEvent),
+                               where=lambda e: not isinstance(e, ev.WarningEvent) or "refused:" in e.message)
+
+    return follow_session(project, server, steps, resume=session_id)
 
 
 def queue_three(project: Path, server) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from auger.protocol import events as ev
 from auger.protocol.ops import Redo, Shutdown, Undo
 from tests.support.trees import git, tree_state
-from tests.support.harness import auger_cli, open_session, run_session
+from tests.support.harness import auger_cli, follow_session, open_session, run_session
 from tests.support.mock_openai import Reply, ToolCall
 
 
@@ -66,26 +66,14 @@ def editing_turn(server) -> None:
                Reply(text="all done"))
 
 
-async def _op(project: Path, server, db: Path, session_id: str, op) -> list[ev.Event]:
-    """Resume the session, submit one op, collect events until it is answered, shut down."""
-    session, store = await open_session(project, server, db, resume=session_id)
-    events: list[ev.Event] = []
-    try:
-        session.submit(op)
-        async for event in session.events():
-            events.append(event)
-            if isinstance(event, (ev.TurnUndone, ev.WarningEvent)):
-                break
-        session.submit(Shutdown())
-        await session.wait_closed()
-    finally:
-        await store.aclose()
-    return events
-
-
 def op(project: Path, server, session_id: str, operation) -> list[ev.Event]:
-    return asyncio.run(asyncio.wait_for(_op(project, server, project.parent / "sessions.db", session_id,
-                                            operation), 60))
+    """Resume the session, submit one op, read its events until it is answered, shut down."""
+
+    async def steps(session, follow) -> None:
+        session.submit(operation)
+        await follow.until((ev.TurnUndone, ev.WarningEvent))
+
+    return follow_session(project, server, steps, resume=session_id)
 
 
 def test_undo_restores_the_exact_tree_and_leaves_git_alone_then_redo_reapplies(project, server):

@@ -87,23 +87,25 @@ class Follow:
         self.events: list[ev.Event] = []
         self._stream = session.events()
 
-    async def until(self, kind: type | tuple[type, ...], count: int = 1) -> ev.Event:
+    async def until(self, kind: type | tuple[type, ...], count: int = 1, where=lambda event: True) -> ev.Event:
         seen = 0
         async for event in self._stream:
             self.events.append(event)
-            if isinstance(event, kind):
+            if isinstance(event, kind) and where(event):
                 seen += 1
                 if seen >= count:
                     return event
         raise AssertionError(f"the session ended before {count} {kind} event(s)")
 
 
-def follow_session(project: Path, server: MockChatServer, steps, *overrides: str, timeout: float = 60) -> list[ev.Event]:
-    """Open a session (`overrides` as config), run `await steps(session, follow)`, shut it down; every event
-    it emitted, in order."""
+def follow_session(project: Path, server: MockChatServer, steps, *overrides: str, timeout: float = 60,
+                   resume: str | None = None) -> list[ev.Event]:
+    """Open a session (`overrides` as config; `resume` a stored one), run `await steps(session, follow)`, shut
+    it down; every event it emitted, in order."""
 
     async def main() -> list[ev.Event]:
-        session, store = await open_session(project, server, project.parent / "sessions.db", *overrides)
+        session, store = await open_session(project, server, project.parent / "sessions.db", *overrides,
+                                            resume=resume)
         follow = Follow(session)
         try:
             await asyncio.wait_for(steps(session, follow), timeout)
