@@ -396,27 +396,24 @@ def resource_tools(servers: Callable[[], list[McpToolset]]) -> list[ToolSpec]:
 
 
 async def _all_tools(client: Any) -> list[Any]:
-    tools: list[Any] = []
-    cursor = None
-    for _ in range(100):  # a server that pages forever is not followed forever
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
+    return await _all_pages(client.list_tools, "tools")
 
 
 async def _all_prompts(client: Any) -> list[Any]:
-    prompts: list[Any] = []
+    return await _all_pages(client.list_prompts, "prompts")
+
+
+async def _all_pages(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every entry of a paged MCP list (`tools/list`, `prompts/list`), following `nextCursor`."""
+    found: list[Any] = []
     cursor = None
-    for _ in range(100):
-        page = await client.list_prompts(cursor=cursor)
-        prompts.extend(page.prompts)
+    for _ in range(100):  # a server that pages forever is not followed forever
+        page = await list_page(cursor=cursor)
+        found.extend(getattr(page, field))
         cursor = page.next_cursor
         if not cursor:
             break
-    return prompts
+    return found
 
 
 def _prompt_text(result: Any) -> ToolResult:
