@@ -37,10 +37,11 @@ def script(*steps: dict) -> str:
 
 
 async def open_with_backend(project: Path, server, db: Path, log: Path, *overrides: str, backend: str | None = "scripted",
-                            interactive: bool = False, resume: str | None = None):
+                            interactive: bool = False, resume: str | None = None, tables: dict | None = None):
     config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model",
                          "sandbox=off", "snapshots=false", *overrides)
     config.tables["backends"] = {"scripted": agent_table(log)}
+    config.tables.update(tables or {})
     client = client_for(config, env={"OPENAI_API_KEY": "sk-test"})
     store = SqliteStore(db)
     sessions = SessionManager(Workspace.open(project, config), store)
@@ -52,12 +53,15 @@ async def open_with_backend(project: Path, server, db: Path, log: Path, *overrid
 
 
 def run_backend(project: Path, server, *prompts: str, overrides: tuple[str, ...] = (), on_event=None,
-                interactive: bool = False, backend: str | None = "scripted", resume: str | None = None) -> Run:
+                interactive: bool = False, backend: str | None = "scripted", resume: str | None = None,
+                tables: dict | None = None) -> Run:
+    """Prompts to a session whose turns the scripted agent runs; `tables` are extra config tables ([hooks])."""
     log = project.parent / "agent.log"
 
     async def main() -> Run:
         session, store = await open_with_backend(project, server, project.parent / "sessions.db", log, *overrides,
-                                                 backend=backend, interactive=interactive, resume=resume)
+                                                 backend=backend, interactive=interactive, resume=resume,
+                                                 tables=tables)
         try:
             return await asyncio.wait_for(drive(session, *prompts, on_event=on_event), 60)
         finally:

@@ -7,9 +7,13 @@ gets a two-chunk greeting. Steps (one key each, plus its arguments):
     {"think": TEXT}                    agent_thought_chunk
     {"tool": ID, "title": T, "kind": K, "input": {...}}   tool_call (pending)
     {"permission": ID}                 session/request_permission for that call; says the outcome
+    {"permission": ID, "kind": K, "title": T, "input": ANY, "locations": [PATH], "diffs": [[PATH, OLD, NEW]]}
+                                       the same, the request itself saying what the call does (any shape)
+    {"if_allowed": STEP}               runs STEP only if the last permission was allowed (an agent that obeys)
+    {"run": COMMAND}                   runs `bash -c COMMAND` itself, in its working directory; says "ran: N"
     {"read": PATH, "line": N, "limit": N}   fs/read_text_file; says "read: CONTENT" or "read error: MESSAGE"
     {"write": PATH, "content": TEXT}   fs/write_text_file; says "wrote" or "write error: MESSAGE"
-    {"touch": PATH, "content": TEXT}   writes the file itself (not through the client)
+    {"touch": PATH, "content": TEXT}   writes the file itself (not through the client; relative: in its cwd)
     {"done": ID, "output": TEXT, "status": "completed" | "failed"}   tool_call_update
     {"plan": [[CONTENT, STATUS], ...]} plan
     {"sleep": SECONDS}
@@ -49,6 +53,7 @@ class ScriptedAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.cancelled: set[str] = set()
+        self.allowed: dict[str, bool] = {}  # session -> whether its last permission was allowed
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -117,10 +122,24 @@ class ScriptedAgent:
             options = [schema.PermissionOption(option_id="yes", name="Allow", kind="allow_once"),
                        schema.PermissionOption(option_id="always", name="Always", kind="allow_always"),
                        schema.PermissionOption(option_id="no", name="Reject", kind="reject_once")]
-            answer = await self.conn.request_permission(sid, acp.update_tool_call(step["permission"]), options)
+            diffs = [acp.tool_diff_content(path, new, old) for path, old, new in step.get("diffs", [])]
+            call = acp.update_tool_call(
+                step["permission"], title=step.get("title"), kind=step.get("kind"), raw_input=step.get("input"),
+                locations=[schema.ToolCallLocation(path=p) for p in step.get("locations", [])] or None,
+                content=diffs or None)
+            answer = await self.conn.request_permission(sid, call, options)
             outcome = answer.outcome
             chosen = outcome.option_id if outcome.outcome == "selected" else "cancelled"
+            self.allowed[sid] = chosen in ("yes", "always")
             await self._say(sid, f"permission: {chosen}\n")
+        elif "if_allowed" in step:
+            if self.allowed.get(sid):
+                return await self._step(sid, step["if_allowed"])
+        elif "run" in step:
+            done = await asyncio.create_subprocess_exec("bash", "-c", step["run"], stdin=asyncio.subprocess.DEVNULL,
+                                                        stdout=asyncio.subprocess.DEVNULL,
+                                                        stderr=asyncio.subprocess.DEVNULL)
+            await self._say(sid, f"ran: {await done.wait()}\n")
         elif "read" in step:
             try:
                 got = await self.conn.read_text_file(sid, step["read"], line=step.get("line"), limit=step.get("limit"))

@@ -15,7 +15,7 @@ import json
 from typing import Any, Callable
 
 from auger.backends.base import (
-    BackendEvent, PermissionAsked, PlanChanged, ReadRequested, TextChunk, ThoughtChunk, ToolFinished,
+    BackendEvent, FileEdit, PermissionAsked, PlanChanged, ReadRequested, TextChunk, ThoughtChunk, ToolFinished,
     ToolStarted, UsageReported, WriteRequested,
 )
 
@@ -79,12 +79,16 @@ class AcpClient:
         if call is None:  # a start, or an update for a call we never saw start: treat it as one
             call = self._calls[update.tool_call_id] = {
                 "title": update.title or update.tool_call_id, "kind": update.kind or "other",
-                "arguments": _arguments(update.raw_input), "ended": False}
+                "raw": update.raw_input, "arguments": _arguments(update.raw_input), "ended": False,
+                "locations": _locations(update), "edits": _edits(update)}
             events.append(ToolStarted(update.tool_call_id, call["title"], call["kind"], call["arguments"]))
         else:
             if update.raw_input is not None:
-                call["arguments"] = _arguments(update.raw_input)
+                call["raw"], call["arguments"] = update.raw_input, _arguments(update.raw_input)
             call["title"] = update.title or call["title"]
+            call["kind"] = update.kind or call["kind"]
+            call["locations"] = _locations(update) or call["locations"]
+            call["edits"] = _edits(update) or call["edits"]
         if update.status in _FINAL and not call["ended"]:
             call["ended"] = True
             events.append(ToolFinished(update.tool_call_id, _FINAL[update.status], _output(update)))
@@ -94,12 +98,16 @@ class AcpClient:
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
+        # What the request says wins over what the call said before; whatever it leaves out, the call's
+        # earlier updates tell (a request naming only the call id is judged by the call it names).
         known = self._calls.get(tool_call.tool_call_id, {})
-        arguments = _arguments(tool_call.raw_input) if tool_call.raw_input is not None else known.get("arguments", {})
+        raw = tool_call.raw_input if tool_call.raw_input is not None else known.get("raw")
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         asked = PermissionAsked(tool_call.tool_call_id, tool_call.title or known.get("title") or tool_call.tool_call_id,
-                                tool_call.kind or known.get("kind") or "other", arguments,
-                                [(o.option_id, o.kind) for o in options], future)
+                                tool_call.kind or known.get("kind") or "other", _arguments(raw),
+                                [(o.option_id, o.kind) for o in options], future, raw,
+                                _unique([*_locations(tool_call), *known.get("locations", [])]),
+                                _edits(tool_call) or known.get("edits", []))
         try:
             chosen = await self._await(session_id, asked, future)
         except RequestRefused:
@@ -142,6 +150,19 @@ async def _told(request: Any) -> Any:
         return await request
     except RequestRefused as exc:
         raise RequestError.invalid_params({"details": str(exc)}) from None
+
+
+def _locations(update: Any) -> list[str]:
+    return [loc.path for loc in update.locations or [] if isinstance(getattr(loc, "path", None), str)]
+
+
+def _edits(update: Any) -> list[FileEdit]:
+    return [FileEdit(item.path, item.old_text, item.new_text) for item in update.content or []
+            if getattr(item, "type", "") == "diff"]
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 def _arguments(raw: Any) -> dict[str, Any]:

@@ -77,10 +77,21 @@ class UsageReported:
     context_window: int = 0
 
 
+@dataclass(frozen=True)
+class FileEdit:
+    """A diff in a tool call's content: the file and its text before (None: a new file) and after."""
+
+    path: str
+    old: str | None
+    new: str
+
+
 @dataclass
 class PermissionAsked:
     """The agent asks whether it may run a tool call. `options` are (id, kind) pairs, kind one of
-    allow_once, allow_always, reject_once, reject_always; answer with an option id or None (cancelled)."""
+    allow_once, allow_always, reject_once, reject_always; answer with an option id or None (cancelled).
+    `raw_input` is the call's input exactly as sent (any JSON shape), `arguments` its object form;
+    `locations` and `edits` are the files the call says it touches and the diffs it carries."""
 
     call_id: str
     title: str
@@ -88,6 +99,9 @@ class PermissionAsked:
     arguments: dict[str, Any]
     options: list[tuple[str, str]]
     answer: asyncio.Future[str | None]
+    raw_input: Any = None
+    locations: list[str] = field(default_factory=list)
+    edits: list[FileEdit] = field(default_factory=list)
 
 
 @dataclass

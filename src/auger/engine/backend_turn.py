@@ -7,16 +7,11 @@ tool_call_started/ended events; plans and usage become plan_updated and token_us
 and the event stream look the same whoever ran the turn, and the next turn (native or another
 agent) sees the whole conversation.
 
-The agent's requests are answered here, in the turn's task:
-
-* permission (session/request_permission): classified (backends/permissions.py) and decided by the
-  same `decide_call` as native calls — rules, trust mode, session grants — then, when it asks, put to
-  the client as an `approval_request` (headless: denied unless approve_all, like native calls);
-* fs/read_text_file: read beneath the project root (backends/files.py), refused outside it;
-* fs/write_text_file: the path guard and git guard, then the same policy decision as native
-  `write_file` (a file the agent got permission to change in this prompt is not asked about again),
-  the session's mutation hooks around it (the turn's snapshot for diff and undo, the session's
-  own-files record), then an atomic write.
+The agent's requests (permission, file reads and writes) are answered in the turn's task by
+engine/backend_requests.py, through the session's policy, approvals, hooks and path guard. The agent
+works in the directory the session's tools work on (in pending mode, the copy): what it changes there
+with its own tools is handed to the session's mutation hooks after each prompt, so pending mode queues
+it like auger's own changes.
 """
 
 from __future__ import annotations
@@ -29,18 +24,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from auger.backends import files as agent_files
 from auger.backends.base import (
     AgentBackend, BackendError, BackendEvent, PermissionAsked, PlanChanged, ReadRequested, TextChunk, ThoughtChunk,
     ToolFinished, ToolStarted, UsageReported, WriteRequested,
 )
 from auger.backends.pool import BackendPool
+from auger.engine.backend_requests import AgentRequests
 from auger.engine.history import INTERRUPTED_OUTPUT
 from auger.engine.host import TurnHost
-from auger.engine.tool_runtime import ABORT, APPROVE, APPROVE_SESSION, DENY_CALL, PlannedCall
+from auger.engine.tool_runtime import PlannedCall
 from auger.engine.turn import TurnAbortedByUser, TurnStopped
 from auger.engine.turn_context import TurnContext
-from auger.policy.types import Classification, Effect, Verdict
+from auger.policy.types import Classification, Effect
 from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, \
     UserMessage
@@ -70,9 +65,8 @@ class BackendTurn:
         self._interrupt_reason = interrupt_reason
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._open: dict[str, tuple[str, str, float]] = {}  # agent call id -> (our call id, tool name, start)
-        self._permitted: set[str] = set()  # files the agent got permission to change in the running prompt
-        self._writes = 0
+        self._open: dict[str, _OpenCall] = {}  # by the agent's call id
+        self.requests = AgentRequests(ctx, host, link.name)
 
     async def run(self) -> tuple[str, str | None]:
         """Run to the end; (reason, message) for turn_ended, as Turn.run."""
@@ -87,10 +81,6 @@ class BackendTurn:
                 if backend.agent_session_id != stored:  # a new conversation on the agent's side
                     await self.link.save_id(backend.agent_session_id or "")
                     text = history + text
-                # The agent changes files with its own tools too, without telling us first: the turn's
-                # snapshot (diff, undo) is taken before it gets the prompt.
-                await self._before_change(PlannedCall(self.id, "", f"{self.link.name} prompt", {},
-                                                      Classification(Effect.LOCAL_MUTATION, self.link.name)))
                 await self._prompt(backend, text)
             return "complete", None
         except asyncio.CancelledError:
@@ -107,7 +97,8 @@ class BackendTurn:
             self.link.pool.touch(self.link.name)
 
     async def _backend(self) -> AgentBackend:
-        return await self.link.pool.acquire(self.link.name, str(self.ctx.workspace.root), await self.link.load_id())
+        """The agent, working in the directory the session's tools work on (pending mode: the copy)."""
+        return await self.link.pool.acquire(self.link.name, str(self.ctx.runtime.root), await self.link.load_id())
 
     async def _abort(self, backend: AgentBackend | None, reason: str) -> tuple[str, str | None]:
         if backend is not None:
@@ -157,10 +148,19 @@ class BackendTurn:
 
     # -- the agent's stream -----------------------------------------------------------
     async def _prompt(self, backend: AgentBackend, text: str) -> None:
-        self._permitted = set()
-        async with contextlib.aclosing(backend.prompt(text)) as stream:  # closed at once on abort or error
-            async for event in stream:
-                await self._handle(event)
+        """One prompt, between the session's mutation hooks: the agent changes files with its own tools
+        too, without telling us first, so the turn's snapshot (diff, undo) is taken before it gets the
+        prompt, and what it changed is handed on after (pending mode queues it), however the prompt ends."""
+        self.requests.new_prompt()
+        planned = PlannedCall(self.id, f"{self.id}-prompt", f"{self.link.name} prompt", {},
+                              Classification(Effect.LOCAL_MUTATION, self.link.name))
+        await self.requests.before_change(planned)
+        try:
+            async with contextlib.aclosing(backend.prompt(text)) as stream:  # closed at once on abort or error
+                async for event in stream:
+                    await self._handle(event)
+        finally:
+            await asyncio.shield(self.requests.after_change(planned))
         await self._settle(NO_RESULT)
 
     async def _handle(self, event: BackendEvent) -> None:
@@ -175,17 +175,18 @@ class BackendTurn:
         elif isinstance(event, ToolStarted):
             await self._call_started(event)
         elif isinstance(event, ToolFinished):
-            await self._call_finished(event.call_id, event.ok, event.output)
+            opened = self._open.get(event.call_id)
+            output = event.output if opened is None else await self.requests.reported(
+                opened.call_id, opened.name, opened.arguments, event.ok, event.output)
+            await self._call_finished(event.call_id, event.ok, output)
         elif isinstance(event, PlanChanged):
             steps = [ev.PlanStep(text, PlanStatus(status)) for text, status in event.steps
                      if status in PlanStatus.__members__.values()]
             self.host.emit(ev.PlanUpdated(self.id, steps))
         elif isinstance(event, UsageReported):
             await self._usage(event)
-        elif isinstance(event, PermissionAsked):
-            await self._answer_permission(event)
-        elif isinstance(event, (ReadRequested, WriteRequested)):
-            await self._answer_file(event)
+        elif isinstance(event, (PermissionAsked, ReadRequested, WriteRequested)):
+            await self.requests.answer(event)
 
     async def _flush_reasoning(self) -> None:
         if self._reasoning:
@@ -221,16 +222,16 @@ class BackendTurn:
         name = tool_name(event.kind)
         arguments = {"title": event.title, "input": event.arguments}
         await self.host.record(self.id, ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False)))
-        self._open[event.call_id] = (call_id, name, time.monotonic())
+        self._open[event.call_id] = _OpenCall(call_id, name, arguments, time.monotonic())
         self.host.emit(ev.ToolCallStarted(self.id, call_id, name, arguments))
 
     async def _call_finished(self, agent_id: str, ok: bool, output: str) -> None:
         opened = self._open.pop(agent_id, None)
         if opened is None:
             return
-        call_id, name, started = opened
-        await self.host.record(self.id, ToolOutput(call_id, output, ok), tool_name=name)
-        self.host.emit(ev.ToolCallEnded(self.id, call_id, name, ok, output, int((time.monotonic() - started) * 1000)))
+        await self.host.record(self.id, ToolOutput(opened.call_id, output, ok), tool_name=opened.name)
+        self.host.emit(ev.ToolCallEnded(self.id, opened.call_id, opened.name, ok, output,
+                                        int((time.monotonic() - opened.started) * 1000)))
 
     async def _usage(self, event: UsageReported) -> None:
         host = self.host
@@ -242,113 +243,12 @@ class BackendTurn:
         ledger = host.ledger
         host.emit(ev.TokenUsage(self.id, usage, ledger.turn_usage, ledger.usage, used, window, left, None, None))
 
-    # -- the agent's requests ---------------------------------------------------------
-    async def _answer_permission(self, asked: PermissionAsked) -> None:
-        from auger.backends.permissions import GUARDED_KINDS, classify, paths_of, pick, resolved, tool_name
-        from auger.policy.decision import decide_call
 
-        runtime, ctx = self.ctx.runtime, self.ctx
-        c = classify(asked.kind, asked.title, asked.arguments, ctx.workspace.root)
-        name = tool_name(asked.kind)
-        sandboxed = runtime.policy.sandboxed and asked.kind in GUARDED_KINDS
-        decision = decide_call(name, c, runtime.policy.rules, ctx.mode, sandboxed=sandboxed, grants=runtime.grants)
-        allowed: bool
-        if decision.verdict == Verdict.ALLOW:
-            allowed = True
-        elif decision.verdict == Verdict.DENY:
-            allowed = False
-        elif not runtime.policy.interactive:
-            allowed = runtime.policy.approve_all
-        else:
-            diff = asked.arguments.get("diff")  # some agents (opencode) send the change they want to make
-            allowed = await self._ask(asked.call_id, name, c, decision.reason, f"{self.link.name} wants to "
-                                      f"{asked.kind}: {c.subject}", diff if isinstance(diff, str) else None)
-        if allowed and c.effect != Effect.READ_ONLY:
-            self._permitted.update(resolved(p, ctx.workspace.root) for p in paths_of(asked.arguments))
-        _resolve(asked.answer, pick(asked.options, allowed))
+@dataclass(frozen=True)
+class _OpenCall:
+    """A call the agent started and has not finished: how it is recorded, and when it started."""
 
-    async def _ask(self, call_id: str, name: str, c: Classification, reason: str, message: str,
-                   diff: str | None = None) -> bool:
-        """An approval_request; True when approved (once or for the session). Abort ends the turn."""
-        runtime = self.ctx.runtime
-        details: dict[str, Any] = {"call_id": call_id, "tool": name, "effect": c.effect, "reason": reason,
-                                   "subject": c.subject, "findings": list(c.reasons),
-                                   "outside_paths": list(c.outside_paths), "diff": diff}
-        answer = await self.host.ask(turn_id=self.id, kind="tool", message=f"{message} ({reason})",
-                                     options=[APPROVE, APPROVE_SESSION, DENY_CALL, ABORT], headless_default=DENY_CALL,
-                                     details=details)
-        if answer.decision == ABORT:
-            raise TurnAbortedByUser()
-        if answer.decision == APPROVE_SESSION:
-            runtime.grants.add(name, c)
-        return answer.decision in (APPROVE, APPROVE_SESSION)
-
-    async def _answer_file(self, request: ReadRequested | WriteRequested) -> None:
-        from auger.backends.acp_client import RequestRefused
-
-        try:
-            if isinstance(request, ReadRequested):
-                text = await asyncio.to_thread(agent_files.read_text, self._root_handle(), request.path,
-                                               request.line, request.limit)
-                _resolve(request.answer, text)
-            else:
-                await self._write(request)
-                _resolve(request.answer, None)
-        except agent_files.FileRefused as exc:
-            if not request.answer.done():
-                request.answer.set_exception(RequestRefused(str(exc)))
-
-    async def _write(self, request: WriteRequested) -> None:
-        from auger.policy.decision import decide_call
-        from auger.tools.files import WRITE_FILE
-
-        runtime, ctx = self.ctx.runtime, self.ctx
-        handle = self._root_handle()
-        rel, refusal = agent_files.write_refusal(handle, request.path)
-        if refusal:
-            raise agent_files.FileRefused(refusal)
-        c = WRITE_FILE.classify({"path": rel}, ctx.workspace.root)
-        decision = decide_call(WRITE_FILE.name, c, runtime.policy.rules, ctx.mode, sandboxed=runtime.policy.sandboxed,
-                               grants=runtime.grants)
-        if decision.verdict == Verdict.DENY:
-            raise agent_files.FileRefused(f"not written: {decision.reason}")
-        from auger.backends.permissions import resolved
-
-        permitted = resolved(str(ctx.workspace.root / rel), ctx.workspace.root) in self._permitted
-        if decision.verdict == Verdict.ASK and not permitted:
-            if not runtime.policy.interactive:
-                if not runtime.policy.approve_all:
-                    raise agent_files.FileRefused(f"not written: {decision.reason}, and nobody can approve it "
-                                                  "in a headless run")
-            elif not await self._ask(f"{self.id}-write-{self._writes}", WRITE_FILE.name, c, decision.reason,
-                                     f"{self.link.name} wants to write {rel}"):
-                raise agent_files.FileRefused(f"the user did not allow writing {rel}")
-        # The hook point for held changes: a session that queues writes for review takes `rel` and the
-        # content here instead of writing them.
-        self._writes += 1
-        planned = PlannedCall(self.id, f"{self.id}-write-{self._writes}", WRITE_FILE.name,
-                              {"path": rel, "content": request.content}, c)
-        await self._before_change(planned)
-        created = await asyncio.to_thread(agent_files.write_text, handle, rel, request.content)
-        if created:
-            runtime.state.created_files.add(ctx.workspace.root / rel)
-        for hook in runtime.after_mutation:
-            await hook(planned)
-
-    async def _before_change(self, planned: PlannedCall) -> None:
-        """The session's before-mutation hooks (the snapshot a turn diff and undo start from)."""
-        for hook in self.ctx.runtime.before_mutation:
-            await hook(planned)
-
-    def _root_handle(self) -> Any:
-        from auger.policy.fs import RootHandle
-
-        state, root = self.ctx.runtime.state, self.ctx.workspace.root
-        if state.root_handle is None or state.root_handle.path != root:
-            state.root_handle = RootHandle(root)
-        return state.root_handle
-
-
-def _resolve(future: asyncio.Future[Any], value: Any) -> None:
-    if not future.done():  # the prompt may have ended (and refused it) meanwhile
-        future.set_result(value)
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    started: float
