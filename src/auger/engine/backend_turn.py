@@ -175,10 +175,7 @@ class BackendTurn:
         elif isinstance(event, ToolStarted):
             await self._call_started(event)
         elif isinstance(event, ToolFinished):
-            opened = self._open.get(event.call_id)
-            output = event.output if opened is None else await self.requests.reported(
-                opened.call_id, opened.name, opened.arguments, event.ok, event.output)
-            await self._call_finished(event.call_id, event.ok, output)
+            await self._call_reported(event)
         elif isinstance(event, PlanChanged):
             steps = [ev.PlanStep(text, PlanStatus(status)) for text, status in event.steps
                      if status in PlanStatus.__members__.values()]
@@ -224,6 +221,14 @@ class BackendTurn:
         await self.host.record(self.id, ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False)))
         self._open[event.call_id] = _OpenCall(call_id, name, arguments, time.monotonic())
         self.host.emit(ev.ToolCallStarted(self.id, call_id, name, arguments))
+
+    async def _call_reported(self, event: ToolFinished) -> None:
+        """A result the agent reported for its call, recorded as the `after_tool` hooks leave it."""
+        opened = self._open.get(event.call_id)
+        if opened is not None:
+            output = await self.requests.reported(opened.call_id, opened.name, opened.arguments, event.ok,
+                                                  event.output)
+            await self._call_finished(event.call_id, event.ok, output)
 
     async def _call_finished(self, agent_id: str, ok: bool, output: str) -> None:
         opened = self._open.pop(agent_id, None)

@@ -13,7 +13,8 @@ Nothing here records or announces the output: the turn does, in its durable orde
 
 Tools only declare what they need (effect, classifier, previewer); decisions are made here.
 `before_tool`/`after_tool` are the user's and plugins' hooks (engine/hooks.py), run for every call
-here and nowhere else; a hook never gets around policy, because what it rewrites is checked after it.
+here (and for a backend agent's requests, engine/backend_requests.py); a hook never gets around
+policy, because what it rewrites is checked after it.
 Mutation hooks are the engine's own async callables (snapshots for undo, the session's own files);
 they run only for calls that may change something (effect other than read-only).
 """
