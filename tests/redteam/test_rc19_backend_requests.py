@@ -61,10 +61,11 @@ def test_a_guard_hook_blocks_the_agents_command(project, server, tmp_path):
 def test_a_before_tool_hook_sees_and_may_deny_the_agents_file_writes(project, server, tmp_path):
     seen = tmp_path / "seen.jsonl"
     guard = hook(tmp_path, "writes", f"open({str(seen)!r}, 'a').write(json.dumps(event) + '\\n')\n"
-                                     "if event['args']['path'].endswith('.env'):\n"
+                                     "path = event['args']['path']\n"
+                                     "if path.endswith('.env'):\n"
                                      "    print(json.dumps({'decision': 'block', 'reason': 'no secrets files'}))\n"
-                                     "elif event['args']['path'] == 'notes.txt':\n"
-                                     "    print(json.dumps({'args': {'path': 'notes.txt', 'content': 'checked\\n'}}))\n")
+                                     "elif path == 'notes.txt':\n"
+                                     "    print(json.dumps({'args': {'path': path, 'content': 'checked\\n'}}))\n")
     run = run_backend(project, server, script({"write": str(project / ".env"), "content": "TOKEN=1\n"},
                                               {"write": str(project / "notes.txt"), "content": "raw\n"}),
                       overrides=("mode=auto", "approve_all=true"),

@@ -73,7 +73,7 @@ def test_an_agent_reads_the_pending_view_and_leaves_augers_tools_on_the_copy(pro
                 session.submit(op)
                 if isinstance(op, UserTurn):
                     turns += 1
-                    await _until(lambda: len(run.of(ev.TurnEnded)) == turns)
+                    await _until(lambda done=turns: len(run.of(ev.TurnEnded)) == done)
             session.submit(Shutdown())
             await asyncio.wait_for(follow, 30)
             return run
