@@ -440,6 +440,11 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             model = config.model if args.model or "model" in explicit else None
             config = resume_config(record, config, provider=provider, model=model)
             switch = provider is not None or model is not None
+            if (config.base_url or config.api_key_env) and config.provider != config.endpoint_provider:
+                print(f"auger: warning: session {record.id[:8]} continues with its provider '{config.provider}', "
+                      f"at that provider's own address and key; your base_url and api_key_env are for "
+                      f"'{config.endpoint_provider}' (pass -p {config.provider} --base-url URL to move it)",
+                      file=sys.stderr)
             if config.backend is None:  # the agent it was left with runs it: auger's own model may be unset
                 config.backend = await recorded_backend(store, record.id)
             if not args.cwd:
