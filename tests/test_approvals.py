@@ -152,7 +152,7 @@ def test_headless_runs_deny_unless_approve_all(project, server, auger_home):
     server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x"})]), Reply(text="gave up"))
     result = auger_cli("exec", "--mode", "safe", "--base-url", server.base_url, "-m", "m", "write", home=auger_home,
                        cwd=project)
-    assert result.returncode == 0 and not (project / "x.txt").exists()
+    assert result.returncode == 3 and not (project / "x.txt").exists()  # refused, and nothing changed
     assert "headless run with nobody to approve" in tool_outputs(server)[0]
     server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "x.txt", "content": "x"})]), Reply(text="did it"))
     result = auger_cli("exec", "--mode", "safe", "--approve-all", "--base-url", server.base_url, "-m", "m", "write",

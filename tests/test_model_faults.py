@@ -1,11 +1,15 @@
-"""The Chat Completions client and retry policy against a real mock server injecting real faults."""
+"""The wire clients and the retry policy against real mock servers injecting real faults (hostile streams
+on every wire, through the real command)."""
 
 from __future__ import annotations
 
+import json
 import time
 
+import pytest
+
 from auger.protocol import events as ev
-from tests.support.harness import conversation, run_session
+from tests.support.harness import auger_cli, conversation, json_events, run_session
 from tests.support.mock_openai import Fault, Reply, ToolCall
 
 
@@ -101,3 +105,73 @@ def test_reasoning_deltas_are_streamed_and_recorded(project, server):
     run = run_session(project, server, "q")
     assert "".join(d.delta for d in run.of(ev.ReasoningDelta)) == "thinking about it"
     assert [m.text for m in run.of(ev.AgentMessage)] == ["answer"]
+
+
+DEEP = "[" * 10_000 + "]" * 10_000  # valid JSON that json.loads answers with RecursionError
+QUICK = ["-c", "model_max_attempts=2", "-c", "model_retry_base_delay=0.01", "-c", "model_retry_max_delay=0.02"]
+
+
+def _hostile_server(wire: str, *steps):
+    """A loopback server of `wire` serving `steps` (each a list of raw event texts), and the `auger exec`
+    options and environment that reach it."""
+    from tests.support import mock_anthropic, mock_openai, mock_responses
+
+    if wire == "openai_chat":
+        server = mock_openai.MockChatServer([mock_openai.Raw(["data: " + text for text in step]) for step in steps])
+        return server, ["--base-url"], {}
+    if wire == "openai_responses":
+        server = mock_responses.MockResponsesServer([mock_responses.Raw(list(step)) for step in steps])
+        return server, ["-p", "openai", "--base-url"], {}
+    server = mock_anthropic.MockAnthropicServer([mock_anthropic.Raw(list(step)) for step in steps])
+    return server, ["-p", "anthropic", "--base-url"], {"ANTHROPIC_API_KEY": "sk-test"}
+
+
+# Per wire: a chunk nested deeper than json.loads can recurse, and one whose fields have the wrong shape.
+HOSTILE = {
+    "openai_chat": [(DEEP, "nested deeper than"),
+                    ('{"choices": [{"delta": {"tool_calls": [7]}}]}', "AttributeError")],
+    "openai_responses": [(DEEP, "nested deeper than"),
+                         ('{"type": "response.output_item.done", "item": [7]}', "AttributeError")],
+    "anthropic": [(DEEP, "nested deeper than"),
+                  ('{"type": "content_block_start", "index": "first", "content_block": {}}', "ValueError")],
+}
+
+
+@pytest.mark.parametrize("wire,chunk,problem", [(w, c, p) for w, cases in HOSTILE.items() for c, p in cases],
+                         ids=[f"{w}-{p}" for w, cases in HOSTILE.items() for _, p in cases])
+def test_a_hostile_chunk_is_a_model_error_retried_then_reported(wire, chunk, problem, project, auger_home):
+    server, options, env = _hostile_server(wire, [chunk], [chunk])
+    with server:
+        result = auger_cli("exec", *options, server.base_url, "-m", "m", *QUICK, "hi", home=auger_home,
+                           cwd=project, env=env)
+        attempts = [r for r in server.requests if r.method == "POST" and r.path.endswith(("/chat/completions",
+                                                                                          "/responses", "/messages"))]
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+    assert "after 2 attempts" in result.stderr and "malformed stream event" in result.stderr
+    assert problem in result.stderr
+    assert len(attempts) == 2  # retried within the policy, then reported
+
+
+def test_a_chat_stream_whose_chunks_carry_no_choice_is_an_error_not_an_empty_answer(project, auger_home):
+    empty = json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []})
+    server, options, env = _hostile_server("openai_chat", [empty, "[DONE]"], [empty, "[DONE]"])
+    with server:
+        result = auger_cli("exec", *options, server.base_url, "-m", "m", *QUICK, "hi", home=auger_home,
+                           cwd=project, env=env)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "ended without a reply" in result.stderr and "after 2 attempts" in result.stderr
+
+
+def test_an_empty_choices_stream_is_retried_and_the_next_reply_is_taken(project, auger_home):
+    from tests.support.mock_openai import MockChatServer, Raw
+
+    empty = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}
+    with MockChatServer([Raw([empty]), Reply(text="the real answer")]) as server:
+        url = server.base_url
+        result = auger_cli("exec", "--json", "--base-url", url, "-m", "m", *QUICK, "hi", home=auger_home, cwd=project)
+    events = json_events(result.stdout)
+    assert result.returncode == 0, result.stderr
+    assert [e["reason"] for e in events if e["type"] == "retrying"] == [
+        f"the model stream from {url}/chat/completions ended without a reply (no choice in any chunk)"]
+    assert [e["text"] for e in events if e["type"] == "agent_message"] == ["the real answer"]

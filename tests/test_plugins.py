@@ -215,3 +215,20 @@ def test_a_plugin_toolset_whose_revision_moves_is_listed_again_before_the_next_r
     names = [[t["function"]["name"] for t in r.body["tools"]] for r in server.chat_requests]
     assert "grow" in names[0] and "grown" not in names[0]
     assert "grown" in names[1]
+
+
+def test_trusting_a_projects_rules_never_runs_its_plugins(project, server, auger_home, tmp_path):
+    marker = tmp_path / "plugin-ran"
+    (project / ".auger" / "plugins").mkdir(parents=True)
+    (project / ".auger" / "plugins" / "local.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\n" + PROJECT_PLUGIN)
+    server.add(Reply(text="done"), Reply(text="done"))
+    (auger_home / "config.toml").write_text("trust_project_rules = true\n")
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "m", "hi", home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists()
+    assert "project_tool" not in [t["function"]["name"] for t in server.chat_requests[0].body["tools"]]
+    (auger_home / "config.toml").write_text("trust_project_rules = true\nplugins.project = true\n")
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "m", "hi", home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert marker.read_text() == "ran"  # the explicit opt-in does run it

@@ -317,3 +317,30 @@ def test_replay_a_stored_session_against_a_changed_codebase(project, auger_home,
     assert "2.0" in shell_out  # same calls, run against today's files
     assert (project / "NOTE").read_text() == "seen"
     assert [e["text"] for e in events if e["type"] == "agent_message"] == ["recorded run done"]
+
+
+@pytest.mark.parametrize("where", ["flag", "environment", "user config", "-c"])
+def test_a_base_url_without_a_provider_means_an_openai_compatible_server_wherever_it_is_set(where, project,
+                                                                                            auger_home):
+    with mock_openai.MockChatServer([mock_openai.Reply(text="chat answered")]) as server:
+        args, env = ["-m", "m"], {}
+        if where == "flag":
+            args += ["--base-url", server.base_url]
+        elif where == "environment":
+            env["AUGER_BASE_URL"] = server.base_url
+        elif where == "-c":
+            args += ["-c", f"base_url={server.base_url}"]
+        else:
+            (auger_home / "config.toml").write_text(f'base_url = "{server.base_url}"\n')
+        result = auger_cli("exec", "--json", *args, "hi", home=auger_home, cwd=project, env=env)
+        assert result.returncode == 0, result.stderr
+        assert json_events(result.stdout)[0]["provider"] == "openai-compatible"
+        assert len(server.chat_requests) == 1 and "/v1/responses" not in [r.path for r in server.requests]
+
+
+def test_a_provider_named_beside_the_base_url_keeps_it(project, auger_home):
+    with mock_responses.MockResponsesServer([mock_responses.Reply(text="responses answered")]) as server:
+        (auger_home / "config.toml").write_text(f'provider = "openai"\nbase_url = "{server.base_url}"\n')
+        result = auger_cli("exec", "-m", "gpt-5", "hi", home=auger_home, cwd=project)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "responses answered"

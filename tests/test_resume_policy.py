@@ -29,8 +29,10 @@ def test_library_resume_without_a_client_uses_the_recorded_provider_and_model(pr
     server.add(Reply(text="continued"))
 
     async def main():
-        # The agent's configuration names another provider and model; the record wins.
-        config = make_config("provider=openai", "model=gpt-other", f"base_url={server.base_url}")
+        # The agent's configuration names another provider and model; the record wins, at the address
+        # the user's config gives that provider (the top-level base_url would be OpenAI's).
+        config = make_config("provider=openai", "model=gpt-other")
+        config.tables["providers"] = {"openai-compatible": {"base_url": server.base_url}}
         store = SqliteStore(project.parent / "sessions.db")
         try:
             session = await SessionManager(Workspace.open(project, config), store).resume(session_id)

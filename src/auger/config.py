@@ -3,6 +3,13 @@
 Bad user input never raises: an unknown key, a wrong type or an unreadable file is
 reported as a diagnostic (what, where) and the previous layer's value is kept. A
 relative path in a config file means a path next to that file, wherever auger runs.
+
+`base_url` and `api_key_env` say where a provider lives and which variable holds its key, so they
+belong to one provider: the one the user's own settings choose (`endpoint_provider`). A base URL
+given without a provider beside it (in the same file, the environment, or the command line) means
+an OpenAI-compatible server, wherever it is given. A provider picked by anything else — a project's
+config, an agent definition, a model switch, a resumed session — uses its own settings
+(models/registry.py `provider_for`), so only the user decides where the user's key is sent.
 """
 
 from __future__ import annotations
@@ -67,9 +74,19 @@ class Config:
     tables: dict = field(default_factory=dict, compare=False)  # [providers...] and other tables, for the registry
     tables_source: str = ""
     diagnostics: list[str] = field(default_factory=list, compare=False)
+    # The provider `base_url` and `api_key_env` are for: the one the user's own settings chose (never a
+    # project's choice). None when built directly: the provider it is built with.
+    endpoint_provider: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.endpoint_provider is None:
+            self.endpoint_provider = self.provider
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Config) if f.name not in ("diagnostics", "tables", "tables_source")}
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)
+           if f.name not in ("diagnostics", "tables", "tables_source", "endpoint_provider")}
+# What a base URL given without a provider means, wherever it is given: some OpenAI-compatible server.
+BASE_URL_PROVIDER = "openai-compatible"
 # A project's own config file comes with the repository: it may describe models and pick among configured
 # providers, but never widen trust, move an API key to another host, or change where data is stored.
 PROJECT_KEYS = {"provider", "model", "model_context_window", "model_auto_compact_token_limit",
@@ -107,44 +124,59 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
     """Build the effective config. Never raises for user mistakes; see `Config.diagnostics`.
 
     Layers: defaults < user config.toml < the project's .auger/config.toml (limited keys) < AUGER_*
-    environment variables < `-c key=value` < flags."""
+    environment variables < `-c key=value` < flags. `endpoint_provider` is the provider chosen by all
+    of them but the project's file."""
     environ: Mapping[str, str] = os.environ if env is None else env
     config = Config()
     path = config_file or home_dirs()["config"] / "config.toml"
-    _apply_file(config, path)
-    if project_dir is not None:
+    chosen = _user_choice(config, _apply_file(config, path), config.provider)
+    if project_dir is not None:  # may pick a provider; `chosen` stays the user's
         _apply_file(config, Path(project_dir) / ".auger" / "config.toml", project=True)
-    for var, key in _ENV.items():
-        if environ.get(var):
-            _set(config, key, environ[var], f"environment variable {var}")
+    from_env = {key for var, key in _ENV.items()
+                if environ.get(var) and _set(config, key, environ[var], f"environment variable {var}")}
+    chosen = _user_choice(config, from_env, chosen)
+    given: set[str] = set()  # the command line: `-c` and flags are one place
     for raw in overrides:
         key, sep, value = raw.partition("=")
         if not sep:
             config.diagnostics.append(f"-c {raw!r}: expected key=value")
             continue
         key = key.strip()
-        _set(config, key, _parse_value(value.strip(), _kind(_FIELDS[key]) if key in _FIELDS else ""), f"-c {key}")
+        if _set(config, key, _parse_value(value.strip(), _kind(_FIELDS[key]) if key in _FIELDS else ""), f"-c {key}"):
+            given.add(key)
     for key, value in (flags or {}).items():
-        if value is not None:
-            _set(config, key, value, f"--{key.replace('_', '-')}")
+        if value is not None and _set(config, key, value, f"--{key.replace('_', '-')}"):
+            given.add(key)
+    config.endpoint_provider = _user_choice(config, given, chosen)
     return config
 
 
-def _apply_file(config: Config, path: Path, project: bool = False) -> None:
+def _user_choice(config: Config, keys: set[str], chosen: str) -> str:
+    """The provider the user's own settings choose, after one place of them set `keys`: a base URL
+    given there without a provider means an OpenAI-compatible server, as `--base-url` always has."""
+    if "base_url" in keys and "provider" not in keys:
+        config.provider = BASE_URL_PROVIDER
+        return BASE_URL_PROVIDER
+    return config.provider if "provider" in keys else chosen
+
+
+def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
+    """Apply one config file; the keys it set."""
+    applied: set[str] = set()
     try:
         raw = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):  # no such file: a component of its path is a file
-        return
+        return applied
     except OSError as exc:
         config.diagnostics.append(f"{path}: cannot read config file ({exc.strerror or exc}); using defaults")
-        return
+        return applied
     import tomllib
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         config.diagnostics.append(f"{path}: invalid TOML ({exc}); using defaults")
-        return
+        return applied
     for key, value in data.items():
         if isinstance(value, dict) and key not in _FIELDS:  # tables for other layers (providers...)
             if project and key == "providers" and not config.trust_project_config:
@@ -171,7 +203,9 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> None:
         if project and key not in PROJECT_KEYS:
             config.diagnostics.append(f"{path}: '{key}' cannot be set by a project's config file (ignored)")
             continue
-        _set(config, key, value, str(path), relative_to=path.parent)
+        if _set(config, key, value, str(path), relative_to=path.parent):
+            applied.add(key)
+    return applied
 
 
 def _parse_value(text: str, kind: str) -> Any:
@@ -203,28 +237,30 @@ def valid_base_url(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | None = None) -> None:
+def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | None = None) -> bool:
+    """Set one key; False (and a diagnostic) when the value is unusable and the previous one stays."""
     f = _FIELDS.get(key)
     if f is None:
         config.diagnostics.append(f"{where}: unknown config key '{key}' (ignored)")
-        return
+        return False
     kind = _kind(f)
     try:
         coerced = _coerce(kind, value)
     except (TypeError, ValueError):
         expected = _DESCRIBE.get(kind.replace(" | None", ""), kind)
         config.diagnostics.append(f"{where}: '{key}' expects {expected}, got {value!r} (ignored)")
-        return
+        return False
     if key in _CHOICES and coerced not in _CHOICES[key]:
         config.diagnostics.append(
             f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
-        return
+        return False
     if key == "base_url" and not valid_base_url(coerced):
         config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
-        return
+        return False
     if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:"):
         coerced = str(relative_to / Path(coerced).expanduser())  # an absolute path stays as it is
     setattr(config, key, coerced)
+    return True
 
 
 _DESCRIBE = {"str": "a string", "int": "a whole number >= 1", "float": "a number >= 0", "bool": "true or false",

@@ -29,7 +29,8 @@ Every ``POST /v1/messages`` consumes the next *step* of the script:
   or returned as one Message object when the request has no ``"stream": true``.
 * :class:`Fault` -- an HTTP error status, a stream dropped/truncated/stalled part-way,
   or an ``error`` event mid-stream.
-* a callable ``step(request_body) -> Reply | Fault`` -- computes the answer from what
+* :class:`Raw` -- exactly the given events (hostile or malformed ones included).
+* a callable ``step(request_body) -> Reply | Fault | Raw`` -- computes the answer from what
   the client actually sent (an exception in it becomes a 500 and is re-raised when
   the ``with`` block exits, so assertions inside steps fail the test).
 
@@ -69,6 +70,7 @@ __all__ = [
     "MESSAGES_PATH",
     "Fault",
     "MockAnthropicServer",
+    "Raw",
     "RecordedRequest",
     "Reply",
     "Step",
@@ -235,7 +237,16 @@ class Fault:
                    reply=reply)
 
 
-Step = Union[Reply, Fault, Callable[[dict], Union[Reply, Fault]]]
+@dataclass
+class Raw:
+    """Stream exactly these events, then end the body: a dict as an event named by its ``type``, a str
+    verbatim as an event's ``data:`` text (JSON the real API never sends, or not JSON at all). Nothing
+    is checked or completed: a script without ``message_stop`` tests exactly that."""
+
+    events: list[dict[str, Any] | str]
+
+
+Step = Union[Reply, Fault, Raw, Callable[[dict], Union[Reply, Fault, Raw]]]
 
 
 # --------------------------------------------------------------------------- #
@@ -608,6 +619,13 @@ class _Handler(MockHandler):
         step = self._step_to_serve(step, body, model)
         if step is None:
             return
+        if isinstance(step, Raw):
+            self._start_stream()
+            for event in step.events:
+                self._write_chunk(b"data: " + event.encode() + b"\n\n" if isinstance(event, str)
+                                  else sse_event(event, str(event.get("type", "message"))))
+            self._end_chunks()
+            return
         reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))
         if not self._delay(reply.delay):
             return
@@ -659,7 +677,7 @@ class MockAnthropicServer(MockServer[Step, RecordedRequest]):
     """
 
     _handler = _Handler
-    _step_types = (Reply, Fault)
+    _step_types = (Reply, Fault, Raw)
     _base_path = ""  # an Anthropic client takes the root and adds /v1 itself
 
     def __init__(self, steps: Iterable[Step] = (), *, host: str = "127.0.0.1", port: int = 0,

@@ -239,12 +239,13 @@ class Fault:
 
 @dataclass
 class Raw:
-    """Stream exactly these events (a ``sequence_number`` is added where missing), then end the body.
+    """Stream exactly these events (a ``sequence_number`` is added where missing), then end the body;
+    a str is sent verbatim as an event's ``data:`` text (JSON no real server sends, or not JSON at all).
 
     Nothing is checked or completed: a script without a terminal event tests exactly that.
     """
 
-    events: list[dict[str, Any]]
+    events: list[dict[str, Any] | str]
 
 
 Step = Union[Reply, Fault, Raw, Callable[[dict], Union[Reply, Fault, Raw]]]
@@ -505,7 +506,8 @@ class _Handler(MockHandler):
         if isinstance(step, Raw):
             self._start_stream()
             for n, event in enumerate(step.events):
-                self._write_chunk(_sse({"sequence_number": n, **event}))
+                self._write_chunk(b"data: " + event.encode() + b"\n\n" if isinstance(event, str)
+                                  else _sse({"sequence_number": n, **event}))
             self._end_chunks()
             return
 

@@ -31,7 +31,8 @@ def resume_config(record: SessionRecord, config: Config, *, provider: str | None
                   model: str | None = None) -> Config:
     """The configuration to continue `record` with: the recorded provider and model, except what the
     caller names explicitly (a provider alone takes the configured model; a model alone stays on the
-    recorded provider). The configured base URL is kept: it says where the provider lives."""
+    recorded provider). The configured base URL and key variable apply only when that is the provider
+    the user's settings chose (models/registry.py `provider_for`): another one uses its own."""
     if provider is None:
         return dataclasses.replace(config, provider=record.provider, model=model or record.model)
     return dataclasses.replace(config, provider=provider, model=model or config.model)

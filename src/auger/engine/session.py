@@ -478,8 +478,7 @@ class Session:
             return
         config = self.workspace.config
         provider = provider or self.client.provider
-        switched = dataclasses.replace(config, provider=provider, model=model,
-                                       base_url=config.base_url if provider == config.provider else None)
+        switched = dataclasses.replace(config, provider=provider, model=model)  # its own address and key
         try:
             client = client_for(switched)
         except ProviderError as exc:

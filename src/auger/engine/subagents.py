@@ -435,9 +435,8 @@ def _in_turn(hook: MutationHook, turn_id: str) -> MutationHook:
 def _client_for(agent: AgentDef, config: Config) -> ModelClient:
     from auger.models.registry import ProviderError, client_for
 
-    provider = agent.provider or config.provider
-    chosen = dataclasses.replace(config, provider=provider, model=agent.model or config.model,
-                                 base_url=config.base_url if provider == config.provider else None)
+    # another provider brings its own address and key (registry.provider_for), never the session's
+    chosen = dataclasses.replace(config, provider=agent.provider or config.provider, model=agent.model or config.model)
     try:
         return client_for(chosen)
     except ProviderError as exc:

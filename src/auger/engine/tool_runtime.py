@@ -34,6 +34,7 @@ from auger.policy.types import Classification, Effect, Mode, Verdict
 from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
+from auger.protocol.vocab import Refusal
 from auger.tools.base import (
     CommandSandbox,
     OutputArchive,
@@ -69,6 +70,7 @@ class Failed:
 @dataclass(frozen=True)
 class Denied:
     message: str
+    cause: Refusal  # told to clients: only an unapproved call is one a headless run could have approved
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ class ToolRuntime:
         for message in result.warnings:
             host.emit(ev.WarningEvent(message, turn_id))
         if result.blocked is not None:
-            return Denied(f"Not run: a hook blocked this {spec.name} call: {result.blocked}")
+            return Denied(f"Not run: a hook blocked this {spec.name} call: {result.blocked}", Refusal.HOOK)
         if result.args is None:
             return args
         try:
@@ -214,13 +216,13 @@ class ToolRuntime:
         if decision.verdict == Verdict.ASK and self.deletes_own is not None and self.deletes_own(spec.name, args, c):
             return None  # removing the session's own new files is allowed like a read
         if decision.verdict == Verdict.DENY:
-            return Denied(f"Not run: {decision.reason}. ({spec.name}: {c.subject})")
+            return Denied(f"Not run: {decision.reason}. ({spec.name}: {c.subject})", Refusal.POLICY)
         if not policy.interactive:
             if policy.approve_all:
                 return None
             return Denied(f"Not run: this {c.effect.replace('_', ' ')} needs the user's approval ({decision.reason}), "
                           "and this is a headless run with nobody to approve it. Find a way that does not "
-                          "need it, or finish and say what approval is needed.")
+                          "need it, or finish and say what approval is needed.", Refusal.UNAPPROVED)
         details: dict[str, Any] = {"call_id": ctx.call_id, "tool": spec.name, "effect": c.effect,
                                    "reason": decision.reason, "subject": c.subject, "findings": list(c.reasons),
                                    "outside_paths": list(c.outside_paths)}
@@ -243,7 +245,7 @@ class ToolRuntime:
         if answer.decision == ABORT:
             return Aborted("The user aborted the turn at this approval.")
         feedback = f" The user said: {answer.feedback}" if answer.feedback else ""
-        return Denied(f"The user denied this {spec.name} call ({c.subject}).{feedback}")
+        return Denied(f"The user denied this {spec.name} call ({c.subject}).{feedback}", Refusal.UNAPPROVED)
 
     def _remember(self, host: TurnHost, turn_id: str, c: Classification) -> None:
         """Append "allow" rules for an approve-always answer. The user approved the command whether or

@@ -17,7 +17,7 @@ from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejectio
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_retries, call_model
-from auger.engine.tool_runtime import Aborted, Ran
+from auger.engine.tool_runtime import Aborted, Denied, Ran
 from auger.engine.turn_context import TurnContext
 from auger.models.base import (
     ContextWindowExceeded,
@@ -282,8 +282,9 @@ class Turn:
                           tool_name=call.name, arguments=call.arguments)
         if images is not None:  # the view places it after the reply's outputs (history.normalise)
             await host.record(self.id, images)
+        refused = outcome.cause if isinstance(outcome, Denied) else None
         host.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
-                                   int((time.monotonic() - started) * 1000)))
+                                   int((time.monotonic() - started) * 1000), denied=refused))
         for event in result.events:
             host.emit(event)
         if isinstance(outcome, Aborted):

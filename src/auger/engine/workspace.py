@@ -15,7 +15,7 @@ from typing import Mapping
 from auger.config import Config, home_dirs
 from auger.context.prompts import CustomPrompt, discover_prompts
 from auger.context.skills import SkillIndex, discover_skills
-from auger.tools.plugins import Plugins, load_plugins
+from auger.tools.plugins import Plugins, load_plugins, project_plugins_enabled
 from auger.tools.toolset import Toolset, builtin_toolset
 
 
@@ -33,15 +33,14 @@ class Workspace:
     def open(cls, root: Path | str, config: Config | None = None, tools: Toolset | None = None) -> Workspace:
         """Read the project's skills and prompts, load the plugins; refuse a root that is not a directory.
 
-        A project's own plugins (.auger/plugins/*.py) run only when the user's config says
-        `plugins.project = true` or `trust_project_rules = true`."""
+        A project's own plugins (.auger/plugins/*.py) are code, so they run only when the user's config
+        says `plugins.project = true` (tools/plugins.py); trusting a project's rules never runs its code."""
         root = Path(os.path.realpath(root))
         if not root.is_dir():
             raise NotADirectoryError(f"project root {root} is not a directory")
         config = config or Config()
         config_dir = home_dirs()["config"]
         skills = discover_skills(root, config_dir)
-        table = config.tables.get("plugins")
-        project = (isinstance(table, dict) and table.get("project") is True) or config.trust_project_rules
         return cls(root, config, tools or builtin_toolset(with_skills=bool(skills.skills)), skills,
-                   discover_prompts(root, config_dir), config_dir, load_plugins(root, project=project))
+                   discover_prompts(root, config_dir), config_dir,
+                   load_plugins(root, project=project_plugins_enabled(config.tables)))

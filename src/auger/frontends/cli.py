@@ -17,7 +17,7 @@ from auger.frontends.cli_support import (
     CliError, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,6 +419,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.engine.resume import resume_client, resume_config
     from auger.engine.sessions import SessionManager, SessionNotFound, recorded_backend, run_prompt
     from auger.engine.workspace import Workspace
+    from auger.frontends.plain import PlainRenderer, RunTally
     from auger.models.registry import ProviderError, client_for
     from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
@@ -440,6 +441,11 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             model = config.model if args.model or "model" in explicit else None
             config = resume_config(record, config, provider=provider, model=model)
             switch = provider is not None or model is not None
+            if (config.base_url or config.api_key_env) and config.provider != config.endpoint_provider:
+                print(f"auger: warning: session {record.id[:8]} continues with its provider '{config.provider}', "
+                      f"at that provider's own address and key; your base_url and api_key_env are for "
+                      f"'{config.endpoint_provider}' (pass -p {config.provider} --base-url URL to move it)",
+                      file=sys.stderr)
             if config.backend is None:  # the agent it was left with runs it: auger's own model may be unset
                 config.backend = await recorded_backend(store, record.id)
             if not args.cwd:
@@ -491,13 +497,15 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
 
         loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
         loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
-        render = _JsonRenderer() if args.json else _PlainRenderer()
+        render = _JsonRenderer() if args.json else PlainRenderer()
+        tally = RunTally()
         final = ""
 
         def on_envelope(envelope) -> None:
             nonlocal final
             render(envelope)
             event = envelope.event
+            tally.see(event)
             if isinstance(event, AgentMessage) and envelope.parent_call_id is None:  # not a sub-agent's
                 final = event.text
 
@@ -514,8 +522,11 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         from auger.protocol.jsontext import printable
 
         print(printable(final))
+    summary = tally.summary(changes_known=config.snapshots)
+    if summary:
+        print(summary, file=sys.stderr)
     if ended.reason == "complete":
-        return EXIT_OK
+        return EXIT_REFUSED if tally.blocked(changes_known=config.snapshots) else EXIT_OK
     if ended.reason == "cancelled" and terminated:
         print(f"auger: terminated by SIGTERM (session {session.id[:8]})", file=sys.stderr)
         return EXIT_TERMINATED
@@ -572,30 +583,3 @@ class _JsonRenderer:
 
         sys.stdout.write(dumps(envelope.to_json()) + "\n")
         sys.stdout.flush()
-
-
-class _PlainRenderer:
-    """Progress on stderr when a person is watching; stdout carries only the final answer."""
-
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
-
-    def __call__(self, envelope: Any) -> None:
-        if not self.live:
-            return
-        from auger.protocol import events as ev
-
-        event = envelope.event
-        from auger.protocol.jsontext import printable
-
-        if isinstance(event, ev.ToolCallStarted):
-            args = event.arguments
-            detail = (args.get("command") or args.get("path") or args.get("pattern") or "") \
-                if isinstance(args, dict) else ""
-            print(printable(f"\x1b[2m▸ {event.name} {str(detail)[:100]}\x1b[0m"), file=sys.stderr)
-        elif isinstance(event, ev.Retrying):
-            print(f"\x1b[33m↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: "
-                  f"{event.reason}\x1b[0m", file=sys.stderr)
-        elif isinstance(event, (ev.WarningEvent, ev.LoopDetected)):
-            text = event.message if isinstance(event, ev.WarningEvent) else f"{event.tool} repeated {event.repeats}x"
-            print(printable(f"\x1b[33m! {text}\x1b[0m"), file=sys.stderr)

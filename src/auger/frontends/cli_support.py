@@ -31,8 +31,6 @@ def load_cli_config(args: argparse.Namespace):
     if flags["base_url"] and not valid_base_url(flags["base_url"]):
         raise CliError(f"--base-url {flags['base_url']!r} is not an http:// or https:// URL "
                        "(e.g. http://localhost:11434/v1)")
-    if flags["base_url"] and not flags["provider"]:
-        flags["provider"] = "openai-compatible"  # a bare URL is some OpenAI-compatible server, not OpenAI
     flags["db_path"] = args.db
     flags["mode"] = getattr(args, "mode", None)
     flags["approve_all"] = getattr(args, "approve_all", None)

@@ -23,7 +23,6 @@ Wire rules this module keeps, and why:
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
@@ -35,7 +34,7 @@ from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import SseModelClient, stream_error
+from auger.models.http import SseModelClient, stream_error, stream_json
 from auger.models.images import ImageError, attachments
 from auger.protocol.events import Usage
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
@@ -298,12 +297,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     async for sse in EventSource(response).aiter_sse():
         if not sse.data.strip():
             continue
-        try:
-            data = json.loads(sse.data)
-        except ValueError:
-            raise ModelError(f"malformed stream event from {url}: {sse.data[:200]}", retryable=True) from None
-        if not isinstance(data, dict):
-            raise ModelError(f"malformed stream event from {url}: {sse.data[:200]}", retryable=True)
+        data = stream_json(sse.data, url)
         kind = data.get("type") or sse.event
         if kind == "message_start":
             usage.update((data.get("message") or {}).get("usage"))

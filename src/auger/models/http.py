@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, AsyncIterator
 
 import httpx
@@ -11,7 +12,10 @@ from auger.models import tls
 from auger.models.base import ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, StreamEvent
 from auger.protocol.events import Usage
 from auger.protocol.jsontext import dumps as json_dumps
+from auger.protocol.jsontext import loads as loads_bounded
 from auger.models.retry import parse_retry_after
+
+log = logging.getLogger("auger.models")
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
                     "prompt is too long", "context window", "context_window_exceeded")
@@ -112,6 +116,20 @@ def classify_error(status: int, message: str, code: str | None, *, where: str, m
     return ModelError(f"{where}: {message}", retryable=retryable, retry_after=retry_after, status=status, code=code)
 
 
+def stream_json(data: str, url: str) -> dict[str, Any]:
+    """One server-sent event's JSON object, for every wire. Anything else — bad JSON, another JSON value,
+    nesting deeper than any provider sends (where `json.loads` would raise RecursionError) — is a
+    ModelError naming the endpoint. It is retryable: a proxy that garbled one stream may not garble the
+    next, and the retry policy bounds the attempts before the turn ends with this message."""
+    try:
+        value = loads_bounded(data)
+    except ValueError as exc:
+        raise ModelError(f"malformed stream event from {url} ({exc}): {data[:120]}", retryable=True) from None
+    if not isinstance(value, dict):
+        raise ModelError(f"malformed stream event from {url} (not a JSON object): {data[:120]}", retryable=True)
+    return value
+
+
 def openai_usage(raw: dict[str, Any], input_key: str, output_key: str) -> Usage:
     """An OpenAI usage object: Chat names its counts prompt_/completion_tokens, Responses input_/output_tokens;
     both put cached and reasoning tokens under `<count>_details`."""
@@ -172,7 +190,19 @@ class SseModelClient:
                 if response.status_code != 200:
                     raise status_error(response, await response.aread(), self.url,
                                        model=self.model, key_env=self._key_env)
-                async for event in self.parse_stream(response):
+                async for event in _shape_checked(self.parse_stream(response), self.url):
                     yield event
         except httpx.HTTPError as exc:
             raise transport_error(exc, self.url) from exc
+
+
+async def _shape_checked(events: AsyncIterator[StreamEvent], url: str) -> AsyncIterator[StreamEvent]:
+    """A parser's events, where a field of the wrong shape (a list where an object belongs, a text index)
+    is a malformed stream event like bad JSON (`stream_json`), not an exception escaping the turn: every
+    value the parsers read comes from the server."""
+    try:
+        async for event in events:
+            yield event
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        log.debug("malformed stream event from %s", url, exc_info=True)
+        raise ModelError(f"malformed stream event from {url} ({type(exc).__name__}: {exc})", retryable=True) from None

@@ -31,7 +31,7 @@ from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
     UsageReport,
 )
-from auger.models.http import SseModelClient, openai_usage, stream_error
+from auger.models.http import SseModelClient, openai_usage, stream_error, stream_json
 from auger.models.images import ImageError, attachments
 from auger.protocol.items import AssistantMessage, Reasoning, ToolCall, ToolOutput, UserMessage
 
@@ -97,6 +97,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     calls: dict[int, _Call] = {}
     reasoning = _Reasoning()
     refused = False
+    answered = False  # a chunk carried a choice
     finish: str | None = None
     done = False
     source = EventSource(response)
@@ -111,12 +112,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
         if data == "[DONE]":
             done = True
             break
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise ModelError(f"malformed stream chunk from {url}: {data[:200]}", retryable=True) from None
-        if not isinstance(chunk, dict):
-            raise ModelError(f"malformed stream chunk from {url}: {data[:200]}", retryable=True)
+        chunk = stream_json(data, url)
         if chunk.get("error"):  # some servers report failures inside a 200 stream
             raise _chunk_error(chunk["error"], url, model, key_env)
         usage = chunk.get("usage")
@@ -125,6 +121,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
+            answered = True
             delta = choice.get("delta") or {}
             for event in _reasoning_deltas(delta, reasoning):
                 yield event
@@ -153,6 +150,9 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
                                        url, model=model, key_env=key_env)
     if not done and finish is None:
         raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
+    if not answered:  # only empty `choices`: no reply at all, not an empty one
+        raise ModelError(f"the model stream from {url} ended without a reply (no choice in any chunk)",
+                         retryable=True)
     state = reasoning.done()
     if state is not None:
         yield state

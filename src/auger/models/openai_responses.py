@@ -28,7 +28,6 @@ when it gives one. Every `response.incomplete` reason becomes a warning.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from typing import Any, AsyncIterator
@@ -40,7 +39,7 @@ from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport,
 )
-from auger.models.http import SseModelClient, openai_usage, stream_error
+from auger.models.http import SseModelClient, openai_usage, stream_error, stream_json
 from auger.models.images import ImageError, data_url
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
 
@@ -185,12 +184,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
         data = sse.data.strip()
         if not data:
             continue
-        try:
-            event = json.loads(data)
-        except ValueError:
-            raise ModelError(f"malformed stream event from {url}: {data[:200]}", retryable=True) from None
-        if not isinstance(event, dict):
-            continue
+        event = stream_json(data, url)
         kind = event.get("type") or sse.event
 
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":

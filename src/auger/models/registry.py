@@ -316,6 +316,19 @@ def resolve_provider(name: str, base_url: str | None = None, key_env: str | None
     return provider
 
 
+def provider_for(config: Config) -> Provider:
+    """The provider `config.provider` names, with where it lives and which key it sends.
+
+    The top-level `base_url` and `api_key_env` are the user's settings for the provider the user's own
+    settings chose (`config.endpoint_provider`). Any other provider — picked by a project's config, an
+    agent definition, a model switch, a session resumed with its recorded provider — uses its own
+    `[providers.NAME]` table or the built-in entry, never those: a key set up for one host is never sent
+    to another because something else named another provider."""
+    own = config.provider == config.endpoint_provider
+    return resolve_provider(config.provider, config.base_url if own else None, config.api_key_env if own else None,
+                            registry_for(config))
+
+
 class _ClientArgs(TypedDict):
     """What every wire client's constructor takes, whatever its wire."""
 
@@ -391,7 +404,7 @@ def prepare_tls(config: Config) -> None:
     from auger.models import tls
 
     try:
-        provider = resolve_provider(config.provider, config.base_url, config.api_key_env, registry_for(config))
+        provider = provider_for(config)
     except Exception:  # an unknown provider, a broken table: client_for says so in its own words
         return
     tls.prepare(provider.base_url)
@@ -402,7 +415,7 @@ def client_for(config: Config, env: Mapping[str, str] | None = None) -> ModelCli
     agent runs the turns (`backend`), a model that cannot be set up is a stand-in that says why when
     called (models/unconfigured.py) rather than a ProviderError: the agent does not need it."""
     try:
-        provider = resolve_provider(config.provider, config.base_url, config.api_key_env, registry_for(config))
+        provider = provider_for(config)
         return create_client(provider, config.model, idle_timeout=config.stream_idle_timeout, env=env,
                              config=config)
     except ProviderError as exc:

@@ -7,7 +7,7 @@ from typing import Any
 
 from auger.protocol._data import Record, family, tag
 from auger.protocol.items import ChangedFile
-from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
+from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, TurnEndReason
 
 PROTOCOL_VERSION = 1  # bumped when an event, op or item changes incompatibly; sent in session_configured
 
@@ -107,6 +107,7 @@ class ToolCallEnded(Event):
     ok: bool
     output: str
     duration_ms: int = 0
+    denied: Refusal | None = None  # why it never ran, when it was refused (the output says it in words)
 
 
 @tag("retrying")

@@ -51,6 +51,16 @@ class ApprovalOption(StrEnum):
     CANCEL = "cancel"
 
 
+class Refusal(StrEnum):
+    """Why a tool call never ran. Only `unapproved` is a question nobody answered yes to: a headless run
+    has nobody to ask, so approving what would be asked (`approve_all`) changes it; the others are the
+    user's own policy at work."""
+
+    POLICY = "policy"  # a rule or the trust mode forbids it
+    HOOK = "hook"  # a before_tool hook blocked it
+    UNAPPROVED = "unapproved"  # it needed approval and got none: nobody to ask (headless), or the user said no
+
+
 class PlanStatus(StrEnum):
     """Where one step of the model's plan stands."""
 

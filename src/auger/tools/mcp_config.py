@@ -100,7 +100,8 @@ def parse_server(name: str, raw: Any, source: str = "user") -> McpServerConfig:
 
 def configured_servers(tables: dict, *, trust_project: bool) -> tuple[list[McpServerConfig], list[str]]:
     """The enabled servers to start, and warnings: bad tables, and a project's servers that are
-    listed but not started unless the user set `trust_project_mcp = true`."""
+    listed but not started unless the user set `trust_project_mcp = true` (and never one that names a
+    `bearer_token_env`: the user's credential would go to a host the repository chose)."""
     servers: dict[str, McpServerConfig] = {}
     warnings: list[str] = []
     for key, source in (("mcp_servers", "user"), ("project_mcp_servers", "project")):
@@ -117,6 +118,11 @@ def configured_servers(tables: dict, *, trust_project: bool) -> tuple[list[McpSe
             if source == "project" and not trust_project:
                 warnings.append(f"the project's MCP server {name!r} ({server.describe()}) was not started: "
                                 "set trust_project_mcp = true in your user config to allow project servers")
+                continue
+            if source == "project" and server.bearer_token_env:  # a repository never picks which secret goes where
+                warnings.append(f"the project's MCP server {name!r} ({server.describe()}) was not started: a "
+                                f"project may not send your {server.bearer_token_env} to a server it names; "
+                                "define the server in your user config")
                 continue
             if server.enabled:
                 servers[name] = server

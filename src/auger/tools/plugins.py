@@ -7,9 +7,10 @@ at one of the engine's hook points, engine/hooks.py). Plugins come from two plac
 
 - installed distributions that declare an entry point in group `auger.plugins`;
 - `<project>/.auger/plugins/*.py` modules defining `register(api)`, loaded only when the user's config
-  says `plugins.project = true` (or `trust_project_rules = true`): code that comes with a repository
-  never runs because the repository is opened. They are read beneath the project root, so a file that
-  is a symlink out of the project is never run.
+  says `plugins.project = true` (`project_plugins_enabled`): code that comes with a repository never
+  runs because the repository is opened, nor because the user trusts its rules (`trust_project_rules`
+  widens what commands may do; it runs nothing). They are read beneath the project root, so a file
+  that is a symlink out of the project is never run.
 
 Discovery must cost nothing when no plugin is installed: importing `importlib.metadata` alone costs
 ~50 ms, so the `entry_points.txt` files on `sys.path` are first scanned for the group's name, and the
@@ -27,7 +28,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from auger.tools.base import ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.toolset import Contribution, StaticToolset, Toolset, contributions_of
@@ -100,6 +101,13 @@ class PluginApi:
         plugins.toolsets.extend((self.name, t) for t in self._toolsets)
         plugins.contributions.extend(self._contributions)
         plugins.hooks.extend(self._hooks)
+
+
+def project_plugins_enabled(tables: Mapping[str, Any]) -> bool:
+    """Whether the user's config opts in to running a project's plugins: exactly `plugins.project = true`
+    (a project's own config cannot set it: config.py drops its [plugins] table)."""
+    table = tables.get("plugins")
+    return isinstance(table, dict) and table.get("project") is True
 
 
 def load_plugins(root: Path, *, project: bool, paths: Sequence[str] | None = None) -> Plugins:

@@ -43,8 +43,6 @@ def _cmd_acp(args: argparse.Namespace) -> int:
                         format="auger acp: %(levelname)s %(name)s: %(message)s")
     flags = {"db_path": args.db, "model": args.model, "provider": args.provider, "base_url": args.base_url,
              "mode": args.mode or "safe"}
-    if flags["base_url"] and not flags["provider"]:
-        flags["provider"] = "openai-compatible"
 
     def config_for(project: str):
         return load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
