@@ -358,6 +358,43 @@ def test_a_childs_tools_are_its_definition_within_the_parents_catalog(project, s
     assert "no tool named 'shell'" in tool_messages(routes.bodies("read it")[-1])[0]
 
 
+def test_a_grandchilds_tools_are_within_its_parents_agent_tools_included(project, server):
+    (project / ".auger" / "agents").mkdir(parents=True)
+    (project / ".auger" / "agents" / "lead.md").write_text(
+        "---\nname: lead\ndescription: delegates only\ntools: read_file, spawn_agent\n---\nDelegate.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("lead it", agent="lead")]), Reply(text="done")],
+        "lead it": [Reply(tool_calls=[spawn("do it")]), Reply(text="led")],
+        "do it": [Reply(tool_calls=[ToolCall("list_agents", {}), ToolCall("shell", {"command": "true"})]),
+                  Reply(text="did")],
+    }).install(server)
+    run_parent(project, server, "start")
+    grandchild = routes.bodies("do it")[0]
+    assert {t["function"]["name"] for t in grandchild["tools"]} == {"read_file", "spawn_agent"}
+    refused = tool_messages(routes.bodies("do it")[-1])
+    assert "no tool named 'list_agents'" in refused[0] and "no tool named 'shell'" in refused[1]
+
+
+def test_a_worktree_child_whose_sandbox_lacks_a_guarantee_asks_as_it_warns(project, server):
+    """Landlock cannot protect the worktree's `.git`: the child's own sandbox warns that auto asks, so it
+    asks (headless: refused), although the session's sandbox (a project without `.git`) lacks nothing."""
+    from tests.support.redteam_sandbox import require
+
+    require("landlock")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), Reply(text="done")],
+        "add b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b\n"})]),
+                  Reply(text="tried")],
+    }).install(server)
+    run = run_parent(project, server, "start", overrides=("sandbox=landlock", "mode=auto"))
+    warned = [e.message for e in run.events(ev.WarningEvent) if ".git is not protected" in e.message]
+    assert len(warned) == 1 and warned[0].startswith("agent task (") and "auto mode will ask" in warned[0]
+    assert not [e for e in run.events(ev.WarningEvent) if "cannot enforce" in e.message and "agent" not in e.message]
+    assert "headless run" in tool_messages(routes.bodies("add b")[-1])[0]
+    answer = tool_messages(routes.bodies("start")[-1])[0]
+    assert "Its changes:)\n(none)" in answer, answer
+
+
 def test_a_childs_approval_goes_to_the_parents_client_labelled_and_is_answered(project, server):
     routes = Routes({
         "start": [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "write a"}, id="call_sp")]),
