@@ -517,31 +517,53 @@ def test_a_childs_usage_counts_against_the_session_budget(project, server):
     assert run.ended.reason == "error" and "session token budget reached: 1,120 of 500" in run.ended.message
 
 
-def test_interrupting_the_session_cancels_its_background_agents(project, server):
-    from auger.protocol.ops import Interrupt
+def test_an_interrupt_stops_the_turn_but_background_agents_run_until_cancelled(project, server):
+    from auger.protocol.ops import CancelAgents, Interrupt
 
     Routes({
-        "start": [Reply(tool_calls=[spawn("long job", background=True)]), Reply(text="started")],
-        "long job": [Reply(text="never", delay=30)],
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("bg.pid")})]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": "sleep 33.5"})]),
+                  Reply(text="yes")],  # the next turn, "still there?"
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > bg.pid; exec sleep 64.5"})])],
     }).install(server)
-    db = project.parent / "s.db"
 
     async def main():
-        session, store = await open_session(project, server, db)
+        session, store = await open_session(project, server, project.parent / "s.db")
+        stream = session.subscribe()
+
+        async def until(match):
+            async for envelope in stream:
+                if match(envelope):
+                    return envelope.event
+            raise AssertionError("the session ended first")
+
         try:
             session.submit(UserTurn("start"))
-            await follow(session, lambda e: isinstance(e.event, ev.TurnStarted) and e.parent_call_id)
-            await follow(session, parent_turn_ended)
-            session.submit(Interrupt())
-            ended = await follow(session, lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
+            await until(lambda e: isinstance(e.event, ev.ToolCallStarted) and "33.5" in str(e.event.arguments))
+            session.submit(Interrupt())  # Esc mid-turn: the turn stops, the background agent does not
+            first = await until(parent_turn_ended)
+            after_turn = pids_of("sleep 64.5")
+            session.submit(Interrupt())  # with no turn running: nothing to stop
+            session.submit(UserTurn("still there?"))
+            await until(parent_turn_ended)
+            after_idle = [pid for pid in after_turn if process_alive(pid)]
+            session.submit(CancelAgents(["nope"]))
+            refused = await until(lambda e: isinstance(e.event, ev.WarningEvent))
+            session.submit(CancelAgents())
+            child_end = await until(lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
             session.submit(Shutdown())
             await session.wait_closed()
-            return ended[-1].event, await store.list_links(session.id)
+            return first, after_turn, after_idle, refused, child_end, await store.list_links(session.id)
         finally:
             await store.aclose()
 
-    ended, links = asyncio.run(asyncio.wait_for(main(), 20))
-    assert ended.reason == "cancelled" and ended.message == "the session was interrupted"
+    first, after_turn, after_idle, refused, child_end, links = asyncio.run(asyncio.wait_for(main(), 30))
+    assert first.reason == "cancelled"
+    assert len(after_turn) == 1 and after_idle == after_turn, "an interrupt killed a background agent's command"
+    assert "no sub-agent 'nope' in this session" in refused.message
+    assert child_end.reason == "cancelled" and child_end.message == "cancelled by the user"
+    assert dies_soon(after_turn[0]), "the cancelled agent's command outlived it"
     assert [link.status for link in links] == ["cancelled"]
 
 

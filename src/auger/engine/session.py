@@ -55,8 +55,8 @@ from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind, Redo,
-    RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, CancelAgents, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind,
+    Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
@@ -435,13 +435,15 @@ class Session:
                 self._turn = None
             if self.pending_input and not self.turn_running:  # input that arrived as a turn was ending
                 self._start_turn()
-        elif isinstance(op, Interrupt):
-            if self.agents is not None:  # background agents belong to the session: interrupted with it
-                await self.agents.cancel_all("the session was interrupted")
+        elif isinstance(op, Interrupt):  # the turn only: background agents belong to the session, not the turn
             if self.turn_running:
                 self.interrupt_reason = op.reason or "interrupted by the user"
                 assert self._turn is not None  # turn_running says so
                 self._turn.cancel()
+        elif isinstance(op, CancelAgents):
+            problem = await self.agents.cancel(op.ids, "cancelled by the user") if self.agents is not None else None
+            if problem:
+                self.emit(WarningEvent(problem))
         elif isinstance(op, ApprovalDecision):
             self._decide(op)
         elif isinstance(op, SetMode):

@@ -22,9 +22,10 @@ cancellation, which must not swallow the parent's). A foreground spawn waits for
 cancels it if the parent call is cancelled; a background spawn returns the id at once and the result
 is delivered before the caller's next model call (`has_results` / `deliver`, wired into the host's
 `has_input` / `refresh_context`), or by `wait_agent`. Background children belong to the session, not
-the turn: they outlive it, and end when the session shuts down or is interrupted. A run that was
-going when the process died is found on resume (its link still says running) and reported to the
-model as interrupted.
+the turn: they outlive it (an interrupt stops the turn, not them), and end when they finish, when
+`cancel` (the `cancel_agents` op) stops them, or when the session shuts down. A run that was going
+when the process died is found on resume (its link still says running) and reported to the model as
+interrupted.
 
 Results are cached by (agent, prompt, parent mode) with the pool's generation at the child's start:
 any mutating call anywhere in the session moves the generation, so an entry is reused only while
@@ -103,8 +104,18 @@ class AgentPool:
         return self._slots.setdefault(depth, asyncio.Semaphore(self.max_concurrent))
 
     async def cancel_all(self, reason: str) -> None:
-        """Cancel every run still going, at any depth (shutdown, interrupt)."""
+        """Cancel every run still going, at any depth (shutdown)."""
         await _cancel(self.runs.values(), reason)
+
+    async def cancel(self, ids: list[str], reason: str) -> str | None:
+        """Cancel the runs named (all still going when none is), with what runs under them; a problem to
+        report when an id names no run."""
+        unknown = [i for i in ids if i not in self.runs]
+        await _cancel([self.runs[i] for i in ids if i in self.runs] if ids else self.runs.values(), reason)
+        if unknown:
+            return (f"cancel_agents: no sub-agent {', '.join(repr(i[:40]) for i in unknown)} in this session "
+                    f"(its sub-agents: {', '.join(self.runs) or 'none'})")
+        return None
 
     async def report_interrupted(self, record: Record) -> None:
         """On resume: children whose links still say running died with the process; say so, durably."""
