@@ -333,6 +333,40 @@ def test_cancel_mid_turn_ends_the_prompt_cancelled(project, server, isolated_hom
     assert "after the cancel" in "".join(u.content.text for u in editor.of("agent_message_chunk"))
 
 
+def test_cancel_stops_the_turn_but_not_background_agents_which_end_with_the_session(project, server,
+                                                                                    isolated_home):
+    from tests.support.agents import WAIT_FOR_FILE, Routes, pids_of, spawn
+    from tests.support.harness import dies_soon, process_alive
+
+    Routes({
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("bg.pid")})]),
+                  Reply(text="far too slow", delay=30), Reply(text="yes, still")],
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > bg.pid; exec sleep 67.5"})])],
+    }).install(server)
+
+    async def main():
+        async with auger_acp(project, server, Editor(), isolated_home, "--mode", "auto") as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            sid = session.session_id
+            prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("start")]))
+            while len(server.chat_requests) < 4:  # the parent's slow reply is under way
+                await asyncio.sleep(0.05)
+            pids = pids_of("sleep 67.5")
+            await conn.cancel(session_id=sid)  # mid-turn
+            first = await prompt
+            await conn.cancel(session_id=sid)  # with no prompt running
+            second = await conn.prompt(session_id=sid, prompt=[text_block("still there?")])
+            alive = [pid for pid in pids if process_alive(pid)]
+            await conn.close_session(session_id=sid)
+            return first, second, pids, alive
+
+    first, second, pids, alive = run(main())
+    assert first.stop_reason == "cancelled" and second.stop_reason == "end_turn"
+    assert len(pids) == 1 and alive == pids, "session/cancel killed a background agent's command"
+    assert dies_soon(pids[0]), "a background agent's command outlived its session"
+
+
 def test_a_failed_turn_is_an_error_response_and_the_agent_keeps_serving(project, server, isolated_home):
     from tests.support.mock_openai import Fault
 

@@ -16,7 +16,7 @@ from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.store.sqlite import SqliteStore
-from tests.support.harness import drive, make_config
+from tests.support.harness import drive, hook_command as script, make_config
 from tests.support.mock_openai import Reply, ToolCall
 
 
@@ -36,13 +36,6 @@ def run_with(project: Path, server, *prompts, tables: dict, overrides=("approve_
             await store.aclose()
 
     return asyncio.run(main())
-
-
-def script(tmp_path: Path, name: str, body: str) -> str:
-    """A hook command: a python script that gets the event as JSON on stdin (`event`)."""
-    path = tmp_path / f"hook_{name}.py"  # never a stdlib module name: the script's dir comes first on sys.path
-    path.write_text("import json, sys\nevent = json.load(sys.stdin)\n" + body)
-    return f"{sys.executable} {path}"
 
 
 def tool_message(request, call_id: str) -> str:

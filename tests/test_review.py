@@ -161,6 +161,31 @@ def test_malformed_reply_is_repaired_once(project, server, auger_home):
     assert "not a valid review" in last_user and "not JSON" in last_user
 
 
+def test_a_sub_agents_turn_end_is_not_the_reviews(project, server, auger_home):
+    """The reviewing model asks a sub-agent to look around: the review ends with its own turn, and its
+    answer is the reviewer's, never the sub-agent's notes."""
+    from tests.support.agents import first_user_text, spawn, tool_messages
+
+    make_repo(project)
+    (project / "notes.txt").write_text("changed\n")
+
+    def step(body: dict) -> Reply:
+        if first_user_text(body["messages"]) == "look around":
+            return Reply(text="a sub-agent's notes, not a review", delay=0.3)
+        if not tool_messages(body):
+            return Reply(tool_calls=[spawn("look around", agent="explore")])
+        return Reply(text=review_json(finding(file="notes.txt", line_start=1, line_end=1), verdict="correct"))
+
+    server.add(*[step] * 3)
+    result = review(server, project, auger_home, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["verdict"] == "correct"
+    assert len(server.chat_requests) == 3  # the reviewer, the sub-agent, the reviewer
+    asked = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
+    assert not [text for text in asked if "not a valid review" in str(text)], "the sub-agent's notes were taken " \
+        "for the review"
+
+
 def test_two_malformed_replies_fail_with_the_raw_reply(project, server, auger_home):
     make_repo(project)
     (project / "notes.txt").write_text("changed\n")

@@ -6,132 +6,23 @@ the process was killed while a child ran."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import re
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Shutdown, UserTurn
 from auger.store.sqlite import SqliteStore
-from tests.support.harness import dies_soon, is_context, open_session, process_alive, run_session
+from tests.support.agents import (
+    WAIT_FOR_FILE, Routes, follow, parent_turn_ended, pids_of, run_parent, spawn, tool_messages,
+)
+from tests.support.harness import dies_soon, open_session, process_alive, run_session
 from tests.support.mock_openai import Reply, ToolCall
-
-
-class Routes:
-    """Answers each request by the conversation it belongs to: the first user message (the user's prompt
-    for the parent, the spawn prompt for a child) picks a queue of replies, consumed in order."""
-
-    def __init__(self, routes: dict[str, list[Reply]]) -> None:
-        self.routes = {key: list(replies) for key, replies in routes.items()}
-        self.seen: list[tuple[str, dict]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, body: dict) -> Reply:
-        first = first_user_text(body["messages"])
-        with self._lock:
-            self.seen.append((first, body))
-            queue = self.routes.get(first)
-            assert queue, f"no reply left for the conversation starting {first!r}"
-            step = queue.pop(0)
-        return step(body) if inspect.isfunction(step) else step  # a function answers from the request
-
-    def install(self, server, count: int = 40) -> Routes:
-        server.add(*[self] * count)
-        return self
-
-    def bodies(self, first: str) -> list[dict]:
-        return [body for key, body in self.seen if key == first]
-
-
-class Envelopes(list):
-    """The envelopes of one run (a sub-agent's carry its spawn call id)."""
-
-    def parent_ends(self) -> list[ev.TurnEnded]:
-        return [e.event for e in self if isinstance(e.event, ev.TurnEnded) and e.parent_call_id is None]
-
-    @property
-    def ended(self) -> ev.TurnEnded:
-        return self.parent_ends()[-1]
-
-    def events(self, kind: type) -> list:
-        return [e.event for e in self if isinstance(e.event, kind)]
-
-
-def run_parent(project: Path, server, *prompts: str, overrides: tuple[str, ...] = (), interactive: bool = False,
-               on_envelope=None, db: Path | None = None) -> Envelopes:
-    """Run the prompts in a new session (each after the previous turn ended) and shut it down."""
-    from auger.engine.sessions import run_prompt
-
-    seen = Envelopes()
-
-    async def main():
-        session, store = await open_session(project, server, db or project.parent / "sessions.db", *overrides,
-                                            interactive=interactive)
-
-        def collect(envelope):
-            seen.append(envelope)
-            if on_envelope is not None:
-                on_envelope(session, envelope)
-
-        try:
-            await asyncio.wait_for(run_prompt(session, *prompts, on_envelope=collect), 60)
-        finally:
-            await store.aclose()
-
-    asyncio.run(main())
-    return seen
-
-
-def first_user_text(messages: list[dict]) -> str:
-    for message in messages:
-        if message["role"] == "user" and not is_context(message.get("content")) \
-                and not str(message.get("content")).startswith("<agent"):
-            return message["content"]
-    return ""
-
-
-def pids_of(marker: str) -> list[int]:
-    """Host pids of processes whose command line contains `marker` (a command's own `$$` is the sandbox's
-    pid namespace, not ours)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline and process_alive(int(entry)):
-                found.append(int(entry))
-    return found
-
-
-WAIT_FOR_FILE = "for i in $(seq 100); do [ -s {0} ] && break; sleep 0.05; done; cat {0}"
-
-
-def spawn(prompt: str, **extra) -> ToolCall:
-    return ToolCall("spawn_agent", {"prompt": prompt, **extra})
-
-
-def tool_messages(body: dict) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
-
-
-def child_envelopes(store_path: Path, session_id: str) -> list:
-    async def load():
-        store = SqliteStore(store_path)
-        try:
-            return await store.load_events(session_id)
-        finally:
-            await store.aclose()
-
-    return asyncio.run(load())
 
 
 def test_foreground_children_in_one_reply_run_in_parallel_and_answer(project, server):
@@ -196,22 +87,6 @@ def test_child_events_reach_the_parent_stream_with_the_spawn_call_id(project, se
     child_usage = [e.event for e in child if isinstance(e.event, ev.TokenUsage)]
     own = sum(u.last.input_tokens for u in usage)
     assert usage[-1].turn.input_tokens == own + sum(u.last.input_tokens for u in child_usage)
-
-
-async def follow(session, until, *, on_envelope=None) -> list:
-    """Envelopes of `session` until `until(envelope)` is true (inclusive)."""
-    seen = []
-    async for envelope in session.subscribe():
-        seen.append(envelope)
-        if on_envelope is not None:
-            on_envelope(envelope)
-        if until(envelope):
-            return seen
-    return seen
-
-
-def parent_turn_ended(envelope) -> bool:
-    return isinstance(envelope.event, ev.TurnEnded) and envelope.parent_call_id is None
 
 
 def test_a_background_child_finishing_between_turns_is_told_at_the_next_turn(project, server):
@@ -483,6 +358,43 @@ def test_a_childs_tools_are_its_definition_within_the_parents_catalog(project, s
     assert "no tool named 'shell'" in tool_messages(routes.bodies("read it")[-1])[0]
 
 
+def test_a_grandchilds_tools_are_within_its_parents_agent_tools_included(project, server):
+    (project / ".auger" / "agents").mkdir(parents=True)
+    (project / ".auger" / "agents" / "lead.md").write_text(
+        "---\nname: lead\ndescription: delegates only\ntools: read_file, spawn_agent\n---\nDelegate.\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("lead it", agent="lead")]), Reply(text="done")],
+        "lead it": [Reply(tool_calls=[spawn("do it")]), Reply(text="led")],
+        "do it": [Reply(tool_calls=[ToolCall("list_agents", {}), ToolCall("shell", {"command": "true"})]),
+                  Reply(text="did")],
+    }).install(server)
+    run_parent(project, server, "start")
+    grandchild = routes.bodies("do it")[0]
+    assert {t["function"]["name"] for t in grandchild["tools"]} == {"read_file", "spawn_agent"}
+    refused = tool_messages(routes.bodies("do it")[-1])
+    assert "no tool named 'list_agents'" in refused[0] and "no tool named 'shell'" in refused[1]
+
+
+def test_a_worktree_child_whose_sandbox_lacks_a_guarantee_asks_as_it_warns(project, server):
+    """Landlock cannot protect the worktree's `.git`: the child's own sandbox warns that auto asks, so it
+    asks (headless: refused), although the session's sandbox (a project without `.git`) lacks nothing."""
+    from tests.support.redteam_sandbox import require
+
+    require("landlock")
+    routes = Routes({
+        "start": [Reply(tool_calls=[spawn("add b", isolation="worktree")]), Reply(text="done")],
+        "add b": [Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "b\n"})]),
+                  Reply(text="tried")],
+    }).install(server)
+    run = run_parent(project, server, "start", overrides=("sandbox=landlock", "mode=auto"))
+    warned = [e.message for e in run.events(ev.WarningEvent) if ".git is not protected" in e.message]
+    assert len(warned) == 1 and warned[0].startswith("agent task (") and "auto mode will ask" in warned[0]
+    assert not [e for e in run.events(ev.WarningEvent) if "cannot enforce" in e.message and "agent" not in e.message]
+    assert "headless run" in tool_messages(routes.bodies("add b")[-1])[0]
+    answer = tool_messages(routes.bodies("start")[-1])[0]
+    assert "Its changes:)\n(none)" in answer, answer
+
+
 def test_a_childs_approval_goes_to_the_parents_client_labelled_and_is_answered(project, server):
     routes = Routes({
         "start": [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "write a"}, id="call_sp")]),
@@ -605,31 +517,53 @@ def test_a_childs_usage_counts_against_the_session_budget(project, server):
     assert run.ended.reason == "error" and "session token budget reached: 1,120 of 500" in run.ended.message
 
 
-def test_interrupting_the_session_cancels_its_background_agents(project, server):
-    from auger.protocol.ops import Interrupt
+def test_an_interrupt_stops_the_turn_but_background_agents_run_until_cancelled(project, server):
+    from auger.protocol.ops import CancelAgents, Interrupt
 
     Routes({
-        "start": [Reply(tool_calls=[spawn("long job", background=True)]), Reply(text="started")],
-        "long job": [Reply(text="never", delay=30)],
+        "start": [Reply(tool_calls=[spawn("run it", background=True)]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("bg.pid")})]),
+                  Reply(tool_calls=[ToolCall("shell", {"command": "sleep 33.5"})]),
+                  Reply(text="yes")],  # the next turn, "still there?"
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > bg.pid; exec sleep 64.5"})])],
     }).install(server)
-    db = project.parent / "s.db"
 
     async def main():
-        session, store = await open_session(project, server, db)
+        session, store = await open_session(project, server, project.parent / "s.db")
+        stream = session.subscribe()
+
+        async def until(match):
+            async for envelope in stream:
+                if match(envelope):
+                    return envelope.event
+            raise AssertionError("the session ended first")
+
         try:
             session.submit(UserTurn("start"))
-            await follow(session, lambda e: isinstance(e.event, ev.TurnStarted) and e.parent_call_id)
-            await follow(session, parent_turn_ended)
-            session.submit(Interrupt())
-            ended = await follow(session, lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
+            await until(lambda e: isinstance(e.event, ev.ToolCallStarted) and "33.5" in str(e.event.arguments))
+            session.submit(Interrupt())  # Esc mid-turn: the turn stops, the background agent does not
+            first = await until(parent_turn_ended)
+            after_turn = pids_of("sleep 64.5")
+            session.submit(Interrupt())  # with no turn running: nothing to stop
+            session.submit(UserTurn("still there?"))
+            await until(parent_turn_ended)
+            after_idle = [pid for pid in after_turn if process_alive(pid)]
+            session.submit(CancelAgents(["nope"]))
+            refused = await until(lambda e: isinstance(e.event, ev.WarningEvent))
+            session.submit(CancelAgents())
+            child_end = await until(lambda e: isinstance(e.event, ev.TurnEnded) and e.parent_call_id)
             session.submit(Shutdown())
             await session.wait_closed()
-            return ended[-1].event, await store.list_links(session.id)
+            return first, after_turn, after_idle, refused, child_end, await store.list_links(session.id)
         finally:
             await store.aclose()
 
-    ended, links = asyncio.run(asyncio.wait_for(main(), 20))
-    assert ended.reason == "cancelled" and ended.message == "the session was interrupted"
+    first, after_turn, after_idle, refused, child_end, links = asyncio.run(asyncio.wait_for(main(), 30))
+    assert first.reason == "cancelled"
+    assert len(after_turn) == 1 and after_idle == after_turn, "an interrupt killed a background agent's command"
+    assert "no sub-agent 'nope' in this session" in refused.message
+    assert child_end.reason == "cancelled" and child_end.message == "cancelled by the user"
+    assert dies_soon(after_turn[0]), "the cancelled agent's command outlived it"
     assert [link.status for link in links] == ["cancelled"]
 
 

@@ -21,6 +21,15 @@ from auger.tools.shell import SHELL
 from tests.support.fake_host import FakeHost, fake_runtime
 
 
+def run_in(runtime, call: ToolCall, host: FakeHost, mode: str):
+    """Run one call with the session in `mode`."""
+    async def main():
+        await runtime.shared.mode.change(mode)
+        return await runtime.run(call, host, turn_id="t")
+
+    return asyncio.run(main())
+
+
 def _call(name: str, args: dict | str, call_id: str = "c1") -> ToolCall:
     return ToolCall(call_id, name, args if isinstance(args, str) else json.dumps(args))
 
@@ -55,7 +64,7 @@ def test_policy_check_and_the_runtime_decide_alike(project, isolated_home, capsy
         assert cli_main(["policy", "check", "--mode", mode, "-C", str(project), "--", command]) == 0
         printed = re.search(r"^decision: (\w+) ", capsys.readouterr().out, re.M)
         host = FakeHost()
-        outcome = asyncio.run(runtime.run(_call("shell", {"command": command}), host, turn_id="t", mode=mode))
+        outcome = run_in(runtime, _call("shell", {"command": command}), host, mode)
         if isinstance(outcome, Ran):
             actual = "allow"
         elif host.asked:
@@ -98,7 +107,7 @@ def test_mutation_hooks_wrap_only_calls_that_may_change_something(project):
     runtime = _hooked_runtime(project, log)
     host = FakeHost(answer=lambda request: "approve")
     for name in ("look", "change"):
-        outcome = asyncio.run(runtime.run(_call(name, {}), host, turn_id="t", mode="safe"))
+        outcome = run_in(runtime, _call(name, {}), host, "safe")
         assert isinstance(outcome, Ran) and outcome.result.output == f"{name} done"
     assert log == ["run look", "before change local_mutation", "run change", "after change"]
     assert [e.name for e in host.of(ev.ToolCallStarted)] == ["look", "change"]
@@ -107,23 +116,22 @@ def test_mutation_hooks_wrap_only_calls_that_may_change_something(project):
 def test_a_refused_call_runs_no_hook_and_says_why(project):
     log: list[str] = []
     runtime = _hooked_runtime(project, log)
-    denied = asyncio.run(runtime.run(_call("change", {}), FakeHost(), turn_id="t", mode="safe"))
+    denied = run_in(runtime, _call("change", {}), FakeHost(), "safe")
     assert isinstance(denied, Denied) and "The user denied this change call" in denied.message
-    planned = asyncio.run(runtime.run(_call("change", {}), FakeHost(), turn_id="t", mode="plan"))
+    planned = run_in(runtime, _call("change", {}), FakeHost(), "plan")
     assert isinstance(planned, Denied) and "plan mode allows read-only actions only" in planned.message
-    aborted = asyncio.run(runtime.run(_call("change", {}), FakeHost(answer=lambda r: "abort"), turn_id="t",
-                                      mode="safe"))
+    aborted = run_in(runtime, _call("change", {}), FakeHost(answer=lambda r: "abort"), "safe")
     assert isinstance(aborted, Aborted)
     assert log == []
 
 
 def test_calls_that_cannot_run_fail_with_a_message_for_the_model(project):
     runtime = _hooked_runtime(project, [])
-    unknown = asyncio.run(runtime.run(_call("nope", {}), FakeHost(), turn_id="t", mode="auto"))
+    unknown = run_in(runtime, _call("nope", {}), FakeHost(), "auto")
     assert isinstance(unknown, Failed) and "no tool named 'nope'" in unknown.message and "look, change" in unknown.message
-    bad = asyncio.run(runtime.run(_call("look", "{not json"), FakeHost(), turn_id="t", mode="auto"))
+    bad = run_in(runtime, _call("look", "{not json"), FakeHost(), "auto")
     assert isinstance(bad, Failed) and "are not valid JSON" in bad.message
-    extra = asyncio.run(runtime.run(_call("look", {"x": 1}), FakeHost(), turn_id="t", mode="auto"))
+    extra = run_in(runtime, _call("look", {"x": 1}), FakeHost(), "auto")
     assert isinstance(extra, Failed) and "unknown argument(s): x" in extra.message
 
 
@@ -132,5 +140,5 @@ def test_a_session_grant_covers_the_same_call_without_asking_again(project):
     runtime = _hooked_runtime(project, log)
     host = FakeHost(answer=lambda request: "approve_session")
     for _ in range(2):
-        assert isinstance(asyncio.run(runtime.run(_call("change", {}), host, turn_id="t", mode="safe")), Ran)
+        assert isinstance(run_in(runtime, _call("change", {}), host, "safe"), Ran)
     assert len(host.asked) == 1 and log.count("run change") == 2

@@ -37,8 +37,8 @@ class OrderedHost(FakeHost):
 def _turn(project: Path, replies: list[RecordedReply], host: FakeHost, *, mode: str = "auto", **options):
     workspace = Workspace.open(project, make_config())
     client = ReplayClient(replies=replies)
-    runtime = fake_runtime(project, list(builtin_toolset().list_tools()), interactive=True)
-    ctx = fake_context(workspace, client, runtime, mode=mode, **options)
+    runtime = fake_runtime(project, list(builtin_toolset().list_tools()), interactive=True, mode=mode)
+    ctx = fake_context(workspace, client, runtime, **options)
     return Turn(ctx, host), client
 
 

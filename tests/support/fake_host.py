@@ -11,6 +11,7 @@ from typing import Callable
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
 from auger.engine.history import History
+from auger.engine.shared import SessionMode, SessionShared
 from auger.engine.tool_runtime import Policy, ToolRuntime
 from auger.engine.turn_context import TurnContext
 from auger.engine.workspace import Workspace
@@ -95,20 +96,22 @@ class FakeHost:
 
 
 def fake_runtime(root: Path, specs: list[ToolSpec], *, rules: RuleSet | None = None, sandboxed: bool = False,
-                 interactive: bool = True, approve_all: bool = False) -> ToolRuntime:
-    """A runtime over in-process tools (a static toolset has nothing to open, so no event loop is needed)."""
+                 interactive: bool = True, approve_all: bool = False, mode: str = "auto") -> ToolRuntime:
+    """A runtime over in-process tools (a static toolset has nothing to open, so no event loop is needed),
+    in a session whose mode is `mode` (`runtime.shared.mode.change` switches it)."""
     policy = Policy(rules or RuleSet(), sandboxed=sandboxed, approve_all=approve_all, interactive=interactive,
                     user_rules_path=root.parent / "rules.toml")
-    return ToolRuntime(ToolRouter(StaticToolset(specs)), policy, root=root, state=SessionToolState(scratch_dir=root.parent / "scratch"),
-                       archive=FakeArchive(), env=None, sandbox=None)
+    return ToolRuntime(ToolRouter(StaticToolset(specs)), policy, shared=SessionShared(SessionMode(mode)), root=root,
+                       state=SessionToolState(scratch_dir=root.parent / "scratch"), archive=FakeArchive(), env=None,
+                       sandbox=None)
 
 
 def fake_context(workspace: Workspace, client: ModelClient, runtime: ToolRuntime, *, turn_id: str = "t1",
-                 window: int = 100_000, compact_at: int | None = None, mode: str = "auto",
+                 window: int = 100_000, compact_at: int | None = None,
                  max_model_calls: int = 50, budgets: Budgets = Budgets()) -> TurnContext:
+    """The turn's context; its mode is the runtime's (fake_runtime(mode=...))."""
     return TurnContext(
         turn_id=turn_id, workspace=workspace, skills=workspace.skills, client=client,
         model_info=model_info(client.model, workspace.config, client.provider), instructions="You are a test.",
         runtime=runtime, limits=ContextLimits.of(window, compact_at),
-        budgets=budgets, retry=RetryPolicy(2, 0.0, 0.0), max_model_calls=max_model_calls, interactive=True,
-        mode=mode)
+        budgets=budgets, retry=RetryPolicy(2, 0.0, 0.0), max_model_calls=max_model_calls, interactive=True)

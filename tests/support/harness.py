@@ -51,10 +51,13 @@ def make_config(*overrides: str) -> Config:
 
 
 async def open_session(project: Path, server: MockChatServer, db: Path, *overrides: str, resume: str | None = None,
-                       interactive: bool = False, provider_tables: dict | None = None, tools=None):
+                       interactive: bool = False, provider_tables: dict | None = None, tools=None,
+                       tables: dict | None = None):
+    """A session on the mock server; `tables` are config tables (`hooks`, `mcp_servers`…) as a config file gives."""
     config = make_config("provider=openai-compatible", f"base_url={server.base_url}", "model=mock-model", *overrides)
     if provider_tables:
         config.tables["providers"] = provider_tables
+    config.tables.update(tables or {})
     client = client_for(config, env={"OPENAI_API_KEY": "sk-test"})
     store = SqliteStore(db)
     sessions = SessionManager(Workspace.open(project, config, tools), store)
@@ -133,6 +136,13 @@ def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path |
             await store.aclose()
 
     return asyncio.run(main())
+
+
+def hook_command(tmp_path: Path, name: str, body: str) -> str:
+    """A hook command: a python script that gets the event as JSON on stdin (`event`)."""
+    path = tmp_path / f"hook_{name}.py"  # never a stdlib module name: the script's dir comes first on sys.path
+    path.write_text("import json, sys\nevent = json.load(sys.stdin)\n" + body)
+    return f"{sys.executable} {path}"
 
 
 def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, str] | None = None,

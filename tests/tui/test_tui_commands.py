@@ -228,6 +228,30 @@ def test_sub_agent_activity_is_nested_under_its_spawn_call(term, server, project
     assert re.search(r"explore +completed +foreground", listed), listed
 
 
+def test_escape_leaves_background_agents_running_and_agents_cancel_stops_them(term, server):
+    from tests.support.agents import WAIT_FOR_FILE, Routes, pids_of, spawn
+    from tests.support.harness import dies_soon, process_alive
+
+    Routes({
+        "start it": [Reply(tool_calls=[spawn("run it", background=True)]),
+                     Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("bg.pid")})]),
+                     Reply(text="it runs")],
+        "run it": [Reply(tool_calls=[ToolCall("shell", {"command": "echo $$ > bg.pid; exec sleep 66.5"})])],
+    }).install(server)
+    t = term(width=150)
+    t.ready()
+    t.submit("start it")
+    t.wait_until(lambda s: "it runs" in s and "esc to interrupt" not in s, "the turn's end")
+    pids = pids_of("sleep 66.5")
+    assert len(pids) == 1, pids
+    t.send("Escape")  # no turn runs: nothing is stopped, the hint says how to stop them
+    t.wait_for("1 agent(s) keep running: /agents cancel stops them")
+    assert process_alive(pids[0]), "Esc with no turn running killed a background agent's command"
+    t.submit("/agents cancel")
+    t.wait_for("■ cancelled: cancelled by the user")
+    assert dies_soon(pids[0]), "the cancelled agent's command outlived it"
+
+
 def test_backend_switches_the_turns_to_another_agent_and_back(term, server, auger_home):
     import json
     import sys

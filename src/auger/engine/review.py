@@ -244,13 +244,16 @@ async def run_review(sessions: SessionManager, client: ModelClient, change: Chan
 
 
 async def _ask(session: Any, stream: Any, text: str, on_envelope: Callable[[Envelope], None] | None) -> str:
-    """Run one turn; the text of its last reply, or ReviewFailed when the turn did not complete."""
+    """Run one turn; the text of its last reply, or ReviewFailed when the turn did not complete. A
+    sub-agent's messages and turn end (their envelopes name the spawn call) are not the review's."""
     session.submit(UserTurn(text))
     reply = ""
     async for envelope in stream:
         if on_envelope is not None:
             on_envelope(envelope)
         event = envelope.event
+        if envelope.parent_call_id is not None:
+            continue
         if isinstance(event, AgentMessage):
             reply = event.text
         elif isinstance(event, TurnEnded):

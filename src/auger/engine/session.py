@@ -32,6 +32,7 @@ from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
 from auger.engine.session_backend import SessionBackend
 from auger.engine.session_setup import open_plugins, probe_window, start_mcp_servers
+from auger.engine.shared import SessionMode, SessionShared
 from auger.engine.pending_mode import (
     capture_pending, open_pending, pending_op, pending_warnings, share_repository, tell_pending_mode,
     unshare_repository_unless_confined,
@@ -54,8 +55,8 @@ from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind, Redo,
-    RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    AddMcpServer, ApprovalDecision, CancelAgents, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind,
+    Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store
@@ -153,8 +154,9 @@ class Session:
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
         if queue is not None:
             state.root_handle = queue.handle
+        mode = SessionMode(meta.mode)
         confinement = await confine(config, tools_root, state.scratch_dir, (*protected, *share_repository(queue)),
-                                    warnings.append, mode=lambda: meta.mode)
+                                    warnings.append, mode=lambda: mode.now)
         unshare_repository_unless_confined(queue, confinement)
         if queue is not None:
             warnings.extend(pending_warnings(queue, confinement))
@@ -175,10 +177,10 @@ class Session:
 
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         mcp = await start_mcp_servers(config, router, tools_root, confinement, warnings)  # pending: the copy
-        runtime = ToolRuntime(router, policy, root=tools_root, state=state,
+        shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings))
+        runtime = ToolRuntime(router, policy, shared=shared, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
-        runtime.hooks = await open_plugins(workspace, router, env, meta.id, warnings)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings, mcp=mcp)
@@ -214,7 +216,13 @@ class Session:
 
     @property
     def mode(self) -> str:
-        return self.meta.mode
+        return self.shared.mode.now
+
+    @property
+    def shared(self) -> SessionShared:
+        """What every tool runtime of this session shares: hooks, and the mode now with its listeners
+        (`shared.mode.listen`, for parts that must react to a switch)."""
+        return self.runtime.shared
 
     def submit(self, op: Op) -> str:
         """Queue an op; returns its submission id, which the envelopes of the events it causes carry."""
@@ -339,14 +347,14 @@ class Session:
         return self.meter.estimate(self.instructions(), self.runtime.router.schemas, self.limits)
 
     def turn_context(self, turn_id: str) -> TurnContext:
-        """The frozen facts of one turn: model, mode, skills and limits as they are now."""
+        """The frozen facts of one turn: model, skills and limits as they are now (the mode is read live)."""
         config = self.workspace.config
         return TurnContext(
             turn_id=turn_id, workspace=self.workspace, skills=self.skills, client=self.client,
             model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime, limits=self.limits,
             budgets=Budgets(config.session_token_budget or None, config.session_cost_budget),
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
-            max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive, mode=self.mode)
+            max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive)
 
     async def _refresh(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
         """Read the instructions, skills and environment again; record what changed since they were last
@@ -427,13 +435,15 @@ class Session:
                 self._turn = None
             if self.pending_input and not self.turn_running:  # input that arrived as a turn was ending
                 self._start_turn()
-        elif isinstance(op, Interrupt):
-            if self.agents is not None:  # background agents belong to the session: interrupted with it
-                await self.agents.cancel_all("the session was interrupted")
+        elif isinstance(op, Interrupt):  # the turn only: background agents belong to the session, not the turn
             if self.turn_running:
                 self.interrupt_reason = op.reason or "interrupted by the user"
                 assert self._turn is not None  # turn_running says so
                 self._turn.cancel()
+        elif isinstance(op, CancelAgents):
+            problem = await self.agents.cancel(op.ids, "cancelled by the user") if self.agents is not None else None
+            if problem:
+                self.emit(WarningEvent(problem))
         elif isinstance(op, ApprovalDecision):
             self._decide(op)
         elif isinstance(op, SetMode):
@@ -549,9 +559,10 @@ class Session:
         if mode not in MODES:
             self.emit(WarningEvent(f"unknown trust mode {mode!r}; choose one of {', '.join(MODES)}"))
             return
-        previous = self.meta.mode
+        previous = self.mode
         if mode != previous:
             self.meta.mode = mode
+            await self.shared.mode.change(mode)  # from here on, for every call: the running turn's, sub-agents'
             await self.store.update_session(self.id, mode=mode)
             await self.update_environment()
         self.emit(ModeChanged(Mode(mode), Mode(previous)))
@@ -608,8 +619,8 @@ class Session:
         from auger.engine.user_shell import run_user_shell
 
         turn_id = uuid.uuid4().hex[:12]
-        self._launch(turn_id, lambda: run_user_shell(self.runtime, self, turn_id=turn_id, mode=self.mode,
-                                                     command=command, interrupt_reason=lambda: self.interrupt_reason))
+        self._launch(turn_id, lambda: run_user_shell(self.runtime, self, turn_id=turn_id, command=command,
+                                                     interrupt_reason=lambda: self.interrupt_reason))
 
     def _launch(self, turn_id: str, body: Callable[[], Awaitable[tuple[str, str | None]]], *,
                 titled: bool = False) -> None:

@@ -70,7 +70,7 @@ class AgentRun:
     parent_call_id: str
     background: bool
     depth: int
-    mode: str
+    cap: str | None  # the mode its definition and its ancestors' asked for; its mode is the session's, capped by it
     status: str = "queued"
     answer: str = ""
     task: asyncio.Task[None] | None = None

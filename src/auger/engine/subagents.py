@@ -5,23 +5,27 @@ sub-agent below the depth limit — gets a `Control` (the `AgentControl` the age
 starts, waits for, cancels and lists *its own* children. A child is
 
     a stored session of its own (items, title) linked to its parent (`session_links`),
-    a `Turn` over `parent_ctx.derive(...)`: its mode never weaker than the parent's, its tools the
-        intersection of its definition's allow-list and the parent's catalog, its call cap its own,
+    a `Turn` over `parent_ctx.derive(...)`: its mode the session's *now* capped by its definition's (and
+        its ancestors'), so never weaker than its parent's, also after a switch mid-run; its tools the
+        intersection of its definition's allow-list and the parent's catalog (agent tools included), its
+        call cap its own,
     a `ChildHost`: records into the child's session; emits into the parent session's stream with
         `parent_call_id` = the spawn call; asks through the parent session (labelled with the agent);
         charges usage to the parent's ledger too, so budgets and totals include it,
-    a `ToolRuntime` sharing the parent's policy, sandbox and environment; its mutation hooks are the
-        parent's (so snapshots and undo see a child's writes as the spawning turn's), which also move
-        the pool's generation.
+    a `ToolRuntime` sharing the session's hooks and mode (engine/shared.py) and the parent's policy,
+        sandbox and environment; its mutation hooks are the parent's (so snapshots and undo see a
+        child's writes as the spawning turn's), which also move the pool's generation. A child in a
+        worktree has a sandbox of its own, and that sandbox's guarantees decide whether auto asks.
 
 Children run in tasks of their own (never in the spawn call's task: a cancelled Turn swallows its
 cancellation, which must not swallow the parent's). A foreground spawn waits for its child and
 cancels it if the parent call is cancelled; a background spawn returns the id at once and the result
 is delivered before the caller's next model call (`has_results` / `deliver`, wired into the host's
 `has_input` / `refresh_context`), or by `wait_agent`. Background children belong to the session, not
-the turn: they outlive it, and end when the session shuts down or is interrupted. A run that was
-going when the process died is found on resume (its link still says running) and reported to the
-model as interrupted.
+the turn: they outlive it (an interrupt stops the turn, not them), and end when they finish, when
+`cancel` (the `cancel_agents` op) stops them, or when the session shuts down. A run that was going
+when the process died is found on resume (its link still says running) and reported to the model as
+interrupted.
 
 Results are cached by (agent, prompt, parent mode) with the pool's generation at the child's start:
 any mutating call anywhere in the session moves the generation, so an entry is reused only while
@@ -42,8 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from auger.config import Config
-from auger.context.agents import AgentDef, AgentIndex, discover_agents, stricter
+from auger.context.agents import AgentDef, AgentIndex, discover_agents
 from auger.engine.accounting import UsageLedger
+from auger.engine.shared import effective_mode, narrower
 from auger.engine.subagent_host import RUNNING, AgentRun, CatalogView, ChildHost, ParentSession, Record, RollupLedger
 from auger.engine.tool_runtime import MutationHook, PlannedCall, ToolRuntime
 from auger.engine.turn import Turn
@@ -99,8 +104,18 @@ class AgentPool:
         return self._slots.setdefault(depth, asyncio.Semaphore(self.max_concurrent))
 
     async def cancel_all(self, reason: str) -> None:
-        """Cancel every run still going, at any depth (shutdown, interrupt)."""
+        """Cancel every run still going, at any depth (shutdown)."""
         await _cancel(self.runs.values(), reason)
+
+    async def cancel(self, ids: list[str], reason: str) -> str | None:
+        """Cancel the runs named (all still going when none is), with what runs under them; a problem to
+        report when an id names no run."""
+        unknown = [i for i in ids if i not in self.runs]
+        await _cancel([self.runs[i] for i in ids if i in self.runs] if ids else self.runs.values(), reason)
+        if unknown:
+            return (f"cancel_agents: no sub-agent {', '.join(repr(i[:40]) for i in unknown)} in this session "
+                    f"(its sub-agents: {', '.join(self.runs) or 'none'})")
+        return None
 
     async def report_interrupted(self, record: Record) -> None:
         """On resume: children whose links still say running died with the process; say so, durably."""
@@ -147,7 +162,7 @@ class Control:
                             "do this task yourself")
         isolated = (args.get("isolation") or "none") == "worktree"
         parent_ctx = self.context(ctx.turn_id)
-        key = (agent.name, prompt, parent_ctx.mode)
+        key = (agent.name, prompt, self.runtime.mode())
         cached = pool.cache.get(key)
         if cached is not None and cached[0] == pool.generation and not isolated:
             return ToolResult(f"(cached result of an identical earlier run of agent {agent.name}; nothing has "
@@ -262,11 +277,12 @@ class Control:
         pool = self.pool
         store = pool.session.store
         child_id = str(uuid.uuid4())
-        mode = stricter(parent_ctx.mode, agent.mode)
-        run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, mode)
+        cap = narrower(self.runtime.cap, agent.mode)
+        run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, cap)
         now = time.time()
         await store.create_session(SessionRecord(child_id, now, now, str(ctx.root), parent_ctx.client.provider,
-                                                 agent.model or parent_ctx.model, mode,
+                                                 agent.model or parent_ctx.model,
+                                                 effective_mode(self.runtime.shared, cap),
                                                  f"{agent.name}: {' '.join(prompt.split())}"[:80]))
         await store.link_child(LinkRecord(child_id, self.owner, ctx.call_id, agent.name, "queued"))
         self.children[run.id] = run
@@ -332,8 +348,9 @@ class Child:
         config = parent_ctx.workspace.config
         own_client = _client_for(agent, config) if agent.model or agent.provider else None
         client = own_client or parent_ctx.client
-        allowed = (lambda name: True) if agent.tools is None else frozenset(agent.tools).__contains__
         prt = parent.runtime
+        inherited = frozenset(prt.router.names)  # a child's tools are a subset of its parent's, agent tools too
+        allowed = inherited.__contains__ if agent.tools is None else (inherited & frozenset(agent.tools)).__contains__
         ledger = RollupLedger(parent.ledger)
         child_control = Control(pool, run.child_id, run.depth, lambda turn_id: ctx, prt, ledger)  # runtime: below
         agent_tools = Filtered(agent_toolset(child_control, pool.index.describe()),
@@ -342,11 +359,17 @@ class Child:
         same_root = root == prt.root
         state = SessionToolState(scratch_dir=prt.state.scratch_dir,
                                  root_handle=prt.state.root_handle if same_root else None)
-        confinement = None if same_root else await _confine_worktree(
-            config, root, run, prt.state.scratch_dir, lambda event: pool.session.emit_for(event, run.parent_call_id))
-        runtime = ToolRuntime(router, prt.policy, root=root, state=state,
+        shared = prt.shared  # the session's hooks and mode, whoever runs the call
+        policy = prt.policy
+        confinement = None
+        if not same_root:  # its own sandbox, whose guarantees decide whether auto asks (as its warning says)
+            confinement = await _confine_worktree(config, root, run, prt.state.scratch_dir,
+                                                  lambda: effective_mode(shared, run.cap),
+                                                  lambda event: pool.session.emit_for(event, run.parent_call_id))
+            policy = dataclasses.replace(policy, sandboxed=confinement is not None and confinement.enforced)
+        runtime = ToolRuntime(router, policy, shared=shared, root=root, state=state,
                               archive=pool.archive(run.child_id), env=prt.env,
-                              sandbox=prt.sandbox if same_root else confinement, skills=prt.skills)
+                              sandbox=prt.sandbox if same_root else confinement, skills=prt.skills, cap=run.cap)
         if same_root:  # the parent's hooks (snapshots, own files) and approvals are about this tree
             runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
             runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
@@ -365,8 +388,7 @@ class Child:
             info = model_info(client.model, config, client.provider)
             instructions = base_instructions(client.model)
         ctx = parent_ctx.derive(turn_id=uuid.uuid4().hex[:12], workspace=workspace, client=client, model_info=info,
-                                instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls,
-                                mode=run.mode)
+                                instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls)
         host = ChildHost(pool.session, run, child_control, ledger, runtime.archive, ctx)
         return cls(child_control, run, ctx, host, own_client, confinement)
 
@@ -397,7 +419,7 @@ class Child:
             await self.own_client.aclose()
 
 
-async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_parent: Path,
+async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_parent: Path, mode: Callable[[], str],
                             emit: Callable[[ev.Event], None]) -> Confinement | None:
     """A sandbox of the child's own around its worktree: the session's is rooted at the project and keeps
     auger's data dir (where worktrees live) read-only, so the child's commands could not write its tree."""
@@ -409,7 +431,7 @@ async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_p
     scratch.mkdir(parents=True, exist_ok=True)
     return await confine(config, root, scratch, tuple(dict.fromkeys((dirs["config"], dirs["data"]))),
                          lambda message: emit(ev.WarningEvent(f"agent {run.agent.name} ({run.id}): {message}")),
-                         mode=lambda: run.mode)
+                         mode=mode)
 
 async def _cancel(runs: Iterable[AgentRun], reason: str) -> None:
     """Cancel the runs still going and wait until each has cleaned up (its commands killed, its status

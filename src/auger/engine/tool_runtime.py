@@ -11,10 +11,12 @@ Failed (the call could not run: unknown tool, bad arguments, a ToolError, a tool
 or the user refused; the message says why) or Aborted (the user ended the turn at an approval).
 Nothing here records or announces the output: the turn does, in its durable order.
 
-Tools only declare what they need (effect, classifier, previewer); decisions are made here.
-`before_tool`/`after_tool` are the user's and plugins' hooks (engine/hooks.py), run for every call
-here (and for a backend agent's requests, engine/backend_requests.py); a hook never gets around
-policy, because what it rewrites is checked after it.
+Tools only declare what they need (effect, classifier, previewer); decisions are made here, in the
+mode the session is in at that moment (capped by a sub-agent's own: engine/shared.py), never one
+passed in by a caller. `before_tool`/`after_tool` are the user's and plugins' hooks (engine/hooks.py),
+shared by every runtime of the session and run for every call here (and for a backend agent's
+requests, engine/backend_requests.py); a hook never gets
+around policy, because what it rewrites is checked after it.
 Mutation hooks are the engine's own async callables (snapshots for undo, the session's own files);
 they run only for calls that may change something (effect other than read-only).
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from auger.engine.shared import SessionShared, effective_mode
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
 from auger.policy.types import Classification, Effect, Mode, Verdict
@@ -97,7 +100,7 @@ MutationHook = Callable[[PlannedCall], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Policy:
-    """The session's standing policy inputs; the mode comes with each call (it may change between turns)."""
+    """The session's standing policy inputs; the mode is read when a call is decided (it may change any time)."""
 
     rules: RuleSet
     sandboxed: bool
@@ -107,13 +110,16 @@ class Policy:
 
 
 class ToolRuntime:
-    """One per session: its router, policy, grants and the state its tools share."""
+    """One per session, and one per sub-agent: its router, policy, grants and the state its tools share;
+    `shared` (hooks, the session's mode) is the session's whoever runs the calls."""
 
-    def __init__(self, router: ToolRouter, policy: Policy, *, root: Path, state: SessionToolState,
-                 archive: OutputArchive, env: dict[str, str] | None, sandbox: CommandSandbox | None,
-                 skills: SkillIndex | None = None) -> None:
+    def __init__(self, router: ToolRouter, policy: Policy, *, shared: SessionShared, root: Path,
+                 state: SessionToolState, archive: OutputArchive, env: dict[str, str] | None,
+                 sandbox: CommandSandbox | None, skills: SkillIndex | None = None, cap: str | None = None) -> None:
         self.router = router
         self.policy = policy
+        self.shared = shared
+        self.cap = cap  # a sub-agent's: the mode its definition (and its parents') asked for; None: the session's
         self.root = root
         self.state = state
         self.archive = archive
@@ -125,9 +131,17 @@ class ToolRuntime:
         self.after_mutation: list[MutationHook] = []
         # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
         self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
-        self.hooks: Hooks | None = None  # the user's and plugins' hooks (engine/hooks.py), when there are any
 
-    async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str, mode: str) -> Outcome:
+    @property
+    def hooks(self) -> Hooks | None:
+        """The user's and plugins' hooks (engine/hooks.py): the session's, for every runtime of it."""
+        return self.shared.hooks
+
+    def mode(self) -> str:
+        """The mode a call is decided in now: the session's current one, capped by `cap`."""
+        return effective_mode(self.shared, self.cap)
+
+    async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
         shown = call.arguments if isinstance(arguments, BadJSON) else arguments
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
@@ -139,7 +153,7 @@ class ToolRuntime:
             return Failed(f"Error: the arguments for {call.name} {arguments.reason}. "
                           "Send a JSON object that matches the tool's parameters.")
         ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
-                          turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills,
+                          turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills, mode=self.mode,
                           emit_output=lambda stream, text: host.emit(
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
         try:
@@ -149,6 +163,7 @@ class ToolRuntime:
                 return rewritten
             args = rewritten
             c = spec.classify(args, self.root)
+            mode = self.mode()
             refusal = await self._permit(host, turn_id, mode, spec, args, c, ctx)
             if refusal is not None:
                 return refusal
@@ -235,17 +250,18 @@ class ToolRuntime:
         message = f"{spec.name} wants to run: {c.subject}" if c.commands else f"{spec.name} wants to change {c.subject}"
         answer = await host.ask(turn_id=turn_id, kind="tool", message=f"{message} ({decision.reason})",
                                 options=options, headless_default=DENY_CALL, details=details)
-        if answer.decision == APPROVE:
-            return None
-        if answer.decision in (APPROVE_SESSION, APPROVE_ALWAYS):
+        if answer.decision == ABORT:
+            return Aborted("The user aborted the turn at this approval.")
+        if answer.decision not in (APPROVE, APPROVE_SESSION, APPROVE_ALWAYS):
+            feedback = f" The user said: {answer.feedback}" if answer.feedback else ""
+            return Denied(f"The user denied this {spec.name} call ({c.subject}).{feedback}", Refusal.UNAPPROVED)
+        if answer.decision != APPROVE:
             self.grants.add(spec.name, c)
             if answer.decision == APPROVE_ALWAYS:
                 self._remember(host, turn_id, c)
-            return None
-        if answer.decision == ABORT:
-            return Aborted("The user aborted the turn at this approval.")
-        feedback = f" The user said: {answer.feedback}" if answer.feedback else ""
-        return Denied(f"The user denied this {spec.name} call ({c.subject}).{feedback}", Refusal.UNAPPROVED)
+        if self.mode() != mode:  # switched while the user was asked: the mode now decides (plan refuses)
+            return await self._permit(host, turn_id, self.mode(), spec, args, c, ctx)
+        return None
 
     def _remember(self, host: TurnHost, turn_id: str, c: Classification) -> None:
         """Append "allow" rules for an approve-always answer. The user approved the command whether or
@@ -264,7 +280,7 @@ class ToolRuntime:
     async def _allow_unsandboxed(self, host: TurnHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
                                  c: Classification, why: str) -> bool:
         """After the sandbox blocked a command: may it run again outside? Only a person can say yes."""
-        if not self.policy.interactive or mode == Mode.PLAN:
+        if not self.policy.interactive or Mode.PLAN in (mode, self.mode()):
             return False
         answer = await host.ask(
             turn_id=turn_id, kind="unsandboxed", message=f"The sandbox blocked `{c.subject}`: {why}. "

@@ -272,7 +272,7 @@ class Turn:
         host = self.host
         repeats = self.guard.note_tool_call(call.name, call.arguments)
         started = time.monotonic()
-        outcome = await self.ctx.runtime.run(call, host, turn_id=self.id, mode=self.ctx.mode)
+        outcome = await self.ctx.runtime.run(call, host, turn_id=self.id)
         result = outcome.result if isinstance(outcome, Ran) else ToolResult(outcome.message, ok=False)
         if repeats >= DOOM_REPEATS:
             result.output += doom_note(call.name, repeats)

@@ -1,9 +1,11 @@
 """TurnContext: everything a turn needs to know, frozen when the turn starts.
 
-The session builds one per turn (model, mode and skills can change between turns, never
-during one). A sub-agent or a review runs with a variant made by `derive(...)`: another
-model, a filtered tool catalog, a lower call cap. What a turn may *do* is not here but in
-its TurnHost (engine/host.py).
+The session builds one per turn (model and skills can change between turns, never during
+one). The trust mode is the exception: `mode` is read from the runtime at each use, because a
+switch takes effect at once, also in a running turn (engine/shared.py). A sub-agent or a review
+runs with a variant made by `derive(...)`: another model, a filtered tool catalog (and the
+runtime that caps its mode), a lower call cap. What a turn may *do* is not here but in its
+TurnHost (engine/host.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ class TurnContext:
     retry: RetryPolicy
     max_model_calls: int
     interactive: bool
-    mode: str
+
+    @property
+    def mode(self) -> str:
+        """The trust mode now: the session's current one, capped by a sub-agent's own."""
+        return self.runtime.mode()
 
     @property
     def tools(self) -> tuple[ToolSchema, ...]:

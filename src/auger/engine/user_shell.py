@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from auger.engine.tool_runtime import ToolRuntime
 
 
-async def run_user_shell(runtime: ToolRuntime, host: TurnHost, *, turn_id: str, mode: str, command: str,
+async def run_user_shell(runtime: ToolRuntime, host: TurnHost, *, turn_id: str, command: str,
                          interrupt_reason: Callable[[], str]) -> tuple[str, str | None]:
     """Run `command` through the tool runtime's `shell`; return the turn's (end reason, message)."""
     call = ToolCall("user-" + uuid.uuid4().hex[:10], "shell", json.dumps({"command": command}))
     started = time.monotonic()
     try:
-        outcome = await runtime.run(call, host, turn_id=turn_id, mode=mode)
+        outcome = await runtime.run(call, host, turn_id=turn_id)
     except asyncio.CancelledError:
         reason = interrupt_reason()
         host.emit(ev.ToolCallEnded(turn_id, call.call_id, "shell", False, f"interrupted: {reason}",

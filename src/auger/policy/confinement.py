@@ -94,10 +94,11 @@ class Confinement:
         """Whether auto mode may rely on it: a working sandbox with every guarantee it needs."""
         return self.box is not None and not self.missing
 
-    def readonly_for(self, effect: str) -> bool:
+    def readonly_for(self, effect: str, mode: str | None = None) -> bool:
         """Plan mode: every command read-only. Safe mode: a command classified read-only runs
-        read-only, so a misclassification fails instead of writing. Auto: writable."""
-        mode = self.mode()
+        read-only, so a misclassification fails instead of writing. Auto: writable. `mode`: the caller's
+        (a sub-agent may run in a stricter mode than the session); by default the session's, now."""
+        mode = mode or self.mode()
         return mode == "plan" or (mode == "safe" and effect == READ_ONLY_EFFECT)
 
     def command_env(self, env: dict[str, str]) -> dict[str, str]:
@@ -106,14 +107,15 @@ class Confinement:
         return _proxy_env(env, self.policy)
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str):
-        """Start a command (stdio: its stdin, stdout, stderr fds) and return its process handle."""
+                    effect: str, mode: str | None = None):
+        """Start a command (stdio: its stdin, stdout, stderr fds) and return its process handle; `mode` is
+        the trust mode of whoever runs it now (default: the session's)."""
         from auger.policy import supervised
 
         if self.box is None:
             return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio)
         self.sweep_git()  # a background command may have planted one since the last command
-        readonly = self.readonly_for(effect)
+        readonly = self.readonly_for(effect, mode)
         env = self.command_env(env)
         writable: tuple[str, ...] = ()
         remount = False

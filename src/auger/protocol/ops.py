@@ -23,10 +23,19 @@ class UserTurn(Op):
 
 @tag("interrupt")
 class Interrupt(Op):
-    """Stop the running turn. `reason` is what the turn's end and its recorded abort say (a front end
-    passes e.g. "terminated by SIGTERM"); empty means the user interrupted."""
+    """Stop the running turn (and the sub-agents it is waiting for). `reason` is what the turn's end and
+    its recorded abort say (a front end passes e.g. "terminated by SIGTERM"); empty means the user
+    interrupted. Background sub-agents run on: `cancel_agents` stops them."""
 
     reason: str = ""
+
+
+@tag("cancel_agents")
+class CancelAgents(Op):
+    """Cancel the session's sub-agents still running, at any depth, with their commands: those whose ids
+    are given, or (empty) all of them."""
+
+    ids: list[str] = field(default_factory=list)
 
 
 @tag("approval_decision")
@@ -40,7 +49,8 @@ class ApprovalDecision(Op):
 
 @tag("set_mode")
 class SetMode(Op):
-    """Switch the trust mode (plan | safe | auto); applies from the next tool call."""
+    """Switch the trust mode (plan | safe | auto); applies from the next tool call decided, also in a
+    running turn and in running sub-agents."""
 
     mode: Mode
 

@@ -113,13 +113,15 @@ class ToolContext:
     env: dict[str, str] | None = None
     sandbox: CommandSandbox | None = None
     skills: SkillIndex | None = None  # the session's current skills (the `skill` tool)
+    # the caller's trust mode now (a sub-agent's may be stricter than the session's): commands run read-only by it
+    mode: Callable[[], str] | None = None
 
 
 class CommandSandbox(Protocol):
     """Confines a command (see auger.policy.confinement.Confinement)."""
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str) -> Any: ...
+                    effect: str, mode: str | None = None) -> Any: ...
 
     def open_log(self) -> tuple[int, Path]: ...
 

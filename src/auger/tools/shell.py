@@ -173,7 +173,7 @@ async def _spawn(command: str, cwd, env: dict[str, str], stdio: tuple[int, int, 
     try:
         if ctx.sandbox is None:
             return await spawn_local(argv, cwd, env, stdio)
-        return await ctx.sandbox.spawn(argv, cwd, env, stdio, effect)
+        return await ctx.sandbox.spawn(argv, cwd, env, stdio, effect, ctx.mode() if ctx.mode is not None else None)
     except SandboxGone as exc:
         raise ToolError(f"shell: {exc}; the command did not run") from None
 

@@ -343,6 +343,8 @@ class AugerAgent:
         return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]  # a StopReason literal
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """Interrupt the running prompt's turn (and the sub-agents it waits for), as Esc does in the terminal
+        UI: background sub-agents run on until they finish or the session closes."""
         acp_session = self.sessions.get(session_id)
         if acp_session is None:
             return  # a notification: nothing to answer, nothing to cancel

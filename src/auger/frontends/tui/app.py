@@ -177,6 +177,10 @@ class Tui:
         def _(event):
             self.interrupt()
 
+        @kb.add("escape", filter=~asking & ~busy & ~picking)
+        def _(event):
+            self.background_hint()
+
         @kb.add("escape", filter=picking & ~busy)
         def _(event):
             from auger.frontends.tui.commands import pick_session
@@ -235,6 +239,15 @@ class Tui:
             self.feed.interrupt()
             self.notice = "interrupting…"
             self.redraw()
+
+    def background_hint(self) -> None:
+        """Esc with no turn running stops nothing: background sub-agents run until they finish, the session
+        ends, or the user cancels them; say how, when there are any."""
+        running = self.feed.running_agents() if self.feed is not None else 0
+        if running:
+            self.notice = f"{running} agent(s) keep running: /agents cancel stops them"
+            self.redraw()
+            asyncio.get_running_loop().call_later(4, self.clear_notice)
 
     def answer_key(self, key: str) -> None:
         a = self.approval

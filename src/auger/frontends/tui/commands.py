@@ -270,20 +270,34 @@ async def _run_review(tui: Tui, target: Any, instructions: str) -> None:
     tui.redraw()
 
 
-@command("agents", "the sub-agents the model can start, and those this session started")
+@command("agents", "the sub-agents the model can start and those this session started · /agents cancel [ID…]")
 async def _agents(tui: Tui, arg: str) -> None:
     import time
 
     from auger.frontends.tui.render import clean
 
-    definitions, runs = _open(tui).agents()
+    feed = _open(tui)
+    words = arg.split()
+    if words[:1] == ["cancel"]:  # background agents outlive the turn (and Esc): stopping them is asked for here
+        ids, running = words[1:], feed.running_agents()
+        if not ids and not running:
+            tui.say("no sub-agent is running", "yellow")
+            return
+        feed.cancel_agents(ids)
+        tui.say(f"cancelling {', '.join(ids) if ids else f'{running} running sub-agent(s)'}…")
+        return
+    if words:
+        tui.say("usage: /agents lists them; /agents cancel [ID…] stops those still running (all, or the ids given)",
+                "yellow")
+        return
+    definitions, runs = feed.agents()
     rows = [clean(f"  {a.name:<12} {a.mode or 'as parent':<9} {a.description[:60]}  ({a.source})") for a in definitions]
     now = time.monotonic()
     started = [clean(f"  {r.id:<10} {r.agent.name:<12} {r.status:<10} {'background' if r.background else 'foreground'} "
                      f"{now - r.started:5.0f}s  {' '.join(r.prompt.split())[:50]}") for r in runs]
     tui.say("\n".join(["agents the model can start (spawn_agent):", *rows,
-                        *(["started in this session (esc interrupts them all):", *started] if started
-                          else ["none started in this session yet"])]))
+                        *(["started in this session (/agents cancel [ID…] stops those still running):", *started]
+                          if started else ["none started in this session yet"])]))
 
 
 @command("backend", "which agent runs the turns: /backend · /backend NAME · /backend auger (auger's own loop)")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
 from auger.protocol.ops import (
-    AddMcpServer, ApprovalDecision, Compact, Interrupt, PendingApply, PendingDiscard, PendingRewind, Redo,
+    AddMcpServer, ApprovalDecision, CancelAgents, Compact, Interrupt, PendingApply, PendingDiscard, PendingRewind, Redo,
     RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 
@@ -58,9 +58,10 @@ class Feed:
     # -- reading ---------------------------------------------------------------------
     async def events(self) -> AsyncIterator[tuple[ev.Event, str | None]]:
         """(event, parent call id): None for the session's own events, the spawn call's id for a
-        sub-agent's (whose turn start and end are left out: they are not this session's turns)."""
+        sub-agent's (whose turn start is left out: it is not this session's turn; its end says whether it
+        was cut short)."""
         async for envelope in self.session.subscribe():
-            if envelope.parent_call_id and isinstance(envelope.event, (ev.TurnStarted, ev.TurnEnded)):
+            if envelope.parent_call_id and isinstance(envelope.event, ev.TurnStarted):
                 continue
             yield envelope.event, envelope.parent_call_id
 
@@ -98,6 +99,10 @@ class Feed:
         """The sub-agents the model may start, and those this session started (any depth)."""
         pool = self.session.agents
         return ([], []) if pool is None else (list(pool.index.agents.values()), list(pool.runs.values()))
+
+    def running_agents(self) -> int:
+        """How many sub-agents still run (background ones outlive the turn that started them)."""
+        return sum(not run.done for run in self.agents()[1])
 
     @property
     def backend(self) -> str:
@@ -148,7 +153,12 @@ class Feed:
         self.session.submit(UserTurn(text, images=list(images or []), skills=list(skills or [])))
 
     def interrupt(self) -> None:
+        """Stop the running turn; background sub-agents run on (`cancel_agents` stops them)."""
         self.session.submit(Interrupt())
+
+    def cancel_agents(self, ids: list[str]) -> None:
+        """Stop the sub-agents named (none: all still running), with their commands."""
+        self.session.submit(CancelAgents(ids))
 
     def decide(self, request_id: str, decision: str, feedback: str | None = None) -> None:
         self.session.submit(ApprovalDecision(request_id, ApprovalOption(decision), feedback))

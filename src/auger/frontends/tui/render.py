@@ -292,6 +292,8 @@ class Renderer:
             return f"answer: {first}"[: self.ansi.width - 8]
         if isinstance(event, ev.WarningEvent):
             return clean(f"! {event.message}")[: self.ansi.width - 8]
+        if isinstance(event, ev.TurnEnded) and event.reason != "complete":
+            return clean(f"■ {event.reason}: {event.message or 'no reason given'}")[: self.ansi.width - 8]
         return ""
 
     # -- live area ---------------------------------------------------------------------
