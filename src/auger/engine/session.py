@@ -553,6 +553,7 @@ class Session:
         previous = self.meta.mode
         if mode != previous:
             self.meta.mode = mode
+            await self.mcp.reconfine()  # before anyone hears of the new mode: servers confined as it says
             await self.store.update_session(self.id, mode=mode)
             await self.update_environment()
         self.emit(ModeChanged(Mode(mode), Mode(previous)))

@@ -52,7 +52,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
     parser.add_argument("--bearer-token-env", metavar="VAR", help="send $VAR as a bearer token")
     parser.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for a stdio server")
-    parser.add_argument("--trusted", action="store_true", help="run a stdio server outside the session sandbox")
+    parser.add_argument("--trusted", action="store_true",
+                        help="run a stdio server outside the session sandbox and believe its tools' annotations "
+                             "(honoured in the user config only)")
     parser.add_argument("--startup-timeout", type=float, metavar="S")
     parser.add_argument("--tool-timeout", type=float, metavar="S")
 
@@ -147,7 +149,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             status = "enabled" if started else ("disabled" if not server.enabled else
                                                 "not started (set trust_project_mcp = true)")
             rows.append({"name": name, "source": source, "kind": server.kind, "target": server.describe(),
-                         "trusted": server.trusted, "status": status})
+                         "trusted": server.runs_trusted, "status": status})
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
