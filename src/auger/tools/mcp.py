@@ -161,13 +161,13 @@ class McpToolset:
     async def reconfine(self) -> None:
         """The session's mode changed: a server whose confinement no longer fits the mode is stopped now
         (a writable one must not write on in plan mode), and started again, confined anew, at its next use."""
-        if self._sandbox is None or not self.server.command or not self._alive():
+        if self._sandbox is None or not self.server.command:
             return
         from auger.tools.mcp_stdio import SERVER_EFFECT
 
-        wanted = self._sandbox.writes_confined and self._sandbox.readonly_for(SERVER_EFFECT)
-        if wanted != self._held_read_only:
-            async with self._lock:
+        async with self._lock:  # a start under way finishes first: it may have started under the old mode
+            wanted = self._sandbox.writes_confined and self._sandbox.readonly_for(SERVER_EFFECT)
+            if self._alive() and wanted != self._held_read_only:
                 await self._disconnect()
 
     @property
