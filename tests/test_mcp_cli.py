@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
-from tests.support.sockets import wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +118,7 @@ def test_mcp_server_over_stdio_runs_a_task_to_completion(tmp_path, project, serv
     (project / "a.txt").write_text("x")
     _script(server)
     params = StdioServerParameters(command=sys.executable, args=["-m", "auger", "mcp-server", *_model_flags(server)],
-                                   env=_env(tmp_path / "home"), cwd=str(ROOT))
+                                   env=_env(tmp_path / "home"), cwd=str(project))  # the directory it serves
 
     async def main():
         async with Client(params, mode="legacy", read_timeout_seconds=60) as client:
@@ -126,23 +128,75 @@ def test_mcp_server_over_stdio_runs_a_task_to_completion(tmp_path, project, serv
 
 
 def test_mcp_server_over_streamable_http_on_loopback(tmp_path, project, server):
-    from mcp import Client
-
     (project / "a.txt").write_text("x")
     _script(server)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "auger", "mcp-server", "--http", str(port), *_model_flags(server)],
-                            env=_env(tmp_path / "home"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for_port(port, 30)
+    home = tmp_path / "home"
+    with auger_http(home, *_model_flags(server), "--root", str(project)) as url:
+        token = (home / "server-token").read_text().strip()
+        assert (home / "server-token").stat().st_mode & 0o777 == 0o600
 
         async def main():
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            async with http_client(url, token) as client:
                 await _drive(client, project)
 
         asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_a_run_that_did_not_complete_is_a_tool_error(tmp_path, project):
+    """An unreachable model ends the turn with `error`: the caller gets `isError` and the reason, with the
+    session id to continue it."""
+    from mcp import Client, StdioServerParameters
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    flags = ["-c", "provider=openai-compatible", "-c", f"base_url=http://127.0.0.1:{dead}/v1", "-c", "model=m",
+             "-c", "generate_titles=false", "-c", "sandbox=off", "-c", "model_max_attempts=1"]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "auger", "mcp-server", *flags],
+                                   env=_env(tmp_path / "home"), cwd=str(project))
+
+    async def main():
+        async with Client(params, mode="legacy", read_timeout_seconds=60) as client:
+            return await client.call_tool("auger_run", {"prompt": "hi", "cwd": str(project)})
+
+    result = asyncio.run(asyncio.wait_for(main(), 90))
+    assert result.is_error
+    assert result.content[0].text.startswith("the run did not complete (error): ")
+    assert result.structured_content["reason"] == "error" and result.structured_content["session_id"]
+
+
+@contextmanager
+def auger_http(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`auger mcp-server --http 0 ARGS…` in a subprocess; yields its URL, read from the line it prints at start."""
+    import select
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "mcp-server", "--http", "0", *args],
+                            env={**_env(home), **(env or {})}, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    try:
+        said, deadline = b"", time.monotonic() + 30
+        while b"\n" not in said and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                said += chunk
+        found = re.search(r"serving (http://\S+/mcp);", said.decode(errors="replace"))
+        assert found, f"the server said no address within 30 s: {said!r}"
+        yield found.group(1)
     finally:
         proc.terminate()
         proc.wait(10)
+        proc.stderr.close()
+
+
+def http_client(url: str, token: str | None):
+    """The SDK's client for an `auger mcp-server --http`, sending `token` as its bearer token."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)), mode="legacy")

@@ -75,6 +75,10 @@ def test_annotations_map_to_effects():
     assert effect_of(ToolAnnotations(readOnlyHint=True)) == "read_only"
     assert effect_of(ToolAnnotations(destructiveHint=True)) == "destructive"
     assert effect_of(ToolAnnotations(readOnlyHint=False, openWorldHint=True)) == "remote_action"
+    # a server not believed: a hint can only make a call stricter
+    assert effect_of(ToolAnnotations(readOnlyHint=True), believed=False) == "local_mutation"
+    assert effect_of(ToolAnnotations(readOnlyHint=True, destructiveHint=True), believed=False) == "destructive"
+    assert effect_of(ToolAnnotations(readOnlyHint=True, openWorldHint=True), believed=False) == "remote_action"
 
 
 def test_a_tool_call_end_to_end_through_the_model_loop(project, server):

@@ -149,7 +149,10 @@ def test_diff_and_undo_of_a_turn_that_wrote_a_file(term, server, project):
 def test_mcp_lists_adds_and_removes_a_server_for_this_session(term, server, project):
     import sys
 
-    root = Path(__file__).resolve().parents[2]
+    # A server added to a session is never trusted: it runs in the session sandbox, which shows the project
+    # and auger's interpreter, not the rest of /tmp where this checkout may live: its code sits in the project.
+    script = project / "tools_server.py"
+    script.write_text((Path(__file__).resolve().parents[1] / "support" / "mcp_server.py").read_text())
     server.add(Reply(tool_calls=[ToolCall("mcp__testsrv__echo", {"text": "via-mcp"})]), Reply(text="echoed it"))
     t = term(width=220)
     t.ready()
@@ -157,7 +160,7 @@ def test_mcp_lists_adds_and_removes_a_server_for_this_session(term, server, proj
     t.wait_for("no MCP servers in this session")
     t.submit("/mcp add broken --url")
     t.wait_for("/mcp add: argument --url: expected one argument")
-    t.submit(f"/mcp add testsrv --trusted --env PYTHONPATH={root} -- {sys.executable} -m tests.support.mcp_server")
+    t.submit(f"/mcp add testsrv -- {sys.executable} {script}")
     t.wait_for("MCP server 'testsrv': starting")
     for _ in range(40):  # the server starts in the background: ask until it is listed
         t.submit("/mcp")

@@ -177,6 +177,7 @@ class Session:
 
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         mcp = await start_mcp_servers(config, router, tools_root, confinement, warnings)  # pending: the copy
+        mode.listen(lambda _new, _previous: mcp.reconfine())  # servers confined as the mode now says
         shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings))
         runtime = ToolRuntime(router, policy, shared=shared, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,

@@ -38,7 +38,12 @@ def add_parsers(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None])
     p_remove.set_defaults(run=_cmd_remove)
 
     p_server = sub.add_parser("mcp-server", help="serve auger's tools (auger_run, auger_continue) over MCP")
-    p_server.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1:PORT (default: stdio)")
+    p_server.add_argument("--http", type=int, metavar="PORT",
+                          help="streamable HTTP on 127.0.0.1:PORT (0: a free port; default: stdio); clients send "
+                               "the token (AUGER_SERVER_TOKEN, or the one in the data dir) as a bearer token")
+    p_server.add_argument("--host", default="127.0.0.1", help="the address --http binds (default: 127.0.0.1)")
+    p_server.add_argument("--root", action="append", default=[], metavar="DIR",
+                          help="sessions may run beneath DIR (repeatable; default: the current directory)")
     p_server.add_argument("--approve-all", action="store_true", default=None,
                           help="approve what would be asked instead of denying it")
     store_opts(p_server)
@@ -52,7 +57,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header (repeatable)")
     parser.add_argument("--bearer-token-env", metavar="VAR", help="send $VAR as a bearer token")
     parser.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for a stdio server")
-    parser.add_argument("--trusted", action="store_true", help="run a stdio server outside the session sandbox")
+    parser.add_argument("--trusted", action="store_true",
+                        help="run a stdio server outside the session sandbox and believe its tools' annotations "
+                             "(honoured in the user config only)")
     parser.add_argument("--startup-timeout", type=float, metavar="S")
     parser.add_argument("--tool-timeout", type=float, metavar="S")
 
@@ -147,7 +154,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             status = "enabled" if started else ("disabled" if not server.enabled else
                                                 "not started (set trust_project_mcp = true)")
             rows.append({"name": name, "source": source, "kind": server.kind, "target": server.describe(),
-                         "trusted": server.trusted, "status": status})
+                         "trusted": server.runs_trusted, "status": status})
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
@@ -160,16 +167,30 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_server(args: argparse.Namespace) -> int:
     from auger.config import load_config
-    from auger.frontends.mcp_server import serve
+    from auger.frontends.mcp_server import CannotServe, Http, Limits, serve
 
     flags = {"db_path": args.db, "approve_all": args.approve_all}
 
     def config_for(project: str):
         return load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
 
-    for line in config_for(os.getcwd()).diagnostics:
+    started = config_for(os.getcwd())
+    for line in started.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
-    serve(config_for, http_port=args.http)
+    roots = []
+    for root in args.root or [os.getcwd()]:
+        if not os.path.isdir(root):
+            raise CliError(f"--root {root}: not a directory")
+        roots.append(Path(os.path.realpath(root)))
+    http = None
+    if args.http is not None:
+        if not 0 <= args.http < 65536:
+            raise CliError(f"--http {args.http}: not a port number")
+        http = Http(args.http, args.host)
+    try:
+        serve(config_for, Limits(started.mode, tuple(roots)), http=http)
+    except CannotServe as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 

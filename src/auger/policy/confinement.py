@@ -152,10 +152,10 @@ class Confinement:
         if swept:
             notes.append(swept)
         if self.proxy is not None:
-            refused = sorted({f"{d.host}:{d.port}" for d in self.proxy.denials_since(since)})
-            if refused:
-                notes.append("the sandbox's network proxy refused " + ", ".join(refused) +
-                             " (not in the egress allowlist; the user can add hosts with egress_allow)")
+            denials = self.proxy.denials_since(since)
+            for why in sorted({d.why for d in denials}):
+                refused = sorted({f"{d.host}:{d.port}" for d in denials if d.why == why})
+                notes.append(f"the sandbox's network proxy refused {', '.join(refused)} ({why})")
         if exit_code not in (0, None) and self.box is not None:
             blocked = blocked_by_sandbox(exit_code, stderr, policy=self.policy, kind=self.kind)
             denied = re.search(r"read-only file system|permission denied", stderr, re.I)

@@ -18,7 +18,9 @@ on its loopback and forwards every connection to those sockets.
 
 The proxy resolves names itself (static `hosts` entries first, then DNS), so a
 client cannot choose the address an allowed name connects to, and it checks the
-name the client asked for, never an address it resolved. What it cannot see:
+name the client asked for, never an address it resolved. One check is on the
+address: a port one of auger's own servers listens on, on this machine
+(policy/listening.py), is never connected to, whatever name led there. What it cannot see:
 the TLS SNI and the HTTP Host inside a CONNECT tunnel (domain fronting through an
 allowed CDN host still works), and what an allowed host does with the bytes it is
 sent (an allowlist limits reachability, it does not prevent exfiltration to, say,
@@ -229,6 +231,10 @@ class _Closed(Exception):
     """The other side closed (or reset) the connection before sending what was expected."""
 
 
+class _OwnServer(Exception):
+    """The destination is one of auger's own servers on this machine: never a sandboxed command's to reach."""
+
+
 class _Pipe(asyncio.Protocol):
     """One side of a relayed connection (the client's or the upstream's socket).
 
@@ -432,20 +438,41 @@ _HEAD_END = re.compile(rb"\r?\n\r?\n")
 # HTTP
 
 
+NOT_ALLOWED = "not in the egress allowlist; the user can add hosts with egress_allow"
+OWN_SERVER = "one of auger's own servers, which no sandboxed command may reach"
+
+
 @dataclass
 class Denial:
-    """One refused connection attempt: which host and port, through which protocol, and when."""
+    """One refused connection attempt: which host and port, through which protocol, when, and why."""
 
     host: str
     port: int
     via: str  # "http" | "socks"
     at: float  # time.time()
+    why: str = NOT_ALLOWED
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _VERSION = re.compile(r"HTTP/1\.[01]\Z")
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "upgrade"}
 _REASONS = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}
+
+
+def _this_machine(family: int, sockaddr: tuple) -> bool:
+    """Whether an address is this machine's own (loopback, unspecified, or one of its interfaces'):
+    binding a socket to it succeeds only then."""
+    address = _ip(str(sockaddr[0]).split("%")[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address is not None and (address.is_loopback or address.is_unspecified):
+        return True
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((sockaddr[0], 0, *sockaddr[2:]))
+    except OSError:
+        return False
+    return True
 
 
 def _split_authority(authority: str, default_port: int | None) -> tuple[str, int]:
@@ -665,9 +692,9 @@ class EgressProxy:
             if upstream is not None and not upstream.forwarding:
                 upstream.transport.abort()
 
-    def _refuse(self, host: str, port: int, via: str) -> None:
+    def _refuse(self, host: str, port: int, via: str, why: str = NOT_ALLOWED) -> None:
         host = _printable(host)  # it is shown to the model and stored: no control characters
-        self.denials.append(Denial(host, port, via, time.time()))
+        self.denials.append(Denial(host, port, via, time.time(), why))
         log.info("egress proxy: refused %s:%d (%s)", host, port, via)
 
     async def _resolve(self, host: str, port: int) -> list[tuple]:
@@ -695,7 +722,13 @@ class EgressProxy:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(CONNECT_TIMEOUT):
             last: BaseException | None = None
-            for family, sockaddr in await self._resolve(host, port):
+            addresses = await self._resolve(host, port)
+            if any(_this_machine(family, sockaddr) for family, sockaddr in addresses):
+                from auger.policy.listening import own_ports  # read only for this machine's addresses
+
+                if port in own_ports():
+                    raise _OwnServer(port)
+            for family, sockaddr in addresses:
                 sock = socket.socket(family, socket.SOCK_STREAM)
                 sock.setblocking(False)
                 try:
@@ -740,6 +773,9 @@ class EgressProxy:
             raise _Refused(403, f"host '{_printable(host)}' is not in the allowlist", _SOCKS_NOT_ALLOWED)
         try:
             return await self._connect(client, name, port)
+        except _OwnServer:
+            self._refuse(host, port, via, OWN_SERVER)
+            raise _Refused(403, f"port {port} of this machine is {OWN_SERVER}", _SOCKS_NOT_ALLOWED) from None
         except (OSError, TimeoutError) as exc:
             reason = ("connection timed out" if isinstance(exc, TimeoutError)
                       else os.strerror(exc.errno) if exc.errno and not isinstance(exc, socket.gaierror)

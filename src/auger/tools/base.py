@@ -127,6 +127,11 @@ class CommandSandbox(Protocol):
 
     def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None: ...
 
+    @property
+    def writes_confined(self) -> bool: ...
+
+    def readonly_for(self, effect: str) -> bool: ...
+
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
 
@@ -149,12 +154,16 @@ class ToolSpec:
     def classify(self, args: dict[str, Any], root: Path) -> Classification:
         if self.classifier is not None:
             return self.classifier(args, root)
-        subject = args.get("path") or args.get("command") or self.name
-        return Classification(self.effect, str(subject))
+        return Classification(self.effect, subject_of(self.name, args))
 
     def validate(self, args: Any) -> dict[str, Any]:
         """Check and normalise arguments against the schema; raise ToolError saying what is wrong."""
         return _validate_object(self.name, self.parameters, args)
+
+
+def subject_of(tool: str, args: dict[str, Any]) -> str:
+    """What a user approves for a call of a tool with a fixed effect: the path or command it names, or the tool."""
+    return str(args.get("path") or args.get("command") or tool)
 
 
 def _validate_object(tool: str, schema: dict[str, Any], args: Any) -> dict[str, Any]:

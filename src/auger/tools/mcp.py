@@ -25,10 +25,11 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Awaitable, Callable, Sequence, TextIO, cast
 
+from auger.policy.types import Classification
 from auger.protocol.events import WarningEvent
 from auger.tools.base import (
     DESTRUCTIVE, LOCAL_MUTATION, READ_ONLY, REMOTE_ACTION, CommandSandbox, ToolContext, ToolError, ToolResult,
-    ToolSpec,
+    ToolSpec, subject_of,
 )
 from auger.tools.mcp_config import McpServerConfig
 from auger.tools.toolset import Contribution
@@ -53,12 +54,16 @@ def tool_name(server: str, tool: str) -> str:
     return f"{name[:MAX_NAME - 11]}_{digest}"
 
 
-def effect_of(annotations: Any) -> str:
+def effect_of(annotations: Any, *, believed: bool = True) -> str:
     """Trust-mode effect from the server's hints; only hints the server gave count (an unannotated
-    tool is a local change, whatever the protocol's defaults say)."""
+    tool is a local change, whatever the protocol's defaults say).
+
+    `believed`: the server's word is taken, as the protocol reads it. Otherwise (a server the user has
+    not trusted, which the sandbox does not hold read-only) a hint may only make a call stricter:
+    `readOnlyHint` is not believed, and the strictest hint given decides."""
     if annotations is None:
         return LOCAL_MUTATION
-    if annotations.read_only_hint is True:
+    if believed and annotations.read_only_hint is True:
         return READ_ONLY
     if annotations.destructive_hint is True:
         return DESTRUCTIVE
@@ -80,13 +85,15 @@ class McpToolset:
         self.root = root
         self._warn = warn
         self._elicit = elicit  # None: nobody to ask (headless), so requests are declined
-        self._sandbox = None if server.trusted else sandbox
+        self._sandbox = None if server.runs_trusted else sandbox
+        self._held_read_only = False  # the running server is held read-only by the sandbox (mcp_stdio)
         self._client: Any = None
         self._runner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._lock = asyncio.Lock()
         self._specs: dict[str, ToolSpec] = {}
         self._remote: dict[str, str] = {}  # our name -> the server's
+        self._annotations: dict[str, Any] = {}  # our name -> the hints the server gave
         self._instructions = ""
         self._has_resources = False
         self._prompts: dict[str, Any] = {}  # slash-command name -> the server's Prompt (prompts/list)
@@ -99,6 +106,9 @@ class McpToolset:
     # -- Toolset ----------------------------------------------------------------------
     async def open(self) -> None:
         """Connect and list the tools; a failure is reported, not raised (the session goes on)."""
+        if self.server.trusted and not self.server.runs_trusted:
+            self._warn(f"MCP server {self.server.name!r}: `trusted = true` is honoured only in your user config; "
+                       f"this {self.server.source} server runs as an untrusted one")
         try:
             await self._connect()
         except ServerFailed as exc:
@@ -124,7 +134,41 @@ class McpToolset:
         remote = self._remote.get(name)
         if remote is None:
             raise ToolError(f"there is no tool named {name!r}")
-        return await self._request(remote, lambda client: client.call_tool(remote, args), _tool_result)
+        result = await self._request(remote, lambda client: client.call_tool(remote, args), _tool_result)
+        if not result.ok and self._held_read_only:  # a server's error need not say why a write failed
+            result.output += (f"\n[MCP server {self.server.name!r} runs read-only in plan and safe mode: if this call "
+                              "had to write, the sandbox stopped it; the user can switch to auto mode or mark the "
+                              "server `trusted = true` in their user config]")
+        return result
+
+    def effect(self, name: str) -> str:
+        """What a call of tool `name` may do, as the trust modes see it now: the server's hints, believed
+        for a server the user trusted, or one the sandbox holds read-only (then its claim is enforced)."""
+        believed = self.server.runs_trusted or self._holds_read_only()
+        return effect_of(self._annotations.get(name), believed=believed)
+
+    def _holds_read_only(self) -> bool:
+        """Whether the sandbox holds this server read-only: the running one's confinement, or what the
+        next start would get in the current mode."""
+        if self._sandbox is None or not self.server.command:
+            return False
+        if self._alive():
+            return self._held_read_only
+        from auger.tools.mcp_stdio import SERVER_EFFECT
+
+        return self._sandbox.writes_confined and self._sandbox.readonly_for(SERVER_EFFECT)
+
+    async def reconfine(self) -> None:
+        """The session's mode changed: a server whose confinement no longer fits the mode is stopped now
+        (a writable one must not write on in plan mode), and started again, confined anew, at its next use."""
+        if self._sandbox is None or not self.server.command:
+            return
+        from auger.tools.mcp_stdio import SERVER_EFFECT
+
+        async with self._lock:  # a start under way finishes first: it may have started under the old mode
+            wanted = self._sandbox.writes_confined and self._sandbox.readonly_for(SERVER_EFFECT)
+            if self._alive() and wanted != self._held_read_only:
+                await self._disconnect()
 
     @property
     def has_resources(self) -> bool:
@@ -286,10 +330,15 @@ class McpToolset:
 
             cwd = str((self.root / server.cwd).resolve()) if server.cwd else str(self.root)
             env = {**get_default_environment(), **server.env}
+            self._held_read_only = False
             if self._sandbox is not None:
                 from auger.tools.mcp_stdio import confined_stdio
 
-                return confined_stdio(self._sandbox, [server.command, *server.args], Path(cwd), env, errlog)
+                def started(read_only: bool) -> None:
+                    self._held_read_only = read_only
+
+                return confined_stdio(self._sandbox, [server.command, *server.args], Path(cwd), env, errlog,
+                                      started)
             return stdio_client(StdioServerParameters(command=server.command, args=list(server.args), env=env,
                                                       cwd=cwd), errlog=cast(TextIO, errlog))
         if not server.url:
@@ -340,22 +389,31 @@ class McpToolset:
         """Rebuild our specs from a listing; True when they differ from before."""
         specs: dict[str, ToolSpec] = {}
         remote: dict[str, str] = {}
+        annotations: dict[str, Any] = {}
         for tool in tools:
             name = tool_name(self.server.name, tool.name)
             if name in specs:  # two server names sanitised alike: keep the first, say so
                 self._warn(f"MCP server {self.server.name!r}: tool {tool.name!r} clashes with another as {name!r}")
                 continue
-            effect = effect_of(tool.annotations)
+            claimed = effect_of(tool.annotations)  # what the server says; the calls are classified by effect()
             schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
             specs[name] = ToolSpec(name, _describe(self.server.name, tool), schema, self._handler(name),
-                                   effect=effect, parallel_safe=effect == READ_ONLY)
+                                   effect=claimed, parallel_safe=claimed == READ_ONLY,
+                                   classifier=self._classifier(name))
             remote[name] = tool.name
+            annotations[name] = tool.annotations
         changed = [(s.name, s.description, json.dumps(s.parameters, sort_keys=True), s.effect)
                    for s in specs.values()] != [(s.name, s.description, json.dumps(s.parameters, sort_keys=True),
                                                  s.effect) for s in self._specs.values()]
-        self._specs, self._remote = specs, remote
+        self._specs, self._remote, self._annotations = specs, remote, annotations
         self._changed = self._changed or changed
         return changed
+
+    def _classifier(self, name: str) -> Callable[[dict, Path], Classification]:
+        def classify(args: dict, root: Path) -> Classification:
+            return Classification(self.effect(name), subject_of(name, args))
+
+        return classify
 
     def _handler(self, name: str) -> Callable[[dict, ToolContext], Awaitable[ToolResult]]:
         async def handler(args: dict, ctx: ToolContext) -> ToolResult:

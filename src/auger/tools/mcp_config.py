@@ -8,7 +8,8 @@ the `mcp` SDK: a session with no MCP server must not pay for it.
     args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
     env = { LOG_LEVEL = "warn" }
     cwd = "."                                # relative to the project root
-    trusted = false                          # true: run outside the session's sandbox
+    trusted = false                          # true (user config only): run outside the session's
+                                             # sandbox, its tools' annotations believed
     startup_timeout = 10                     # seconds to connect and list tools
     tool_timeout = 120                       # seconds per call
 
@@ -46,6 +47,13 @@ class McpServerConfig:
     startup_timeout: float = STARTUP_TIMEOUT
     tool_timeout: float = TOOL_TIMEOUT
     source: str = "user"  # user | project | session
+
+    @property
+    def runs_trusted(self) -> bool:
+        """Whether the server is taken at its word and run outside the sandbox. Only the user's own config
+        can trust a server: a project's table, or one a client adds to a session, saying `trusted = true`
+        is not believed."""
+        return self.trusted and self.source == "user"
 
     @property
     def kind(self) -> str:

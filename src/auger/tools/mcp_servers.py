@@ -7,6 +7,7 @@ a server to start.
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -59,16 +60,26 @@ class McpServers:
         await self._add(server)
         return None
 
+    async def reconfine(self) -> None:
+        """The session's mode changed: each server the sandbox holds is confined as the new mode says
+        (a writable one is stopped at once when the mode gets stricter; see McpToolset.reconfine)."""
+        await asyncio.gather(*(server.reconfine() for server in self._servers()))
+
     async def remove(self, name: str) -> str | None:
         return None if await self.registry.remove(name) else f"no MCP server named {name!r} in this session"
 
     def status(self) -> list[ServerStatus]:
         """Each server of this session as a client shows it (`/mcp`): what it is and whether it is up."""
-        from auger.tools.mcp import McpToolset
-
         return [ServerStatus(t.server.name, t.server.kind, t.server.describe(), t.connected, len(t.list_tools()),
                              t.server.source)
-                for t in self.registry.members if isinstance(t, McpToolset)]
+                for t in self._servers()]
+
+    def _servers(self) -> list[McpToolset]:
+        if "auger.tools.mcp" not in sys.modules:  # never loaded: this process never had a server
+            return []
+        from auger.tools.mcp import McpToolset
+
+        return [t for t in self.registry.members if isinstance(t, McpToolset)]
 
     async def _offer_resources(self) -> None:
         """The resource tools, one pair for all servers, listed only while a server has resources."""

@@ -4,6 +4,11 @@ The SDK's own stdio transport starts the server itself, outside any confinement.
 is started the way every shell command is — `CommandSandbox.spawn` (policy/confinement.py): inside
 bubblewrap or Landlock, its network through the egress proxy — with pipes for stdin and stdout, and
 this module speaks newline-delimited JSON-RPC over them, as the SDK's transport does.
+
+A server is started as a command judged read-only is (`SERVER_EFFECT`): held read-only in plan and
+safe mode, with the project writable in auto mode. Whoever starts it learns which (`started`), since
+only a server the sandbox holds read-only may be believed when it says a tool reads only. When it is
+stopped, its whole process group goes with it, also what it left running after it exited.
 """
 
 from __future__ import annotations
@@ -13,16 +18,18 @@ import os
 import signal
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, Any, AsyncIterator
+from typing import IO, Any, AsyncIterator, Callable
 
-from auger.tools.base import LOCAL_MUTATION, CommandSandbox
+from auger.tools.base import READ_ONLY, CommandSandbox
 
 MAX_LINE = 16 * 1024 * 1024  # one JSON-RPC message; a server sending more is broken
+SERVER_EFFECT = READ_ONLY  # read-only in plan and safe mode, writable within the project in auto
 
 
 @asynccontextmanager
 async def confined_stdio(sandbox: CommandSandbox, argv: list[str], cwd: Path, env: dict[str, str],
-                         errlog: IO[str]) -> AsyncIterator[tuple[Any, Any]]:
+                         errlog: IO[str], started: Callable[[bool], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """The server's streams; `started(read_only)` is told whether the sandbox holds it read-only."""
     import anyio
     import mcp.types as types
     from mcp.shared.message import SessionMessage
@@ -30,13 +37,14 @@ async def confined_stdio(sandbox: CommandSandbox, argv: list[str], cwd: Path, en
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     try:
-        proc = await sandbox.spawn(argv, cwd, env, (stdin_r, stdout_w, errlog.fileno()), LOCAL_MUTATION)
+        proc = await sandbox.spawn(argv, cwd, env, (stdin_r, stdout_w, errlog.fileno()), SERVER_EFFECT)
     except BaseException:
         for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
             os.close(fd)
         raise
     os.close(stdin_r)
     os.close(stdout_w)
+    started(bool(getattr(proc, "readonly", False)) and sandbox.writes_confined)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE, loop=loop)
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
@@ -68,10 +76,9 @@ async def confined_stdio(sandbox: CommandSandbox, argv: list[str], cwd: Path, en
         finally:
             write_transport.close()  # the server sees end of input and should exit
             with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(2) as waited:
+                with anyio.move_on_after(2):
                     await proc.wait()
-                if waited.cancelled_caught:
-                    proc.signal_group(signal.SIGKILL)
-                    await proc.wait()
+                proc.signal_group(signal.SIGKILL)  # it, or what it left behind in its group
+                await proc.wait()
             read_transport.close()
             group.cancel_scope.cancel()
