@@ -22,7 +22,9 @@ from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Op, SetMode, Shutdown, UserTurn
 from auger.protocol.schema import protocol_schema, schema_text
 from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
+from auger.store.base import StoreError
 from auger.store.sqlite import SqliteStore
+from auger.engine.sessions import run_prompt
 from tests.support.harness import auger_cli, drive, json_events, open_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_database, check_envelope
@@ -274,3 +276,69 @@ def test_resumed_session_continues_the_numbering_and_replays_from_seq_n_after_a_
     third = live[len(printed):]
     assert third[0].event.TYPE == "session_configured" and third[0].seq == seqs[-1] + 1
     assert third[-1].event.TYPE == "shutdown_complete"
+
+
+def test_a_subscriber_receives_an_envelope_only_once_its_row_is_committed(project, server, tmp_path):
+    """Looked at from another connection the moment each envelope arrives, its row is already there."""
+    db = tmp_path / "s.db"
+    server.add(Reply(text="a chatty reply in many small pieces " * 4, chunk_chars=3,
+                     tool_calls=[ToolCall("list_dir", {})]), Reply(text="done"))
+
+    async def main():
+        session, store = await open_session(project, server, db)
+        reader = sqlite3.connect(db)
+        missing, seen = [], 0
+        try:
+            def check(envelope):
+                nonlocal seen
+                seen += 1
+                row = reader.execute("SELECT data FROM events WHERE session_id = ? AND seq = ?",
+                                     (envelope.session_id, envelope.seq)).fetchone()
+                if row is None or json.loads(row[0]) != json.loads(dumps(envelope.to_json())):
+                    missing.append((envelope.seq, envelope.event.TYPE))
+
+            await run_prompt(session, "go", on_envelope=check)
+            return missing, seen
+        finally:
+            reader.close()
+            await store.aclose()
+
+    missing, seen = _run(main())
+    assert seen > 40 and missing == []
+
+
+def test_a_batch_the_store_cannot_take_ends_the_stream_after_what_was_stored(tmp_path):
+    """A full store refuses a batch: subscribers read what was committed, then get the StoreError; nothing
+    emitted after it is stored (a gap) or shown."""
+
+    async def main():
+        store = SqliteStore(tmp_path / "s.db")
+        try:
+            stream = EventStream("sess", store)
+            await stream.open()
+            reader = stream.subscribe()
+            stream.emit(ev.WarningEvent("small"))
+            await stream.saved()
+            await store._write(lambda conn: conn.execute(
+                f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0] + 4}"))
+            stream.emit(ev.WarningEvent("x" * 200_000))  # needs more pages than the store may grow by
+            await stream.saved()
+            stream.emit(ev.WarningEvent("after"))
+            stream.emit(ev.ShutdownComplete())
+            await stream.saved()
+            seen = []
+            with pytest.raises(StoreError, match="the disk is full") as failure:
+                async for envelope in reader:
+                    seen.append(envelope.event)
+            late = []
+            with pytest.raises(StoreError):
+                async for envelope in stream.subscribe(after_seq=0):  # a subscriber that comes later too
+                    late.append(envelope.event)
+            return seen, late, str(failure.value), await store.load_events("sess")
+        finally:
+            await store.aclose()
+
+    seen, late, message, stored = _run(main())
+    assert seen == late == [ev.WarningEvent("small")] == [e.event for e in stored]
+    assert message.startswith(f"cannot write the session store {tmp_path / 's.db'}: ")
+

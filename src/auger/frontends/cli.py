@@ -422,11 +422,13 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.models.registry import ProviderError, client_for
     from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
+    from auger.store.base import StoreError
 
     from auger.frontends.worktree_cli import session_root
 
     store = open_store(config)
     leased: str | None = None
+    store_failure = ""
     try:
         record = None
         switch = False  # whether the user named another provider or model for a stored session
@@ -501,15 +503,21 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             if isinstance(event, AgentMessage) and envelope.parent_call_id is None:  # not a sub-agent's
                 final = event.text
 
-        ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                                    skills=list(getattr(args, "skill", None) or [])),
-                                  on_envelope=on_envelope))[-1]
+        try:
+            ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
+                                                        skills=list(getattr(args, "skill", None) or [])),
+                                      on_envelope=on_envelope))[-1]
+        except StoreError as exc:  # nothing more could be stored, so nothing more shown; the session is shut
+            store_failure = str(exc)
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
         if leased is not None:
             await store.release(leased)
         await store.aclose()
+    if store_failure:
+        print(f"auger: error: {store_failure} (session {session.id[:8]})", file=sys.stderr)
+        return EXIT_FAILED
     if not args.json and final:
         from auger.protocol.jsontext import printable
 

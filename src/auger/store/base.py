@@ -1,4 +1,7 @@
-"""The Store contract: sessions, their items (committed one by one), full tool outputs, usage."""
+"""The Store contract: sessions, their items (committed one by one), full tool outputs, usage.
+
+Every method raises `StoreError` (never the database's own exceptions) when the store cannot do what
+it was asked, so callers can tell a full disk from a bug."""
 
 from __future__ import annotations
 
@@ -9,6 +12,11 @@ from typing import Protocol
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
+
+
+class StoreError(Exception):
+    """The store cannot be used: the file is unreadable, locked or of a newer schema, or a write failed (a
+    full disk). The message names the file and the cause, in one line for the user."""
 
 
 @dataclass
@@ -84,7 +92,9 @@ class Store(PendingStore, Protocol):
                      full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
         """Commit one item durably before returning its sequence number."""
     def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
-        """Queue envelopes for writing now, in order with every other write; await to know they are durable."""
+        """Queue envelopes for writing now, in order with every other write; await to know they are durable.
+        A batch that does not continue the session's stored numbering is refused (StoreError), so the
+        stored numbers never have a gap."""
     async def last_event_seq(self, session_id: str) -> int: ...
     async def load_events(self, session_id: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Envelope]:
         """Stored envelopes with after_seq < seq <= upto_seq, oldest first."""
