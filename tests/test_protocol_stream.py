@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import enum
 import json
+import os
 import sqlite3
 import types
 import typing
@@ -342,3 +343,39 @@ def test_a_batch_the_store_cannot_take_ends_the_stream_after_what_was_stored(tmp
     assert seen == late == [ev.WarningEvent("small")] == [e.event for e in stored]
     assert message.startswith(f"cannot write the session store {tmp_path / 's.db'}: ")
 
+
+def test_input_sent_during_a_turn_carries_its_own_submission_id_from_its_injection_on(project, server, tmp_path):
+    """The second prompt is typed while the first's tool runs: `user_input_injected` and what the turn does
+    in answer to it carry the second prompt's submission id; what came before, the first's."""
+    fifo = project / "signal"
+    os.mkfifo(fifo)
+    server.add(Reply(text="looking", tool_calls=[ToolCall("shell", {"command": "cat signal"})]),
+               Reply(text="the answer to both"))
+
+    async def main():
+        session, store = await open_session(project, server, tmp_path / "s.db")
+        envelopes, second = [], None
+        try:
+            first = session.submit(UserTurn("first"))
+            async for envelope in session.subscribe():
+                envelopes.append(envelope)
+                if isinstance(envelope.event, ev.ToolCallStarted):  # the tool waits on the fifo
+                    second = session.submit(UserTurn("second"))
+                    await asyncio.to_thread(fifo.write_text, "go\n")
+                elif isinstance(envelope.event, ev.TurnEnded):
+                    session.submit(Shutdown())
+            return first, second, envelopes, await store.load_events(session.id)
+        finally:
+            await store.aclose()
+
+    first, second, envelopes, stored = _run(main())
+    assert stored == envelopes
+    turn = [e for e in envelopes if e.event.TYPE not in ("session_configured", "shutdown_complete")]
+    at = next(i for i, e in enumerate(turn) if isinstance(e.event, ev.UserInputInjected))
+    assert turn[at].event.text == "second" and turn[at].submission_id == second != first
+    before, after = turn[:at], turn[at:]
+    assert {e.event.TYPE for e in before} >= {"turn_started", "message_delta", "tool_call_started", "tool_call_ended"}
+    assert {e.submission_id for e in before} == {first}
+    assert {e.event.TYPE for e in after} >= {"message_delta", "agent_message", "token_usage", "turn_ended"}
+    assert {e.submission_id for e in after} == {second}
+    assert [m["content"] for m in server.chat_requests[1].body["messages"] if m["role"] == "user"][-1] == "second"

@@ -112,14 +112,13 @@ class Session:
         self.archive = runtime.archive
         self.mcp = mcp  # the session's MCP servers, in the router's registry
         self.skills = workspace.skills  # re-read by refresh_context, so skills added mid-session are offered
-        self.pending_input: list[UserTurn] = []
+        self.pending_input: list[tuple[UserTurn, str | None]] = []  # user turns not yet taken, with submission ids
         self.compact_requested = False
         self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
         self._probed_window = (client.model, window)  # (model, window its server reported)
         self._startup_warnings = warnings
         self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
         self._stream = EventStream(meta.id, store)
-        self._input_submission: str | None = None  # the last user input's, for a turn that starts from the queue
         self._pulled: AsyncIterator[Event] | None = None  # next_event's subscriber
         self._turn: asyncio.Task[None] | None = None
         self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
@@ -293,7 +292,14 @@ class Session:
         await self.store.update_session(self.id, title=title)
 
     def take_input(self) -> UserTurn | None:
-        return self.pending_input.pop(0) if self.pending_input else None
+        """The oldest queued user turn. From here on the taking task's events (the turn's, and those of
+        tasks it starts later) carry that input's submission id: what the turn does next is its answer to
+        that input, and a client matches it to its own post."""
+        if not self.pending_input:
+            return None
+        op, submission_id = self.pending_input.pop(0)
+        _SUBMISSION.set(submission_id)
+        return op
 
     def has_input(self) -> bool:
         """Queued user input, or a background agent's result not yet told (both go in before the next call)."""
@@ -405,10 +411,8 @@ class Session:
     async def _loop(self) -> None:
         while True:
             op, submission_id = await self._ops.get()
-            if isinstance(op, UserTurn):
-                self._input_submission = submission_id
-            elif isinstance(op, _TurnFinished):
-                submission_id = self._input_submission  # only used if it starts a turn for queued input
+            if isinstance(op, _TurnFinished) and self.pending_input:
+                submission_id = self.pending_input[0][1]  # a turn it starts answers the oldest queued input
             token = _SUBMISSION.set(submission_id)
             try:
                 if await self._dispatch(op):
@@ -421,7 +425,7 @@ class Session:
     async def _dispatch(self, op: Op | _TurnFinished) -> bool:
         """Handle one op; True when the session is finished."""
         if isinstance(op, UserTurn):
-            self.pending_input.append(op)
+            self.pending_input.append((op, _SUBMISSION.get()))
             if not self.turn_running:
                 self._start_turn()
         elif isinstance(op, _TurnFinished):
