@@ -63,8 +63,9 @@ class SessionManager:
                    before_user_message: int | None = None, mode: str | None = None,
                    interactive: bool = False, pending: bool = False, backend: str | None = None) -> Session:
         """A new session starting from a copy of another's history, optionally cut just before its
-        Nth user message (1-based). The source is left untouched. The model follows the resume policy
-        (see `resume`): the source's, unless `switch` accepts another client's."""
+        Nth user message (1-based), with what that history had used and cost (inherited: shown apart from
+        the fork's own, counted by its budgets). The source is left untouched. The model follows the
+        resume policy (see `resume`): the source's, unless `switch` accepts another client's."""
         store = self.store
         source = await self._record(source_id)
         if client is None:
@@ -82,7 +83,7 @@ class SessionManager:
                                provider=client.provider, model=client.model, mode=mode or source.mode,
                                title=f"fork of {source.title or source.id[:8]}"[:80])
         await store.create_session(record)
-        await store.copy_items(source.id, record.id, cut)
+        await store.copy_history(source.id, record.id, cut)
         await _copy_pending(store, source.id, record.id, whole=cut is None)
         return await self.resume(record.id, client=client, mode=mode, interactive=interactive, pending=pending,
                                  backend=backend)
@@ -132,8 +133,10 @@ class SessionManager:
         if switched or mode:
             record.provider, record.model = client.provider, client.model
             await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
-        ledger = UsageLedger(await store.usage_total(record.id), await stored_cost(store, record.id,
-                                                                                   self.workspace.config))
+        prices = self.workspace.config
+        ledger = UsageLedger(await store.usage_total(record.id), await stored_cost(store, record.id, prices),
+                             inherited=await store.usage_total(record.id, inherited=True),
+                             inherited_cost=await stored_cost(store, record.id, prices, inherited=True))
         session = await Session.open(self.workspace, store=store, client=client, meta=record, history=history,
                                      interactive=interactive, resumed=True, ledger=ledger,
                                      plan=latest_plan(history.items), pending=pending)

@@ -248,7 +248,9 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         try:
             sessions = await store.list_sessions(args.limit)
             tree = await sub_agent_tree(store) if args.tree else {}
-            return sessions, {s.id: await stored_cost(store, s.id, config) for s in sessions}, tree
+            costs = {s.id: (await stored_cost(store, s.id, config),
+                            await stored_cost(store, s.id, config, inherited=True)) for s in sessions}
+            return sessions, costs, tree
         finally:
             await store.aclose()
 
@@ -256,7 +258,8 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         for s in sessions:
             row = {"id": s.id, "title": s.title, "updated": s.updated, "created": s.created, "cwd": s.cwd,
-                   "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id]}
+                   "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id][0],
+                   "inherited_cost_usd": costs[s.id][1]}
             print(json.dumps({**row, "children": tree_json(tree, s.id)} if args.tree else row))
         return EXIT_OK
     if not sessions:
@@ -266,12 +269,17 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
     from auger.protocol.jsontext import printable
 
-    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'TITLE':<40} CWD")
+    def money(value: float | None) -> str:
+        return "unknown" if value is None else f"${value:.4f}"
+
+    # COST: what the session's own calls cost; INHERITED: a fork's, what its history had cost before it
+    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'INHERITED':>9} {'TITLE':<40} CWD")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
         title = (s.title or "(untitled)").replace("\n", " ")
-        cost = "unknown" if costs[s.id] is None else f"${costs[s.id]:.4f}"
-        print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}"))
+        own, inherited = costs[s.id]
+        print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {money(own):>9} "
+                        f"{money(inherited) if inherited != 0 else '-':>9} {title[:40]:<40} {s.cwd}"))
         for line in tree_lines(tree, s.id):
             print(printable(line))
     return EXIT_OK

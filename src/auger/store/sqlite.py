@@ -48,7 +48,8 @@ _SCHEMA = [
         arguments TEXT NOT NULL, full_output TEXT NOT NULL, PRIMARY KEY (session_id, call_id)) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS usage (
         session_id TEXT NOT NULL, turn_id TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL,
-        cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL)""",
+        cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL,
+        inherited INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id)",
     "CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated)",
     """CREATE TABLE IF NOT EXISTS leases (
@@ -68,9 +69,11 @@ _SCHEMA = [
         content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
         created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
 ]
-# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions
-# (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 6
+# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions;
+# 7: usage.inherited (a fork's share of its source's usage). Every statement above is idempotent, and
+# columns added later are added when missing (_COLUMNS), so older files are upgraded in place.
+_SCHEMA_VERSION = 7
+_COLUMNS = [("usage", "inherited", "INTEGER NOT NULL DEFAULT 0")]
 # What SQLite's failures mean to a user (the others keep SQLite's words: "database is locked"…).
 _CAUSES = {
     "SQLITE_FULL": "the disk is full",
@@ -126,6 +129,9 @@ class SqliteStore:
                     conn.execute("BEGIN")
                     for stmt in _SCHEMA:
                         conn.execute(stmt)
+                    for table, column, declaration in _COLUMNS:
+                        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
                     conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
             return conn
         except (sqlite3.Error, OSError) as exc:
@@ -370,22 +376,31 @@ class SqliteStore:
 
         return await self._run(select)
 
-    async def copy_items(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
-        """Copy a session's items (those before `before_seq`) and their stored outputs into another session."""
+    async def copy_history(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
+        """Copy a session's conversation (the items before `before_seq`), their stored outputs, and the
+        usage recorded before the first item left out (all of it, inherited included), marked inherited,
+        into another session, in one transaction; the number of items copied."""
         limit = before_seq if before_seq is not None else 1 << 62
 
         def copy(conn: sqlite3.Connection) -> int:
             with conn:
                 conn.execute("BEGIN")
+                cut = conn.execute("SELECT created FROM items WHERE session_id = ? AND seq = ?",
+                                   (source_id, limit)).fetchone()
                 cur = conn.execute(
                     "INSERT INTO items (session_id, seq, turn_id, type, data, created) "
                     "SELECT ?, seq, turn_id, type, data, created FROM items WHERE session_id = ? AND seq < ?",
                     (target_id, source_id, limit))
+                copied = cur.rowcount
                 conn.execute(
                     "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
                     "SELECT ?, call_id, seq, tool, arguments, full_output FROM tool_outputs "
                     "WHERE session_id = ? AND seq < ?", (target_id, source_id, limit))
-            return cur.rowcount
+                conn.execute(
+                    "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, "
+                    "inherited) SELECT ?, turn_id, model, input, cached, output, reasoning, created, 1 FROM usage "
+                    "WHERE session_id = ? AND created < ?", (target_id, source_id, cut[0] if cut else 1e300))
+            return copied
 
         return await self._write(copy)
 
@@ -459,24 +474,30 @@ class SqliteStore:
 
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?)",
+            conn.execute("INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created) "
+                         "VALUES (?,?,?,?,?,?,?,?)",
                          (session_id, turn_id, model, usage.input_tokens, usage.cached_input_tokens,
                           usage.output_tokens, usage.reasoning_tokens, time.time()))
 
         await self._write(insert)
 
-    async def usage_by_model(self, session_id: str) -> list[tuple[str, Usage]]:
+    async def usage_by_model(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, Usage]]:
+        """The session's own usage per model; with `inherited`, what it took over from the session it was
+        forked from instead."""
         def select(conn: sqlite3.Connection) -> list[tuple[str, Usage]]:
             rows = conn.execute("SELECT model, SUM(input), SUM(cached), SUM(output), SUM(reasoning) FROM usage "
-                                "WHERE session_id = ? GROUP BY model", (session_id,)).fetchall()
+                                "WHERE session_id = ? AND inherited = ? GROUP BY model",
+                                (session_id, int(inherited))).fetchall()
             return [(model, Usage(*numbers)) for model, *numbers in rows]
 
         return await self._run(select)
 
-    async def usage_total(self, session_id: str) -> Usage:
+    async def usage_total(self, session_id: str, *, inherited: bool = False) -> Usage:
+        """The session's own usage; with `inherited`, what it took over from the session it was forked from."""
         def select(conn: sqlite3.Connection) -> Usage:
             row = conn.execute("SELECT COALESCE(SUM(input),0), COALESCE(SUM(cached),0), COALESCE(SUM(output),0), "
-                               "COALESCE(SUM(reasoning),0) FROM usage WHERE session_id = ?", (session_id,)).fetchone()
+                               "COALESCE(SUM(reasoning),0) FROM usage WHERE session_id = ? AND inherited = ?",
+                               (session_id, int(inherited))).fetchone()
             return Usage(*row)
 
         return await self._run(select)
