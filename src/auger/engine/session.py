@@ -8,8 +8,9 @@ see the Session: each gets a TurnContext built here and this session as its Turn
 sandbox, rules, tool runtime and context window are set up before anyone can submit.
 
 Each op gets a submission id; every event emitted while handling it (in the loop or in the
-tasks it starts, which inherit the context) carries that id in its envelope. Numbering,
-storing and fanning out the envelopes is engine/stream.py's job.
+tasks it starts, which inherit the context) carries that id in its envelope. User input a
+running turn takes (`take_input`) moves that turn's later events to the input's own id.
+Numbering, storing and fanning out the envelopes is engine/stream.py's job.
 """
 
 from __future__ import annotations
