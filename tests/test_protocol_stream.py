@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import enum
 import json
+import os
 import sqlite3
 import types
 import typing
@@ -22,7 +23,9 @@ from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Op, SetMode, Shutdown, UserTurn
 from auger.protocol.schema import protocol_schema, schema_text
 from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
+from auger.store.base import StoreError
 from auger.store.sqlite import SqliteStore
+from auger.engine.sessions import run_prompt
 from tests.support.harness import auger_cli, drive, json_events, open_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_database, check_envelope
@@ -274,3 +277,105 @@ def test_resumed_session_continues_the_numbering_and_replays_from_seq_n_after_a_
     third = live[len(printed):]
     assert third[0].event.TYPE == "session_configured" and third[0].seq == seqs[-1] + 1
     assert third[-1].event.TYPE == "shutdown_complete"
+
+
+def test_a_subscriber_receives_an_envelope_only_once_its_row_is_committed(project, server, tmp_path):
+    """Looked at from another connection the moment each envelope arrives, its row is already there."""
+    db = tmp_path / "s.db"
+    server.add(Reply(text="a chatty reply in many small pieces " * 4, chunk_chars=3,
+                     tool_calls=[ToolCall("list_dir", {})]), Reply(text="done"))
+
+    async def main():
+        session, store = await open_session(project, server, db)
+        reader = sqlite3.connect(db)
+        missing, seen = [], 0
+        try:
+            def check(envelope):
+                nonlocal seen
+                seen += 1
+                row = reader.execute("SELECT data FROM events WHERE session_id = ? AND seq = ?",
+                                     (envelope.session_id, envelope.seq)).fetchone()
+                if row is None or json.loads(row[0]) != json.loads(dumps(envelope.to_json())):
+                    missing.append((envelope.seq, envelope.event.TYPE))
+
+            await run_prompt(session, "go", on_envelope=check)
+            return missing, seen
+        finally:
+            reader.close()
+            await store.aclose()
+
+    missing, seen = _run(main())
+    assert seen > 40 and missing == []
+
+
+def test_a_batch_the_store_cannot_take_ends_the_stream_after_what_was_stored(tmp_path):
+    """A full store refuses a batch: subscribers read what was committed, then get the StoreError; nothing
+    emitted after it is stored (a gap) or shown."""
+
+    async def main():
+        store = SqliteStore(tmp_path / "s.db")
+        try:
+            stream = EventStream("sess", store)
+            await stream.open()
+            reader = stream.subscribe()
+            stream.emit(ev.WarningEvent("small"))
+            await stream.saved()
+            await store._write(lambda conn: conn.execute(
+                f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0] + 4}"))
+            stream.emit(ev.WarningEvent("x" * 200_000))  # needs more pages than the store may grow by
+            await stream.saved()
+            stream.emit(ev.WarningEvent("after"))
+            stream.emit(ev.ShutdownComplete())
+            await stream.saved()
+            seen = []
+            with pytest.raises(StoreError, match="the disk is full") as failure:
+                async for envelope in reader:
+                    seen.append(envelope.event)
+            late = []
+            with pytest.raises(StoreError):
+                async for envelope in stream.subscribe(after_seq=0):  # a subscriber that comes later too
+                    late.append(envelope.event)
+            return seen, late, str(failure.value), await store.load_events("sess")
+        finally:
+            await store.aclose()
+
+    seen, late, message, stored = _run(main())
+    assert seen == late == [ev.WarningEvent("small")] == [e.event for e in stored]
+    assert message.startswith(f"cannot write the session store {tmp_path / 's.db'}: ")
+
+
+def test_input_sent_during_a_turn_carries_its_own_submission_id_from_its_injection_on(project, server, tmp_path):
+    """The second prompt is typed while the first's tool runs: `user_input_injected` and what the turn does
+    in answer to it carry the second prompt's submission id; what came before, the first's."""
+    fifo = project / "signal"
+    os.mkfifo(fifo)
+    server.add(Reply(text="looking", tool_calls=[ToolCall("shell", {"command": "cat signal"})]),
+               Reply(text="the answer to both"))
+
+    async def main():
+        session, store = await open_session(project, server, tmp_path / "s.db")
+        envelopes, second = [], None
+        try:
+            first = session.submit(UserTurn("first"))
+            async for envelope in session.subscribe():
+                envelopes.append(envelope)
+                if isinstance(envelope.event, ev.ToolCallStarted):  # the tool waits on the fifo
+                    second = session.submit(UserTurn("second"))
+                    await asyncio.to_thread(fifo.write_text, "go\n")
+                elif isinstance(envelope.event, ev.TurnEnded):
+                    session.submit(Shutdown())
+            return first, second, envelopes, await store.load_events(session.id)
+        finally:
+            await store.aclose()
+
+    first, second, envelopes, stored = _run(main())
+    assert stored == envelopes
+    turn = [e for e in envelopes if e.event.TYPE not in ("session_configured", "shutdown_complete")]
+    at = next(i for i, e in enumerate(turn) if isinstance(e.event, ev.UserInputInjected))
+    assert turn[at].event.text == "second" and turn[at].submission_id == second != first
+    before, after = turn[:at], turn[at:]
+    assert {e.event.TYPE for e in before} >= {"turn_started", "message_delta", "tool_call_started", "tool_call_ended"}
+    assert {e.submission_id for e in before} == {first}
+    assert {e.event.TYPE for e in after} >= {"message_delta", "agent_message", "token_usage", "turn_ended"}
+    assert {e.submission_id for e in after} == {second}
+    assert [m["content"] for m in server.chat_requests[1].body["messages"] if m["role"] == "user"][-1] == "second"

@@ -10,14 +10,8 @@ import sys
 import time
 
 from auger.store.sqlite import SqliteStore
-from tests.support.harness import auger_cli, conversation, json_events
+from tests.support.harness import auger_cli, cli_env, conversation, json_events
 from tests.support.mock_openai import Reply
-
-
-def _cli_env(home) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
-    env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-test"})
-    return env
 
 
 def test_four_concurrent_resumes_never_corrupt_the_session(project, server, auger_home):
@@ -30,7 +24,7 @@ def test_four_concurrent_resumes_never_corrupt_the_session(project, server, auge
     session_id = json_events(first.stdout)[0]["session_id"]
 
     procs = [subprocess.Popen([sys.executable, "-m", "auger", "resume", session_id, "--base-url", server.base_url,
-                               f"prompt {n}"], cwd=project, env=_cli_env(auger_home), stdout=subprocess.PIPE,
+                               f"prompt {n}"], cwd=project, env=cli_env(auger_home), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for n in range(4)]
     results = [(n, *p.communicate(timeout=60), p.returncode) for n, p in enumerate(procs)]
 

@@ -145,13 +145,19 @@ def hook_command(tmp_path: Path, name: str, body: str) -> str:
     return f"{sys.executable} {path}"
 
 
-def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-              input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run the real `auger` command in a subprocess with an isolated AUGER_HOME."""
+def cli_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a real `auger` process: this one's without AUGER_*/OPENAI_*, an isolated
+    AUGER_HOME, a test key, then `env`."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
     full_env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-test"})
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "auger", *args], cwd=cwd, env=full_env, input=input,
+    return full_env
+
+
+def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+              input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the real `auger` command in a subprocess with an isolated AUGER_HOME."""
+    return subprocess.run([sys.executable, "-m", "auger", *args], cwd=cwd, env=cli_env(home, env), input=input,
                           capture_output=True, text=True, timeout=timeout)
 
 

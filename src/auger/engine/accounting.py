@@ -14,7 +14,7 @@ from auger.engine.history import History, to_prompt
 from auger.engine.tokens import estimate_items, estimate_request
 from auger.models.base import ToolSchema
 from auger.models.registry import add_cost
-from auger.protocol.events import Usage
+from auger.protocol.events import TokenUsage, Usage
 
 COMPACT_SHARE = 0.85  # compact automatically once the next request would fill this share of the window
 OUTPUT_SHARE = 0.05  # each tool output in the prompt keeps at most this share of the window (head and tail)
@@ -71,12 +71,17 @@ class ContextMeter:
 @dataclass
 class UsageLedger:
     """Tokens and cost of the session, and of the turn running now. Cost is None once any call had an
-    unknown price: a total that silently leaves calls out would be worse than none."""
+    unknown price: a total that silently leaves calls out would be worse than none.
+
+    A fork starts with what its history had cost up to the fork point (`inherited`), kept apart from
+    its own calls so both can be shown; budgets count both, or forking would reset them."""
 
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
     turn_usage: Usage = field(default_factory=Usage)
     turn_cost: float | None = 0.0
+    inherited: Usage = field(default_factory=Usage)
+    inherited_cost: float | None = 0.0
 
     def begin_turn(self) -> None:
         self.turn_usage, self.turn_cost = Usage(), 0.0
@@ -88,10 +93,21 @@ class UsageLedger:
         self.turn_cost = add_cost(self.turn_cost, cost)
 
     def exhausted(self, budgets: Budgets) -> str | None:
-        """Why the session may not call the model again, if a budget is used up."""
-        used = self.usage.input_tokens + self.usage.output_tokens
+        """Why the session may not call the model again, if a budget is used up (inherited usage included)."""
+        total = self.usage + self.inherited
+        used = total.input_tokens + total.output_tokens
         if budgets.tokens and used >= budgets.tokens:
-            return f"session token budget reached: {used:,} of {budgets.tokens:,} tokens used"
-        if budgets.cost is not None and self.cost is not None and self.cost >= budgets.cost:
-            return f"session cost budget reached: ${self.cost:.4f} of ${budgets.cost:.2f} spent"
+            inherited = self.inherited.input_tokens + self.inherited.output_tokens
+            return (f"session token budget reached: {used:,} of {budgets.tokens:,} tokens used"
+                    + (f" ({inherited:,} of them before the fork)" if inherited else ""))
+        spent = add_cost(self.cost, self.inherited_cost)
+        if budgets.cost is not None and spent is not None and spent >= budgets.cost:
+            return (f"session cost budget reached: ${spent:.4f} of ${budgets.cost:.2f} spent"
+                    + (f" (${self.inherited_cost:.4f} of it before the fork)" if self.inherited_cost else ""))
         return None
+
+    def report(self, turn_id: str, last: Usage, context_used: int, context_window: int) -> TokenUsage:
+        """The token_usage event after a model call that used `last` (already added)."""
+        left = round(max(0.0, 100.0 * (1 - context_used / context_window)), 1) if context_window else 100.0
+        return TokenUsage(turn_id, last, self.turn_usage, self.usage, context_used, context_window, left,
+                          self.turn_cost, self.cost, self.inherited, self.inherited_cost)

@@ -21,7 +21,7 @@ import contextlib
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable
 
 from auger.backends.base import (
@@ -243,10 +243,8 @@ class BackendTurn:
         usage = ev.Usage(event.input_tokens, event.cached_input_tokens, event.output_tokens, event.reasoning_tokens)
         if usage.total_tokens:
             await host.charge(self.id, f"{self.link.name} (backend)", usage, None)
-        window, used = event.context_window, event.context_used
-        left = round(max(0.0, 100.0 * (1 - used / window)), 1) if window else 100.0
-        ledger = host.ledger
-        host.emit(ev.TokenUsage(self.id, usage, ledger.turn_usage, ledger.usage, used, window, left, None, None))
+        report = host.ledger.report(self.id, usage, event.context_used, event.context_window)
+        host.emit(replace(report, turn_cost=None, session_cost=None))  # the agent's prices are unknown to auger
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ see the Session: each gets a TurnContext built here and this session as its Turn
 sandbox, rules, tool runtime and context window are set up before anyone can submit.
 
 Each op gets a submission id; every event emitted while handling it (in the loop or in the
-tasks it starts, which inherit the context) carries that id in its envelope. Numbering,
-storing and fanning out the envelopes is engine/stream.py's job.
+tasks it starts, which inherit the context) carries that id in its envelope. User input a
+running turn takes (`take_input`) moves that turn's later events to the input's own id.
+Numbering, storing and fanning out the envelopes is engine/stream.py's job.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from auger.protocol.ops import (
     Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
-from auger.store.base import SessionRecord, Store
+from auger.store.base import SessionRecord, Store, StoreError
 from auger.tools.base import SessionToolState
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
@@ -113,14 +114,13 @@ class Session:
         self.archive = runtime.archive
         self.mcp = mcp  # the session's MCP servers, in the router's registry
         self.skills = workspace.skills  # re-read by refresh_context, so skills added mid-session are offered
-        self.pending_input: list[UserTurn] = []
+        self.pending_input: list[tuple[UserTurn, str | None]] = []  # user turns not yet taken, with submission ids
         self.compact_requested = False
         self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
         self._probed_window = (client.model, window)  # (model, window its server reported)
         self._startup_warnings = warnings
         self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
         self._stream = EventStream(meta.id, store)
-        self._input_submission: str | None = None  # the last user input's, for a turn that starts from the queue
         self._pulled: AsyncIterator[Event] | None = None  # next_event's subscriber
         self._turn: asyncio.Task[None] | None = None
         self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
@@ -267,8 +267,11 @@ class Session:
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,
                      tool_name: str = "", arguments: str = "") -> None:
         """Commit an item to the store, then to the in-memory history (store first: nothing is half-recorded).
-        The events emitted before it are queued for writing first, so they are never lost while it is kept."""
+        The events emitted before it are queued for writing first, so they are never lost while it is kept;
+        once they could not be stored, nothing more is recorded (StoreError)."""
         self._stream.flush()
+        if self._stream.failure is not None:
+            raise self._stream.failure
         await self.store.append(self.id, turn_id, item, full_output=full_output, tool_name=tool_name,
                                 arguments=arguments)
         self.history.append(item)
@@ -299,7 +302,14 @@ class Session:
         await self.store.update_session(self.id, title=title)
 
     def take_input(self) -> UserTurn | None:
-        return self.pending_input.pop(0) if self.pending_input else None
+        """The oldest queued user turn. From here on the taking task's events (the turn's, and those of
+        tasks it starts later) carry that input's submission id: what the turn does next is its answer to
+        that input, and a client matches it to its own post."""
+        if not self.pending_input:
+            return None
+        op, submission_id = self.pending_input.pop(0)
+        _SUBMISSION.set(submission_id)
+        return op
 
     def has_input(self) -> bool:
         """Queued user input, or a background agent's result not yet told (both go in before the next call)."""
@@ -411,24 +421,21 @@ class Session:
     async def _loop(self) -> None:
         while True:
             op, submission_id = await self._ops.get()
-            if isinstance(op, UserTurn):
-                self._input_submission = submission_id
-            elif isinstance(op, _TurnFinished):
-                submission_id = self._input_submission  # only used if it starts a turn for queued input
+            if isinstance(op, _TurnFinished) and self.pending_input:
+                submission_id = self.pending_input[0][1]  # a turn it starts answers the oldest queued input
             token = _SUBMISSION.set(submission_id)
             try:
                 if await self._dispatch(op):
                     return
-            except Exception as exc:  # an engine bug: say so and keep serving ops
-                log.exception("session %s failed handling %s", self.id, type(op).__name__)
-                self.emit(WarningEvent(f"internal error: {type(exc).__name__}: {exc}"))
+            except Exception as exc:  # a store that cannot be written, or an engine bug: say so, keep serving
+                self.emit(WarningEvent(_failure_message(exc, f"session {self.id} handling {type(op).__name__}")))
             finally:
                 _SUBMISSION.reset(token)
 
     async def _dispatch(self, op: Op | _TurnFinished) -> bool:
         """Handle one op; True when the session is finished."""
         if isinstance(op, UserTurn):
-            self.pending_input.append(op)
+            self.pending_input.append((op, _SUBMISSION.get()))
             if not self.turn_running:
                 self._start_turn()
         elif isinstance(op, _TurnFinished):
@@ -631,18 +638,26 @@ class Session:
 
     async def _run_turn(self, turn_id: str, body: Callable[[], Awaitable[tuple[str, str | None]]],
                         titled: bool) -> None:
+        """Run a turn's body, then its end (the turn's changes, the turn_end hooks): exactly one turn_ended
+        whatever fails or is cancelled on the way. A store that cannot be written (a full disk) ends the
+        turn as an error in its own words; anything else that escapes is an engine bug, logged."""
         self.emit(TurnStarted(turn_id))
+        reason: str = "cancelled"  # unless the body returns
+        message: str | None = self.interrupt_reason
         try:
-            reason, message = await body()
-        except Exception as exc:  # an engine bug: report it, keep the session usable
-            log.exception("turn %s failed", turn_id)
-            reason, message = "error", f"internal error: {type(exc).__name__}: {exc}"
-        if self.changes is not None:
-            await self.changes.end_turn(turn_id)
-        try:
+            try:
+                reason, message = await body()
+            except Exception as exc:
+                reason, message = "error", _failure_message(exc, f"turn {turn_id}")
+            if self.changes is not None:
+                await self.changes.end_turn(turn_id)
             await self._hook("turn_end", {"turn_id": turn_id, "reason": reason, "message": message},
                              lambda text: self.emit(WarningEvent(text, turn_id)), turn_id)
-        finally:  # exactly one turn_ended per turn, even when shutdown cancels a hook
+        except Exception as exc:  # the turn's end could not be recorded: it did not complete
+            failure = _failure_message(exc, f"end of turn {turn_id}")
+            if reason == "complete":
+                reason, message = "error", failure
+        finally:
             self.emit(TurnEnded(turn_id, TurnEndReason(reason), message))
         if titled and reason == "complete" and self._title_task is None and self.workspace.config.generate_titles:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
@@ -660,7 +675,22 @@ class Session:
             self.emit(SessionTitle(title))
 
     async def _shutdown(self) -> None:
+        """End everything the session holds, then say so. Each step runs even when one before it failed (a
+        full disk while recording the worktree's changes must not leave a sandbox or a server running)."""
         self._closed = True
+        try:
+            for step in (self._stop_work, self._report_worktree, self.backends.aclose, self._close_changes,
+                         self.runtime.router.close, self._close_sandbox):
+                try:
+                    await step()
+                except Exception as exc:
+                    self.emit(WarningEvent(_failure_message(exc, f"shutdown of session {self.id}")))
+        finally:
+            let_go(self.id)
+            self.emit(ShutdownComplete())
+
+    async def _stop_work(self) -> None:
+        """Stop what runs: the title, the turn, the sub-agents, background commands."""
         if self._title_task is not None and not self._title_task.done():
             self._title_task.cancel()
             await asyncio.gather(self._title_task, return_exceptions=True)
@@ -670,8 +700,9 @@ class Session:
         if self.agents is not None:
             await self.agents.cancel_all("the session ended")
         await stop_background(self.runtime.state.background)
-        await self._report_worktree()
-        await self.backends.aclose()
+
+    async def _close_changes(self) -> None:
+        """Close the snapshots (and start the daily clean-up) and the pending copy."""
         if self.changes is not None:
             await self.changes.close()
             from auger.config import home_dirs
@@ -680,7 +711,9 @@ class Session:
             start_background_gc(home_dirs()["data"], self.workspace.config)  # at most once a day, detached
         if self.pending is not None:
             await self.pending.close()
-        await self.runtime.router.close()
+
+    async def _close_sandbox(self) -> None:
+        """Close the sandbox, remove the scratch dir, close the model client."""
         if self.confinement is not None:
             await self.confinement.close()
         shutil.rmtree(self.runtime.state.scratch_dir, ignore_errors=True)
@@ -688,8 +721,6 @@ class Session:
             await self.client.aclose()
         except Exception:  # closing a broken connection must not block shutdown
             log.debug("client close failed", exc_info=True)
-        let_go(self.id)
-        self.emit(ShutdownComplete())
 
     async def _open_agents(self, resumed: bool, warnings: list[str]) -> None:
         """Offer the sub-agent tools; on resume, tell the model which children died with the last process."""
@@ -730,6 +761,16 @@ class Session:
         if self._loop_task is not None:
             await self._loop_task
         await self._stream.saved()
+
+
+def _failure_message(exc: Exception, where: str) -> str:
+    """What a failure tells the client: a store that cannot be written (a full disk) in its own words;
+    anything else is an engine bug, logged with its traceback and reported as an internal error."""
+    if isinstance(exc, StoreError):
+        log.debug("%s: %s", where, exc)
+        return str(exc)
+    log.error("%s failed", where, exc_info=exc)
+    return f"internal error: {type(exc).__name__}: {exc}"
 
 
 class _TurnFinished:

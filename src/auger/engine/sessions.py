@@ -7,6 +7,7 @@ policy (engine/resume.py) and the repair of a session that died mid-call are app
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -23,7 +24,7 @@ from auger.protocol.envelope import Envelope
 from auger.protocol.events import BackendChanged, Event, ModelChanged, TurnEnded
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
-from auger.store.base import SessionRecord, Store
+from auger.store.base import SessionRecord, Store, StoreError
 
 
 class SessionNotFound(LookupError):
@@ -62,8 +63,9 @@ class SessionManager:
                    before_user_message: int | None = None, mode: str | None = None,
                    interactive: bool = False, pending: bool = False, backend: str | None = None) -> Session:
         """A new session starting from a copy of another's history, optionally cut just before its
-        Nth user message (1-based). The source is left untouched. The model follows the resume policy
-        (see `resume`): the source's, unless `switch` accepts another client's."""
+        Nth user message (1-based), with what that history had used and cost (inherited: shown apart from
+        the fork's own, counted by its budgets). The source is left untouched. The model follows the
+        resume policy (see `resume`): the source's, unless `switch` accepts another client's."""
         store = self.store
         source = await self._record(source_id)
         if client is None:
@@ -81,7 +83,7 @@ class SessionManager:
                                provider=client.provider, model=client.model, mode=mode or source.mode,
                                title=f"fork of {source.title or source.id[:8]}"[:80])
         await store.create_session(record)
-        await store.copy_items(source.id, record.id, cut)
+        await store.copy_history(source.id, record.id, cut)
         await _copy_pending(store, source.id, record.id, whole=cut is None)
         return await self.resume(record.id, client=client, mode=mode, interactive=interactive, pending=pending,
                                  backend=backend)
@@ -131,8 +133,10 @@ class SessionManager:
         if switched or mode:
             record.provider, record.model = client.provider, client.model
             await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
-        ledger = UsageLedger(await store.usage_total(record.id), await stored_cost(store, record.id,
-                                                                                   self.workspace.config))
+        prices = self.workspace.config
+        ledger = UsageLedger(await store.usage_total(record.id), await stored_cost(store, record.id, prices),
+                             inherited=await store.usage_total(record.id, inherited=True),
+                             inherited_cost=await stored_cost(store, record.id, prices, inherited=True))
         session = await Session.open(self.workspace, store=store, client=client, meta=record, history=history,
                                      interactive=interactive, resumed=True, ledger=ledger,
                                      plan=latest_plan(history.items), pending=pending)
@@ -190,7 +194,8 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
     Each prompt is submitted once the previous turn ended. After `turns` turns (default: one per
     prompt) — and, given `wait_for`, once such an event arrived too (a background title) — the
     session is shut down. Every event goes to `on_envelope` (in its envelope) and `on_event` first.
-    Returns the TurnEnded events."""
+    Returns the TurnEnded events. When the store fails (a full disk), nothing more can be shown: the
+    session is shut down all the same (its sandbox, servers and agents end) and the StoreError raised."""
     queue = [p if isinstance(p, UserTurn) else UserTurn(p) for p in prompts]
     wanted = len(queue) if turns is None else turns
     if queue:
@@ -198,18 +203,24 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
     ended: list[TurnEnded] = []
     waited = wait_for is None
     stopping = False
-    async for envelope in session.subscribe():
-        event = envelope.event
-        if on_envelope is not None:
-            on_envelope(envelope)
-        if on_event is not None:
-            on_event(session, event)
-        if isinstance(event, TurnEnded) and envelope.parent_call_id is None:  # not a sub-agent's turn
-            ended.append(event)
-            if queue and len(ended) < wanted:
-                session.submit(queue.pop(0))
-        waited = waited or (wait_for is not None and isinstance(event, wait_for))
-        if len(ended) >= wanted and waited and not stopping:
-            stopping = True
+    try:
+        async for envelope in session.subscribe():
+            event = envelope.event
+            if on_envelope is not None:
+                on_envelope(envelope)
+            if on_event is not None:
+                on_event(session, event)
+            if isinstance(event, TurnEnded) and envelope.parent_call_id is None:  # not a sub-agent's turn
+                ended.append(event)
+                if queue and len(ended) < wanted:
+                    session.submit(queue.pop(0))
+            waited = waited or (wait_for is not None and isinstance(event, wait_for))
+            if len(ended) >= wanted and waited and not stopping:
+                stopping = True
+                session.submit(Shutdown())
+    except StoreError:
+        with contextlib.suppress(RuntimeError):  # already shutting down
             session.submit(Shutdown())
+        await session.wait_closed()
+        raise
     return ended

@@ -243,10 +243,7 @@ class Turn:
         await host.charge(self.id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
         if reply.usage.input_tokens:
             host.meter.mark(reply.usage.input_tokens + reply.usage.output_tokens)
-        used, window = self._context_used(), ctx.limits.window
-        ledger = host.ledger
-        host.emit(ev.TokenUsage(self.id, reply.usage, ledger.turn_usage, ledger.usage, used, window,
-                                round(max(0.0, 100.0 * (1 - used / window)), 1), ledger.turn_cost, ledger.cost))
+        host.emit(host.ledger.report(self.id, reply.usage, self._context_used(), ctx.limits.window))
         if reply.warning:
             host.emit(ev.WarningEvent(reply.warning, self.id))
         elif reply.finish_reason == "length":

@@ -248,7 +248,9 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         try:
             sessions = await store.list_sessions(args.limit)
             tree = await sub_agent_tree(store) if args.tree else {}
-            return sessions, {s.id: await stored_cost(store, s.id, config) for s in sessions}, tree
+            costs = {s.id: (await stored_cost(store, s.id, config),
+                            await stored_cost(store, s.id, config, inherited=True)) for s in sessions}
+            return sessions, costs, tree
         finally:
             await store.aclose()
 
@@ -256,7 +258,8 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         for s in sessions:
             row = {"id": s.id, "title": s.title, "updated": s.updated, "created": s.created, "cwd": s.cwd,
-                   "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id]}
+                   "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id][0],
+                   "inherited_cost_usd": costs[s.id][1]}
             print(json.dumps({**row, "children": tree_json(tree, s.id)} if args.tree else row))
         return EXIT_OK
     if not sessions:
@@ -266,12 +269,17 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
     from auger.protocol.jsontext import printable
 
-    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'TITLE':<40} CWD")
+    def money(value: float | None) -> str:
+        return "unknown" if value is None else f"${value:.4f}"
+
+    # COST: what the session's own calls cost; INHERITED: a fork's, what its history had cost before it
+    print(f"{'ID':<10} {'UPDATED':<16} {'MODEL':<20} {'COST':>9} {'INHERITED':>9} {'TITLE':<40} CWD")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated))
         title = (s.title or "(untitled)").replace("\n", " ")
-        cost = "unknown" if costs[s.id] is None else f"${costs[s.id]:.4f}"
-        print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {cost:>9} {title[:40]:<40} {s.cwd}"))
+        own, inherited = costs[s.id]
+        print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {money(own):>9} "
+                        f"{money(inherited) if inherited != 0 else '-':>9} {title[:40]:<40} {s.cwd}"))
         for line in tree_lines(tree, s.id):
             print(printable(line))
     return EXIT_OK
@@ -423,11 +431,13 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.models.registry import ProviderError, client_for
     from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
+    from auger.store.base import StoreError
 
     from auger.frontends.worktree_cli import session_root
 
     store = open_store(config)
     leased: str | None = None
+    store_failure = ""
     try:
         record = None
         switch = False  # whether the user named another provider or model for a stored session
@@ -509,15 +519,21 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             if isinstance(event, AgentMessage) and envelope.parent_call_id is None:  # not a sub-agent's
                 final = event.text
 
-        ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                                    skills=list(getattr(args, "skill", None) or [])),
-                                  on_envelope=on_envelope))[-1]
+        try:
+            ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
+                                                        skills=list(getattr(args, "skill", None) or [])),
+                                      on_envelope=on_envelope))[-1]
+        except StoreError as exc:  # nothing more could be stored, so nothing more shown; the session is shut
+            store_failure = str(exc)
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
     finally:
         if leased is not None:
             await store.release(leased)
         await store.aclose()
+    if store_failure:
+        print(f"auger: error: {store_failure} (session {session.id[:8]})", file=sys.stderr)
+        return EXIT_FAILED
     if not args.json and final:
         from auger.protocol.jsontext import printable
 

@@ -60,10 +60,12 @@ def add_cost(total: float | None, cost: float | None) -> float | None:
     return None if total is None or cost is None else total + cost
 
 
-async def stored_cost(store, session_id: str, config: Config | None = None) -> float | None:
-    """A stored session's cost so far, from its usage rows and today's prices."""
+async def stored_cost(store, session_id: str, config: Config | None = None, *, inherited: bool = False
+                      ) -> float | None:
+    """A stored session's own cost so far, from its usage rows and today's prices; with `inherited`, the
+    cost of what a fork took over from its source."""
     total: float | None = 0.0
-    for model, usage in await store.usage_by_model(session_id):
+    for model, usage in await store.usage_by_model(session_id, inherited=inherited):
         total = add_cost(total, model_info(model, config).cost(usage))
     return total
 

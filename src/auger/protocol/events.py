@@ -121,17 +121,21 @@ class Retrying(Event):
 
 @tag("token_usage")
 class TokenUsage(Event):
-    """After every model call: what it used, the turn and session totals, and how full the context is."""
+    """After every model call: what it used, the turn and session totals, and how full the context is.
+    A fork also carries what its history had used up to the fork point (`inherited`), apart from its own
+    (`session`): budgets count both."""
 
     turn_id: str
     last: Usage = field(default_factory=Usage)
     turn: Usage = field(default_factory=Usage)
-    session: Usage = field(default_factory=Usage)
+    session: Usage = field(default_factory=Usage)  # this session's own calls
     context_used: int = 0  # tokens the conversation occupies after this call
     context_window: int = 0
     context_left_percent: float = 100.0
     turn_cost: float | None = None  # USD; None when a price is unknown
     session_cost: float | None = None
+    inherited: Usage = field(default_factory=Usage)  # a fork's: the source's usage up to the fork point
+    inherited_cost: float | None = 0.0
 
 
 @tag("context_compacted")

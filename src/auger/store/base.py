@@ -1,4 +1,7 @@
-"""The Store contract: sessions, their items (committed one by one), full tool outputs, usage."""
+"""The Store contract: sessions, their items (committed one by one), full tool outputs, usage.
+
+Every method raises `StoreError` (never the database's own exceptions) when the store cannot do what
+it was asked, so callers can tell a full disk from a bug."""
 
 from __future__ import annotations
 
@@ -9,6 +12,11 @@ from typing import Protocol
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
+
+
+class StoreError(Exception):
+    """The store cannot be used: the file is unreadable, locked or of a newer schema, or a write failed (a
+    full disk). The message names the file and the cause, in one line for the user."""
 
 
 @dataclass
@@ -84,7 +92,9 @@ class Store(PendingStore, Protocol):
                      full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
         """Commit one item durably before returning its sequence number."""
     def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
-        """Queue envelopes for writing now, in order with every other write; await to know they are durable."""
+        """Queue envelopes for writing now, in order with every other write; await to know they are durable.
+        A batch that does not continue the session's stored numbering is refused (StoreError), so the
+        stored numbers never have a gap."""
     async def last_event_seq(self, session_id: str) -> int: ...
     async def load_events(self, session_id: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Envelope]:
         """Stored envelopes with after_seq < seq <= upto_seq, oldest first."""
@@ -96,13 +106,16 @@ class Store(PendingStore, Protocol):
     async def load_items(self, session_id: str) -> list[StoredItem]: ...
     async def get_output(self, session_id: str, call_id: str) -> tuple[str, str, str] | None: ...
     async def list_outputs(self, session_id: str) -> list[tuple[str, str, str, str]]: ...
-    async def copy_items(self, source_id: str, target_id: str, before_seq: int | None = None) -> int: ...
+    async def copy_history(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
+        """A fork's start: the items before `before_seq` (all without it), their outputs, and the usage
+        recorded before the first item left out, as the target's inherited usage."""
     async def search_messages(self, session_id: str, query: str, limit: int = 200) -> list[tuple[int, Item]]: ...
     async def get_backend_session(self, session_id: str, backend: str) -> str | None: ...
     async def set_backend_session(self, session_id: str, backend: str, agent_session_id: str) -> None: ...
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None: ...
-    async def usage_total(self, session_id: str) -> Usage: ...
-    async def usage_by_model(self, session_id: str) -> list[tuple[str, Usage]]: ...
+    async def usage_total(self, session_id: str, *, inherited: bool = False) -> Usage:
+        """The session's own usage, or (`inherited`) what it took over from the session it was forked from."""
+    async def usage_by_model(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, Usage]]: ...
     async def link_child(self, link: LinkRecord) -> None: ...
     async def set_link_status(self, child_id: str, status: str) -> None: ...
     async def list_links(self, parent_id: str | None = None) -> list[LinkRecord]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -28,9 +29,12 @@ from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
-from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem
+from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError
+
+__all__ = ["SqliteStore", "StoreError"]
 
 T = TypeVar("T")
+log = logging.getLogger("auger.store")
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -44,7 +48,8 @@ _SCHEMA = [
         arguments TEXT NOT NULL, full_output TEXT NOT NULL, PRIMARY KEY (session_id, call_id)) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS usage (
         session_id TEXT NOT NULL, turn_id TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL,
-        cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL)""",
+        cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL,
+        inherited INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id)",
     "CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated)",
     """CREATE TABLE IF NOT EXISTS leases (
@@ -64,16 +69,19 @@ _SCHEMA = [
         content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
         created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
 ]
-# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions
-# (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 6
+# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions;
+# 7: usage.inherited (a fork's share of its source's usage). Every statement above is idempotent, and
+# columns added later are added when missing (_COLUMNS), so older files are upgraded in place.
+_SCHEMA_VERSION = 7
+_COLUMNS = [("usage", "inherited", "INTEGER NOT NULL DEFAULT 0")]
+# What SQLite's failures mean to a user (the others keep SQLite's words: "database is locked"…).
+_CAUSES = {
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_IOERR_WRITE": "writing to the disk failed (is it full?)",
+}
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
-
-
-class StoreError(Exception):
-    """The database cannot be used (unreadable, locked, newer schema); the message says which file."""
 
 
 class SqliteStore:
@@ -85,13 +93,27 @@ class SqliteStore:
 
     # -- plumbing -----------------------------------------------------------------
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
+        """Run a read on the writer thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn, "read")
 
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a write on the writer thread."""
+        return await self._queue_write(fn)
+
+    def _queue_write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue a write on the writer thread now (writes run in the order they were queued)."""
+        return asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn, "write")
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T], verb: str) -> T:
+        """`fn` on the connection; a database error becomes one StoreError line naming the file and the
+        cause (a full disk reads "cannot write the session store FILE: the disk is full")."""
         if self._conn is None:
             self._conn = self._open()
-        return fn(self._conn)
+        try:
+            return fn(self._conn)
+        except sqlite3.Error as exc:
+            cause = _CAUSES.get(getattr(exc, "sqlite_errorname", ""), str(exc))
+            raise StoreError(f"cannot {verb} the session store {self.path}: {cause}") from exc
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -107,6 +129,9 @@ class SqliteStore:
                     conn.execute("BEGIN")
                     for stmt in _SCHEMA:
                         conn.execute(stmt)
+                    for table, column, declaration in _COLUMNS:
+                        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
                     conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
             return conn
         except (sqlite3.Error, OSError) as exc:
@@ -130,7 +155,7 @@ class SqliteStore:
                 (record.id, record.created, record.updated, to_db(record.cwd), record.provider, record.model,
                  record.mode, to_db(record.title)))
 
-        await self._run(insert)
+        await self._write(insert)
 
     async def update_session(self, session_id: str, **fields: object) -> None:
         allowed = {"title", "provider", "model", "mode", "cwd"}
@@ -144,7 +169,7 @@ class SqliteStore:
             values = (to_db(v) if isinstance(v, str) else v for v in fields.values())
             conn.execute(f"UPDATE sessions SET {assignments} WHERE id = ?", (*values, session_id))
 
-        await self._run(update)
+        await self._write(update)
 
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None:
         """Exact id, or a unique prefix of one (as `auger sessions` shows short ids)."""
@@ -196,13 +221,13 @@ class SqliteStore:
                          "created) VALUES (?,?,?,?,?,?)", (link.child_id, link.parent_id, to_db(link.parent_call_id),
                                                            to_db(link.agent), link.status, time.time()))
 
-        await self._run(insert)
+        await self._write(insert)
 
     async def set_link_status(self, child_id: str, status: str) -> None:
         def update(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE session_links SET status = ? WHERE child_id = ?", (status, child_id))
 
-        await self._run(update)
+        await self._write(update)
 
     async def list_links(self, parent_id: str | None = None) -> list[LinkRecord]:
         def select(conn: sqlite3.Connection) -> list[LinkRecord]:
@@ -237,7 +262,7 @@ class SqliteStore:
                              (now, session_id, *self._owner))
             return seq
 
-        return await self._run(insert)
+        return await self._write(insert)
 
     # -- events -------------------------------------------------------------------
     def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
@@ -245,15 +270,23 @@ class SqliteStore:
 
         The single writer thread runs writes in the order they were queued, so a batch queued before
         an item's `append` is committed before that item: a crash never keeps an item but loses an
-        event emitted before it."""
+        event emitted before it. A batch must continue the stored numbering: after a batch that failed
+        (a full disk) the next one is refused too, so the stored numbers never have a gap; and a number
+        once stored is never written again."""
         rows = [(session_id, e.seq, e.event.TYPE, json_dumps(e.to_json())) for e in envelopes]
+        first = envelopes[0].seq if envelopes else 1
 
         def insert(conn: sqlite3.Connection) -> None:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.executemany("INSERT OR REPLACE INTO events (session_id, seq, type, data) VALUES (?,?,?,?)", rows)
+                last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
+                                    (session_id,)).fetchone()[0]
+                if last != first - 1:
+                    raise StoreError(f"events {first}… of session {session_id[:8]} do not follow the stored "
+                                     f"event {last}: not stored")
+                conn.executemany("INSERT INTO events (session_id, seq, type, data) VALUES (?,?,?,?)", rows)
 
-        return asyncio.get_running_loop().run_in_executor(self._executor, self._call, insert)
+        return self._queue_write(insert)
 
     async def last_event_seq(self, session_id: str) -> int:
         """The sequence number of the session's last stored event (0 when it has none)."""
@@ -302,16 +335,21 @@ class SqliteStore:
                              (session_id, pid, host, now))
             return None
 
-        return await self._run(take)
+        return await self._write(take)
 
     async def release(self, session_id: str) -> None:
-        """Give up this process's lease on the session (another process's lease is left alone)."""
+        """Give up this process's lease on the session (another process's lease is left alone). A lease
+        that cannot be deleted (the disk is full) is left to end with this process, whose death frees it
+        for `claim`: failing here would only hide the failure that ended the session."""
 
         def drop(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM leases WHERE session_id = ? AND pid = ? AND host = ?",
                          (session_id, *self._owner))
 
-        await self._run(drop)
+        try:
+            await self._write(drop)
+        except StoreError as exc:
+            log.debug("lease of session %s left to this process's end: %s", session_id, exc)
 
     async def load_items(self, session_id: str) -> list[StoredItem]:
         def select(conn: sqlite3.Connection) -> list[StoredItem]:
@@ -338,24 +376,33 @@ class SqliteStore:
 
         return await self._run(select)
 
-    async def copy_items(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
-        """Copy a session's items (those before `before_seq`) and their stored outputs into another session."""
+    async def copy_history(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
+        """Copy a session's conversation (the items before `before_seq`), their stored outputs, and the
+        usage recorded before the first item left out (all of it, inherited included), marked inherited,
+        into another session, in one transaction; the number of items copied."""
         limit = before_seq if before_seq is not None else 1 << 62
 
         def copy(conn: sqlite3.Connection) -> int:
             with conn:
                 conn.execute("BEGIN")
+                cut = conn.execute("SELECT created FROM items WHERE session_id = ? AND seq = ?",
+                                   (source_id, limit)).fetchone()
                 cur = conn.execute(
                     "INSERT INTO items (session_id, seq, turn_id, type, data, created) "
                     "SELECT ?, seq, turn_id, type, data, created FROM items WHERE session_id = ? AND seq < ?",
                     (target_id, source_id, limit))
+                copied = cur.rowcount
                 conn.execute(
                     "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
                     "SELECT ?, call_id, seq, tool, arguments, full_output FROM tool_outputs "
                     "WHERE session_id = ? AND seq < ?", (target_id, source_id, limit))
-            return cur.rowcount
+                conn.execute(
+                    "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, "
+                    "inherited) SELECT ?, turn_id, model, input, cached, output, reasoning, created, 1 FROM usage "
+                    "WHERE session_id = ? AND created < ?", (target_id, source_id, cut[0] if cut else 1e300))
+            return copied
 
-        return await self._run(copy)
+        return await self._write(copy)
 
     async def search_messages(self, session_id: str, query: str, limit: int = 200) -> list[tuple[int, Item]]:
         """Conversation items (user, assistant, compaction summaries) whose text contains `query`,
@@ -388,7 +435,7 @@ class SqliteStore:
                      to_db(tool), time.time()))
             return seq
 
-        return await self._run(insert)
+        return await self._write(insert)
 
     async def load_pending(self, session_id: str) -> list[PendingRecord]:
         def select(conn: sqlite3.Connection) -> list[PendingRecord]:
@@ -408,7 +455,7 @@ class SqliteStore:
                 conn.executemany("UPDATE pending_changes SET state = ? WHERE session_id = ? AND seq = ?",
                                  [(state, session_id, seq) for seq in seqs])
 
-        await self._run(update)
+        await self._write(update)
     async def get_backend_session(self, session_id: str, backend: str) -> str | None:
         """The id a backend agent gave this session's conversation (to load it again after a restart)."""
         def read(conn: sqlite3.Connection) -> str | None:
@@ -423,28 +470,34 @@ class SqliteStore:
             conn.execute("INSERT OR REPLACE INTO backend_sessions VALUES (?, ?, ?)",
                          (session_id, backend, agent_session_id))
 
-        await self._run(write)
+        await self._write(write)
 
     async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?)",
+            conn.execute("INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created) "
+                         "VALUES (?,?,?,?,?,?,?,?)",
                          (session_id, turn_id, model, usage.input_tokens, usage.cached_input_tokens,
                           usage.output_tokens, usage.reasoning_tokens, time.time()))
 
-        await self._run(insert)
+        await self._write(insert)
 
-    async def usage_by_model(self, session_id: str) -> list[tuple[str, Usage]]:
+    async def usage_by_model(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, Usage]]:
+        """The session's own usage per model; with `inherited`, what it took over from the session it was
+        forked from instead."""
         def select(conn: sqlite3.Connection) -> list[tuple[str, Usage]]:
             rows = conn.execute("SELECT model, SUM(input), SUM(cached), SUM(output), SUM(reasoning) FROM usage "
-                                "WHERE session_id = ? GROUP BY model", (session_id,)).fetchall()
+                                "WHERE session_id = ? AND inherited = ? GROUP BY model",
+                                (session_id, int(inherited))).fetchall()
             return [(model, Usage(*numbers)) for model, *numbers in rows]
 
         return await self._run(select)
 
-    async def usage_total(self, session_id: str) -> Usage:
+    async def usage_total(self, session_id: str, *, inherited: bool = False) -> Usage:
+        """The session's own usage; with `inherited`, what it took over from the session it was forked from."""
         def select(conn: sqlite3.Connection) -> Usage:
             row = conn.execute("SELECT COALESCE(SUM(input),0), COALESCE(SUM(cached),0), COALESCE(SUM(output),0), "
-                               "COALESCE(SUM(reasoning),0) FROM usage WHERE session_id = ?", (session_id,)).fetchone()
+                               "COALESCE(SUM(reasoning),0) FROM usage WHERE session_id = ? AND inherited = ?",
+                               (session_id, int(inherited))).fetchone()
             return Usage(*row)
 
         return await self._run(select)
