@@ -86,9 +86,9 @@ class Terminal:
                 raise AssertionError(f"{text!r} did not appear within {timeout}s; the pane shows:\n{shown}")
             time.sleep(0.05)
 
-    def wait_until(self, predicate, what: str, timeout: float = TIMEOUT) -> str:
+    def wait_until(self, predicate, what: str, timeout: float = TIMEOUT, *, ansi: bool = False) -> str:
         deadline = time.monotonic() + timeout
-        while not predicate(shown := self.screen()):
+        while not predicate(shown := self.screen(ansi=ansi)):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what} not seen within {timeout}s:\n{shown}")
             time.sleep(0.05)
