@@ -263,6 +263,15 @@ class PendingChanged(Event):
     action: str = "queued"  # queued | applied | discarded | rewound
 
 
+@tag("structured_output")
+class StructuredOutput(Event):
+    """The turn's final answer as the JSON value its `output_schema` asked for, checked against it; sent
+    before turn_ended. A turn whose answer stays invalid ends with reason `error` and no such event."""
+
+    turn_id: str
+    value: Any
+
+
 @tag("turn_ended")
 class TurnEnded(Event):
     turn_id: str
