@@ -259,7 +259,8 @@ class Turn:
         used, window = self._context_used(), ctx.limits.window
         ledger = host.ledger
         host.emit(ev.TokenUsage(self.id, reply.usage, ledger.turn_usage, ledger.usage, used, window,
-                                round(max(0.0, 100.0 * (1 - used / window)), 1), ledger.turn_cost, ledger.cost))
+                                round(max(0.0, 100.0 * (1 - used / window)), 1), ledger.turn_cost, ledger.cost,
+                                ctx.model, reply.duration_ms, reply.finish_reason))
         if reply.warning:
             host.emit(ev.WarningEvent(reply.warning, self.id))
         elif reply.finish_reason == "length":

@@ -132,6 +132,9 @@ class TokenUsage(Event):
     context_left_percent: float = 100.0
     turn_cost: float | None = None  # USD; None when a price is unknown
     session_cost: float | None = None
+    model: str = ""  # the model that made this call (a sub-agent's may differ from the session's)
+    duration_ms: int = 0  # how long the call took, retries included (its span ends when this event is sent)
+    finish_reason: str = ""  # why the reply ended: stop, tool_calls, length, content_filter
 
 
 @tag("context_compacted")
