@@ -214,3 +214,12 @@ def test_strict_subset():
               "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}
     assert not strict_compatible(nested)  # the inner object is open
     assert OutputSpec.of({"type": "string"}).format is None  # only object roots are sent natively
+
+
+def test_a_backend_agent_refuses_a_schema_rather_than_ignore_it(project, server):
+    from tests.test_backends import run_backend
+
+    run = run_backend(project, server, UserTurn("numbers", output_schema=STRICT))
+    assert run.ended.reason == "error"
+    assert "an output schema needs auger's own model loop" in (run.ended.message or "")
+    assert run.of(ev.StructuredOutput) == []
