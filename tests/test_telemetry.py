@@ -165,3 +165,12 @@ def test_configured_without_the_extra_is_one_clear_warning(project, auger_home, 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "still fine\n"
     assert result.stderr.count("pip install 'auger[otel]'") == 1
+
+
+def test_a_collector_that_is_down_costs_one_warning_and_the_timeout(project, auger_home):
+    with MockChatServer([Reply(text="answered")]) as server:
+        _otel_config(auger_home, "http://127.0.0.1:9", "timeout = 1")  # nothing listens on the discard port
+        result = _run(server, project, auger_home)
+    assert result.returncode == 0 and result.stdout == "answered\n", result.stderr
+    assert result.stderr.count("telemetry could not be sent to http://127.0.0.1:9 within 1s") == 1
+    assert "Traceback" not in result.stderr and "Transient error" not in result.stderr  # not the SDK's retry log

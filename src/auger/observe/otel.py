@@ -39,10 +39,10 @@ from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricExportResult, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from auger import __version__
@@ -71,12 +71,15 @@ class Exporter:
         headers = dict(settings.headers) or None  # None: the exporters read OTEL_EXPORTER_OTLP_HEADERS
         base = settings.endpoint
         resource = _resource()
-        self.tracer_provider = TracerProvider(resource=resource)
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
+        _quiet_sdk()
+        # Flushed at each session's end (`flush`), so nothing is left for an exit handler: one would export
+        # again, and a collector that is down would hold the exit up a second time.
+        self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(_SpanExporter(
             endpoint=f"{base}/v1/traces" if base else None, headers=headers, timeout=settings.timeout)))
-        reader = PeriodicExportingMetricReader(OTLPMetricExporter(
+        reader = PeriodicExportingMetricReader(_MetricExporter(
             endpoint=f"{base}/v1/metrics" if base else None, headers=headers, timeout=settings.timeout))
-        self.meter_provider = MeterProvider(metric_readers=[reader], resource=resource)
+        self.meter_provider = MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
         self.tracer = self.tracer_provider.get_tracer(SCOPE, __version__)
         meter = self.meter_provider.get_meter(SCOPE, __version__)
         self.token_usage = meter.create_histogram("gen_ai.client.token.usage", "{token}",
@@ -90,12 +93,43 @@ class Exporter:
         self.tool_calls = meter.create_counter("auger.tool.calls", "{call}", "Tool calls, by decision and outcome")
         self.errors = meter.create_counter("auger.errors", "{error}", "Failed turns and retried model calls")
         self.timeout = settings.timeout
+        self.where = base or "the OTEL_EXPORTER_OTLP_* endpoint"
 
-    def flush(self) -> None:
-        """Send what is buffered now (a session ended); each signal waits at most the export timeout."""
+    async def flush(self) -> None:
+        """Send what is buffered now (a session ended): spans and metrics at once, each within the export
+        timeout; a failure is one line in the log, never an error of the session."""
         millis = int(self.timeout * 1000)
-        self.tracer_provider.force_flush(millis)
-        self.meter_provider.force_flush(millis)
+        failed = _FAILED[0]
+        sent = await asyncio.gather(asyncio.to_thread(self.tracer_provider.force_flush, millis),
+                                    asyncio.to_thread(self.meter_provider.force_flush, millis))
+        if not all(sent) or _FAILED[0] > failed:
+            log.warning("auger: warning: telemetry could not be sent to %s within %gs", self.where, self.timeout)
+
+
+_FAILED = [0]  # exports that failed in this process (the exporters below count them)
+
+
+class _SpanExporter(OTLPSpanExporter):
+    def export(self, spans: Any) -> SpanExportResult:
+        result = super().export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            _FAILED[0] += 1
+        return result
+
+
+class _MetricExporter(OTLPMetricExporter):
+    def export(self, metrics_data: Any, timeout_millis: float | None = 10_000, **kwargs: Any) -> MetricExportResult:
+        result = super().export(metrics_data, timeout_millis, **kwargs)
+        if result is not MetricExportResult.SUCCESS:
+            _FAILED[0] += 1
+        return result
+
+
+def _quiet_sdk() -> None:
+    """The SDK logs every failed export attempt (a line per retry); auger says it once, after a flush."""
+    sdk = logging.getLogger("opentelemetry")
+    sdk.addHandler(logging.NullHandler())
+    sdk.propagate = False
 
 
 def _resource() -> Resource:
@@ -154,7 +188,7 @@ class SessionTelemetry:
             except Exception:  # telemetry must never end the session's follower
                 log.exception("telemetry: handling %s failed", envelope.event.TYPE)
             if isinstance(envelope.event, ev.ShutdownComplete):
-                await asyncio.to_thread(self.x.flush)
+                await self.x.flush()
 
     # -- dispatch ----------------------------------------------------------------------------------
     def see(self, envelope: Envelope) -> None:
