@@ -220,9 +220,8 @@ class SessionTelemetry:
             self._turn_event(event, when)
 
     # -- turns -------------------------------------------------------------------------------------
-    def _provider(self, provider: str | None = None) -> str:
-        name = provider or self.provider
-        return PROVIDER_NAMES.get(name, name)
+    def _provider(self) -> str:
+        return PROVIDER_NAMES.get(self.provider, self.provider)
 
     def _start_turn(self, turn_id: str, parent_call_id: str | None, when: float) -> None:
         parent = self.calls.get(parent_call_id or "")  # a sub-agent's turn hangs under its spawn call
@@ -252,7 +251,9 @@ class SessionTelemetry:
             turn.span.set_attribute("auger.cost_usd", turn.cost)
         if reason == "error":
             turn.span.set_attribute("error.type", "turn_error")
-            turn.span.set_status(Status(StatusCode.ERROR, message or "the turn failed"))
+            # the message may quote the model's answer (a schema error): text, so only when opted in
+            turn.span.set_status(Status(StatusCode.ERROR, message if self.log_prompts and message else
+                                        "the turn failed"))
             self.x.errors.add(1, {"error.type": "turn_error"})
         turn.span.end(_ns(when))
         self.x.turns.add(1, {"auger.turn.outcome": outcome})

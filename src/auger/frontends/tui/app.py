@@ -20,6 +20,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.styles import Style
 
 from auger.frontends.tui.notify import FOCUS_IN, FOCUS_OFF, FOCUS_ON, FOCUS_OUT, Attention, escape_for, \
@@ -170,8 +171,6 @@ class Tui:
         return out
 
     def bindings(self) -> KeyBindings:
-        from prompt_toolkit.keys import Keys
-
         _shift_enter_is_newline()
         _focus_reports_are_keys()
         kb = KeyBindings()
@@ -336,8 +335,9 @@ class Tui:
                 self.out(self.renderer.handle(event))
             if isinstance(event, ev.TurnEnded):
                 self.branch = git_branch(self.root)
-                self.notify({"complete": "turn complete", "cancelled": "turn interrupted"}.get(
-                    event.reason, f"turn failed: {event.message or ''}"))
+                if event.reason != "cancelled":  # an interrupted turn: whoever interrupted it is here
+                    self.notify("turn complete" if event.reason == "complete" else
+                                f"turn failed: {event.message or ''}")
             self.redraw()
 
     async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool:
@@ -520,7 +520,6 @@ def _focus_reports_are_keys() -> None:
     """A terminal with focus reporting on sends `CSI I` / `CSI O`; prompt_toolkit knows neither and would type
     "[I" into the prompt. Both become the Ignore key, whose binding reads which one it was (tui/notify.py)."""
     from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
-    from prompt_toolkit.keys import Keys
 
     for sequence in (FOCUS_IN, FOCUS_OUT):
         ANSI_SEQUENCES[sequence] = Keys.Ignore
