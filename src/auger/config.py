@@ -71,6 +71,10 @@ class Config:
     trust_project_mcp: bool = False  # start the MCP servers a project's .auger/config.toml defines
     trust_project_hooks: bool = False  # run the [hooks] a project's .auger/config.toml defines (engine/hooks.py)
     hooks_timeout: float = 10.0  # seconds a hook may take (a hook's own `timeout` wins)
+    # A program told of each turn's end, approval request and shutdown (the event as its last argument;
+    # observe/notify.py). Never from a project's config: it is a command auger starts.
+    notify: list[str] = field(default_factory=list)
+    tui_notifications: bool = True  # the terminal UI's desktop notification when a turn ends or an approval waits
     tables: dict = field(default_factory=dict, compare=False)  # [providers...] and other tables, for the registry
     tables_source: str = ""
     diagnostics: list[str] = field(default_factory=list, compare=False)
@@ -191,6 +195,9 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
                 key = "project_mcp_servers"
             if project and key == "hooks":  # listed apart: run only with trust_project_hooks
                 key = "project_hooks"
+            if project and key == "otel":  # telemetry goes where the user sends it, with the user's headers
+                config.diagnostics.append(f"{path}: [otel] ignored: only your user config may configure telemetry")
+                continue
             if project and key == "plugins":
                 config.diagnostics.append(f"{path}: [plugins] ignored: only your user config may enable a "
                                           "project's plugins")

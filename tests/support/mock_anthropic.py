@@ -367,6 +367,12 @@ def default_error(code: int, model: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- #
 
 
+# The Messages API's top-level fields; any other is refused.
+_BODY_KEYS = frozenset({"model", "messages", "max_tokens", "system", "tools", "tool_choice", "stream", "temperature",
+                        "top_p", "top_k", "stop_sequences", "metadata", "thinking", "service_tier", "container",
+                        "mcp_servers", "context_management"})
+
+
 def validate_request(body: Any, headers: Mapping[str, str]) -> str | None:
     """The first reason the real API would reject this request's shape, or None."""
     if "anthropic-version" not in headers:
@@ -375,6 +381,9 @@ def validate_request(body: Any, headers: Mapping[str, str]) -> str | None:
         return "the request body is not a JSON object"
     if not isinstance(body.get("model"), str):
         return "model: Field required"
+    extra = sorted(set(body) - _BODY_KEYS)
+    if extra:  # what another wire sends (`response_format`, `text`) is an error here, not ignored
+        return f"{extra[0]}: Extra inputs are not permitted"
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return "max_tokens: Field required (a positive integer)"

@@ -90,6 +90,53 @@ def openai_tool_choice_problem(body: Mapping[str, Any], named: Iterable[str]) ->
     return None
 
 
+# What OpenAI's strict structured outputs refuse (besides an object that is not closed or does not require
+# every property): keywords outside the supported subset.
+_STRICT_UNSUPPORTED = ("minLength", "maxLength", "uniqueItems", "patternProperties", "allOf", "not", "if", "then",
+                       "else", "oneOf", "dependentRequired", "dependentSchemas", "minProperties", "maxProperties",
+                       "contains", "unevaluatedProperties", "propertyNames")
+
+
+def json_schema_format_problem(spec: Any, where: str) -> str | None:
+    """Why the OpenAI APIs reject a ``json_schema`` output format (Chat's ``response_format.json_schema``,
+    Responses' ``text.format``), or None. Strict mode takes only its subset: every object closed with
+    ``additionalProperties: false`` and every property required, and no unsupported keyword."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        return f"Missing required parameter: '{where}.name'."
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        return f"Missing required parameter: '{where}.schema'."
+    if not spec.get("strict"):
+        return None
+    if schema.get("type") != "object":
+        return (f"Invalid schema for response_format '{spec['name']}': schema must be a JSON Schema of "
+                "'type: \"object\"'.")
+    stack: list[tuple[Any, str]] = [(schema, "()")]
+    while stack:
+        node, context = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for keyword in _STRICT_UNSUPPORTED:
+            if keyword in node:
+                return (f"Invalid schema for response_format '{spec['name']}': In context={context}, '{keyword}' is "
+                        "not permitted.")
+        if node.get("type") == "object" or "properties" in node:
+            if node.get("additionalProperties") is not False:
+                return (f"Invalid schema for response_format '{spec['name']}': In context={context}, "
+                        "'additionalProperties' is required to be supplied and to be false.")
+            missing = sorted(set(node.get("properties", {})) - set(node.get("required", [])))
+            if missing:
+                return (f"Invalid schema for response_format '{spec['name']}': In context={context}, 'required' is "
+                        f"required to be supplied and to be an array including every key in properties. Missing "
+                        f"'{missing[0]}'.")
+            stack += [(sub, f"{context}, 'properties', '{key}'") for key, sub in node.get("properties", {}).items()]
+        if "items" in node:
+            stack.append((node["items"], f"{context}, 'items'"))
+        stack += [(sub, f"{context}, 'anyOf', '{i}'") for i, sub in enumerate(node.get("anyOf", []))]
+        stack += [(sub, f"{context}, '$defs', '{k}'") for k, sub in (node.get("$defs") or {}).items()]
+    return None
+
+
 def compact_json(obj: Any) -> bytes:
     """Compact UTF-8 JSON, as the real APIs send: clients must decode UTF-8 themselves."""
     text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

@@ -58,6 +58,7 @@ from tests.support.mock_http import (
     check_keys,
     compact_json,
     fragments,
+    json_schema_format_problem,
     openai_tool_choice_problem,
     split_text,
     sse_event,
@@ -504,6 +505,19 @@ def tool_choice_error(body: dict[str, Any]) -> dict[str, Any] | None:
     return _error(problem, "invalid_request_error", "invalid_value", "tool_choice") if problem else None
 
 
+def response_format_error(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The 400 the real API answers for a ``response_format`` it rejects (a strict schema outside the
+    strict subset, a missing name), or None."""
+    fmt = body.get("response_format")
+    if fmt is None or (isinstance(fmt, dict) and fmt.get("type") in ("text", "json_object")):
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return _error("Invalid value for 'response_format.type'.", "invalid_request_error", "invalid_value",
+                      "response_format.type")
+    problem = json_schema_format_problem(fmt.get("json_schema"), "response_format.json_schema")
+    return _error(problem, "invalid_request_error", "invalid_value", "response_format") if problem else None
+
+
 def tool_pairing_error(body: dict[str, Any]) -> dict[str, Any] | None:
     """The 400 the real API answers when tool calls and tool messages are not paired: every
     ``tool_calls`` id must be answered by the tool messages right after that assistant message, and
@@ -605,7 +619,8 @@ class _Handler(MockHandler):
                     400, self._invalid_request("We could not parse the JSON body of your request.")
                 )
                 return
-            rejection = tool_choice_error(body) or tool_pairing_error(body) or mock._rejection(body)
+            rejection = (tool_choice_error(body) or tool_pairing_error(body) or response_format_error(body)
+                         or mock._rejection(body))
             if rejection is not None:
                 mock._record(record)  # what the real server refuses is not a model call: keep the script
                 self._send_json(400, rejection)

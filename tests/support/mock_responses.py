@@ -59,6 +59,7 @@ from tests.support.mock_http import (
     MockHandler,
     MockServer,
     fragments,
+    json_schema_format_problem,
     openai_tool_choice_problem,
     split_text,
     sse_event,
@@ -363,6 +364,11 @@ def validate_request(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     choice_problem = openai_tool_choice_problem(body, ("name",))
     if choice_problem:
         return 400, _error(choice_problem, "invalid_request_error", "invalid_value", "tool_choice")
+    text_format = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if isinstance(text_format, dict) and text_format.get("type") == "json_schema":
+        format_problem = json_schema_format_problem(text_format, "text.format")
+        if format_problem:
+            return 400, _error(format_problem, "invalid_request_error", "invalid_value", "text.format.schema")
     items = body.get("input")
     if not isinstance(items, list):
         return None  # a plain string input is valid

@@ -106,8 +106,10 @@ class UsageLedger:
                     + (f" (${self.inherited_cost:.4f} of it before the fork)" if self.inherited_cost else ""))
         return None
 
-    def report(self, turn_id: str, last: Usage, context_used: int, context_window: int) -> TokenUsage:
+    def report(self, turn_id: str, last: Usage, context_used: int, context_window: int, *, model: str = "",
+               duration_ms: int = 0, finish_reason: str = "") -> TokenUsage:
         """The token_usage event after a model call that used `last` (already added)."""
         left = round(max(0.0, 100.0 * (1 - context_used / context_window)), 1) if context_window else 100.0
         return TokenUsage(turn_id, last, self.turn_usage, self.usage, context_used, context_window, left,
-                          self.turn_cost, self.cost, self.inherited, self.inherited_cost)
+                          self.turn_cost, self.cost, inherited=self.inherited, inherited_cost=self.inherited_cost,
+                          model=model, duration_ms=duration_ms, finish_reason=finish_reason)

@@ -118,6 +118,9 @@ class BackendTurn:
         while (op := host.take_input()) is not None:
             if op.images:
                 raise TurnStopped(f"message not sent: the backend {self.link.name!r} is sent text only")
+            if op.output_schema is not None:  # its answer could not be held to the schema: never ignore one
+                raise TurnStopped(f"message not sent: an output schema needs auger's own model loop, and the "
+                                  f"backend {self.link.name!r} runs this session's turns")
             for name in op.skills:
                 skill = skills.get(name)
                 if skill is None:

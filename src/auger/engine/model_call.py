@@ -8,6 +8,7 @@ quiet); a retry discards the failed attempt's partial reply and is reported thro
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,6 +32,7 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     warning: str | None = None
+    duration_ms: int = 0  # the whole call, retries and their waits included
 
     @property
     def text(self) -> str:
@@ -46,6 +48,7 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
                      on_retry: Callable[[int, float, ModelError], None] | None = None) -> Reply:
     """The complete reply; raises ModelError when it cannot be had within the retry policy."""
     reply = Reply()
+    started = time.monotonic()
 
     def on_event(event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
@@ -77,6 +80,7 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
             raise ModelError(f"model request failed after {retry.max_attempts} attempts: {exc}",
                              retryable=False, status=exc.status) from exc
         raise
+    reply.duration_ms = int((time.monotonic() - started) * 1000)
     return reply
 
 

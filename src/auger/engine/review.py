@@ -239,6 +239,7 @@ async def run_review(sessions: SessionManager, client: ModelClient, change: Chan
         async for envelope in stream:
             if on_envelope is not None:
                 on_envelope(envelope)
+        await session.wait_closed()  # stored, and its observers (notify, telemetry) done with its end
     result.session_id, result.target = session.id, change.target.describe()
     return flag_outside(result, change)
 

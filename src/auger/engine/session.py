@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
@@ -79,6 +79,7 @@ _SUBMISSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("auger_
 # Stored sessions open (or being opened) in this process: two Session objects on one stored conversation
 # would interleave their records (and a resume would close the live one's running calls as interrupted).
 _LIVE: set[str] = set()
+FOLLOWER_GRACE = 5.0  # seconds wait_closed gives the observers to finish (a telemetry flush, at most)
 
 
 class SessionAlreadyOpen(ValueError):
@@ -127,6 +128,7 @@ class Session:
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
+        self._followers: list[asyncio.Task[None]] = []  # observers of the envelopes (auger/observe)
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
@@ -237,6 +239,11 @@ class Session:
         """Follow the session's envelopes with seq > `after_seq` (default: all this process emitted for
         it), stored ones first, then live, through ShutdownComplete. Any number may follow at once."""
         return self._stream.subscribe(after_seq)
+
+    def follow(self, follower: Callable[[AsyncIterator[Envelope]], Coroutine[Any, Any, None]]) -> None:
+        """Run `follower` over the envelopes from this session's first one, as a task `wait_closed` waits
+        for (a few seconds at most): an observer has handled shutdown_complete before the caller moves on."""
+        self._followers.append(asyncio.create_task(follower(self.subscribe()), name=f"follower-{self.id}"))
 
     async def next_event(self) -> Event:
         """The next event for a caller that pulls them one at a time (one subscriber from the start,
@@ -761,6 +768,8 @@ class Session:
         if self._loop_task is not None:
             await self._loop_task
         await self._stream.saved()
+        if self._followers:
+            await asyncio.wait(self._followers, timeout=FOLLOWER_GRACE)
 
 
 def _failure_message(exc: Exception, where: str) -> str:

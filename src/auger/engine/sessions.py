@@ -2,7 +2,8 @@
 the one driver that submits a prompt, follows the events to the turn's end and shuts down.
 
 Every front end (the CLI, the demo, tests, a future server) opens sessions here, so the resume
-policy (engine/resume.py) and the repair of a session that died mid-call are applied once.
+policy (engine/resume.py), the repair of a session that died mid-call and the observers the user
+configured (auger/observe: the notify program, telemetry) are applied once.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import stored_cost
 from auger.protocol.envelope import Envelope
-from auger.protocol.events import BackendChanged, Event, ModelChanged, TurnEnded
+from auger.protocol.events import BackendChanged, Event, ModelChanged, TurnEnded, WarningEvent
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store, StoreError
@@ -57,6 +58,7 @@ class SessionManager:
         except BaseException:
             let_go(record.id)
             raise
+        self._observe(session)
         return await self._with_backend(session, backend)
 
     async def fork(self, source_id: str, *, client: ModelClient | None = None, switch: bool = False,
@@ -140,6 +142,7 @@ class SessionManager:
         session = await Session.open(self.workspace, store=store, client=client, meta=record, history=history,
                                      interactive=interactive, resumed=True, ledger=ledger,
                                      plan=latest_plan(history.items), pending=pending)
+        self._observe(session)
         if switched:
             session.emit(ModelChanged(client.provider, client.model, *previous))
         if backend is None:  # asked for (--backend, config), else the agent the session last handed its turns to
@@ -148,6 +151,13 @@ class SessionManager:
         if backend == "" and recorded:  # taken back from the agent: recorded, so later resumes know
             await session.set_backend("")
         return await self._with_backend(session, backend)
+
+    def _observe(self, session: Session) -> None:
+        """Attach the observers the user's config asks for (auger/observe); they follow the envelopes only."""
+        from auger.observe import observers
+
+        for follower in observers(self.workspace.config, lambda message: session.emit(WarningEvent(message))):
+            session.follow(follower)
 
     async def _with_backend(self, session: Session, backend: str | None) -> Session:
         """Hand the session's turns to an agent (auger/backends): the one named, else the configured one."""
@@ -223,4 +233,5 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
             session.submit(Shutdown())
         await session.wait_closed()
         raise
+    await session.wait_closed()  # stored, and its observers done with shutdown_complete
     return ended

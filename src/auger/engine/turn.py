@@ -17,6 +17,7 @@ from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejectio
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_retries, call_model
+from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec, StructuredOutputFailed
 from auger.engine.tool_runtime import Aborted, Denied, Ran
 from auger.engine.turn_context import TurnContext
 from auger.models.base import (
@@ -53,6 +54,7 @@ class Turn:
         self.guard = LoopGuard(ctx.max_model_calls)
         self._interrupt_reason = interrupt_reason
         self._calls: list[ToolCall] = []
+        self.output: OutputCheck | None = None  # the schema the final answer must match, when input gave one
 
     async def run(self) -> tuple[str, str | None]:
         """Run to the end; return (reason, message) for the turn_ended event."""
@@ -70,7 +72,7 @@ class Turn:
         except TurnAbortedByUser:
             await self._record_abort("aborted by the user at an approval")
             return "cancelled", "aborted by the user at an approval"
-        except (ModelError, TurnStopped) as exc:
+        except (ModelError, TurnStopped, StructuredOutputFailed) as exc:
             return "error", str(exc)
 
     async def _loop(self) -> None:
@@ -93,7 +95,7 @@ class Turn:
             await ctx.runtime.router.refresh()  # tool sources changed since the last call take effect now
             while True:
                 request = ModelRequest(ctx.system_prompt, host.history.for_prompt(ctx.limits.output_cap_chars),
-                                       list(ctx.tools))
+                                       list(ctx.tools), output=self.output.format if self.output else None)
                 try:
                     reply = await self._call_model(request)
                     break
@@ -114,8 +116,12 @@ class Turn:
             calls = await self._record_reply(reply)
             if calls:
                 await self._run_calls(calls)
-            elif not host.has_input():
+            elif not host.has_input() and await self._answer_stands(reply):
                 return
+
+    async def _answer_stands(self, reply: Reply) -> bool:
+        """The final answer ends the turn, unless the turn's output schema sends it back to be repaired."""
+        return self.output is None or await self.output.settle(reply.text, self.id, self.host)
 
     def _context_used(self) -> int:
         return self.host.meter.estimate(self.ctx.system_prompt, self.ctx.tools, self.ctx.limits)
@@ -157,6 +163,10 @@ class Turn:
                     load_image(ref)
                 except ImageError as exc:
                     raise TurnStopped(f"message not sent: {exc}") from None
+            try:
+                output = OutputCheck(OutputSpec.of(op.output_schema)) if op.output_schema is not None else None
+            except OutputSchemaError as exc:
+                raise TurnStopped(f"message not sent: {exc}") from None
             for name in op.skills:
                 skill = skills.get(name)
                 if skill is None:
@@ -166,6 +176,9 @@ class Turn:
             text = await self._expand_mcp_prompt(op.text) or expand_slash(op.text, ctx.workspace.prompts) or op.text
             await self._prompt_hooks(text)
             await host.record(self.id, UserMessage(text, list(op.images)))
+            if output is not None:  # the latest input's schema is the one the final answer answers
+                self.output = output
+                await output.tell(self.id, host)
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
@@ -243,7 +256,9 @@ class Turn:
         await host.charge(self.id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
         if reply.usage.input_tokens:
             host.meter.mark(reply.usage.input_tokens + reply.usage.output_tokens)
-        host.emit(host.ledger.report(self.id, reply.usage, self._context_used(), ctx.limits.window))
+        host.emit(host.ledger.report(self.id, reply.usage, self._context_used(), ctx.limits.window,
+                                     model=ctx.model, duration_ms=reply.duration_ms,
+                                     finish_reason=reply.finish_reason))
         if reply.warning:
             host.emit(ev.WarningEvent(reply.warning, self.id))
         elif reply.finish_reason == "length":

@@ -88,12 +88,16 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--pending", action="store_true", default=None,
                           help="queue file changes for review (`auger pending`) instead of writing them")
     store_opts(run_opts)
+    from auger.frontends.run_output import add_options as add_output_options
 
-    p_exec = sub.add_parser("exec", parents=[run_opts], help="run one task headless and exit")
+    answer_opts = argparse.ArgumentParser(add_help=False)  # what a headless run leaves (frontends/run_output.py)
+    add_output_options(answer_opts)
+
+    p_exec = sub.add_parser("exec", parents=[run_opts, answer_opts], help="run one task headless and exit")
     p_exec.add_argument("prompt", nargs="?", help="the task; '-' or omitted reads it from stdin")
     p_exec.set_defaults(run=_cmd_exec)
 
-    p_resume = sub.add_parser("resume", parents=[run_opts],
+    p_resume = sub.add_parser("resume", parents=[run_opts, answer_opts],
                               help="continue a stored session (in a terminal with no prompt: interactively)")
     p_resume.add_argument("session_id", nargs="?",
                           help="session id (or a unique prefix), see `auger sessions`; omitted in a terminal: "
@@ -102,7 +106,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_resume.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
     p_resume.set_defaults(run=_cmd_resume)
 
-    p_fork = sub.add_parser("fork", parents=[run_opts], help="start a new session from a copy of another's history")
+    p_fork = sub.add_parser("fork", parents=[run_opts, answer_opts],
+                            help="start a new session from a copy of another's history")
     p_fork.add_argument("session_id", help="session id (or a unique prefix) to copy")
     p_fork.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
     p_fork.add_argument("--before", type=int, default=0, metavar="N",
@@ -186,6 +191,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     if args.last and args.session_id:
         raise CliError("give a session id or --last, not both")
     if args.prompt is None and _terminal():
+        if args.output_schema or args.output_last_message:
+            raise CliError("--output-schema and --output-last-message are for a headless run: give the prompt")
         return _run_interactive(args, resume=args.session_id or ("" if args.last else None),
                                 pick=not (args.session_id or args.last))
     if args.last:
@@ -416,11 +423,17 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
     """A new session, a resumed one (`from_session`), or a fork of one (`fork_before` set, 0 = whole)."""
     import asyncio
 
+    from auger.frontends.run_output import RunOutput, read_schema
+
+    schema = read_schema(getattr(args, "output_schema", None))  # refused before any session opens
+    output = RunOutput(schema, getattr(args, "output_last_message", None))
     config, root = _session_config(args)
-    return guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before)))
+    return guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before,
+                                                     output)))
 
 
-async def _headless(args, config, root: str, prompt: str, resume_id: str | None, fork_before: int | None) -> int:
+async def _headless(args, config, root: str, prompt: str, resume_id: str | None, fork_before: int | None,
+                    output) -> int:
     import asyncio
     import signal
 
@@ -429,7 +442,6 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.engine.workspace import Workspace
     from auger.frontends.plain import PlainRenderer, RunTally
     from auger.models.registry import ProviderError, client_for
-    from auger.protocol.events import AgentMessage
     from auger.protocol.ops import Interrupt, UserTurn
     from auger.store.base import StoreError
 
@@ -509,19 +521,16 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
         render = _JsonRenderer() if args.json else PlainRenderer()
         tally = RunTally()
-        final = ""
 
         def on_envelope(envelope) -> None:
-            nonlocal final
             render(envelope)
-            event = envelope.event
-            tally.see(event)
-            if isinstance(event, AgentMessage) and envelope.parent_call_id is None:  # not a sub-agent's
-                final = event.text
+            tally.see(envelope.event)
+            output.see(envelope)
 
         try:
             ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                                        skills=list(getattr(args, "skill", None) or [])),
+                                                        skills=list(getattr(args, "skill", None) or []),
+                                                        output_schema=output.schema),
                                       on_envelope=on_envelope))[-1]
         except StoreError as exc:  # nothing more could be stored, so nothing more shown; the session is shut
             store_failure = str(exc)
@@ -534,14 +543,13 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     if store_failure:
         print(f"auger: error: {store_failure} (session {session.id[:8]})", file=sys.stderr)
         return EXIT_FAILED
-    if not args.json and final:
-        from auger.protocol.jsontext import printable
-
-        print(printable(final))
+    written = output.finish(json_events=args.json)
     summary = tally.summary(changes_known=config.snapshots)
     if summary:
         print(summary, file=sys.stderr)
     if ended.reason == "complete":
+        if not written:
+            return EXIT_FAILED
         return EXIT_REFUSED if tally.blocked(changes_known=config.snapshots) else EXIT_OK
     if ended.reason == "cancelled" and terminated:
         print(f"auger: terminated by SIGTERM (session {session.id[:8]})", file=sys.stderr)

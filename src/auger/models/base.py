@@ -20,6 +20,18 @@ class ToolSchema:
     parameters: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class OutputFormat:
+    """The JSON Schema a reply's text must match, for a wire that can constrain it natively (OpenAI
+    Responses `text.format`, Chat Completions `response_format`). `strict` only when the schema is in the
+    subset strict mode accepts. A wire that cannot send it ignores it: the engine's instructions and its
+    validation of the answer (engine/structured_output.py) hold on every wire."""
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool
+
+
 @dataclass
 class ModelRequest:
     instructions: str
@@ -28,6 +40,7 @@ class ModelRequest:
     # "auto" lets the model call tools; "none" forbids calls but still sends the same tool list, so a
     # summary request shares the conversation's prompt-cache prefix (every wire client maps it).
     tool_choice: str = "auto"
+    output: OutputFormat | None = None  # the turn's output schema, where it can be sent natively
 
 
 @dataclass

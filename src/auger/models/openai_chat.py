@@ -41,11 +41,14 @@ _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 class OpenAIChatClient(SseModelClient):
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
-                 key_env: str | None = None, idle_timeout: float = 300.0) -> None:
+                 key_env: str | None = None, idle_timeout: float = 300.0, structured_output: bool = True) -> None:
         super().__init__(provider=provider, model=model, url=base_url.rstrip("/") + "/chat/completions",
                          headers={"authorization": f"Bearer {api_key}"} if api_key else {}, key_env=key_env,
                          idle_timeout=idle_timeout)
         self.base_url = base_url.rstrip("/")  # where models/context_window.py asks for the model's window
+        # whether the server takes `response_format: json_schema` (OpenAI, vLLM, llama.cpp, Ollama, LM Studio
+        # do; some servers answer 400): the provider's `structured_output` says (models/registry.py)
+        self.structured_output = structured_output
 
     def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
         return _parse_stream(response, self.url, self.model, self._key_env)
@@ -65,6 +68,9 @@ class OpenAIChatClient(SseModelClient):
                 for t in request.tools
             ]
             body["tool_choice"] = request.tool_choice
+        if request.output is not None and self.structured_output:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": request.output.name, "schema": request.output.schema, "strict": request.output.strict}}
         return body
 
 

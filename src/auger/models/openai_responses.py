@@ -69,7 +69,8 @@ class OpenAIResponsesClient(SseModelClient):
 
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
                  key_env: str | None = None, idle_timeout: float = 300.0, reasoning_effort: str | None = None,
-                 reasoning_summary: str | None = "auto", max_output_tokens: int | None = None) -> None:
+                 reasoning_summary: str | None = "auto", max_output_tokens: int | None = None,
+                 structured_output: bool = True) -> None:
         super().__init__(provider=provider, model=model, url=base_url.rstrip("/") + "/responses",
                          headers={"authorization": f"Bearer {api_key}"} if api_key else {}, key_env=key_env,
                          idle_timeout=idle_timeout)
@@ -79,6 +80,7 @@ class OpenAIResponsesClient(SseModelClient):
         if reasoning_summary is not None:
             self._reasoning["summary"] = reasoning_summary
         self._max_output_tokens = max_output_tokens
+        self.structured_output = structured_output  # send `text.format` (a server may not take it)
 
     def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
         return _parse_stream(response, self.url, self.model, self._key_env)
@@ -105,6 +107,9 @@ class OpenAIResponsesClient(SseModelClient):
             body["include"] = ["reasoning.encrypted_content"]
         if self._max_output_tokens is not None:
             body["max_output_tokens"] = self._max_output_tokens
+        if request.output is not None and self.structured_output:
+            body["text"] = {"format": {"type": "json_schema", "name": request.output.name,
+                                       "schema": request.output.schema, "strict": request.output.strict}}
         return body
 
 

@@ -82,6 +82,11 @@ class Provider:
     disabled: bool = False
     models: Mapping[str, ModelInfo] = field(default_factory=dict)
     source: str = "built-in"
+    # The server takes a JSON Schema for the reply (Responses `text.format`, Chat `response_format`). OpenAI,
+    # OpenRouter, vLLM, llama.cpp, Ollama and LM Studio do; `structured_output = false` in a provider's table
+    # for a server that answers 400 to it (the schema is then asked for in words and checked all the same).
+    # The Anthropic wire has no such parameter: it always asks in words.
+    structured_output: bool = True
 
 
 # Known models; anything else gets ModelInfo defaults (override with model_context_window or config).
@@ -128,7 +133,7 @@ BUILTIN: dict[str, Provider] = {p.name: p for p in (
 )}
 
 _PROVIDER_KEYS = {"extends", "wire", "base_url", "key_env", "default_model", "label", "key_required", "disabled",
-                  "models"}
+                  "models", "structured_output"}
 _MODEL_KEYS = {"context_window": int, "max_output_tokens": int, "input_price": float, "cached_input_price": float,
                "output_price": float, "supports_tools": bool, "supports_parallel_tools": bool,
                "supports_images": bool, "reasoning_efforts": tuple}
@@ -223,7 +228,7 @@ def _parse_provider(name: str, entry: Any, known: Mapping[str, Provider], where:
         raise ValueError(f"a new provider needs 'wire' ({', '.join(WIRES)}) or 'extends'")
     values: dict[str, Any] = {}
     for key, kind in (("wire", str), ("base_url", str), ("key_env", str), ("default_model", str), ("label", str),
-                      ("key_required", bool), ("disabled", bool)):
+                      ("key_required", bool), ("disabled", bool), ("structured_output", bool)):
         if key in entry:
             value = entry[key]
             if not isinstance(value, kind):
@@ -367,13 +372,14 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
     if provider.wire == "openai_chat":
         from auger.models.openai_chat import OpenAIChatClient
 
-        return OpenAIChatClient(**common)
+        return OpenAIChatClient(**common, structured_output=provider.structured_output)
     if provider.wire == "openai_responses":
         from auger.models.openai_responses import OpenAIResponsesClient
 
         effort = config.model_reasoning_effort if config is not None else None
         summary = config.model_reasoning_summary if config is not None else "auto"
-        return OpenAIResponsesClient(**common, reasoning_effort=effort, reasoning_summary=summary or None)
+        return OpenAIResponsesClient(**common, reasoning_effort=effort, reasoning_summary=summary or None,
+                                     structured_output=provider.structured_output)
     if provider.wire == "anthropic":
         from auger.models.anthropic import AnthropicClient
 

@@ -136,6 +136,9 @@ class TokenUsage(Event):
     session_cost: float | None = None
     inherited: Usage = field(default_factory=Usage)  # a fork's: the source's usage up to the fork point
     inherited_cost: float | None = 0.0
+    model: str = ""  # the model that made this call (a sub-agent's may differ from the session's)
+    duration_ms: int = 0  # how long the call took, retries included (its span ends when this event is sent)
+    finish_reason: str = ""  # why the reply ended: stop, tool_calls, length, content_filter
 
 
 @tag("context_compacted")
@@ -265,6 +268,15 @@ class PendingChanged(Event):
     count: int
     paths: list[str]
     action: str = "queued"  # queued | applied | discarded | rewound
+
+
+@tag("structured_output")
+class StructuredOutput(Event):
+    """The turn's final answer as the JSON value its `output_schema` asked for, checked against it; sent
+    before turn_ended. A turn whose answer stays invalid ends with reason `error` and no such event."""
+
+    turn_id: str
+    value: Any
 
 
 @tag("turn_ended")

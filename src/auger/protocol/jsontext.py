@@ -16,11 +16,13 @@ from typing import Any
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def dumps(obj: Any) -> str:
-    """`json.dumps` with non-ASCII kept readable, whose result always encodes as UTF-8.
+def dumps(obj: Any, *, compact: bool = False) -> str:
+    """`json.dumps` with non-ASCII kept readable, whose result always encodes as UTF-8; `compact` leaves
+    out the spaces after separators.
 
     A surrogate can only occur inside a JSON string literal, where `\\uXXXX` is its exact escape."""
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(obj, ensure_ascii=False))
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":") if compact else None)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def printable(text: str) -> str:

@@ -20,8 +20,11 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.styles import Style
 
+from auger.frontends.tui.notify import FOCUS_IN, FOCUS_OFF, FOCUS_ON, FOCUS_OUT, Attention, escape_for, \
+    notification_text
 from auger.frontends.tui.render import Ansi, Renderer, clean
 
 if TYPE_CHECKING:
@@ -79,6 +82,9 @@ class Tui:
         self.done = False
         self.failed = False  # no session could be opened: the exit status says so
         self.ps: PromptSession | None = None
+        self.attention = Attention()  # focus reports, for desktop notifications (tui/notify.py)
+        self.alert = escape_for(os.environ) if sessions.config.tui_notifications else None
+        self.turn_started = time.monotonic()
 
     # -- output ----------------------------------------------------------------------------
     @property
@@ -96,6 +102,21 @@ class Tui:
 
     def say(self, text: str, style: str = "cyan") -> None:
         self.out(Ansi(self.width).styled(text, style))
+
+    def notify(self, text: str) -> None:
+        """A desktop notification through the terminal, when it has a way and the user looks elsewhere."""
+        if self.alert is None or not self.attention.away(time.monotonic() - self.turn_started):
+            return
+        self.write_raw(self.alert(notification_text(text)))
+
+    def write_raw(self, sequence: str) -> None:
+        """An escape sequence for the terminal itself, past the transcript's rendering."""
+        if self.ps is not None and self.ps.app.is_running:
+            self.ps.app.output.write_raw(sequence)
+            self.ps.app.output.flush()
+        else:  # between two prompts: stdout is patched raw, so the sequence passes as it is
+            sys.stdout.write(sequence)
+            sys.stdout.flush()
 
     def redraw(self) -> None:
         if self.ps is not None and self.ps.app.is_running:
@@ -151,6 +172,7 @@ class Tui:
 
     def bindings(self) -> KeyBindings:
         _shift_enter_is_newline()
+        _focus_reports_are_keys()
         kb = KeyBindings()
         asking = Condition(lambda: self.approval is not None and self.feedback_for is None)
         busy = Condition(lambda: self.busy)
@@ -227,6 +249,10 @@ class Tui:
         def _(event):
             event.app.current_buffer.open_in_editor(validate_and_handle=False)
 
+        @kb.add(Keys.Ignore)  # focus reports arrive as this key (see _focus_reports_are_keys)
+        def _(event):
+            self.attention.report(event.key_sequence[0].data)
+
         return kb
 
     def clear_notice(self) -> None:
@@ -302,6 +328,7 @@ class Tui:
                 continue
             if isinstance(event, ev.TurnStarted):
                 self.busy = True
+                self.turn_started = time.monotonic()
                 if self.queued:  # a message queued as the last turn ended starts this one
                     self.say(f"› {self.queued.pop(0)}", "bold")
             elif isinstance(event, ev.TurnEnded):
@@ -316,10 +343,14 @@ class Tui:
             if isinstance(event, ev.ApprovalRequest):
                 self.approval = Approval.of(event)
                 self.show_card(self.approval)
+                self.notify(f"approval needed: {self.approval.subject or self.approval.message}")
             else:
                 self.out(self.renderer.handle(event))
             if isinstance(event, ev.TurnEnded):
                 self.branch = git_branch(self.root)
+                if event.reason != "cancelled":  # an interrupted turn: whoever interrupted it is here
+                    self.notify("turn complete" if event.reason == "complete" else
+                                f"turn failed: {event.message or ''}")
             self.redraw()
 
     async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool:
@@ -349,6 +380,7 @@ class Tui:
             self.feed.shutdown()
             if self.pump is not None:
                 await self.pump
+            await self.feed.closed()  # observers (notify, telemetry) done with its end
             self.feed = None
         await self.sessions.release()
 
@@ -467,6 +499,7 @@ class Tui:
             """Handle submitted lines in order, while the prompt is already back for more typing. The
             session opens only once the prompt is on screen: opening it imports the engine."""
             await drawn.wait()
+            self.write_raw(FOCUS_ON)  # a terminal that can now says when it gains and loses focus
             await self.start()
             while True:
                 line = await lines.get()
@@ -490,9 +523,19 @@ class Tui:
                 await asyncio.gather(worker, return_exceptions=True)
                 await self.close_session()
                 await self.sessions.aclose()
+        sys.stdout.write(FOCUS_OFF)
         if self.renderer.model:
             sys.stdout.write(Ansi(self.width).styled("auger: session saved; continue it with `auger resume --last`",
                                                      "dim"))
+
+
+def _focus_reports_are_keys() -> None:
+    """A terminal with focus reporting on sends `CSI I` / `CSI O`; prompt_toolkit knows neither and would type
+    "[I" into the prompt. Both become the Ignore key, whose binding reads which one it was (tui/notify.py)."""
+    from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
+
+    for sequence in (FOCUS_IN, FOCUS_OUT):
+        ANSI_SEQUENCES[sequence] = Keys.Ignore
 
 
 def _shift_enter_is_newline() -> None:

@@ -181,6 +181,10 @@ class Feed:
     def shutdown(self) -> None:
         self.session.submit(Shutdown())
 
+    async def closed(self) -> None:
+        """Once shut down: wait until it is stored and its observers (notify, telemetry) have seen its end."""
+        await self.session.wait_closed()
+
     def add_mcp_server(self, name: str, table: dict) -> None:
         self.session.submit(AddMcpServer(name, table))
 
