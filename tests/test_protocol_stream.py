@@ -274,3 +274,58 @@ def test_resumed_session_continues_the_numbering_and_replays_from_seq_n_after_a_
     third = live[len(printed):]
     assert third[0].event.TYPE == "session_configured" and third[0].seq == seqs[-1] + 1
     assert third[-1].event.TYPE == "shutdown_complete"
+
+
+def test_each_streamed_reply_has_its_own_item_id_from_start_to_end(project, server):
+    """Two replies in one turn (text, a call, text again) stream under two ids, each started and ended, and
+    each agent_message names the message it completes."""
+    from tests.support.harness import run_session
+    from tests.support.mock_openai import Fault, Reply, ToolCall
+
+    server.add(Reply(text="first reply", reasoning="thinking", tool_calls=[ToolCall("list_dir", {})]),
+               Fault.drop(after_chunks=3, reply=Reply(text="a reply the retry throws away")),
+               Reply(text="second reply"))
+    run = run_session(project, server, "go")
+    deltas = run.of(ev.MessageDelta)
+    ids = list(dict.fromkeys(d.item_id for d in deltas))
+    assert len(ids) == 3 and all(ids)
+    by_id = {i: "".join(d.delta for d in deltas if d.item_id == i) for i in ids}
+    assert by_id[ids[0]] == "first reply" and by_id[ids[2]] == "second reply"
+    started = [(e.item_id, e.kind) for e in run.of(ev.ItemStarted)]
+    ended = {e.item_id: e.discarded for e in run.of(ev.ItemEnded)}
+    assert [i for i, kind in started if kind == "message"] == ids
+    assert ended[ids[0]] is False and ended[ids[1]] is True and ended[ids[2]] is False
+    reasoning = {d.item_id for d in run.of(ev.ReasoningDelta)}
+    assert len(reasoning) == 1 and reasoning.isdisjoint(ids) and ended[reasoning.pop()] is False
+    assert [(m.text, m.item_id) for m in run.of(ev.AgentMessage)] == [("first reply", ids[0]), ("second reply", ids[2])]
+    order = [e for e in run.events if isinstance(e, (ev.ItemStarted, ev.MessageDelta, ev.ItemEnded))
+             and getattr(e, "item_id", "") == ids[0]]
+    assert isinstance(order[0], ev.ItemStarted) and isinstance(order[-1], ev.ItemEnded)
+
+
+def test_a_caller_chosen_submission_id_is_on_the_envelopes_its_op_causes(project, server, tmp_path):
+    from auger.protocol.ops import UserTurn
+    from tests.support.harness import open_session
+    from tests.support.mock_openai import Reply
+
+    server.add(Reply(text="hi"))
+
+    async def main():
+        session, store = await open_session(project, server, tmp_path / "s.db")
+        try:
+            assert session.submit(UserTurn("go"), "client-chosen-1") == "client-chosen-1"
+            seen = []
+            async for envelope in session.subscribe():
+                seen.append(envelope)
+                if isinstance(envelope.event, ev.TurnEnded):
+                    break
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return seen
+
+    seen = asyncio.run(main())
+    started = next(e for e in seen if isinstance(e.event, ev.TurnStarted))
+    assert started.submission_id == "client-chosen-1"
+    assert all(e.submission_id == "client-chosen-1" for e in seen if e.seq > started.seq)

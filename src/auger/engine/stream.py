@@ -74,14 +74,17 @@ class EventStream:
         for event, submission_id, parent_call_id, when in early:
             self._publish(event, submission_id, parent_call_id, when)
 
-    def emit(self, event: Event, submission_id: str | None = None, parent_call_id: str | None = None) -> None:
-        """Number and publish an event; `parent_call_id` names the spawn call of the sub-agent it came from."""
+    def emit(self, event: Event, submission_id: str | None = None,
+             parent_call_id: str | None = None) -> Envelope | None:
+        """Number and publish an event; `parent_call_id` names the spawn call of the sub-agent it came from.
+        Returns its envelope (None while the numbering is not known yet, before `open`)."""
         if not self._opened:
             self._early.append((event, submission_id, parent_call_id, time.time()))
-            return
-        self._publish(event, submission_id, parent_call_id, time.time())
+            return None
+        return self._publish(event, submission_id, parent_call_id, time.time())
 
-    def _publish(self, event: Event, submission_id: str | None, parent_call_id: str | None, when: float) -> None:
+    def _publish(self, event: Event, submission_id: str | None, parent_call_id: str | None,
+                 when: float) -> Envelope:
         self.seq += 1
         envelope = Envelope(self.session_id, self.seq, event, submission_id, parent_call_id, when)
         self._recent.append(envelope)
@@ -94,6 +97,7 @@ class EventStream:
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
+        return envelope
 
     def flush(self) -> None:
         """Queue every unsaved envelope for writing now, ahead of any write queued after this call."""
