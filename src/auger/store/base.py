@@ -90,6 +90,11 @@ class Store(PendingStore, Protocol):
         """Stored envelopes with after_seq < seq <= upto_seq, oldest first."""
     async def last_event(self, session_id: str, event_type: str) -> Envelope | None:
         """The latest stored envelope of one event type, or None."""
+    async def submission(self, session_id: str, submission_id: str) -> str | None:
+        """The op (its JSON) a client-chosen submission id was used for, or None: a retried request finds
+        its first answer here, also after a restart, and starts nothing twice."""
+    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
+        """Keep a submission id as used for `op`, durably; a second use of the same id is an error."""
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process; None on success, else who holds it."""
     async def release(self, session_id: str) -> None: ...

@@ -63,10 +63,14 @@ _SCHEMA = [
         session_id TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL, before_hash TEXT NOT NULL,
         content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
         created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS submissions (
+        session_id TEXT NOT NULL, submission_id TEXT NOT NULL, op TEXT NOT NULL, created REAL NOT NULL,
+        PRIMARY KEY (session_id, submission_id)) WITHOUT ROWID""",
 ]
-# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions
+# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions;
+# 7: submissions (client-chosen submission ids)
 # (every statement above is idempotent, so older files are upgraded in place)
-_SCHEMA_VERSION = 6
+_SCHEMA_VERSION = 7
 # A lease held on another host is presumed dead once its heartbeat (each recorded item) is this old;
 # on this host, the holder's pid decides.
 LEASE_STALE_S = 600.0
@@ -284,6 +288,25 @@ class SqliteStore:
             return Envelope.from_json(json.loads(row[0])) if row else None
 
         return await self._run(select)
+
+    async def submission(self, session_id: str, submission_id: str) -> str | None:
+        """The op (its JSON) a client's submission id was used for in the session, or None."""
+
+        def select(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT op FROM submissions WHERE session_id = ? AND submission_id = ?",
+                               (session_id, to_db(submission_id))).fetchone()
+            return None if row is None else str(from_db(row[0]))
+
+        return await self._run(select)
+
+    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
+        """Keep a client's submission id as used for `op`; a second use of the id is refused (IntegrityError)."""
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO submissions (session_id, submission_id, op, created) VALUES (?,?,?,?)",
+                         (session_id, to_db(submission_id), to_db(op), time.time()))
+
+        await self._run(insert)
 
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process: None when taken (or already ours), else a
