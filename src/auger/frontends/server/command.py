@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from auger.frontends.cli_support import CliError
 
@@ -141,10 +141,31 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
 
 def _draining_server(config: Any, drain: Callable[[], Any]) -> Any:
     """uvicorn's Server, draining the sessions and streams before it closes the connections (otherwise it
-    would wait for event streams that never end on their own)."""
+    would wait for event streams that never end on their own), and exiting 0 after a graceful shutdown
+    (uvicorn would raise the signal again once done)."""
+    import asyncio
+    import contextlib
+    import signal
+
     import uvicorn
 
     class Draining(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.handle_exit, sig, None)
+            try:
+                yield
+            finally:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.should_exit:  # a second signal while draining: quit at once
+                os._exit(128 + sig)
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets: list[Any] | None = None) -> None:
             await drain()
             await super().shutdown(sockets)
