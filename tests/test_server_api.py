@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
+
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_envelope
-from tests.support.serve import in_process, served
+from tests.support.serve import in_process, served, sse_events
 
 TIMEOUT = 60
 
@@ -160,3 +162,122 @@ def test_two_clients_answer_one_approval_one_wins_the_other_409_both_see_it_reso
     assert (project / "a.txt").exists() == (winner == "phone")
     assert after["pending_approvals"] == [] and after["running_turn"] is None
     assert len(stored) == 1 and stored[0].event.by == f"api ({winner})"
+
+
+def test_items_diff_and_pending_of_a_session_and_the_openapi_document(project, server, tmp_path):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "one\n"})]), Reply(text="done"),
+               Reply(tool_calls=[ToolCall("write_file", {"path": "b.txt", "content": "queued\n"})]),
+               Reply(text="queued it"))
+
+    async def main():
+        async with in_process(project, server, tmp_path / "s.db", mode="auto") as (client, srv):
+            sid = (await create(client, project))["id"]
+            await submit(client, sid, "t1", {"type": "user_turn", "text": "write"})
+            session = srv.hub.live(sid)
+            async for envelope in session.subscribe():
+                if envelope.event.TYPE == "turn_ended":
+                    break
+            items = (await client.get(f"/api/sessions/{sid}/items")).json()
+            page = (await client.get(f"/api/sessions/{sid}/items", params={"limit": 2})).json()
+            older = (await client.get(f"/api/sessions/{sid}/items", params={"before": page["next_before"]})).json()
+            diff = (await client.get(f"/api/sessions/{sid}/diff", params={"turn": "1"})).json()
+            missing = await client.get(f"/api/sessions/{sid}/diff", params={"turn": "7"})
+            pending = (await client.get(f"/api/sessions/{sid}/pending")).json()
+            unknown_query = await client.get(f"/api/sessions/{sid}/items", params={"evil": "1"})
+            openapi = (await client.get("/api/openapi.json")).json()
+            schema = (await client.get("/api/protocol.schema.json")).json()
+            return items, page, older, diff, missing, pending, unknown_query, openapi, schema
+
+    items, page, older, diff, missing, pending, unknown_query, openapi, schema = run(main())
+    kinds = [i["item"]["type"] for i in items["items"]]
+    assert "user_message" in kinds and "tool_call" in kinds and "assistant_message" in kinds
+    assert [i["seq"] for i in page["items"]] == [i["seq"] for i in items["items"][-2:]]
+    assert older["items"][-1]["seq"] == page["next_before"] - 1 and older["next_before"] is None
+    assert diff["turns"][0]["number"] == 1 and "+one" in diff["turns"][0]["diff"]
+    assert diff["turns"][0]["files"][0]["path"] == "a.txt"
+    assert missing.status_code == 404
+    assert pending == {"count": 0, "files": []}
+    assert unknown_query.status_code == 400
+    ops = openapi["paths"]["/api/sessions/{id}/ops"]["post"]["requestBody"]["content"]["application/json"]
+    ref = ops["schema"]["properties"]["op"]["$ref"]
+    assert ref == "/api/protocol.schema.json#/$defs/Op" and "Op" in schema["$defs"]
+
+
+def test_the_web_ui_is_served_from_its_static_directory_behind_the_token(project, server, tmp_path):
+    static = tmp_path / "static"
+    (static / "assets").mkdir(parents=True)
+    (static / "index.html").write_text("<title>auger</title>")
+    (static / "assets" / "app.js").write_text("console.log(1)")
+
+    async def main():
+        async with in_process(project, server, tmp_path / "s.db", static_dir=static) as (client, _):
+            bare = httpx.AsyncClient(transport=client._transport, base_url="http://127.0.0.1:8765")
+            root, script = await client.get("/"), await client.get("/assets/app.js")
+            escape = await client.get("/../s.db")
+            anonymous = await bare.get("/")
+            await bare.aclose()
+            return root, script, escape, anonymous
+
+    root, script, escape, anonymous = run(main())
+    assert root.status_code == 200 and root.text == "<title>auger</title>"
+    assert script.status_code == 200 and script.text == "console.log(1)"
+    assert escape.status_code == 404 and anonymous.status_code == 401
+
+
+def test_the_session_list_stream_tells_of_new_sessions_turns_and_waiting_approvals(project, server, tmp_path):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]), Reply(text="ok"))
+
+    async def main():
+        async with served(project, server, tmp_path / "s.db") as srv:
+            got: list[dict] = []
+            async with srv.client.stream("GET", "/api/events") as response:
+                stream = sse_events(response)
+                sid = (await create(srv.client, project))["id"]
+                await submit(srv.client, sid, "t1", {"type": "user_turn", "text": "go"})
+                async for event in stream:
+                    if "data" not in event:
+                        continue
+                    got.append(event["data"])
+                    if event["data"]["type"] == "approval_waiting":
+                        await submit(srv.client, sid, "a1", {"type": "approval_decision", "decision": "approve",
+                                                             "request_id": event["data"]["request_id"]})
+                    if event["data"]["type"] == "turn_ended":
+                        break
+            listed = (await srv.client.get("/api/sessions")).json()
+            return sid, got, listed
+
+    sid, got, listed = run(main())
+    assert [e["type"] for e in got] == ["session_created", "turn_started", "approval_waiting", "approval_resolved",
+                                        "turn_ended"]
+    assert all(e["session_id"] == sid for e in got) and "id" not in got[0]
+    assert got[3]["by"] == "api" and got[3]["decision"] == "approve"
+    assert listed["sessions"][0]["id"] == sid and listed["sessions"][0]["open"] is True
+
+
+def test_graceful_shutdown_interrupts_and_records_the_turn_and_closes_the_streams(project, server, tmp_path):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]))
+
+    async def main():
+        seen: list[dict] = []
+        async with served(project, server, tmp_path / "s.db") as srv:
+            sid = (await create(srv.client, project))["id"]
+            async with srv.events(sid) as stream:
+                await submit(srv.client, sid, "t1", {"type": "user_turn", "text": "go"})
+                await read_until(stream, "approval_request", seen)
+                srv.uvicorn.should_exit = True
+                final = None
+                async for event in stream:
+                    if "id" in event:
+                        seen.append(event["data"])
+                    elif event.get("event") == "closing":
+                        final = event["data"]
+            items = await srv.store.load_items(sid)
+        return seen, final, items
+
+    seen, final, items = run(main())
+    assert final == {"reason": "the server is shutting down"}
+    assert [e["type"] for e in seen][-3:] == ["approval_resolved", "turn_ended", "shutdown_complete"]
+    assert seen[-3]["decision"] is None  # the request its turn left unanswered is withdrawn
+    ended = next(e for e in seen if e["type"] == "turn_ended")
+    assert ended["reason"] == "cancelled" and "shutting down" in ended["message"]
+    assert any(s.item.TYPE == "turn_aborted" and "shutting down" in s.item.reason for s in items)

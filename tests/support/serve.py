@@ -23,15 +23,19 @@ import httpx
 from auger.frontends.server.app import Server, ServerOptions, create_app
 from auger.frontends.server.auth import Pairing, exposure
 from auger.store.sqlite import SqliteStore
-from tests.support.harness import make_config
+from auger.config import load_config
+from tests.support.harness import FAST
 from tests.support.mock_openai import MockChatServer
 
 TOKEN = "test-token-0123456789abcdef"
 
 
 def model_config(mock: MockChatServer, *overrides: str) -> Any:
-    return make_config("provider=openai-compatible", f"base_url={mock.base_url}", "model=mock-model", "mode=safe",
-                       *overrides)
+    """The server's config: the test's AUGER_HOME config.toml (which PATCH /api/providers edits), the mock."""
+    config = load_config([*FAST, "provider=openai-compatible", f"base_url={mock.base_url}", "model=mock-model",
+                          "mode=safe", *overrides], env={})
+    assert not config.diagnostics, config.diagnostics
+    return config
 
 
 @dataclass
@@ -103,7 +107,8 @@ async def served(project: Path, mock: MockChatServer, db: Path, *overrides: str,
     port = sock.getsockname()[1]
     store = SqliteStore(db)
     app, server = create_app(options(mock, store, roots or [project], port, *overrides, **kwargs))
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="websockets-sansio", timeout_graceful_shutdown=10)
+    config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="websockets-sansio",
+                            timeout_graceful_shutdown=10)
 
     class Draining(uvicorn.Server):
         async def shutdown(self, sockets: list[Any] | None = None) -> None:

@@ -104,8 +104,11 @@ class Providers:
         for name, provider in registry.providers.items():
             status = registry.status(name)
             detail = registry.errors.get(name, "")
+            base_url = _base_url(config, name, provider.base_url)
+            if status == "needs base_url" and base_url:
+                status = "configured"
             if status == "configured":
-                status, detail = "available", provider.base_url or provider.wire
+                status, detail = "available", base_url or provider.wire
             elif status == "key missing":
                 detail = f"set {provider.key_env}"
             elif status == "needs base_url":
@@ -144,11 +147,12 @@ class Providers:
 
         from auger.models.registry import registry_for
 
-        provider = registry_for(self.config_for(self.cwd)).providers[name]
+        config = self.config_for(self.cwd)
+        provider = registry_for(config).providers[name]
         if provider.wire == "replay":
             return "available", "replays recordings; nothing to reach"
         key = os.environ.get(provider.key_env) if provider.key_env else None
-        base = provider.base_url.rstrip("/")
+        base = _base_url(config, name, provider.base_url).rstrip("/")
         if provider.wire == "anthropic":
             url = f"{base}/v1/models"
             headers = {"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})}
@@ -172,3 +176,8 @@ class Providers:
         spec = load_backends(self.config_for(self.cwd).tables).specs[name]
         row = await probe(spec, self.cwd, timeout=PROBE_TIMEOUT_S)
         return row.status, row.detail
+
+
+def _base_url(config: Any, name: str, registered: str) -> str:
+    """Where the provider's requests go: the server's --base-url for its own provider, else the registry's."""
+    return config.base_url if name == config.provider and config.base_url else registered
