@@ -361,8 +361,10 @@ async def _pending(request: Request) -> Response:
 
 async def _list_providers(request: Request) -> Response:
     server = _server(request)
-    _query(request, set())
-    return _json({"providers": await server.providers.rows()})
+    query = _query(request, {"probe"})
+    if query.get("probe", "stale") != "stale":
+        raise Refused(400, "probe=stale is the one value: check the providers whose last check is too old")
+    return _json({"providers": await server.providers.rows(probe_stale="probe" in query)})
 
 
 async def _probe_provider(request: Request) -> Response:
