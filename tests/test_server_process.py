@@ -135,15 +135,22 @@ def test_a_session_run_by_auger_exec_on_the_shared_db_is_listed_and_streamed_and
         project, server, isolated_home, tmp_path):
     server.add(Reply(text="from the terminal"))
     db = tmp_path / "shared.db"
-    result = auger_cli("exec", "--base-url", server.base_url, "--model", "mock-model", "--db", str(db), "hi",
-                       home=isolated_home, cwd=project)
-    assert result.returncode == 0, result.stderr
     proc, url, _ = start(project, isolated_home, server, db)
     try:
         async def main():
             store = SqliteStore(db)
             async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=30) as client:
+                async with client.stream("GET", "/api/events") as response:
+                    stream = sse_events(response)
+                    result = await asyncio.to_thread(
+                        auger_cli, "exec", "--base-url", server.base_url, "--model", "mock-model", "--db", str(db),
+                        "hi", home=isolated_home, cwd=project)
+                    assert result.returncode == 0, result.stderr
+                    async for event in stream:  # the terminal's session appears in the list
+                        if event.get("data", {}).get("type") == "session_updated":
+                            break
                 listed = (await client.get("/api/sessions")).json()["sessions"]
+                assert event["data"]["session_id"] == listed[0]["id"]
                 sid = listed[0]["id"]
                 seen: list[dict] = []
                 async with client.stream("GET", f"/api/sessions/{sid}/events") as response:

@@ -10,6 +10,7 @@ saw up to N resumes at N + 1 after a dropped connection or a server restart alik
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from auger.frontends.server.sse import frame
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from auger.frontends.server.sessions import Hub
 
 STORE_POLL_S = 0.5  # how often the store is read for a session this server does not run
+LIST_POLL_S = 2.0  # how often the store is read for sessions other processes run, for the session list
+LIST_POLLED = 50  # the most recently updated sessions compared at each read
 
 
 async def session_envelopes(hub: Hub, session_id: str, after: int) -> AsyncIterator[Envelope]:
@@ -43,8 +46,32 @@ async def session_frames(hub: Hub, session_id: str, after: int, state: dict[str,
         yield frame(envelope.to_json(), seq=envelope.seq)
 
 
-async def list_frames(hub: Hub) -> AsyncIterator[bytes]:
+async def list_frames(hub: Hub, poll_s: float = LIST_POLL_S) -> AsyncIterator[bytes]:
     """The coarse stream of the session list (created, updated, turns, approvals anywhere); unnumbered:
-    a client that reconnects lists the sessions again."""
-    async for event in hub.list_events.subscribe():
-        yield frame(event)
+    a client that reconnects lists the sessions again. Sessions this server does not run (`auger exec` on
+    the same database) are found by reading the store every `poll_s` seconds: `session_updated`."""
+    events = hub.list_events.subscribe()
+    pending: asyncio.Task[dict[str, Any]] | None = None
+    known = {r.id: r.updated for r in await hub.store.list_sessions(LIST_POLLED)}
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=poll_s)
+            if done:
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:  # dropped for falling behind: the client lists again
+                    return
+                pending = None
+                yield frame(event)
+                continue
+            for record in await hub.store.list_sessions(LIST_POLLED):
+                if known.get(record.id) != record.updated and hub.live(record.id) is None \
+                        and hub.roots.contains(record.cwd):
+                    yield frame({"type": "session_updated", "session_id": record.id, "title": record.title,
+                                 "updated": record.updated, "open": False})
+                known[record.id] = record.updated
+    finally:
+        if pending is not None:
+            pending.cancel()
+        await events.aclose()

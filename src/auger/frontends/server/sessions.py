@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from auger.protocol import events as ev
 from auger.protocol.ops import Interrupt, Shutdown
@@ -77,7 +77,7 @@ class Broadcast:
                 queue.get_nowait()
                 queue.put_nowait(None)  # ends that follower
 
-    async def subscribe(self) -> AsyncIterator[dict[str, Any]]:
+    async def subscribe(self) -> AsyncGenerator[dict[str, Any], None]:
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(LIST_BUFFER)
         self._queues.add(queue)
         try:
