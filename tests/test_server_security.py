@@ -1,7 +1,8 @@
 """Who may reach `auger serve` and what they may ask of it: a token on every route (the SSE streams and
 `/acp` included), never from the query string; the bound Host only; no cross-site Origin; one-use,
 expiring pairing codes; projects inside the roots only; no client-chosen base URL or key; the server's
-mode as a ceiling; no plain-HTTP listening beyond loopback."""
+mode as a ceiling; no plain-HTTP listening beyond loopback. (That `auger exec` imports no web server is
+tested with the ACP SDK in tests/test_acp.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pytest
 
 from auger.frontends.server.auth import COOKIE, Pairing
 from tests.support.harness import auger_cli
-from tests.support.mock_openai import Reply
 from tests.support.serve import TOKEN, in_process, served
 
 TIMEOUT = 60
@@ -173,23 +173,3 @@ def test_serve_refuses_a_non_loopback_host_without_tls(auger_home, project):
     result = auger_cli("serve", "--host", "0.0.0.0", "--port", "0", home=auger_home, cwd=project, timeout=30)
     assert result.returncode == 2
     assert "--tls-cert" in result.stderr and "--insecure-remote" in result.stderr
-
-
-def test_exec_imports_no_web_server(project, server, isolated_home):
-    import subprocess
-    import sys
-
-    server.add(Reply(text="hi"))
-    script = f"""
-import sys
-from auger.frontends.cli import main
-code = main(["exec", "--base-url", {server.base_url!r}, "--model", "mock-model", "-c", "generate_titles=false", "hi"])
-print(code, sorted(m for m in sys.modules if m.split(".")[0] in ("starlette", "uvicorn", "websockets")))
-"""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
-    env.update({"AUGER_HOME": str(isolated_home), "OPENAI_API_KEY": "sk-test"})
-    out = subprocess.run([sys.executable, "-c", script], cwd=project, env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "0 []"
-

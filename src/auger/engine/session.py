@@ -265,6 +265,11 @@ class Session:
         return self._turn_id if self.turn_running else None
 
     @property
+    def accepts_ops(self) -> bool:
+        """False once the session is shutting down: `submit` would refuse."""
+        return not self._closed
+
+    @property
     def shut_down(self) -> bool:
         """ShutdownComplete was emitted: the session takes no ops and emits nothing more."""
         return self._stream.ended

@@ -267,6 +267,8 @@ async def _post_op(request: Request) -> Response:
         if isinstance(op, SetModel):
             hub.check_provider(record.cwd, op.provider)
         session = await hub.open(record.id)
+        if not session.accepts_ops:
+            raise Refused(409, "the session is shutting down; send the op again once it has")
         if isinstance(op, ApprovalDecision):
             op.by = request.scope.get("auger.client", "")
             problem = session.decide(op, submission_id)
@@ -275,10 +277,7 @@ async def _post_op(request: Request) -> Response:
             await hub.store.record_submission(record.id, submission_id, op_json)
             return _json(accepted, 202)
         await hub.store.record_submission(record.id, submission_id, op_json)  # durable before it acts
-        try:
-            session.submit(op, submission_id)
-        except RuntimeError:
-            raise Refused(409, "the session is shutting down; send the op again once it has") from None
+        session.submit(op, submission_id)
     return _json(accepted, 202)
 
 
