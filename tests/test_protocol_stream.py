@@ -329,3 +329,23 @@ def test_a_caller_chosen_submission_id_is_on_the_envelopes_its_op_causes(project
     started = next(e for e in seen if isinstance(e.event, ev.TurnStarted))
     assert started.submission_id == "client-chosen-1"
     assert all(e.submission_id == "client-chosen-1" for e in seen if e.seq > started.seq)
+
+
+def test_a_reply_interrupted_mid_stream_ends_its_item_discarded(project, server):
+    from auger.protocol.ops import Interrupt
+    from tests.support.harness import follow_session
+    from tests.support.mock_openai import Fault
+
+    server.add(Fault.hang(after_chunks=4, seconds=30, reply=Reply(text="a reply that never finishes")))
+
+    async def steps(session, follow):
+        session.submit(UserTurn("go"))
+        await follow.until(ev.MessageDelta)
+        session.submit(Interrupt())
+        await follow.until(ev.TurnEnded)
+
+    events = follow_session(project, server, steps)
+    delta = next(e for e in events if isinstance(e, ev.MessageDelta))
+    ended = [e for e in events if isinstance(e, ev.ItemEnded)]
+    assert [(e.item_id, e.discarded) for e in ended] == [(delta.item_id, True)]
+    assert not [e for e in events if isinstance(e, ev.AgentMessage)]
