@@ -38,7 +38,7 @@ def test_an_idle_stream_gets_pings_and_a_closing_server_says_so_last():
 
         async def frames():
             yield frame({"n": 1}, seq=1)
-            await asyncio.sleep(0.35)
+            await asyncio.sleep(0.6)
             closing.set()
             await asyncio.sleep(10)
             yield frame({"n": 2}, seq=2)

@@ -19,13 +19,15 @@ from auger.protocol.envelope import Envelope
 if TYPE_CHECKING:
     from auger.frontends.server.sessions import Hub
 
-STORE_POLL_S = 0.5  # how often the store is read for a session this server does not run
+STORE_POLL_S = 0.5  # how often the store is read for a session this server does not run (while it changes)
+STORE_POLL_MAX_S = 4.0  # ...and at most this seldom while it does not
 LIST_POLL_S = 2.0  # how often the store is read for sessions other processes run, for the session list
 LIST_POLLED = 50  # the most recently updated sessions compared at each read
 
 
 async def session_envelopes(hub: Hub, session_id: str, after: int) -> AsyncIterator[Envelope]:
     cursor = after
+    poll = STORE_POLL_S
     while True:
         session = hub.live(session_id)
         if session is not None:
@@ -33,10 +35,12 @@ async def session_envelopes(hub: Hub, session_id: str, after: int) -> AsyncItera
                 yield envelope
                 cursor = envelope.seq
             continue  # it shut down: what comes later comes from the store, or from its next opening here
-        for envelope in await hub.store.load_events(session_id, cursor):
+        found = await hub.store.load_events(session_id, cursor)
+        for envelope in found:
             yield envelope
             cursor = envelope.seq
-        await hub.wait_opened(session_id, STORE_POLL_S)
+        poll = STORE_POLL_S if found else min(poll * 2, STORE_POLL_MAX_S)  # a quiet session is read less often
+        await hub.wait_opened(session_id, poll)
 
 
 async def session_frames(hub: Hub, session_id: str, after: int, state: dict[str, Any]) -> AsyncIterator[bytes]:
