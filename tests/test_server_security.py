@@ -154,7 +154,8 @@ def test_a_client_can_never_set_a_base_url_or_key_nor_a_mode_beyond_the_servers(
                    "extra key": await op("e", {"type": "interrupt", "api_key": "k"}),
                    "by": await op("f", {"type": "approval_decision", "request_id": "r", "decision": "approve",
                                         "by": "someone else"}),
-                   "bad type": await op("g", {"type": "user_turn", "text": 5})}
+                   "bad type": await op("g", {"type": "user_turn", "text": 5}),
+                   "newline in id": await op("i\n", {"type": "compact"})}
             top = await client.post(f"/api/sessions/{sid}/ops", json={"submission_id": "h", "op": {"type": "compact"},
                                                                       "base_url": "http://x"})
             return base, key, provider, auto, plan, ops, top
@@ -164,7 +165,7 @@ def test_a_client_can_never_set_a_base_url_or_key_nor_a_mode_beyond_the_servers(
     assert key.status_code == 400 and provider.status_code == 400
     assert auto.status_code == 403 and plan.status_code == 201 and plan.json()["state"]["mode"] == "plan"
     assert ops == {"set_model+base_url": 400, "unknown provider": 400, "set_mode auto": 403, "set_mode safe": 202,
-                   "extra key": 400, "by": 400, "bad type": 400}
+                   "extra key": 400, "by": 400, "bad type": 400, "newline in id": 400}
     assert top.status_code == 400
     assert all(r.headers.get("host") != "evil.example" for r in server.requests)
 

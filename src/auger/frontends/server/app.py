@@ -32,7 +32,7 @@ from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, S
 STATIC = Path(__file__).parent / "static"  # the web UI, shipped as package data
 LIST_PAGE = 50
 ITEMS_PAGE = 200
-_SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 @dataclass
@@ -180,9 +180,9 @@ async def _list_sessions(request: Request) -> Response:
     """Stored sessions within the roots, newest first, a page at a time (`next_cursor` continues)."""
     server = _server(request)
     query = _query(request, {"cursor", "limit"})
-    limit = _int(query.get("limit"), "limit", LIST_PAGE, 1) or LIST_PAGE
+    limit = min(_int(query.get("limit"), "limit", LIST_PAGE, 1) or LIST_PAGE, 500)
     before = _cursor(query.get("cursor"))
-    records = await server.hub.store.list_sessions(min(limit, 500) + 1, before=before)
+    records = await server.hub.store.list_sessions(limit + 1, before=before)
     page = records[:limit]
     more = len(records) > limit
     rows = [describe(r) for r in page if server.hub.roots.contains(r.cwd)]
@@ -245,7 +245,7 @@ async def _post_op(request: Request) -> Response:
     hub = server.hub
     body = parse_body(await request.body(), {"submission_id", "op"}, {"submission_id", "op"})
     submission_id = body["submission_id"]
-    if not isinstance(submission_id, str) or not _SUBMISSION_ID.match(submission_id):
+    if not isinstance(submission_id, str) or not _SUBMISSION_ID.fullmatch(submission_id):
         raise Refused(400, "submission_id must be 1-64 letters, digits or '_.:-'")
     if isinstance(body["op"], dict) and body["op"].get("type") == "approval_decision" and "by" in body["op"]:
         raise Refused(400, "'by' is set by the server: it names the client that answered")

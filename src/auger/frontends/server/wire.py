@@ -12,7 +12,7 @@ import enum
 import json
 import types
 import typing
-from typing import Any
+from typing import AbstractSet, Any
 
 from auger.frontends.server.sessions import Refused
 from auger.protocol._data import field_hints
@@ -21,7 +21,7 @@ from auger.protocol.ops import Op
 MAX_BODY = 64 * 1024 * 1024  # one request may carry images
 
 
-def parse_body(raw: bytes, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]  # a frozenset default is read only
+def parse_body(raw: bytes, allowed: AbstractSet[str], required: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     """A JSON object with only `allowed` fields and every `required` one (400 otherwise)."""
     if len(raw) > MAX_BODY:
         raise Refused(413, f"request body over {MAX_BODY} bytes")
