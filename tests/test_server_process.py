@@ -24,12 +24,12 @@ TIMEOUT = 90
 HEADERS = {"authorization": f"Bearer {TOKEN}"}
 
 
-def start(project: Path, home: Path, mock, db: Path) -> tuple[subprocess.Popen, str, list[str]]:
+def start(project: Path, home: Path, mock, db: Path, *extra: str) -> tuple[subprocess.Popen, str, list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
     env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-test", "AUGER_SERVER_TOKEN": TOKEN})
     overrides = [arg for o in FAST for arg in ("-c", o)]
     proc = subprocess.Popen([sys.executable, "-m", "auger", "serve", "--port", "0", "--base-url", mock.base_url,
-                             "--model", "mock-model", "--db", str(db), *overrides], cwd=project, env=env,
+                             "--model", "mock-model", "--db", str(db), *overrides, *extra], cwd=project, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     while True:
@@ -38,7 +38,7 @@ def start(project: Path, home: Path, mock, db: Path) -> tuple[subprocess.Popen, 
         lines.append(line)
         if "Authorization" in line:
             break
-    url = re.search(r"listening on (http://\S+)/", lines[0]).group(1)
+    url = re.search(r"listening on (https?://\S+)/", lines[0]).group(1)
     return proc, url, lines
 
 
@@ -169,3 +169,32 @@ def test_a_session_run_by_auger_exec_on_the_shared_db_is_listed_and_streamed_and
     assert len(listed) == 1 and listed[0]["open"] is False
     assert any(e["type"] == "agent_message" and e["text"] == "from the terminal" for e in seen)
     assert refused.status_code == 409 and "another auger process" in refused.json()["error"]
+
+
+def test_over_tls_the_api_and_the_pairing_cookie_are_https_only(project, server, isolated_home, tmp_path, certificate):
+    cert, key = certificate
+    proc, url, printed = start(project, isolated_home, server, tmp_path / "s.db", "--tls-cert", str(cert),
+                               "--tls-key", str(key))
+    try:
+        assert url.startswith("https://127.0.0.1:")
+        code = re.search(r"/pair\?code=(\S+)", printed[1]).group(1)
+
+        async def main():
+            async with httpx.AsyncClient(base_url=url, verify=str(cert), timeout=30) as client:
+                listed = await client.get("/api/sessions", headers=HEADERS)
+                paired = await client.get("/pair", params={"code": code})
+            plain = url.replace("https://", "http://")
+            async with httpx.AsyncClient(base_url=plain, timeout=30) as client:
+                try:
+                    await client.get("/api/sessions", headers=HEADERS)
+                    cleartext = True
+                except httpx.HTTPError:
+                    cleartext = False
+            return listed, paired, cleartext
+
+        listed, paired, cleartext = asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+    finally:
+        stop(proc)
+    assert listed.status_code == 200
+    assert paired.status_code == 303 and "; Secure" in paired.headers["set-cookie"]
+    assert not cleartext  # the token is never accepted over plain HTTP on a TLS server
