@@ -281,3 +281,27 @@ def test_graceful_shutdown_interrupts_and_records_the_turn_and_closes_the_stream
     ended = next(e for e in seen if e["type"] == "turn_ended")
     assert ended["reason"] == "cancelled" and "shutting down" in ended["message"]
     assert any(s.item.TYPE == "turn_aborted" and "shutting down" in s.item.reason for s in items)
+
+
+def test_the_session_list_pages_by_cursor_and_refuses_one_it_did_not_give(project, server, tmp_path):
+    server.add(*[Reply(text=f"reply {n}") for n in range(3)])
+
+    async def main():
+        async with in_process(project, server, tmp_path / "s.db") as (client, srv):
+            made = []
+            for n in range(3):
+                sid = (await create(client, project))["id"]
+                await submit(client, sid, f"t{n}", {"type": "user_turn", "text": "hi"})
+                async for envelope in srv.hub.live(sid).subscribe():
+                    if envelope.event.TYPE == "turn_ended":
+                        break
+                made.append(sid)
+            first = (await client.get("/api/sessions", params={"limit": 2})).json()
+            rest = (await client.get("/api/sessions", params={"limit": 2, "cursor": first["next_cursor"]})).json()
+            bogus = await client.get("/api/sessions", params={"cursor": "nan/x"})
+            return made, first, rest, bogus
+
+    made, first, rest, bogus = run(main())
+    assert [s["id"] for s in first["sessions"] + rest["sessions"]] == made[::-1]
+    assert rest["next_cursor"] is None and all(s["open"] for s in first["sessions"])
+    assert bogus.status_code == 400

@@ -24,6 +24,23 @@ class SessionRecord:
     items: int = 0
 
 
+def page_cursor(record: SessionRecord) -> str:
+    """Where a listing continues after `record` (its `updated/id`), for `list_sessions(before=…)`."""
+    return f"{record.updated!r}/{record.id}"
+
+
+def parse_page_cursor(cursor: object) -> tuple[float, str]:
+    """A cursor `page_cursor` gave, as `list_sessions`' `before`; ValueError for anything else."""
+    updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
+    try:
+        when = float(updated)
+    except ValueError:
+        when = float("nan")
+    if not session_id or when != when or when in (float("inf"), float("-inf")):
+        raise ValueError(f"not a listing cursor: {cursor!r}")
+    return when, session_id
+
+
 @dataclass
 class StoredItem:
     seq: int

@@ -276,6 +276,8 @@ class AugerAgent:
         `next_cursor` continues after the page's last one."""
         import datetime
 
+        from auger.store.base import page_cursor
+
         root = self.project_dir(cwd) if cwd is not None else None
         records = await self.store.list_sessions(LIST_PAGE + 1, cwd=root, before=_after(cursor))
         page = records[:LIST_PAGE]
@@ -284,7 +286,7 @@ class AugerAgent:
                     for r in page]
         more = len(records) > LIST_PAGE
         return ListSessionsResponse(sessions=sessions,
-                                    next_cursor=f"{page[-1].updated!r}/{page[-1].id}" if more else None)
+                                    next_cursor=page_cursor(page[-1]) if more else None)
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
         """Shut the session down (a running prompt ends cancelled) and let it go; it stays stored, so it
@@ -455,16 +457,14 @@ def _project_dir(cwd: Any) -> str:
 
 def _after(cursor: Any) -> tuple[float, str] | None:
     """A session/list cursor (`updated/id` of the last session listed) as the store's `before`."""
+    from auger.store.base import parse_page_cursor
+
     if cursor is None:
         return None
-    updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
     try:
-        when = float(updated)
+        return parse_page_cursor(cursor)
     except ValueError:
-        when = float("nan")
-    if not session_id or when != when or when in (float("inf"), float("-inf")):
-        raise refuse(f"cursor {cursor!r} is not one this agent gave; list again without it")
-    return when, session_id
+        raise refuse(f"cursor {cursor!r} is not one this agent gave; list again without it") from None
 
 
 def _modes(current: str) -> SessionModeState:

@@ -28,6 +28,7 @@ from auger.frontends.server.sse import PING_S, SseResponse
 from auger.frontends.server.wire import parse_body, parse_op
 from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown
+from auger.store.base import page_cursor, parse_page_cursor
 
 STATIC = Path(__file__).parent / "static"  # the web UI, shipped as package data
 LIST_PAGE = 50
@@ -188,20 +189,16 @@ async def _list_sessions(request: Request) -> Response:
     rows = [describe(r) for r in page if server.hub.roots.contains(r.cwd)]
     for row in rows:
         row["open"] = server.hub.live(row["id"]) is not None
-    return _json({"sessions": rows, "next_cursor": f"{page[-1].updated!r}/{page[-1].id}" if more else None})
+    return _json({"sessions": rows, "next_cursor": page_cursor(page[-1]) if more else None})
 
 
 def _cursor(cursor: str | None) -> tuple[float, str] | None:
     if cursor is None:
         return None
-    updated, _, session_id = cursor.partition("/")
     try:
-        when = float(updated)
+        return parse_page_cursor(cursor)
     except ValueError:
-        when = float("nan")
-    if not session_id or when != when or when in (float("inf"), float("-inf")):
-        raise Refused(400, f"cursor {cursor!r} is not one this server gave; list again without it")
-    return when, session_id
+        raise Refused(400, f"cursor {cursor!r} is not one this server gave; list again without it") from None
 
 
 async def _create_session(request: Request) -> Response:
