@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -180,7 +181,8 @@ def test_over_tls_the_api_and_the_pairing_cookie_are_https_only(project, server,
         code = re.search(r"/pair\?code=(\S+)", printed[1]).group(1)
 
         async def main():
-            async with httpx.AsyncClient(base_url=url, verify=str(cert), timeout=30) as client:
+            trusted = ssl.create_default_context(cafile=str(cert))
+            async with httpx.AsyncClient(base_url=url, verify=trusted, timeout=30) as client:
                 listed = await client.get("/api/sessions", headers=HEADERS)
                 paired = await client.get("/pair", params={"code": code})
             plain = url.replace("https://", "http://")
