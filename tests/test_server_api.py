@@ -305,3 +305,34 @@ def test_the_session_list_pages_by_cursor_and_refuses_one_it_did_not_give(projec
     assert [s["id"] for s in first["sessions"] + rest["sessions"]] == made[::-1]
     assert rest["next_cursor"] is None and all(s["open"] for s in first["sessions"])
     assert bogus.status_code == 400
+
+
+def test_two_requests_racing_to_open_a_stored_session_open_it_once(project, server, tmp_path):
+    server.add(Reply(text="first"), Reply(text="second"))
+    db = tmp_path / "s.db"
+
+    async def make():
+        async with in_process(project, server, db) as (client, srv):
+            sid = (await create(client, project))["id"]
+            await submit(client, sid, "t1", {"type": "user_turn", "text": "hi"})
+            async for envelope in srv.hub.live(sid).subscribe():
+                if envelope.event.TYPE == "turn_ended":
+                    break
+            return sid
+
+    sid = run(make())
+
+    async def race():
+        async with in_process(project, server, db) as (client, srv):
+            answers = await asyncio.gather(client.post("/api/sessions", json={"resume": sid}),
+                                           submit(client, sid, "t2", {"type": "user_turn", "text": "again"}),
+                                           client.post("/api/sessions", json={"resume": sid}))
+            async for envelope in srv.hub.live(sid).subscribe():
+                if envelope.event.TYPE == "turn_ended":
+                    break
+            return answers, await srv.hub.store.load_events(sid)
+
+    answers, events = run(race())
+    assert [a.status_code for a in answers] == [200, 202, 200]
+    configured = [e for e in events if e.event.TYPE == "session_configured"]
+    assert [e.event.resumed for e in configured] == [False, True]  # opened once more, not twice
