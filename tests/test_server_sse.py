@@ -71,3 +71,16 @@ def test_a_client_that_does_not_drain_its_stream_has_it_closed_to_resume_by_curs
     ids = [int(chunk.split(b"\n")[0][4:]) for chunk in numbered]
     assert ids == list(range(1, len(ids) + 1))  # what it got is contiguous: it resumes after the last id
     assert sent[-2].startswith(b"event: closing\n") and b"lagging" in sent[-2]
+
+
+def test_a_source_that_fails_ends_the_stream_saying_why():
+    async def main():
+        async def frames():
+            yield frame({"n": 1}, seq=1)
+            raise OSError("disk I/O error")
+
+        return await drive(SseResponse(frames(), asyncio.Event(), ping_s=5))
+
+    sent = asyncio.run(main())
+    assert sent[1].startswith(b"id: 1\n")
+    assert sent[-2].startswith(b"event: closing\n") and b"disk I/O error" in sent[-2] and sent[-1] == b""

@@ -5,13 +5,15 @@ A frame is `id: SEQ` (only for numbered events: an unnumbered one never moves th
 `data:` line of JSON, and a blank line. While nothing is sent, a `: ping` comment goes out every
 `ping_s` seconds, which also finds clients that went away. Frames are read from their source into a
 bounded buffer; a client that does not drain it has its stream closed with a `closing` event naming
-the reason, so it reconnects and resumes by cursor instead of the server holding its backlog.
+the reason, so it reconnects and resumes by cursor instead of the server holding its backlog. A source
+that fails (a store that cannot be read) ends the stream with a `closing` event saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from auger.protocol.jsontext import dumps
@@ -23,6 +25,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 PING_S = 15.0
 BUFFER = 1024  # frames a client may have unread before its stream is closed
 RETRY_MS = 1000  # how long a browser's EventSource waits before it reconnects
+
+log = logging.getLogger("auger.serve")
 
 
 def frame(data: Any, *, event: str | None = None, seq: int | None = None) -> bytes:
@@ -41,6 +45,7 @@ class SseResponse:
         self.closing = closing
         self.ping_s = ping_s
         self.buffer = buffer
+        self.failure: str | None = None  # why the source broke off, told in the final `closing` event
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
@@ -87,7 +92,7 @@ class SseResponse:
                     continue
             chunk = getter.result()
             if chunk is None:
-                return None
+                return self.failure
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
     async def _read(self, queue: asyncio.Queue[bytes | None], lagged: asyncio.Event) -> None:
@@ -98,6 +103,10 @@ class SseResponse:
                 except asyncio.QueueFull:
                     lagged.set()
                     return
+            await queue.put(None)
+        except Exception as exc:  # the source failed (a store that cannot be read): say so, then end
+            log.warning("event stream failed: %s", exc, exc_info=True)
+            self.failure = f"the stream failed: {exc}"
             await queue.put(None)
         finally:
             with contextlib.suppress(Exception):
