@@ -61,6 +61,22 @@ UPSTREAM_BODY = b"hello from upstream\n"
 
 
 @pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and key for 127.0.0.1 (PEM files)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: the TLS tests make their certificate with it "
+                    "(scripts/install-system-deps installs it)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.fixture
 def auger_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     home.mkdir()

@@ -473,13 +473,13 @@ def test_mcp_servers_from_the_editor_join_the_session(project, server, isolated_
     assert "MCP server from the editor not added" in said and "bad name" in said
 
 
-def test_exec_and_version_never_import_the_acp_sdk(project, server, isolated_home):
+def test_exec_and_version_never_import_the_acp_sdk_nor_the_web_server(project, server, isolated_home):
     server.add(Reply(text="hi"))
     script = f"""
 import sys
 from auger.frontends.cli import main
 code = main(["exec", "--base-url", {server.base_url!r}, "--model", "mock-model", "-c", "generate_titles=false", "hi"])
-print(code, sorted(m for m in sys.modules if m == "acp" or m.startswith("acp.")))
+print(code, sorted(m for m in sys.modules if m.split(".")[0] in ("acp", "starlette", "uvicorn", "websockets")))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
     env.update({"AUGER_HOME": str(isolated_home), "OPENAI_API_KEY": "sk-test"})

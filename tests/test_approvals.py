@@ -178,3 +178,36 @@ def test_policy_check_prints_decision_and_rule(project, auger_home):
     assert "effect:   destructive" in out.stdout and "decision: deny in plan mode" in out.stdout
     out = auger_cli("policy", "check", "--", "ls", "-la", home=auger_home, cwd=project)
     assert "rule:     none matches" in out.stdout and "decision: allow" in out.stdout
+
+
+def test_two_answers_to_one_request_the_first_wins_and_everyone_sees_it_resolved(project, server):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]), Reply(text="done"))
+    answers: list[str | None] = []
+
+    def on_event(session, event):
+        if isinstance(event, ev.ApprovalRequest):
+            assert [e.event.request_id for e in session.pending_approvals()] == [event.request_id]
+            answers.append(session.decide(ApprovalDecision(event.request_id, "deny", by="phone"), "sub-phone"))
+            answers.append(session.decide(ApprovalDecision(event.request_id, "approve", by="laptop")))
+            assert session.pending_approvals() == []
+
+    run = run_session(project, server, "edit", overrides=("mode=safe",), interactive=True, on_event=on_event)
+    assert answers[0] is None and "already answered by phone" in answers[1]
+    resolved = run.of(ev.ApprovalResolved)
+    assert [(r.decision, r.by) for r in resolved] == [("deny", "phone")]
+    assert not (project / "a.txt").exists()  # the first answer (deny) is the one that counted
+
+
+def test_a_request_its_turn_ends_without_an_answer_is_withdrawn(project, server):
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]))
+
+    def on_event(session, event):
+        if isinstance(event, ev.ApprovalRequest):
+            from auger.protocol.ops import Interrupt
+
+            session.submit(Interrupt())
+
+    run = run_session(project, server, "edit", overrides=("mode=safe",), interactive=True, on_event=on_event)
+    request = run.of(ev.ApprovalRequest)[0]
+    assert [(r.request_id, r.decision) for r in run.of(ev.ApprovalResolved)] == [(request.request_id, None)]
+    assert run.ended.reason == "cancelled"

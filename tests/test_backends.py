@@ -123,6 +123,12 @@ def test_a_turn_run_by_an_agent_streams_records_and_asks_like_a_native_one(proje
     assert "permission: yes" in text and "read: old" in text and "wrote" in text and text.endswith("Done.")
     assert "".join(e.delta for e in run.of(ev.MessageDelta)) == text
     assert [e.delta for e in run.of(ev.ReasoningDelta)] == ["the file is small"]
+    messages = [m for m in run.of(ev.AgentMessage)]  # the text before the tool call and after it: two items
+    assert len(messages) >= 2 and len({m.item_id for m in messages}) == len(messages) and all(m.item_id for m in messages)
+    for message in messages:
+        assert "".join(d.delta for d in run.of(ev.MessageDelta) if d.item_id == message.item_id) == message.text
+    ended_ids = {e.item_id for e in run.of(ev.ItemEnded)}
+    assert {e.item_id for e in run.of(ev.ItemStarted)} == ended_ids >= {m.item_id for m in messages}
     started, ended = run.of(ev.ToolCallStarted), run.of(ev.ToolCallEnded)
     assert [(e.call_id, e.name) for e in started] == [("t1", "agent_edit")]
     assert started[0].arguments == {"title": "Edit a.txt", "input": {"path": target}}

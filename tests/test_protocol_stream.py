@@ -379,3 +379,78 @@ def test_input_sent_during_a_turn_carries_its_own_submission_id_from_its_injecti
     assert {e.event.TYPE for e in after} >= {"message_delta", "agent_message", "token_usage", "turn_ended"}
     assert {e.submission_id for e in after} == {second}
     assert [m["content"] for m in server.chat_requests[1].body["messages"] if m["role"] == "user"][-1] == "second"
+
+
+def test_each_streamed_reply_has_its_own_item_id_from_start_to_end(project, server):
+    """Two replies in one turn (text, a call, text again) stream under two ids, each started and ended, and
+    each agent_message names the message it completes."""
+    from tests.support.harness import run_session
+    from tests.support.mock_openai import Fault, Reply, ToolCall
+
+    server.add(Reply(text="first reply", reasoning="thinking", tool_calls=[ToolCall("list_dir", {})]),
+               Fault.drop(after_chunks=3, reply=Reply(text="a reply the retry throws away")),
+               Reply(text="second reply"))
+    run = run_session(project, server, "go")
+    deltas = run.of(ev.MessageDelta)
+    ids = list(dict.fromkeys(d.item_id for d in deltas))
+    assert len(ids) == 3 and all(ids)
+    by_id = {i: "".join(d.delta for d in deltas if d.item_id == i) for i in ids}
+    assert by_id[ids[0]] == "first reply" and by_id[ids[2]] == "second reply"
+    started = [(e.item_id, e.kind) for e in run.of(ev.ItemStarted)]
+    ended = {e.item_id: e.discarded for e in run.of(ev.ItemEnded)}
+    assert [i for i, kind in started if kind == "message"] == ids
+    assert ended[ids[0]] is False and ended[ids[1]] is True and ended[ids[2]] is False
+    reasoning = {d.item_id for d in run.of(ev.ReasoningDelta)}
+    assert len(reasoning) == 1 and reasoning.isdisjoint(ids) and ended[reasoning.pop()] is False
+    assert [(m.text, m.item_id) for m in run.of(ev.AgentMessage)] == [("first reply", ids[0]), ("second reply", ids[2])]
+    order = [e for e in run.events if isinstance(e, (ev.ItemStarted, ev.MessageDelta, ev.ItemEnded))
+             and getattr(e, "item_id", "") == ids[0]]
+    assert isinstance(order[0], ev.ItemStarted) and isinstance(order[-1], ev.ItemEnded)
+
+
+def test_a_caller_chosen_submission_id_is_on_the_envelopes_its_op_causes(project, server, tmp_path):
+    from auger.protocol.ops import UserTurn
+    from tests.support.harness import open_session
+    from tests.support.mock_openai import Reply
+
+    server.add(Reply(text="hi"))
+
+    async def main():
+        session, store = await open_session(project, server, tmp_path / "s.db")
+        try:
+            assert session.submit(UserTurn("go"), "client-chosen-1") == "client-chosen-1"
+            seen = []
+            async for envelope in session.subscribe():
+                seen.append(envelope)
+                if isinstance(envelope.event, ev.TurnEnded):
+                    break
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+        return seen
+
+    seen = asyncio.run(main())
+    started = next(e for e in seen if isinstance(e.event, ev.TurnStarted))
+    assert started.submission_id == "client-chosen-1"
+    assert all(e.submission_id == "client-chosen-1" for e in seen if e.seq > started.seq)
+
+
+def test_a_reply_interrupted_mid_stream_ends_its_item_discarded(project, server):
+    from auger.protocol.ops import Interrupt
+    from tests.support.harness import follow_session
+    from tests.support.mock_openai import Fault
+
+    server.add(Fault.hang(after_chunks=4, seconds=30, reply=Reply(text="a reply that never finishes")))
+
+    async def steps(session, follow):
+        session.submit(UserTurn("go"))
+        await follow.until(ev.MessageDelta)
+        session.submit(Interrupt())
+        await follow.until(ev.TurnEnded)
+
+    events = follow_session(project, server, steps)
+    delta = next(e for e in events if isinstance(e, ev.MessageDelta))
+    ended = [e for e in events if isinstance(e, ev.ItemEnded)]
+    assert [(e.item_id, e.discarded) for e in ended] == [(delta.item_id, True)]
+    assert not [e for e in events if isinstance(e, ev.AgentMessage)]

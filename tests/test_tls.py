@@ -4,27 +4,13 @@ httpx would use: SSL_CERT_FILE when set, else certifi's bundle, which does not k
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.harness import FAST, auger_cli
 from tests.support.mock_openai import MockChatServer, Reply
-
-
-@pytest.fixture
-def certificate(tmp_path: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed: the TLS tests make their certificate with it "
-                    "(scripts/install-system-deps installs it)")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
 
 
 def https_server(certificate: tuple[Path, Path], *replies: Reply) -> MockChatServer:

@@ -32,6 +32,7 @@ from auger.backends.pool import BackendPool
 from auger.engine.backend_requests import AgentRequests
 from auger.engine.history import INTERRUPTED_OUTPUT
 from auger.engine.host import TurnHost
+from auger.engine.streamed_items import MESSAGE, REASONING, StreamedItems
 from auger.engine.tool_runtime import PlannedCall
 from auger.engine.turn import TurnAbortedByUser, TurnStopped
 from auger.engine.turn_context import TurnContext
@@ -65,6 +66,7 @@ class BackendTurn:
         self._interrupt_reason = interrupt_reason
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._items = StreamedItems(host.emit, self.id)  # the ids the text and thoughts stream under
         self._open: dict[str, _OpenCall] = {}  # by the agent's call id
         self.requests = AgentRequests(ctx, host, link.name)
 
@@ -170,11 +172,11 @@ class BackendTurn:
         if isinstance(event, TextChunk):
             await self._flush_reasoning()
             self._text.append(event.text)
-            self.host.emit(ev.MessageDelta(self.id, event.text))
+            self._items.text(event.text)
         elif isinstance(event, ThoughtChunk):
             await self._flush_text()
             self._reasoning.append(event.text)
-            self.host.emit(ev.ReasoningDelta(self.id, event.text))
+            self._items.reasoning(event.text)
         elif isinstance(event, ToolStarted):
             await self._call_started(event)
         elif isinstance(event, ToolFinished):
@@ -192,6 +194,7 @@ class BackendTurn:
         if self._reasoning:
             text, self._reasoning = "".join(self._reasoning), []
             await self.host.record(self.id, Reasoning(text))
+            self._items.end(REASONING)
 
     async def _flush(self) -> None:
         """Commit what the agent thought and said so far (before a tool call, at the end)."""
@@ -202,7 +205,7 @@ class BackendTurn:
         if self._text:
             text, self._text = "".join(self._text), []
             await self.host.record(self.id, AssistantMessage(text))
-            self.host.emit(ev.AgentMessage(self.id, text))
+            self.host.emit(ev.AgentMessage(self.id, text, self._items.end(MESSAGE)))
 
     async def _settle(self, unfinished: str) -> None:
         """Commit the text, and close the calls the agent left open (`unfinished` is their output)."""

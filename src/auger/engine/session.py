@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
@@ -49,8 +50,9 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
-    SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
+    ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ElicitationForm, Event, ModeChanged,
+    ModelChanged, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage,
+    WarningEvent,
 )
 from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
@@ -124,7 +126,9 @@ class Session:
         self._stream = EventStream(meta.id, store)
         self._pulled: AsyncIterator[Event] | None = None  # next_event's subscriber
         self._turn: asyncio.Task[None] | None = None
-        self._approvals: dict[str, tuple[asyncio.Future[ApprovalDecision], list[str]]] = {}
+        self._turn_id = ""  # the running (or last) turn's id
+        self._approvals: dict[str, _Waiting] = {}  # approval requests not answered yet, by request id
+        self._answered: dict[str, str] = {}  # request id -> who answered it (the last few), to say so to a late one
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
@@ -227,13 +231,65 @@ class Session:
         (`shared.mode.listen`, for parts that must react to a switch)."""
         return self.runtime.shared
 
-    def submit(self, op: Op) -> str:
-        """Queue an op; returns its submission id, which the envelopes of the events it causes carry."""
+    def submit(self, op: Op, submission_id: str | None = None) -> str:
+        """Queue an op; returns its submission id (the caller's, when it chose one), which the envelopes of
+        the events it causes carry."""
         if self._closed:
             raise RuntimeError("session is shut down")
-        submission_id = uuid.uuid4().hex[:12]
+        submission_id = submission_id or uuid.uuid4().hex[:12]
         self._ops.put_nowait((op, submission_id))
         return submission_id
+
+    def decide(self, op: ApprovalDecision, submission_id: str | None = None) -> str | None:
+        """Answer a waiting approval request now: None when this answer settled it (`approval_resolved`
+        says so to every follower), else why not — no such request waits (never asked, or already
+        answered: the first valid answer wins), or the decision is not one of its options."""
+        waiting = self._approvals.get(op.request_id)
+        if waiting is None:
+            by = self._answered.get(op.request_id)
+            if by is None:
+                return f"no approval request {op.request_id!r} is waiting; decision ignored"
+            who = f" by {by}" if by else ""
+            return f"approval request {op.request_id!r} was already answered{who}; decision ignored"
+        if op.decision not in waiting.options:
+            return f"decision {op.decision!r} is not one of {', '.join(waiting.options)}; still waiting"
+        del self._approvals[op.request_id]
+        self._answered[op.request_id] = op.by
+        while len(self._answered) > _ANSWERS_KEPT:
+            del self._answered[next(iter(self._answered))]
+        waiting.future.set_result(op)
+        token = _SUBMISSION.set(submission_id)
+        try:
+            self.emit_for(ApprovalResolved(op.request_id, ApprovalOption(op.decision), op.by),
+                          waiting.request.parent_call_id)
+        finally:
+            _SUBMISSION.reset(token)
+        return None
+
+    def pending_approvals(self) -> list[Envelope]:
+        """The approval requests waiting for an answer, as they were emitted (oldest first)."""
+        return [waiting.request for waiting in self._approvals.values()]
+
+    @property
+    def running_turn_id(self) -> str | None:
+        """The id of the turn running now, or None."""
+        return self._turn_id if self.turn_running else None
+
+    @property
+    def accepts_ops(self) -> bool:
+        """False once the session is shutting down: `submit` would refuse."""
+        return not self._closed
+
+    @property
+    def shut_down(self) -> bool:
+        """ShutdownComplete was emitted: the session takes no ops and emits nothing more."""
+        return self._stream.ended
+
+    @property
+    def last_seq(self) -> int:
+        """The number of the last event stored and handed to subscribers (or stored before this run): a
+        client that loads a snapshot and follows from here misses nothing still being written."""
+        return self._stream.delivered
 
     def subscribe(self, after_seq: int | None = None) -> AsyncIterator[Envelope]:
         """Follow the session's envelopes with seq > `after_seq` (default: all this process emitted for
@@ -292,13 +348,18 @@ class Session:
         if not self.interactive:
             return ApprovalDecision(request_id, ApprovalOption(headless_default))
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        self._approvals[request_id] = (future, options)
-        self.emit_for(ApprovalRequest(turn_id, request_id, kind, message, [ApprovalOption(o) for o in options],
-                                      ApprovalDetails(**details) if details else None, form), parent_call_id)
+        envelope = self._stream.emit(ApprovalRequest(turn_id, request_id, kind, message,
+                                                     [ApprovalOption(o) for o in options],
+                                                     ApprovalDetails(**details) if details else None, form),
+                                     _SUBMISSION.get(), parent_call_id)
+        if envelope is None:  # the store failed: nobody can be asked, and the turn is ending
+            return ApprovalDecision(request_id, ApprovalOption(headless_default))
+        self._approvals[request_id] = _Waiting(future, options, envelope)
         try:
             return await future
         finally:
-            self._approvals.pop(request_id, None)
+            if self._approvals.pop(request_id, None) is not None:  # its turn ended first: withdrawn
+                self.emit_for(ApprovalResolved(request_id), parent_call_id)
 
     async def set_title(self, text: str) -> None:
         """A provisional title from the first prompt, so `auger sessions` can tell sessions apart."""
@@ -591,16 +652,9 @@ class Session:
         return decision.decision, decision.feedback
 
     def _decide(self, op: ApprovalDecision) -> None:
-        waiting = self._approvals.get(op.request_id)
-        if waiting is None:
-            self.emit(WarningEvent(f"no approval request {op.request_id!r} is waiting; decision ignored"))
-            return
-        future, options = waiting
-        if op.decision not in options:
-            self.emit(WarningEvent(f"decision {op.decision!r} is not one of {', '.join(options)}; still waiting"))
-            return
-        if not future.done():
-            future.set_result(op)
+        problem = self.decide(op, _SUBMISSION.get())
+        if problem is not None:
+            self.emit(WarningEvent(problem))
 
     # -- backends: another agent runs the turns ---------------------------------------
     @property
@@ -640,6 +694,7 @@ class Session:
     def _launch(self, turn_id: str, body: Callable[[], Awaitable[tuple[str, str | None]]], *,
                 titled: bool = False) -> None:
         """Run `body` as the session's turn: one at a time, interruptible, its completion an op."""
+        self._turn_id = turn_id
         self._turn = asyncio.create_task(self._run_turn(turn_id, body, titled), name=f"turn-{turn_id}")
         self._turn.add_done_callback(lambda task: self._ops.put_nowait((_TurnFinished(task), None)))
 
@@ -780,6 +835,18 @@ def _failure_message(exc: Exception, where: str) -> str:
         return str(exc)
     log.error("%s failed", where, exc_info=exc)
     return f"internal error: {type(exc).__name__}: {exc}"
+
+
+@dataclass
+class _Waiting:
+    """An approval request waiting for its answer: what resolves it, what may answer it, how it was asked."""
+
+    future: asyncio.Future[ApprovalDecision]
+    options: list[str]
+    request: Envelope
+
+
+_ANSWERS_KEPT = 256  # answered request ids remembered, so a late answer hears who was first
 
 
 class _TurnFinished:

@@ -94,25 +94,30 @@ class EventStream:
         for event, submission_id, parent_call_id, when in early:
             self._publish(event, submission_id, parent_call_id, when)
 
-    def emit(self, event: Event, submission_id: str | None = None, parent_call_id: str | None = None) -> None:
+    def emit(self, event: Event, submission_id: str | None = None,
+             parent_call_id: str | None = None) -> Envelope | None:
         """Number an event and queue it for storing, then showing; `parent_call_id` names the spawn call of
-        the sub-agent it came from."""
+        the sub-agent it came from. Returns its envelope (None while the numbering is not known yet, before
+        `open`, and once the store has failed: nothing more is numbered then)."""
         if not self._opened:
             self._early.append((event, submission_id, parent_call_id, time.time()))
-            return
-        self._publish(event, submission_id, parent_call_id, time.time())
+            return None
+        return self._publish(event, submission_id, parent_call_id, time.time())
 
-    def _publish(self, event: Event, submission_id: str | None, parent_call_id: str | None, when: float) -> None:
+    def _publish(self, event: Event, submission_id: str | None, parent_call_id: str | None,
+                 when: float) -> Envelope | None:
         if self.failure is not None:
             log.debug("session %s: %s not stored or shown: the store failed", self.session_id, event.TYPE)
-            return
+            return None
         self.seq += 1
-        self._unsaved.append(Envelope(self.session_id, self.seq, event, submission_id, parent_call_id, when))
+        envelope = Envelope(self.session_id, self.seq, event, submission_id, parent_call_id, when)
+        self._unsaved.append(envelope)
         if isinstance(event, ShutdownComplete):
             self.flush()
         elif not self._flush_scheduled and not self._writing:  # else: queued when the batch being written is
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self.flush)
+        return envelope
 
     def flush(self) -> None:
         """Queue every unsaved envelope for writing now, ahead of any write queued after this call; each

@@ -17,6 +17,7 @@ from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejectio
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_retries, call_model
+from auger.engine.streamed_items import StreamedItems
 from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec, StructuredOutputFailed
 from auger.engine.tool_runtime import Aborted, Denied, Ran
 from auger.engine.turn_context import TurnContext
@@ -97,7 +98,7 @@ class Turn:
                 request = ModelRequest(ctx.system_prompt, host.history.for_prompt(ctx.limits.output_cap_chars),
                                        list(ctx.tools), output=self.output.format if self.output else None)
                 try:
-                    reply = await self._call_model(request)
+                    reply, message_id = await self._call_model(request)
                     break
                 except ContextWindowExceeded:
                     if compacted:  # already as small as compaction makes it
@@ -113,7 +114,7 @@ class Turn:
                                               "sent again", self.id))
                     images_replaced = True
             self.guard.note_model_call()
-            calls = await self._record_reply(reply)
+            calls = await self._record_reply(reply, message_id)
             if calls:
                 await self._run_calls(calls)
             elif not host.has_input() and await self._answer_stands(reply):
@@ -218,20 +219,31 @@ class Turn:
             raise TurnStopped(message)
         self.guard.extend()
 
-    async def _call_model(self, request: ModelRequest) -> Reply:
-        """One reply; its text and reasoning stream out as events while it arrives."""
+    async def _call_model(self, request: ModelRequest) -> tuple[Reply, str]:
+        """One reply and the id its text streamed under; its text and reasoning stream out as events while
+        it arrives, each piece with an id of its own (an attempt a retry throws away is ended discarded)."""
         host = self.host
+        items = StreamedItems(host.emit, self.id)
+        announce = announce_retries(host.emit, self.id, self.ctx.retry)
 
         def on_delta(event: StreamEvent) -> None:
             if isinstance(event, TextDelta):
-                host.emit(ev.MessageDelta(self.id, event.text))
+                items.text(event.text)
             elif isinstance(event, ReasoningDelta):  # call_model passes only these two
-                host.emit(ev.ReasoningDelta(self.id, event.text))
+                items.reasoning(event.text)
 
-        return await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta,
-                                on_retry=announce_retries(host.emit, self.id, self.ctx.retry))
+        def on_retry(attempt: int, delay: float, error: ModelError) -> None:
+            items.end(discarded=True)
+            announce(attempt, delay, error)
 
-    async def _record_reply(self, reply: Reply) -> list[ToolCall]:
+        try:
+            reply = await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta, on_retry=on_retry)
+        except BaseException:
+            items.end(discarded=True)
+            raise
+        return reply, items.end()
+
+    async def _record_reply(self, reply: Reply, message_id: str = "") -> list[ToolCall]:
         """Commit the reply's items and usage; return its tool calls (ids made unique in the session)."""
         ctx, host = self.ctx, self.host
         for done in reply.reasoning_items:  # complete items carry provider state to send back
@@ -241,7 +253,7 @@ class Turn:
             await host.record(self.id, Reasoning(reply.reasoning))
         if reply.text:
             await host.record(self.id, AssistantMessage(reply.text))
-            host.emit(ev.AgentMessage(self.id, reply.text))
+            host.emit(ev.AgentMessage(self.id, reply.text, message_id))
         known = host.history.call_ids()
         calls = []
         for ready in reply.calls:

@@ -170,6 +170,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.backends_cli import add_commands as add_backends
 
     changes.update(add_backends(sub, store_opts))  # `backends` (frontends/backends_cli.py)
+    from auger.frontends.server.command import add_commands as add_serve
+
+    changes.update(add_serve(sub, store_opts))  # `serve` (frontends/server/command.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 

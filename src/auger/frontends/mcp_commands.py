@@ -1,8 +1,8 @@
 """`auger mcp add|list|get|remove` and `auger mcp-server`.
 
-The `mcp` commands edit `[mcp_servers.NAME]` tables in the user's config.toml: other content is
-kept as written (comments included), the new text is checked by parsing it before it replaces the
-file, and the file is replaced atomically (a crash leaves the old or the new file, never half).
+The `mcp` commands edit `[mcp_servers.NAME]` tables in the user's config.toml (auger/user_config.py:
+other content is kept as written, the new text is checked by parsing it before it replaces the file,
+and the file is replaced atomically).
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -93,15 +91,10 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv[:cut], argv[cut + 1:]
 
 
-def user_config_path() -> Path:
-    from auger.config import home_dirs
-
-    return home_dirs()["config"] / "config.toml"
-
-
 # -- commands -------------------------------------------------------------------------
 def _cmd_add(args: argparse.Namespace) -> int:
     from auger.tools.mcp_config import parse_server
+    from auger.user_config import set_table, user_config_path
 
     table = server_table(args, args.server_argv)
     try:
@@ -109,31 +102,41 @@ def _cmd_add(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     path = user_config_path()
-    text = _read(path)
-    replaced = _without_server(text, args.name) != text
-    _write(path, _without_server(text, args.name).rstrip("\n") + ("\n\n" if text.strip() else "")
-           + render_table(args.name, table), args.name, table)
+    replaced = _edit(lambda: set_table(path, "mcp_servers", args.name, table))
     print(f"{'replaced' if replaced else 'added'} MCP server {args.name!r} in {path}")
     return 0
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
+    from auger.user_config import read_text, set_table, tables, user_config_path
+
     path = user_config_path()
-    text = _read(path)
-    if args.name not in _servers(text, path):
+    if args.name not in _edit(lambda: tables(read_text(path), path, "mcp_servers")):
         raise CliError(f"no MCP server named {args.name!r} in {path}")
-    _write(path, _without_server(text, args.name), args.name, None)
+    _edit(lambda: set_table(path, "mcp_servers", args.name, None))
     print(f"removed MCP server {args.name!r} from {path}")
     return 0
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
+    from auger.user_config import read_text, tables, user_config_path
+
     path = user_config_path()
-    table = _servers(_read(path), path).get(args.name)
+    table = _edit(lambda: tables(read_text(path), path, "mcp_servers")).get(args.name)
     if table is None:
         raise CliError(f"no MCP server named {args.name!r} in {path}")
     print(json.dumps(table, indent=2, sort_keys=True))
     return 0
+
+
+def _edit(action: Callable[[], Any]) -> Any:
+    """Run a config file edit; its refusal is the command's one-line error."""
+    from auger.user_config import ConfigEditError
+
+    try:
+        return action()
+    except ConfigEditError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -203,81 +206,3 @@ def _pairs(pairs: list[str], what: str) -> dict[str, str]:
             raise CliError(f"{what}: expected K=V, got {pair!r}")
         out[key] = value
     return out
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    raise TypeError(type(value).__name__)
-
-
-def render_table(name: str, table: dict[str, Any]) -> str:
-    return f"[mcp_servers.{name}]\n" + "".join(f"{key} = {_toml(value)}\n" for key, value in table.items())
-
-
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(#.*)?$")
-
-
-def _without_server(text: str, name: str) -> str:
-    """The file without `[mcp_servers.NAME]` and its sub-tables (header to the next header)."""
-    out: list[str] = []
-    skipping = False
-    for line in text.splitlines(keepends=True):
-        header = _HEADER.match(line)
-        if header:
-            key = re.sub(r"\s*\.\s*", ".", header.group(1)).replace('"', "").replace("'", "")
-            skipping = key == f"mcp_servers.{name}" or key.startswith(f"mcp_servers.{name}.")
-        if not skipping:
-            out.append(line)
-    return "".join(out)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
-
-
-def _servers(text: str, path: Path) -> dict[str, Any]:
-    import tomllib
-
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CliError(f"{path} is not valid TOML ({exc}); fix it first") from None
-    servers = data.get("mcp_servers", {})
-    return servers if isinstance(servers, dict) else {}
-
-
-def _write(path: Path, text: str, name: str, expected: dict[str, Any] | None) -> None:
-    """Replace the file atomically, after checking the new text parses and says what was meant (an
-    inline `mcp_servers = {...}` or a dotted key elsewhere would defeat the section edit)."""
-    _servers(_read(path), path)  # refuse to touch a file that does not parse now
-    got = _servers(text, path).get(name)
-    if got != expected:
-        raise CliError(f"{path} defines mcp_servers in a form this command does not edit; "
-                              "edit the file by hand")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config.toml.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

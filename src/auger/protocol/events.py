@@ -55,24 +55,49 @@ class TurnStarted(Event):
     turn_id: str
 
 
+@tag("item_started")
+class ItemStarted(Event):
+    """A streamed message or reasoning begins: its deltas carry `item_id` until `item_ended` names it, so a
+    client draws each piece apart (two replies in one turn never run together)."""
+
+    turn_id: str
+    item_id: str
+    kind: str  # "message" | "reasoning"
+
+
 @tag("message_delta")
 class MessageDelta(Event):
     turn_id: str
     delta: str
+    item_id: str = ""  # the message this text belongs to (announced by item_started)
 
 
 @tag("reasoning_delta")
 class ReasoningDelta(Event):
     turn_id: str
     delta: str
+    item_id: str = ""  # the reasoning this text belongs to (announced by item_started)
+
+
+@tag("item_ended")
+class ItemEnded(Event):
+    """The streamed item `item_id` is complete; `discarded` when it will not be kept (a retry threw the
+    attempt away, or the turn was interrupted mid-reply): a client removes what it drew of it."""
+
+    turn_id: str
+    item_id: str
+    kind: str
+    discarded: bool = False
 
 
 @tag("agent_message")
 class AgentMessage(Event):
-    """The complete text of one model reply (deltas may have been retried; this is final)."""
+    """The complete text of one model reply (deltas may have been retried; this is final). `item_id` is the
+    streamed message it completes (empty when its text was not streamed)."""
 
     turn_id: str
     text: str
+    item_id: str = ""
 
 
 @tag("user_input_injected")
@@ -211,6 +236,16 @@ class ApprovalRequest(Event):
     options: list[ApprovalOption] = field(default_factory=list)
     details: ApprovalDetails | None = None  # for "tool" and "unsandboxed"
     form: ElicitationForm | None = None  # for "elicitation"
+
+
+@tag("approval_resolved")
+class ApprovalResolved(Event):
+    """An approval request is settled: answered with `decision` by the client `by` (the first valid answer
+    wins; later ones are refused), or withdrawn (`decision` null) because its turn ended unanswered."""
+
+    request_id: str
+    decision: ApprovalOption | None = None
+    by: str = ""
 
 
 @tag("model_changed")

@@ -48,6 +48,7 @@ class ApprovalDecision(Op):
     request_id: str
     decision: ApprovalOption
     feedback: str | None = None
+    by: str = ""  # who answered (a front end names its client; `approval_resolved` repeats it)
 
 
 @tag("set_mode")

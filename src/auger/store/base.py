@@ -32,6 +32,23 @@ class SessionRecord:
     items: int = 0
 
 
+def page_cursor(record: SessionRecord) -> str:
+    """Where a listing continues after `record` (its `updated/id`), for `list_sessions(before=…)`."""
+    return f"{record.updated!r}/{record.id}"
+
+
+def parse_page_cursor(cursor: object) -> tuple[float, str]:
+    """A cursor `page_cursor` gave, as `list_sessions`' `before`; ValueError for anything else."""
+    updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
+    try:
+        when = float(updated)
+    except ValueError:
+        when = float("nan")
+    if not session_id or when != when or when in (float("inf"), float("-inf")):
+        raise ValueError(f"not a listing cursor: {cursor!r}")
+    return when, session_id
+
+
 @dataclass
 class StoredItem:
     seq: int
@@ -100,6 +117,11 @@ class Store(PendingStore, Protocol):
         """Stored envelopes with after_seq < seq <= upto_seq, oldest first."""
     async def last_event(self, session_id: str, event_type: str) -> Envelope | None:
         """The latest stored envelope of one event type, or None."""
+    async def submission(self, session_id: str, submission_id: str) -> str | None:
+        """The op (its JSON) a client-chosen submission id was used for, or None: a retried request finds
+        its first answer here, also after a restart, and starts nothing twice."""
+    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
+        """Keep a submission id as used for `op`, durably; a second use of the same id is an error."""
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process; None on success, else who holds it."""
     async def release(self, session_id: str) -> None: ...

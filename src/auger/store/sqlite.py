@@ -68,11 +68,15 @@ _SCHEMA = [
         session_id TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL, before_hash TEXT NOT NULL,
         content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
         created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS submissions (
+        session_id TEXT NOT NULL, submission_id TEXT NOT NULL, op TEXT NOT NULL, created REAL NOT NULL,
+        PRIMARY KEY (session_id, submission_id)) WITHOUT ROWID""",
 ]
 # 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions;
-# 7: usage.inherited (a fork's share of its source's usage). Every statement above is idempotent, and
-# columns added later are added when missing (_COLUMNS), so older files are upgraded in place.
-_SCHEMA_VERSION = 7
+# 7: usage.inherited (a fork's share of its source's usage). 8: submissions (client-chosen submission ids).
+# Every statement above is idempotent, and columns added later are added when missing (_COLUMNS), so older
+# files are upgraded in place.
+_SCHEMA_VERSION = 8
 _COLUMNS = [("usage", "inherited", "INTEGER NOT NULL DEFAULT 0")]
 # What SQLite's failures mean to a user (the others keep SQLite's words: "database is locked"…).
 _CAUSES = {
@@ -317,6 +321,25 @@ class SqliteStore:
             return Envelope.from_json(json.loads(row[0])) if row else None
 
         return await self._run(select)
+
+    async def submission(self, session_id: str, submission_id: str) -> str | None:
+        """The op (its JSON) a client's submission id was used for in the session, or None."""
+
+        def select(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT op FROM submissions WHERE session_id = ? AND submission_id = ?",
+                               (session_id, to_db(submission_id))).fetchone()
+            return None if row is None else str(from_db(row[0]))
+
+        return await self._run(select)
+
+    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
+        """Keep a client's submission id as used for `op`; a second use of the id is refused (IntegrityError)."""
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO submissions (session_id, submission_id, op, created) VALUES (?,?,?,?)",
+                         (session_id, to_db(submission_id), to_db(op), time.time()))
+
+        await self._run(insert)
 
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process: None when taken (or already ours), else a

@@ -178,10 +178,15 @@ class AcpSession:
 class AugerAgent:
     """The ACP Agent: sessions by id, the client's capabilities, one store for all of them."""
 
-    def __init__(self, config_for: Callable[[str], Any], store: Any, *, editor_terminals: bool = True) -> None:
+    def __init__(self, config_for: Callable[[str], Any], store: Any, *, editor_terminals: bool = True,
+                 editor_files: bool = True, project_dir: Callable[[Any], str] | None = None,
+                 max_mode: str | None = None) -> None:
         self.config_for = config_for  # project dir -> its effective Config
         self.store = store
         self.editor_terminals = editor_terminals  # False: commands stay in auger's sandbox whatever the client offers
+        self.editor_files = editor_files  # False: the files are read here, not through the editor (a remote editor)
+        self.project_dir = project_dir or _project_dir  # a client's cwd -> the project root it may work in
+        self.max_mode = max_mode  # the most permissive mode a client may switch to (None: any)
         self.conn: Any = None
         self.capabilities: Any = None
         self.sessions: dict[str, AcpSession] = {}
@@ -212,7 +217,7 @@ class AugerAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         from auger.models.registry import ProviderError, client_for
 
-        root = _project_dir(cwd)
+        root = self.project_dir(cwd)
         manager = self._manager(root)
         try:
             client = client_for(manager.workspace.config)
@@ -253,7 +258,7 @@ class AugerAgent:
         from auger.engine.resume import ResumeRefused
         from auger.engine.sessions import SessionNotFound
 
-        root = _project_dir(cwd)
+        root = self.project_dir(cwd)
         record = await self._stored(session_id, root)
         try:
             session = await self._manager(root).fork(record.id, interactive=True)
@@ -271,7 +276,9 @@ class AugerAgent:
         `next_cursor` continues after the page's last one."""
         import datetime
 
-        root = _project_dir(cwd) if cwd is not None else None
+        from auger.store.base import page_cursor
+
+        root = self.project_dir(cwd) if cwd is not None else None
         records = await self.store.list_sessions(LIST_PAGE + 1, cwd=root, before=_after(cursor))
         page = records[:LIST_PAGE]
         sessions = [SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None,
@@ -279,7 +286,7 @@ class AugerAgent:
                     for r in page]
         more = len(records) > LIST_PAGE
         return ListSessionsResponse(sessions=sessions,
-                                    next_cursor=f"{page[-1].updated!r}/{page[-1].id}" if more else None)
+                                    next_cursor=page_cursor(page[-1]) if more else None)
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
         """Shut the session down (a running prompt ends cancelled) and let it go; it stays stored, so it
@@ -294,6 +301,9 @@ class AugerAgent:
         acp_session = self._session(session_id)
         if mode_id not in {str(m) for m in Mode}:
             raise refuse(f"unknown mode {mode_id!r}; auger's modes are {', '.join(Mode)}")
+        order = [str(m) for m in (Mode.PLAN, Mode.SAFE, Mode.AUTO)]
+        if self.max_mode is not None and order.index(mode_id) > order.index(self.max_mode):
+            raise refuse(f"mode {mode_id!r} is more permissive than this agent allows ({self.max_mode!r})")
         acp_session.session.submit(SetMode(Mode(mode_id)))
         return SetSessionModeResponse()
 
@@ -372,7 +382,7 @@ class AugerAgent:
         from auger.engine.resume import ResumeRefused
         from auger.engine.sessions import SessionNotFound
 
-        root = _project_dir(cwd)
+        root = self.project_dir(cwd)
         if isinstance(session_id, str) and (session_id in self.sessions or session_id in self._opening):
             raise refuse(f"session {session_id} is already open in this connection")
         record = await self._stored(session_id, root)
@@ -411,7 +421,7 @@ class AugerAgent:
         caps = self.capabilities
         fs = getattr(caps, "fs", None)
         state = session.runtime.state
-        if fs is not None and (fs.read_text_file or fs.write_text_file):
+        if self.editor_files and fs is not None and (fs.read_text_file or fs.write_text_file):
             state.client_files = EditorFiles(self.conn, session.id, reads=bool(fs.read_text_file),
                                              writes=bool(fs.write_text_file))
         if self.editor_terminals and getattr(caps, "terminal", False):
@@ -449,16 +459,14 @@ def _project_dir(cwd: Any) -> str:
 
 def _after(cursor: Any) -> tuple[float, str] | None:
     """A session/list cursor (`updated/id` of the last session listed) as the store's `before`."""
+    from auger.store.base import parse_page_cursor
+
     if cursor is None:
         return None
-    updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
     try:
-        when = float(updated)
+        return parse_page_cursor(cursor)
     except ValueError:
-        when = float("nan")
-    if not session_id or when != when or when in (float("inf"), float("-inf")):
-        raise refuse(f"cursor {cursor!r} is not one this agent gave; list again without it")
-    return when, session_id
+        raise refuse(f"cursor {cursor!r} is not one this agent gave; list again without it") from None
 
 
 def _modes(current: str) -> SessionModeState:

@@ -1,0 +1,375 @@
+"""`auger serve`'s ASGI application: routes that turn requests into protocol ops and answer with
+snapshots of the engine's state, event streams by sequence number, the ACP agent over WebSocket, and
+the web UI's files — every one behind `auth.Guard`.
+
+Nothing here runs a turn or decides a policy: a session is driven only through `Session.submit`
+(and `Session.decide` for approvals, so the first answer wins and a late one is told so at once),
+and followed only through its envelopes. docs/server.md is the reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+
+from auger.frontends.server.auth import Exposure, Guard, Keys, Pairing
+from auger.frontends.server.events import list_frames, session_frames
+from auger.frontends.server.sessions import Hub, Refused, Roots, describe
+from auger.frontends.server.sse import PING_S, SseResponse
+from auger.frontends.server.wire import parse_body, parse_op
+from auger.protocol.jsontext import dumps
+from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown
+from auger.store.base import page_cursor, parse_page_cursor
+
+STATIC = Path(__file__).parent / "static"  # the web UI, shipped as package data
+LIST_PAGE = 50
+ITEMS_PAGE = 200
+_SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+@dataclass
+class ServerOptions:
+    store: Any
+    config_for: Callable[[str], Any]  # project dir -> its config (the server's flags on top)
+    roots: list[str]
+    mode: str  # the most permissive mode a client may ask for
+    token: str
+    exposure: Exposure
+    static_dir: Path = STATIC
+    ping_s: float = PING_S
+    secure_cookie: bool = False
+    pairing: Pairing = field(default_factory=Pairing)
+    acp: bool = True
+
+
+class Server:
+    """What the routes share: the sessions, the credentials, the provider probes, and whether it closes."""
+
+    def __init__(self, options: ServerOptions) -> None:
+        from auger.frontends.server.providers import Providers
+
+        self.options = options
+        self.hub = Hub(options.store, options.config_for, Roots(options.roots), options.mode)
+        self.keys = Keys(options.token)
+        self.pairing = options.pairing
+        self.closing = asyncio.Event()
+        self.providers = Providers(options.config_for, options.roots[0])
+        self._ops_locks: dict[str, asyncio.Lock] = {}
+        self.acp: Any = None
+        self._drained = False
+
+    async def drain(self) -> None:
+        """Graceful shutdown: turns interrupted and recorded, sessions shut down, then every stream told
+        the server is going away and closed; ACP connections closed."""
+        if self._drained:
+            return
+        self._drained = True
+        await self.hub.drain()
+        self.closing.set()
+        if self.acp is not None:
+            await self.acp.close()
+
+    def ops_lock(self, session_id: str) -> asyncio.Lock:
+        return self._ops_locks.setdefault(session_id, asyncio.Lock())
+
+
+def create_app(options: ServerOptions) -> tuple[Any, Server]:
+    """The ASGI app (Starlette, wrapped in the Guard), and its `Server`."""
+    from contextlib import asynccontextmanager
+
+    from starlette.staticfiles import StaticFiles
+
+    server = Server(options)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await server.drain()
+
+    routes: list[BaseRoute] = [
+        Route("/api/openapi.json", _openapi, methods=["GET"]),
+        Route("/api/protocol.schema.json", _protocol_schema, methods=["GET"]),
+        Route("/api/pair", _pair, methods=["POST"]),
+        Route("/api/sessions", _list_sessions, methods=["GET"]),
+        Route("/api/sessions", _create_session, methods=["POST"]),
+        Route("/api/sessions/{id}", _get_session, methods=["GET"]),
+        Route("/api/sessions/{id}/ops", _post_op, methods=["POST"]),
+        Route("/api/sessions/{id}/events", _session_events, methods=["GET"]),
+        Route("/api/sessions/{id}/items", _items, methods=["GET"]),
+        Route("/api/sessions/{id}/diff", _diff, methods=["GET"]),
+        Route("/api/sessions/{id}/pending", _pending, methods=["GET"]),
+        Route("/api/events", _list_events, methods=["GET"]),
+        Route("/api/providers", _list_providers, methods=["GET"]),
+        Route("/api/providers/{name}/probe", _probe_provider, methods=["POST"]),
+        Route("/api/providers/{name}", _patch_provider, methods=["PATCH"]),
+    ]
+    if options.acp:
+        from auger.frontends.server.acp_ws import AcpOverWebSocket
+
+        server.acp = AcpOverWebSocket(options.config_for, options.store, server.hub)
+        routes.append(WebSocketRoute("/acp", server.acp))
+    routes.append(Mount("/", StaticFiles(directory=options.static_dir, html=True, check_dir=False)))
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
+    app.state.server = server
+    return Guard(app, server.keys, options.exposure, server.pairing, secure_cookie=options.secure_cookie), server
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _server(request: Request) -> Server:
+    server: Server = request.app.state.server
+    return server
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(dumps(data), status_code=status, media_type="application/json")
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+
+def _query(request: Request, allowed: set[str]) -> dict[str, str]:
+    unknown = set(request.query_params) - allowed
+    if unknown:
+        raise Refused(400, f"unknown query parameter(s) {', '.join(sorted(unknown))}")
+    return dict(request.query_params)
+
+
+def _int(value: str | None, name: str, default: int | None = None, low: int = 0) -> int | None:
+    if value is None:
+        return default
+    if not value.isdigit() or int(value) < low:
+        raise Refused(400, f"{name} must be an integer >= {low}, not {value!r}")
+    return int(value)
+
+
+# -- routes -------------------------------------------------------------------------------
+async def _openapi(request: Request) -> Response:
+    from auger.frontends.server.openapi import openapi_document
+
+    _query(request, set())
+    return _json(openapi_document())
+
+
+async def _protocol_schema(request: Request) -> Response:
+    from auger.protocol.schema import protocol_schema
+
+    _query(request, set())
+    return _json(protocol_schema())
+
+
+async def _pair(request: Request) -> Response:
+    """A new one-use pairing link, for another browser (a phone) of someone already signed in."""
+    server = _server(request)
+    parse_body(await request.body(), set())
+    code = server.pairing.new_code()
+    origin = f"{server.options.exposure.scheme}://{request.headers.get('host', '')}"
+    return _json({"url": f"{origin}/pair?code={code}", "expires_in": server.pairing.ttl}, 201)
+
+
+async def _list_sessions(request: Request) -> Response:
+    """Stored sessions within the roots, newest first, a page at a time (`next_cursor` continues)."""
+    server = _server(request)
+    query = _query(request, {"cursor", "limit"})
+    limit = min(_int(query.get("limit"), "limit", LIST_PAGE, 1) or LIST_PAGE, 500)
+    before = _cursor(query.get("cursor"))
+    records = await server.hub.store.list_sessions(limit + 1, before=before)
+    page = records[:limit]
+    more = len(records) > limit
+    rows = [describe(r) for r in page if server.hub.roots.contains(r.cwd)]
+    for row in rows:
+        row["open"] = server.hub.live(row["id"]) is not None
+    return _json({"sessions": rows, "next_cursor": page_cursor(page[-1]) if more else None})
+
+
+def _cursor(cursor: str | None) -> tuple[float, str] | None:
+    if cursor is None:
+        return None
+    try:
+        return parse_page_cursor(cursor)
+    except ValueError:
+        raise Refused(400, f"cursor {cursor!r} is not one this server gave; list again without it") from None
+
+
+async def _create_session(request: Request) -> Response:
+    """A new session (201), a fork of a stored one (201), or a stored one opened here (200)."""
+    server = _server(request)
+    body = parse_body(await request.body(), {"cwd", "mode", "model", "provider", "resume", "fork"})
+    if "resume" in body and "fork" in body:
+        raise Refused(400, "give resume or fork, not both")
+    source = body.get("resume", body.get("fork"))
+    if source is not None:
+        if "model" in body or "provider" in body:
+            raise Refused(400, "a stored session continues with its recorded model; switch it with a set_model op")
+        record = await server.hub.record(source)
+        if "cwd" in body and server.hub.roots.project(body["cwd"]) != record.cwd:
+            raise Refused(400, f"session {record.id} belongs to {record.cwd}, not {body['cwd']}")
+        if "resume" in body:
+            if "mode" in body:
+                raise Refused(400, "a resumed session keeps its mode; switch it with a set_mode op")
+            session = await server.hub.open(record.id)
+            return _json(await server.hub.snapshot(session.meta), 200)
+        session = await server.hub.fork(record.id, mode=body.get("mode"))
+    else:
+        if "cwd" not in body:
+            raise Refused(400, "missing field cwd")
+        session = await server.hub.create(body["cwd"], mode=body.get("mode"), model=body.get("model"),
+                                          provider=body.get("provider"))
+    return _json(await server.hub.snapshot(session.meta), 201)
+
+
+async def _get_session(request: Request) -> Response:
+    server = _server(request)
+    _query(request, set())
+    return _json(await server.hub.snapshot(await server.hub.record(request.path_params["id"])))
+
+
+async def _post_op(request: Request) -> Response:
+    """Submit one op under the client's submission id: 202, once. A repeat of the id answers as the first
+    time and starts nothing; the id for another op is 409. An approval is answered here and now: the
+    first valid answer wins, a later one is 409."""
+    server = _server(request)
+    hub = server.hub
+    body = parse_body(await request.body(), {"submission_id", "op"}, {"submission_id", "op"})
+    submission_id = body["submission_id"]
+    if not isinstance(submission_id, str) or not _SUBMISSION_ID.fullmatch(submission_id):
+        raise Refused(400, "submission_id must be 1-64 letters, digits or '_.:-'")
+    if isinstance(body["op"], dict) and body["op"].get("type") == "approval_decision" and "by" in body["op"]:
+        raise Refused(400, "'by' is set by the server: it names the client that answered")
+    op = parse_op(body["op"])
+    record = await hub.record(request.path_params["id"])
+    if isinstance(op, SetMode):
+        hub.permitted(str(op.mode))
+    op_json = dumps(op.to_json())
+    accepted = {"submission_id": submission_id}
+    async with server.ops_lock(record.id):
+        first = await hub.store.submission(record.id, submission_id)
+        if first is not None:
+            if first != op_json:
+                raise Refused(409, f"submission id {submission_id!r} was already used for another op")
+            return _json({**accepted, "repeated": True}, 202)
+        if isinstance(op, (Interrupt, Shutdown)) and hub.live(record.id) is None:
+            await hub.store.record_submission(record.id, submission_id, op_json)
+            return _json(accepted, 202)  # nothing runs here to interrupt or shut down
+        if isinstance(op, SetModel):
+            hub.check_provider(record.cwd, op.provider)
+        session = await hub.open(record.id)
+        if not session.accepts_ops:
+            raise Refused(409, "the session is shutting down; send the op again once it has")
+        if isinstance(op, ApprovalDecision):
+            op.by = request.scope.get("auger.client", "")
+            problem = session.decide(op, submission_id)
+            if problem is not None:
+                raise Refused(409 if "still waiting" not in problem else 400, problem)
+            await hub.store.record_submission(record.id, submission_id, op_json)
+            return _json(accepted, 202)
+        await hub.store.record_submission(record.id, submission_id, op_json)  # durable before it acts
+        session.submit(op, submission_id)
+    return _json(accepted, 202)
+
+
+async def _session_events(request: Request) -> Response:
+    """SSE: a `state` snapshot, then every envelope after the cursor (`Last-Event-ID`, else `after_seq`,
+    else 0) with `id:` = seq. A cursor past the session's last event is 409, never a silent switch."""
+    server = _server(request)
+    query = _query(request, {"after_seq"})
+    record = await server.hub.record(request.path_params["id"])
+    header = request.headers.get("last-event-id")
+    after = _int(header, "Last-Event-ID") if header is not None else _int(query.get("after_seq"), "after_seq", 0)
+    state = await server.hub.snapshot(record)
+    last = state["state"]["last_seq"]
+    if after is not None and after > last:
+        raise Refused(409, f"cursor {after} is past the last event of session {record.id} ({last}); "
+                           "reload its state and follow from there")
+    frames = session_frames(server.hub, record.id, after or 0, state)
+    return SseResponse(frames, server.closing, ping_s=server.options.ping_s)  # type: ignore[return-value]  # an ASGI response
+
+
+async def _list_events(request: Request) -> Response:
+    server = _server(request)
+    _query(request, set())
+    return SseResponse(list_frames(server.hub), server.closing,  # type: ignore[return-value]  # an ASGI response
+                       ping_s=server.options.ping_s)
+
+
+async def _items(request: Request) -> Response:
+    """The transcript, newest page first: items with seq < `before` (default: all), at most `limit`."""
+    server = _server(request)
+    query = _query(request, {"before", "limit"})
+    record = await server.hub.record(request.path_params["id"])
+    before = _int(query.get("before"), "before", None, 1)
+    limit = _int(query.get("limit"), "limit", ITEMS_PAGE, 1) or ITEMS_PAGE
+    stored = [s for s in await server.hub.store.load_items(record.id) if before is None or s.seq < before]
+    page = stored[-limit:]
+    return _json({"items": [{"seq": s.seq, "turn_id": s.turn_id, "item": s.item.to_json()} for s in page],
+                  "next_before": page[0].seq if len(stored) > len(page) else None})
+
+
+async def _diff(request: Request) -> Response:
+    """The turns that changed files, with their diffs; `turn` picks one (its number or an id prefix)."""
+    from auger.engine.turn_changes import changing_turns
+
+    server = _server(request)
+    query = _query(request, {"turn"})
+    record = await server.hub.record(request.path_params["id"])
+    items = [s.item for s in await server.hub.store.load_items(record.id)]
+    turns = list(enumerate(changing_turns(items), 1))
+    which = query.get("turn")
+    if which is not None:
+        turns = [(n, t) for n, t in turns if (str(n) == which if which.isdigit() else t.turn_id.startswith(which))]
+        if len(turns) != 1:
+            raise Refused(404, f"{which!r} names {'no' if not turns else 'more than one'} turn that changed files")
+    return _json({"turns": [{"number": n, "turn_id": t.turn_id, "complete": bool(t.after),
+                             "files": [dataclasses.asdict(f) for f in t.files],
+                             "diff": t.diff} for n, t in turns]})
+
+
+async def _pending(request: Request) -> Response:
+    """Pending mode's queue: each path, what it does to the real file, who proposed it."""
+    from auger.changes.pending import rows
+    from auger.policy.fs import RootHandle
+
+    server = _server(request)
+    _query(request, set())
+    record = await server.hub.record(request.path_params["id"])
+    entries = await server.hub.store.load_pending(record.id)
+    found = []
+    if entries:
+        handle = RootHandle(Path(record.cwd))
+        try:
+            found = await asyncio.to_thread(rows, handle, entries)
+        finally:
+            handle.close()
+    return _json({"count": len(found), "files": [
+        {"path": r.path, "kind": r.kind, "added": r.added, "removed": r.removed, "proposed_by": r.proposers,
+         "seqs": r.seqs} for r in found]})
+
+
+async def _list_providers(request: Request) -> Response:
+    server = _server(request)
+    query = _query(request, {"probe"})
+    if query.get("probe", "stale") != "stale":
+        raise Refused(400, "probe=stale is the one value: check the providers whose last check is too old")
+    return _json({"providers": await server.providers.rows(probe_stale="probe" in query)})
+
+
+async def _probe_provider(request: Request) -> Response:
+    server = _server(request)
+    parse_body(await request.body(), set())
+    return _json(await server.providers.probe(request.path_params["name"]))
+
+
+async def _patch_provider(request: Request) -> Response:
+    server = _server(request)
+    body = parse_body(await request.body(), {"enabled", "command", "args", "label"})
+    return _json(await server.providers.patch(request.path_params["name"], body))

@@ -1,0 +1,81 @@
+"""A session's events for a client, by sequence number, from wherever they are.
+
+`session_envelopes` yields every envelope after a cursor exactly once, in order, forever: from the
+live session while it is open in this server (`Session.subscribe(after_seq)`, which replays from its
+ring or the store first), else from the store — and, while the session is not open here, it keeps
+reading the store, so a session another process runs (`auger exec` on the same `--db`) is followed
+too, and one this server opens later is joined live. Because the store is the source, a client that
+saw up to N resumes at N + 1 after a dropped connection or a server restart alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from auger.frontends.server.sse import frame
+from auger.protocol.envelope import Envelope
+
+if TYPE_CHECKING:
+    from auger.frontends.server.sessions import Hub
+
+STORE_POLL_S = 0.5  # how often the store is read for a session this server does not run (while it changes)
+STORE_POLL_MAX_S = 4.0  # ...and at most this seldom while it does not
+LIST_POLL_S = 2.0  # how often the store is read for sessions other processes run, for the session list
+LIST_POLLED = 50  # the most recently updated sessions compared at each read
+
+
+async def session_envelopes(hub: Hub, session_id: str, after: int) -> AsyncIterator[Envelope]:
+    cursor = after
+    poll = STORE_POLL_S
+    while True:
+        session = hub.live(session_id)
+        if session is not None:
+            async for envelope in session.subscribe(after_seq=cursor):
+                yield envelope
+                cursor = envelope.seq
+            continue  # it shut down: what comes later comes from the store, or from its next opening here
+        found = await hub.store.load_events(session_id, cursor)
+        for envelope in found:
+            yield envelope
+            cursor = envelope.seq
+        poll = STORE_POLL_S if found else min(poll * 2, STORE_POLL_MAX_S)  # a quiet session is read less often
+        await hub.wait_opened(session_id, poll)
+
+
+async def session_frames(hub: Hub, session_id: str, after: int, state: dict[str, Any]) -> AsyncIterator[bytes]:
+    """The SSE frames of one client's stream: the unnumbered `state` snapshot, then the envelopes."""
+    yield frame(state, event="state")
+    async for envelope in session_envelopes(hub, session_id, after):
+        yield frame(envelope.to_json(), seq=envelope.seq)
+
+
+async def list_frames(hub: Hub, poll_s: float = LIST_POLL_S) -> AsyncIterator[bytes]:
+    """The coarse stream of the session list (created, updated, turns, approvals anywhere); unnumbered:
+    a client that reconnects lists the sessions again. Sessions this server does not run (`auger exec` on
+    the same database) are found by reading the store every `poll_s` seconds: `session_updated`."""
+    events = hub.list_events.subscribe()
+    pending: asyncio.Task[dict[str, Any]] | None = None
+    known = {r.id: r.updated for r in await hub.store.list_sessions(LIST_POLLED)}
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=poll_s)
+            if done:
+                try:
+                    event = pending.result()
+                except StopAsyncIteration:  # dropped for falling behind: the client lists again
+                    return
+                pending = None
+                yield frame(event)
+                continue
+            for record in await hub.store.list_sessions(LIST_POLLED):
+                if known.get(record.id) != record.updated and hub.live(record.id) is None \
+                        and hub.roots.contains(record.cwd):
+                    yield frame({"type": "session_updated", "session_id": record.id, "title": record.title,
+                                 "updated": record.updated, "open": False})
+                known[record.id] = record.updated
+    finally:
+        if pending is not None:
+            pending.cancel()
+        await events.aclose()

@@ -1,0 +1,140 @@
+"""The OpenAPI document of `auger serve` (`GET /api/openapi.json`).
+
+Ops, events and items are not described again here: their schemas are the protocol's own, generated
+from the code (`/api/protocol.schema.json`, a copy of docs/protocol.schema.json), referred to by `$ref`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from auger import __version__
+
+PROTOCOL = "/api/protocol.schema.json#/$defs/"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": PROTOCOL + name}
+
+
+def _error(description: str) -> dict[str, Any]:
+    schema = {"$ref": "#/components/schemas/Error"}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _ok(description: str, schema: dict[str, Any] | None = None, status: str = "200") -> dict[str, Any]:
+    body: dict[str, Any] = {"description": description}
+    if schema is not None:
+        body["content"] = {"application/json": {"schema": schema}}
+    return {status: body, "400": _error("a field that is unknown, missing or ill-typed"),
+            "401": _error("no valid credentials"), "403": _error("refused: foreign Host or Origin, outside the roots, "
+                                                                 "or a mode beyond the server's")}
+
+
+def _sse(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+
+
+_ID = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+
+
+def openapi_document() -> dict[str, Any]:
+    snapshot = {"$ref": "#/components/schemas/Snapshot"}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "auger serve", "version": __version__,
+                 "description": "Sessions driven by protocol ops, followed by their event envelopes (SSE, `id:` = "
+                                "`seq`). See docs/server.md."},
+        "security": [{"bearer": []}, {"cookie": []}],
+        "paths": {
+            "/api/sessions": {
+                "get": {"summary": "Stored sessions within the roots, newest first",
+                        "parameters": [{"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                                       {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                        "responses": _ok("a page of sessions and next_cursor")},
+                "post": {"summary": "Create, fork (201) or resume (200) a session",
+                         "requestBody": {"content": {"application/json": {"schema": {
+                             "type": "object", "additionalProperties": False, "properties": {
+                                 "cwd": {"type": "string"}, "mode": _ref("Mode"), "model": {"type": "string"},
+                                 "provider": {"type": "string"}, "resume": {"type": "string"},
+                                 "fork": {"type": "string"}}}}}},
+                         "responses": {**_ok("the session's snapshot", snapshot, "201"),
+                                       "409": _error("the session runs in another process")}}},
+            "/api/sessions/{id}": {"get": {"summary": "A session's record and state snapshot", "parameters": _ID,
+                                           "responses": {**_ok("the snapshot", snapshot),
+                                                         "404": _error("no such session")}}},
+            "/api/sessions/{id}/ops": {"post": {
+                "summary": "Submit one op under a client-chosen submission id (a repeat starts nothing)",
+                "parameters": _ID,
+                "requestBody": {"content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": False, "required": ["submission_id", "op"],
+                    "properties": {"submission_id": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"},
+                                   "op": _ref("Op")}}}}},
+                "responses": {**_ok("accepted", {"type": "object"}, "202"),
+                              "409": _error("the id was used for another op, the approval was already answered, or "
+                                            "the session runs elsewhere")}}},
+            "/api/sessions/{id}/events": {"get": {
+                "summary": "The session's envelopes after a cursor, as server-sent events",
+                "description": "First an unnumbered `state` event (the snapshot), then one event per envelope "
+                               "(`id:` = seq, data: " + PROTOCOL + "Envelope). Resume with `Last-Event-ID` or "
+                               "`after_seq`. `: ping` comments keep it alive; a final `closing` event says why "
+                               "the server ended the stream.",
+                "parameters": [*_ID, {"name": "after_seq", "in": "query", "schema": {"type": "integer"}},
+                               {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}}],
+                "responses": {"200": _sse("the stream"), "404": _error("no such session"),
+                              "409": _error("the cursor is past the session's last event")}}},
+            "/api/sessions/{id}/items": {"get": {
+                "summary": "The transcript, a page at a time (items with seq < before)",
+                "parameters": [*_ID, {"name": "before", "in": "query", "schema": {"type": "integer"}},
+                               {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                "responses": _ok("items (" + PROTOCOL + "Item) with their seq, and next_before")}},
+            "/api/sessions/{id}/diff": {"get": {
+                "summary": "The turns that changed files, with their diffs",
+                "parameters": [*_ID, {"name": "turn", "in": "query", "schema": {"type": "string"}}],
+                "responses": _ok("turns")}},
+            "/api/sessions/{id}/pending": {"get": {"summary": "Pending mode's queued changes", "parameters": _ID,
+                                                   "responses": _ok("files")}},
+            "/api/events": {"get": {"summary": "Coarse events of every session, for the session list",
+                                    "responses": {"200": _sse("unnumbered events: session_created, session_opened, "
+                                                              "session_updated, turn_started, turn_ended, "
+                                                              "approval_waiting, approval_resolved, session_closed")}}},
+            "/api/providers": {"get": {"summary": "Model providers and backend agents with their status",
+                                       "parameters": [{"name": "probe", "in": "query",
+                                                       "schema": {"enum": ["stale"]}}],
+                                       "responses": _ok("providers")}},
+            "/api/providers/{name}/probe": {"post": {"summary": "Check one provider or agent for real now",
+                                                     "responses": _ok("its row")}},
+            "/api/providers/{name}": {"patch": {
+                "summary": "Enable or disable a provider or agent, or add a custom ACP agent (user config)",
+                "requestBody": {"content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": False, "properties": {
+                        "enabled": {"type": "boolean"}, "command": {"type": "string"},
+                        "args": {"type": "array", "items": {"type": "string"}}, "label": {"type": "string"}}}}}},
+                "responses": _ok("its row")}},
+            "/api/pair": {"post": {"summary": "A new one-use pairing link for another browser",
+                                   "responses": _ok("url and expires_in", None, "201")}},
+            "/pair": {"get": {"summary": "Redeem a pairing code: sets the browser's cookie, redirects to /",
+                              "security": [], "parameters": [{"name": "code", "in": "query", "required": True,
+                                                              "schema": {"type": "string"}}],
+                              "responses": {"303": {"description": "signed in"},
+                                            "403": _error("used up or expired")}}},
+            "/acp": {"get": {"summary": "The Agent Client Protocol over a WebSocket (JSON-RPC text frames)",
+                             "responses": {"101": {"description": "switching to the WebSocket"}}}},
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                "cookie": {"type": "apiKey", "in": "cookie", "name": "auger_auth"}},
+            "schemas": {
+                "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+                "Snapshot": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "title": {"type": "string"}, "cwd": {"type": "string"},
+                    "provider": {"type": "string"}, "model": {"type": "string"}, "mode": _ref("Mode"),
+                    "state": {"type": "object", "properties": {
+                        "open": {"type": "boolean"}, "last_seq": {"type": "integer"},
+                        "running_turn": {"type": ["string", "null"]},
+                        "pending_approvals": {"type": "array", "items": _ref("Envelope")},
+                        "pending_changes": {"type": "integer"}, "mode": _ref("Mode"), "model": {"type": "string"},
+                        "provider": {"type": "string"}, "backend": {"type": "string"}}}}},
+            },
+        },
+    }

@@ -1,0 +1,327 @@
+"""The sessions `auger serve` runs: opened once, leased, within the roots and the mode ceiling, followed
+for the session list, and shut down together.
+
+A session is open at most once across processes: this server takes the store's lease before opening
+one, so a session `auger exec` (or another server) runs is refused (409) rather than run twice, and
+within the process `SessionManager.resume` refuses a second opening. Opening is serialised per
+session, so two requests that race to open the same stored session open it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
+
+from auger.protocol import events as ev
+from auger.protocol.ops import Interrupt, Shutdown
+
+if TYPE_CHECKING:
+    from auger.config import Config
+    from auger.engine.session import Session
+    from auger.store.base import SessionRecord, Store
+
+log = logging.getLogger("auger.serve")
+
+MODE_ORDER = ("plan", "safe", "auto")  # from the strictest; the server's mode is the most a client may ask for
+LIST_BUFFER = 256  # coarse events a list subscriber may have unread before it is dropped
+DRAIN_S = 10.0  # how long shutdown waits for each session to record its interrupted turn
+
+
+class Refused(Exception):
+    """A request the server will not carry out: an HTTP status and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Roots:
+    """The directories sessions may work in (resolved, symlinks followed)."""
+
+    def __init__(self, roots: list[str]) -> None:
+        self.paths = [os.path.realpath(r) for r in roots]
+
+    def contains(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.paths)
+
+    def project(self, cwd: Any) -> str:
+        """A client's cwd as a project directory inside a root (403 outside, 400 when it is no directory)."""
+        if not isinstance(cwd, str) or not cwd or "\x00" in cwd or not os.path.isabs(cwd):
+            raise Refused(400, f"cwd must be an absolute path to a project directory, not {cwd!r}")
+        real = os.path.realpath(cwd)
+        if not self.contains(real):
+            raise Refused(403, f"cwd {cwd!r} is outside the directories this server may work in")
+        if not os.path.isdir(real):
+            raise Refused(400, f"cwd {cwd!r} is not an existing directory")
+        return real
+
+
+class Broadcast:
+    """Coarse events to any number of followers, each with a bounded queue: one that falls behind is
+    dropped (its stream ends), never slowing the others."""
+
+    def __init__(self) -> None:
+        self._queues: set[asyncio.Queue[dict[str, Any] | None]] = set()
+
+    def publish(self, event: dict[str, Any]) -> None:
+        for queue in list(self._queues):
+            try:
+                queue.put_nowait(event)
+            except asyncio.QueueFull:
+                self._queues.discard(queue)
+                queue.get_nowait()
+                queue.put_nowait(None)  # ends that follower
+
+    async def subscribe(self) -> AsyncGenerator[dict[str, Any], None]:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(LIST_BUFFER)
+        self._queues.add(queue)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._queues.discard(queue)
+
+
+class Hub:
+    """The open sessions, by id, and how they come to be open."""
+
+    def __init__(self, store: Store, config_for: Callable[[str], Config], roots: Roots, mode: str) -> None:
+        self.store = store
+        self.config_for = config_for  # a project dir -> its effective config (the server's flags on top)
+        self.roots = roots
+        self.mode = mode  # the ceiling
+        self.list_events = Broadcast()
+        self._sessions: dict[str, Session] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._opened: dict[str, asyncio.Event] = {}
+        self._followers: set[asyncio.Task[None]] = set()
+        self.closing = False
+
+    # -- reading ------------------------------------------------------------------------
+    def live(self, session_id: str) -> Session | None:
+        """The session if it is open here and has not shut down."""
+        session = self._sessions.get(session_id)
+        return session if session is not None and not session.shut_down else None
+
+    async def wait_opened(self, session_id: str, timeout: float) -> None:
+        """Return when the session is opened here, or after `timeout`."""
+        opened = self._opened.setdefault(session_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(opened.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def record(self, session_id: str) -> SessionRecord:
+        """The stored session named exactly by `session_id`, within the roots (404 otherwise)."""
+        record = await self.store.get_session(session_id) if isinstance(session_id, str) else None
+        if record is None or record.id != session_id or not self.roots.contains(record.cwd):
+            raise Refused(404, f"no session has the id {session_id!r}")
+        return record
+
+    def permitted(self, mode: Any) -> str:
+        if mode not in MODE_ORDER:
+            raise Refused(400, f"unknown mode {mode!r}; auger's modes are {', '.join(MODE_ORDER)}")
+        if MODE_ORDER.index(mode) > MODE_ORDER.index(self.mode):
+            raise Refused(403, f"mode {mode!r} is more permissive than this server allows ({self.mode!r})")
+        return str(mode)
+
+    async def snapshot(self, record: SessionRecord) -> dict[str, Any]:
+        """The session's record and its state now: what a client needs to draw it before following its
+        events after `last_seq` (a reload shows the approvals still waiting)."""
+        from auger.engine.sessions import recorded_backend
+
+        session = self.live(record.id)
+        pending = len(await self.store.load_pending(record.id))
+        if session is not None:
+            state = {"open": True, "last_seq": session.last_seq, "running_turn": session.running_turn_id,
+                     "pending_approvals": [e.to_json() for e in session.pending_approvals()],
+                     "pending_changes": pending, "mode": session.mode, "model": session.client.model,
+                     "provider": session.client.provider, "backend": session.backend}
+        else:
+            state = {"open": False, "last_seq": await self.store.last_event_seq(record.id),
+                     "running_turn": await self._stored_running_turn(record.id), "pending_approvals": [],
+                     "pending_changes": pending, "mode": record.mode, "model": record.model,
+                     "provider": record.provider, "backend": await recorded_backend(self.store, record.id) or ""}
+        return {**describe(record), "state": state}
+
+    async def _stored_running_turn(self, session_id: str) -> str | None:
+        """A turn the store shows started and not ended (another process runs it), or None."""
+        started = await self.store.last_event(session_id, "turn_started")
+        if started is None or not isinstance(started.event, ev.TurnStarted):
+            return None
+        for kind in ("turn_ended", "shutdown_complete"):
+            later = await self.store.last_event(session_id, kind)
+            if later is not None and later.seq > started.seq:
+                return None
+        return started.event.turn_id
+
+    # -- opening ------------------------------------------------------------------------
+    async def create(self, cwd: Any, *, mode: Any = None, model: Any = None, provider: Any = None) -> Session:
+        from auger.models.registry import ProviderError, client_for
+
+        root = self.roots.project(cwd)
+        chosen = self.permitted(mode) if mode is not None else self.mode
+        config = self._model_config(self.config_for(root), model, provider)
+        try:
+            client = client_for(config)
+        except ProviderError as exc:
+            raise Refused(400, str(exc)) from None
+        session = await self._manager(root, config).create(client, mode=chosen, interactive=True)
+        await self.store.claim(session.id)
+        self._adopt(session, "session_created")
+        return session
+
+    async def fork(self, source_id: str, *, mode: Any = None) -> Session:
+        from auger.engine.resume import ResumeRefused
+
+        record = await self.record(source_id)
+        chosen = self.permitted(mode) if mode is not None else self._ceiling(record.mode)
+        try:
+            session = await self._manager(record.cwd, self.config_for(record.cwd)).fork(
+                record.id, mode=chosen, interactive=True)
+        except (ResumeRefused, ValueError) as exc:
+            raise Refused(409, str(exc)) from None
+        await self.store.claim(session.id)
+        self._adopt(session, "session_created")
+        return session
+
+    async def open(self, session_id: str) -> Session:
+        """The session, resumed here if it is not open yet (its recorded mode capped at the server's)."""
+        live = self.live(session_id)
+        if live is not None:
+            return live
+        if self.closing:
+            raise Refused(503, "the server is shutting down")
+        lock = self._opening.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            live = self.live(session_id)
+            if live is not None:
+                return live
+            return await self._resume(await self.record(session_id))
+
+    async def _resume(self, record: SessionRecord) -> Session:
+        from auger.engine.resume import ResumeRefused
+        from auger.engine.session import SessionAlreadyOpen
+
+        if not os.path.isdir(record.cwd):
+            raise Refused(409, f"session {record.id} was recorded in {record.cwd}, which is no directory any more")
+        holder = await self.store.claim(record.id)
+        if holder is not None:
+            raise Refused(409, f"session {record.id} is running in another auger process ({holder})")
+        try:
+            session = await self._manager(record.cwd, self.config_for(record.cwd)).resume(
+                record.id, mode=self._ceiling(record.mode), interactive=True)
+        except SessionAlreadyOpen:
+            raise Refused(409, f"session {record.id} is open elsewhere in this server (over ACP)") from None
+        except (ResumeRefused, ValueError) as exc:
+            await self.store.release(record.id)
+            raise Refused(409, str(exc)) from None
+        self._adopt(session, "session_opened")
+        return session
+
+    def _ceiling(self, mode: str) -> str:
+        return mode if mode in MODE_ORDER and MODE_ORDER.index(mode) <= MODE_ORDER.index(self.mode) else self.mode
+
+    def check_provider(self, root: str, provider: str | None) -> None:
+        """A set_model op names a configured provider (or none: the session's own); 400 otherwise."""
+        self._model_config(self.config_for(root), None, provider)
+
+    def _model_config(self, config: Config, model: Any, provider: Any) -> Config:
+        """The config with the client's choice of model and provider — a configured provider only: a
+        client names one, it never supplies where requests go or which key they carry."""
+        from auger.models.registry import ProviderError, registry_for
+
+        for name, value in (("model", model), ("provider", provider)):
+            if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 200):
+                raise Refused(400, f"{name} must be a non-empty name, not {value!r}")
+        if provider is not None:
+            try:
+                registry_for(config).get(provider)
+            except ProviderError as exc:
+                raise Refused(400, str(exc)) from None
+            base_url = config.base_url if provider == config.provider else None
+            config = dataclasses.replace(config, provider=provider, base_url=base_url,
+                                         model=model if model is not None else None)
+        elif model is not None:
+            config = dataclasses.replace(config, model=model)
+        return config
+
+    def _manager(self, root: str, config: Config) -> Any:
+        from auger.engine.sessions import SessionManager
+        from auger.engine.workspace import Workspace
+
+        return SessionManager(Workspace.open(root, config), self.store)
+
+    def _adopt(self, session: Session, kind: str) -> None:
+        self._sessions[session.id] = session
+        self._opened.pop(session.id, asyncio.Event()).set()  # wake the store readers of this session
+        task = asyncio.create_task(self._follow(session), name=f"serve-{session.id}")
+        self._followers.add(task)
+        task.add_done_callback(self._followers.discard)
+        self.list_events.publish({"type": kind, "session_id": session.id, "cwd": str(session.workspace.root),
+                                  "title": session.meta.title, "mode": session.mode, "model": session.client.model})
+
+    async def _follow(self, session: Session) -> None:
+        """Tell the session list what happens in the session; when it shuts down, let it go."""
+        try:
+            async for envelope in session.subscribe():
+                coarse = _coarse(envelope.event)
+                childs = envelope.parent_call_id is not None and not isinstance(
+                    envelope.event, (ev.ApprovalRequest, ev.ApprovalResolved))  # a sub-agent's turns are not news
+                if coarse is not None and not childs:
+                    self.list_events.publish({**coarse, "session_id": session.id, "seq": envelope.seq})
+        except Exception:
+            log.exception("session %s: following it for the session list failed", session.id)
+        finally:
+            await session.wait_closed()
+            if self._sessions.get(session.id) is session:
+                del self._sessions[session.id]
+            await self.store.release(session.id)
+            self.list_events.publish({"type": "session_closed", "session_id": session.id})
+
+    # -- ending -------------------------------------------------------------------------
+    async def drain(self, reason: str = "the server is shutting down") -> None:
+        """Interrupt every running turn (recorded as interrupted, with `reason`), shut every session down."""
+        self.closing = True
+        sessions = [s for s in self._sessions.values() if not s.shut_down]
+        for session in sessions:
+            try:
+                session.submit(Interrupt(reason))
+                session.submit(Shutdown())
+            except RuntimeError:  # already shutting down
+                pass
+        if sessions:
+            await asyncio.wait([asyncio.ensure_future(s.wait_closed()) for s in sessions], timeout=DRAIN_S)
+        if self._followers:
+            await asyncio.wait(list(self._followers), timeout=DRAIN_S)
+
+
+def _coarse(event: ev.Event) -> dict[str, Any] | None:
+    """What the session list needs to hear of an event, or None."""
+    if isinstance(event, ev.TurnStarted):
+        return {"type": "turn_started", "turn_id": event.turn_id}
+    if isinstance(event, ev.TurnEnded):
+        return {"type": "turn_ended", "turn_id": event.turn_id, "reason": str(event.reason)}
+    if isinstance(event, ev.ApprovalRequest):
+        return {"type": "approval_waiting", "request_id": event.request_id, "message": event.message}
+    if isinstance(event, ev.ApprovalResolved):
+        return {"type": "approval_resolved", "request_id": event.request_id,
+                "decision": None if event.decision is None else str(event.decision), "by": event.by}
+    if isinstance(event, ev.SessionTitle):
+        return {"type": "session_updated", "title": event.title}
+    if isinstance(event, ev.ModeChanged):
+        return {"type": "session_updated", "mode": str(event.mode)}
+    if isinstance(event, ev.ModelChanged):
+        return {"type": "session_updated", "model": event.model, "provider": event.provider}
+    return None
+
+
+def describe(record: SessionRecord) -> dict[str, Any]:
+    return {"id": record.id, "title": record.title, "cwd": record.cwd, "created": record.created,
+            "updated": record.updated, "provider": record.provider, "model": record.model, "mode": record.mode,
+            "items": record.items}

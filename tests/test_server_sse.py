@@ -1,0 +1,86 @@
+"""The SSE response on its own, driven as an ASGI app: keep-alive pings while idle, a client that does not
+drain its stream has it closed with a `closing` event (so it resumes by cursor), and a server closing
+says so last."""
+
+from __future__ import annotations
+
+import asyncio
+
+from auger.frontends.server.sse import SseResponse, frame
+
+
+async def drive(response: SseResponse, *, hold: asyncio.Event | None = None, stop_after: float = 2.0) -> list[bytes]:
+    """Run the response; `send` blocks until `hold` is set (a client that does not read)."""
+    sent: list[bytes] = []
+    disconnect = asyncio.Event()
+
+    async def receive():
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.body":
+            if hold is not None and len(sent) >= 2:
+                await hold.wait()
+            sent.append(message.get("body", b""))
+
+    task = asyncio.create_task(response({"type": "http"}, receive, send))
+    done, _ = await asyncio.wait({task}, timeout=stop_after)
+    if not done:
+        disconnect.set()
+        await task
+    return sent
+
+
+def test_an_idle_stream_gets_pings_and_a_closing_server_says_so_last():
+    async def main():
+        closing = asyncio.Event()
+
+        async def frames():
+            yield frame({"n": 1}, seq=1)
+            await asyncio.sleep(0.6)
+            closing.set()
+            await asyncio.sleep(10)
+            yield frame({"n": 2}, seq=2)
+
+        return await drive(SseResponse(frames(), closing, ping_s=0.1))
+
+    sent = asyncio.run(main())
+    assert sent[0] == b"retry: 1000\n\n" and sent[1] == b'id: 1\ndata: {"n": 1}\n\n'
+    assert sent.count(b": ping\n\n") >= 2
+    assert sent[-2] == b'event: closing\ndata: {"reason": "the server is shutting down"}\n\n' and sent[-1] == b""
+
+
+def test_a_client_that_does_not_drain_its_stream_has_it_closed_to_resume_by_cursor():
+    async def main():
+        hold = asyncio.Event()
+
+        async def frames():
+            for n in range(1, 50):
+                yield frame({"n": n}, seq=n)
+                await asyncio.sleep(0)
+            await asyncio.sleep(10)
+
+        response = SseResponse(frames(), asyncio.Event(), ping_s=5, buffer=8)
+        asyncio.get_running_loop().call_later(0.3, hold.set)  # the client reads again, too late
+        return await drive(response, hold=hold)
+
+    sent = asyncio.run(main())
+    numbered = [chunk for chunk in sent if chunk.startswith(b"id: ")]
+    assert numbered[0].startswith(b"id: 1\n") and len(numbered) < 49
+    ids = [int(chunk.split(b"\n")[0][4:]) for chunk in numbered]
+    assert ids == list(range(1, len(ids) + 1))  # what it got is contiguous: it resumes after the last id
+    assert sent[-2].startswith(b"event: closing\n") and b"lagging" in sent[-2]
+
+
+def test_a_source_that_fails_ends_the_stream_saying_why():
+    async def main():
+        async def frames():
+            yield frame({"n": 1}, seq=1)
+            raise OSError("disk I/O error")
+
+        return await drive(SseResponse(frames(), asyncio.Event(), ping_s=5))
+
+    sent = asyncio.run(main())
+    assert sent[1].startswith(b"id: 1\n")
+    assert sent[-2].startswith(b"event: closing\n") and b"disk I/O error" in sent[-2] and sent[-1] == b""
