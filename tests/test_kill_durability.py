@@ -23,7 +23,7 @@ from pathlib import Path
 from tests.support.harness import cli_env, json_events
 from tests.support.mock_openai import Reply, ToolCall
 
-LINES_PER_RUN = 21  # session_configured … shutdown_complete of one run with the replies below
+LINES_PER_RUN = 25  # session_configured … shutdown_complete of one run with the replies below
 
 
 def _reply(body: dict) -> Reply:
