@@ -337,10 +337,11 @@ class Session:
         return ContextLimits.of(window, config.model_auto_compact_token_limit)
 
     def instructions(self) -> str:
-        """The system prompt: the model family's base instructions (deterministic; the rest is recorded)."""
+        """The system prompt: the model family's base instructions, or the user's `base_instructions`
+        (deterministic; the rest is recorded)."""
         from auger.context.instructions import base_instructions
 
-        return base_instructions(self.client.model)
+        return base_instructions(self.client.model, self.workspace.config.base_instructions)
 
     def context_estimate(self) -> int:
         """Tokens the next request would occupy, as the next turn would count them."""
@@ -366,9 +367,7 @@ class Session:
 
         config = self.workspace.config
         self.skills = self.runtime.skills = discover_skills(self.workspace.root, self.workspace.config_dir)
-        text = read_instructions(self.workspace.root, self.workspace.config_dir, self.skills,
-                                 fallback_names=config.project_doc_fallback_filenames,
-                                 max_bytes=config.project_doc_max_bytes,
+        text = read_instructions(self.workspace.root, self.workspace.config_dir, self.skills, config,
                                  warnings=warnings if warnings is not None else [])
         item = instructions_item(text, self.history.items)
         if item is not None:

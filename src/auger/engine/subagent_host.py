@@ -169,9 +169,7 @@ class ChildHost:
 
         workspace = self.ctx.workspace
         config = workspace.config
-        text = read_instructions(workspace.root, workspace.config_dir, self.ctx.skills,
-                                 fallback_names=config.project_doc_fallback_filenames,
-                                 max_bytes=config.project_doc_max_bytes, warnings=[])
+        text = read_instructions(workspace.root, workspace.config_dir, self.ctx.skills, config, warnings=[])
         instructions = instructions_item(text, ())
         agent = self.run.agent
         items = [instructions,

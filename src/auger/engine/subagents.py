@@ -386,7 +386,7 @@ class Child:
             from auger.models.registry import model_info
 
             info = model_info(client.model, config, client.provider)
-            instructions = base_instructions(client.model)
+            instructions = base_instructions(client.model, config.base_instructions)
         ctx = parent_ctx.derive(turn_id=uuid.uuid4().hex[:12], workspace=workspace, client=client, model_info=info,
                                 instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls)
         host = ChildHost(pool.session, run, child_control, ledger, runtime.archive, ctx)
