@@ -15,7 +15,7 @@ from typing import Sequence
 
 from auger.engine.host import TurnHost
 from auger.engine.history import normalise, to_prompt
-from auger.engine.model_call import announce_retries, call_model
+from auger.engine.model_call import announce_limits, announce_retries, call_model
 from auger.engine.tokens import estimate_request, estimate_text
 from auger.engine.turn_context import TurnContext
 from auger.models.base import ContextWindowExceeded, ModelRequest
@@ -105,7 +105,8 @@ async def _summarise(ctx: TurnContext, host: TurnHost, view: list[Item], plan: l
         request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none")
         try:
             reply = await call_model(ctx.client, request, ctx.retry,
-                                     on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry))
+                                     on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry),
+                                     on_limits=announce_limits(host.emit, ctx.turn_id))
             await host.charge(ctx.turn_id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
         except ContextWindowExceeded:
             overflows += 1

@@ -48,8 +48,8 @@ from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
-    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, RolledBack,
-    SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
+    ApprovalDetails, ApprovalRequest, BackendChanged, ElicitationForm, Event, ModeChanged, ModelChanged, RateLimits,
+    RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage, WarningEvent,
 )
 from auger.protocol.envelope import Envelope
 from auger.protocol import items as it
@@ -131,6 +131,7 @@ class Session:
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
         self.backends = SessionBackend(meta.id, store, workspace.config)  # the agent that runs the turns
+        self.rate_limits: RateLimits | None = None  # what the provider last said of its limits (for snapshots)
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -257,10 +258,12 @@ class Session:
 
     # -- engine side ----------------------------------------------------------------
     def emit(self, event: Event) -> None:
-        self._stream.emit(event, _SUBMISSION.get())
+        self.emit_for(event, None)
 
     def emit_for(self, event: Event, parent_call_id: str | None) -> None:
         """Emit a sub-agent's event: its envelope names the spawn call it came from."""
+        if isinstance(event, RateLimits):
+            self.rate_limits = event
         self._stream.emit(event, _SUBMISSION.get(), parent_call_id)
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,

@@ -16,7 +16,7 @@ from auger.engine.compact import compact
 from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
-from auger.engine.model_call import Reply, announce_retries, call_model
+from auger.engine.model_call import Reply, announce_limits, announce_retries, call_model
 from auger.engine.tool_runtime import Aborted, Denied, Ran
 from auger.engine.turn_context import TurnContext
 from auger.models.base import (
@@ -216,7 +216,8 @@ class Turn:
                 host.emit(ev.ReasoningDelta(self.id, event.text))
 
         return await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta,
-                                on_retry=announce_retries(host.emit, self.id, self.ctx.retry))
+                                on_retry=announce_retries(host.emit, self.id, self.ctx.retry),
+                                on_limits=announce_limits(host.emit, self.id))
 
     async def _record_reply(self, reply: Reply) -> list[ToolCall]:
         """Commit the reply's items and usage; return its tool calls (ids made unique in the session)."""

@@ -137,6 +137,8 @@ class Tui:
             parts.append(f"{r.context_left:.0f}% context left")
         parts.append(f"{r.tokens:,} tokens")
         parts.append("cost unknown" if r.cost is None else f"${r.cost:.4f}")
+        if r.limits:
+            parts.append(r.limits)
         if self.branch:
             parts.append(f"⎇ {self.branch}")
         hint = ("esc to interrupt · ctrl-o details" if self.busy else

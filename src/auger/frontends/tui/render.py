@@ -146,6 +146,7 @@ class Renderer:
         self.details = False  # ctrl-o: reasoning in full, more live output, each call's output printed
         self.diffs: dict[str, str] = {}  # call id -> the diff its arguments describe, shown when it succeeds
         self.last_turn_diff = ""  # everything the last changing turn changed, for /diff
+        self.limits = ""  # the provider's rate limits as its last response stated them, for the status line
         self.spawned: dict[str, str] = {}  # spawn_agent call id -> the agent it started (labels its lines)
         self.child_calls: dict[str, str] = {}  # a sub-agent's running call id -> what it is doing
 
@@ -228,6 +229,9 @@ class Renderer:
             self.context_left = event.context_left_percent
             self.tokens = event.session.total_tokens
             self.cost = event.session_cost
+            return ""
+        if isinstance(event, ev.RateLimits):
+            self.limits = limits_text(event)
             return ""
         if isinstance(event, ev.TurnDiff):
             self.last_turn_diff = event.diff
@@ -354,6 +358,29 @@ class Renderer:
         if event.explanation:
             out.append(f"  {clean(event.explanation)}\n", style="dim")
         return self.ansi.render(out)
+
+
+def limits_text(event: ev.RateLimits) -> str:
+    """The rate limits for the status line: what is left of each window, and when a used-up one refills."""
+    parts = []
+    for window in event.windows:
+        if window.remaining is None:
+            continue
+        label = {"requests": "req", "tokens": "tok", "input_tokens": "in tok", "output_tokens": "out tok"}.get(
+            window.name, window.name)
+        text = f"{_short(window.remaining)}"
+        if window.limit:
+            text += f"/{_short(window.limit)}"
+        if window.remaining == 0 and window.reset_s is not None:
+            text += f" (reset {window.reset_s:.0f}s)"
+        parts.append(f"{text} {label}")
+    return "limits " + " · ".join(parts) if parts else ""
+
+
+def _short(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}M"
+    return f"{count / 1000:.0f}k" if count >= 10_000 else str(count)
 
 
 def _line(parts: list[tuple[str, str]]):
