@@ -102,7 +102,8 @@ async def _summarise(ctx: TurnContext, host: TurnHost, view: list[Item], plan: l
     overflows = empty = 0
     while empty < SUMMARY_ATTEMPTS:
         items = to_prompt([*context, *normalise(rest)], ctx.limits.output_cap_chars) + [UserMessage(ask)]
-        request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none")
+        request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none", effort=ctx.effort,
+                               summary=ctx.summary)
         try:
             reply = await call_model(ctx.client, request, ctx.retry,
                                      on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry),

@@ -176,7 +176,8 @@ class ChildHost:
                  ContextMessage(f"<agent name={agent.name!r}>\n{agent.instructions}\nYour final message is your "
                                 "answer to the agent that started you.\n</agent>", "agent") if agent.instructions
                  else None,
-                 environment_item(EnvironmentContext.capture(workspace.root, self.ctx.mode, self.ctx.model), None)]
+                 environment_item(EnvironmentContext.capture(self.ctx.runtime.cwd or workspace.root, self.ctx.mode,
+                                                             self.ctx.model), None)]
         for item in items:
             if item is not None:
                 await self.record(turn_id, item)

@@ -375,6 +375,7 @@ class Child:
             runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
             runtime.deletes_own = prt.deletes_own
             runtime.grants = prt.grants  # what the user approved for the session holds for its agents
+            runtime.cwd = prt.cwd  # commands run where the session's do
         else:  # another tree (a worktree): only the cache must learn that something changed
             runtime.after_mutation = [pool.bump]
         child_control.runtime = runtime

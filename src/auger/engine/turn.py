@@ -93,7 +93,7 @@ class Turn:
             await ctx.runtime.router.refresh()  # tool sources changed since the last call take effect now
             while True:
                 request = ModelRequest(ctx.system_prompt, host.history.for_prompt(ctx.limits.output_cap_chars),
-                                       list(ctx.tools))
+                                       list(ctx.tools), effort=ctx.effort, summary=ctx.summary)
                 try:
                     reply = await self._call_model(request)
                     break

@@ -29,6 +29,10 @@ class ModelRequest:
     # "auto" lets the model call tools; "none" forbids calls but still sends the same tool list, so a
     # summary request shares the conversation's prompt-cache prefix (every wire client maps it).
     tool_choice: str = "auto"
+    # The session's per-turn reasoning settings (set_turn_context), over the client's configured ones; None:
+    # as configured. Wires that take no reasoning settings ignore them; summary "none" turns summaries off.
+    effort: str | None = None
+    summary: str | None = None
 
 
 @dataclass

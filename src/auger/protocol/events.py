@@ -241,6 +241,16 @@ class ModeChanged(Event):
     previous: Mode
 
 
+@tag("turn_context_changed")
+class TurnContextChanged(Event):
+    """What the next turns run with after a `set_turn_context`: the reasoning effort and summary in force
+    (null: the provider's default), and the working directory."""
+
+    effort: str | None
+    summary: str | None
+    cwd: str
+
+
 @tag("loop_detected")
 class LoopDetected(Event):
     turn_id: str
