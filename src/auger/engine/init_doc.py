@@ -7,7 +7,7 @@ Why it is built this way:
 * That answer is queued as a pending change of `AGENTS.md` in the session's pending-mode queue
   (changes/pending.py), so the project's tree is untouched until the user has seen the diff and applies
   it: `auger pending apply -s ID`, or yes in the terminal (a `pending_apply` op on the still open
-  session: snapshotted like a turn, so `/undo` takes it back).
+  session: snapshotted like a turn, so `auger undo ID` takes it back).
 * An AGENTS.md that exists is given to the model to improve — keep what is right, correct, complete —
   and the diff shows exactly what would change; nothing is overwritten unseen.
 """

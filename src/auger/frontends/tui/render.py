@@ -139,6 +139,7 @@ class Renderer:
         self.reasoning = ""
         self.running: dict[str, Running] = {}
         self.model = self.mode = self.sandbox = ""
+        self.effort = ""  # the reasoning effort a set_turn_context chose, for the status line
         self.context_left: float | None = None
         self.tokens = 0
         self.cost: float | None = 0.0
@@ -259,6 +260,10 @@ class Renderer:
         if isinstance(event, ev.ModeChanged):
             self.mode = event.mode
             return a.styled(f"mode: {event.previous} → {event.mode}", "cyan")
+        if isinstance(event, ev.TurnContextChanged):
+            self.effort = event.effort or ""
+            return a.styled(f"next turns: reasoning effort {event.effort or 'default'} · summary "
+                            f"{event.summary or 'off'} · working directory {event.cwd}", "cyan")
         if isinstance(event, ev.TurnEnded):
             out = self._flush_reasoning() + self._flush_all()
             for run in self.running.values():  # calls the turn's end cut short
