@@ -80,7 +80,8 @@ def test_a_line_goes_through_a_link_inside_and_never_out(project, tmp_path):
     (project / "CLAUDE.md").write_text("# Rules\n- first")
     (project / "AGENTS.md").symlink_to("CLAUDE.md")
     diff = append_line(project, "AGENTS.md", "  second   rule ")
-    assert (project / "AGENTS.md").is_symlink() and (project / "CLAUDE.md").read_text() == "# Rules\n- first\nsecond rule\n"
+    assert (project / "AGENTS.md").is_symlink()
+    assert (project / "CLAUDE.md").read_text() == "# Rules\n- first\nsecond rule\n"
     assert "+second rule" in diff and "-- first" in diff  # the changed last line and the new one
     append_line(project, ".auger/memory.md", "made with its directory")
     assert (project / ".auger" / "memory.md").read_text() == "made with its directory\n"
