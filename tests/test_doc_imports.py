@@ -22,13 +22,14 @@ def test_an_import_on_its_own_line_is_expanded_in_place(project):
     (project / "docs" / "conventions.md").write_text("Use TABS-42.\n@style.md\n")
     (project / "docs" / "style.md").write_text("Name things NAME-7.\n")
     (project / "AGENTS.md").write_text("# Rules\n@docs/conventions.md\nMention @someone inline.\n"
-                                       "```\n@docs/style.md\n```\nEnd.\n")
+                                       "```\n@docs/style.md\n```\n@alice\nEnd.\n")
     found = docs(project)
     assert found.text.index("# Rules") < found.text.index("TABS-42") < found.text.index("NAME-7") < \
         found.text.index("Mention @someone") < found.text.index("End.")
     assert "```\n@docs/style.md\n```" in found.text  # an example in a code block stays text
+    assert "\n@alice\n" in found.text  # no such file: the line stays, with a warning
     assert found.imports == [project / "docs" / "conventions.md", project / "docs" / "style.md"]
-    assert not found.warnings
+    assert found.warnings == [f"{project}/AGENTS.md: @alice not imported: no such file"]
 
 
 def test_imports_that_lead_out_of_the_project_are_refused_with_a_note(project, tmp_path):

@@ -5,7 +5,8 @@ Instruction files are not trusted more than the repository they come from, so an
 the file holding it was: beneath the same root (the project, or the user's config dir for the global
 file), relative to the importing file's directory. What would leave that root — `..` climbing out, an
 absolute or `~` path, a symlink out — is refused, and so is a cycle or a chain deeper than MAX_DEPTH; a
-refusal leaves a one-line note in place (so the model knows something was left out) and a warning.
+refusal leaves a one-line note in place (so the model knows something was left out) and a warning. A
+path naming no file leaves the line as it was (it may be text) and a warning.
 
 Only a line that is nothing but `@` and a path imports, and never inside a fenced code block: `@someone`
 in a sentence, or an example in a code block, stays text. The expansion stops once the text reaches the
@@ -30,6 +31,10 @@ _FENCE = re.compile(r"\s*(```|~~~)")
 
 class ImportRefused(Exception):
     """The reader could not (or must not) give an imported file; the message says why, in a few words."""
+
+
+class ImportMissing(ImportRefused):
+    """No such file: the line may as well be text (`@someone` alone on a line), so it stays as written."""
 
 
 # root-relative path -> the file's text; raises ImportRefused
@@ -76,7 +81,7 @@ def _expand(text: str, rel_path: str, chain: tuple[str, ...], read: Reader, out:
             inner = read(rel)
         except ImportRefused as exc:
             out.notes.append(f"{rel_path}: @{target} not imported: {exc}")
-            lines.append(f"[@{target} not imported: {exc}]\n")
+            lines.append(line if isinstance(exc, ImportMissing) else f"[@{target} not imported: {exc}]\n")
             continue
         out.imported.append(rel)
         body = _expand(inner, rel, (*chain, rel), read, out, max_bytes - size, root_name).strip("\n") + "\n"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from auger.context.doc_imports import ImportRefused, expand_imports
+from auger.context.doc_imports import ImportMissing, ImportRefused, expand_imports
 from auger.policy.fs import RootHandle, read_beneath
 
 OVERRIDE_NAME = "AGENTS.override.md"
@@ -88,10 +88,12 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
                             "(no '/', '..' or absolute path); ignored")
         elif name not in names:
             names.append(name)
-    given = _absolute(project) if project is not None else None
-    project = given if given is not None and _is_within(cwd, given) else stop if stop is not None else cwd
-    if project == given and _is_within(root, project):
-        root = project  # a repository nested in the project (cwd in it): the project's own docs apply too
+    if project is not None and _is_within(cwd, _absolute(project)):
+        project = _absolute(project)
+        if _is_within(root, project):
+            root = project  # a repository nested in the project (cwd in it): the project's own docs apply too
+    else:
+        project = stop if stop is not None else cwd
     files: list[_Doc] = []
     imports: list[Path] = []
     for directory in _chain(root, cwd):
@@ -241,7 +243,7 @@ def _with_imports(path: Path, text: str | None, handle: RootHandle, max_bytes: i
         except ValueError:  # PathEscape
             raise ImportRefused(f"a symlink out of {root_name}") from None
         except FileNotFoundError:
-            raise ImportRefused("no such file") from None
+            raise ImportMissing("no such file") from None
         except OSError as exc:
             why = {errno.ELOOP: f"a symlink (loop, or out of {root_name})", errno.EISDIR: "a directory",
                    errno.EINVAL: "not a regular file",
