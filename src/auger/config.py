@@ -59,6 +59,10 @@ class Config:
     pending: bool = False  # queue file changes for review (`auger pending`) instead of writing them
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
+    developer_instructions: str | None = None  # added to every session's instructions (user config only)
+    base_instructions: str | None = None  # replaces the packaged base prompt, at the user's own risk
+    compact_prompt: str | None = None  # replaces the request for a hand-off summary when compacting
+    memory: bool = False  # offer the `remember` tool; its notes go to .auger/memory.md, read as instructions
     model_reasoning_effort: str | None = None  # Responses API; checked against the model's known efforts
     model_reasoning_summary: str | None = "auto"  # Responses API reasoning summaries; "" turns them off
     thinking_budget: int | None = None  # Anthropic extended thinking, in tokens
@@ -67,7 +71,7 @@ class Config:
     backend_idle_timeout: float = 600.0  # seconds an idle backend agent process is kept warm
     session_token_budget: int | None = None  # stop cleanly once a session used this many tokens
     session_cost_budget: float | None = None  # ...or this much money (USD)
-    trust_project_config: bool = False  # honour provider definitions in a project's .auger/config.toml
+    trust_project_config: bool = False  # honour a project's [providers] and developer_instructions (.auger/config.toml)
     trust_project_mcp: bool = False  # start the MCP servers a project's .auger/config.toml defines
     trust_project_hooks: bool = False  # run the [hooks] a project's .auger/config.toml defines (engine/hooks.py)
     hooks_timeout: float = 10.0  # seconds a hook may take (a hook's own `timeout` wins)
@@ -81,6 +85,9 @@ class Config:
     # The provider `base_url` and `api_key_env` are for: the one the user's own settings chose (never a
     # project's choice). None when built directly: the provider it is built with.
     endpoint_provider: str | None = None
+    # A trusted project's `developer_instructions` (trust_project_config): added after the user's, never
+    # replacing them. Only a project's config file sets it.
+    project_developer_instructions: str | None = None
 
     def __post_init__(self) -> None:
         if self.endpoint_provider is None:
@@ -88,7 +95,8 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)
-           if f.name not in ("diagnostics", "tables", "tables_source", "endpoint_provider")}
+           if f.name not in ("diagnostics", "tables", "tables_source", "endpoint_provider",
+                             "project_developer_instructions")}
 # What a base URL given without a provider means, wherever it is given: some OpenAI-compatible server.
 BASE_URL_PROVIDER = "openai-compatible"
 # A project's own config file comes with the repository: it may describe models and pick among configured
@@ -207,12 +215,27 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
                 merged.update(value)
             config.tables_source = ", ".join(filter(None, (config.tables_source, str(path))))
             continue
+        if project and key == "developer_instructions":
+            _project_developer_text(config, value, path)
+            continue
         if project and key not in PROJECT_KEYS:
             config.diagnostics.append(f"{path}: '{key}' cannot be set by a project's config file (ignored)")
             continue
         if _set(config, key, value, str(path), relative_to=path.parent):
             applied.add(key)
     return applied
+
+
+def _project_developer_text(config: Config, value: Any, path: Path) -> None:
+    """A project's `developer_instructions`: text the model follows as the user's own, so only a user who
+    trusts the project's config (trust_project_config) lets it in, and it adds to theirs."""
+    if not config.trust_project_config:
+        config.diagnostics.append(f"{path}: 'developer_instructions' ignored: a project adds instructions only "
+                                  "where you trust its config (set trust_project_config = true in your user config)")
+    elif not isinstance(value, str):
+        config.diagnostics.append(f"{path}: 'developer_instructions' expects a string, got {value!r} (ignored)")
+    else:
+        config.project_developer_instructions = value
 
 
 def _parse_value(text: str, kind: str) -> Any:

@@ -384,7 +384,7 @@ class MockHandler(BaseHTTPRequestHandler):
         self._send_bytes(status, self._encode_json(obj), "application/json")
 
     def _start_stream(self) -> None:
-        self._send_headers(200, "text/event-stream; charset=utf-8", None)
+        self._send_headers(200, "text/event-stream; charset=utf-8", None, self.server.mock.stream_headers)
 
     def _write_chunk(self, data: bytes) -> None:
         # One write (one send) per SSE event: chunk header, event, CRLF together.
@@ -433,6 +433,8 @@ class MockServer(Generic[StepT, RecordT]):
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: Headers every streamed answer carries (a provider's rate-limit headers, say); set by a test.
+        self.stream_headers: dict[str, str] = {}
         self.add(*steps)
 
     # -- public API -------------------------------------------------------- #

@@ -32,19 +32,6 @@ def test_bang_runs_a_shell_command_and_the_model_sees_it(term, server, project):
     assert any("I ran this shell command myself" in u and "from-the-user" in u for u in users)
 
 
-def test_init_writes_a_starter_agents_md_once(term, server, project):
-    (project / "pyproject.toml").write_text("[project]\nname='x'\n")
-    (project / "src").mkdir()
-    t = term()
-    t.ready()
-    t.submit("/init")
-    t.wait_for("wrote AGENTS.md")
-    text = (project / "AGENTS.md").read_text()
-    assert "Python" in text and "pytest -q" in text and "`src/`" in text
-    t.submit("/init")
-    t.wait_for("AGENTS.md already exists; not overwritten")
-
-
 def test_control_sequences_from_the_model_are_not_passed_to_the_terminal(term, server):
     server.add(Reply(text="before \x1b[2J\x1b[H\x1b]0;pwned\x07after"))
     t = term()

@@ -60,8 +60,12 @@ def _family_instructions(family: str) -> str:
     return text + "\n"
 
 
-def base_instructions(model: str | None) -> str:
-    """The default prompt plus a short addendum for the model's family; deterministic for a given model."""
+def base_instructions(model: str | None, override: str | None = None) -> str:
+    """The default prompt plus a short addendum for the model's family; deterministic for a given model.
+    `override` (the user's `base_instructions`) replaces all of it: the user then owns what the model is
+    told about its tools and its conduct."""
+    if override and override.strip():
+        return override.strip() + "\n"
     return _family_instructions(model_family(model))
 
 

@@ -14,6 +14,10 @@ symlink followed, so an `AGENTS.md` that is a symlink out (to `~/.ssh/id_rsa`, s
 warning instead of being sent to the model — even when the project sits inside a larger repository
 (a home directory kept in git) that also holds the secret. A fallback name must be a plain file name;
 `../x`, `a/b` or an absolute path is refused. The user's own config dir is trusted and read as it is.
+
+A doc may import other files with a line holding only `@path` (context/doc_imports.py), read beneath
+the same handle as the doc itself (the global doc's: the user's config dir); the imports count
+towards the same byte budget.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from auger.context.doc_imports import ImportMissing, ImportRefused, expand_imports
 from auger.policy.fs import RootHandle, read_beneath
 
 OVERRIDE_NAME = "AGENTS.override.md"
@@ -32,10 +37,12 @@ DEFAULT_MAX_BYTES = 32768
 
 @dataclass
 class ProjectDocs:
-    """The concatenated docs, the files they came from (root first) and what went wrong reading them."""
+    """The concatenated docs, the files they came from (root first), the files they imported, and what
+    went wrong reading them."""
 
     text: str = ""
     sources: list[Path] = field(default_factory=list)
+    imports: list[Path] = field(default_factory=list)
     truncated: bool = False
     warnings: list[str] = field(default_factory=list)
 
@@ -58,12 +65,14 @@ def find_repo_root(cwd: Path, stop_at: Path | None = None) -> Path | None:
 
 
 def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_bytes: int = DEFAULT_MAX_BYTES,
-                          stop_at: Path | None = None) -> ProjectDocs:
+                          stop_at: Path | None = None, project: Path | None = None) -> ProjectDocs:
     """Collect the project docs that apply in `cwd`, root first, capped at `max_bytes` of doc content.
 
     The root is the repository root (the first directory with `.git` walking up); without one it is
     `stop_at` when `cwd` lies inside it, else `cwd` alone — outside a repository there is no way to know
     which parent directories belong to the project, and reading a stray `~/AGENTS.md` would surprise.
+    `project` (default: `stop_at`, else `cwd`) is the directory whose handle docs inside it are read
+    beneath: a session working in a subdirectory still reads its project's docs as the project's.
     """
     cwd = _absolute(cwd)
     warnings: list[str] = []
@@ -79,8 +88,14 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
                             "(no '/', '..' or absolute path); ignored")
         elif name not in names:
             names.append(name)
-    project = stop if stop is not None else cwd
-    files: list[tuple[Path, str, bytes | OSError]] = []
+    if project is not None and _is_within(cwd, _absolute(project)):
+        project = _absolute(project)
+        if _is_within(root, project):
+            root = project  # a repository nested in the project (cwd in it): the project's own docs apply too
+    else:
+        project = stop if stop is not None else cwd
+    files: list[_Doc] = []
+    imports: list[Path] = []
     for directory in _chain(root, cwd):
         inside = _is_within(directory, project)
         try:
@@ -88,13 +103,52 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
         except OSError as exc:
             warnings.append(f"{directory}: cannot open ({exc.strerror or exc}); its docs are skipped")
             continue
-        found = _first_doc(handle, directory.relative_to(handle.path).as_posix(), names, warnings, follow=inside)
-        handle.close()
-        if found is not None:
-            files.append((found[0], found[0].relative_to(root).as_posix(), found[1]))
+        try:
+            found = _first_doc(handle, directory.relative_to(handle.path).as_posix(), names, warnings, follow=inside)
+            if found is not None:
+                text = _with_imports(found[0], _read_doc(found[0], found[1], warnings), handle, max_bytes,
+                                     follow=inside, root_name="the project", warnings=warnings, imported=imports)
+                files.append((found[0], found[0].relative_to(root).as_posix(), text))
+        finally:
+            handle.close()
     docs = _concatenate(files, max_bytes)
+    docs.imports = imports
     docs.warnings[:0] = warnings
     return docs
+
+
+def file_docs(root: Path, rel: str, label: str, max_bytes: int = DEFAULT_MAX_BYTES) -> ProjectDocs:
+    """One more instruction file inside the project (the memory file, `.auger/memory.md`), read beneath
+    the project's handle as its docs are, imports included; empty when there is no such file."""
+    root = _absolute(root)
+    warnings: list[str] = []
+    imports: list[Path] = []
+    rel_dir, _, name = rel.rpartition("/")
+    try:
+        handle = RootHandle(root)
+    except OSError as exc:
+        return ProjectDocs(warnings=[f"{root}: cannot open ({exc.strerror or exc}); {rel} is not read"])
+    try:
+        found = _first_doc(handle, rel_dir or ".", [name], warnings, follow=True)
+        text = None if found is None else _with_imports(
+            found[0], _read_doc(found[0], found[1], warnings), handle, max_bytes, follow=True,
+            root_name="the project", warnings=warnings, imported=imports)
+    finally:
+        handle.close()
+    docs = _concatenate([(root / rel, label, text)], max_bytes)
+    docs.imports = imports
+    docs.warnings[:0] = warnings
+    return docs
+
+
+def doc_path(directory: Path, fallback_names: Sequence[str] = ()) -> Path:
+    """The doc a directory contributes, by the layout rule (the override, AGENTS.md, a fallback name);
+    `AGENTS.md` when it has none yet — where a new line of instructions for that directory goes."""
+    directory = _absolute(directory)
+    for name in (OVERRIDE_NAME, DOC_NAME, *(n for n in fallback_names if plain_file_name(n))):
+        if _is_file(directory / name):
+            return directory / name
+    return directory / DOC_NAME
 
 
 def plain_file_name(name: object) -> bool:
@@ -124,25 +178,49 @@ def _first_doc(handle: RootHandle, rel_dir: str, names: list[str], warnings: lis
     return None
 
 
+def global_doc_path(config_dir: Path) -> Path:
+    """The user's global instructions file in force: `AGENTS.override.md` if there is one, else
+    `AGENTS.md` (which need not exist yet: it is where new global instructions go)."""
+    config_dir = _absolute(config_dir)
+    override = config_dir / OVERRIDE_NAME
+    return override if _is_file(override) else config_dir / DOC_NAME
+
+
 def global_docs(config_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> ProjectDocs:
     """The user's own instructions for every project: `AGENTS.override.md` else `AGENTS.md` in the
-    config dir. Its header names the full path, so it is never mistaken for the project's AGENTS.md."""
-    config_dir = _absolute(config_dir)
-    for name in (OVERRIDE_NAME, DOC_NAME):
-        path = config_dir / name
-        if _is_file(path):
-            try:
-                data: bytes | OSError = path.read_bytes()
-            except OSError as exc:
-                data = exc
-            return _concatenate([(path, str(path), data)], max_bytes)
-    return ProjectDocs()
+    config dir. Its header names the full path, so it is never mistaken for the project's AGENTS.md.
+    Its imports are read beneath the config dir."""
+    path = global_doc_path(config_dir)
+    if not _is_file(path):
+        return ProjectDocs()
+    warnings: list[str] = []
+    imports: list[Path] = []
+    try:
+        data: bytes | OSError = path.read_bytes()
+    except OSError as exc:
+        data = exc
+    text = _read_doc(path, data, warnings)
+    try:
+        handle = RootHandle(path.parent)
+    except OSError as exc:
+        warnings.append(f"{path.parent}: cannot open ({exc.strerror or exc}); imports are not read")
+    else:
+        try:
+            text = _with_imports(path, text, handle, max_bytes, follow=True, root_name="your config directory",
+                                 warnings=warnings, imported=imports)
+        finally:
+            handle.close()
+    docs = _concatenate([(path, str(path), text)], max_bytes)
+    docs.imports = imports
+    docs.warnings[:0] = warnings
+    return docs
 
 
-def user_instructions(global_docs: ProjectDocs, project_docs: ProjectDocs) -> str | None:
-    """The first context message of a session: global docs, then project docs, in one tagged block.
-    None when there is nothing to say, so the engine sends no empty message."""
-    parts = [d.text for d in (global_docs, project_docs) if d.text]
+def user_instructions(*docs: ProjectDocs) -> str | None:
+    """The first context message of a session: the global docs, the project docs (and the project's
+    memory file), in one tagged block. None when there is nothing to say, so the engine sends no empty
+    message."""
+    parts = [d.text for d in docs if d.text]
     if not parts:
         return None
     return "<user_instructions>\n" + "\n\n".join(parts) + "\n</user_instructions>"
@@ -150,16 +228,46 @@ def user_instructions(global_docs: ProjectDocs, project_docs: ProjectDocs) -> st
 
 # --- internals ---------------------------------------------------------------------------------------
 
+_Doc = tuple[Path, str, str | None]  # (path, label, text: None when it could not be read)
 
-def _concatenate(files: list[tuple[Path, str, bytes | OSError]], max_bytes: int) -> ProjectDocs:
-    """Join `(path, label, content or read error)` files into one text under a byte budget for the docs'
-    own content (headers and the truncation note are not counted: they are a few bytes and the user
-    cannot shorten them)."""
+
+def _with_imports(path: Path, text: str | None, handle: RootHandle, max_bytes: int, *, follow: bool,
+                  root_name: str, warnings: list[str], imported: list[Path]) -> str | None:
+    """The doc's text with its `@path` imports expanded, each read beneath `handle` as the doc was."""
+    if text is None:
+        return None
+
+    def read(rel: str) -> str:
+        try:
+            data = read_beneath(handle, rel, limit=max(0, max_bytes), follow=follow)
+        except ValueError:  # PathEscape
+            raise ImportRefused(f"a symlink out of {root_name}") from None
+        except FileNotFoundError:
+            raise ImportMissing("no such file") from None
+        except OSError as exc:
+            why = {errno.ELOOP: f"a symlink (loop, or out of {root_name})", errno.EISDIR: "a directory",
+                   errno.EINVAL: "not a regular file",
+                   errno.EFBIG: f"larger than project_doc_max_bytes ({max_bytes})"}.get(exc.errno or 0)
+            raise ImportRefused(why or f"cannot read it ({exc.strerror or exc})") from None
+        if b"\0" in data:
+            raise ImportRefused("a binary file")
+        return data.decode("utf-8", errors="replace")
+
+    expansion = expand_imports(text, path.relative_to(handle.path).as_posix(), read, max_bytes=max_bytes,
+                               root_name=root_name)
+    warnings.extend(f"{handle.path}/{note}" for note in expansion.notes)
+    imported.extend(handle.path / rel for rel in expansion.imported)
+    return expansion.text
+
+
+def _concatenate(files: list[_Doc], max_bytes: int) -> ProjectDocs:
+    """Join `(path, label, text)` files into one text under a byte budget for the docs' own content
+    (headers and the truncation note are not counted: they are a few bytes and the user cannot
+    shorten them)."""
     docs = ProjectDocs()
     parts: list[str] = []
     budget = max(0, max_bytes)
-    for index, (path, label, content) in enumerate(files):
-        text = _read_doc(path, content, docs.warnings)
+    for index, (path, label, text) in enumerate(files):
         if text is None or not text.strip():
             continue  # empty or unreadable: nothing to head with a comment
         data = text.strip("\n").encode("utf-8")

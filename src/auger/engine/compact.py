@@ -15,7 +15,7 @@ from typing import Sequence
 
 from auger.engine.host import TurnHost
 from auger.engine.history import normalise, to_prompt
-from auger.engine.model_call import announce_retries, call_model
+from auger.engine.model_call import announce_limits, announce_retries, call_model
 from auger.engine.tokens import estimate_request, estimate_text
 from auger.engine.turn_context import TurnContext
 from auger.models.base import ContextWindowExceeded, ModelRequest
@@ -93,17 +93,21 @@ async def _summarise(ctx: TurnContext, host: TurnHost, view: list[Item], plan: l
     The request keeps the conversation's tool list (so the prompt-cache prefix still matches) but
     forbids calls: a model that answers with a call instead of text would otherwise lose the summary.
     An empty reply is asked once more; a second one falls back to `record_summary`. If the request
-    itself overflows, the oldest conversation items are dropped and it is retried.
+    itself overflows, the oldest conversation items are dropped and it is retried. The user's
+    `compact_prompt` replaces SUMMARY_PROMPT.
     """
     context = [i for i in view if isinstance(i, ContextMessage) and i.kind in ("instructions", "environment")]
     rest = [i for i in view if i not in context]
+    ask = (ctx.workspace.config.compact_prompt or "").strip() or SUMMARY_PROMPT  # the user's, if set
     overflows = empty = 0
     while empty < SUMMARY_ATTEMPTS:
-        items = to_prompt([*context, *normalise(rest)], ctx.limits.output_cap_chars) + [UserMessage(SUMMARY_PROMPT)]
-        request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none")
+        items = to_prompt([*context, *normalise(rest)], ctx.limits.output_cap_chars) + [UserMessage(ask)]
+        request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none", effort=ctx.effort,
+                               summary=ctx.summary)
         try:
             reply = await call_model(ctx.client, request, ctx.retry,
-                                     on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry))
+                                     on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry),
+                                     on_limits=announce_limits(host.emit, ctx.turn_id))
             await host.charge(ctx.turn_id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
         except ContextWindowExceeded:
             overflows += 1

@@ -1,7 +1,8 @@
 """What a session tells the model about its world, recorded as items so resume replays it exactly.
 
-A new session records its instructions (global and project AGENTS.md, the skills list)
-and its environment. Both are read again at each user turn (and on resume), and only
+A new session records its instructions (the user's developer instructions, global and
+project AGENTS.md with their imports, the project's memory file, the skills list) and its
+environment. Both are read again at each user turn (and on resume), and only
 changes are told: edited instructions become one item that replaces the earlier ones;
 a new trust mode, model, date or branch becomes a short `<environment_context>` with
 just the fields that differ. What was recorded is never rewritten, so a resumed session
@@ -14,7 +15,9 @@ import dataclasses
 from pathlib import Path
 from typing import Sequence
 
+from auger.config import Config
 from auger.context.instructions import EnvironmentContext
+from auger.context.memory import memory_docs
 from auger.context.project_docs import discover_project_docs, global_docs, user_instructions
 from auger.context.skills import SkillIndex
 from auger.protocol.items import ContextMessage, Item
@@ -26,14 +29,31 @@ INSTRUCTIONS_REMOVED = ("<instructions_changed>The instructions given earlier in
                         "longer apply.</instructions_changed>")
 
 
-def read_instructions(root: Path, config_dir: Path, skills: SkillIndex, *, fallback_names: Sequence[str],
-                      max_bytes: int, warnings: list[str]) -> str:
-    """The instructions as the files say now (global and project AGENTS.md, the skills list); "" for none."""
-    project = discover_project_docs(root, fallback_names=fallback_names, max_bytes=max_bytes)
+def read_instructions(root: Path, config_dir: Path, skills: SkillIndex, config: Config, *, warnings: list[str],
+                      cwd: Path | None = None) -> str:
+    """The instructions as the config and the files say now: developer instructions, the global and
+    project AGENTS.md (those from the root down to `cwd`, default the root), the memory file when
+    `memory` is on, the skills list; "" for none."""
+    max_bytes = config.project_doc_max_bytes
+    project = discover_project_docs(cwd or root, fallback_names=config.project_doc_fallback_filenames,
+                                    max_bytes=max_bytes, project=root)
     personal = global_docs(config_dir, max_bytes)
-    warnings.extend([*personal.warnings, *project.warnings, *skills.warnings])
-    parts = [text for text in (user_instructions(personal, project), skills.render_list()) if text]
+    memory = memory_docs(root, max_bytes) if config.memory else None
+    warnings.extend([*personal.warnings, *project.warnings, *(memory.warnings if memory else ()), *skills.warnings])
+    docs = user_instructions(personal, project, *((memory,) if memory else ()))
+    parts = [text for text in (developer_instructions(config), docs, skills.render_list()) if text]
     return "\n\n".join(parts)
+
+
+def developer_instructions(config: Config) -> str | None:
+    """The user's `developer_instructions`, then a trusted project's (config.py), in one tagged block."""
+    parts = [text.strip() for text in (config.developer_instructions,) if text and text.strip()]
+    project = (config.project_developer_instructions or "").strip()
+    if project:
+        parts.append(f"<!-- from the project's .auger/config.toml -->\n{project}")
+    if not parts:
+        return None
+    return "<developer_instructions>\n" + "\n\n".join(parts) + "\n</developer_instructions>"
 
 
 def instructions_item(current: str, items: Sequence[Item]) -> ContextMessage | None:

@@ -3,7 +3,8 @@
 Turns, compaction summaries and titles all call `call_model`. Deltas are handed to
 `on_delta` as they arrive (a turn emits them; a summary or a title passes None and stays
 quiet); a retry discards the failed attempt's partial reply and is reported through
-`on_retry`. The caller records and accounts the reply: nothing here touches a session.
+`on_retry`; the rate limits each response states (a failed one's too) go to `on_limits`.
+The caller records and accounts the reply: nothing here touches a session.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from auger.models.base import (
-    Completed, ModelClient, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta,
-    ToolCallReady, UsageReport,
+    Completed, ModelClient, ModelError, ModelRequest, RateLimitReport, ReasoningDelta, ReasoningDone, StreamEvent,
+    TextDelta, ToolCallReady, UsageReport,
 )
+from auger.models.rate_limits import RateLimitSnapshot
 from auger.models.retry import RetryPolicy, stream_with_retry
-from auger.protocol.events import Event, Retrying, Usage
+from auger.protocol.events import Event, RateLimits, Retrying, Usage
 
 NO_RETRY = RetryPolicy(max_attempts=1)
 
@@ -45,10 +47,15 @@ class Reply:
 
 async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPolicy = NO_RETRY, *,
                      on_delta: Callable[[StreamEvent], None] | None = None,
-                     on_retry: Callable[[int, float, ModelError], None] | None = None) -> Reply:
+                     on_retry: Callable[[int, float, ModelError], None] | None = None,
+                     on_limits: Callable[[RateLimitSnapshot], None] | None = None) -> Reply:
     """The complete reply; raises ModelError when it cannot be had within the retry policy."""
     reply = Reply()
     started = time.monotonic()
+
+    def limits(snapshot: RateLimitSnapshot | None) -> None:
+        if snapshot is not None and on_limits is not None:
+            on_limits(snapshot)
 
     def on_event(event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
@@ -64,18 +71,22 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
         elif isinstance(event, Completed):
             reply.finish_reason = event.finish_reason
             reply.warning = event.warning
+        elif isinstance(event, RateLimitReport):
+            limits(event.limits)
         if on_delta is not None and isinstance(event, (TextDelta, ReasoningDelta)):
             on_delta(event)
 
     def retried(attempt: int, delay: float, error: ModelError) -> None:
         nonlocal reply
         reply = Reply()  # the failed attempt's partial reply is discarded
+        limits(error.rate_limits)
         if on_retry is not None:
             on_retry(attempt, delay, error)
 
     try:
         await stream_with_retry(client, request, retry, on_event, retried)
     except ModelError as exc:
+        limits(exc.rate_limits)
         if exc.retryable:
             raise ModelError(f"model request failed after {retry.max_attempts} attempts: {exc}",
                              retryable=False, status=exc.status) from exc
@@ -86,8 +97,20 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
 
 def announce_retries(emit: Callable[[Event], None], turn_id: str,
                      retry: RetryPolicy) -> Callable[[int, float, ModelError], None]:
-    """An `on_retry` that tells the client a reply is being requested again, and why."""
+    """An `on_retry` that tells the client a reply is being requested again, and why (a 429 waiting for
+    its limit to refill says so)."""
     def on_retry(attempt: int, delay: float, error: ModelError) -> None:
-        emit(Retrying(turn_id, attempt, retry.max_attempts, round(delay, 3), str(error)))
+        reason = str(error)
+        if error.retry_after is None and error.reset_after is not None:
+            reason += f" (waiting for the rate limit to reset in {error.reset_after:.1f}s)"
+        emit(Retrying(turn_id, attempt, retry.max_attempts, round(delay, 3), reason))
 
     return on_retry
+
+
+def announce_limits(emit: Callable[[Event], None], turn_id: str) -> Callable[[RateLimitSnapshot], None]:
+    """An `on_limits` that tells the client the provider's rate limits as a response stated them."""
+    def on_limits(snapshot: RateLimitSnapshot) -> None:
+        emit(RateLimits(turn_id, list(snapshot.windows), dict(snapshot.headers), snapshot.status))
+
+    return on_limits

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from auger.changes.review_change import MAX_DIFF_CHARS, Change, GitReader, ReviewError
-from auger.protocol.events import AgentMessage, TurnEnded
-from auger.protocol.ops import Shutdown, UserTurn
+from auger.protocol.ops import Shutdown
 
 if TYPE_CHECKING:
     from auger.engine.sessions import SessionManager
@@ -245,24 +244,13 @@ async def run_review(sessions: SessionManager, client: ModelClient, change: Chan
 
 
 async def _ask(session: Any, stream: Any, text: str, on_envelope: Callable[[Envelope], None] | None) -> str:
-    """Run one turn; the text of its last reply, or ReviewFailed when the turn did not complete. A
-    sub-agent's messages and turn end (their envelopes name the spawn call) are not the review's."""
-    session.submit(UserTurn(text))
-    reply = ""
-    async for envelope in stream:
-        if on_envelope is not None:
-            on_envelope(envelope)
-        event = envelope.event
-        if envelope.parent_call_id is not None:
-            continue
-        if isinstance(event, AgentMessage):
-            reply = event.text
-        elif isinstance(event, TurnEnded):
-            if event.reason != "complete":
-                raise ReviewFailed(f"the review turn ended ({event.reason}): {event.message or 'no reason given'}",
-                                   session.id, [reply] if reply else [])
-            return reply
-    raise ReviewFailed("the review session ended before its turn did", session.id, [reply] if reply else [])
+    """Run one turn; the text of its last reply, or ReviewFailed when the turn did not complete."""
+    from auger.engine.sessions import TurnIncomplete, reply_of
+
+    try:
+        return await reply_of(session, stream, text, on_envelope)
+    except TurnIncomplete as exc:
+        raise ReviewFailed(f"the review {exc}", session.id, [exc.reply] if exc.reply else []) from None
 
 
 # ------------------------------------------------------------------ quoting the code

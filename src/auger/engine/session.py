@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import os
 import shutil
@@ -45,13 +46,15 @@ from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
 from auger.engine.turn_context import TurnContext
+from auger.engine.turn_settings import SettingRefused, recorded_settings, settings_after, working_dir
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
     ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ElicitationForm, Event, ModeChanged,
-    ModelChanged, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnEnded, TurnStarted, Usage,
+    ModelChanged, RateLimits, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnContextChanged,
+    TurnEnded, TurnStarted, Usage,
     WarningEvent,
 )
 from auger.protocol.envelope import Envelope
@@ -59,7 +62,7 @@ from auger.protocol import items as it
 from auger.protocol.items import Item
 from auger.protocol.ops import (
     AddMcpServer, ApprovalDecision, CancelAgents, Compact, Interrupt, Op, PendingApply, PendingDiscard, PendingRewind,
-    Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, SetTurnContext, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store, StoreError
@@ -137,6 +140,9 @@ class Session:
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
         self.backends = SessionBackend(meta.id, store, workspace.config)  # the agent that runs the turns
+        self.rate_limits: RateLimits | None = None  # what the provider last said of its limits (for snapshots)
+        self.settings = recorded_settings(history.items)  # effort, summary, working directory (set_turn_context)
+        runtime.cwd = working_dir(runtime.root, self.settings) if self.settings.cwd else None
 
     @classmethod
     async def open(cls, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
@@ -208,6 +214,7 @@ class Session:
         if queue is not None:
             session.pending = queue
             runtime.after_mutation.append(session._capture_pending)
+        await session._check_working_dir(warnings)
         # a new model is told to the model as an environment change, recorded
         await session._refresh(CONTEXT_TURN, warnings=warnings)
         await session._hook("session_start", {"resumed": resumed}, warnings.append)
@@ -321,10 +328,12 @@ class Session:
 
     # -- engine side ----------------------------------------------------------------
     def emit(self, event: Event) -> None:
-        self._stream.emit(event, _SUBMISSION.get())
+        self.emit_for(event, None)
 
     def emit_for(self, event: Event, parent_call_id: str | None) -> None:
         """Emit a sub-agent's event: its envelope names the spawn call it came from."""
+        if isinstance(event, RateLimits):
+            self.rate_limits = event
         self._stream.emit(event, _SUBMISSION.get(), parent_call_id)
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,
@@ -416,10 +425,11 @@ class Session:
         return ContextLimits.of(window, config.model_auto_compact_token_limit)
 
     def instructions(self) -> str:
-        """The system prompt: the model family's base instructions (deterministic; the rest is recorded)."""
+        """The system prompt: the model family's base instructions, or the user's `base_instructions`
+        (deterministic; the rest is recorded)."""
         from auger.context.instructions import base_instructions
 
-        return base_instructions(self.client.model)
+        return base_instructions(self.client.model, self.workspace.config.base_instructions)
 
     def context_estimate(self) -> int:
         """Tokens the next request would occupy, as the next turn would count them."""
@@ -433,7 +443,8 @@ class Session:
             model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime, limits=self.limits,
             budgets=Budgets(config.session_token_budget or None, config.session_cost_budget),
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
-            max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive)
+            max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive,
+            effort=self.settings.effort, summary=self.settings.summary)
 
     async def _refresh(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
         """Read the instructions, skills and environment again; record what changed since they were last
@@ -445,9 +456,7 @@ class Session:
 
         config = self.workspace.config
         self.skills = self.runtime.skills = discover_skills(self.workspace.root, self.workspace.config_dir)
-        text = read_instructions(self.workspace.root, self.workspace.config_dir, self.skills,
-                                 fallback_names=config.project_doc_fallback_filenames,
-                                 max_bytes=config.project_doc_max_bytes,
+        text = read_instructions(self.workspace.root, self.workspace.config_dir, self.skills, config, cwd=self.cwd,
                                  warnings=warnings if warnings is not None else [])
         item = instructions_item(text, self.history.items)
         if item is not None:
@@ -471,7 +480,7 @@ class Session:
         from auger.context.instructions import EnvironmentContext
         from auger.engine.context import environment_item, last_environment
 
-        env = EnvironmentContext.capture(self.workspace.root, self.mode, self.client.model)
+        env = EnvironmentContext.capture(self.cwd, self.mode, self.client.model)
         item = environment_item(env, last_environment(self.history.items))
         if item is not None:
             await self.record(turn_id, item)
@@ -526,6 +535,8 @@ class Session:
             await self._set_mode(op.mode)
         elif isinstance(op, SetModel):
             await self._set_model(op.model, op.provider)
+        elif isinstance(op, SetTurnContext):
+            await self._set_turn_context(op)
         elif isinstance(op, Compact):
             if self.turn_running:
                 self.compact_requested = True  # before the running turn's next model call
@@ -555,8 +566,6 @@ class Session:
         return False
 
     async def _set_model(self, model: str, provider: str | None) -> None:
-        import dataclasses
-
         from auger.models.registry import ProviderError, client_for
 
         if self.turn_running:
@@ -579,6 +588,48 @@ class Session:
         self._probed_window = (client.model, await probe_window(client, config))
         self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
         await previous.aclose()
+
+    @property
+    def cwd(self) -> Path:
+        """The working directory the model is told and commands run in: the project root, or a directory in
+        it chosen with set_turn_context."""
+        return working_dir(self.workspace.root, self.settings)
+
+    async def _set_turn_context(self, op: SetTurnContext) -> None:
+        """Change the reasoning settings or the working directory for the next turns; recorded (so resume
+        and fork send the same), the directory told to the model as an environment change."""
+        from auger.models.registry import effort_problem
+
+        if self.turn_running:
+            self.emit(WarningEvent("turn settings refused: a turn is running; change them between turns"))
+            return
+        try:
+            settings = settings_after(self.settings, op, self.workspace.root)
+        except SettingRefused as exc:
+            self.emit(WarningEvent(f"turn settings refused: {exc}"))
+            return
+        config = self.workspace.config
+        if settings.effort is not None and settings.effort != self.settings.effort:
+            problem = effort_problem(dataclasses.replace(config, provider=self.client.provider, model=self.client.model,
+                                                         model_reasoning_effort=settings.effort))
+            if problem:
+                self.emit(WarningEvent(problem))
+        if settings != self.settings:
+            await self._apply_settings(settings)
+        self.emit(TurnContextChanged(settings.effort or config.model_reasoning_effort,
+                                     settings.summary or config.model_reasoning_summary or None, str(self.cwd)))
+
+    async def _apply_settings(self, settings: it.TurnSettings) -> None:
+        self.settings = settings
+        self.runtime.cwd = working_dir(self.runtime.root, settings) if settings.cwd else None
+        await self.record(CONTEXT_TURN, settings)
+        await self.update_environment()  # a new directory: told to the model, recorded
+
+    async def _check_working_dir(self, warnings: list[str]) -> None:
+        """A resumed session whose recorded working directory is gone works in the root again (recorded)."""
+        if self.settings.cwd and not self.cwd.is_dir():
+            warnings.append(f"the working directory {self.cwd} no longer exists; working in {self.workspace.root}")
+            await self._apply_settings(dataclasses.replace(self.settings, cwd=""))
 
     async def _rollback(self, turns: int) -> None:
         if self.turn_running:
@@ -797,8 +848,6 @@ class Session:
     async def _report_worktree(self) -> None:
         """A session working in a kept worktree (`--worktree`, changes/worktree.py) says at its end what it
         changed there against the base, and records it, so the user can apply or discard it."""
-        import dataclasses
-
         from auger.changes.worktree import WorktreeError, describe, open_worktree
         from auger.config import home_dirs
 

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 from auger.engine.accounting import UsageLedger
 from auger.engine.history import INTERRUPTED_OUTPUT, History, latest_plan
@@ -22,7 +22,7 @@ from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import stored_cost
 from auger.protocol.envelope import Envelope
-from auger.protocol.events import BackendChanged, Event, ModelChanged, TurnEnded, WarningEvent
+from auger.protocol.events import AgentMessage, BackendChanged, Event, ModelChanged, TurnEnded, WarningEvent
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store, StoreError
@@ -235,3 +235,34 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
         raise
     await session.wait_closed()  # stored, and its observers done with shutdown_complete
     return ended
+
+
+class TurnIncomplete(Exception):
+    """A turn `reply_of` drove ended without completing; the message says how, `reply` is the model's last
+    words in it ("" for none)."""
+
+    def __init__(self, message: str, reply: str) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+async def reply_of(session: Session, stream: AsyncIterator[Envelope], text: str,
+                   on_envelope: Callable[[Envelope], None] | None = None) -> str:
+    """Run one turn on `text` and return the text of its last reply, following `stream` (the session's
+    subscription, kept by the caller across turns); TurnIncomplete when the turn did not complete. A
+    sub-agent's messages and turn end (their envelopes name the spawn call) are not the turn's."""
+    session.submit(UserTurn(text))
+    reply = ""
+    async for envelope in stream:
+        if on_envelope is not None:
+            on_envelope(envelope)
+        event = envelope.event
+        if envelope.parent_call_id is not None:
+            continue
+        if isinstance(event, AgentMessage):
+            reply = event.text
+        elif isinstance(event, TurnEnded):
+            if event.reason != "complete":
+                raise TurnIncomplete(f"turn ended ({event.reason}): {event.message or 'no reason given'}", reply)
+            return reply
+    raise TurnIncomplete("session ended before its turn did", reply)

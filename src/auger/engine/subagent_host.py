@@ -169,16 +169,15 @@ class ChildHost:
 
         workspace = self.ctx.workspace
         config = workspace.config
-        text = read_instructions(workspace.root, workspace.config_dir, self.ctx.skills,
-                                 fallback_names=config.project_doc_fallback_filenames,
-                                 max_bytes=config.project_doc_max_bytes, warnings=[])
+        text = read_instructions(workspace.root, workspace.config_dir, self.ctx.skills, config, warnings=[])
         instructions = instructions_item(text, ())
         agent = self.run.agent
         items = [instructions,
                  ContextMessage(f"<agent name={agent.name!r}>\n{agent.instructions}\nYour final message is your "
                                 "answer to the agent that started you.\n</agent>", "agent") if agent.instructions
                  else None,
-                 environment_item(EnvironmentContext.capture(workspace.root, self.ctx.mode, self.ctx.model), None)]
+                 environment_item(EnvironmentContext.capture(self.ctx.runtime.cwd or workspace.root, self.ctx.mode,
+                                                             self.ctx.model), None)]
         for item in items:
             if item is not None:
                 await self.record(turn_id, item)

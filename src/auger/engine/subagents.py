@@ -375,6 +375,7 @@ class Child:
             runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
             runtime.deletes_own = prt.deletes_own
             runtime.grants = prt.grants  # what the user approved for the session holds for its agents
+            runtime.cwd = prt.cwd  # commands run where the session's do
         else:  # another tree (a worktree): only the cache must learn that something changed
             runtime.after_mutation = [pool.bump]
         child_control.runtime = runtime
@@ -386,7 +387,7 @@ class Child:
             from auger.models.registry import model_info
 
             info = model_info(client.model, config, client.provider)
-            instructions = base_instructions(client.model)
+            instructions = base_instructions(client.model, config.base_instructions)
         ctx = parent_ctx.derive(turn_id=uuid.uuid4().hex[:12], workspace=workspace, client=client, model_info=info,
                                 instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls)
         host = ChildHost(pool.session, run, child_control, ledger, runtime.archive, ctx)

@@ -121,6 +121,7 @@ class ToolRuntime:
         self.shared = shared
         self.cap = cap  # a sub-agent's: the mode its definition (and its parents') asked for; None: the session's
         self.root = root
+        self.cwd: Path | None = None  # where commands run by default (the session's working directory); None: root
         self.state = state
         self.archive = archive
         self.env = env
@@ -154,7 +155,7 @@ class ToolRuntime:
                           "Send a JSON object that matches the tool's parameters.")
         ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
                           turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills, mode=self.mode,
-                          emit_output=lambda stream, text: host.emit(
+                          cwd=self.cwd, emit_output=lambda stream, text: host.emit(
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
         try:
             args = spec.validate(arguments)

@@ -16,7 +16,7 @@ from auger.engine.compact import compact
 from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
-from auger.engine.model_call import Reply, announce_retries, call_model
+from auger.engine.model_call import Reply, announce_limits, announce_retries, call_model
 from auger.engine.streamed_items import StreamedItems
 from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec, StructuredOutputFailed
 from auger.engine.tool_runtime import Aborted, Denied, Ran
@@ -96,7 +96,8 @@ class Turn:
             await ctx.runtime.router.refresh()  # tool sources changed since the last call take effect now
             while True:
                 request = ModelRequest(ctx.system_prompt, host.history.for_prompt(ctx.limits.output_cap_chars),
-                                       list(ctx.tools), output=self.output.format if self.output else None)
+                                       list(ctx.tools), output=self.output.format if self.output else None,
+                                       effort=ctx.effort, summary=ctx.summary)
                 try:
                     reply, message_id = await self._call_model(request)
                     break
@@ -237,7 +238,8 @@ class Turn:
             announce(attempt, delay, error)
 
         try:
-            reply = await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta, on_retry=on_retry)
+            reply = await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta, on_retry=on_retry,
+                                     on_limits=announce_limits(host.emit, self.id))
         except BaseException:
             items.end(discarded=True)
             raise

@@ -1,7 +1,7 @@
 """TurnContext: everything a turn needs to know, frozen when the turn starts.
 
-The session builds one per turn (model and skills can change between turns, never during
-one). The trust mode is the exception: `mode` is read from the runtime at each use, because a
+The session builds one per turn (model, skills and reasoning settings can change between turns,
+never during one). The trust mode is the exception: `mode` is read from the runtime at each use, because a
 switch takes effect at once, also in a running turn (engine/shared.py). A sub-agent or a review
 runs with a variant made by `derive(...)`: another model, a filtered tool catalog (and the
 runtime that caps its mode), a lower call cap. What a turn may *do* is not here but in its
@@ -37,6 +37,8 @@ class TurnContext:
     retry: RetryPolicy
     max_model_calls: int
     interactive: bool
+    effort: str | None = None  # the session's reasoning settings (set_turn_context); None: as configured
+    summary: str | None = None
 
     @property
     def mode(self) -> str:

@@ -41,6 +41,6 @@ class Workspace:
         config = config or Config()
         config_dir = home_dirs()["config"]
         skills = discover_skills(root, config_dir)
-        return cls(root, config, tools or builtin_toolset(with_skills=bool(skills.skills)), skills,
-                   discover_prompts(root, config_dir), config_dir,
+        tools = tools or builtin_toolset(with_skills=bool(skills.skills), with_memory=config.memory)
+        return cls(root, config, tools, skills, discover_prompts(root, config_dir), config_dir,
                    load_plugins(root, project=project_plugins_enabled(config.tables)))

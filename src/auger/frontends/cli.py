@@ -157,12 +157,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.changes_cli import add_commands
     from auger.frontends.mcp_commands import add_parsers as add_mcp_parsers
     from auger.frontends.pending_cli import add_commands as add_pending_commands
+    from auger.frontends.init_cli import add_commands as add_init_commands
     from auger.frontends.review_cli import add_commands as add_review_commands
     from auger.frontends.worktree_cli import add_commands as add_worktree_commands
 
     add_mcp_parsers(sub, store_opts)  # `mcp` and `mcp-server` (frontends/mcp_commands.py)
     changes = add_commands(sub, store_opts)  # `diff` and `undo` (frontends/changes_cli.py)
     changes.update(add_review_commands(sub, store_opts))  # `review` (frontends/review_cli.py)
+    changes.update(add_init_commands(sub, store_opts))  # `init` (frontends/init_cli.py)
     agents = add_agent_commands(sub, store_opts)  # `agents` (frontends/agents_cli.py)
     add_worktree_commands(sub, store_opts)  # `worktree …` (frontends/worktree_cli.py)
     add_pending_commands(sub, store_opts)  # `pending` (frontends/pending_cli.py), parsed by the main parser

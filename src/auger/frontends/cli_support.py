@@ -1,5 +1,6 @@
 """What the `auger` subcommands share: the one-line error type, store options, config and store
-loading, finding a stored session by id prefix, and claiming it for this process.
+loading, finding a stored session by id prefix, claiming it for this process, and the progress lines a
+command running its own session (review, init) prints.
 
 Kept apart from cli.py so command modules (changes_cli, mcp_commands) can use it without importing
 the command table that imports them.
@@ -88,3 +89,26 @@ async def claim_session(store, session_id: str) -> None:
     if holder is not None:
         raise CliError(f"session {session_id[:8]} is running in another auger process ({holder}); wait for it "
                        f"to finish, or continue a copy of it with `auger fork {session_id[:8]}`")
+
+
+class ToolProgress:
+    """A line per tool call (and warning) of a command's own session on stderr while a person watches;
+    nothing otherwise."""
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+
+    def __call__(self, envelope) -> None:
+        from auger.protocol import events as ev
+
+        if not self.live or not isinstance(envelope.event, (ev.ToolCallStarted, ev.WarningEvent)):
+            return
+        from auger.frontends.tui.render import clean
+
+        event = envelope.event
+        if isinstance(event, ev.WarningEvent):
+            print(clean(f"! {event.message}"), file=sys.stderr)
+            return
+        args = event.arguments if isinstance(event.arguments, dict) else {}
+        detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:100]
+        print(clean(f"▸ {event.name} {detail}"), file=sys.stderr)

@@ -93,7 +93,7 @@ async def _run(args, config, root, change):
     from auger.engine.review import run_review
     from auger.engine.sessions import SessionManager
     from auger.engine.workspace import Workspace
-    from auger.frontends.cli_support import CliError, open_store
+    from auger.frontends.cli_support import CliError, ToolProgress, open_store
     from auger.models.registry import ProviderError, client_for
 
     try:
@@ -103,31 +103,9 @@ async def _run(args, config, root, change):
     store = open_store(config)
     try:
         sessions = SessionManager(Workspace.open(root, config), store)
-        return await run_review(sessions, client, change, args.instructions, on_envelope=_Progress())
+        return await run_review(sessions, client, change, args.instructions, on_envelope=ToolProgress())
     finally:
         await store.aclose()
-
-
-class _Progress:
-    """A line per tool call on stderr while a person watches; nothing otherwise."""
-
-    def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
-
-    def __call__(self, envelope: Any) -> None:
-        from auger.protocol import events as ev
-
-        if not self.live or not isinstance(envelope.event, (ev.ToolCallStarted, ev.WarningEvent)):
-            return
-        from auger.frontends.tui.render import clean
-
-        event = envelope.event
-        if isinstance(event, ev.WarningEvent):
-            print(clean(f"! {event.message}"), file=sys.stderr)
-            return
-        args = event.arguments if isinstance(event.arguments, dict) else {}
-        detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:100]
-        print(clean(f"▸ {event.name} {detail}"), file=sys.stderr)
 
 
 async def render_report(root, change, result, *, colour: bool) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol
 
+from auger.models.rate_limits import RateLimitSnapshot
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
 
@@ -41,6 +42,10 @@ class ModelRequest:
     # summary request shares the conversation's prompt-cache prefix (every wire client maps it).
     tool_choice: str = "auto"
     output: OutputFormat | None = None  # the turn's output schema, where it can be sent natively
+    # The session's per-turn reasoning settings (set_turn_context), over the client's configured ones; None:
+    # as configured. Wires that take no reasoning settings ignore them; summary "none" turns summaries off.
+    effort: str | None = None
+    summary: str | None = None
 
 
 @dataclass
@@ -85,23 +90,35 @@ class Completed:
     warning: str | None = None
 
 
-StreamEvent = TextDelta | ReasoningDelta | ReasoningDone | ToolCallReady | UsageReport | Completed
+@dataclass
+class RateLimitReport:
+    """The provider's rate limits as the response's headers stated them (first, when it has them)."""
+
+    limits: RateLimitSnapshot
+
+
+StreamEvent = TextDelta | ReasoningDelta | ReasoningDone | ToolCallReady | UsageReport | Completed | RateLimitReport
 
 
 class ModelError(Exception):
     """A failed model call, with what the retry policy needs to decide.
 
     The message is one readable line for the user; `retryable` says whether the
-    same request may succeed later; `retry_after` is the server's hint in seconds.
+    same request may succeed later; `retry_after` is the server's hint in seconds;
+    `rate_limits` what the failed response's headers said about the provider's limits, and
+    `reset_after` (a 429's) when the limit that was used up refills.
     """
 
     def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
-                 status: int | None = None, code: str | None = None) -> None:
+                 status: int | None = None, code: str | None = None,
+                 rate_limits: RateLimitSnapshot | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
         self.code = code
+        self.rate_limits = rate_limits
+        self.reset_after = rate_limits.reset_after() if rate_limits is not None and status == 429 else None
 
 
 class ContextWindowExceeded(ModelError):

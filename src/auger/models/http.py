@@ -9,7 +9,10 @@ from typing import Any, AsyncIterator
 import httpx
 
 from auger.models import tls
-from auger.models.base import ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, StreamEvent
+from auger.models.base import (
+    ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, RateLimitReport, StreamEvent,
+)
+from auger.models.rate_limits import read_rate_limits
 from auger.protocol.events import Usage
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.protocol.jsontext import loads as loads_bounded
@@ -71,10 +74,16 @@ _KIND_STATUS = {
 
 
 def status_error(response: httpx.Response, body: bytes, url: str, *, model: str, key_env: str | None) -> ModelError:
-    """Map an HTTP error status to a ModelError: what failed, why, and what to do."""
+    """Map an HTTP error status to a ModelError: what failed, why, and what to do; with the rate limits
+    its headers state (a 429's say when the used-up limit refills)."""
     message, code = _error_detail(body)
-    return classify_error(response.status_code, message, code, where=f"{url} (HTTP {response.status_code})",
-                          model=model, key_env=key_env, retry_after=parse_retry_after(response.headers))
+    error = classify_error(response.status_code, message, code, where=f"{url} (HTTP {response.status_code})",
+                           model=model, key_env=key_env, retry_after=parse_retry_after(response.headers))
+    limits = read_rate_limits(response.headers, response.status_code)
+    if limits is not None:
+        error.rate_limits = limits
+        error.reset_after = limits.reset_after() if response.status_code == 429 else None
+    return error
 
 
 def stream_error(status: Any, kind: Any, message: Any, url: str, *, model: str, key_env: str | None = None,
@@ -190,6 +199,9 @@ class SseModelClient:
                 if response.status_code != 200:
                     raise status_error(response, await response.aread(), self.url,
                                        model=self.model, key_env=self._key_env)
+                limits = read_rate_limits(response.headers)
+                if limits is not None:
+                    yield RateLimitReport(limits)
                 async for event in _shape_checked(self.parse_stream(response), self.url):
                     yield event
         except httpx.HTTPError as exc:

@@ -64,7 +64,8 @@ class OpenAIResponsesClient(SseModelClient):
     sent: that is the switch for models without reasoning, which reject the
     parameter (Codex CLI, too, asks for encrypted content only along with
     `reasoning`). The default summary "auto" asks reasoning models for
-    readable summaries, streamed as reasoning deltas.
+    readable summaries, streamed as reasoning deltas. A request's own `effort` and
+    `summary` (the session's per-turn settings) override the configured ones.
     """
 
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
@@ -102,8 +103,15 @@ class OpenAIResponsesClient(SseModelClient):
             ]
             body["tool_choice"] = request.tool_choice
             body["parallel_tool_calls"] = True
-        if self._reasoning:
-            body["reasoning"] = dict(self._reasoning)
+        reasoning = dict(self._reasoning)
+        if request.effort is not None:
+            reasoning["effort"] = request.effort
+        if request.summary == "none":
+            reasoning.pop("summary", None)
+        elif request.summary is not None:
+            reasoning["summary"] = request.summary
+        if reasoning:
+            body["reasoning"] = reasoning
             body["include"] = ["reasoning.encrypted_content"]
         if self._max_output_tokens is not None:
             body["max_output_tokens"] = self._max_output_tokens

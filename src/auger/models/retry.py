@@ -1,7 +1,12 @@
-"""Retry policy for model calls: exponential backoff with full jitter, honouring Retry-After.
+"""Retry policy for model calls: exponential backoff with full jitter, honouring Retry-After and, on a
+429 without it, the refill time of the rate limit that was used up.
 
 A whole streamed reply is the unit of retry: if a stream breaks part-way, the reply
 is requested again and the caller is told (so it can discard the partial text).
+Retry-After is the server's instruction for this request and is followed up to RETRY_AFTER_CEILING;
+a rate-limit reset (models/rate_limits.py) says when a quota window refills, which may be minutes
+away, so it is waited for only up to the policy's `max_delay`: the retry then lands when the limit
+has room instead of spending its attempts on backoffs shorter than the window.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 60.0
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
+    def delay(self, attempt: int, retry_after: float | None, reset_after: float | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
         if retry_after is not None:  # the server knows best, within reason
             return min(max(retry_after, 0.0), RETRY_AFTER_CEILING)
+        if reset_after is not None:  # a 429 naming when its limit refills: wait for it, within the policy
+            return min(max(reset_after, 0.0), self.max_delay)
         ceiling = min(self.base_delay * (2 ** (attempt - 1)), self.max_delay)
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
@@ -79,7 +86,7 @@ async def stream_with_retry(
         except ModelError as exc:
             if not exc.retryable or attempt >= policy.max_attempts:
                 raise
-            delay = policy.delay(attempt, exc.retry_after)
+            delay = policy.delay(attempt, exc.retry_after, exc.reset_after)
             result = on_retry(attempt, delay, exc)
             if result is not None:
                 await result

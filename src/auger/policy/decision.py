@@ -3,6 +3,7 @@ session grants in, a Decision out.
 
     rules (forbidden / prompt / allow, strictest matching simple command)
       → trust table (policy/trust.py: effect × mode, `auto` without a sandbox acting as `safe`)
+      → a call that always asks (`Classification.asks`) asks where the table would allow it
       → grants (an ask the user already approved for this session becomes allow)
 
 The tool runtime and `auger policy check` both call `decide_call`, so what the command line shows
@@ -46,6 +47,8 @@ def decide_call(tool: str, c: Classification, rules: RuleSet, mode: str, *, sand
     outcome = rules.evaluate([_unwrap(argv) for argv in c.commands]) if c.commands else None
     decision = decide(mode, c.effect, outside=bool(c.outside_paths), rule=outcome.decision if outcome else None,
                       sandboxed=sandboxed)
+    if decision.verdict == Verdict.ALLOW and c.asks:
+        decision = Decision(Verdict.ASK, c.asks)
     rule = outcome.rule.describe() if outcome and outcome.rule else ""
     reason = f"{decision.reason} [{rule}]" if rule else decision.reason
     if decision.verdict == Verdict.ASK and grants is not None and grants.covers(tool, c):

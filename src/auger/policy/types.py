@@ -39,3 +39,6 @@ class Classification:
     commands: tuple[tuple[str, ...], ...] = ()  # simple commands (shell), for rules and session grants
     outside_paths: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
+    # Why this call asks even where its effect would be allowed (plan still refuses it): it changes what the
+    # agent is told in every later session (a note for the memory file), so only the user may decide.
+    asks: str = ""

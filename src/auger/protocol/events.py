@@ -144,6 +144,27 @@ class Retrying(Event):
     reason: str
 
 
+@dataclass
+class RateLimitWindow:
+    """One limit a provider enforces, as its response headers state it."""
+
+    name: str  # "requests" | "tokens" | "input_tokens" | "output_tokens"
+    limit: int | None = None
+    remaining: int | None = None
+    reset_s: float | None = None  # seconds until it refills, counted from when the response came
+
+
+@tag("rate_limits")
+class RateLimits(Event):
+    """The provider's rate limits as a response stated them (a 429's too, before the wait): each window,
+    and the headers as sent. Emitted after each model request whose response carried them."""
+
+    turn_id: str
+    windows: list[RateLimitWindow] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int = 200  # the response's HTTP status; 429 when a limit was hit
+
+
 @tag("token_usage")
 class TokenUsage(Event):
     """After every model call: what it used, the turn and session totals, and how full the context is.
@@ -260,6 +281,16 @@ class ModelChanged(Event):
 class ModeChanged(Event):
     mode: Mode
     previous: Mode
+
+
+@tag("turn_context_changed")
+class TurnContextChanged(Event):
+    """What the next turns run with after a `set_turn_context`: the reasoning effort and summary in force
+    (null: the provider's default), and the working directory."""
+
+    effort: str | None
+    summary: str | None
+    cwd: str
 
 
 @tag("loop_detected")

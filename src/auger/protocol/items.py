@@ -153,5 +153,17 @@ class WorktreeChanges(Item):
     diff: str
 
 
-# Items that record the project's state for diff, undo and the file tracker; not conversation.
-RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges)
+@tag("turn_settings")
+class TurnSettings(Item):
+    """What the turns run with beside the mode and the model, as `set_turn_context` left it: recorded so a
+    resumed or forked session sends the same requests. Never shown to the model (a new working directory
+    is told to it as an environment change). None, and an empty `cwd`, mean as configured (the root)."""
+
+    effort: str | None = None
+    summary: str | None = None
+    cwd: str = ""  # relative to the project root
+
+
+# Items that record the project's state for diff, undo and the file tracker, or the session's settings;
+# not conversation.
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings)

@@ -67,6 +67,19 @@ class SetModel(Op):
     provider: str | None = None
 
 
+@tag("set_turn_context")
+class SetTurnContext(Op):
+    """Change what the next turns run with, beside `set_mode` and `set_model`: the reasoning effort and
+    summary (sent to models that take them: the Responses API) and the working directory (inside the
+    project root; absolute, or relative to the root). A field left null stays as it is; an empty string
+    puts it back as configured (the directory: the root); summary "none" turns summaries off. Refused
+    while a turn runs; recorded, so a resumed or forked session runs with the same."""
+
+    effort: str | None = None
+    summary: str | None = None
+    cwd: str | None = None
+
+
 @tag("compact")
 class Compact(Op):
     """Summarise the conversation now (or before the next model call, if a turn is running)."""

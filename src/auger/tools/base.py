@@ -115,6 +115,7 @@ class ToolContext:
     skills: SkillIndex | None = None  # the session's current skills (the `skill` tool)
     # the caller's trust mode now (a sub-agent's may be stricter than the session's): commands run read-only by it
     mode: Callable[[], str] | None = None
+    cwd: Path | None = None  # where commands run unless told otherwise: the session's working directory (root: None)
 
 
 class CommandSandbox(Protocol):

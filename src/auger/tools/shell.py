@@ -95,7 +95,7 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     shell_patch = _shell_patch(command)
     if shell_patch is not None:
         return await _run_shell_patch(shell_patch, args, ctx)
-    cwd = ctx.root
+    cwd = ctx.cwd or ctx.root
     if args.get("workdir"):
         try:
             cwd = resolve_inside(ctx.root, args["workdir"])

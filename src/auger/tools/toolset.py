@@ -178,13 +178,14 @@ class Combined:
         return await owner.call(name, args, ctx)
 
 
-def builtin_toolset(*, with_skills: bool = False) -> StaticToolset:
-    """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise).
+def builtin_toolset(*, with_skills: bool = False, with_memory: bool = False) -> StaticToolset:
+    """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise),
+    `remember` only where the user turned the memory file on (`memory = true`).
     `apply_patch` is among them; a session whose model does not expect it leaves it out (`for_model`)."""
-    from auger.tools import files, patch, plan, recall, search, shell, skills
+    from auger.tools import files, memory, patch, plan, recall, search, shell, skills
 
     return StaticToolset([*shell.TOOLS, *files.TOOLS, *patch.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
-                          *(skills.TOOLS if with_skills else ())])
+                          *(skills.TOOLS if with_skills else ()), *(memory.TOOLS if with_memory else ())])
 
 
 def for_model(inner: Toolset, family: str) -> Toolset:

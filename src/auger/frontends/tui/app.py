@@ -12,6 +12,7 @@ import asyncio
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -38,6 +39,15 @@ STYLE = Style.from_dict({
     "dim": "#888888", "running": "ansicyan", "queued": "ansiyellow", "card": "ansiyellow bold",
     "prompt": "bold", "status": "#888888", "status.warn": "ansiyellow",
 })
+
+
+@dataclass
+class Choice:
+    """A quick question answered with one key (where a note goes, whether to write a file); Esc: None."""
+
+    question: str
+    options: tuple[tuple[str, str], ...]  # (key, label)
+    answer: asyncio.Future[str | None]
 
 
 def git_branch(root: Path) -> str:
@@ -75,6 +85,7 @@ class Tui:
         self.approval: Approval | None = None
         self.feedback_for: Approval | None = None
         self.picking: list | None = None  # sessions offered by the picker
+        self.choice: Choice | None = None  # a one-key question waiting for its answer
         self.notice = ""
         self.last_ctrl_c = 0.0
         self.branch = git_branch(self.root)
@@ -141,6 +152,9 @@ class Tui:
             lines.append(("class:card", "why not? (Enter sends the denial with your words)"))
         if self.picking is not None:
             lines.append(("class:card", "resume which session? type its number and Enter (Esc: cancel)"))
+        if self.choice is not None and self.approval is None:
+            keys = "  ".join(f"[{key}] {label}" for key, label in self.choice.options)
+            lines.append(("class:card", f"{self.choice.question} {keys}  [esc] cancel"[: self.width - 1]))
         fragments: list[tuple[str, str]] = []
         for style, text in lines:
             fragments += [(style, text), ("", "\n")]
@@ -153,11 +167,13 @@ class Tui:
         """The status line, drawn just above the input: the app then takes only the lines it needs
         (a bottom toolbar would stretch it to the screen's foot and push blank lines into the scrollback)."""
         r = self.renderer
-        parts = [r.model or "starting…", f"{r.mode} mode" if r.mode else ""]
+        parts = [f"{r.model or 'starting…'}{f' ({r.effort})' if r.effort else ''}", f"{r.mode} mode" if r.mode else ""]
         if r.context_left is not None:
             parts.append(f"{r.context_left:.0f}% context left")
         parts.append(f"{r.tokens:,} tokens")
         parts.append("cost unknown" if r.cost is None else f"${r.cost:.4f}")
+        if r.limits:
+            parts.append(r.limits)
         if self.branch:
             parts.append(f"⎇ {self.branch}")
         hint = ("esc to interrupt · ctrl-o details" if self.busy else
@@ -178,6 +194,15 @@ class Tui:
         busy = Condition(lambda: self.busy)
         picking = Condition(lambda: self.picking is not None)
         empty = Condition(lambda: self.ps is not None and not self.ps.default_buffer.text)
+        choosing = Condition(lambda: self.choice is not None and self.approval is None)
+
+        @kb.add("<any>", filter=choosing & empty)
+        def _(event):
+            self.answer_choice(event.data)
+
+        @kb.add("escape", filter=choosing)
+        def _(event):
+            self.answer_choice(None)
 
         for key in "ysan":
             @kb.add(key, filter=asking & empty)
@@ -195,11 +220,11 @@ class Tui:
         def _(event):
             self.answer("abort" if "abort" in self.approval.options else self.approval.options[-1])
 
-        @kb.add("escape", filter=~asking & busy)
+        @kb.add("escape", filter=~asking & ~choosing & busy)
         def _(event):
             self.interrupt()
 
-        @kb.add("escape", filter=~asking & ~busy & ~picking)
+        @kb.add("escape", filter=~asking & ~choosing & ~busy & ~picking)
         def _(event):
             self.background_hint()
 
@@ -254,6 +279,37 @@ class Tui:
             self.attention.report(event.key_sequence[0].data)
 
         return kb
+
+    async def choose(self, question: str, options: list[tuple[str, str]]) -> str | None:
+        """Ask a one-key question under the prompt; the key pressed (one of `options`), or None for Esc."""
+        while self.choice is not None:  # one question at a time: a second waits for the first
+            await asyncio.shield(self.choice.answer)
+        self.choice = Choice(question, tuple(options), asyncio.get_running_loop().create_future())
+        self.redraw()
+        try:
+            return await self.choice.answer
+        finally:
+            self.choice = None
+            self.redraw()
+
+    def answer_choice(self, key: str | None) -> None:
+        choice = self.choice
+        if choice is None or choice.answer.done():
+            return
+        if key is None or key in {k for k, _ in choice.options}:
+            choice.answer.set_result(key)
+
+    async def edit(self, path: Path) -> int:
+        """Open `path` in the user's editor ($VISUAL, $EDITOR, else vi), the prompt suspended meanwhile;
+        the editor's exit status."""
+        import shlex
+        import subprocess
+
+        from prompt_toolkit.application import run_in_terminal
+
+        editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return await run_in_terminal(lambda: subprocess.call([*editor, str(path)]), in_executor=True)
 
     def clear_notice(self) -> None:
         self.notice = ""
@@ -445,6 +501,11 @@ class Tui:
         if text.startswith("!"):
             self.say(f"› {text}", "bold")
             self.user_shell(text[1:].strip())
+            return
+        if text.startswith("#") and not text.startswith("##"):
+            from auger.frontends.tui.commands import add_note
+
+            await add_note(self, text[1:].strip())
             return
         msg = compose(text, self.root)
         if self.busy:

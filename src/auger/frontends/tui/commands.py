@@ -36,6 +36,10 @@ class Tui(Protocol):
 
     async def send_initial(self) -> None: ...
 
+    async def choose(self, question: str, options: list[tuple[str, str]]) -> str | None: ...
+
+    async def edit(self, path: Path) -> int: ...
+
 Handler = Callable[["Tui", str], Awaitable[None]]
 COMMANDS: dict[str, tuple[str, Handler]] = {}
 
@@ -397,14 +401,120 @@ async def _status(tui: Tui, arg: str) -> None:
             f"context left {left} · branch {tui.branch or '-'} · {_open(tui).root}")
 
 
-@command("init", "write a starter AGENTS.md for this project")
+@command("init", "draft AGENTS.md in a read-only session (or improve it): see the diff, then write it or not")
 async def _init(tui: Tui, arg: str) -> None:
-    from auger.frontends.tui.initdoc import write_starter
+    import asyncio
 
+    if any(task for task in _INITS if not task.done()):
+        tui.say("an AGENTS.md is already being drafted; its diff comes here when it is done", "yellow")
+        return
+    tui.say("drafting AGENTS.md in a read-only session… (you can go on meanwhile)")
+    task = asyncio.create_task(_run_init(tui))
+    _INITS.add(task)
+    task.add_done_callback(_INITS.discard)
+
+
+_INITS: set = set()  # the running /init task (kept referenced until it ends)
+
+
+async def _run_init(tui: Tui) -> None:
+    from auger.engine.init_doc import settle
+    from auger.frontends.tui.render import clean
+
+    def progress(envelope: Any) -> None:
+        from auger.protocol import events as ev
+
+        event = envelope.event
+        if isinstance(event, ev.ToolCallStarted):
+            args = event.arguments if isinstance(event.arguments, dict) else {}
+            detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:80]
+            tui.say(clean(f"  init ▸ {event.name} {detail}"), "dim")
+
+    draft = await tui.sessions.draft_agents_md(progress)
+    if isinstance(draft, str):
+        tui.say(f"/init: {draft}", "yellow")
+        return
+    short = draft.session.id[:8]
+    tui.say(f"{'an improved' if draft.existed else 'a new'} AGENTS.md (pending in session {short}):")
+    tui.out(tui.renderer.ansi.diff(draft.diff, limit=400))
+    answer = await tui.choose("write AGENTS.md?", [("y", "yes, write it"), ("n", "no, drop it")])
+    warnings = await settle(draft, None if answer is None else answer == "y")
+    for warning in warnings:
+        tui.say(f"! {warning}", "yellow")
+    if answer is None:
+        tui.say(f"AGENTS.md left pending: `auger pending apply -s {short}` writes it")
+    elif answer == "y" and not warnings:
+        tui.say(f"wrote AGENTS.md: the next turn reads it (`auger undo {short}` takes it back)")
+    elif answer == "n":
+        tui.say("AGENTS.md not written")
+    tui.redraw()
+
+
+# -- memory: the instruction files ---------------------------------------------------------
+@command("memory", "the instruction files in force: /memory lists them, /memory N opens one in $EDITOR")
+async def _memory(tui: Tui, arg: str) -> None:
+    files = _open(tui).memory_files()
+    if not arg:
+        rows = [f"  {n}. {f.kind:<8} {f.path}" + ("" if f.exists else "  (not created yet)")
+                for n, f in enumerate(files, 1)]
+        tui.say("\n".join(["instruction files (/memory N opens one in $EDITOR; #text adds a line):", *rows]), "")
+        return
+    if not arg.isdigit() or not 1 <= int(arg) <= len(files):
+        tui.say(f"usage: /memory · /memory N (1 to {len(files)})", "yellow")
+        return
+    path = files[int(arg) - 1].path
+    status = await tui.edit(path)
+    if status != 0:
+        tui.say(f"the editor exited with status {status}", "yellow")
+    tui.say(f"{path}: the next turn reads it as it is now")
+
+
+async def add_note(tui: Tui, note: str) -> None:
+    """`#text`: add `text` as a line to an instruction file the user picks, and show the change."""
+    from auger.context.memory import NoteRefused, append_line
+
+    if not note:
+        tui.say("usage: #TEXT adds TEXT as a line to the project's or your global AGENTS.md", "yellow")
+        return
+    targets = _open(tui).note_targets()
+    key = await tui.choose("add it to:", [(key, label) for key, label, _, _ in targets])
+    chosen = [(root, rel) for k, _, root, rel in targets if k == key]
+    if not chosen:
+        tui.say("not added", "yellow")
+        return
+    root, rel = chosen[0]
     try:
-        tui.say(write_starter(tui.root))
-    except OSError as exc:
-        tui.say(f"✗ AGENTS.md not written: {exc.strerror or exc}", "red")
+        root.mkdir(parents=True, exist_ok=True)
+        diff = append_line(root, rel, note)
+    except (NoteRefused, OSError) as exc:
+        tui.say(f"✗ not added: {exc}", "red")
+        return
+    tui.say(f"added to {root / rel}; the next turn reads it")
+    tui.out(tui.renderer.ansi.diff(diff))
+
+
+# -- per-turn settings ---------------------------------------------------------------------
+@command("effort", "show or set the reasoning effort: /effort low|medium|high|… · /effort default")
+async def _effort(tui: Tui, arg: str) -> None:
+    feed = _open(tui)
+    if not arg:
+        tui.say(f"reasoning effort: {feed.effort or 'the provider default'}; set it with /effort low|medium|high "
+                "(models that take one: the Responses API), /effort default for the configured one")
+        return
+    effort = "" if arg == "default" else arg
+    _after_turn(tui, f"/effort {arg}", lambda: feed.set_turn_context(effort=effort))
+
+
+@command("cd", "show or change the working directory inside the project: /cd DIR")
+async def _cd(tui: Tui, arg: str) -> None:
+    import os
+
+    feed = _open(tui)
+    if not arg:
+        tui.say(f"working directory: {feed.cwd}; /cd DIR changes it (inside the project)")
+        return
+    target = os.path.normpath(os.path.join(feed.cwd, os.path.expanduser(arg)))
+    _after_turn(tui, f"/cd {arg}", lambda: feed.set_turn_context(cwd=target))
 
 
 @command("quit", "leave (the session is saved)")

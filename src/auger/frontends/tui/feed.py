@@ -7,18 +7,20 @@ Everything the TUI knows about the Session object's API lives here, so moving to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator
 
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
 from auger.protocol.ops import (
     AddMcpServer, ApprovalDecision, CancelAgents, Compact, Interrupt, PendingApply, PendingDiscard, PendingRewind, Redo,
-    RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, Shutdown, Undo, UserTurn,
+    RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, SetTurnContext, Shutdown, Undo, UserTurn,
 )
 
 if TYPE_CHECKING:
     from auger.backends.status import BackendStatus
     from auger.context.agents import AgentDef
+    from auger.context.memory import InstructionFile
     from auger.engine.session import Session
     from auger.engine.subagent_host import AgentRun
     from auger.tools.mcp_servers import ServerStatus
@@ -84,6 +86,37 @@ class Feed:
     @property
     def turn_running(self) -> bool:
         return self.session.turn_running
+
+    @property
+    def effort(self) -> str | None:
+        """The reasoning effort the next turns ask for (None: the provider's default)."""
+        return self.session.settings.effort or self.session.workspace.config.model_reasoning_effort
+
+    @property
+    def cwd(self) -> str:
+        return str(self.session.cwd)
+
+    def memory_files(self) -> list[InstructionFile]:
+        """The instruction files in force now (/memory)."""
+        from auger.context.memory import instruction_files
+
+        workspace = self.session.workspace
+        return instruction_files(workspace.root, workspace.config_dir, workspace.config, self.session.cwd)
+
+    def note_targets(self) -> list[tuple[str, str, Path, str]]:
+        """Where a `#` note may go: (key, label, the root it is written beneath, the path under it)."""
+        from auger.context.memory import MEMORY_PATH
+        from auger.context.project_docs import doc_path, global_doc_path
+
+        workspace = self.session.workspace
+        config = workspace.config
+        project = doc_path(workspace.root, config.project_doc_fallback_filenames)
+        personal = global_doc_path(workspace.config_dir)
+        targets = [("p", f"project {project.name}", workspace.root, project.name),
+                   ("g", f"global {personal.name} (every project)", personal.parent, personal.name)]
+        if config.memory:
+            targets.append(("m", MEMORY_PATH, workspace.root, MEMORY_PATH))
+        return targets
 
     def skills(self) -> list[tuple[str, str]]:
         return [(s.name, s.description) for s in self.session.skills.skills]
@@ -168,6 +201,9 @@ class Feed:
 
     def set_model(self, model: str, provider: str | None = None) -> None:
         self.session.submit(SetModel(model, provider))
+
+    def set_turn_context(self, *, effort: str | None = None, cwd: str | None = None) -> None:
+        self.session.submit(SetTurnContext(effort=effort, cwd=cwd))
 
     def compact(self) -> None:
         self.session.submit(Compact())

@@ -139,6 +139,7 @@ class Renderer:
         self.reasoning = ""
         self.running: dict[str, Running] = {}
         self.model = self.mode = self.sandbox = ""
+        self.effort = ""  # the reasoning effort a set_turn_context chose, for the status line
         self.context_left: float | None = None
         self.tokens = 0
         self.cost: float | None = 0.0
@@ -146,6 +147,7 @@ class Renderer:
         self.details = False  # ctrl-o: reasoning in full, more live output, each call's output printed
         self.diffs: dict[str, str] = {}  # call id -> the diff its arguments describe, shown when it succeeds
         self.last_turn_diff = ""  # everything the last changing turn changed, for /diff
+        self.limits = ""  # the provider's rate limits as its last response stated them, for the status line
         self.spawned: dict[str, str] = {}  # spawn_agent call id -> the agent it started (labels its lines)
         self.child_calls: dict[str, str] = {}  # a sub-agent's running call id -> what it is doing
 
@@ -229,6 +231,9 @@ class Renderer:
             self.tokens = event.session.total_tokens
             self.cost = event.session_cost
             return ""
+        if isinstance(event, ev.RateLimits):
+            self.limits = limits_text(event)
+            return ""
         if isinstance(event, ev.TurnDiff):
             self.last_turn_diff = event.diff
             names = ", ".join(f.path for f in event.files[:5]) + (" …" if len(event.files) > 5 else "")
@@ -255,6 +260,10 @@ class Renderer:
         if isinstance(event, ev.ModeChanged):
             self.mode = event.mode
             return a.styled(f"mode: {event.previous} → {event.mode}", "cyan")
+        if isinstance(event, ev.TurnContextChanged):
+            self.effort = event.effort or ""
+            return a.styled(f"next turns: reasoning effort {event.effort or 'default'} · summary "
+                            f"{event.summary or 'off'} · working directory {event.cwd}", "cyan")
         if isinstance(event, ev.TurnEnded):
             out = self._flush_reasoning() + self._flush_all()
             for run in self.running.values():  # calls the turn's end cut short
@@ -354,6 +363,29 @@ class Renderer:
         if event.explanation:
             out.append(f"  {clean(event.explanation)}\n", style="dim")
         return self.ansi.render(out)
+
+
+def limits_text(event: ev.RateLimits) -> str:
+    """The rate limits for the status line: what is left of each window, and when a used-up one refills."""
+    parts = []
+    for window in event.windows:
+        if window.remaining is None:
+            continue
+        label = {"requests": "req", "tokens": "tok", "input_tokens": "in tok", "output_tokens": "out tok"}.get(
+            window.name, window.name)
+        text = f"{_short(window.remaining)}"
+        if window.limit:
+            text += f"/{_short(window.limit)}"
+        if window.remaining == 0 and window.reset_s is not None:
+            text += f" (reset {window.reset_s:.0f}s)"
+        parts.append(f"{text} {label}")
+    return "limits " + " · ".join(parts) if parts else ""
+
+
+def _short(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}M"
+    return f"{count / 1000:.0f}k" if count >= 10_000 else str(count)
 
 
 def _line(parts: list[tuple[str, str]]):

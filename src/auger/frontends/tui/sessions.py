@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from auger.config import Config
     from auger.changes.review_change import Change, ReviewTarget
+    from auger.engine.init_doc import InitDraft
     from auger.engine.review import ReviewResult
     from auger.protocol.envelope import Envelope
     from auger.engine.session import Session
@@ -109,6 +110,19 @@ class Sessions:
         except ReviewFailed as exc:
             return f"{exc} (session {exc.session_id[:8]})"
         return change, result
+
+    async def draft_agents_md(self, on_envelope: Callable[[Envelope], None]) -> InitDraft | str:
+        """A drafted AGENTS.md queued in a read-only session of its own (engine/init_doc.py, as `auger init`
+        does), still open for the user's answer; or one line saying why there is none."""
+        from auger.engine.init_doc import InitFailed, draft_agents_md
+        from auger.models.registry import ProviderError, client_for
+
+        try:
+            return await draft_agents_md(await self._ensure(), client_for(self.config), on_envelope)
+        except ProviderError as exc:
+            return str(exc)
+        except InitFailed as exc:
+            return f"{exc} (session {exc.session_id[:8]})"
 
     async def _claim(self, session_id: str) -> None:
         holder = await self._opened_store().claim(session_id)
