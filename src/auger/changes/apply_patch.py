@@ -278,7 +278,7 @@ _LF = re.compile(r"\r?\n")
 _CR = re.compile(r"\r")
 
 
-def split_lines(text: str) -> tuple[list[str], list[str]]:
+def _split_lines(text: str) -> tuple[list[str], list[str]]:
     """A file's lines and the line break ending each ('' after an unterminated last line). Lines end
     at LF or CRLF; in a file with no LF at all, at a lone CR (old Mac files), which elsewhere is a
     character of its line."""
@@ -298,7 +298,7 @@ def split_lines(text: str) -> tuple[list[str], list[str]]:
 
 def apply_chunks(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
     """`text` with every hunk applied in order, or PatchError naming the hunk that did not fit."""
-    lines, ends = split_lines(text)
+    lines, ends = _split_lines(text)
     newline = next((end for end in ends if end), "\n")  # what an added line ends with: the file's first break
     edits: list[tuple[int, int, list[tuple[str, str]]]] = []
     cursor = 0
