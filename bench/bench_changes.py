@@ -52,7 +52,7 @@ def generate(root: Path, count: int) -> list[str]:
         path.write_text(f"module.exports = {i};\n")
     env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
            "GIT_COMMITTER_EMAIL": "b@x"}
-    subprocess.run("git init -q && git add -A && git commit -qm init", shell=True, cwd=root, env=env, check=True)
+    subprocess.run("git init -q && git add -A && git -c gc.auto=0 commit -qm init", shell=True, cwd=root, env=env, check=True)
     return paths
 
 
