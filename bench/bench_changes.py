@@ -1,6 +1,7 @@
 """Change-tracking benchmark: a snapshot plus a diff per turn on generated repositories.
 
-For each size, a git repository of small files is generated and committed; the first snapshot
+For each size, a git repository of small files is generated and committed, beside ignored files
+as a real project has them (a `.env`, logs, and a `node_modules/` of IGNORED_FILES files); the first snapshot
 (which hashes every file) is timed on its own; then each turn changes 20 files (edits, a few new
 files, a deletion, a rename, a chmod) and is timed as snapshot + structured changes + unified diff
 (`diff_since`); a snapshot alone is timed after another 20 changes.
@@ -30,6 +31,7 @@ from auger.changes.snapshots import SnapshotStore  # noqa: E402
 TARGET_PER_TURN = 0.3  # seconds, for 50,000 files
 FILES_PER_DIR = 100
 CHANGED_PER_TURN = 20
+IGNORED_FILES = 20000  # in node_modules/: an ignored tree too big to snapshot, walked at every snapshot
 
 
 def generate(root: Path, count: int) -> list[str]:
@@ -41,9 +43,16 @@ def generate(root: Path, count: int) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(f"line {n} of file {i}\n" for n in range(20)))
         paths.append(rel)
+    (root / ".gitignore").write_text("node_modules/\n.env\n*.log\n")
+    (root / ".env").write_text("TOKEN=secret\n")
+    (root / "build.log").write_text("ok\n")
+    for i in range(IGNORED_FILES):
+        path = root / f"node_modules/pkg{i // 200}/lib/f{i}.js"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"module.exports = {i};\n")
     env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
            "GIT_COMMITTER_EMAIL": "b@x"}
-    subprocess.run("git init -q && git add -A && git commit -qm init", shell=True, cwd=root, env=env, check=True)
+    subprocess.run("git init -q && git add -A && git -c gc.auto=0 commit -qm init", shell=True, cwd=root, env=env, check=True)
     return paths
 
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auger.changes.apply_patch import apply_patch
-from auger.changes.diff import changes, diff_since, summary, unified_diff
+from auger.changes.diff import changes, diff_since, summary, unified_diff, unrecorded_changes
 from auger.changes.snapshots import SnapshotStore, snapshot_dir
 from auger.changes.undo import UndoRefused, restore, undo
 from auger.policy.fs import RootHandle
@@ -221,7 +221,9 @@ def test_snapshot_contents_and_limits(tmp_path: Path) -> None:
     snap = asyncio.run(store.snapshot())
     paths = set(asyncio.run(store.entries(snap)))
     assert "src/pkg/mod.py" in paths and "staged.txt" in paths and "link" in paths
-    assert not {"app.log", "build/out.o", "secret.txt", "huge.bin"} & paths
+    assert {"app.log", "secret.txt"} <= paths  # ignored files git lists one by one: recorded
+    assert not {"build/out.o", "huge.bin"} & paths  # an ignored directory never is
+    assert asyncio.run(store.unrecorded(snap)) == {"build/": ["dir"]}
     assert not any(p.startswith((".git/", "many/")) for p in paths)
     assert any("huge.bin" in w and "limit" in w for w in snap.warnings)
     assert any("30 new files in many/" in w for w in snap.warnings)
@@ -436,3 +438,96 @@ def test_first_snapshot_of_many_files_packs_them(tmp_path: Path, bulk: bool) -> 
     assert (len(packs), len(loose) < 10) == ((1, True) if bulk else (0, False))
     blob = asyncio.run(store.blobs([entries["many/f7"].oid, entries["link"].oid]))
     assert blob[entries["many/f7"].oid] == b"7\n" and blob[entries["link"].oid] == b"src/pkg/mod.py"
+
+
+# --------------------------------------------------------------------------- ignored files, auger's own files
+
+
+def test_an_ignored_file_a_turn_deletes_comes_back_and_what_cannot_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=True)
+    (root / ".gitignore").write_text("build/\n*.log\n.env\nnode_modules/\nbig.dat\n")
+    (root / ".env").write_text("TOKEN=secret\n")
+    (root / ".env").chmod(0o600)
+    (root / "big.dat").write_bytes(b"x" * 5000)
+    sh(root, "mkdir -p node_modules/a && echo 1 > node_modules/a/i.js")
+    store = store_for(tmp_path, root, ignored_max_file_bytes=4096)
+    before_tree = tree(root)
+    before = asyncio.run(store.snapshot())
+    assert ".env" in asyncio.run(store.entries(before))
+    sh(root, "rm -f .env big.dat && rm -rf node_modules build && echo more >> app.log")
+    after = asyncio.run(store.snapshot())
+    found = {c.path: c.kind for c in asyncio.run(changes(store, before, after))}
+    assert found == {".env": "deleted", "app.log": "modified"}
+    lost = asyncio.run(unrecorded_changes(store, before, after))
+    assert [line.split(":")[0] for line in lost] == ["big.dat", "build/", "node_modules/"]
+    assert "over the 4 KB limit for ignored files" in lost[0] and "removed" in lost[2]
+    result = asyncio.run(undo(store, before, after))
+    assert not result.failed
+    restored = tree(root)
+    assert restored[".env"] == before_tree[".env"] and restored["app.log"] == before_tree["app.log"]
+    assert not (root / "big.dat").exists() and not (root / "node_modules").exists()
+
+
+def test_an_ignored_file_changed_after_the_turn_does_not_stop_undo(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    store = store_for(tmp_path, root)
+    before = asyncio.run(store.snapshot())
+    sh(root, "echo turn >> app.log && echo turn >> README.md")
+    after = asyncio.run(store.snapshot())
+    sh(root, "echo 'a later test run' >> app.log")
+    result = asyncio.run(undo(store, before, after))
+    assert (root / "README.md").read_text() == "hello\nworld\n"
+    assert (root / "app.log").read_text() == "log\nturn\na later test run\n"  # left as it is, and said so
+    assert result.failed == ["app.log: an ignored file changed after the turn; left as it is"]
+    sh(root, "echo mine >> README.md")
+    with pytest.raises(UndoRefused):  # a file that is not ignored still stops it
+        asyncio.run(undo(store, before, after))
+
+
+def test_ignored_files_new_per_snapshot_are_bounded(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    for i in range(5):
+        (root / f"f{i}.log").write_text("x" * 100)
+    store = store_for(tmp_path, root, ignored_max_files=3)
+    snap = asyncio.run(store.snapshot())
+    logs = sorted(p for p in asyncio.run(store.entries(snap)) if p.endswith(".log"))
+    assert logs == ["app.log", "f0.log", "f1.log"]
+    left = asyncio.run(store.unrecorded(snap))
+    assert sorted(left) == ["build/", "f2.log", "f3.log", "f4.log"] and left["f2.log"][0] == "budget"
+    assert "f2.log" in asyncio.run(store.entries(asyncio.run(store.snapshot())))  # the next one takes more
+
+
+def test_auger_own_files_inside_the_project_are_never_recorded_restored_or_diffed(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    db = root / "sessions.db"
+    own = [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")), root / ".auger-home"]
+    db.write_bytes(b"v1")
+    (root / ".auger-home/data").mkdir(parents=True)
+    (root / ".auger-home/data/x").write_text("1")
+    unaware = store_for(tmp_path, root)  # as the repository was before it was told
+    early = asyncio.run(unaware.snapshot())
+    assert {"sessions.db", ".auger-home/data/x"} <= set(asyncio.run(unaware.entries(early)))
+    store = store_for(tmp_path, root, own=own)
+    before = asyncio.run(store.snapshot())
+    assert not {"sessions.db", ".auger-home/data/x"} & set(asyncio.run(store.entries(before)))
+    db.write_bytes(b"v2")
+    (root / "sessions.db-wal").write_bytes(b"wal")
+    (root / ".auger-home/data/x").write_text("2")
+    (root / "README.md").write_text("edited\n")
+    after = asyncio.run(store.snapshot())
+    assert [c.path for c in asyncio.run(changes(store, before, after))] == ["README.md"]
+    assert [c.path for c in asyncio.run(changes(store, early, after))] == ["README.md"]
+    assert "sessions.db" not in asyncio.run(unified_diff(store, early, after))
+    assert not asyncio.run(unrecorded_changes(store, before, after))
+    asyncio.run(undo(store, before, after))
+    asyncio.run(restore(store, early))  # a snapshot that holds them never puts them back
+    assert (root / "README.md").read_text() == "hello\nworld\n"
+    assert db.read_bytes() == b"v2" and (root / "sessions.db-wal").read_bytes() == b"wal"
+    assert (root / ".auger-home/data/x").read_text() == "2"
+    later = store_for(tmp_path, root)  # another user of the repository, not told: it remembers
+    assert not any(p.startswith(("sessions.db", ".auger-home")) for p in asyncio.run(later.entries(
+        asyncio.run(later.snapshot()))))

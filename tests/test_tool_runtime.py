@@ -142,3 +142,38 @@ def test_a_session_grant_covers_the_same_call_without_asking_again(project):
     for _ in range(2):
         assert isinstance(run_in(runtime, _call("change", {}), host, "safe"), Ran)
     assert len(host.asked) == 1 and log.count("run change") == 2
+
+
+def _buggy_tools() -> list[ToolSpec]:
+    """Handlers with bugs: StopIteration on the loop and on a handler thread, and a SystemExit."""
+    from auger.tools.threads import in_thread
+
+    async def stops(args, ctx):
+        raise StopIteration
+
+    async def stops_on_thread(args, ctx):
+        return await in_thread(next, iter(()))
+
+    async def exits(args, ctx):
+        raise SystemExit(3)
+
+    return [ToolSpec(name, f"the {name} tool", {"type": "object", "properties": {}}, handler, effect=READ_ONLY)
+            for name, handler in (("stops", stops), ("stops_on_thread", stops_on_thread), ("exits", exits))]
+
+
+def test_a_handler_that_raises_anything_fails_its_call_and_the_turn_goes_on(project, server):
+    from auger.tools.toolset import Combined, StaticToolset, builtin_toolset
+    from tests.support.harness import run_session
+    from tests.support.mock_openai import Reply
+    from tests.support.mock_openai import ToolCall as Call
+
+    tools = Combined([builtin_toolset(), StaticToolset(_buggy_tools())])
+    server.add(Reply(tool_calls=[Call("stops", {}), Call("stops_on_thread", {}), Call("exits", {})]),
+               Reply(text="done"))
+    run = run_session(project, server, "go", tools=tools)
+    assert run.ended.reason == "complete"
+    outputs = [e.output for e in run.of(ev.ToolCallEnded)]
+    assert outputs == ["Error: internal error in tool stops: RuntimeError: coroutine raised StopIteration",
+                       "Error: internal error in tool stops_on_thread: RuntimeError: next raised StopIteration",
+                       "Error: internal error in tool exits: SystemExit: 3"]
+    assert [m["content"] for m in server.chat_requests[1].messages if m["role"] == "tool"] == outputs

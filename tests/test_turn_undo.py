@@ -264,3 +264,88 @@ def test_with_snapshots_off_there_is_no_diff_and_undo_says_why(project, server, 
 
     assert "snapshots are off" in asyncio.run(main())
     assert (project / "a.txt").exists()
+
+
+def _exec(project: Path, server, auger_home: Path, *args: str) -> list[dict]:
+    from tests.support.harness import FAST, json_events
+
+    fast = [arg for item in FAST for arg in ("-c", item)]
+    result = auger_cli("exec", "--json", "--base-url", server.base_url, "-m", "m", *fast, *args,
+                       home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    return json_events(result.stdout)
+
+
+def test_an_ignored_file_removed_in_auto_mode_comes_back_and_undo_names_what_it_cannot(project, server,
+                                                                                     auger_home):
+    (project / ".gitignore").write_text(".env\nnode_modules/\n*.bin\n")
+    (project / ".env").write_text("TOKEN=secret\n")
+    (project / "big.bin").write_bytes(b"x" * (2 << 20))  # over the limit for an ignored file
+    (project / "node_modules/a").mkdir(parents=True)
+    (project / "node_modules/a/index.js").write_text("module.exports = 1\n")
+    git(project, "init", "-q", "-b", "main")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "initial")
+    removal = "rm -f .env big.bin node_modules/a/index.js && rmdir node_modules/a node_modules"  # not asked in auto
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": removal})]),
+               Reply(text="cleaned"))
+    lines = _exec(project, server, auger_home, "-c", "mode=auto", "clean up")
+    assert not (project / ".env").exists()
+    diff = next(line for line in lines if line["type"] == "turn_diff")
+    assert [(f["kind"], f["path"]) for f in diff["files"]] == [("deleted", ".env")]
+    told = [line["message"] for line in lines if line["type"] == "warning"]
+    assert len(told) == 1 and "undo cannot restore" in told[0], told
+    assert "big.bin: removed; an ignored file over the 1 MB limit" in told[0] and "node_modules/: removed" in told[0]
+
+    shown = auger_cli("diff", lines[0]["session_id"][:8], home=auger_home, cwd=project).stdout
+    assert "diff --git a/.env b/.env\ndeleted file mode" in shown
+    assert "not in the snapshots, so undo cannot restore it: node_modules/: removed" in shown
+
+    undone = auger_cli("undo", lines[0]["session_id"][:8], home=auger_home, cwd=project)
+    assert (project / ".env").read_text() == "TOKEN=secret\n"
+    assert undone.returncode == 1 and "undid turn 1" in undone.stdout
+    assert "not restored: big.bin: removed" in undone.stderr and "not restored: node_modules/: removed" in undone.stderr
+    assert "Not restored: big.bin" in undone.stdout  # what the model is told
+
+
+def test_the_session_database_and_data_dir_inside_the_project_are_never_a_turns_change(project, server,
+                                                                                     monkeypatch):
+    home = project / ".auger-home"  # auger's data and config inside the project too
+    monkeypatch.setenv("AUGER_HOME", str(home))
+    (project / "a.txt").write_text("one\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "two\n"})]),
+               Reply(text="done"), Reply(text="again"))
+    db = project / "sessions.db"  # as a library user's SqliteStore("sessions.db") run in the project
+    run = run_session(project, server, "edit", "say it again", db=db)
+    diffs = run.of(ev.TurnDiff)
+    assert [[f.path for f in d.files] for d in diffs] == [["a.txt"]], [d.files for d in diffs]
+    assert (project / "sessions.db-wal").exists() or db.stat().st_size > 0
+
+    async def undo_and_go_on(session, follow) -> None:
+        session.submit(Undo())
+        undone = await follow.until(ev.TurnUndone)
+        assert undone.files == ["a.txt"] and not undone.failed
+
+    async def main() -> None:
+        session, store = await open_session(project, server, db, resume=run.session_id)
+        try:
+            from tests.support.harness import Follow
+
+            await undo_and_go_on(session, Follow(session))
+            session.submit(Shutdown())
+            await session.wait_closed()
+        finally:
+            await store.aclose()
+
+    asyncio.run(main())
+    assert (project / "a.txt").read_text() == "one\n"
+    from auger.store.sqlite import SqliteStore
+
+    async def count() -> int:
+        store = SqliteStore(db)
+        try:
+            return len(await store.load_items(run.session_id))
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(count()) > 0  # the database was not put back as an old snapshot had it

@@ -6,6 +6,7 @@
     *** Update File: path
     *** Move to: new/path       (optional, right after Update File)
     @@ optional context header  then hunk lines: ` ` context, `-` removed, `+` added
+                                (several `@@ header` lines in a row narrow the search step by step)
     *** End of File             (optional: the hunk ends at the end of the file)
     *** End Patch
 
@@ -15,13 +16,20 @@ Why it is built this way:
   exactly first, then ignoring trailing whitespace, then ignoring surrounding whitespace, then with
   Unicode dashes, quotes and spaces read as their ASCII forms. The first level that finds the lines
   wins, so a faithful patch never lands on a merely similar place.
+* Hunks apply in file order, as Codex's apply_patch applies them: each is looked for after the
+  previous one, and one whose lines occur only earlier fails, saying so. A hunk of added lines only
+  goes right after its `@@` header, or without one at the end of the file.
+* Line breaks are the file's own: every line keeps its ending (LF, CRLF, or a lone CR in a file
+  whose lines end that way), an added line takes the file's first one, and an updated file ends
+  with a line break.
 * A patch is one change. Every file's new content is computed in memory before anything is written,
   so a hunk that does not apply changes nothing; the error names the file and hunk, says why, and
   shows the best partial match with its line number so the model can correct itself. Should a write
   itself fail (disk full), the files already written are put back.
-* Paths come from the model: they are relative to the project root only, opened beneath the root
-  handle (`auger.policy.fs`, never by name) and refused inside any git directory
-  (`auger.policy.gitguard`). Writes are atomic, CRLF files stay CRLF and a file keeps its mode.
+* Paths come from the model: they are relative to the project root (or to the directory a
+  `cd dir &&` before a patch sent as a command names, itself walked beneath the root), opened
+  beneath the root handle (`auger.policy.fs`, never by name) and refused inside any git directory
+  (`auger.policy.gitguard`). Absolute paths are refused. Writes are atomic and a file keeps its mode.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import os
 import re
 import shlex
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from auger.changes.files import remove_beneath, write_beneath
 from auger.policy.fs import RootHandle, read_fd
@@ -58,7 +66,7 @@ class PatchError(Exception):
 class Chunk:
     """One `@@` hunk: its lines tagged ' ' (or '' for an empty line), '-' or '+', and where to look."""
 
-    header: str | None
+    headers: tuple[str, ...]  # the text of its `@@ …` lines: each is looked for after the one before
     lines: tuple[tuple[str, str], ...]
     end_of_file: bool
     line: int  # where the hunk starts in the patch text, for messages
@@ -151,18 +159,18 @@ def _path(raw: str, number: int) -> str:
 def _parse_chunks(lines: list[str], i: int, last: int) -> tuple[list[Chunk], int]:
     """The hunks of one Update File section, and the index of the line after them."""
     chunks: list[Chunk] = []
-    header: str | None = None
+    headers: list[str] = []
     body: list[tuple[str, str]] = []
     start = i + 1
     opened = False  # a hunk without `@@` is allowed only as the first one
 
     def close(eof: bool) -> None:
-        nonlocal body, header, opened
+        nonlocal body, headers, opened
         if opened or body:
             if not body:
                 raise PatchError(f"patch line {start}: the hunk has no lines")
-            chunks.append(Chunk(header, tuple(body), eof, start))
-        body, header, opened = [], None, False
+            chunks.append(Chunk(tuple(headers), tuple(body), eof, start))
+        body, headers, opened = [], [], False
 
     while i < last:
         line = lines[i]
@@ -172,9 +180,16 @@ def _parse_chunks(lines: list[str], i: int, last: int) -> tuple[list[Chunk], int
             continue
         if line.startswith("*** "):
             break
+        if not line.strip() and not body and not opened:
+            i += 1  # blank lines between hunks (after `*** End of File`, say) only separate them
+            continue
         if line == "@@" or line.startswith("@@ "):
-            close(False)
-            header, opened, start = (line[3:] or None), True, i + 1
+            if body or not opened:  # `@@` lines in a row are one hunk's headers, narrowing step by step
+                close(False)
+                start = i + 1
+            opened = True
+            if line[3:].strip():
+                headers.append(line[3:])
         elif line[:1] in (" ", "-", "+") or line == "":
             if not opened and chunks:
                 raise PatchError(f"patch line {i + 1}: a hunk after the first must start with '@@'")
@@ -240,59 +255,94 @@ def nearest(lines: list[str], pattern: tuple[str, ...]) -> str:
             best, best_at = score, at
     if best == 0:
         return "no line of it was found in the file"
-    diff = next(k for k, w in enumerate(want) if best_at + k >= len(lines) or norm(lines[best_at + k]) != w)
+    diff = next((k for k, w in enumerate(want) if best_at + k >= len(lines) or norm(lines[best_at + k]) != w), None)
+    if diff is None:
+        return f"all of its lines match at line {best_at + 1}"
     found = lines[best_at + diff] if best_at + diff < len(lines) else "(end of file)"
     return (f"best partial match at line {best_at + 1} ({best} of {len(pattern)} lines match); "
             f"at line {best_at + diff + 1} the hunk expects {pattern[diff]!r} but the file has {found!r}")
 
 
+def _not_found(lines: list[str], pattern: tuple[str, ...], cursor: int) -> str:
+    """Why `pattern` is not at or after line `cursor`: it occurs only before it (the hunks are out of
+    order), or the best partial match, so the model can correct the hunk."""
+    earlier = seek(lines, pattern, 0) if cursor else None
+    if earlier is not None:
+        return (f"could not be found after line {cursor}, where the hunk before it ends: they match only "
+                f"earlier, at line {earlier + 1}. Hunks apply in the order of the file's lines: move this hunk "
+                "before the one it follows, or join the two")
+    return f"could not be found after line {cursor}; {nearest(lines, pattern)}"
+
+
+_LF = re.compile(r"\r?\n")
+_CR = re.compile(r"\r")
+
+
+def _split_lines(text: str) -> tuple[list[str], list[str]]:
+    """A file's lines and the line break ending each ('' after an unterminated last line). Lines end
+    at LF or CRLF; in a file with no LF at all, at a lone CR (old Mac files), which elsewhere is a
+    character of its line."""
+    breaks = _LF if "\n" in text else _CR
+    lines: list[str] = []
+    ends: list[str] = []
+    pos = 0
+    for match in breaks.finditer(text):
+        lines.append(text[pos:match.start()])
+        ends.append(match.group())
+        pos = match.end()
+    if pos < len(text):
+        lines.append(text[pos:])
+        ends.append("")
+    return lines, ends
+
+
 def apply_chunks(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
     """`text` with every hunk applied in order, or PatchError naming the hunk that did not fit."""
-    eol = "\r\n" if "\r\n" in text and text.count("\r\n") == text.count("\n") else "\n"
-    lines = text.split(eol)
-    final_newline = lines[-1] == ""
-    if final_newline:
-        lines.pop()
-    edits: list[tuple[int, int, list[str]]] = []
+    lines, ends = _split_lines(text)
+    newline = next((end for end in ends if end), "\n")  # what an added line ends with: the file's first break
+    edits: list[tuple[int, int, list[tuple[str, str]]]] = []
     cursor = 0
     for n, chunk in enumerate(chunks, start=1):
         where = f"{path}: hunk {n} (patch line {chunk.line})"
-        if chunk.header is not None and chunk.header.strip():
-            at = seek(lines, (chunk.header,), cursor)
+        for header in chunk.headers:
+            at = seek(lines, (header,), cursor)
             if at is None:
-                raise PatchError(f"{where}: the context line '@@ {chunk.header}' was not found after line {cursor}")
+                raise PatchError(f"{where}: the context line '@@ {header}' {_not_found(lines, (header,), cursor)}")
             cursor = at + 1
         body, old = chunk.lines, chunk.old
-        if not old:
-            at = cursor if chunk.header and not chunk.end_of_file else len(lines)
-        else:
-            at = seek(lines, old, cursor, chunk.end_of_file)
-            if at is None and body[-1][1] == "" and body[-1][0] in (" ", ""):  # a blank line added at the end
-                body = body[:-1]
-                old = old[:-1]
-                at = seek(lines, old, cursor, chunk.end_of_file) if old else None
-            if at is None:
-                raise PatchError(f"{where}: the lines it changes were not found after line {cursor}; "
-                                 f"{nearest(lines, chunk.old)}")
-        edits.append((at, len(old), _replacement(body, lines, at)))
-        cursor = at + len(old)
+        if not old:  # only added lines: right after its header, else at the end; later hunks look from here
+            at = cursor if chunk.headers and not chunk.end_of_file else len(lines)
+            edits.append((at, 0, _replacement(body, lines, ends, at, newline)))
+            continue
+        found = seek(lines, old, cursor, chunk.end_of_file)
+        if found is None and body[-1][1] == "" and body[-1][0] in (" ", ""):  # a blank line added at the end
+            body = body[:-1]
+            old = old[:-1]
+            found = seek(lines, old, cursor, chunk.end_of_file) if old else None
+        if found is None:
+            raise PatchError(f"{where}: the lines it changes {_not_found(lines, chunk.old, cursor)}")
+        edits.append((found, len(old), _replacement(body, lines, ends, found, newline)))
+        cursor = found + len(old)
+    edits.sort(key=lambda edit: edit[0])  # stable: two insertions at one place keep the patch's order
+    result = list(zip(lines, ends, strict=True))
     for at, count, new in reversed(edits):
-        lines[at:at + count] = new
-    out = eol.join(lines)
-    return out + eol if (final_newline or not text) and lines else out
+        result[at:at + count] = new
+    return "".join(line + (end or newline) for line, end in result)  # every line ends, the last one too
 
 
-def _replacement(body: tuple[tuple[str, str], ...], lines: list[str], at: int) -> list[str]:
-    """The hunk's new lines; a context line keeps the file's own text (its whitespace, its dashes)
-    even when only a tolerant comparison matched it, so a hunk changes only what it marks."""
-    out: list[str] = []
+def _replacement(body: tuple[tuple[str, str], ...], lines: list[str], ends: list[str], at: int,
+                 newline: str) -> list[tuple[str, str]]:
+    """The hunk's new lines with their breaks; a context line keeps the file's own text (its
+    whitespace, its dashes, its line break) even when only a tolerant comparison matched it, so a
+    hunk changes only what it marks."""
+    out: list[tuple[str, str]] = []
     k = at
     for tag, text in body:
         if tag == "+":
-            out.append(text)
+            out.append((text, newline))
             continue
         if tag != "-":
-            out.append(lines[k])
+            out.append((lines[k], ends[k]))
         k += 1
     return out
 
@@ -433,9 +483,57 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
     return plan, result
 
 
-def apply_patch(root: RootHandle, text: str) -> PatchResult:
-    """Parse and apply `text` beneath `root`, all or nothing. Raises PatchError (nothing changed)."""
-    plan, result = plan_patch(root, parse_patch(text))
+def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None) -> tuple[_Plan, PatchResult]:
+    """Parse `text` and plan it beneath `root`; with `workdir` (a `cd dir &&` before the patch), its
+    paths are relative to that directory, which must lie inside the root."""
+    ops = parse_patch(text)
+    if workdir:
+        ops = _beneath(ops, resolve_workdir(root, workdir))
+    return plan_patch(root, ops)
+
+
+def resolve_workdir(root: RootHandle, raw: str) -> str:
+    """The directory `raw` names, as a symlink-free path relative to the root, walked beneath the
+    root handle like every path: PatchError when it leads outside (by `..` or a link) or is not a
+    directory."""
+    try:
+        where = root.resolve(raw)
+    except PathEscape as exc:
+        raise PatchError(f"cd {raw}: {exc}") from None
+    except OSError as exc:
+        raise PatchError(f"cd {raw}: {exc.strerror or exc}") from None
+    try:
+        st = os.stat(where.name or ".", dir_fd=where.parent_fd, follow_symlinks=False)
+    except OSError:
+        raise PatchError(f"cd {raw}: there is no such directory") from None
+    finally:
+        os.close(where.parent_fd)
+    if not stat.S_ISDIR(st.st_mode):
+        raise PatchError(f"cd {raw}: not a directory")
+    return where.rel
+
+
+def _beneath(ops: list[FileOp], base: str) -> list[FileOp]:
+    """The operations with their paths taken relative to `base` (relative to the root)."""
+    if not base:
+        return ops
+
+    def under(path: str) -> str:
+        return f"{base}/{path}"
+
+    moved: list[FileOp] = []
+    for op in ops:
+        if isinstance(op, UpdateFile):
+            moved.append(replace(op, path=under(op.path), move_to=under(op.move_to) if op.move_to else None))
+        else:
+            moved.append(replace(op, path=under(op.path)))
+    return moved
+
+
+def apply_patch(root: RootHandle, text: str, workdir: str | None = None) -> PatchResult:
+    """Parse and apply `text` beneath `root` (its paths relative to `workdir` when given), all or
+    nothing. Raises PatchError (nothing changed)."""
+    plan, result = plan_patch_text(root, text, workdir)
     done: list[str] = []
     try:
         for rel, data in plan.new.items():

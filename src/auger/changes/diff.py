@@ -3,7 +3,9 @@
 Both come from git comparing the two snapshot trees (`diff-tree`), so renames, mode changes and
 binary files are reported as git reports them, and the comparison costs nothing but the changed
 blobs. The tree "now" is simply a fresh snapshot. External diff drivers and textconv filters are
-never run: the snapshot repository reads no configuration that could name them.
+never run: the snapshot repository reads no configuration that could name them. auger's own files
+are never part of a diff, even where an earlier snapshot recorded one. What the snapshots leave
+out (ignored directories, ignored files over the limits) is compared apart: `unrecorded_changes`.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ async def changes(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str
                   renames: bool = True) -> list[FileChange]:
     """The files that differ from `old` to `new`, in path order."""
     args = ["diff-tree", "-r", "-z", "--no-ext-diff", "--no-textconv", "--raw", "--numstat",
-            "-M" if renames else "--no-renames", _id(old), _id(new)]
+            "-M" if renames else "--no-renames", _id(old), _id(new), *store.own_pathspec()]
     fields = (await store.git(*args)).split(b"\0")
     raw: list[tuple[str, str, str, str, str | None]] = []  # kind, old mode, new mode, path, old path
     i = 0
@@ -85,7 +87,7 @@ async def unified_diff(store: SnapshotStore, old: Snapshot | str, new: Snapshot 
     Undecodable bytes appear as U+FFFD: the text is for showing, the snapshots keep the bytes."""
     args = ["diff-tree", "-r", "-p", "--no-ext-diff", "--no-textconv", f"-U{int(context)}",
             "-M" if renames else "--no-renames", "--color=always" if color else "--no-color",
-            _id(old), _id(new)]
+            _id(old), _id(new), *store.own_pathspec()]
     return (await store.git(*args)).decode("utf-8", "replace")
 
 
@@ -122,3 +124,31 @@ def summary(file_changes: list[FileChange]) -> str:
             detail = f"+{c.added_lines} -{c.deleted_lines}"
         rows.append(f"{letters[c.kind]} {name} ({detail})")
     return "\n".join(rows)
+
+
+async def unrecorded_changes(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str) -> list[str]:
+    """What changed from `old` to `new` among the ignored paths the snapshots leave out, as
+    "path: why" lines: undo cannot restore these. Such a file is compared by size and modification
+    time; of such a directory only its removal is seen (what happens inside is never looked at)."""
+    before, after = await asyncio.gather(store.unrecorded(old), store.unrecorded(new))
+    out = []
+    for path in sorted(before.keys() | after.keys()):
+        was, now = before.get(path), after.get(path)
+        if path.endswith("/"):
+            if was and not now and not os.path.lexists(store.root / path):
+                out.append(f"{path}: removed; an ignored directory, which snapshots leave out")
+            continue
+        if was is not None and now is not None and was[1:] == now[1:]:
+            continue
+        if now is None and os.path.lexists(store.root / path):
+            continue  # still there, and recorded now (a later snapshot had room for it)
+        what = "removed" if now is None else "changed"
+        why = (was or now or ["size"])[0]
+        limit = (f"over the {_size(store.ignored_max_file_bytes)} limit for ignored files" if why == "size"
+                 else "beyond the number or size of ignored files one snapshot records")
+        out.append(f"{path}: {what}; an ignored file {limit}, which snapshots leave out")
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB" if n >= 1 << 10 else f"{n} bytes"

@@ -13,11 +13,24 @@ Why this way:
   fsmonitor are off, and the environment is built from nothing but PATH. The project's
   `.gitattributes` could ask for line-ending conversion or filters, which would make the stored bytes
   differ from the file's; the snapshot repository's own `info/attributes` switches them off.
-* What is recorded: every file git would show as tracked or untracked in the project — ignored ones
-  are left out (the project's `.gitignore` files and, in a git repository, its `info/exclude`); the
-  user's `.git` never. A file over `max_file_bytes`, and the new files of a directory holding more
-  than `max_dir_files` of them (a generated tree), are skipped with a warning: a skipped path keeps
+* What is recorded: every file git would show as tracked or untracked in the project; the user's
+  `.git` never. A file over `max_file_bytes`, and the new files of a directory holding more than
+  `max_dir_files` of them (a generated tree), are skipped with a warning: a skipped path keeps
   whatever the previous snapshot held, so an undo never touches it.
+* Ignored files (the project's `.gitignore` files and, in a git repository, its `info/exclude`)
+  can hold what cannot be made again — a `.env`, a local config — so a turn's `rm .env` must be
+  undoable. Git lists a directory whose contents are all ignored as one `dir/` entry without
+  looking inside (node_modules/, .venv/, __pycache__/, build/: dependencies, caches and build
+  output, often huge and rewritten all the time); such directories are never recorded nor walked.
+  The ignored files it lists one by one are recorded, each up to `ignored_max_file_bytes`, and at
+  most `ignored_max_files` / `ignored_max_bytes` of them new per snapshot. What is left out is
+  written down in the commit message (directories by name, files with size and mtime), so a turn
+  that removed or changed such a path is told apart, and undo says it cannot restore it.
+* auger's own files are never part of the project's history, wherever they live: the snapshot
+  repository, and what the caller names (`own`: the session database and the files SQLite keeps
+  beside it, auger's data and config directories) when they lie inside the project. They are kept
+  in the repository (`auger-own.json`), so every later user of it leaves them out too; an earlier
+  snapshot that held one is never restored over it, nor shown in a diff.
 * Git records only whether a file is executable. The other permission bits (a private 0600 file,
   a read-only 0444 one) are kept in the commit message for the files whose bits are not the
   project's usual ones, so an undo never restores a private file readable by all.
@@ -42,17 +55,23 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 from auger.policy.fs import read_fd
 
 DEFAULT_MAX_FILE_BYTES = 10 << 20
 DEFAULT_MAX_DIR_FILES = 5000
+IGNORED_MAX_FILE_BYTES = 1 << 20  # an ignored file larger than this (a log, a data set) is not recorded
+IGNORED_MAX_FILES = 1000  # ignored files one snapshot records anew, at most
+IGNORED_MAX_BYTES = 16 << 20  # and their bytes, at most
+UNRECORDED_LISTED = 500  # ignored paths left out that a commit message names, at most
 DEFAULT_PERMS = (0o644, 0o755)
 BULK_FILES = 2000  # from this many files to hash, their blobs are first packed by fast-import
 REF_PREFIX = "refs/auger/snapshots/"
 _KEPT = "auger-modes.json"
+_OWN = "auger-own.json"  # auger's own paths inside the project, relative to it
 _MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
+_UNRECORDED_TRAILER = "auger-unrecorded: "  # {"dir/": ["dir"], "file": ["size" | "budget", bytes, mtime_ns]}
 _LOCK_POLL = 0.02  # seconds between tries for the repository lock
 _LOCK_WAIT = 30.0  # then give up: a snapshot of even a huge tree takes less
 # `-c` settings that keep git from running anything a repository's configuration names
@@ -120,16 +139,24 @@ class SnapshotStore:
     """The snapshot repository of one project. Snapshots are taken one at a time (they share an index)."""
 
     def __init__(self, root: Path, snapdir: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                 max_dir_files: int = DEFAULT_MAX_DIR_FILES, perms: tuple[int, int] = DEFAULT_PERMS) -> None:
+                 max_dir_files: int = DEFAULT_MAX_DIR_FILES, perms: tuple[int, int] = DEFAULT_PERMS,
+                 own: Iterable[Path] = (), ignored_max_file_bytes: int = IGNORED_MAX_FILE_BYTES,
+                 ignored_max_files: int = IGNORED_MAX_FILES, ignored_max_bytes: int = IGNORED_MAX_BYTES) -> None:
         """`perms`: the usual permission bits of a plain and an executable file in this project (what
         the user's umask gives, e.g. (0o640, 0o750) under umask 027); only files with other bits
-        have them written down in each snapshot."""
+        have them written down in each snapshot. `own`: auger's own files and directories, left out
+        of every snapshot when they lie inside the project."""
         self.root = Path(os.path.realpath(root))
         self.perms = perms
         self.bulk_files = BULK_FILES
         self.snapdir = Path(snapdir)
         self.max_file_bytes = max_file_bytes
         self.max_dir_files = max_dir_files
+        self.ignored_max_file_bytes = ignored_max_file_bytes
+        self.ignored_max_files = ignored_max_files
+        self.ignored_max_bytes = ignored_max_bytes
+        self._given_own = (*own, self.snapdir)
+        self._own: tuple[str, ...] | None = None  # relative to the root; read from auger-own.json when needed
         self._lock = asyncio.Lock()
         self._ready = False
         self._env = {
@@ -143,13 +170,14 @@ class SnapshotStore:
 
     # ------------------------------------------------------------------ git
 
-    async def git(self, *args: str, stdin: bytes | None = None) -> bytes:
-        """Run git on the snapshot repository; its stdout, or SnapshotError with git's message."""
+    async def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
+        """Run git on the snapshot repository; its stdout, or SnapshotError with git's message (an
+        exit status outside `ok`)."""
         proc = await asyncio.create_subprocess_exec(
             *_git_argv(), *args, cwd=self.root, env=self._env, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await proc.communicate(stdin)
-        if proc.returncode != 0:
+        if proc.returncode not in ok:
             lines = err.decode("utf-8", "replace").strip().splitlines()
             said = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[-1] if lines else "")
             raise SnapshotError(f"git {args[0]} failed: {said or f'exit status {proc.returncode}'}")
@@ -176,17 +204,62 @@ class SnapshotStore:
             (info / "attributes").write_bytes(_ATTRIBUTES)
         self._ready = True
 
-    def _sync_excludes(self) -> None:
+    def _sync_excludes(self) -> list[str]:
         """Make the snapshot repository's info/exclude the project's own (if it is a git repository),
-        plus the snapshot repository itself should it lie inside the project."""
+        plus auger's own paths inside the project. Returns the own paths this repository did not
+        know yet: earlier snapshots may hold them, and the index must drop them."""
+        new = self._sync_own()
         gitdir = _project_git_dir(self.root)
         wanted = (_read(gitdir / "info" / "exclude") or b"") if gitdir else b""
-        inside = Path(os.path.realpath(self.snapdir))
-        if self.root in inside.parents:  # never snapshot the snapshots
-            wanted += b"\n/" + os.fsencode(inside.relative_to(self.root).as_posix()) + b"/\n"
+        for rel in self.own:
+            wanted += b"\n/" + os.fsencode(_literal_pattern(rel))
         path = self.snapdir / "info" / "exclude"
         if _read(path) != wanted:
             path.write_bytes(wanted)
+        return new
+
+    @property
+    def own(self) -> tuple[str, ...]:
+        """auger's own paths inside the project (relative to it): never recorded, restored or diffed."""
+        if self._own is None:
+            self._own = tuple(sorted(set(self._remembered_own()) | self._given_own_inside()))
+        return self._own
+
+    def is_own(self, path: str) -> bool:
+        return any(path == rel or path.startswith(rel + "/") for rel in self.own)
+
+    def _given_own_inside(self) -> set[str]:
+        inside = set()
+        for path in self._given_own:
+            real = Path(os.path.realpath(path))
+            if self.root in real.parents:
+                inside.add(real.relative_to(self.root).as_posix())
+        return inside
+
+    def _remembered_own(self) -> list[str]:
+        try:
+            listed = json.loads((self.snapdir / _OWN).read_text())
+        except (OSError, ValueError):
+            return []
+        return [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
+
+    def _sync_own(self) -> list[str]:
+        """Remember this caller's own paths in the repository; the ones it did not know yet."""
+        remembered = set(self._remembered_own())
+        given = self._given_own_inside()
+        self._own = tuple(sorted(remembered | given))
+        new = sorted(given - remembered)
+        if new:
+            tmp = self.snapdir / (_OWN + ".tmp")
+            tmp.write_text(json.dumps(list(self._own)))
+            os.replace(tmp, self.snapdir / _OWN)
+        return new
+
+    def own_pathspec(self) -> list[str]:
+        """Arguments that keep a git diff away from auger's own paths (none when there are none)."""
+        if not self.own:
+            return []
+        return ["--", ".", *(f":(exclude,literal){rel}" for rel in self.own)]
 
     # ------------------------------------------------------------------ snapshots
 
@@ -217,15 +290,19 @@ class SnapshotStore:
     async def snapshot(self, message: str = "auger snapshot") -> Snapshot:
         """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
         async with self._exclusive():
-            self._sync_excludes()
+            new_own = self._sync_excludes()
             kept = self._load_kept()
             if kept is None:  # bits written down against other usual bits, or lost: look at every
                 with contextlib.suppress(FileNotFoundError):  # file again, once
                     os.unlink(self.snapdir / "auger-index")
                 kept = _Kept({}, [])
             started = int(time.time())
-            changed, new = await self._listing()
-            pick = self._select(changed | set(kept.recheck), new)
+            changed, new, ignored = await self._listing()
+            recorded, unrecorded = self._ignored(ignored)
+            pick = self._select(changed | set(kept.recheck), new, recorded)
+            if new_own:  # auger's own files that an earlier snapshot recorded: out of the index
+                held = await self.git("ls-files", "-z", "-c", "--", *(f":(literal){rel}" for rel in new_own))
+                pick.odd += [os.fsdecode(p) for p in held.split(b"\0") if p]
             for path in pick.gone + pick.odd + pick.present:
                 kept.files.pop(path, None)
             kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
@@ -243,6 +320,9 @@ class SnapshotStore:
             tree = (await self.git("write-tree")).decode().strip()
             bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
             text = f"{message or 'auger snapshot'}\n\n{_MODES_TRAILER}{bits}\n"
+            if unrecorded:
+                listed = dict(sorted(unrecorded.items())[:UNRECORDED_LISTED])
+                text += f"{_UNRECORDED_TRAILER}{json.dumps(listed, sort_keys=True)}\n"
             commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
             await self.git("update-ref", REF_PREFIX + commit, commit)
             return Snapshot(commit, tree, tuple(pick.warnings))
@@ -267,12 +347,30 @@ class SnapshotStore:
     async def modes(self, snapshot: Snapshot | str) -> tuple[tuple[int, int], dict[str, int]]:
         """The permission bits of a snapshot's regular files: the usual (plain, executable) pair,
         and the files that had other bits."""
+        kept = await self._trailer(snapshot, _MODES_TRAILER)
+        if kept is None:
+            return DEFAULT_PERMS, {}
+        return (kept["perms"][0], kept["perms"][1]), {p: int(m) for p, m in kept["files"].items()}
+
+    async def unrecorded(self, snapshot: Snapshot | str) -> dict[str, list]:
+        """The ignored paths a snapshot left out: `dir/` -> ["dir"], a file -> [why ("size": over
+        ignored_max_file_bytes, "budget": over the per-snapshot limits), bytes, mtime in ns]."""
+        return await self._trailer(snapshot, _UNRECORDED_TRAILER) or {}
+
+    async def _trailer(self, snapshot: Snapshot | str, prefix: str) -> Any:
+        """The JSON of a snapshot's commit message line starting with `prefix`, or None."""
         body = (await self.git("cat-file", "commit", _commit(snapshot))).decode("utf-8", "surrogateescape")
         for line in reversed(body.splitlines()):
-            if line.startswith(_MODES_TRAILER):
-                kept = json.loads(line[len(_MODES_TRAILER):])
-                return (kept["perms"][0], kept["perms"][1]), {p: int(m) for p, m in kept["files"].items()}
-        return DEFAULT_PERMS, {}
+            if line.startswith(prefix):
+                return json.loads(line[len(prefix):])
+        return None
+
+    async def ignored(self, paths: list[str]) -> set[str]:
+        """Which of `paths` the project's ignore rules match (whether recorded or not)."""
+        if not paths:
+            return set()
+        out = await self.git("check-ignore", "-z", "--stdin", "--no-index", stdin=_nul(paths), ok=(0, 1))
+        return {os.fsdecode(p) for p in out.split(b"\0") if p}
 
     def _pack_blobs(self, paths: list[str]) -> None:
         """Store the blobs of many files in one pack (`git fast-import`), so the `update-index`
@@ -297,17 +395,49 @@ class SnapshotStore:
             pass  # fast-import gave up: update-index then writes the objects itself, only slower
         proc.wait()
 
-    async def _listing(self) -> tuple[set[str], list[str]]:
-        """(recorded paths whose stat data changed, new paths). `diff-files` is the plumbing that
-        reports a changed ctime without looking at the content, so a bare chmod 600 is seen too."""
-        dirty, fresh = await asyncio.gather(  # both only read the index: run side by side
+    async def _listing(self) -> tuple[set[str], list[str], list[str]]:
+        """(recorded paths whose stat data changed, new paths, new ignored paths: a directory whose
+        contents are all ignored as one `dir/`). `diff-files` is the plumbing that reports a changed
+        ctime without looking at the content, so a bare chmod 600 is seen too."""
+        dirty, fresh, ignored = await asyncio.gather(  # all only read the index: run side by side
             self.git("diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=all"),
-            self.git("ls-files", "-z", "-o", "--exclude-standard"))
+            self.git("ls-files", "-z", "-o", "--exclude-standard"),
+            self.git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory", "--no-empty-directory"))
         return ({os.fsdecode(p) for p in dirty.split(b"\0") if p},
-                [os.fsdecode(p) for p in fresh.split(b"\0") if p])
+                [os.fsdecode(p) for p in fresh.split(b"\0") if p],
+                [os.fsdecode(p) for p in ignored.split(b"\0") if p])
 
-    def _select(self, changed: set[str], new: list[str]) -> _Selection:
-        """What to drop from the index and what to hash, with warnings for what is left out."""
+    def _ignored(self, listed: list[str]) -> tuple[list[str], dict[str, list]]:
+        """The new ignored files to record, and the ignored paths left out with what a later look
+        needs to tell a change (see the module docstring)."""
+        dirs = {p for p in listed if p.endswith("/")}
+        record: list[str] = []
+        unrecorded: dict[str, list] = {}
+        total = 0
+        for path in sorted(listed):
+            if self.is_own(path.rstrip("/")) or _below_any(path, dirs):
+                continue  # auger's own, or inside a directory listed whole (git lists some of both)
+            if path.endswith("/"):
+                unrecorded[path] = ["dir"]
+                continue
+            try:
+                st = os.lstat(self.root / path)
+            except OSError:
+                continue
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                continue
+            if st.st_size > self.ignored_max_file_bytes:
+                unrecorded[path] = ["size", st.st_size, st.st_mtime_ns]
+            elif len(record) >= self.ignored_max_files or total + st.st_size > self.ignored_max_bytes:
+                unrecorded[path] = ["budget", st.st_size, st.st_mtime_ns]
+            else:
+                record.append(path)
+                total += st.st_size
+        return record, unrecorded
+
+    def _select(self, changed: set[str], new: list[str], ignored: Sequence[str] = ()) -> _Selection:
+        """What to drop from the index and what to hash (`ignored`: the new ignored files chosen to
+        be recorded), with warnings for what is left out."""
         pick = _Selection()
         pick.warnings = [f"skipped {p}: it is a separate git repository" for p in new if p.endswith("/")]
         untracked = [p for p in new if not p.endswith("/")]
@@ -316,7 +446,9 @@ class SnapshotStore:
         for d in sorted(crowded):
             pick.warnings.append(f"skipped {per_dir[d]} new files in {d or '.'}/: more than {self.max_dir_files} "
                                  "new files in one directory (raise the limit to include them)")
-        candidates = sorted(changed) + [p for p in untracked if os.path.dirname(p) not in crowded]
+        candidates = (sorted(p for p in changed if not self.is_own(p))
+                      + [p for p in untracked if os.path.dirname(p) not in crowded and not self.is_own(p)]
+                      + list(ignored))
         real_dirs: dict[str, bool] = {"": True}
         for path in candidates:
             if not self._real_dir(os.path.dirname(path), real_dirs):
@@ -491,6 +623,17 @@ def _read_entry(path: Path, limit: int) -> bytes | None:
         return read_fd(fd)
     finally:
         os.close(fd)
+
+
+def _below_any(path: str, dirs: set[str]) -> bool:
+    """Whether a directory in `dirs` (each ending in "/") holds `path`."""
+    parts = path.rstrip("/").split("/")
+    return any("/".join(parts[:n]) + "/" in dirs for n in range(1, len(parts)))
+
+
+def _literal_pattern(rel: str) -> str:
+    """A gitignore pattern that matches exactly `rel` (and what lies below it)."""
+    return "".join("\\" + c if c in "\\*?[]!# " else c for c in rel)
 
 
 def _commit(snapshot: Snapshot | str) -> str:

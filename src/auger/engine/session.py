@@ -42,6 +42,7 @@ from auger.engine.pending_mode import (
 )
 from auger.engine.titles import generate_title
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
+from auger.engine.turn_changes import auger_paths
 from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
@@ -204,7 +205,7 @@ class Session:
         runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
-        snapshots = snapshot_store(config, workspace.root, dirs["data"])
+        snapshots = snapshot_store(config, workspace.root, dirs["data"], auger_paths(dirs, store))
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
             if queue is None:  # in pending mode only an apply changes the project

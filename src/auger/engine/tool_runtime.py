@@ -7,7 +7,8 @@
     the model sees) → `after_mutation` hooks
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
-Failed (the call could not run: unknown tool, bad arguments, a ToolError, a tool bug), Denied (policy
+Failed (the call could not run: unknown tool, bad arguments, a ToolError, a tool bug: any exception a
+handler raises, on the loop or on its thread — see tools/threads.py — but a cancellation), Denied (policy
 or the user refused; the message says why) or Aborted (the user ended the turn at an approval).
 Nothing here records or announces the output: the turn does, in its durable order.
 
@@ -184,10 +185,10 @@ class ToolRuntime:
             return Ran(result)
         except ToolError as exc:
             return Failed(f"Error: {exc}")
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except Exception as exc:  # a tool bug must not end the turn; the model can try another way
-            log.exception("tool %s failed", call.name)
+        except BaseException as exc:  # a tool bug (SystemExit too) must not end the turn: the model tries another way
+            log.error("tool %s failed", call.name, exc_info=exc)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
 
     async def _before_tool(self, host: TurnHost, turn_id: str, call_id: str, spec: ToolSpec,

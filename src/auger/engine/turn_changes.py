@@ -13,7 +13,8 @@ Why it is built this way:
   resume and a killed process (the `turn_snapshot` item, recorded at once, covers a turn that never
   ended). Neither item is shown to the model.
 * Undo puts the tree back as the turn's first snapshot had it and tells the model, as a context
-  message, which files changed back; the message's data keeps the redo point. Undo refuses, changing
+  message, which files changed back and which it could not restore (ignored paths the snapshots
+  leave out, said at the turn's end too); the message's data keeps the redo point. Undo refuses, changing
   nothing, when the tree is no longer what the turn left (someone edited after it), unless forced.
   The same functions serve the live session (ops) and `auger undo` on a stored session.
 """
@@ -23,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Awaitable, Callable, Mapping, Sequence
 
 from auger.protocol.events import Event, TurnDiff, TurnUndone, WarningEvent
 from auger.protocol.items import ChangedFile, ContextMessage, Item, TurnChanges, TurnSnapshot
@@ -47,14 +49,28 @@ class UndoError(Exception):
     """An undo or redo that was refused or cannot be done; nothing was changed."""
 
 
-def snapshot_store(config: Config, root: Path, data_dir: Path) -> SnapshotStore | None:
-    """The project's snapshot repository under auger's data directory, or None when snapshots are off."""
+def snapshot_store(config: Config, root: Path, data_dir: Path, own: Sequence[Path] = ()) -> SnapshotStore | None:
+    """The project's snapshot repository under auger's data directory, or None when snapshots are off.
+    `own`: auger's own files (`auger_paths`), which it never records."""
     if not config.snapshots:
         return None
     from auger.changes.snapshots import SnapshotStore, snapshot_dir
 
     return SnapshotStore(root, snapshot_dir(data_dir, root), max_file_bytes=config.snapshot_max_file_bytes,
-                         max_dir_files=config.snapshot_max_dir_files)
+                         max_dir_files=config.snapshot_max_dir_files, own=own)
+
+
+def auger_paths(dirs: Mapping[str, Path], store: object) -> tuple[Path, ...]:
+    """auger's own files, wherever they are: its data, config and cache directories, and a SQLite
+    session database with the files SQLite keeps beside it (write-ahead log, its index, a rollback
+    journal). Inside a project they are never a change a turn made, nor something undo puts back."""
+    from auger.store.sqlite import SqliteStore
+
+    paths = [dirs[key] for key in ("data", "config", "cache") if key in dirs]
+    if isinstance(store, SqliteStore):
+        db = Path(os.path.abspath(store.path))
+        paths += [db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))]
+    return tuple(paths)
 
 
 class ChangeTracker:
@@ -121,7 +137,7 @@ class ChangeTracker:
 
     async def end_turn(self, turn_id: str) -> None:
         """Record and announce what the turn changed, if it snapshotted (call before turn_ended)."""
-        from auger.changes.diff import diff_since
+        from auger.changes.diff import diff_since, unrecorded_changes
         from auger.changes.snapshots import Snapshot, SnapshotError
 
         before = self._before.pop(turn_id, None)
@@ -136,6 +152,13 @@ class ChangeTracker:
         await self._record(turn_id, TurnChanges(turn_id, before.commit, before.tree, found.now.commit,
                                                 found.now.tree, files, found.text))
         self._emit(TurnDiff(turn_id, files, found.text))
+        try:
+            lost = await unrecorded_changes(self.snapshots, before.commit, found.now)
+        except (SnapshotError, OSError):
+            return
+        if lost:
+            self._emit(WarningEvent(f"undo cannot restore what this turn did to paths no snapshot holds: "
+                                    f"{'; '.join(lost)}", turn_id))
 
 
 # ------------------------------------------------------------------ undo and redo (live or stored)
@@ -214,6 +237,7 @@ def _listed(paths: list[str]) -> str:
 async def undo_turn(snapshots: SnapshotStore, items: Sequence[Item], which: str | None,
                     force: bool = False) -> tuple[ContextMessage, TurnUndone]:
     """Put the tree back as it was before the turn; the note for the model and the event to announce."""
+    from auger.changes.diff import unrecorded_changes
     from auger.changes.snapshots import Snapshot
     from auger.changes.undo import UndoRefused, undo
 
@@ -229,11 +253,14 @@ async def undo_turn(snapshots: SnapshotStore, items: Sequence[Item], which: str 
     except UndoRefused as exc:
         raise UndoError(str(exc)) from None
     files = _files(result)
+    lost = await unrecorded_changes(snapshots, turn.before, turn.after) if turn.after else []
     text = (f"The user undid turn {number}: the project's files are back as they were before it. Files changed "
             f"back: {_listed(files)}. That turn's changes are gone; read a file again before editing it.")
+    if lost or result.failed:
+        text += f" Not restored: {'; '.join(result.failed + lost)}."
     data = {"turn_id": turn.turn_id, "number": number, "before": turn.before, "before_tree": turn.before_tree,
             "redo": result.redo.commit, "redo_tree": result.redo.tree, "files": files}
-    return ContextMessage(text, UNDO, data), TurnUndone(turn.turn_id, False, files, result.failed)
+    return ContextMessage(text, UNDO, data), TurnUndone(turn.turn_id, False, files, result.failed + lost)
 
 
 async def redo_turn(snapshots: SnapshotStore, items: Sequence[Item],

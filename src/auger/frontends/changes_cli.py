@@ -50,7 +50,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 async def _diff(args: argparse.Namespace, config) -> int:
-    from auger.engine.turn_changes import changing_turns
+    from pathlib import Path
+
+    from auger.config import home_dirs
+    from auger.engine.turn_changes import auger_paths, changing_turns, snapshot_store
     from auger.frontends.cli_support import find_session, open_store
     from auger.protocol.events import TurnDiff
     from auger.protocol.jsontext import dumps, printable
@@ -60,6 +63,8 @@ async def _diff(args: argparse.Namespace, config) -> int:
         record = await find_session(store, args.session_id)
         items = [stored.item for stored in await store.load_items(record.id)]
         envelopes = await store.load_events(record.id) if args.json else []
+        dirs = home_dirs()
+        snapshots = snapshot_store(config, Path(record.cwd), dirs["data"], auger_paths(dirs, store))
     finally:
         await store.aclose()
     turns = list(enumerate(changing_turns(items), 1))
@@ -77,9 +82,25 @@ async def _diff(args: argparse.Namespace, config) -> int:
                 else f"turn {number} ({turn.turn_id}): cut short, its changes were not recorded")
         print(f"\x1b[1;33m{head}\x1b[0m" if colour else head)
         print(_coloured(printable(turn.diff)) if colour else printable(turn.diff), end="")
+        for line in await _unrecorded(snapshots, turn):
+            print(printable(f"not in the snapshots, so undo cannot restore it: {line}"))
     if not turns and not args.json:
         print("no turn of this session changed any file")
     return 0
+
+
+async def _unrecorded(snapshots, turn) -> list[str]:
+    """What the turn did to paths no snapshot holds (ignored directories, ignored files over the
+    limits); nothing when that cannot be read (snapshots off or pruned)."""
+    from auger.changes.diff import unrecorded_changes
+    from auger.changes.snapshots import SnapshotError
+
+    if snapshots is None or not turn.after:
+        return []
+    try:
+        return await unrecorded_changes(snapshots, turn.before, turn.after)
+    except (SnapshotError, OSError):
+        return []
 
 
 def _named(turns: list, which: str) -> list:
@@ -114,7 +135,7 @@ async def _undo(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
     from auger.config import home_dirs
-    from auger.engine.turn_changes import UNDO_TURN, UndoError, redo_turn, snapshot_store, undo_turn
+    from auger.engine.turn_changes import UNDO_TURN, UndoError, auger_paths, redo_turn, snapshot_store, undo_turn
     from auger.frontends.cli_support import CliError, claim_session, find_session, open_store
 
     verb = "redo" if args.redo else "undo"
@@ -122,7 +143,8 @@ async def _undo(args: argparse.Namespace, config) -> int:
     leased = None
     try:
         record = await find_session(store, args.session_id)
-        snapshots = snapshot_store(config, Path(record.cwd), home_dirs()["data"])
+        dirs = home_dirs()
+        snapshots = snapshot_store(config, Path(record.cwd), dirs["data"], auger_paths(dirs, store))
         if snapshots is None:
             raise CliError(f"cannot {verb}: snapshots are off (snapshots = false)")
         await claim_session(store, record.id)

@@ -18,7 +18,7 @@ Design choices, and why:
 * A file the session has read is stamped (mtime, size). If it changed on disk
   since (the user edited it, a formatter ran), writing over it would silently
   discard that change, so the tools refuse and ask the model to read it again.
-* Blocking I/O runs in `asyncio.to_thread` so a large file never stalls the loop.
+* Blocking I/O runs on a thread (`tools/threads.py`) so a large file never stalls the loop.
 * When the session has the editor's buffers (`ToolContext.state.client_files`, ACP), the path is
   resolved and every check above runs exactly as for a local file; only the text is read from and
   written to the editor, so the model sees unsaved changes and the user sees the edit in place.
@@ -26,7 +26,6 @@ Design choices, and why:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import difflib
 import errno
@@ -51,6 +50,7 @@ from auger.tools.base import (
     ToolResult,
     ToolSpec,
 )
+from auger.tools.threads import in_thread
 
 DEFAULT_LIMIT = 2000  # lines read_file shows when no limit is given
 MAX_LINE_CHARS = 2000  # longer lines are cut, so one minified line cannot flood the context
@@ -409,7 +409,7 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             finally:
                 os.close(fd)
 
-    t, st, page = await asyncio.to_thread(work)
+    t, st, page = await in_thread(work)
     path, rel = t.path, t.rel
     if isinstance(page, bytes):
         raise _binary_error(rel, st.st_size, "read_file")
@@ -487,7 +487,7 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 raise ToolError(f"cannot write {t.rel}: {e.strerror or e}") from None
             return t.rel, t.path, found is None, old
 
-    rel, path, created, old = await asyncio.to_thread(work)
+    rel, path, created, old = await in_thread(work)
     if editor is not None:
         await editor.write_text(path, content)
         _stamp_disk(ctx, path)
@@ -642,7 +642,7 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 raise ToolError(f"cannot edit {t.rel}: {e.strerror or e}") from None
             return t.rel, t.path, edit
 
-    rel, path, edit = await asyncio.to_thread(work)
+    rel, path, edit = await in_thread(work)
     if edit is None:
         assert editor is not None
         edit = _apply_edit(await editor.read_text(path), old, new, replace_all, rel)
@@ -681,7 +681,7 @@ async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
         return _unified_diff(edit.old_text, edit.new_text, rel)
 
     try:
-        return await asyncio.to_thread(work)
+        return await in_thread(work)
     except (ToolError, OSError) as exc:
         return f"(no preview: {exc})"
 

@@ -4,12 +4,12 @@ The parsing and all-or-nothing application live in `auger.changes.apply_patch`; 
 adapts them to a tool: the session's root handle (the file tools' one, so the same confinement
 applies), the approval preview (the diff the patch would make, computed without writing), and the
 files the session created (so the file tracker knows them). A model that sends the patch through
-`shell` as `apply_patch <<'EOF' … EOF` reaches `run_patch` too (tools/shell.py), never bash.
+`shell` as `apply_patch <<'EOF' … EOF` (after `cd dir &&`, its paths are relative to `dir`) reaches
+`run_patch` too (tools/shell.py), never bash.
 """
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 from pathlib import Path
 from typing import Any
@@ -17,17 +17,19 @@ from typing import Any
 from auger.policy.types import Classification
 from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.files import root_handle
+from auger.tools.threads import in_thread
 
 NAME = "apply_patch"
 
 
-async def run_patch(patch: str, ctx: ToolContext) -> ToolResult:
-    """Apply `patch` beneath the root; a patch that does not apply changes nothing and says why."""
+async def run_patch(patch: str, ctx: ToolContext, workdir: str | None = None) -> ToolResult:
+    """Apply `patch` beneath the root (its paths relative to `workdir`, a directory inside it, when
+    given); a patch that does not apply changes nothing and says why."""
     from auger.changes.apply_patch import PatchError, apply_patch
 
     handle = root_handle(ctx)
     try:
-        result = await asyncio.to_thread(apply_patch, handle, patch)
+        result = await in_thread(apply_patch, handle, patch, workdir)
     except PatchError as exc:
         raise ToolError(f"apply_patch: {exc}. No file was changed.") from None
     for rel in result.added:
@@ -58,12 +60,12 @@ async def _apply(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return await run_patch(args["patch"], ctx)
 
 
-async def preview_patch(patch: str, ctx: ToolContext) -> str:
+async def preview_patch(patch: str, ctx: ToolContext, workdir: str | None = None) -> str:
     """The unified diff the patch would make, computed in memory (for approvals)."""
-    from auger.changes.apply_patch import PatchError, parse_patch, plan_patch
+    from auger.changes.apply_patch import PatchError, plan_patch_text
 
     def work() -> str:
-        plan, _ = plan_patch(root_handle(ctx), parse_patch(patch))
+        plan, _ = plan_patch_text(root_handle(ctx), patch, workdir)
         out: list[str] = []
         for rel, new in plan.new.items():
             old = plan.before.get(rel)
@@ -75,7 +77,7 @@ async def preview_patch(patch: str, ctx: ToolContext) -> str:
         return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
     try:
-        return await asyncio.to_thread(work)
+        return await in_thread(work)
     except PatchError as exc:
         return f"(no preview: {exc})"
 

@@ -42,6 +42,7 @@ from auger.policy.fs import RootHandle, read_beneath
 from auger.policy.paths import PathEscape, display
 from auger.tools.base import READ_ONLY, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.files import root_handle
+from auger.tools.threads import in_thread
 from auger.tools.walk import GlobError, PathFilter, WalkEntry, glob_matcher, path_sort_key, walk
 
 LIST_DIR_MAX_ENTRIES = 500
@@ -149,7 +150,7 @@ def _list_dir(handle: RootHandle, raw_path: str, depth: int) -> ToolResult:
 
 
 async def _list_dir_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return await asyncio.to_thread(
+    return await in_thread(
         _list_dir, root_handle(ctx), args.get("path", "."), args.get("depth", 2)
     )
 
@@ -213,7 +214,7 @@ def _glob(handle: RootHandle, pattern: str, raw_path: str) -> ToolResult:
 
 
 async def _glob_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return await asyncio.to_thread(_glob, root_handle(ctx), args["pattern"], args.get("path", "."))
+    return await in_thread(_glob, root_handle(ctx), args["pattern"], args.get("path", "."))
 
 
 GLOB = ToolSpec(
@@ -487,7 +488,7 @@ async def _rg_search(rg: str, job: _GrepJob) -> tuple[list[Match], list[str]]:
                 raise ToolError(f"grep: invalid regex {job.pattern!r}: " + "\n".join(err_lines[:8]))
             raise ToolError("grep: ripgrep failed: " + "\n".join(err_lines[:8]))
         err_lines = err_lines or [f"rg exited with status {proc.returncode}"]
-    matches = await asyncio.to_thread(_parse_rg_output, stdout, job)
+    matches = await in_thread(_parse_rg_output, stdout, job)
     return matches, err_lines
 
 
@@ -608,7 +609,7 @@ def _prepare_and_check(root: RootHandle, args: dict[str, Any]) -> tuple[_GrepJob
 
 
 async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    job, binary = await asyncio.to_thread(_prepare_and_check, root_handle(ctx), args)
+    job, binary = await in_thread(_prepare_and_check, root_handle(ctx), args)
     if binary:
         return ToolResult(
             f"{display(job.root, job.target)} is a binary file; not searched",
@@ -616,10 +617,10 @@ async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         )
     if job.rg is not None:
         matches, errors = await _rg_search(job.rg, job)
-        matches, errors = await asyncio.to_thread(_confirmed, job, matches, errors)
+        matches, errors = await in_thread(_confirmed, job, matches, errors)
     else:
-        matches, errors = await asyncio.to_thread(_python_search, job)
-    return await asyncio.to_thread(_format_grep, job, matches, errors)
+        matches, errors = await in_thread(_python_search, job)
+    return await in_thread(_format_grep, job, matches, errors)
 
 
 GREP = ToolSpec(

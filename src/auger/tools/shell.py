@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import posixpath
 import shutil
 import signal
 import time
@@ -139,11 +140,14 @@ def _shell_patch(command: str):
 async def _run_shell_patch(shell_patch, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     from auger.tools.patch import run_patch
 
-    for where in (shell_patch.workdir, args.get("workdir")):
-        if where not in (None, "", ".", str(ctx.root)):
-            raise ToolError(f"shell: apply_patch after `cd {where}`: write the patch with paths relative to the "
-                            "project root and send it without a directory")
-    return await run_patch(shell_patch.patch, ctx)
+    return await run_patch(shell_patch.patch, ctx, _patch_dir(shell_patch, args))
+
+
+def _patch_dir(shell_patch, args: dict[str, Any]) -> str | None:
+    """The directory a patch sent as a command is relative to: the call's `workdir`, then the `cd`
+    before `apply_patch` from there (as bash would go). apply_patch walks it beneath the root."""
+    parts = [part for part in (args.get("workdir"), shell_patch.workdir) if part]
+    return posixpath.join(*parts) if parts else None
 
 
 async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -153,7 +157,7 @@ async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
         return ""
     from auger.tools.patch import preview_patch
 
-    return await preview_patch(shell_patch.patch, ctx)
+    return await preview_patch(shell_patch.patch, ctx, _patch_dir(shell_patch, args))
 
 
 def bash_argv(command: str) -> list[str]:
