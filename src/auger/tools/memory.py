@@ -11,7 +11,6 @@ pending mode the note is queued like any other change.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from auger.context.memory import MEMORY_PATH, NoteRefused, append_line
 from auger.policy.types import Classification
 from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.files import root_handle
+from auger.tools.threads import in_thread
 
 ASKS = "a note the agent would follow in every later session: the user decides what is remembered"
 
@@ -37,14 +37,14 @@ def _note(args: dict[str, Any]) -> str:
 
 async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
     try:
-        return await asyncio.to_thread(append_line, root_handle(ctx), MEMORY_PATH, _note(args), write=False)
+        return await in_thread(append_line, root_handle(ctx), MEMORY_PATH, _note(args), write=False)
     except (NoteRefused, ToolError):
         return ""  # the call itself says why
 
 
 async def _remember(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     try:
-        diff = await asyncio.to_thread(append_line, root_handle(ctx), MEMORY_PATH, _note(args))
+        diff = await in_thread(append_line, root_handle(ctx), MEMORY_PATH, _note(args))
     except NoteRefused as exc:
         raise ToolError(f"remember: {exc}") from None
     return ToolResult(f"Added to {MEMORY_PATH}; it is part of your instructions from the next user turn on.",
