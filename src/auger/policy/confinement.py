@@ -263,9 +263,8 @@ async def _start_supervisor(sandbox, policy, private_dir: Path):
     # itself runs with almost none: each command brings its own.
     supervisor = _source(Path(__file__).with_name("supervisor.py"))
     launched = sandbox.launch([_python(), "-S", "-I", "-c", supervisor], dict(os.environ), policy)
-    extra = ["--no-unix-sockets"] if sandbox.kind == "landlock" else []
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log", extra)
+    return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log")
 
 
 def _missing(sandbox, policy) -> tuple[str, ...]:
