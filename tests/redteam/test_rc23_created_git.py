@@ -82,3 +82,31 @@ def test_git_in_a_new_repository_still_works_in_the_session(project, server, kin
     assert outs[0].startswith("Exit code: 0") and outs[0].rstrip().endswith("1"), outs[0]
     assert "[sandbox]" not in outs[0] + outs[1], outs  # nothing that runs code: nothing removed
     assert "https://example.com/x.git" in outs[1] and "someone" in outs[1], outs[1]
+
+
+def test_the_file_tools_do_not_write_in_a_bare_repository(project):
+    """git run inside a bare repository reads its config (a pager, an fsmonitor), whatever its name."""
+    from tests.support.redteam import scripted_session, tool_outputs
+
+    subprocess.run(["git", "init", "-q", "--bare", "store.git"], cwd=project, check=True)
+    config = (project / "store.git" / "config").read_bytes()
+    run, _ = scripted_session(project, [
+        ToolCall("write_file", {"path": "store.git/config", "content": "[core]\n\tpager = touch PWNED\n"}),
+        ToolCall("write_file", {"path": "store.git/hooks/post-update", "content": "#!/bin/sh\ntouch PWNED\n"})])
+    outs = tool_outputs(run)
+    assert all("git would use as a git directory" in out for out in outs), outs
+    assert (project / "store.git" / "config").read_bytes() == config
+    assert not (project / "store.git" / "hooks" / "post-update").exists()
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "off"])
+def test_a_git_file_pointing_out_of_the_project_is_removed(project, server, kind):
+    """A git dir outside the project (the session's temp dir, here) named by a new `.git` file."""
+    pwned = project / "PWNED"
+    outs = shell(project, server, kind, "git init -q --separate-git-dir=$TMPDIR/evil sub && "
+                 + HOOK.format(pwned=pwned, path="$TMPDIR/evil/hooks/pre-commit") + " && git -C sub status --short")
+    assert "Exit code: 0" in outs[0], outs[0]
+    if kind != "off":
+        assert not (project / "sub" / ".git").exists() and "removed sub/.git" in outs[0], outs[0]
+    _user_commits(project / "sub")
+    assert pwned.exists() == (kind == "off")  # (the control: the user's commit there runs the hook)

@@ -91,9 +91,9 @@ def test_pack_files_survive_a_deletion_the_classifier_cannot_see(project, server
         assert _git(project, "fsck", "--full").returncode == 0
 
 
-def test_commits_and_gc_still_work_under_bwrap(project, server):
+def test_commits_still_work_under_bwrap(project, server):
     _repo(project)
     outs = shell(project, server, "bwrap", "echo more > more.txt && git add more.txt && "
-                 "git -c user.email=t@t -c user.name=t commit -q -m more && git gc -q; git log --oneline | wc -l")
-    assert "Exit code: 0" in outs[0] and outs[0].rstrip().endswith("5"), outs[0]
+                 "git -c user.email=t@t -c user.name=t commit -q -m more && git log --oneline | wc -l")
+    assert outs[0].startswith("Exit code: 0") and outs[0].rstrip().endswith("5"), outs[0]
     assert _git(project, "fsck", "--full").returncode == 0

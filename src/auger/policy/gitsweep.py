@@ -97,7 +97,8 @@ class GitSweep:
         self._dirs: dict[str, _Dir] = {}
         self._existing: set[tuple[int, int]] = set()  # (dev, inode) of the user's git dirs
         self._created: dict[str, tuple[tuple[int, int], ...]] = {}  # git dir -> fingerprint when last defused
-        self._pointers: dict[str, tuple[int, int]] = {}  # `.git` file or link -> (inode, ctime) when last judged
+        self._pointers: dict[str, tuple[tuple[int, int], str | None]] = {}  # `.git` file or link -> when last
+        # judged: its (inode, ctime), and where it pointed
         git = self.root / ".git"
         self._absent = tuple(name for name in REMOVED_WHEN_ADDED
                              if git.is_dir() and not git.is_symlink() and not os.path.lexists(git / name))
@@ -118,7 +119,7 @@ class GitSweep:
                 if ident is not None:
                     self._existing.add(ident)
             for rel in found.pointers:
-                self._pointers[rel] = _changed(self.root / rel) or (0, 0)
+                self._pointers[rel] = (_changed(self.root / rel) or (0, 0), self._pointed(rel))
             self._ready = True
 
     def sweep(self, walk: bool = True) -> list[str]:
@@ -216,22 +217,20 @@ class GitSweep:
     # --- defusing --------------------------------------------------------------------------------
 
     def _pointer(self, rel: str) -> list[str]:
-        """A `.git` file or link made or rewritten during the session: one leading out of the project goes;
+        """A `.git` file or link made or re-pointed during the session: one leading out of the project goes;
         the git dir it names inside the project is defused like any new one (unless it is the user's)."""
         changed = _changed(self.root / rel)
         if changed is None:
             self._pointers.pop(rel, None)
             return []
-        if self._pointers.get(rel) == changed:
+        known = self._pointers.get(rel)
+        if known is not None and known[0] == changed:
             return []
-        self._pointers[rel] = changed
-        base = os.path.dirname(rel)
-        if os.path.islink(self.root / rel):
-            target = self._inside(base, os.readlink(self.root / rel))
-        else:
-            text = self._read_small(rel)
-            is_pointer = text is not None and text.startswith("gitdir:")
-            target = self._inside(base, text[len("gitdir:"):].strip()) if is_pointer and text else None
+        text = self._pointed(rel)
+        self._pointers[rel] = (changed, text)
+        if known is not None and known[1] == text:  # touched, not re-pointed
+            return []
+        target = self._inside(os.path.dirname(rel), text) if text is not None else None
         if target is None:
             self._remove(rel)
             self._pointers.pop(rel, None)
@@ -241,6 +240,18 @@ class GitSweep:
         if target_ident is not None and target_ident not in self._existing:
             self._created.setdefault(target, ())
         return []
+
+    def _pointed(self, rel: str) -> str | None:
+        """Where a `.git` link or `gitdir:` file points, as written; None when it names nothing."""
+        if os.path.islink(self.root / rel):
+            try:
+                return os.readlink(self.root / rel)
+            except OSError:
+                return None
+        text = self._read_small(rel)
+        if text is None or not text.startswith("gitdir:"):
+            return None
+        return text[len("gitdir:"):].strip() or None
 
     def _recheck(self, rel: str) -> list[str]:
         """Defuse a git dir made during the session if it changed since it was last defused."""

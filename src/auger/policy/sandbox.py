@@ -7,11 +7,12 @@ command line into one that runs confined:
 
 - **bubblewrap** (preferred): a new mount namespace where `/` is bound read-only,
   the project root and the session's writable dirs are bound read-write, `/tmp`,
-  `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks
-  and friends (and auger's own files) are bound read-only on top, and credential
-  paths are covered (an empty, mode-0000 tmpfs over directories, `/dev/null` over
-  files). New user (as root), PID, IPC, UTS and cgroup namespaces; a new network
-  namespace (loopback only) unless the network is "full".
+  `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks,
+  pack files and friends (and auger's installation) are bound read-only on top,
+  and credential paths and auger's own files are covered (an empty tmpfs over
+  directories, `/dev/null` over files), with what the session needs inside them
+  bound again on top. New user (as root), PID, IPC, UTS and cgroup namespaces; a
+  new network namespace (loopback only) unless the network is "full".
 - **Landlock** (fallback): see `auger.policy.landlock`. Allow-rules only, so
   read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
   restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
