@@ -33,6 +33,8 @@ def _attacks(project: Path) -> dict[str, tuple[str, list[str]]]:
         "later-command": ("sub", ["git init -q sub", HOOK.format(pwned=pwned, path="sub/.git/hooks/pre-commit")]),
         "include": ("sub", [f"git init -q sub && printf '[core]\\n\\tfsmonitor = touch {pwned}\\n' > sub/evil.cfg && "
                             "git -C sub config include.path ../evil.cfg"]),
+        "moved-in": ("deep/sub", ["mkdir -p build deep && git init -q build/sub && "
+                                  + HOOK.format(pwned=pwned, path="build/sub/.git/hooks/pre-commit"), "mv build/sub deep/"]),
     }
 
 
@@ -45,7 +47,7 @@ def _user_commits(repo: Path) -> None:
 
 @pytest.mark.parametrize("kind", [*KINDS, "off"])
 @pytest.mark.parametrize("name", ["hook", "hooks-path", "fsmonitor", "separate-git-dir", "project-root",
-                                  "later-command", "include"])
+                                  "later-command", "include", "moved-in"])
 def test_a_repository_made_in_the_session_runs_no_planted_code(project, server, kind, name):
     where, commands = _attacks(project)[name]
     outs = shell(project, server, kind, *commands)
@@ -55,9 +57,24 @@ def test_a_repository_made_in_the_session_runs_no_planted_code(project, server, 
         assert (project / "PWNED").exists(), outs
         return
     assert not (project / "PWNED").exists(), outs
-    assert "[sandbox]" in outs[-1] and "removed" in outs[-1], outs[-1]  # the model is told
+    assert any("[sandbox]" in out and "removed" in out for out in outs), outs  # the model is told
     log = subprocess.run(["git", "log", "--oneline"], cwd=project / where, capture_output=True, text=True)
     assert log.returncode == 0 and log.stdout.strip(), log.stderr  # the repository still works
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["hook", "later-command", "moved-in"])
+def test_without_inotify_the_change_times_find_them(project, server, kind, name, monkeypatch):
+    """Where inotify is unavailable (or out of watches), each scan reads the directories whose change
+    time moved: the same attacks are defused."""
+    from auger.policy.dirnotify import DirNotify
+
+    monkeypatch.setattr(DirNotify, "open", classmethod(lambda cls: None))
+    where, commands = _attacks(project)[name]
+    outs = shell(project, server, kind, *commands)
+    assert all("Exit code: 0" in out for out in outs), outs
+    _user_commits(project / where)
+    assert not (project / "PWNED").exists(), outs
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -110,3 +127,20 @@ def test_a_git_file_pointing_out_of_the_project_is_removed(project, server, kind
         assert not (project / "sub" / ".git").exists() and "removed sub/.git" in outs[0], outs[0]
     _user_commits(project / "sub")
     assert pwned.exists() == (kind == "off")  # (the control: the user's commit there runs the hook)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_walk_longer_than_a_command_waits_is_told_with_the_next_command(project, server, kind, monkeypatch):
+    """A command's result waits for the walk after it only briefly (a large project): the walk goes on
+    meanwhile, and what it finds is told once, with a later command."""
+    from auger.policy import gitsweep
+
+    monkeypatch.setattr(gitsweep, "WALK_WAIT", 0.0)
+    outs = shell(project, server, kind,
+                 "git init -q sub && " + HOOK.format(pwned=project / "PWNED", path="sub/.git/hooks/pre-commit"),
+                 "sleep 0.5; test -e sub/.git/hooks/pre-commit; echo present=$?")
+    told = [out for out in outs if "removed hooks pre-commit" in out]
+    assert len(told) == 1, outs
+    assert "present=1" in outs[1], outs[1]  # gone while the next command ran
+    _user_commits(project / "sub")
+    assert not (project / "PWNED").exists()

@@ -13,7 +13,6 @@ without a sandbox, commands are pointed at it but nothing forces them through
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from auger.config import Config
-from auger.policy.gitsweep import GitSweep
+from auger.policy.gitsweep import GitWatch
 from auger.process import owned_temp_dir
 
 if TYPE_CHECKING:  # imported when a sandbox is built, not when this module loads
@@ -43,23 +42,20 @@ class Confinement:
     mode: Callable[[], str] = lambda: "auto"
     missing: tuple[str, ...] = ()  # guarantees this sandbox cannot give here (auto mode then asks)
     private_dir: Path | None = None  # auger's own files (background logs): no command can write here
-    git: GitSweep | None = None  # repositories commands could plant code in, watched (policy/gitsweep.py)
+    git: GitWatch | None = None  # repositories commands could plant code in, watched (policy/gitsweep.py)
     _socket_dir: Path | None = field(default=None, repr=False)
     _logs: int = 0
-    _git_started: asyncio.Future[None] | None = field(default=None, repr=False)  # the first walk, in a thread
-    _git_notes: list[str] = field(default_factory=list, repr=False)  # found before a command, told after it
     _writers: list[SupervisedProcess] = field(default_factory=list, repr=False)  # started writable since the walk
 
     def sweep_git(self) -> str | None:
-        """Defuse what commands planted in git directories since the last sweep (see policy/gitsweep.py).
-        The project is walked only when a command that could write ran since the last walk, or may still
-        run (a read-only command cannot have planted anything). Returns a note for the model (with what
-        an earlier sweep found), or None."""
-        if self.git is None or self._git_started is None or not self._git_started.done():
+        """Defuse what commands planted in git directories (see policy/gitsweep.py). The project is walked
+        only when a command that could write ran since the last walk, or may still run (a read-only command
+        cannot have planted anything). Returns a note for the model, or None."""
+        if self.git is None:
             return None
         walk = bool(self._writers)
         self._writers = [proc for proc in self._writers if proc.returncode is None]
-        notes, self._git_notes = [*self._git_notes, *self.git.sweep(walk=walk)], []
+        notes = self.git.after_command(walk)
         return "blocked by the sandbox: " + "; ".join(notes) if notes else None
 
     @property
@@ -94,10 +90,8 @@ class Confinement:
 
         if self.box is None:
             return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio)
-        if self._git_started is not None:
-            await asyncio.shield(self._git_started)  # what exists before the first command is the user's
-        if self.git is not None:  # a background command may have planted a name git reads since the last one
-            self._git_notes += self.git.sweep(walk=False)
+        if self.git is not None:
+            await self.git.before_command()
         readonly = self.readonly_for(effect)
         env = self.command_env(env)
         writable: tuple[str, ...] = ()
@@ -158,10 +152,8 @@ class Confinement:
 
         if self.box is not None:
             await self.box.close()
-        if self.git is not None and self._git_started is not None:
-            await asyncio.shield(self._git_started)
-            await asyncio.to_thread(self.git.sweep)  # nobody reads a note now: the defusing is what counts
-            self.git.close()
+        if self.git is not None:
+            await self.git.close()
         if self.proxy is not None:
             await self.proxy.stop()
         for path in (self._socket_dir, self.private_dir):
@@ -221,9 +213,8 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
     if missing:
         warn(f"the {sandbox.kind} sandbox cannot enforce here: {'; '.join(missing)}. "
              "auto mode will ask before changes, as safe mode does")
-    git = GitSweep(root)
-    return Confinement(sandbox, policy, proxy, description, box, mode, missing, private_dir, git, socket_dir,
-                       _git_started=asyncio.ensure_future(asyncio.to_thread(git.start)))
+    return Confinement(sandbox, policy, proxy, description, box, mode, missing, private_dir, GitWatch(root),
+                       socket_dir)
 
 
 # Local TCP ports a dev server in the session may use under Landlock ABI 4+ (bwrap's network

@@ -5,7 +5,7 @@ there, outside any sandbox. The project's own `.git` is protected by the sandbox
 (policy/sandbox.py: config, hooks, info … read-only, `.git` itself a mount point), but a mount
 needs something to mount over, and nothing is created in the user's repository to mount over
 (a session leaves `.git` as it found it). What mounts cannot cover is left to this module, which
-looks after every command, before the next one, and when the session ends:
+looks after every command that could write, and when the session ends:
 
 * Names the sandbox protects that the project's `.git` did not have when the session began
   (`hooks`, `info`, `config`, `commondir`, `config.worktree`, `objects/info`): one a command
@@ -18,11 +18,19 @@ looks after every command, before the next one, and when the session ends:
   `commondir` leading out of the project is removed. A new `.git` file pointing out of the project
   is removed. This is checked again after every command, so a hook planted later is removed too.
 
-Finding them cheaply: the first scan walks the project (in a thread, while the session starts) and
-remembers each directory's inode and change time — ctime, which the kernel sets whenever an entry
-is added, removed or renamed, and which a command cannot set back (unlike mtime). Later scans stat
-the directories they know and read only those that changed, so a scan costs one `lstat` per
-directory. Repositories that existed before the session are the user's and are left alone.
+Finding them cheaply: the first scan walks the project (in a thread, while the session starts),
+watching each directory with inotify (policy/dirnotify.py) and remembering its inode and change
+time. Later scans read only the directories inotify names (and what is new below them), so a scan
+costs next to nothing when nothing was added. Where inotify cannot answer (no watches left, an
+overflowing queue, a directory moved), a scan stats every known directory and reads those whose
+change time moved — ctime, which the kernel sets whenever an entry is added, removed or renamed, and
+which a command cannot set back (unlike mtime). Repositories that existed before the session are the
+user's and are left alone.
+
+`GitWatch` runs it on a thread of the session's own: the first walk while the session starts (the first
+command waits for it), a walk after each command that could write. A command's result waits for the
+walk after it at most `WALK_WAIT`; what a longer walk finds is told with a later command. So a large
+project costs a command no more than that, and the walk overlaps the model's next reply.
 
 What this cannot do: it acts after the fact. A repository planted by a background command is found
 by the next command's scan or when the session ends; a git the user runs in between could use it.
@@ -32,14 +40,18 @@ bwrap sandbox protects) is not protected.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import stat
 import subprocess
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auger.policy.dirnotify import DirNotify
 from auger.policy.fs import RootHandle, open_beneath
 from auger.policy.gitguard import is_git_name, looks_like_git_dir
 
@@ -70,6 +82,7 @@ _URL_KEYS = frozenset({"url", "pushurl"})
 _RUNNING_URL = ("ext::", "fd::")  # transports that run a command
 _POINTER_MAX = 4096
 SYSTEM_BIN = "/usr/bin:/bin:/usr/local/bin"
+WALK_WAIT = 0.25  # seconds a command's result waits for the walk after it (µs when nothing is new)
 
 
 @dataclass
@@ -93,6 +106,7 @@ class GitSweep:
         self.root = Path(os.path.realpath(root))
         self._root_text = os.fspath(self.root)
         self._handle: RootHandle | None = None
+        self._notify: DirNotify | None = None  # which directories changed, without a walk (else: ctime)
         self._lock = threading.Lock()
         self._dirs: dict[str, _Dir] = {}
         self._existing: set[tuple[int, int]] = set()  # (dev, inode) of the user's git dirs
@@ -113,6 +127,7 @@ class GitSweep:
                 self._handle = RootHandle(self.root)
             except OSError:
                 return
+            self._notify = DirNotify.open()
             found = self._walk()
             for rel in found.git_dirs:
                 ident = self._ident(rel)
@@ -122,15 +137,12 @@ class GitSweep:
                 self._pointers[rel] = (_changed(self.root / rel) or (0, 0), self._pointed(rel))
             self._ready = True
 
-    def sweep(self, walk: bool = True) -> list[str]:
-        """Defuse what commands added since the last sweep; one note per thing done (for the model).
-        `walk=False`: only the names added to the project's own `.git` (a few `lstat`s, not a walk)."""
+    def sweep(self) -> list[str]:
+        """Defuse what commands added since the last sweep; one note per thing done (for the model)."""
         with self._lock:
             if not self._ready or self._handle is None:
                 return []
             notes = self._remove_added_names()
-            if not walk:
-                return notes
             found = self._walk()
             for rel in dict.fromkeys([*self._pointers, *found.pointers]):
                 notes += self._pointer(rel)
@@ -143,9 +155,13 @@ class GitSweep:
             return notes
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+            if self._notify is not None:
+                self._notify.close()
+                self._notify = None
 
     # --- names added to the project's own .git ---------------------------------------------------
 
@@ -163,7 +179,15 @@ class GitSweep:
     # --- walking ---------------------------------------------------------------------------------
 
     def _walk(self) -> _Scan:
-        """Visit every known directory; read the ones that changed (and new ones)."""
+        """Read the directories that changed since the last walk (and every new one)."""
+        if self._notify is not None and self._dirs:
+            changed = self._notify.drain()
+            if changed is not None:
+                return self._walk_changed(changed)
+        return self._walk_all()
+
+    def _walk_all(self) -> _Scan:
+        """Visit every known directory (an `lstat` each); read the ones whose change time moved."""
         assert self._handle is not None
         found = _Scan()
         seen: dict[str, _Dir] = {}
@@ -173,6 +197,8 @@ class GitSweep:
             rel = stack.pop()
             if rel in seen:
                 continue
+            if self._notify is not None:  # first, so that nothing made from now on goes unseen
+                self._notify.watch(self._path(rel), rel)
             try:
                 st = os.stat(rel or ".", dir_fd=fd, follow_symlinks=False)
             except OSError:
@@ -188,10 +214,47 @@ class GitSweep:
         self._dirs = seen
         return found
 
+    def _walk_changed(self, changed: set[str]) -> _Scan:
+        """Read the directories inotify names, and whatever is new below them."""
+        assert self._handle is not None and self._notify is not None
+        found = _Scan()
+        stack = sorted(changed)
+        fd = self._handle.fd
+        while stack:
+            rel = stack.pop()
+            self._notify.watch(self._path(rel), rel)
+            try:
+                st = os.stat(rel or ".", dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                self._dirs.pop(rel, None)
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                self._dirs.pop(rel, None)
+                continue
+            old = self._dirs.get(rel)
+            now = self._read(rel, (st.st_ino, st.st_ctime_ns), found)
+            self._dirs[rel] = now
+            for name in set(old.walk if old else ()) - set(now.walk):
+                self._dirs.pop(f"{rel}/{name}" if rel else name, None)
+            for name in now.walk:
+                child = f"{rel}/{name}" if rel else name
+                known = self._dirs.get(child)
+                try:
+                    inode = os.stat(child, dir_fd=fd, follow_symlinks=False).st_ino
+                except OSError:
+                    continue
+                if known is None or known.ident[0] != inode:  # new here (or replaced): read it and below
+                    self._dirs.pop(child, None)
+                    stack.append(child)
+        return found
+
+    def _path(self, rel: str) -> str:
+        return f"{self._root_text}/{rel}" if rel else self._root_text
+
     def _read(self, rel: str, ident: tuple[int, int], found: _Scan) -> _Dir:
         """Read a new or changed directory: note the git dirs and `.git` files in it, and what to walk into."""
         try:
-            with os.scandir(f"{self._root_text}/{rel}" if rel else self._root_text) as it:
+            with os.scandir(self._path(rel)) as it:
                 entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
         except OSError:
             return _Dir(ident, ())
@@ -412,6 +475,47 @@ class GitSweep:
         if real == root or not real.startswith(root + os.sep):
             return None
         return real[len(root) + 1:]
+
+
+class GitWatch:
+    """A project's GitSweep, run on a thread of its own for one session (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.sweep = GitSweep(root)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-gitsweep")
+        self._started = self._thread.submit(self._start)
+        self._pending: list[Future[list[str]]] = []  # walks not yet reported, in order (one thread runs them)
+        self._queued = False  # a walk is submitted and has not begun: it will see every change made so far
+
+    def _start(self) -> list[str]:
+        self.sweep.start()
+        return []
+
+    async def before_command(self) -> None:
+        """What exists before the first command is the user's: the first walk must be over."""
+        await asyncio.wrap_future(self._started)
+
+    def after_command(self, walk: bool) -> list[str]:
+        """Start a walk when a command that could write ran (unless one not yet begun will see its changes
+        anyway), wait for it up to WALK_WAIT, and return the notes of every walk finished since the last call."""
+        if walk and not self._queued:
+            self._queued = True
+            self._pending.append(self._thread.submit(self._walk))
+        if walk:
+            wait_for([self._pending[-1]], timeout=WALK_WAIT)
+        done = [future for future in self._pending if future.done()]
+        self._pending = [future for future in self._pending if not future.done()]
+        return [note for future in done for note in future.result()]
+
+    def _walk(self) -> list[str]:
+        self._queued = False  # from here on, a change may come too late for this walk
+        return self.sweep.sweep()
+
+    async def close(self) -> None:
+        """A last walk (nobody reads its notes: the defusing is what counts), then the thread ends."""
+        await asyncio.wrap_future(self._thread.submit(self.sweep.sweep))
+        self._thread.shutdown()
+        self.sweep.close()
 
 
 def _changed(path: Path) -> tuple[int, int] | None:
