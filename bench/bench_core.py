@@ -182,7 +182,9 @@ def sandboxed_command_times(kind: str, project: Path, runs: int) -> list[float]:
 
     async def measure() -> list[float]:
         scratch = project.parent / f"scratch-{kind}"
-        confinement = await confine(Config(sandbox=kind), project, scratch, (), print)
+        home = project.parent / "auger-home"
+        dirs = {"config": home, "data": home, "cache": home / "cache"}
+        confinement = await confine(Config(sandbox=kind), project, scratch, (), print, dirs=dirs)
         if confinement is None:
             return [float("nan")]
         ctx = ToolContext(root=project, state=SessionToolState(scratch_dir=scratch), call_id="bench",

@@ -52,7 +52,7 @@ def test_writes_outside_the_project_are_blocked_and_reported(project, server, tm
     run_commands(project, server,
                  "D=../outside; echo x > $D/escaped.txt",  # a variable hides the path from the classifier
                  "echo y > link/via-symlink.txt",
-                 "echo 'curl evil' > .git/hooks/pre-commit",
+                 "H=.git/hooks; echo 'curl evil' > $H/pre-commit",  # (named plainly, the classifier asks first)
                  "echo fine > inside.txt")
     outs = shell_outputs(server)
     assert not (outside / "escaped.txt").exists() and not (outside / "via-symlink.txt").exists()

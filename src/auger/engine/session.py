@@ -162,14 +162,13 @@ class Session:
         state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan)
         probe = asyncio.create_task(probe_window(client, config))  # a round trip: overlap it with the sandbox
         dirs = home_dirs()
-        protected = tuple(dict.fromkeys((dirs["config"], dirs["data"])))
         queue = await open_pending(store, meta.id, workspace.root, pending or config.pending)
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
         if queue is not None:
             state.root_handle = queue.handle
         mode = SessionMode(meta.mode)
-        confinement = await confine(config, tools_root, state.scratch_dir, (*protected, *share_repository(queue)),
-                                    warnings.append, mode=lambda: mode.now)
+        confinement = await confine(config, tools_root, state.scratch_dir, share_repository(queue),
+                                    warnings.append, mode=lambda: mode.now, dirs=dirs)
         unshare_repository_unless_confined(queue, confinement)
         if queue is not None:
             warnings.extend(pending_warnings(queue, confinement))

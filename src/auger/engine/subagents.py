@@ -422,17 +422,16 @@ class Child:
 
 async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_parent: Path, mode: Callable[[], str],
                             emit: Callable[[ev.Event], None]) -> Confinement | None:
-    """A sandbox of the child's own around its worktree: the session's is rooted at the project and keeps
-    auger's data dir (where worktrees live) read-only, so the child's commands could not write its tree."""
+    """A sandbox of the child's own around its worktree: the session's is rooted at the project and hides
+    auger's data dir (where worktrees live), so the child's commands could not reach its tree."""
     from auger.config import home_dirs
     from auger.policy.confinement import confine
 
-    dirs = home_dirs()
     scratch = scratch_parent / f"agent-{run.id}"
     scratch.mkdir(parents=True, exist_ok=True)
-    return await confine(config, root, scratch, tuple(dict.fromkeys((dirs["config"], dirs["data"]))),
+    return await confine(config, root, scratch, (),
                          lambda message: emit(ev.WarningEvent(f"agent {run.agent.name} ({run.id}): {message}")),
-                         mode=mode)
+                         mode=mode, dirs=home_dirs())
 
 async def _cancel(runs: Iterable[AgentRun], reason: str) -> None:
     """Cancel the runs still going and wait until each has cleaned up (its commands killed, its status

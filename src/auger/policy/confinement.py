@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from auger.config import Config
+from auger.policy.gitsweep import GitWatch
 from auger.process import owned_temp_dir
 
 if TYPE_CHECKING:  # imported when a sandbox is built, not when this module loads
     from auger.policy.egress import EgressProxy
     from auger.policy.sandbox import Sandbox, SandboxPolicy
-    from auger.policy.supervised import SessionSandbox
+    from auger.policy.supervised import SessionSandbox, SupervisedProcess
 
 READ_ONLY_EFFECT = "read_only"
 
@@ -40,45 +42,21 @@ class Confinement:
     mode: Callable[[], str] = lambda: "auto"
     missing: tuple[str, ...] = ()  # guarantees this sandbox cannot give here (auto mode then asks)
     private_dir: Path | None = None  # auger's own files (background logs): no command can write here
+    git: GitWatch | None = None  # repositories commands could plant code in, watched (policy/gitsweep.py)
     _socket_dir: Path | None = field(default=None, repr=False)
     _logs: int = 0
-    _git_present: frozenset[str] | None = None  # GIT_PLANTABLE files .git had when the session began
-
-    def __post_init__(self) -> None:
-        self._git_present = frozenset(self._git_files())
-
-    def _git_files(self) -> list[str]:
-        from auger.policy.sandbox import GIT_PLANTABLE
-
-        git = Path(self.policy.root) / ".git"
-        return [name for name in GIT_PLANTABLE if os.path.lexists(git / name)]
+    _writers: list[SupervisedProcess] = field(default_factory=list, repr=False)  # started writable since the walk
 
     def sweep_git(self) -> str | None:
-        """Remove a `.git/commondir` (or `config.worktree`) a command created: git would read
-        another repository's config (and run its hooks) through it. Returns a note, or None."""
-        if self.box is None:
+        """Defuse what commands planted in git directories (see policy/gitsweep.py). The project is walked
+        only when a command that could write ran since the last walk, or may still run (a read-only command
+        cannot have planted anything). Returns a note for the model, or None."""
+        if self.git is None:
             return None
-        planted = [name for name in self._git_files() if name not in (self._git_present or ())]
-        if not planted:
-            return None
-        try:
-            fd = os.open(Path(self.policy.root) / ".git", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            return None
-        try:
-            for name in planted:
-                try:
-                    os.unlink(name, dir_fd=fd)
-                except IsADirectoryError:
-                    import shutil
-
-                    shutil.rmtree(Path(self.policy.root) / ".git" / name, ignore_errors=True)
-                except OSError:
-                    pass
-        finally:
-            os.close(fd)
-        return ("blocked by the sandbox: removed " + ", ".join(f".git/{n}" for n in planted) +
-                " (it would make git read another repository's config and hooks)")
+        walk = bool(self._writers)
+        self._writers = [proc for proc in self._writers if proc.returncode is None]
+        notes = self.git.after_command(walk)
+        return "blocked by the sandbox: " + "; ".join(notes) if notes else None
 
     @property
     def kind(self) -> str:
@@ -114,7 +92,8 @@ class Confinement:
 
         if self.box is None:
             return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio)
-        self.sweep_git()  # a background command may have planted one since the last command
+        if self.git is not None:
+            await self.git.before_command()
         readonly = self.readonly_for(effect, mode)
         env = self.command_env(env)
         writable: tuple[str, ...] = ()
@@ -130,6 +109,8 @@ class Confinement:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
         proc = await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable)
         proc.readonly = readonly
+        if not readonly:
+            self._writers.append(proc)
         return proc
 
     def open_log(self) -> tuple[int, Path]:
@@ -173,7 +154,8 @@ class Confinement:
 
         if self.box is not None:
             await self.box.close()
-            self.sweep_git()
+        if self.git is not None:
+            await self.git.close()
         if self.proxy is not None:
             await self.proxy.stop()
         for path in (self._socket_dir, self.private_dir):
@@ -182,9 +164,14 @@ class Confinement:
 
 
 async def confine(config: Config, root: Path, scratch_dir: Path, protected: tuple[Path, ...],
-                  warn: Callable[[str], None], mode: Callable[[], str] = lambda: "auto") -> Confinement | None:
+                  warn: Callable[[str], None], mode: Callable[[], str] = lambda: "auto", *,
+                  dirs: Mapping[str, Path]) -> Confinement | None:
     """The session's confinement. Without a working sandbox: the proxy alone (network "proxy"),
-    or None; either way with one warning saying what is and is not enforced."""
+    or None; either way with one warning saying what is and is not enforced.
+
+    `protected`: paths commands may read but not write. `dirs`: auger's config, data and cache dirs
+    (`config.home_dirs()`), hidden from commands with the session database (policy/own_data.py)."""
+    from auger.policy.own_data import exposed_paths, hidden_paths
     from auger.policy.sandbox import SandboxPolicy, detect
 
     sandbox, description = detect(config.sandbox)
@@ -206,9 +193,10 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
              "Commands are pointed at the egress proxy (HTTP_PROXY/ALL_PROXY), but this is advisory: "
              "nothing stops a command from connecting directly")
         return Confinement(None, policy, proxy, description, private_dir=private_dir, _socket_dir=socket_dir)
+    hidden = hidden_paths(dirs, config.db_path)
     policy = SandboxPolicy(root=root, writable=(scratch_dir,), read_only=(*protected, private_dir), network=network,
-                           proxy_sockets=sockets, tmp=scratch_dir / "tmp" if sandbox.kind == "landlock" else None,
-                           dev_ports=DEV_PORTS)
+                           hidden=hidden, exposed=exposed_paths(dirs, root, hidden), proxy_sockets=sockets,
+                           tmp=scratch_dir / "tmp" if sandbox.kind == "landlock" else None, dev_ports=DEV_PORTS)
     if proxy_problem:
         warn(f"the egress proxy could not start ({proxy_problem}); " + (
             "sandboxed commands have no network" if sandbox.kind == "bwrap" or getattr(sandbox, "abi", 0) >= 4
@@ -227,7 +215,8 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
     if missing:
         warn(f"the {sandbox.kind} sandbox cannot enforce here: {'; '.join(missing)}. "
              "auto mode will ask before changes, as safe mode does")
-    return Confinement(sandbox, policy, proxy, description, box, mode, missing, private_dir, socket_dir)
+    return Confinement(sandbox, policy, proxy, description, box, mode, missing, private_dir, GitWatch(root),
+                       socket_dir)
 
 
 # Local TCP ports a dev server in the session may use under Landlock ABI 4+ (bwrap's network
@@ -265,9 +254,8 @@ async def _start_supervisor(sandbox, policy, private_dir: Path):
     # itself runs with almost none: each command brings its own.
     supervisor = _source(Path(__file__).with_name("supervisor.py"))
     launched = sandbox.launch([_python(), "-S", "-I", "-c", supervisor], dict(os.environ), policy)
-    extra = ["--no-unix-sockets"] if sandbox.kind == "landlock" else []
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log", extra)
+    return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log")
 
 
 def _missing(sandbox, policy) -> tuple[str, ...]:

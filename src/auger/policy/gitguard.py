@@ -8,14 +8,17 @@ that writes files (and any later patch tool) asks the same question.
 The question is asked of the *resolved* location (symlinks followed inside the project), so an alias
 `hooks -> .git/hooks` is caught, and of every spelling: `.GIT` is refused too, because on a
 case-insensitive file system it is the same directory. A `.git` *file* (worktrees, submodules)
-points at the real git directory; when that lies inside the project it is protected as well.
+points at the real git directory; when that lies inside the project it is protected as well. So is a
+directory of any name that git would take for a git directory (a bare repository: `HEAD` beside
+`objects/` and `refs/`, or beside a `commondir`), since a git run there reads its config too.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
-from auger.policy.fs import RootHandle, read_beneath
+from auger.policy.fs import RootHandle, open_beneath, read_beneath
 
 GIT = ".git"
 _POINTER_MAX = 4096  # a `.git` file is one short line
@@ -31,6 +34,12 @@ def is_git_name(name: str) -> bool:
     return folded in (GIT, "git~1")
 
 
+def looks_like_git_dir(names: Collection[str]) -> bool:
+    """Whether a directory with these entries is one git would use as a git directory (bare, or a
+    linked worktree's)."""
+    return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
+
+
 def git_write_refusal(root: RootHandle, rel: str) -> str | None:
     """Why writing the resolved root-relative path `rel` is refused, or None if it is allowed."""
     parts = [p for p in rel.split("/") if p]
@@ -40,6 +49,12 @@ def git_write_refusal(root: RootHandle, rel: str) -> str | None:
     for gitdir in _pointed_git_dirs(root, parts[:-1]):
         if rel == gitdir or rel.startswith(gitdir + "/"):
             return (f"{rel} is inside the git directory {gitdir} (named by a .git file); "
+                    "the file tools do not write there")
+    for depth in range(1, len(parts)):
+        base = "/".join(parts[:depth])
+        if _exists(root, f"{base}/HEAD") and looks_like_git_dir(
+                ["HEAD", *(name for name in ("objects", "refs", "commondir") if _exists(root, f"{base}/{name}"))]):
+            return (f"{rel} is inside {base}, which git would use as a git directory (a bare repository); "
                     "the file tools do not write there")
     return None
 
@@ -64,6 +79,14 @@ def _pointed_git_dirs(root: RootHandle, dirs: list[str]) -> list[str]:
             if shared is not None:
                 found.append(shared)
     return found
+
+
+def _exists(root: RootHandle, rel: str) -> bool:
+    try:
+        os.close(open_beneath(root, rel, os.O_PATH, follow=False))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _read_small(root: RootHandle, rel: str) -> str | None:

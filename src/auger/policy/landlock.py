@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m auger.policy.landlock --rw DIR ... --ro-all --deny-read PATH ... -- CMD ARGS...
+    python -m auger.policy.landlock --rw DIR ... --ro-all --ro PATH ... --deny-read PATH ... -- CMD ARGS...
 
 (`sandbox.LandlockSandbox.wrap` runs this same file's text with `python -S -I -c`,
 see there why.) This module must stay self-contained: standard library only.
@@ -188,22 +188,31 @@ def _inside(parent: str, path: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool) -> list[tuple[str, str]]:
+def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool, ro: Sequence[str] = ()) -> list[tuple[str, str]]:
     """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights)
     or "ls" (READ_DIR only: the directories on the way to a denied path).
 
     Paths are resolved first: Landlock attaches rules to the inodes the paths reach,
     so a symlink grants (or fails to deny) whatever it points at. A denied path inside
     a writable dir splits that grant the same way (so the dirs on the way to it are
-    listable but take no new entries).
+    listable but take no new entries). A path named with `--rw` or `--ro` *inside* a
+    denied one is granted all the same (rules add up, and nothing above it grants
+    anything): the deepest path decides, as it does under bubblewrap.
     """
     denied = sorted({_real(p) for p in deny_read})
     rules: list[tuple[str, str]] = []
     for p in rw:
-        rules.extend(_split_rules(_real(p), denied, "rw"))
+        rules.extend(_split_rules(_real(p), _below(_real(p), denied), "rw"))
     if ro_all:
         rules.extend(_split_rules("/", denied, "r"))
+    for p in ro:
+        rules.extend(_split_rules(_real(p), _below(_real(p), denied), "r"))
     return rules
+
+
+def _below(directory: str, denied: list[str]) -> list[str]:
+    """The denied paths strictly beneath `directory` (those above it do not cover an explicit grant)."""
+    return [d for d in denied if d != directory and _inside(directory, d)]
 
 
 def _split_rules(directory: str, denied: list[str], grant: str) -> Iterator[tuple[str, str]]:
@@ -332,7 +341,7 @@ def _capability_status() -> dict[str, int]:
 
 # --- command line ------------------------------------------------------------------------------
 
-USAGE = ("usage: python -m auger.policy.landlock [--rw PATH]... [--ro-all] [--deny-read PATH]... "
+USAGE = ("usage: python -m auger.policy.landlock [--rw PATH]... [--ro-all] [--ro PATH]... [--deny-read PATH]... "
          "[--restrict-net [--connect PORT]... [--bind PORT]...] [--scope] -- CMD [ARGS...]")
 
 
@@ -340,6 +349,7 @@ USAGE = ("usage: python -m auger.policy.landlock [--rw PATH]... [--ro-all] [--de
 class _Options:
     def __init__(self) -> None:
         self.rw: list[str] = []
+        self.ro: list[str] = []
         self.deny: list[str] = []
         self.ro_all = False
         self.net: dict[int, int] | None = None
@@ -374,10 +384,10 @@ def _parse(argv: Sequence[str]) -> _Options:
             port = int(argv[i + 1])
             opts.net[port] = opts.net.get(port, 0) | (NET_CONNECT_TCP if arg == "--connect" else NET_BIND_TCP)
             i += 2
-        elif arg in ("--rw", "--deny-read"):
+        elif arg in ("--rw", "--ro", "--deny-read"):
             if i + 1 >= len(argv):
                 raise ValueError(f"{arg} needs a path")
-            (opts.rw if arg == "--rw" else opts.deny).append(argv[i + 1])
+            {"--rw": opts.rw, "--ro": opts.ro, "--deny-read": opts.deny}[arg].append(argv[i + 1])
             i += 2
         else:
             raise ValueError(f"unknown option {arg!r}")
@@ -400,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except LandlockUnavailable as exc:
         _fail(126, f"Landlock unavailable ({exc.strerror}); refusing to run the command unconfined")
     try:
-        apply(plan(opts.rw, opts.deny, opts.ro_all), abi, opts.net, opts.scope)
+        apply(plan(opts.rw, opts.deny, opts.ro_all, opts.ro), abi, opts.net, opts.scope)
     except OSError as exc:
         _fail(126, f"could not apply the sandbox: {exc.strerror or exc}; refusing to run the command")
     sys.stdout.flush()

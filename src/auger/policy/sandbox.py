@@ -7,11 +7,12 @@ command line into one that runs confined:
 
 - **bubblewrap** (preferred): a new mount namespace where `/` is bound read-only,
   the project root and the session's writable dirs are bound read-write, `/tmp`,
-  `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks
-  and friends (and auger's own files) are bound read-only on top, and credential
-  paths are covered (an empty, mode-0000 tmpfs over directories, `/dev/null` over
-  files). New user (as root), PID, IPC, UTS and cgroup namespaces; a new network
-  namespace (loopback only) unless the network is "full".
+  `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks,
+  pack files and friends (and auger's installation) are bound read-only on top,
+  and credential paths and auger's own files are covered (an empty tmpfs over
+  directories, `/dev/null` over files), with what the session needs inside them
+  bound again on top. New user (as root), PID, IPC, UTS and cgroup namespaces; a
+  new network namespace (loopback only) unless the network is "full".
 - **Landlock** (fallback): see `auger.policy.landlock`. Allow-rules only, so
   read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
   restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
@@ -88,7 +89,8 @@ class SandboxPolicy:
     root: Path                        # resolved project root: writable
     writable: tuple[Path, ...] = ()   # extra writable dirs (the session scratch dir); the temp dir always is
     read_only: tuple[Path, ...] = ()  # read-only even inside writable dirs (root/.git/hooks always added)
-    hidden: tuple[Path, ...] = ()     # not readable, on top of DEFAULT_HIDDEN
+    hidden: tuple[Path, ...] = ()     # not readable, on top of DEFAULT_HIDDEN (auger's own dirs, say)
+    exposed: tuple[Path, ...] = ()    # readable although inside a hidden path (what the session's commands need)
     network: str = "none"             # "none" | "proxy" | "full"
     proxy_sockets: tuple[tuple[int, Path], ...] = ()   # (port inside, unix socket on the host): HTTP, then SOCKS
     tmp: Path | None = None           # the session's own temp dir (Landlock; bwrap gives /tmp a fresh tmpfs)
@@ -166,30 +168,40 @@ def _essential_paths() -> list[Path]:
 
 @dataclass(frozen=True)
 class _Plan:
-    """Resolved, de-duplicated paths for one command."""
+    """Resolved, de-duplicated paths for one command. Where they nest, the deeper one decides: a
+    writable dir inside a hidden one is visible and writable, a read-only one inside a writable one
+    is read-only, a hidden one inside either is hidden."""
 
     writable: list[Path]
     read_only: list[Path]
     hidden: list[Path]
+    exposed: list[Path]  # read-only paths inside hidden ones that commands need (bwrap binds them, Landlock grants)
 
 
-# Inside .git: what makes the user's next git command run code or read config from
-# elsewhere (hooks, config, core.hooksPath/fsmonitor, attributes and exclude files,
-# another repository's config through commondir, submodule and worktree git dirs).
-# Read-only in every sandbox; the rest of .git (objects, refs, index, HEAD, logs, lock
-# files) stays writable so commits work.
-GIT_PROTECTED: tuple[str, ...] = ("config", "config.worktree", "hooks", "info", "commondir", "modules",
-                                  "worktrees", "objects/info")
+# Pack files of the project's repository protected from deletion and rewriting (bwrap: each one a
+# read-only mount point). Loose objects are not: a mount per file costs ~1 ms at start, and there
+# may be thousands of them.
+MAX_PROTECTED_PACK_FILES = 32
+_PACK_SUFFIXES = (".pack", ".idx", ".rev", ".bitmap", ".mtimes", ".promisor", ".keep")
 
 
-# Files git reads from a git dir that a bind mount cannot protect before they exist (a mount
-# needs something to mount over): removed after commands if one appears (see Confinement).
-GIT_PLANTABLE: tuple[str, ...] = ("commondir", "config.worktree")
+def _pack_files(git: Path) -> list[Path]:
+    """The existing pack files of a repository (the oldest first: they hold most of the history)."""
+    try:
+        entries = [e for e in os.scandir(git / "objects" / "pack")
+                   if e.name.endswith(_PACK_SUFFIXES) and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+    entries.sort(key=lambda e: (e.stat(follow_symlinks=False).st_mtime_ns, e.name))
+    return [Path(e.path) for e in entries[:MAX_PROTECTED_PACK_FILES]]
 
 
-def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: Path | None) -> _Plan:
+def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan:
     """Paths for a sandbox. `tmp` is a host temp dir to make writable (Landlock), or None
-    when the sandbox gives commands a fresh /tmp of their own (bwrap)."""
+    when the sandbox gives commands a fresh /tmp of their own (bwrap). Nothing is created in the
+    project: protecting a name that does not exist yet is left to `policy.gitsweep`."""
+    from auger.policy.gitsweep import GIT_PROTECTED
+
     root = _real(policy.root)
     writable = [root] + ([tmp] if tmp is not None else [])
     for extra in policy.writable:
@@ -200,18 +212,14 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: P
     writable = sorted(set(writable), key=lambda p: len(p.parts))
 
     git = root / ".git"
-    if create_hooks and git.is_dir() and not git.is_symlink():
-        # Protect these dirs even before git made them (empty, they change nothing for git):
-        # otherwise a command could create them, with code or config git would then use.
-        for name in ("hooks", "info", "modules", "worktrees", "objects/info"):
-            if not (git / name).exists():
-                (git / name).mkdir(parents=True, exist_ok=True)
     # auger's own installation too (a project's virtualenv may hold it): a command must not
     # change the code that confines the next session.
     installed = [Path(__file__).resolve().parents[1], _real(sys.prefix)]
     read_only = [*(git / name for name in GIT_PROTECTED), *installed, *policy.read_only]
     if git.is_file() or git.is_symlink():
         read_only.append(git)  # a worktree's or submodule's `gitdir:` pointer
+    elif git.is_dir():
+        read_only.extend(_pack_files(git))  # history: append-only where a mount can say so
 
     hidden: list[Path] = [*policy.hidden]
     for home in _homes(env):
@@ -223,24 +231,32 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, create_hooks: bool, tmp: P
         for pattern in TEMP_HIDDEN_GLOBS:
             hidden.extend(tmp.glob(pattern))
 
-    # Resolve, keep what exists, and never hide what the command needs to run at all (or
-    # a writable dir): a hidden path is dropped only when hiding it would hide one of those.
-    # A credential path *inside* the project stays hidden (a project that is the home
-    # directory, or contains it), and the working directory plays no part: where a command
-    # starts must not decide what it can read.
-    keep_visible = [*_essential_paths(), *writable]
-    # (Existence is checked after resolving: a dangling symlink has nothing to hide, and
-    # covering its missing target would make bwrap fail every command.)
+    # Resolve and keep what exists (a dangling symlink has nothing to hide, and covering its
+    # missing target would make bwrap fail every command). A hidden path stays hidden even when
+    # something commands need lies inside it (the session's worktree in auger's data dir, the
+    # interpreter in a hidden home): that is shown again on top. Only a hidden path that *is* one
+    # of those is dropped. A credential path inside the project stays hidden (a project that is
+    # the home directory, or contains it), and the working directory plays no part: where a
+    # command starts must not decide what it can read.
+    needed = [*_essential_paths(), *(_real(p) for p in policy.exposed)]
     hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
     hidden_final: list[Path] = []
     for h in hidden_real:
-        if any(is_inside(h, v) for v in keep_visible) or any(is_inside(kept, h) for kept in hidden_final):
+        if h in writable or h in needed or any(is_inside(kept, h) for kept in hidden_final):
             continue
         hidden_final.append(h)
+
+    def shown(path: Path) -> bool:
+        """Visible to commands: not hidden, or inside something shown again within the hidden path."""
+        cover = max((h for h in hidden_final if is_inside(h, path)), key=lambda h: len(h.parts), default=None)
+        return cover is None or any(is_inside(cover, v) and is_inside(v, path) for v in [*writable, *needed])
+
     ro_final = sorted({_real(p) for p in read_only if os.path.lexists(p) and not os.path.islink(p)},
                       key=lambda p: len(p.parts))
-    ro_final = [p for p in ro_final if not any(is_inside(h, p) for h in hidden_final)]
-    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final)
+    ro_final = [p for p in ro_final if shown(p)]
+    exposed = sorted({v for v in needed if os.path.exists(v) and any(is_inside(h, v) and h != v for h in hidden_final)
+                      and not any(is_inside(w, v) for w in writable)}, key=lambda p: len(p.parts))
+    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final, exposed=exposed)
 
 
 def _proxy_env(env: dict[str, str], policy: SandboxPolicy) -> dict[str, str]:
@@ -297,41 +313,44 @@ class BwrapSandbox:
         return args
 
     def _mounts(self, env: dict[str, str], policy: SandboxPolicy) -> list[str]:
-        """Bind order matters: later mounts cover earlier ones, so writable dirs come first,
-        then .git over itself, then read-only exceptions, then hidden paths, then the proxy sockets."""
-        plan = _plan(env, policy, create_hooks=True, tmp=None)
-        args: list[str] = []
-        for home in _homes(env):  # a home under /tmp or /run stays readable (its secrets hidden below)
+        """The mounts over the read-only `/`. A later mount covers an earlier one, so they go shallowest
+        first (at one path: writable, then read-only, then hidden) and the deepest path decides (see
+        `_Plan`): the project writable, `.git` bound over itself, its config and hooks read-only, a
+        credential file in it hidden, the session's worktree shown again inside auger's hidden data dir."""
+        plan = _plan(env, policy, tmp=None)
+        mounts: list[tuple[Path, int, list[str]]] = []  # (path, order at that path, arguments)
+        homes = _homes(env)
+        for home in homes:  # a home under /tmp or /run stays readable (its secrets hidden below)
             if home.parts[:2] in _FRESH and home.is_dir():
-                args += ["--ro-bind", str(home), str(home)]
-        # A read-only dir holding a writable one (a session's worktree inside auger's data dir) goes
-        # first, so the writable dir stays writable, as Landlock's additive rules have it too.
-        outer = [p for p in plan.read_only if any(is_inside(p, w) and w != p for w in plan.writable)]
-        for path in outer:
-            args += ["--ro-bind", str(path), str(path)]
+                mounts.append((home, 1, ["--ro-bind", str(home), str(home)]))
         for path in plan.writable:
-            args += ["--bind", str(path), str(path)]
+            mounts.append((path, 0, ["--bind", str(path), str(path)]))
         git = _real(policy.root) / ".git"
         if git.is_dir() and not (policy.root / ".git").is_symlink():
             # A mount point cannot be renamed, removed or replaced (EBUSY).
-            args += ["--bind", str(git), str(git)]
-        for path in plan.read_only:
-            if path not in outer:
-                args += ["--ro-bind", str(path), str(path)]
-        for path in plan.hidden:
-            if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *_homes(env)]):
-                continue  # already a fresh, empty tmpfs here
-            if path.is_dir():
-                if self.version >= (0, 5):
-                    args += ["--perms", "0000"]  # "Permission denied", not a confusing empty dir
-                args += ["--tmpfs", str(path)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(path)]
+            mounts.append((git, 0, ["--bind", str(git), str(git)]))
+        for path in [*plan.read_only, *plan.exposed]:
+            mounts.append((path, 1, ["--ro-bind", str(path), str(path)]))
         if policy.network == "proxy" and policy.proxy_sockets:
             # Read-only: reachable (connect() needs no write access) but not replaceable.
             for sock_dir in sorted({_real(sock).parent for _, sock in policy.proxy_sockets}):
-                args += ["--ro-bind", str(sock_dir), str(sock_dir)]
-        return args
+                mounts.append((sock_dir, 1, ["--ro-bind", str(sock_dir), str(sock_dir)]))
+        shown = [*plan.writable, *plan.read_only, *plan.exposed]
+        for path in plan.hidden:
+            if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *homes]):
+                continue  # already a fresh, empty tmpfs here
+            if not path.is_dir():
+                mounts.append((path, 2, ["--ro-bind", "/dev/null", str(path)]))
+                continue
+            perms: list[str] = []
+            if self.version >= (0, 5):
+                # "Permission denied", not a confusing empty dir; only passable (not listable) when
+                # something inside is shown again.
+                inner = any(is_inside(path, v) and v != path for v in shown)
+                perms = ["--perms", "0111" if inner else "0000"]
+            mounts.append((path, 2, [*perms, "--tmpfs", str(path)]))
+        mounts.sort(key=lambda mount: (len(mount[0].parts), mount[1]))
+        return [arg for _, _, args in mounts for arg in args]
 
     def _bridge(self, policy: SandboxPolicy) -> list[str]:
         """netbridge in front of what runs inside, when the network goes through the proxy."""
@@ -436,11 +455,13 @@ class LandlockSandbox:
         tmp = _real(policy.tmp) if policy.tmp is not None else temp_dir(env)
         if policy.tmp is not None:
             Path(policy.tmp).mkdir(parents=True, exist_ok=True)
-        plan = _plan(env, policy, create_hooks=False, tmp=tmp)
+        plan = _plan(env, policy, tmp=tmp)
         args = [self.python, "-S", "-I", "-c", self.helper_source]
         for path in [*plan.writable, *(Path(d) for d in LANDLOCK_DEVICES)]:
             args += ["--rw", str(path)]
         args.append("--ro-all")
+        for path in plan.exposed:
+            args += ["--ro", str(path)]
         for path in plan.hidden:  # inside a writable dir too: the helper splits that grant around it
             args += ["--deny-read", str(path)]
         if self.abi >= 4 and policy.network != "full":
@@ -548,7 +569,7 @@ _PATH_IN_LINE = (
     re.compile(r'"([^"]+)"'),
     # cat: /x: Permission denied; sh: cannot create /x: ...
     re.compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
-               r"|No such file or directory|Directory nonexistent)", re.I),
+               r"|No such file or directory|Directory nonexistent|Device or resource busy)", re.I),
 )
 _NETWORK = re.compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
                       r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
@@ -583,7 +604,7 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
         if "permission denied" in lowered or "no such file or directory" in lowered or "nonexistent" in lowered:
             if path is not None and _is_hidden(path, policy, cwd):
                 return ("blocked by the sandbox: credential files and directories (~/.ssh, ~/.aws, tokens ...) "
-                        "are hidden from commands" + quote)
+                        "and auger's own files (its config, sessions and snapshots) are hidden from commands" + quote)
             if "permission denied" not in lowered:
                 if kind != "landlock" and path is not None and _in_fresh_dir(path, policy, cwd):
                     return ("blocked by the sandbox: commands have a fresh /tmp and /run of their own (the host's "
@@ -599,7 +620,10 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
             return "blocked by the sandbox: " + _WRITE_OUTSIDE + quote
         if "operation not permitted" in lowered and (path is None or _outside_writable(path, policy, cwd)):
             return ("blocked by the sandbox: commands run without privileges (no mount, chown to others, "
-                    "ptrace, raw sockets ...)" + quote)
+                    "ptrace, raw sockets, Unix-domain sockets (a socketpair works) ...)" + quote)
+        if "resource busy" in lowered and path is not None and "/.git" in "/" + path:
+            return ("blocked by the sandbox: this path cannot be removed or replaced (.git itself and the "
+                    "repository's pack files are protected; git's own commands change the repository)" + quote)
         if not check_network:
             continue
         if _PROXY_DENIED.search(line):

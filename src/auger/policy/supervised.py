@@ -61,13 +61,12 @@ class SessionSandbox:
         asyncio.get_running_loop().add_reader(sock.fileno(), self._on_readable)
 
     @classmethod
-    async def start(cls, launch_argv: list[str], env: dict[str, str], log: Path,
-                    supervisor_args: list[str]) -> SessionSandbox:
+    async def start(cls, launch_argv: list[str], env: dict[str, str], log: Path) -> SessionSandbox:
         """Start `launch_argv` (the sandbox) with the supervisor at its end. Not waited for: the
         session starts at once, and the first command waits (see `run`)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            argv = [*launch_argv, "--fd", str(child.fileno()), *supervisor_args]
+            argv = [*launch_argv, "--fd", str(child.fileno())]
             with open(log, "wb") as err:
                 proc = await asyncio.create_subprocess_exec(
                     *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,

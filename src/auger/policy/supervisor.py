@@ -29,8 +29,19 @@ namespace bwrap made, so its exit takes the whole namespace with it anyway.
 
 It also installs, on itself and so on every command, a seccomp filter that
 refuses the kernel keyring (add_key, request_key, keyctl: the keyring is not
-namespaced) and, with `--no-unix-sockets`, creating Unix-domain sockets (under
-Landlock, where host sockets cannot be hidden; socketpair() still works).
+namespaced), creating Unix-domain sockets, and io_uring (which could create and
+connect sockets without the socket() call the filter sees).
+
+Why no Unix-domain sockets at all: connect() to a socket by path needs no write
+access to the mount (a read-only bind does not stop it) and no network (a new
+network namespace only separates abstract sockets), so any socket whose path a
+command can reach — docker's, a desktop's, an agent's, anywhere on the machine —
+would be reachable. Neither a mount layout (sockets appear anywhere, at any time)
+nor seccomp (it cannot read the address connect() is given) can tell those apart
+from a socket the session made itself. So commands get none: socketpair() still
+works (pipes between a command's own processes), socket(AF_UNIX) fails with EPERM.
+Only the network bridge, which runs in front of the supervisor, uses Unix
+sockets (to reach the egress proxy).
 
 Stdlib only; imports are kept few because a session waits for it to start.
 """
@@ -62,12 +73,16 @@ LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # --- seccomp: a classic-BPF program built by hand ------------------------------------------------
 
-# audit arch -> (add_key, request_key, keyctl, socket)
+# audit arch -> syscall numbers the filter refuses (io_uring's come from the table all three share)
+_GENERIC = {"add_key": 217, "request_key": 218, "keyctl": 219, "socket": 198,
+            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427}
 ARCHES = {
-    0xC000003E: (248, 249, 250, 41),    # x86_64
-    0xC00000B7: (217, 218, 219, 198),   # aarch64
-    0xC00000F3: (217, 218, 219, 198),   # riscv64
+    0xC000003E: {"add_key": 248, "request_key": 249, "keyctl": 250, "socket": 41,   # x86_64
+                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427},
+    0xC00000B7: _GENERIC,   # aarch64
+    0xC00000F3: _GENERIC,   # riscv64
 }
+REFUSED = ("add_key", "request_key", "keyctl", "io_uring_setup", "io_uring_enter", "io_uring_register")
 MACHINE_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7, "riscv64": 0xC00000F3}
 X32_BIT = 0x40000000
 RET_ALLOW = 0x7FFF0000
@@ -76,17 +91,17 @@ LD_W_ABS, JEQ_K, JGE_K, RET_K = 0x20, 0x15, 0x35, 0x06
 AF_UNIX = 1
 
 
-def seccomp_program(block_unix: bool, machine: str = "") -> bytes:
+def seccomp_program(machine: str = "") -> bytes:
     """The filter as packed `struct sock_filter` entries (8 bytes each).
 
-    Refuses keyring syscalls with EPERM (and socket(AF_UNIX, ...) when asked);
-    any other architecture's syscall ABI (i386 compat, x32) is refused with
-    ENOSYS as a whole, so numbers cannot be smuggled through a second table.
+    Refuses the keyring, io_uring and socket(AF_UNIX, ...) with EPERM; any
+    other architecture's syscall ABI (i386 compat, x32) is refused with ENOSYS
+    as a whole, so numbers cannot be smuggled through a second table.
     """
     arch = MACHINE_ARCH.get(machine or os.uname().machine)
     if arch is None:
         raise OSError(errno.ENOSYS, "no seccomp syscall table for this architecture")
-    add_key, request_key, keyctl, sock = ARCHES[arch]
+    numbers = ARCHES[arch]
     deny = RET_ERRNO | errno.EPERM
     prog = [
         (LD_W_ABS, 0, 0, 4),                          # A = arch
@@ -96,13 +111,12 @@ def seccomp_program(block_unix: bool, machine: str = "") -> bytes:
         (JGE_K, 0, 1, X32_BIT),
         (RET_K, 0, 0, RET_ERRNO | errno.ENOSYS),      # x32 numbers
     ]
-    for nr in (add_key, request_key, keyctl):
-        prog += [(JEQ_K, 0, 1, nr), (RET_K, 0, 0, deny)]
-    if block_unix:
-        prog += [(JEQ_K, 0, 3, sock),
-                 (LD_W_ABS, 0, 0, 16),                # A = low half of args[0] (the family)
-                 (JEQ_K, 0, 1, AF_UNIX),
-                 (RET_K, 0, 0, deny)]
+    for name in REFUSED:
+        prog += [(JEQ_K, 0, 1, numbers[name]), (RET_K, 0, 0, deny)]
+    prog += [(JEQ_K, 0, 3, numbers["socket"]),
+             (LD_W_ABS, 0, 0, 16),                    # A = low half of args[0] (the family)
+             (JEQ_K, 0, 1, AF_UNIX),
+             (RET_K, 0, 0, deny)]
     prog.append((RET_K, 0, 0, RET_ALLOW))
     return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
 
@@ -139,8 +153,8 @@ def _prctl(option, arg2=0, arg3=0):
                       ctypes.c_ulong(0))
 
 
-def install_seccomp(block_unix):
-    program = seccomp_program(block_unix)
+def install_seccomp():
+    program = seccomp_program()
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(NO_NEW_PRIVS)")
@@ -336,15 +350,11 @@ def _children(parent):
 
 def main(argv):
     fd = None
-    block_unix = False
     i = 0
     while i < len(argv):
         if argv[i] == "--fd" and i + 1 < len(argv):
             fd = int(argv[i + 1])
             i += 2
-        elif argv[i] == "--no-unix-sockets":
-            block_unix = True
-            i += 1
         else:
             sys.stderr.write("auger sandbox supervisor: unexpected argument %r\n" % argv[i])
             os._exit(2)
@@ -355,7 +365,7 @@ def main(argv):
     os.set_inheritable(fd, False)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     try:
-        install_seccomp(block_unix)
+        install_seccomp()
     except OSError as exc:
         sys.stderr.write("auger sandbox supervisor: %s; refusing to run commands\n" % exc)
         os._exit(126)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from fnmatch import fnmatchcase
 from itertools import chain
 from typing import Callable, Iterable, Mapping
 
+from auger.policy.gitguard import is_git_name
 from auger.policy.shell.calls import (
     BLOCK_DEVICE,
+    DESTINATION_ONLY,
     DISCARD_TARGETS,
     HARMLESS_DEVICES,
     WRITE_REDIRS,
@@ -170,6 +173,40 @@ class Analyzer:
         if text not in self.outside:
             self.outside.append(text)
 
+    def in_git_dir(self, word: Word) -> bool:
+        """Whether `word` names a path inside a git directory (`.git` in any spelling, or a glob that
+        matches it), within the project or anywhere else; options count by their `=value`."""
+        text = word.path_text
+        if text and text.startswith("-"):
+            _, eq, text = text.partition("=")
+            if not eq:
+                return False
+        real = self.resolve_text(text, word.tilde) if text else None
+        if real is None:
+            return False
+        parts = (real[len(self.root):] if self.inside(real) else real).split("/")
+        return any(is_git_name(part) or (word.glob and part.startswith(".") and fnmatchcase(".git", part.lower()))
+                   for part in parts)
+
+    def git_internals(self, call: Call) -> None:
+        """A command other than git that changes something and names a path inside a git directory
+        (deleting objects, truncating refs, planting a hook) is destructive: history lost that way is
+        in no snapshot of the working tree, and git's own commands are the way to change it. A copy
+        or link counts by its destination only (copying *from* `.git` reads it)."""
+        name = real_name(call.texts)
+        if name == "git":
+            return
+        indices = [k for k in range(1, len(call.words)) if k not in call.nonpath]
+        if name in DESTINATION_ONLY:
+            target = next((k + 1 for k in indices if call.texts[k] in ("-t", "--target-directory")), None)
+            given = next((k for k in indices if call.texts[k].startswith("--target-directory=")), None)
+            indices = [k for k in (target, given) if k is not None and k < len(call.words)] or indices[-1:]
+        for k in indices:
+            if self.in_git_dir(call.words[k]):
+                self.add(DESTRUCTIVE, f"{call.texts[0]} changes '{call.texts[k]}' inside a git directory, which only "
+                                      "git itself should change")
+                return
+
     def critical(self, word: Word) -> str | None:
         """A description of `word` when removing or re-permissioning it would be a disaster: `/`, a
         top-level directory, the home directory or an ancestor of it or of the project, or `*` there."""
@@ -253,6 +290,8 @@ class Analyzer:
             if node.words:
                 self.classify(call, 0, len(node.words))
             own = self.call_effect
+            if own != READ_ONLY:
+                self.git_internals(call)
             for index, word in enumerate(node.words):
                 if index in call.nonpath:
                     continue
@@ -309,6 +348,9 @@ class Analyzer:
                 self.add(DESTRUCTIVE, f"output redirected to the disk device '{target.text}'")
                 continue
             self.add(LOCAL_MUTATION, f"output redirected to file '{target.text}'")
+            if self.in_git_dir(target):
+                self.add(DESTRUCTIVE, f"output is written into the git directory ('{target.text}'), which only git "
+                                      "itself should change")
             if node is not None and real_name([w.text for w in node.words]) in DOWNLOADERS:
                 self.note_download(target)
 

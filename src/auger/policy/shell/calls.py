@@ -217,6 +217,8 @@ BLOCK_DEVICE = re.compile(r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk
 DISCARD_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 HARMLESS_DEVICES = DISCARD_TARGETS + ("/dev/stdin", "/dev/zero", "/dev/random", "/dev/urandom")
 WRITE_REDIRS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+# Programs that change only their last operand (or the -t directory) and read the others.
+DESTINATION_ONLY = frozenset({"cp", "ln", "install", "rsync"})
 
 
 def is_device(path: str, devices: tuple[str, ...]) -> bool:
