@@ -209,6 +209,7 @@ def serve(load_config: Callable[[str], Any], limits: Limits, *, http: Http | Non
             _check_port(http.port)
             sock.bind((http.host, http.port))
             _check_port(sock.getsockname()[1])  # the one port 0 picked
+            sock.listen(128)  # before the address is printed: a client that reads it can connect at once
         except OSError as exc:
             raise CannotServe(f"cannot listen on {http.host}:{http.port}: {exc.strerror or exc}") from None
         asyncio.run(_serve_http(server, sock))
