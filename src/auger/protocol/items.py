@@ -153,5 +153,15 @@ class WorktreeChanges(Item):
     diff: str
 
 
-# Items that record the project's state for diff, undo and the file tracker; not conversation.
-RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges)
+@tag("search_sources")
+class SearchSources(Item):
+    """The pages a provider's hosted web search returned or cited in one reply (the reply's text lists the
+    cited ones). Recorded apart from the text because the model writes the text: these URLs came from the
+    search, so `web_fetch` may fetch them (tools/provenance.py). Never shown to the model."""
+
+    urls: list[str]
+
+
+# Items that record the project's state for diff, undo and the file tracker, or where a text came from;
+# not conversation.
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, SearchSources)
