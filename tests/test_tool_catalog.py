@@ -140,3 +140,20 @@ def test_a_removed_mcp_server_is_never_started_again(tmp_path):
         assert not late.ok and "was removed" in late.output
 
     asyncio.run(main())
+
+
+FIRST_REQUEST_LIMIT = 12 * 1024  # bytes: the whole first request of a session, every default tool offered
+
+
+def test_the_first_request_with_every_default_tool_stays_small(project):
+    """Every default tool's schema rides on every request: the first one, system prompt and context
+    included, stays within 12 KB (bench/bench_core.py reports the same figure)."""
+    from tests.support.harness import run_session
+    from tests.support.mock_openai import MockChatServer, Reply
+
+    with MockChatServer([Reply(text="done")]) as server:
+        run_session(project, server, "hi")
+        first = server.chat_requests[0]
+    tools = {t["function"]["name"] for t in first.body["tools"]}
+    assert {"shell", "read_file", "web_fetch", "spawn_agent", "send_input"} <= tools
+    assert len(first.raw) <= FIRST_REQUEST_LIMIT, f"first request is {len(first.raw):,} bytes"

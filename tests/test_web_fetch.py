@@ -167,3 +167,15 @@ def _tiny_pdf(text: str) -> bytes:
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
 
+
+
+def test_a_sub_agent_may_fetch_a_url_the_user_gave_its_parent(project):
+    from tests.support.agents import Routes, spawn
+
+    with WebServer({"/": Page("<h1>Shared</h1>")}) as docs, MockChatServer() as server:
+        url = docs.url("/", host="docs.test")
+        Routes({f"summarise {url}": [Reply(tool_calls=[spawn(f"fetch {url}")]), Reply(text="done")],
+                f"fetch {url}": [Reply(tool_calls=[_fetch(url)]), Reply(text="fetched")]}).install(server)
+        run = run_session(project, server, f"summarise {url}", overrides=DOCS)
+        assert [r.path for r in docs.requests] == ["/"]
+    assert _fetches(run)[0].ok
