@@ -4,6 +4,9 @@ Turns, compaction summaries and titles all call `call_model`. Deltas are handed 
 `on_delta` as they arrive (a turn emits them; a summary or a title passes None and stays
 quiet); a retry discards the failed attempt's partial reply and is reported through
 `on_retry`. The caller records and accounts the reply: nothing here touches a session.
+
+Pages a provider's hosted web search cited are listed under the reply's text ("Sources:"), streamed
+like the text, so every front end shows them; all the pages it returned are kept in `Reply.sources`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Callable
 
 from auger.models.base import (
     Completed, ModelClient, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta,
-    ToolCallReady, UsageReport,
+    ToolCallReady, UsageReport, WebSource, WebSources,
 )
 from auger.models.retry import RetryPolicy, stream_with_retry
 from auger.protocol.events import Event, Retrying, Usage
@@ -31,6 +34,7 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     warning: str | None = None
+    sources: list[WebSource] = field(default_factory=list)  # what a hosted web search returned or cited
 
     @property
     def text(self) -> str:
@@ -56,6 +60,11 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
             reply.reasoning_items.append(event)
         elif isinstance(event, ToolCallReady):
             reply.calls.append(event)
+        elif isinstance(event, WebSources):
+            reply.sources.extend(event.sources)
+            footer = sources_footer(event.sources, after=reply.text)
+            if footer:
+                on_event(TextDelta(footer))
         elif isinstance(event, UsageReport):
             reply.usage = event.usage
         elif isinstance(event, Completed):
@@ -78,6 +87,18 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
                              retryable=False, status=exc.status) from exc
         raise
     return reply
+
+
+def sources_footer(sources: list[WebSource], *, after: str = "") -> str:
+    """The cited pages as a list to follow the reply's text ("" when none was cited)."""
+    cited: dict[str, str] = {}
+    for source in sources:
+        if source.cited and source.url not in cited:
+            cited[source.url] = source.title
+    if not cited:
+        return ""
+    lines = [f"- [{title}]({url})" if title else f"- {url}" for url, title in cited.items()]
+    return ("\n\n" if after else "") + "Sources:\n" + "\n".join(lines)
 
 
 def announce_retries(emit: Callable[[Event], None], turn_id: str,
