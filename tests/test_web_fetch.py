@@ -4,7 +4,16 @@ the rest kept for recall), and `auger policy check --fetch`."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import subprocess
+
+import pytest
+
+from auger.models import tls
+from auger.policy.web import WebPolicy
 from auger.protocol import events as ev
+from auger.tools.web_http import FetchFailed, fetch
 from tests.support.harness import auger_cli, run_session
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall
 from tests.support.web_server import Page, WebServer
@@ -49,6 +58,20 @@ def test_a_url_in_a_project_file_the_model_read_may_be_fetched(project):
         assert [r.path for r in docs.requests] == ["/spec"]
     assert _fetches(run)[0].ok
     assert "the spec" in _tool_messages(bodies[2])[-1]
+
+
+def test_in_pending_mode_a_url_in_a_project_file_may_be_fetched_and_one_a_command_wrote_may_not(project):
+    """The tools read a copy made when the session opened; the file is looked at again in the project."""
+    with WebServer({"/spec": Page("the spec", "text/plain")}) as docs:
+        url, planted = docs.url("/spec", host="docs.test"), docs.url("/planted", host="docs.test")
+        (project / "README.md").write_text(f"The spec lives at {url}.\n")
+        calls = [ToolCall("read_file", {"path": "README.md"}), _fetch(url),
+                 ToolCall("shell", {"command": f"echo {planted} > notes.md"}),
+                 ToolCall("read_file", {"path": "notes.md"}), _fetch(planted)]
+        run, _ = _session(project, calls, "read the spec", "pending=true", "approve_all=true")
+        assert [r.path for r in docs.requests] == ["/spec"]
+    spec, notes = _fetches(run)
+    assert spec.ok and notes.denied == "policy"
 
 
 def test_any_url_may_be_fetched_when_the_user_allows_it(project):
@@ -179,3 +202,25 @@ def test_a_sub_agent_may_fetch_a_url_the_user_gave_its_parent(project):
         run = run_session(project, server, f"summarise {url}", overrides=DOCS)
         assert [r.path for r in docs.requests] == ["/"]
     assert _fetches(run)[0].ok
+
+
+def test_https_goes_to_the_checked_address_and_verifies_the_certificate_against_the_name(tmp_path, monkeypatch):
+    """The connection is pinned to the address the policy checked, while TLS still proves the name: a
+    certificate for docs.test passes for docs.test and fails for another name mapped to the same server."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: this test makes its certificate with it "
+                    "(scripts/install-system-deps installs it)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=docs.test", "-addext", "subjectAltName=DNS:docs.test"],
+                   check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    monkeypatch.setattr(tls, "_context", None)  # the process's context, built again from SSL_CERT_FILE
+    monkeypatch.setattr(tls, "_builder", None)
+    policy = WebPolicy.build(["docs.test", "alias.test"], {"docs.test": "127.0.0.1", "alias.test": "127.0.0.1"})
+    with WebServer({"/": Page("secure", "text/plain")}, certificate=(str(cert), str(key))) as site:
+        got = asyncio.run(fetch(site.url("/", host="docs.test"), policy, accept="*/*", user_agent="t", max_bytes=100))
+        with pytest.raises(FetchFailed, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+            asyncio.run(fetch(site.url("/", host="alias.test"), policy, accept="*/*", user_agent="t", max_bytes=100))
+        assert [r.headers["host"] for r in site.requests] == [f"docs.test:{site.port}"]
+    assert got.status == 200 and got.body == b"secure"

@@ -27,8 +27,10 @@ class WebServer:
     """`with WebServer({"/": Page("<h1>hi</h1>")}) as site:` — `site.port`, `site.url("/x")`, `site.requests`.
     An unknown path answers 404."""
 
-    def __init__(self, pages: dict[str, Page] | None = None) -> None:
+    def __init__(self, pages: dict[str, Page] | None = None, *, certificate: tuple[str, str] | None = None) -> None:
+        """`certificate`: (cert file, key file) to serve HTTPS with."""
         self.pages = dict(pages or {})
+        self.scheme = "https" if certificate else "http"
         self.requests: list[Seen] = []
         owner = self
 
@@ -51,9 +53,15 @@ class WebServer:
 
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self._httpd.server_address[1]
+        if certificate:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*certificate)
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
 
     def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
     def __enter__(self) -> WebServer:
         threading.Thread(target=self._httpd.serve_forever, daemon=True).start()

@@ -183,7 +183,7 @@ class Session:
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
         runtime.transcript = Transcript(lambda: history.items, from_person=True, since=meta.created,
-                                        archive=runtime.archive)
+                                        root=workspace.root, archive=runtime.archive)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings, mcp=mcp)

@@ -428,6 +428,7 @@ class Child:
         # its prompt and follow-ups are its parent's words, not the user's: only its parents' transcripts hold those
         runtime.transcript = Transcript(lambda: host.history.items, from_person=False,
                                         since=prt.transcript.since if prt.transcript else time.time(),
+                                        root=prt.transcript.root if prt.transcript else prt.root,
                                         archive=runtime.archive, parent=prt.transcript)
         workspace = parent_ctx.workspace if same_root else dataclasses.replace(parent_ctx.workspace, root=root)
         info = parent_ctx.model_info

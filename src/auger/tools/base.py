@@ -108,12 +108,15 @@ class Transcript:
     URLs that reached the conversation from outside the model (tools/provenance.py).
 
     `from_person`: its user messages are the user's own (a sub-agent's are its parent agent's words);
-    `since`: when the session began (a file changed after it may hold what the model wrote); `archive`: the
-    full outputs of its calls; `parent`: the caller's caller's transcript, for a sub-agent."""
+    `since`: when the session began (a file changed after it may hold what the model wrote); `root`: the
+    project itself, where a file the model read is looked at again (in pending mode the tools read a copy,
+    made when the session opened); `archive`: the full outputs of its calls; `parent`: the caller's
+    caller's transcript, for a sub-agent."""
 
     items: Callable[[], Sequence[Any]]
     from_person: bool
     since: float
+    root: Path
     archive: OutputArchive
     parent: Transcript | None = None
 

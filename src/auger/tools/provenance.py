@@ -7,8 +7,8 @@ cannot do is make that URL appear where only others write. So a URL counts when 
         parent agent's words and do not count, its parents' conversations do;
     a page `web_fetch` fetched (its full text) or a `web_search` result (the tool's, or the pages a
         provider's hosted search returned: items.SearchSources);
-    a file `read_file` showed, when that file has not changed since the session began (its ctime, which no
-        command can set back) and still holds the URL.
+    a file `read_file` showed, when that file in the project itself (not a pending-mode copy or a worktree)
+        has not changed since the session began (its ctime, which no command can set back) and holds the URL.
 
 Command output (`shell`), MCP tools and other tools' results do not count: a command can print any text
 it computes from a secret, and a file changed during the session may have been written by one. The test
@@ -47,13 +47,13 @@ async def appeared(url: str, ctx: ToolContext) -> bool:
     wanted = needles(url)
     transcript = ctx.transcript
     while transcript is not None:
-        if await _in_transcript(wanted, transcript, ctx.root):
+        if await _in_transcript(wanted, transcript):
             return True
         transcript = transcript.parent
     return False
 
 
-async def _in_transcript(wanted: tuple[str, ...], transcript: Transcript, root: Path) -> bool:
+async def _in_transcript(wanted: tuple[str, ...], transcript: Transcript) -> bool:
     items = list(transcript.items())
     calls = {item.call_id: item for item in items if isinstance(item, ToolCall)}
     for item in items:
@@ -69,8 +69,8 @@ async def _in_transcript(wanted: tuple[str, ...], transcript: Transcript, root: 
         call = calls[item.call_id]
         if call.name in SOURCE_TOOLS and await _source_holds(item, transcript, wanted):
             return True
-        if call.name == READ_TOOL and _holds(item.output, wanted) and _file_still_holds(call, root, wanted,
-                                                                                       transcript.since):
+        if call.name == READ_TOOL and _holds(item.output, wanted) and _file_still_holds(call, transcript.root,
+                                                                                       wanted, transcript.since):
             return True
     return False
 
