@@ -632,7 +632,7 @@ def test_a_follow_up_to_a_running_background_child_changes_what_it_does_next(pro
     routes = Routes({
         "count the files": [
             Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("go.flag")})]),
-            lambda body: Reply(text="banana" if any("FOLLOW-UP: also say banana" == m.get("content")
+            lambda body: Reply(text="banana" if any(m.get("content") == "FOLLOW-UP: also say banana"
                                                     for m in body["messages"]) else "no follow-up seen")],
         "go": [Reply(tool_calls=[spawn("count the files", background=True)]),
                lambda body: Reply(tool_calls=[

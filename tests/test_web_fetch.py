@@ -130,7 +130,8 @@ def test_a_long_page_shows_the_passages_matching_the_prompt_and_keeps_the_rest_f
     with WebServer({"/manual": Page(html)}) as docs:
         url = docs.url("/manual", host="docs.test")
         fetch = ToolCall("web_fetch", {"url": url, "prompt": "what does the frobnicate flag do?"}, id="call_page")
-        run, bodies = _session(project, [fetch, ToolCall("recall", {"call_id": "call_page", "query": "THE END"})], f"read {url}")
+        recall = ToolCall("recall", {"call_id": "call_page", "query": "THE END"})
+        run, bodies = _session(project, [fetch, recall], f"read {url}")
     shown, recalled = _tool_messages(bodies[2])
     assert "The frobnicate flag sets the retry budget." in shown and "# Manual" in shown
     assert "THE END" not in shown and "recall with call_id='call_page'" in shown

@@ -4,38 +4,17 @@ of the user's own on any wire (against a loopback server), and what a session sa
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from auger.engine.sessions import SessionManager
-from auger.engine.workspace import Workspace
-from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, SearchSources
-from auger.store.sqlite import SqliteStore
 from tests.support import mock_anthropic as ant
 from tests.support import mock_responses as resp
-from tests.support.harness import drive, make_config, run_session
+from tests.support.harness import run_configured, run_session
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall
 from tests.support.web_server import Page, WebServer
 
 DOCS = ('egress_hosts={"docs.test" = "127.0.0.1"}', 'egress_allow=["docs.test"]')
-
-
-def _run(project, *overrides: str, env: dict[str, str], prompt: str = "how do widgets spin?"):
-    """One turn on the provider the overrides name, built from config as `auger` builds it; the run and the
-    items stored."""
-    async def main():
-        config = make_config(*overrides)
-        store = SqliteStore(project.parent / "sessions.db")
-        try:
-            session = await SessionManager(Workspace.open(project, config), store).create(client_for(config, env=env))
-            run = await asyncio.wait_for(drive(session, prompt), 30)
-            return run, [stored.item for stored in await store.load_items(session.id)]
-        finally:
-            await store.aclose()
-
-    return asyncio.run(main())
 
 
 def test_responses_hosted_search_is_offered_and_its_citations_reach_the_message_and_may_be_fetched(project):
@@ -47,8 +26,8 @@ def test_responses_hosted_search_is_offered_and_its_citations_reach_the_message_
                               citations=[resp.Citation(page, "Spinning widgets")],
                               tool_calls=[resp.ToolCall("web_fetch", {"url": page})]),
                    resp.Reply(text="done"))
-        run, items = _run(project, "provider=openai", f"base_url={server.base_url}", "model=mock-model",
-                          "web_search=true", *DOCS, env={"OPENAI_API_KEY": "sk-test"})
+        run, items = run_configured(project, "provider=openai", f"base_url={server.base_url}", "model=mock-model",
+                          "web_search=true", *DOCS, env={"OPENAI_API_KEY": "sk-test"}, prompt="how do widgets spin?")
         first = server.responses_requests[0].body
         assert [r.path for r in docs.requests] == ["/spin"], "a page the search returned could not be fetched"
     assert {"type": "web_search"} in first["tools"]
@@ -66,7 +45,7 @@ def test_anthropic_hosted_search_is_offered_and_its_citations_reach_the_message(
     with ant.MockAnthropicServer() as server:
         server.add(ant.Reply(searches=[ant.WebSearch("widget spin", [("https://docs.example/spin", "Spin")])],
                              text="Call spin().", citations=[ant.Citation("https://docs.example/spin", "Spin")]))
-        run, items = _run(project, "provider=anthropic", f"base_url={server.base_url}", "model=claude-test",
+        run, items = run_configured(project, "provider=anthropic", f"base_url={server.base_url}", "model=claude-test",
                           "web_search=true", env={"ANTHROPIC_API_KEY": "k"})
         request = server.message_requests[0]
         assert not server.rejections, server.rejections
@@ -79,7 +58,7 @@ def test_anthropic_hosted_search_is_offered_and_its_citations_reach_the_message(
 
 def test_without_web_search_no_hosted_tool_is_sent(project):
     with resp.MockResponsesServer([resp.Reply(text="hi")]) as server:
-        _run(project, "provider=openai", f"base_url={server.base_url}", "model=mock-model",
+        run_configured(project, "provider=openai", f"base_url={server.base_url}", "model=mock-model",
              env={"OPENAI_API_KEY": "sk-test"})
         body = server.responses_requests[0].body
     assert all(t["type"] == "function" for t in body["tools"])

@@ -65,29 +65,25 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
         return await control.apply(args["id"], ctx.root)
 
     return StaticToolset([
-        ToolSpec(SPAWN, "Start a sub-agent with its own context on a self-contained task and return its final "
-                        "answer (or, with background=true, its id at once; its result reaches you when it "
-                        "finishes, or ask with wait_agent). Several spawn_agent calls in one reply run in "
-                        "parallel. Give the agent everything it needs in the prompt: it does not see this "
-                        "conversation. The same agent and prompt again, while nothing has changed, returns the "
-                        "earlier result. Available agents:\n" + available,
+        ToolSpec(SPAWN, "Run a sub-agent on a self-contained task and return its final answer (background=true: "
+                        "its id now, its result later). Calls in one reply run in parallel. The prompt must say "
+                        "everything: the agent does not see this conversation. Agents:\n" + available,
                  {"type": "object", "properties": {
-                     "prompt": {"type": "string", "description": "the task, complete and self-contained"},
-                     "agent": {"type": "string", "description": "which agent (default: task)"},
-                     "background": {"type": "boolean", "description": "return at once; default false"},
+                     "prompt": {"type": "string", "description": "the whole task"},
+                     "agent": {"type": "string", "description": "default: task"},
+                     "background": {"type": "boolean"},
                      "isolation": {"type": "string", "enum": ["none", "worktree"],
-                                   "description": "worktree: work in a separate git worktree (default none)"}},
+                                   "description": "worktree: work in a git worktree of its own"}},
                   "required": ["prompt"]},
                  spawn, READ_ONLY, parallel_safe=True),
-        ToolSpec(WAIT, f"Wait for background sub-agents to finish (default: all of yours still running) for at "
-                       f"most `timeout` seconds (default {WAIT_DEFAULT_S}, at most {WAIT_MAX_S}); returns the "
-                       "results of those that finished.",
+        ToolSpec(WAIT, f"Wait up to `timeout` s (default {WAIT_DEFAULT_S}, max {WAIT_MAX_S}) for your background "
+                       "sub-agents (default: all running); returns the results of those that finished.",
                  {"type": "object", "properties": {
                      "ids": {"type": "array", "items": {"type": "string"}},
                      "timeout": {"type": "integer", "minimum": 0}}},
                  wait, READ_ONLY, parallel_safe=True),
-        ToolSpec(SEND, "Send a sub-agent a message: a running one reads it before its next step; a finished one "
-                       "resumes with its history, in the background.",
+        ToolSpec(SEND, "Message a sub-agent: a running one reads it before its next step; a finished one resumes "
+                       "with its history, in the background.",
                  {"type": "object", "properties": {"id": {"type": "string"}, "message": {"type": "string"}},
                   "required": ["id", "message"]},
                  send, READ_ONLY, parallel_safe=True),
@@ -96,9 +92,8 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
                  cancel, READ_ONLY, parallel_safe=True),
         ToolSpec(LIST, "List the sub-agents you started, with their status.",
                  {"type": "object", "properties": {}}, list_, READ_ONLY, parallel_safe=True),
-        ToolSpec(APPLY, "Apply the changes a finished sub-agent made in its worktree (isolation: worktree) to "
-                        "your working tree. A file you changed since the worktree was made is reported as a "
-                        "conflict and left as it is; the others are written.",
+        ToolSpec(APPLY, "Apply a finished worktree sub-agent's changes to your tree; a file you changed since is a "
+                        "conflict, left as it is.",
                  {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
                  apply, LOCAL_MUTATION),
     ])

@@ -42,12 +42,11 @@ NOT_SEEN = ("this URL did not appear in the conversation (the user's messages, a
             "fetched page or a search result); a URL written by the model is not fetched. Fetch one that "
             "appeared, or ask the user for the URL")
 
-DESCRIPTION = ("Fetch a web page (http/https) as Markdown; PDF and text too. Only URLs that appeared in the "
-               "conversation (from the user, a file you read, a fetched page or a search). Long pages are cut "
-               "(`prompt`: what to look for, shown first); the full text is kept for `recall`.")
+DESCRIPTION = ("Fetch a URL as Markdown (PDF, text too). Only URLs that appeared in the conversation (user, files "
+               "read, fetched pages, searches). Long pages are cut, `prompt` matches first; full text via `recall`.")
 PARAMETERS = {
     "type": "object",
-    "properties": {"url": {"type": "string"}, "prompt": {"type": "string", "description": "what to look for"}},
+    "properties": {"url": {"type": "string"}, "prompt": {"type": "string"}},
     "required": ["url"],
 }
 
