@@ -136,8 +136,10 @@ def test_a_public_name_resolving_to_a_private_address_is_refused(project):
     with WebServer({"/": Page("<p>internal</p>")}) as internal:
         url = internal.url("/", host="pypi.org")  # on the default list, not the user's
         run, _ = _run(project, [_fetch(url)], f"read {url}", 'egress_hosts={"pypi.org" = "127.0.0.1"}')
-        literal = internal.url("/")
-        run2, _ = _run(project, [_fetch(literal)], f"read {literal}")
+        literal, by_dns = internal.url("/"), internal.url("/", host="localhost")  # the resolver's own answer
+        run2, _ = _run(project, [_fetch(literal), _fetch(by_dns)], f"read {literal} and {by_dns}")
         assert internal.requests == []
     assert "resolves to 127.0.0.1, which is a private or local address" in _outputs(run)[0].output
-    assert _outputs(run2)[0].denied == "policy" and "private or local address" in _outputs(run2)[0].output
+    named, resolved = _outputs(run2)
+    assert named.denied == "policy" and "private or local address" in named.output
+    assert "localhost resolves to" in resolved.output and "private or local address" in resolved.output

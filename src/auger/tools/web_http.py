@@ -46,8 +46,7 @@ class Fetched:
     redirects: list[str] = field(default_factory=list)  # the URLs redirected from, in order
 
 
-async def fetch(url: str, policy: WebPolicy, *, accept: str, user_agent: str, max_bytes: int,
-                follow: bool = True) -> Fetched:
+async def fetch(url: str, policy: WebPolicy, *, accept: str, user_agent: str, max_bytes: int) -> Fetched:
     """GET `url` (already allowed or approved) and follow its redirects within the policy.
 
     UrlRefused when a redirect or an address is against the policy; FetchFailed when the web failed."""
@@ -70,7 +69,7 @@ async def fetch(url: str, policy: WebPolicy, *, accept: str, user_agent: str, ma
                     response = await _get(client, target, policy, accept, user_agent)
                     try:
                         location = response.headers.get("location")
-                        if not (follow and response.status_code in REDIRECTS and location):
+                        if response.status_code not in REDIRECTS or not location:
                             body, truncated = await _read(response, max_bytes)
                             return Fetched(target.url, response.status_code, response.reason_phrase,
                                            response.headers.get("content-type", ""), body, truncated, redirects)
