@@ -622,22 +622,25 @@ def test_an_agent_with_its_own_model_calls_that_model(project, server):
 
 
 def _agent_id(body: dict) -> str:
-    """The id of the agent the last spawn started, from its tool output."""
-    found = re.search(r"(?:with id |\()([0-9a-f]{8})[).]", tool_messages(body)[-1])
-    assert found, tool_messages(body)[-1]
-    return found.group(1)
+    """The id of the agent named by the latest agent tool output (a spawn's, a cancel's)."""
+    for output in reversed(tool_messages(body)):
+        found = re.search(r"(?:with id |^Agent \w+ \()([0-9a-f]{8})[).]", output)
+        if found:
+            return found.group(1)
+    raise AssertionError(f"no agent id in {tool_messages(body)}")
 
 
 def test_a_follow_up_to_a_running_background_child_changes_what_it_does_next(project, server):
-    routes = Routes({
+    routes = Routes({  # the child works (waits for go.flag) while its parent sends the follow-up
         "count the files": [
-            Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("go.flag")})]),
+            Reply(tool_calls=[ToolCall("shell", {"command": "echo on > busy.flag; " + WAIT_FOR_FILE.format("go.flag")})]),
             lambda body: Reply(text="banana" if any(m.get("content") == "FOLLOW-UP: also say banana"
                                                     for m in body["messages"]) else "no follow-up seen")],
         "go": [Reply(tool_calls=[spawn("count the files", background=True)]),
+               Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("busy.flag")})]),
                lambda body: Reply(tool_calls=[
                    ToolCall("send_input", {"id": _agent_id(body), "message": "FOLLOW-UP: also say banana"}),
-                   ToolCall("shell", {"command": "touch go.flag"})]),
+                   ToolCall("shell", {"command": "echo go > go.flag"})]),
                Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 20})]),
                Reply(text="done")],
     }).install(server)
@@ -645,7 +648,7 @@ def test_a_follow_up_to_a_running_background_child_changes_what_it_does_next(pro
     assert run.ended.reason == "complete", run.ended.message
     child = routes.bodies("count the files")
     assert len(child) == 2 and child[1]["messages"][-1] == {"role": "user", "content": "FOLLOW-UP: also say banana"}
-    sent, _, waited = tool_messages(routes.bodies("go")[-1])[1:]
+    sent, _, waited = tool_messages(routes.bodies("go")[-1])[2:]
     assert sent.startswith("Sent to agent task (") and "banana" in waited
     injected = [e for e in run if isinstance(e.event, ev.UserInputInjected)]
     assert [e.event.text for e in injected] == ["FOLLOW-UP: also say banana"] and injected[0].parent_call_id
@@ -674,17 +677,18 @@ def test_a_follow_up_to_a_finished_child_resumes_it_with_its_history(project, se
 
 def test_a_follow_up_to_a_cancelled_child_resumes_it_and_counts_against_the_turn_cap(project, server):
     routes = Routes({
-        "long job": [Reply(tool_calls=[ToolCall("shell", {"command": "sleep 30"})]), Reply(text="picked up again")],
+        "long job": [Reply(tool_calls=[ToolCall("shell", {"command": "echo on > started.flag; sleep 30"})]),
+                     Reply(text="picked up again")],
         "go": [Reply(tool_calls=[spawn("long job", background=True)]),
+               Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("started.flag")})]),
                lambda body: Reply(tool_calls=[ToolCall("cancel_agent", {"id": _agent_id(body)})]),
-               lambda body: Reply(tool_calls=[ToolCall("send_input", {"id": re.search(
-                   r"\(([0-9a-f]{8})\)", tool_messages(body)[-1]).group(1), "message": "go on"})]),
+               lambda body: Reply(tool_calls=[ToolCall("send_input", {"id": _agent_id(body), "message": "go on"})]),
                Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 20})]),
                Reply(text="done")],
     }).install(server)
     run = run_parent(project, server, "go", overrides=("agents_max_per_turn=2",))
     assert run.ended.reason == "complete", run.ended.message
-    resumed, waited = tool_messages(routes.bodies("go")[-1])[2:]
+    resumed, waited = tool_messages(routes.bodies("go")[-1])[3:]
     assert "had cancelled; it resumes with your message" in resumed and "picked up again" in waited
     assert routes.bodies("long job")[-1]["messages"][-1] == {"role": "user", "content": "go on"}
 

@@ -1,6 +1,6 @@
 """What a session sets up as it opens, beside its sandbox and store: the configured MCP servers, the web
-tools, the plugins' tools and the hooks, and the model's real context window. Each problem becomes a warning the
-session announces after `session_configured`; none of them stops a session from opening.
+tools, the plugins' tools and the hooks, and the model's real context window. Each problem becomes a
+warning the session announces after `session_configured`; none of them stops a session from opening.
 """
 
 from __future__ import annotations

@@ -226,19 +226,31 @@ class Control:
             raise ToolError(f"{head} worked in a worktree that is gone (its changes were applied); start a new "
                             "agent")
         self._count_start(ctx.turn_id)
-        if run.task is not None and not run.task.done():  # its last run is still cleaning up
-            await asyncio.wait([run.task])
         ended = run.status
+        # From here on, further follow-ups join this one; nothing awaits before the new task owns the run.
         run.inbox.append(UserTurn(message))
-        run.status, run.answer, run.cancel_reason = "queued", "", ""
-        run.background, run.delivered, run.accepting, run.followed_up = True, False, True, True
-        await self.pool.session.store.set_link_status(run.child_id, "queued")
+        run.status, run.accepting, run.followed_up, run.background = "queued", True, True, True
         root = Path(run.tree.path) if run.tree is not None else ctx.root
-        run.task = asyncio.create_task(self._run(run, self.context(ctx.turn_id), ctx.turn_id, root, None, run.tree),
+        run.task = asyncio.create_task(self._resume(run, run.task, self.context(ctx.turn_id), ctx.turn_id, root),
                                        name=f"agent-{run.id}")
         return ToolResult(f"{head[0].upper()}{head[1:]} had {ended}; it resumes with your message and its "
                           "conversation, in the background. Its answer reaches you when it finishes; wait_agent "
                           "waits for it.", metadata={"agent_id": run.id, "resumed": True})
+
+    async def _resume(self, run: AgentRun, previous: asyncio.Task[None] | None, parent_ctx: TurnContext,
+                      parent_turn: str, root: Path) -> None:
+        """Run a finished child again, once its last run has stored what it ended with."""
+        store = self.pool.session.store
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            run.status, run.answer, run.cancel_reason, run.delivered, run.accepting = "queued", "", "", False, True
+            await store.set_link_status(run.child_id, "queued")
+        except asyncio.CancelledError:  # cancelled before it ran again (as _run records a queued child's)
+            run.status, run.accepting = "cancelled", False
+            await asyncio.shield(store.set_link_status(run.child_id, "cancelled"))
+            return
+        await self._run(run, parent_ctx, parent_turn, root, None, run.tree)
 
     async def cancel(self, agent_id: str) -> ToolResult:
         run = self._own(agent_id)
@@ -369,7 +381,8 @@ class Control:
             log.exception("sub-agent %s failed", run.id)
             run.status, run.answer = "failed", f"internal error: {type(exc).__name__}: {exc}"
         finally:
-            run.accepting = False
+            if run.task is asyncio.current_task():  # (a follow-up may already have handed the run to a resume)
+                run.accepting = False
             if child is not None:
                 await asyncio.shield(child.close())
             await asyncio.shield(store.set_link_status(run.child_id, run.status))

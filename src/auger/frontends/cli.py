@@ -328,9 +328,10 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     shown_mode = mode if mode == config.mode else f"{config.mode} (acting as {mode}: no sandbox)"
     print(f"decision: {decision.verdict} in {shown_mode} mode: {decision.reason}")
     if args.fetch:
-        from auger.tools.web_fetch import CONDITIONS
+        from auger.tools.web_fetch import ADDRESS_CONDITION, SEEN_CONDITION
 
-        print(f"and:      {CONDITIONS if not config.web_fetch_any_url else CONDITIONS.split('; ', 1)[1]}")
+        for condition in (() if config.web_fetch_any_url else (SEEN_CONDITION,)) + (ADDRESS_CONDITION,):
+            print(f"and:      {condition}")
     return EXIT_OK
 
 

@@ -35,9 +35,10 @@ ACCEPT = "text/markdown, text/html;q=0.9, text/plain;q=0.8, application/pdf;q=0.
 STOPWORDS = frozenset("the and for with what does how that this from are was which about into when where who why "
                       "can you your its not but has have".split())
 USER_AGENT = f"auger/{__version__} (web_fetch)"
-CONDITIONS = ("the URL must have appeared in the conversation (the user's messages, a file read, a fetched page, "
-              "a search result); its host must not resolve to a private or local address unless listed in "
-              "egress_allow")
+# What `auger policy check --fetch` adds: the checks a session makes that need the conversation or DNS.
+SEEN_CONDITION = ("the URL must have appeared in the conversation (the user's messages, a file read, a fetched "
+                  "page, a search result)")
+ADDRESS_CONDITION = "its host must not resolve to a private or local address unless listed in egress_allow"
 NOT_SEEN = ("this URL did not appear in the conversation (the user's messages, a file read with read_file, a "
             "fetched page or a search result); a URL written by the model is not fetched. Fetch one that "
             "appeared, or ask the user for the URL")
