@@ -76,6 +76,8 @@ def parse_url(url: str) -> Target:
     host = host_key(parts.hostname or "")
     if not host:
         raise UrlRefused("the URL has no host")
+    if not host.isascii():  # what goes on the wire, and what the allowlist compares
+        raise UrlRefused("write an internationalised host name in its xn-- form")
     return Target(url.strip(), scheme, host, port or (443 if scheme == "https" else 80))
 
 
