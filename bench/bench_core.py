@@ -28,7 +28,7 @@ TARGETS: dict[str, tuple[float | None, str]] = {
     "exec: spawn -> first model request": (0.25, "s"),
     "engine overhead per tool step": (0.02, "s"),
     "peak RSS of a short exec": (60.0, "MB"),
-    "first request size (all tools)": (15.0, "KB"),
+    "first request size (all tools)": (12.0, "KB"),
     "exec with 2 stdio MCP servers: first request": (None, "s"),
     "HTTPS client ready, TLS context built inline": (None, "s"),
     "HTTPS client ready, TLS context built ahead": (None, "s"),

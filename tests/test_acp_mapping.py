@@ -50,3 +50,11 @@ def test_mcp_servers_from_the_editor_as_config_tables():
     assert mcp_table(sse)[1]["transport"] == "sse"
     name, table = mcp_table(SimpleNamespace(name="x", type="acp"))
     assert table is None and "cannot use" in name
+
+
+def test_web_calls_are_shown_as_fetch_and_search_with_their_subject(tmp_path: Path):
+    mapper = UpdateMapper(tmp_path)
+    fetch = mapper.start("c1", "web_fetch", {"url": "https://docs.example/guide"})
+    search = mapper.start("c2", "web_search", {"query": "widget spin"})
+    assert (fetch.kind, fetch.title) == ("fetch", "Fetch https://docs.example/guide")
+    assert (search.kind, search.title) == ("search", "Search the web for widget spin")

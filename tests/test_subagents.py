@@ -619,3 +619,82 @@ def test_an_agent_with_its_own_model_calls_that_model(project, server):
     assert [b["model"] for b in routes.bodies("start")] == ["mock-model", "mock-model"]
     # its call cap (1) stopped it, headless, and the parent was told
     assert "It ended early" in tool_messages(routes.bodies("start")[-1])[0]
+
+
+def _agent_id(body: dict) -> str:
+    """The id of the agent named by the latest agent tool output (a spawn's, a cancel's)."""
+    for output in reversed(tool_messages(body)):
+        found = re.search(r"(?:with id |^Agent \w+ \()([0-9a-f]{8})[).]", output)
+        if found:
+            return found.group(1)
+    raise AssertionError(f"no agent id in {tool_messages(body)}")
+
+
+def test_a_follow_up_to_a_running_background_child_changes_what_it_does_next(project, server):
+    routes = Routes({  # the child works (waits for go.flag) while its parent sends the follow-up
+        "count the files": [
+            Reply(tool_calls=[ToolCall("shell", {"command": "echo on > busy.flag; " + WAIT_FOR_FILE.format("go.flag")})]),
+            lambda body: Reply(text="banana" if any(m.get("content") == "FOLLOW-UP: also say banana"
+                                                    for m in body["messages"]) else "no follow-up seen")],
+        "go": [Reply(tool_calls=[spawn("count the files", background=True)]),
+               Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("busy.flag")})]),
+               lambda body: Reply(tool_calls=[
+                   ToolCall("send_input", {"agent_id": _agent_id(body), "message": "FOLLOW-UP: also say banana"}),
+                   ToolCall("shell", {"command": "echo go > go.flag"})]),
+               Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 20})]),
+               Reply(text="done")],
+    }).install(server)
+    run = run_parent(project, server, "go")
+    assert run.ended.reason == "complete", run.ended.message
+    child = routes.bodies("count the files")
+    assert len(child) == 2 and child[1]["messages"][-1] == {"role": "user", "content": "FOLLOW-UP: also say banana"}
+    sent, _, waited = tool_messages(routes.bodies("go")[-1])[2:]
+    assert sent.startswith("Sent to agent task (") and "banana" in waited
+    injected = [e for e in run if isinstance(e.event, ev.UserInputInjected)]
+    assert [e.event.text for e in injected] == ["FOLLOW-UP: also say banana"] and injected[0].parent_call_id
+
+
+def test_a_follow_up_to_a_finished_child_resumes_it_with_its_history(project, server):
+    routes = Routes({
+        "remember 42": [Reply(text="noted 42"), Reply(text="it was 42")],
+        "go": [Reply(tool_calls=[spawn("remember 42")]),
+               lambda body: Reply(tool_calls=[ToolCall("send_input", {"agent_id": _agent_id(body),
+                                                                      "message": "which number?"})]),
+               Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 20})]),
+               Reply(text="done")],
+    }).install(server)
+    run = run_parent(project, server, "go")
+    assert run.ended.reason == "complete", run.ended.message
+    resumed = routes.bodies("remember 42")[1]["messages"]
+    said = [(m["role"], m["content"]) for m in resumed if m["role"] in ("user", "assistant")
+            and not str(m["content"]).startswith(("<environment_context>", "<user_instructions>", "<agent "))]
+    assert said == [("user", "remember 42"), ("assistant", "noted 42"), ("user", "which number?")]
+    resumed_note, waited = tool_messages(routes.bodies("go")[-1])[1:]
+    assert "had completed; it resumes with your message" in resumed_note and "it was 42" in waited
+    child_turns = [e for e in run if isinstance(e.event, ev.TurnEnded) and e.parent_call_id]
+    assert [e.event.reason for e in child_turns] == ["complete", "complete"]
+
+
+def test_a_follow_up_to_a_cancelled_child_resumes_it_and_counts_against_the_turn_cap(project, server):
+    routes = Routes({
+        "long job": [Reply(tool_calls=[ToolCall("shell", {"command": "echo on > started.flag; sleep 30"})]),
+                     Reply(text="picked up again")],
+        "go": [Reply(tool_calls=[spawn("long job", background=True)]),
+               Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("started.flag")})]),
+               lambda body: Reply(tool_calls=[ToolCall("cancel_agent", {"id": _agent_id(body)})]),
+               lambda body: Reply(tool_calls=[ToolCall("send_input", {"agent_id": _agent_id(body), "message": "go on"})]),
+               Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 20})]),
+               Reply(text="done")],
+    }).install(server)
+    run = run_parent(project, server, "go", overrides=("agents_max_per_turn=2",))
+    assert run.ended.reason == "complete", run.ended.message
+    resumed, waited = tool_messages(routes.bodies("go")[-1])[3:]
+    assert "had cancelled; it resumes with your message" in resumed and "picked up again" in waited
+    assert routes.bodies("long job")[-1]["messages"][-1] == {"role": "user", "content": "go on"}
+
+
+def test_send_input_names_only_the_callers_children(project, server):
+    routes = Routes({"go": [Reply(tool_calls=[ToolCall("send_input", {"agent_id": "nope", "message": "hi"})]),
+                            Reply(text="done")]}).install(server)
+    run_parent(project, server, "go")
+    assert "no sub-agent 'nope' of yours" in tool_messages(routes.bodies("go")[-1])[0]

@@ -140,3 +140,28 @@ def test_a_removed_mcp_server_is_never_started_again(tmp_path):
         assert not late.ok and "was removed" in late.output
 
     asyncio.run(main())
+
+
+FIRST_REQUEST_LIMIT = 12 * 1024  # bytes: the whole first request of a session, every default tool offered
+
+
+def test_the_first_request_with_every_default_tool_stays_small(project):
+    """Every default tool's schema rides on every request: the first one, system prompt and context
+    included, stays within 12 KB (bench/bench_core.py reports the Chat figure) — also on the default
+    provider's wire (Responses), where an OpenAI model is offered apply_patch too."""
+    from tests.support import mock_responses
+    from tests.support.harness import run_configured, run_session
+    from tests.support.mock_openai import MockChatServer, Reply
+
+    with MockChatServer([Reply(text="done")]) as server:
+        run_session(project, server, "hi")
+        chat = server.chat_requests[0]
+    with mock_responses.MockResponsesServer([mock_responses.Reply(text="done")]) as server:
+        run_configured(project, "provider=openai", f"base_url={server.base_url}", "model=gpt-5",
+                       env={"OPENAI_API_KEY": "sk-test"})
+        responses = server.responses_requests[0]
+    assert {"shell", "read_file", "web_fetch", "spawn_agent", "send_input"} <= {
+        t["function"]["name"] for t in chat.body["tools"]}
+    assert "apply_patch" in {t.get("name") for t in responses.body["tools"]}
+    for wire, request in (("chat", chat), ("responses", responses)):
+        assert len(request.raw) <= FIRST_REQUEST_LIMIT, f"{wire}: the first request is {len(request.raw):,} bytes"

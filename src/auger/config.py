@@ -42,6 +42,10 @@ class Config:
     sandbox_network: str = "proxy"  # none | proxy (allowlist) | full
     egress_allow: list[str] = field(default_factory=list)  # added to the default development allowlist
     egress_hosts: dict[str, str] = field(default_factory=dict)  # static name -> IP entries for the proxy
+    web_fetch: bool = True  # offer web_fetch (tools/web_fetch.py): allowlisted hosts unasked, others ask
+    web_fetch_any_url: bool = False  # web_fetch may fetch URLs the model wrote, not only ones that reached it
+    web_search: bool = False  # the provider's hosted web search, where its wire API has one
+    web_search_url: str | None = None  # a search service instead: "https://…/search?q={query}&format=json"
     shell_env_include: list[str] = field(default_factory=list)
     shell_env_exclude: list[str] = field(default_factory=list)
     shell_env_set: dict[str, str] = field(default_factory=dict)

@@ -138,6 +138,23 @@ def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path |
     return asyncio.run(main())
 
 
+def run_configured(project: Path, *overrides: str, env: dict[str, str], prompt: str = "hi") -> tuple[Run, list]:
+    """One turn on the provider the overrides name, its client built from the config as `auger` builds it
+    (models/registry.py client_for, `env` holding its key); the run and the items stored."""
+
+    async def main() -> tuple[Run, list]:
+        config = make_config(*overrides)
+        store = SqliteStore(project.parent / "sessions.db")
+        try:
+            session = await SessionManager(Workspace.open(project, config), store).create(client_for(config, env=env))
+            run = await asyncio.wait_for(drive(session, prompt), 30)
+            return run, [stored.item for stored in await store.load_items(session.id)]
+        finally:
+            await store.aclose()
+
+    return asyncio.run(main())
+
+
 def hook_command(tmp_path: Path, name: str, body: str) -> str:
     """A hook command: a python script that gets the event as JSON on stdin (`event`)."""
     path = tmp_path / f"hook_{name}.py"  # never a stdlib module name: the script's dir comes first on sys.path

@@ -34,6 +34,11 @@ Every ``POST /v1/messages`` consumes the next *step* of the script:
   the client actually sent (an exception in it becomes a 500 and is re-raised when
   the ``with`` block exits, so assertions inside steps fail the test).
 
+A :class:`Reply` may run hosted web searches first (``searches``: a ``server_tool_use`` block and
+its ``web_search_tool_result``, per search) and cite pages in its text (``citations``, streamed as
+``citations_delta``), as the real API does when the request offers the ``web_search_20250305``
+server tool; a reply that searches when the request offers no such tool is a script error (500).
+
 Requests the real API would reject for their *shape* (first message not from the
 user, a tool_use without its tool_result right after, tool results after text,
 empty text blocks, more than 4 cache breakpoints, thinking without a signature or
@@ -75,6 +80,8 @@ __all__ = [
     "Reply",
     "Step",
     "ToolCall",
+    "WebSearch",
+    "Citation",
     "default_error",
     "message_object",
     "stream_events",
@@ -91,6 +98,7 @@ _USAGE_KEYS = frozenset(
 )
 _STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"})
 _THINKING_TYPES = ("thinking", "redacted_thinking")
+WEB_SEARCH_TOOL = "web_search_20250305"
 
 
 # --------------------------------------------------------------------------- #
@@ -118,6 +126,22 @@ class ToolCall:
 
 
 @dataclass
+class WebSearch:
+    """A hosted web search the mock model runs before its text: the pages it found, as (url, title)."""
+
+    query: str
+    results: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Citation:
+    """A page the reply's text cites (a ``web_search_result_location`` citation)."""
+
+    url: str
+    title: str = ""
+
+
+@dataclass
 class Reply:
     """A successful message.
 
@@ -140,6 +164,8 @@ class Reply:
     stop_reason: str | None = None
     delay: float = 0.0
     chunk_chars: int = 8
+    searches: list[WebSearch] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tool_calls = [tc if isinstance(tc, ToolCall) else ToolCall(**tc) for tc in self.tool_calls]
@@ -273,8 +299,17 @@ def _content_blocks(reply: Reply, tool_calls: list[tuple[str, str, str]]) -> lis
         blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
     if reply.redacted is not None:
         blocks.append({"type": "redacted_thinking", "data": reply.redacted})
+    for n, search in enumerate(reply.searches):
+        search_id = f"srvtoolu_mock_{n}"
+        blocks.append({"type": "server_tool_use", "id": search_id, "name": "web_search",
+                       "input": json.dumps({"query": search.query})})
+        blocks.append({"type": "web_search_tool_result", "tool_use_id": search_id, "content": [
+            {"type": "web_search_result", "url": url, "title": title, "encrypted_content": "mock-enc",
+             "page_age": None} for url, title in search.results]})
     if reply.text:
-        blocks.append({"type": "text", "text": reply.text})
+        blocks.append({"type": "text", "text": reply.text, "citations": [
+            {"type": "web_search_result_location", "url": c.url, "title": c.title, "cited_text": reply.text[:40],
+             "encrypted_index": "mock-idx"} for c in reply.citations] or None})
     for call_id, name, arguments in tool_calls:
         blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
     return blocks
@@ -310,6 +345,12 @@ def stream_events(reply: Reply, tool_calls: list[tuple[str, str, str]], *, messa
         elif kind == "text":
             start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": part} for part in fragments(block["text"], size)]
+            deltas += [{"type": "citations_delta", "citation": c} for c in block["citations"] or []]
+        elif kind == "server_tool_use":
+            start = {"type": "server_tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": part} for part in fragments(block["input"], size)]
+        elif kind == "web_search_tool_result":
+            start = dict(block)
         else:
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": part}
@@ -331,7 +372,7 @@ def message_object(reply: Reply, tool_calls: list[tuple[str, str, str]], *, mess
     """The non-streaming Message object (tool input parsed back to an object, as the API sends it)."""
     content = []
     for block in _content_blocks(reply, tool_calls):
-        if block["type"] == "tool_use":
+        if block["type"] in ("tool_use", "server_tool_use"):
             try:
                 block = {**block, "input": json.loads(block["input"] or "{}")}
             except ValueError:
@@ -419,6 +460,12 @@ def _validate_tools(tools: Any) -> str | None:
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
             return f"tools.{i}.name: Field required"
+        if tool.get("type") == WEB_SEARCH_TOOL:
+            if tool["name"] != "web_search" or "input_schema" in tool:
+                return f"tools.{i}: the {WEB_SEARCH_TOOL} server tool is named web_search and takes no input_schema"
+            continue
+        if tool.get("type") not in (None, "custom"):
+            return f"tools.{i}.type: unknown tool type {tool.get('type')!r}"
         if not isinstance(tool.get("input_schema"), dict):
             return f"tools.{i}.input_schema: Field required"
     return None
@@ -636,6 +683,11 @@ class _Handler(MockHandler):
             self._end_chunks()
             return
         reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))
+        if reply.searches and not any(isinstance(t, dict) and t.get("type") == WEB_SEARCH_TOOL
+                                      for t in body.get("tools") or []):
+            self._send_json(500, self._server_error("mock script: the reply searches the web, but the request "
+                                                    "offers no web_search tool", "api_error"))
+            return
         if not self._delay(reply.delay):
             return
         tool_calls = [(tc.id or f"toolu_mock_{mock._next_id():04d}", tc.name, tc.input_json)

@@ -32,6 +32,12 @@ Every ``POST /v1/responses`` consumes the next *step* of the script:
 * a callable ``step(request_body) -> Reply | Fault | Raw`` -- computes the answer from
   what the client actually sent.
 
+A :class:`Reply` may run hosted web searches first (``searches``: ``web_search_call`` output
+items, with their sources when the request asked for ``web_search_call.action.sources``) and
+cite pages in its text (``citations``: ``url_citation`` annotations), as the real API does when
+the request offers the ``web_search`` tool; a reply that searches when the request offers no
+such tool is a script error (500).
+
 When the script runs out the server answers 500 ``"mock script exhausted"``.
 
 The server also checks what the real API checks about a stateless request
@@ -75,7 +81,9 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "Step",
+    "Citation",
     "ToolCall",
+    "WebSearch",
     "response_events",
     "validate_request",
 ]
@@ -83,6 +91,9 @@ __all__ = [
 RESPONSES_PATH = "/v1/responses"
 DEFAULT_MODEL = "mock-model"
 
+HOSTED_SEARCH = ("web_search", "web_search_preview")  # the hosted search tool's types
+INCLUDES = ("reasoning.encrypted_content", "web_search_call.action.sources", "message.output_text.logprobs",
+            "file_search_call.results", "code_interpreter_call.outputs")
 _USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "total_tokens", "cached_tokens", "reasoning_tokens"})
 _INCOMPLETE_REASONS = ("max_output_tokens", "content_filter")
 
@@ -111,6 +122,22 @@ class ToolCall:
 
 
 @dataclass
+class WebSearch:
+    """A hosted web search the mock model runs before it answers (a ``web_search_call`` item)."""
+
+    query: str
+    sources: list[str] = field(default_factory=list)  # the pages it found
+
+
+@dataclass
+class Citation:
+    """A page the reply's text cites (a ``url_citation`` annotation over the whole text)."""
+
+    url: str
+    title: str = ""
+
+
+@dataclass
 class Reply:
     """A successful response.
 
@@ -132,6 +159,8 @@ class Reply:
     incomplete: str | None = None
     delay: float = 0.0
     chunk_chars: int = 8
+    searches: list[WebSearch] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tool_calls = [tc if isinstance(tc, ToolCall) else ToolCall(**tc) for tc in self.tool_calls]
@@ -139,6 +168,8 @@ class Reply:
             raise ValueError("chunk_chars must be >= 1")
         if self.delay < 0:
             raise ValueError("delay must be >= 0")
+        if self.citations and not self.text:
+            raise ValueError("citations need a text to annotate")
         if self.incomplete is not None and self.incomplete not in _INCOMPLETE_REASONS:
             raise ValueError(f"incomplete must be one of {_INCOMPLETE_REASONS}, got {self.incomplete!r}")
         if self.usage is not None and set(self.usage) - _USAGE_KEYS:
@@ -274,7 +305,8 @@ def response_usage(reply: Reply, request_bytes: int) -> dict[str, Any]:
 
 
 def response_events(reply: Reply, *, response_id: str, model: str, created: int, call_ids: list[str],
-                    include_encrypted: bool, usage: dict[str, Any]) -> list[dict[str, Any]]:
+                    include_encrypted: bool, usage: dict[str, Any],
+                    include_sources: bool = False) -> list[dict[str, Any]]:
     """The events of one streamed response, in order, each with ``type`` and ``sequence_number``.
 
     ``call_ids`` are the resolved call ids of ``reply.tool_calls``. Item ids
@@ -323,6 +355,19 @@ def response_events(reply: Reply, *, response_id: str, model: str, created: int,
         output.append(item)
         emit("response.output_item.done", output_index=index, item=item)
 
+    for n, search in enumerate(reply.searches):
+        index, item_id = len(output), f"ws_{suffix}_{n}"
+        emit("response.output_item.added", output_index=index,
+             item={"id": item_id, "type": "web_search_call", "status": "in_progress"})
+        for stage in ("in_progress", "searching", "completed"):
+            emit(f"response.web_search_call.{stage}", output_index=index, item_id=item_id)
+        action: dict[str, Any] = {"type": "search", "query": search.query}
+        if include_sources:
+            action["sources"] = [{"type": "url", "url": url} for url in search.sources]
+        item = {"id": item_id, "type": "web_search_call", "status": "completed", "action": action}
+        output.append(item)
+        emit("response.output_item.done", output_index=index, item=item)
+
     if reply.text:
         index, item_id = len(output), f"msg_{suffix}"
         emit("response.output_item.added", output_index=index,
@@ -331,8 +376,12 @@ def response_events(reply: Reply, *, response_id: str, model: str, created: int,
         emit("response.content_part.added", **common, part={"type": "output_text", "text": "", "annotations": []})
         for delta in split_text(reply.text, size):
             emit("response.output_text.delta", **common, delta=delta, logprobs=[])
+        annotations = [{"type": "url_citation", "start_index": 0, "end_index": len(reply.text), "url": c.url,
+                        "title": c.title} for c in reply.citations]
+        for n, annotation in enumerate(annotations):
+            emit("response.output_text.annotation.added", **common, annotation_index=n, annotation=annotation)
         emit("response.output_text.done", **common, text=reply.text, logprobs=[])
-        part = {"type": "output_text", "text": reply.text, "annotations": []}
+        part = {"type": "output_text", "text": reply.text, "annotations": annotations}
         emit("response.content_part.done", **common, part=part)
         item = {"id": item_id, "type": "message", "status": final_status, "role": "assistant", "content": [part]}
         output.append(item)
@@ -369,6 +418,17 @@ def validate_request(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         format_problem = json_schema_format_problem(text_format, "text.format")
         if format_problem:
             return 400, _error(format_problem, "invalid_request_error", "invalid_value", "text.format.schema")
+    for n, tool in enumerate(body.get("tools") or []):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in ("function", *HOSTED_SEARCH):
+            return 400, _error(f"Invalid value: '{kind}'. Supported values are: 'function', 'web_search', ...",
+                               "invalid_request_error", "invalid_value", f"tools[{n}].type")
+        if kind == "function" and not tool.get("name"):
+            return 400, _error(f"Missing required parameter: 'tools[{n}].name'.", "invalid_request_error",
+                               "missing_required_parameter", f"tools[{n}].name")
+    unknown = [i for i in body.get("include") or [] if i not in INCLUDES]
+    if unknown:
+        return 400, _error(f"Invalid value: '{unknown[0]}'.", "invalid_request_error", "invalid_value", "include")
     items = body.get("input")
     if not isinstance(items, list):
         return None  # a plain string input is valid
@@ -518,6 +578,11 @@ class _Handler(MockHandler):
             return
 
         reply = step if isinstance(step, Reply) else (step.reply or _PARTIAL)
+        if reply.searches and not any(isinstance(t, dict) and t.get("type") in HOSTED_SEARCH
+                                      for t in body.get("tools") or []):
+            self._send_json(500, self._server_error("mock script: the reply searches the web, but the request "
+                                                    "offers no web_search tool", "server_error"))
+            return
         if not self._delay(reply.delay):
             return
         include = body.get("include") or []
@@ -525,7 +590,8 @@ class _Handler(MockHandler):
             reply, response_id=f"resp_{uuid.uuid4().hex[:24]}", model=model, created=int(time.time()),
             call_ids=[tc.call_id or f"call_{mock._next_id()}" for tc in reply.tool_calls],
             include_encrypted="reasoning.encrypted_content" in include,
-            usage=response_usage(reply, len(record.raw)))
+            usage=response_usage(reply, len(record.raw)),
+            include_sources="web_search_call.action.sources" in include)
 
         if not body.get("stream"):
             if isinstance(step, Fault):

@@ -35,13 +35,15 @@ from auger.policy.fs import RootHandle, read_beneath
 DEFAULT_MAX_MODEL_CALLS = 30
 MAX_FILE_BYTES = 256 * 1024
 MODES_STRICTEST_FIRST = ("plan", "safe", "auto")
-_READ_TOOLS = ("read_file", "list_dir", "glob", "grep", "recall")
+_READ_TOOLS = ("read_file", "list_dir", "glob", "grep", "recall", "web_fetch", "web_search")
 
 # Claude Code's tool names, as its `.claude/agents/*.md` files spell them, mapped to ours.
 CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
     "read": ("read_file",), "grep": ("grep",), "glob": ("glob",), "ls": ("list_dir",), "bash": ("shell",),
     "edit": ("edit_file", "apply_patch"), "multiedit": ("edit_file", "apply_patch"), "write": ("write_file",),
-    "todowrite": ("update_plan",), "task": ("spawn_agent", "wait_agent", "cancel_agent", "list_agents"),
+    "todowrite": ("update_plan",),
+    "task": ("spawn_agent", "wait_agent", "send_input", "cancel_agent", "list_agents"),
+    "webfetch": ("web_fetch",), "websearch": ("web_search",),
 }
 
 Source = Literal["built-in", "user", "project"]

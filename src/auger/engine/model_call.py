@@ -5,6 +5,9 @@ Turns, compaction summaries and titles all call `call_model`. Deltas are handed 
 quiet); a retry discards the failed attempt's partial reply and is reported through
 `on_retry`; the rate limits each response states (a failed one's too) go to `on_limits`.
 The caller records and accounts the reply: nothing here touches a session.
+
+Pages a provider's hosted web search cited are listed under the reply's text ("Sources:"), streamed
+like the text, so every front end shows them; all the pages it returned are kept in `Reply.sources`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Callable
 
 from auger.models.base import (
     Completed, ModelClient, ModelError, ModelRequest, RateLimitReport, ReasoningDelta, ReasoningDone, StreamEvent,
-    TextDelta, ToolCallReady, UsageReport,
+    TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
 )
 from auger.models.rate_limits import RateLimitSnapshot
 from auger.models.retry import RetryPolicy, stream_with_retry
@@ -35,6 +38,7 @@ class Reply:
     finish_reason: str = "stop"
     warning: str | None = None
     duration_ms: int = 0  # the whole call, retries and their waits included
+    sources: list[WebSource] = field(default_factory=list)  # what a hosted web search returned or cited
 
     @property
     def text(self) -> str:
@@ -66,6 +70,11 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
             reply.reasoning_items.append(event)
         elif isinstance(event, ToolCallReady):
             reply.calls.append(event)
+        elif isinstance(event, WebSources):
+            reply.sources.extend(event.sources)
+            footer = sources_footer(event.sources, after=reply.text)
+            if footer:
+                on_event(TextDelta(footer))
         elif isinstance(event, UsageReport):
             reply.usage = event.usage
         elif isinstance(event, Completed):
@@ -93,6 +102,18 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
         raise
     reply.duration_ms = int((time.monotonic() - started) * 1000)
     return reply
+
+
+def sources_footer(sources: list[WebSource], *, after: str = "") -> str:
+    """The cited pages as a list to follow the reply's text ("" when none was cited)."""
+    cited: dict[str, str] = {}
+    for source in sources:
+        if source.cited and source.url not in cited:
+            cited[source.url] = source.title
+    if not cited:
+        return ""
+    lines = [f"- [{title}]({url})" if title else f"- {url}" for url, title in cited.items()]
+    return ("\n\n" if after else "") + "Sources:\n" + "\n".join(lines)
 
 
 def announce_retries(emit: Callable[[Event], None], turn_id: str,

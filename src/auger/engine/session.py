@@ -34,7 +34,7 @@ from auger.engine.stream import EventStream
 from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
 from auger.engine.session_backend import SessionBackend
-from auger.engine.session_setup import open_plugins, probe_window, start_mcp_servers
+from auger.engine.session_setup import open_plugins, open_web_tools, probe_window, start_mcp_servers
 from auger.engine.shared import SessionMode, SessionShared
 from auger.engine.pending_mode import (
     capture_pending, open_pending, pending_op, pending_warnings, share_repository, tell_pending_mode,
@@ -67,7 +67,7 @@ from auger.protocol.ops import (
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store, StoreError
-from auger.tools.base import SessionToolState
+from auger.tools.base import SessionToolState, Transcript
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
 
@@ -190,10 +190,13 @@ class Session:
         router = await ToolRouter.open(for_model(workspace.tools, model_family(client.model)))
         mcp = await start_mcp_servers(config, router, tools_root, confinement, warnings)  # pending: the copy
         mode.listen(lambda _new, _previous: mcp.reconfine())  # servers confined as the mode now says
+        await open_web_tools(config, client, router, warnings)
         shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings))
         runtime = ToolRuntime(router, policy, shared=shared, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
+        runtime.transcript = Transcript(lambda: history.items, from_person=True, since=meta.created,
+                                        root=workspace.root, archive=runtime.archive)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=await probe, warnings=warnings, mcp=mcp)

@@ -1,6 +1,6 @@
-"""What a session sets up as it opens, beside its sandbox and store: the configured MCP servers, the
-plugins' tools and the hooks, and the model's real context window. Each problem becomes a warning the
-session announces after `session_configured`; none of them stops a session from opening.
+"""What a session sets up as it opens, beside its sandbox and store: the configured MCP servers, the web
+tools, the plugins' tools and the hooks, and the model's real context window. Each problem becomes a
+warning the session announces after `session_configured`; none of them stops a session from opening.
 """
 
 from __future__ import annotations
@@ -29,6 +29,17 @@ async def start_mcp_servers(config: Config, router: ToolRouter, root: Path, conf
     mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
     await mcp.start(servers)
     return mcp
+
+
+async def open_web_tools(config: Config, client: ModelClient, router: ToolRouter, warnings: list[str]) -> None:
+    """web_fetch and a configured web_search as a registry member (tools/web.py); a hosted search is the
+    model client's (models/), so only its absence is told."""
+    from auger.tools.web import SOURCE, web_toolset
+
+    toolset, problems = web_toolset(config, hosted_search=bool(getattr(client, "web_search", False)))
+    warnings.extend(problems)
+    if toolset is not None:
+        await router.registry.add(SOURCE, toolset)
 
 
 async def open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str, str], session_id: str,

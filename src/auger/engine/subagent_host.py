@@ -1,7 +1,8 @@
-"""What a sub-agent runs on (engine/subagents.py starts them): its record (`AgentRun`), the host its turn
-acts through (`ChildHost`: its own stored session and history; the parent session's stream, approvals
-and ledger), the ledger that rolls its usage up into the parent's, and the view of the parent's tool
-catalog it may use (`CatalogView`). Nothing here starts, waits for or cancels a child.
+"""What a sub-agent runs on (engine/subagents.py starts them): its record (`AgentRun`: also its inbox of
+unread messages and its conversation, kept so a follow-up can resume it), the host its turn acts through
+(`ChildHost`: its own stored session and history; the parent session's stream, approvals and ledger),
+the ledger that rolls its usage up into the parent's, and the view of the parent's tool catalog it may
+use (`CatalogView`). Nothing here starts, waits for or cancels a child.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ class AgentRun:
     started: float = field(default_factory=time.monotonic)
     cancel_reason: str = ""  # set when it is cancelled: what its turn records as the reason
     tree: Any = None  # the worktree it works in (isolation "worktree"): kept until applied or the session ends
+    isolated: bool = False  # it works in a worktree (and may only ever resume there)
+    inbox: list[UserTurn] = field(default_factory=list)  # what it has not read yet: its prompt, then follow-ups
+    history: History | None = None  # its conversation, kept after it ends: a follow-up resumes it
+    accepting: bool = True  # its turn still takes messages before its next model call; else a follow-up resumes it
+    followed_up: bool = False  # it was sent a follow-up: its answer is no longer the prompt's alone (no cache)
 
     @property
     def done(self) -> bool:
@@ -119,10 +125,11 @@ class ChildHost:
         self.ledger = ledger
         self.archive = archive
         self.ctx = ctx
-        self.history = History()
+        if run.history is None:  # a first run; a resumed one goes on with its conversation
+            run.history = History()
+        self.history = run.history
         self.meter = ContextMeter(self.history)
-        self._input = [UserTurn(run.prompt)]
-        self._context_told = False
+        self._context_told = len(self.history) > 0
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None, tool_name: str = "",
                      arguments: str = "") -> None:
@@ -141,10 +148,11 @@ class ChildHost:
                                       details=details, parent_call_id=self.run.parent_call_id)
 
     def take_input(self) -> UserTurn | None:
-        return self._input.pop(0) if self._input else None
+        """Its prompt, then each follow-up its parent sent (`send_input`), before its next model call."""
+        return self.run.inbox.pop(0) if self.run.inbox else None
 
     def has_input(self) -> bool:
-        return bool(self._input) or self.control.has_results()
+        return bool(self.run.inbox) or self.control.has_results()
 
     def take_compact_request(self) -> bool:
         return False

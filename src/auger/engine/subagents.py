@@ -27,6 +27,12 @@ the turn: they outlive it (an interrupt stops the turn, not them), and end when 
 when the process died is found on resume (its link still says running) and reported to the model as
 interrupted.
 
+`send_input` talks to a child after it started. A running child reads the message before its next
+model call, as a user's input reaches a running turn (one arriving as its turn ends starts another turn
+at once). A finished one (completed, failed or cancelled) resumes with its conversation, in the
+background, under the same caps, mode, tools and hooks as a spawn: the resume counts against
+`agents_max_per_turn`, waits for a slot, and its answer is delivered like a background child's.
+
 Results are cached by (agent, prompt, parent mode) with the pool's generation at the child's start:
 any mutating call anywhere in the session moves the generation, so an entry is reused only while
 nothing changed since that child started. Fan-out is bounded: children run at most
@@ -56,10 +62,11 @@ from auger.engine.turn_context import TurnContext
 from auger.models.base import ModelClient
 from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, ContextMessage, UserMessage
+from auger.protocol.ops import UserTurn
 from auger.protocol.vocab import TurnEndReason
 from auger.store.base import LinkRecord, SessionRecord
 from auger.tools.agents import agent_toolset
-from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult
+from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, Transcript
 from auger.tools.router import ToolRouter
 from auger.tools.shell import stop_background
 from auger.tools.toolset import Combined, Filtered
@@ -167,14 +174,10 @@ class Control:
         if cached is not None and cached[0] == pool.generation and not isolated:
             return ToolResult(f"(cached result of an identical earlier run of agent {agent.name}; nothing has "
                               f"changed since it started)\n{cached[1]}", metadata={"cached": True})
-        started = self._turn[1] if self._turn[0] == ctx.turn_id else 0
-        if started >= pool.max_per_turn:
-            raise ToolError(f"this turn already started {started} sub-agents, the most one turn may "
-                            f"(agents_max_per_turn = {pool.max_per_turn}); finish with what you have")
+        self._count_start(ctx.turn_id)
         tree = await _worktree(ctx.root) if isolated else None
-        self._turn = (ctx.turn_id, started + 1)
         run = await self._create(agent, prompt, ctx, parent_ctx, bool(args.get("background")))
-        run.tree = tree
+        run.tree, run.isolated = tree, isolated
         root = Path(tree.path) if tree is not None else ctx.root
         run.task = asyncio.create_task(self._run(run, parent_ctx, ctx.turn_id, root, key, tree),
                                        name=f"agent-{run.id}")
@@ -206,6 +209,48 @@ class Control:
             else:
                 lines.append(f"Agent {run.agent.name} ({run.id}) is still {run.status}.")
         return ToolResult("\n\n".join(lines))
+
+    async def send_input(self, agent_id: str, message: str, ctx: ToolContext) -> ToolResult:
+        """A follow-up for one of the caller's children: read before its next model call while it runs;
+        otherwise it resumes with its conversation, in the background."""
+        run = self._own(agent_id)
+        if not message.strip():
+            raise ToolError("send_input: 'message' is empty")
+        head = f"agent {run.agent.name} ({run.id})"
+        if run.accepting:
+            run.inbox.append(UserTurn(message))
+            run.followed_up = True
+            return ToolResult(f"Sent to {head}: it reads it before its next step. Its answer reaches you as "
+                              "before" + (" (wait_agent waits for it)." if run.background else "."))
+        if run.isolated and run.tree is None:
+            raise ToolError(f"{head} worked in a worktree that is gone (its changes were applied); start a new "
+                            "agent")
+        self._count_start(ctx.turn_id)
+        ended = run.status
+        # From here on, further follow-ups join this one; nothing awaits before the new task owns the run.
+        run.inbox.append(UserTurn(message))
+        run.status, run.accepting, run.followed_up, run.background = "queued", True, True, True
+        root = Path(run.tree.path) if run.tree is not None else ctx.root
+        run.task = asyncio.create_task(self._resume(run, run.task, self.context(ctx.turn_id), ctx.turn_id, root),
+                                       name=f"agent-{run.id}")
+        return ToolResult(f"{head[0].upper()}{head[1:]} had {ended}; it resumes with your message and its "
+                          "conversation, in the background. Its answer reaches you when it finishes; wait_agent "
+                          "waits for it.", metadata={"agent_id": run.id, "resumed": True})
+
+    async def _resume(self, run: AgentRun, previous: asyncio.Task[None] | None, parent_ctx: TurnContext,
+                      parent_turn: str, root: Path) -> None:
+        """Run a finished child again, once its last run has stored what it ended with."""
+        store = self.pool.session.store
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            run.status, run.answer, run.cancel_reason, run.delivered, run.accepting = "queued", "", "", False, True
+            await store.set_link_status(run.child_id, "queued")
+        except asyncio.CancelledError:  # cancelled before it ran again (as _run records a queued child's)
+            run.status, run.accepting = "cancelled", False
+            await asyncio.shield(store.set_link_status(run.child_id, "cancelled"))
+            return
+        await self._run(run, parent_ctx, parent_turn, root, None, run.tree)
 
     async def cancel(self, agent_id: str) -> ToolResult:
         run = self._own(agent_id)
@@ -264,6 +309,14 @@ class Control:
                 await asyncio.to_thread(tree.remove)
 
     # -- one child ------------------------------------------------------------------
+    def _count_start(self, turn_id: str) -> None:
+        """Count a child started (or resumed) in the caller's turn; ToolError past the per-turn cap."""
+        started = self._turn[1] if self._turn[0] == turn_id else 0
+        if started >= self.pool.max_per_turn:
+            raise ToolError(f"this turn already started {started} sub-agents, the most one turn may "
+                            f"(agents_max_per_turn = {self.pool.max_per_turn}); finish with what you have")
+        self._turn = (turn_id, started + 1)
+
     def _own(self, agent_id: object) -> AgentRun:
         run = self.children.get(agent_id) if isinstance(agent_id, str) else None
         if run is None:
@@ -278,7 +331,8 @@ class Control:
         store = pool.session.store
         child_id = str(uuid.uuid4())
         cap = narrower(self.runtime.cap, agent.mode)
-        run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, cap)
+        run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, cap,
+                       inbox=[UserTurn(prompt)])
         now = time.time()
         await store.create_session(SessionRecord(child_id, now, now, str(ctx.root), parent_ctx.client.provider,
                                                  agent.model or parent_ctx.model,
@@ -290,7 +344,8 @@ class Control:
         return run
 
     async def _run(self, run: AgentRun, parent_ctx: TurnContext, parent_turn: str, root: Path,
-                   key: tuple[str, str, str], tree: Any) -> None:
+                   key: tuple[str, str, str] | None, tree: Any) -> None:
+        """Run a child (or resume one) until it ends; `key`: where to cache its answer (None: nowhere)."""
         pool = self.pool
         store = pool.session.store
         generation = pool.generation
@@ -301,6 +356,9 @@ class Control:
                 await store.set_link_status(run.child_id, "running")
                 child = await Child.open(self, run, parent_ctx, parent_turn, root)
                 reason, message = await child.run()
+                while reason == "complete" and run.inbox:  # a follow-up came as its turn was ending
+                    reason, message = await child.run()
+                run.accepting = False  # from here on a follow-up resumes it
             run.answer = child.answer()
             if tree is not None:
                 diff = await asyncio.to_thread(tree.diff)
@@ -310,7 +368,7 @@ class Control:
                                    "discarded when the session ends):)\n" if diff else ":)\n") + (diff or "(none)"))
             if reason == "complete":
                 run.status = "completed"
-                if generation == pool.generation and tree is None:
+                if key is not None and generation == pool.generation and tree is None and not run.followed_up:
                     pool.cache[key] = (generation, run.report())
             else:
                 run.status = "cancelled" if reason == "cancelled" else "failed"
@@ -323,6 +381,8 @@ class Control:
             log.exception("sub-agent %s failed", run.id)
             run.status, run.answer = "failed", f"internal error: {type(exc).__name__}: {exc}"
         finally:
+            if run.task is asyncio.current_task():  # (a follow-up may already have handed the run to a resume)
+                run.accepting = False
             if child is not None:
                 await asyncio.shield(child.close())
             await asyncio.shield(store.set_link_status(run.child_id, run.status))
@@ -379,6 +439,11 @@ class Child:
         else:  # another tree (a worktree): only the cache must learn that something changed
             runtime.after_mutation = [pool.bump]
         child_control.runtime = runtime
+        # its prompt and follow-ups are its parent's words, not the user's: only its parents' transcripts hold those
+        runtime.transcript = Transcript(lambda: host.history.items, from_person=False,
+                                        since=prt.transcript.since if prt.transcript else time.time(),
+                                        root=prt.transcript.root if prt.transcript else prt.root,
+                                        archive=runtime.archive, parent=prt.transcript)
         workspace = parent_ctx.workspace if same_root else dataclasses.replace(parent_ctx.workspace, root=root)
         info = parent_ctx.model_info
         instructions = parent_ctx.instructions
@@ -394,11 +459,13 @@ class Child:
         return cls(child_control, run, ctx, host, own_client, confinement)
 
     async def run(self) -> tuple[str, str | None]:
+        """One turn of the child's, on what its inbox holds (a turn of its own each time it is run)."""
         host, run = self.host, self.agent_run
-        host.emit(ev.TurnStarted(self.ctx.turn_id))
-        turn = Turn(self.ctx, host, interrupt_reason=lambda: run.cancel_reason)
+        ctx = self.ctx.derive(turn_id=uuid.uuid4().hex[:12])
+        host.emit(ev.TurnStarted(ctx.turn_id))
+        turn = Turn(ctx, host, interrupt_reason=lambda: run.cancel_reason)
         reason, message = await turn.run()
-        host.emit(ev.TurnEnded(self.ctx.turn_id, TurnEndReason(reason), message))
+        host.emit(ev.TurnEnded(ctx.turn_id, TurnEndReason(reason), message))
         return reason, message
 
     def answer(self) -> str:

@@ -1,7 +1,8 @@
 """The tool runtime: the one path every tool call takes, from the model's JSON to its output.
 
     parse the arguments → find the tool → validate → `before_tool` hooks (may deny; rewritten
-    arguments are validated again) → classify → decide (policy/decision.py, pure)
+    arguments are validated again) → the tool's gate (a check that needs the conversation: web_fetch's
+    URL provenance; a refusal is final) → classify → decide (policy/decision.py, pure)
     → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
     → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite the output
     the model sees) → `after_mutation` hooks
@@ -44,6 +45,7 @@ from auger.tools.base import (
     OutputArchive,
     SessionToolState,
     ToolContext,
+    Transcript,
     ToolError,
     ToolResult,
     ToolSpec,
@@ -133,6 +135,7 @@ class ToolRuntime:
         self.after_mutation: list[MutationHook] = []
         # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
         self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
+        self.transcript: Transcript | None = None  # the caller's conversation, for tools that check provenance
 
     @property
     def hooks(self) -> Hooks | None:
@@ -156,7 +159,8 @@ class ToolRuntime:
                           "Send a JSON object that matches the tool's parameters.")
         ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
                           turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills, mode=self.mode,
-                          cwd=self.cwd, emit_output=lambda stream, text: host.emit(
+                          cwd=self.cwd, transcript=self.transcript,
+                          emit_output=lambda stream, text: host.emit(
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
         try:
             args = spec.validate(arguments)
@@ -164,6 +168,9 @@ class ToolRuntime:
             if isinstance(rewritten, Denied):
                 return rewritten
             args = rewritten
+            refused = await spec.gate(args, ctx) if spec.gate is not None else None
+            if refused is not None:
+                return Denied(f"Not run: {refused}", Refusal.POLICY)
             c = spec.classify(args, self.root)
             mode = self.mode()
             refusal = await self._permit(host, turn_id, mode, spec, args, c, ctx)

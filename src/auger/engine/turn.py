@@ -32,7 +32,7 @@ from auger.models.base import (
 )
 from auger.protocol import events as ev
 from auger.protocol.items import (
-    AssistantMessage, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, UserMessage,
+    AssistantMessage, ContextMessage, Reasoning, SearchSources, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
 from auger.tools.base import ToolResult
 
@@ -256,6 +256,8 @@ class Turn:
         if reply.text:
             await host.record(self.id, AssistantMessage(reply.text))
             host.emit(ev.AgentMessage(self.id, reply.text, message_id))
+        if reply.sources:  # where a hosted search's pages came from, apart from the text the model wrote
+            await host.record(self.id, SearchSources(list(dict.fromkeys(s.url for s in reply.sources))))
         known = host.history.call_ids()
         calls = []
         for ready in reply.calls:

@@ -141,8 +141,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     p_policy = sub.add_parser("policy", help="inspect the exec policy")
     policy_sub = p_policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", required=True)
-    p_check = policy_sub.add_parser("check", help="show what would happen to a command: auger policy check -- CMD...")
+    p_check = policy_sub.add_parser("check", help="show what would happen to a command: auger policy check -- CMD...; "
+                                                  "to a web fetch: auger policy check --fetch URL")
     p_check.add_argument("--mode", choices=("plan", "safe", "auto"), help="trust mode to decide for")
+    p_check.add_argument("--fetch", metavar="URL", help="a web_fetch of URL instead of a command")
     p_check.add_argument("-C", "--cd", dest="cwd", help="project directory (default: current directory)")
     p_check.add_argument("words", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
     store_opts(p_check)
@@ -298,7 +300,8 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
-    """What a session would decide for a shell command: the same classifier and decision function."""
+    """What a session would decide for a shell command, or a web fetch: the same classifiers and decision
+    function a session uses."""
     import shlex
     from pathlib import Path
 
@@ -307,29 +310,48 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     from auger.policy.rules import load_rules
     from auger.policy.sandbox import detect
     from auger.policy.trust import effective_mode
+    from auger.tools.base import ToolSpec
     from auger.tools.shell import SHELL
 
     words = args.words[1:] if args.words[:1] == ["--"] else args.words
-    if not words:
-        raise CliError("no command given: auger policy check -- CMD [ARGS...]")
-    command = words[0] if len(words) == 1 else shlex.join(words)
+    if bool(words) == bool(args.fetch):
+        raise CliError("give a command or a URL: auger policy check -- CMD [ARGS...] | --fetch URL")
     config = load_cli_config(args)
     root = Path(os.path.realpath(args.cwd or os.getcwd()))
     rules, problems = load_rules(home_dirs()["config"] / "rules.toml", root / ".auger" / "rules.toml",
                                  trust_project=config.trust_project_rules)
     for line in problems:
         print(f"auger: warning: {line}", file=sys.stderr)
-    c = SHELL.classify({"command": command}, root)
+    tool: ToolSpec = SHELL
+    if args.fetch:
+        from auger.tools.web import web_policy
+        from auger.tools.web_fetch import refusal, web_fetch_tool
+
+        print(f"url:      {args.fetch}")
+        refused = refusal(args.fetch, web_policy(config))
+        if refused:
+            print(f"decision: refused in every mode: {refused}")
+            return EXIT_OK
+        tool, call = web_fetch_tool(web_policy(config)), {"url": args.fetch}
+    else:
+        command = words[0] if len(words) == 1 else shlex.join(words)
+        print(f"command:  {command}")
+        call = {"command": command}
+    c = tool.classify(call, root)
     sandboxed = detect(config.sandbox)[0] is not None
-    decision = decide_call(SHELL.name, c, rules, config.mode, sandboxed=sandboxed)
+    decision = decide_call(tool.name, c, rules, config.mode, sandboxed=sandboxed)
     mode = effective_mode(config.mode, sandboxed)
-    print(f"command:  {command}")
     print(f"effect:   {c.effect}" + (f" ({'; '.join(c.reasons)})" if c.reasons else ""))
     if c.outside_paths:
         print(f"outside:  {', '.join(c.outside_paths)}")
     print(f"rule:     {decision.rule or 'none matches'}")
     shown_mode = mode if mode == config.mode else f"{config.mode} (acting as {mode}: no sandbox)"
     print(f"decision: {decision.verdict} in {shown_mode} mode: {decision.reason}")
+    if args.fetch:
+        from auger.tools.web_fetch import ADDRESS_CONDITION, SEEN_CONDITION
+
+        for condition in (() if config.web_fetch_any_url else (SEEN_CONDITION,)) + (ADDRESS_CONDITION,):
+            print(f"and:      {condition}")
     return EXIT_OK
 
 

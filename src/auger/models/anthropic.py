@@ -19,6 +19,10 @@ Wire rules this module keeps, and why:
   Anthropic can verify and is dropped.
 * Streaming: the reply is complete only at ``message_stop``; a stream that ends earlier is a
   retryable error so the engine asks again instead of acting on half a reply.
+* Hosted web search (``web_search``): agentic requests offer the ``web_search_20250305`` server tool,
+  which runs at Anthropic. Its ``server_tool_use`` and ``web_search_tool_result`` blocks are not calls
+  for the engine; the results' URLs and the text's ``web_search_result_location`` citations come back
+  as one ``WebSources`` event, and the blocks are not sent back (the cited pages stay in the text).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from httpx_sse import EventSource
 
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
-    TextDelta, ToolCallReady, UsageReport,
+    TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
 )
 from auger.models.http import SseModelClient, stream_error, stream_json
 from auger.models.images import ImageError, attachments
@@ -45,6 +49,7 @@ API_VERSION = "2023-06-01"
 PROVIDER = "anthropic"  # the `provider` recorded on Reasoning items this client can send back
 MIN_THINKING_BUDGET = 1024  # the API rejects smaller budgets
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects requests with more cache_control blocks
+WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
 _EPHEMERAL = {"type": "ephemeral"}
 
 _FINISH_REASONS = {
@@ -53,6 +58,10 @@ _FINISH_REASONS = {
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "refusal": "content_filter",
+}
+_FINISH_WARNINGS = {
+    "refusal": "the model refused the request (stop_reason: refusal)",
+    "pause_turn": "the provider paused a long hosted search turn (stop_reason: pause_turn); ask it to continue",
 }
 
 # Sent in place of a conversation that would otherwise open with the assistant (the API requires a
@@ -79,7 +88,7 @@ class AnthropicClient(SseModelClient):
 
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
                  key_env: str | None = None, idle_timeout: float = 300.0, max_output_tokens: int = 8192,
-                 thinking_budget: int | None = None) -> None:
+                 thinking_budget: int | None = None, web_search: bool = False) -> None:
         if thinking_budget is not None and thinking_budget < MIN_THINKING_BUDGET:
             raise ValueError(f"thinking_budget must be at least {MIN_THINKING_BUDGET} tokens (the API minimum), "
                              f"got {thinking_budget}")
@@ -92,6 +101,7 @@ class AnthropicClient(SseModelClient):
                          key_env=key_env, idle_timeout=idle_timeout)
         self.max_output_tokens = max_output_tokens
         self.thinking_budget = thinking_budget
+        self.web_search = web_search  # offer the hosted web search with the function tools
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for one request. Raises ModelError (not retryable) for an unsendable image."""
@@ -103,6 +113,8 @@ class AnthropicClient(SseModelClient):
         if request.tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in request.tools]
+            if self.web_search:  # first: the cache breakpoint stays on the last function tool
+                body["tools"].insert(0, dict(WEB_SEARCH_TOOL))
             if request.tool_choice != "auto":  # the API's default is auto; "none" is {"type": "none"}
                 body["tool_choice"] = {"type": request.tool_choice}
         if self.thinking_budget is not None and _thinking_allowed(messages):
@@ -291,6 +303,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
         raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
                          "is the base URL an Anthropic Messages API endpoint?", retryable=False)
     blocks: dict[int, _Block] = {}
+    sources: list[WebSource] = []  # pages a hosted web search returned or cited
     usage = _Usage()
     stop_reason: str | None = None
     complete = False
@@ -307,13 +320,18 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
                            name=str(raw.get("name") or ""), data=str(raw.get("data") or ""),
                            signature=str(raw.get("signature") or ""))
             blocks[int(data.get("index", 0))] = block
+            if block.type == "web_search_tool_result":
+                sources += _search_results(raw.get("content"))
             if block.type == "text" and raw.get("text"):
                 yield TextDelta(raw["text"])
             elif block.type == "thinking" and raw.get("thinking"):
                 block.parts.append(raw["thinking"])
                 yield ReasoningDelta(raw["thinking"])
         elif kind == "content_block_delta":
-            for event in _delta(blocks.get(int(data.get("index", 0))), data.get("delta") or {}):
+            delta = data.get("delta") or {}
+            if delta.get("type") == "citations_delta":
+                sources += _citation(delta.get("citation"))
+            for event in _delta(blocks.get(int(data.get("index", 0))), delta):
                 yield event
         elif kind == "content_block_stop":
             done = _finish_block(blocks.pop(int(data.get("index", 0)), None))
@@ -333,9 +351,26 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
         # versioning policy asks of clients.
     if not complete:
         raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
+    if sources:
+        yield WebSources(sources)
     yield UsageReport(usage.report())
     yield Completed(_FINISH_REASONS.get(stop_reason or "end_turn", stop_reason or "stop"),
-                    "the model refused the request (stop_reason: refusal)" if stop_reason == "refusal" else None)
+                    _FINISH_WARNINGS.get(stop_reason or ""))
+
+
+def _search_results(content: Any) -> list[WebSource]:
+    """The pages of a ``web_search_tool_result`` block (an error result has none)."""
+    if not isinstance(content, list):
+        return []
+    return [WebSource(str(r["url"]), str(r.get("title") or "")) for r in content
+            if isinstance(r, dict) and r.get("type") == "web_search_result" and isinstance(r.get("url"), str)]
+
+
+def _citation(citation: Any) -> list[WebSource]:
+    if isinstance(citation, dict) and citation.get("type") == "web_search_result_location" \
+            and isinstance(citation.get("url"), str):
+        return [WebSource(citation["url"], str(citation.get("title") or ""), cited=True)]
+    return []
 
 
 def _delta(block: _Block | None, delta: dict[str, Any]) -> list[StreamEvent]:

@@ -77,6 +77,21 @@ class ToolCallReady:
 
 
 @dataclass
+class WebSource:
+    url: str
+    title: str = ""
+    cited: bool = False  # the reply's text cites it (else the search only returned it)
+
+
+@dataclass
+class WebSources:
+    """The pages the provider's hosted web search returned or cited in this reply (`web_search = true`).
+    The engine lists the cited ones under the reply's text and records all of them apart (items.SearchSources)."""
+
+    sources: list[WebSource]
+
+
+@dataclass
 class UsageReport:
     usage: Usage
 
@@ -97,7 +112,8 @@ class RateLimitReport:
     limits: RateLimitSnapshot
 
 
-StreamEvent = TextDelta | ReasoningDelta | ReasoningDone | ToolCallReady | UsageReport | Completed | RateLimitReport
+StreamEvent = (TextDelta | ReasoningDelta | ReasoningDone | ToolCallReady | WebSources | UsageReport | Completed
+               | RateLimitReport)
 
 
 class ModelError(Exception):

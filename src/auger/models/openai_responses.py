@@ -21,6 +21,11 @@ Servers running open-weight reasoning models stream raw reasoning instead
 the finished item) and no encrypted content: that text is shown, recorded under
 its own provider tag, and sent back as the reasoning item's `content`.
 
+With `web_search` on, agentic requests (those offering tools) also offer the hosted `web_search`
+tool: the search runs at OpenAI, the message's `url_citation` annotations and the search call's sources
+come back as a `WebSources` event. Search calls are not sent back (a stateless request cannot refer to
+them); the cited pages stay in the reply's text.
+
 Retries live in the engine (models/retry.py); this module only classifies
 failures (through models/http.py, like HTTP errors) with the server's delay hint
 when it gives one. Every `response.incomplete` reason becomes a warning.
@@ -37,7 +42,7 @@ from httpx_sse import EventSource
 
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
-    TextDelta, ToolCallReady, UsageReport,
+    TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
 )
 from auger.models.http import SseModelClient, openai_usage, stream_error, stream_json
 from auger.models.images import ImageError, data_url
@@ -71,7 +76,7 @@ class OpenAIResponsesClient(SseModelClient):
     def __init__(self, *, provider: str, model: str, base_url: str, api_key: str | None,
                  key_env: str | None = None, idle_timeout: float = 300.0, reasoning_effort: str | None = None,
                  reasoning_summary: str | None = "auto", max_output_tokens: int | None = None,
-                 structured_output: bool = True) -> None:
+                 structured_output: bool = True, web_search: bool = False) -> None:
         super().__init__(provider=provider, model=model, url=base_url.rstrip("/") + "/responses",
                          headers={"authorization": f"Bearer {api_key}"} if api_key else {}, key_env=key_env,
                          idle_timeout=idle_timeout)
@@ -82,6 +87,7 @@ class OpenAIResponsesClient(SseModelClient):
             self._reasoning["summary"] = reasoning_summary
         self._max_output_tokens = max_output_tokens
         self.structured_output = structured_output  # send `text.format` (a server may not take it)
+        self.web_search = web_search  # offer the hosted web_search tool with the function tools
 
     def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
         return _parse_stream(response, self.url, self.model, self._key_env)
@@ -101,6 +107,8 @@ class OpenAIResponsesClient(SseModelClient):
                  "strict": False}  # strict mode would demand every property be required; our schemas aren't
                 for t in request.tools
             ]
+            if self.web_search:
+                body["tools"].append({"type": "web_search"})
             body["tool_choice"] = request.tool_choice
             body["parallel_tool_calls"] = True
         reasoning = dict(self._reasoning)
@@ -110,9 +118,14 @@ class OpenAIResponsesClient(SseModelClient):
             reasoning.pop("summary", None)
         elif request.summary is not None:
             reasoning["summary"] = request.summary
+        include = []
         if reasoning:
             body["reasoning"] = reasoning
-            body["include"] = ["reasoning.encrypted_content"]
+            include.append("reasoning.encrypted_content")
+        if self.web_search and request.tools:
+            include.append("web_search_call.action.sources")
+        if include:
+            body["include"] = include
         if self._max_output_tokens is not None:
             body["max_output_tokens"] = self._max_output_tokens
         if request.output is not None and self.structured_output:
@@ -192,6 +205,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     arguments: dict[str, list[str]] = {}  # function call item id → argument deltas so far (joined once)
     saw_call = False
     refused = False
+    sources: list[WebSource] = []  # pages a hosted web search returned or cited
     reasoned = False  # a summary delta was streamed: the next summary part starts a new paragraph
     async for sse in EventSource(response).aiter_sse():
         data = sse.data.strip()
@@ -226,13 +240,19 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
                 done = _reasoning_done(item)
                 if done is not None:
                     yield done
-            elif kind_of_item == "message" and not _was_streamed(item.get("id"), streamed_text):
+            elif kind_of_item == "web_search_call":
+                sources += _search_sources(item)
+            elif kind_of_item == "message":
                 parts = [part for part in item.get("content") or [] if isinstance(part, dict)]
-                refused = refused or any(part.get("type") == "refusal" for part in parts)
-                text = "".join(part.get("text") or part.get("refusal") or "" for part in parts)
-                if text:
-                    yield TextDelta(text)
+                sources += _citations(parts)
+                if not _was_streamed(item.get("id"), streamed_text):
+                    refused = refused or any(part.get("type") == "refusal" for part in parts)
+                    text = "".join(part.get("text") or part.get("refusal") or "" for part in parts)
+                    if text:
+                        yield TextDelta(text)
         elif kind == "response.completed":
+            if sources:
+                yield WebSources(sources)
             usage = (event.get("response") or {}).get("usage")
             if usage:
                 yield UsageReport(openai_usage(usage, "input_tokens", "output_tokens"))
@@ -240,6 +260,8 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
                             "the model refused the request (its refusal is shown as the reply)" if refused else None)
             return
         elif kind == "response.incomplete":
+            if sources:
+                yield WebSources(sources)
             body = event.get("response") or {}
             if body.get("usage"):
                 yield UsageReport(openai_usage(body["usage"], "input_tokens", "output_tokens"))
@@ -257,6 +279,21 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
         # Everything else (created, in_progress, output_item.added, content_part.*, *.done that repeat what
         # the deltas said, and event types newer than this client) carries nothing we need.
     raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
+
+
+def _citations(parts: list[dict[str, Any]]) -> list[WebSource]:
+    """The pages a message's text cites (`url_citation` annotations)."""
+    return [WebSource(str(note["url"]), str(note.get("title") or ""), cited=True)
+            for part in parts for note in part.get("annotations") or []
+            if isinstance(note, dict) and note.get("type") == "url_citation" and isinstance(note.get("url"), str)]
+
+
+def _search_sources(item: dict[str, Any]) -> list[WebSource]:
+    """The pages a web search call returned (its action's `sources`, when the request included them)."""
+    action = item.get("action")
+    found = action.get("sources") if isinstance(action, dict) else None
+    return [WebSource(str(source["url"])) for source in found or []
+            if isinstance(source, dict) and isinstance(source.get("url"), str)]
 
 
 def _was_streamed(item_id: Any, streamed: set[Any]) -> bool:

@@ -379,7 +379,8 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
         effort = config.model_reasoning_effort if config is not None else None
         summary = config.model_reasoning_summary if config is not None else "auto"
         return OpenAIResponsesClient(**common, reasoning_effort=effort, reasoning_summary=summary or None,
-                                     structured_output=provider.structured_output)
+                                     structured_output=provider.structured_output,
+                                     web_search=hosted_search(config))
     if provider.wire == "anthropic":
         from auger.models.anthropic import AnthropicClient
 
@@ -387,10 +388,17 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
         output = min(info.max_output_tokens, 32_000)
         if budget:
             output = max(1_024, min(output, info.max_output_tokens - budget))
-        return AnthropicClient(**common, max_output_tokens=output, thinking_budget=budget)
+        return AnthropicClient(**common, max_output_tokens=output, thinking_budget=budget,
+                               web_search=hosted_search(config))
     if provider.wire == "replay":
         return _replay_client(provider, model, config)
     raise ProviderError(f"provider '{provider.name}' uses wire API '{provider.wire}', which this build cannot speak")
+
+
+def hosted_search(config: Config | None) -> bool:
+    """Whether a wire client offers its provider's hosted web search: `web_search = true`, and no search
+    service of the user's own (`web_search_url`, the `web_search` tool then) takes its place."""
+    return config is not None and config.web_search and not config.web_search_url
 
 
 def _replay_client(provider: Provider, model: str, config: Config | None) -> ModelClient:

@@ -164,6 +164,15 @@ class TurnSettings(Item):
     cwd: str = ""  # relative to the project root
 
 
-# Items that record the project's state for diff, undo and the file tracker, or the session's settings;
-# not conversation.
-RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings)
+@tag("search_sources")
+class SearchSources(Item):
+    """The pages a provider's hosted web search returned or cited in one reply (the reply's text lists the
+    cited ones). Recorded apart from the text because the model writes the text: these URLs came from the
+    search, so `web_fetch` may fetch them (tools/provenance.py). Never shown to the model."""
+
+    urls: list[str]
+
+
+# Items that record the project's state for diff, undo and the file tracker, the session's settings, or
+# where a text came from; not conversation.
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings, SearchSources)

@@ -1,11 +1,12 @@
-"""The sub-agent tools: spawn_agent, wait_agent, cancel_agent, list_agents, apply_agent_changes.
+"""The sub-agent tools: spawn_agent, wait_agent, send_input, cancel_agent, list_agents, apply_agent_changes.
 
 Only the specs live here; what they do is the engine's (engine/subagents.py), reached through the
 `AgentControl` each caller (the session, or a sub-agent that may itself delegate) is given. The
 toolset is built per caller because the handlers must know whose children they start and see.
 
-The first four are read-only and parallel-safe as calls: a spawn itself changes nothing, and each of
-the child's own calls passes the tool runtime (policy, approvals, hooks) like any other. Being
+All but `apply_agent_changes` are read-only and parallel-safe as calls: a spawn or a follow-up itself
+changes nothing, and each of the child's own calls passes the tool runtime (policy, approvals, hooks)
+like any other. Being
 parallel-safe is what lets several foreground spawns in one reply run at the same time.
 `apply_agent_changes` writes a worktree child's changes into the caller's tree: a local change, so
 policy asks for it where it asks for writes, and the turn's snapshot covers it for undo.
@@ -19,8 +20,9 @@ from typing import Any, Protocol
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolContext, ToolResult, ToolSpec
 from auger.tools.toolset import StaticToolset
 
-SPAWN, WAIT, CANCEL, LIST, APPLY = "spawn_agent", "wait_agent", "cancel_agent", "list_agents", "apply_agent_changes"
-NAMES = frozenset({SPAWN, WAIT, CANCEL, LIST, APPLY})
+SPAWN, WAIT, SEND, CANCEL, LIST, APPLY = ("spawn_agent", "wait_agent", "send_input", "cancel_agent", "list_agents",
+                                         "apply_agent_changes")
+NAMES = frozenset({SPAWN, WAIT, SEND, CANCEL, LIST, APPLY})
 WAIT_DEFAULT_S, WAIT_MAX_S = 30, 300
 
 
@@ -31,6 +33,8 @@ class AgentControl(Protocol):
 
     async def wait(self, ids: list[str] | None, timeout: float) -> ToolResult: ...
 
+    async def send_input(self, agent_id: str, message: str, ctx: ToolContext) -> ToolResult: ...
+
     async def cancel(self, agent_id: str) -> ToolResult: ...
 
     def list(self) -> ToolResult: ...
@@ -39,7 +43,7 @@ class AgentControl(Protocol):
 
 
 def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
-    """The four tools bound to `control`; `available` lists the agent definitions (one per line)."""
+    """The agent tools bound to `control`; `available` lists the agent definitions (one per line)."""
 
     async def spawn(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await control.spawn(args, ctx)
@@ -47,6 +51,9 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
     async def wait(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         timeout = min(max(float(args.get("timeout", WAIT_DEFAULT_S)), 0.0), WAIT_MAX_S)
         return await control.wait(args.get("ids"), timeout)
+
+    async def send(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await control.send_input(args["agent_id"], args["message"], ctx)
 
     async def cancel(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await control.cancel(args["id"])
@@ -58,35 +65,35 @@ def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
         return await control.apply(args["id"], ctx.root)
 
     return StaticToolset([
-        ToolSpec(SPAWN, "Start a sub-agent with its own context on a self-contained task and return its final "
-                        "answer (or, with background=true, its id at once; its result reaches you when it "
-                        "finishes, or ask with wait_agent). Several spawn_agent calls in one reply run in "
-                        "parallel. Give the agent everything it needs in the prompt: it does not see this "
-                        "conversation. The same agent and prompt again, while nothing has changed, returns the "
-                        "earlier result. Available agents:\n" + available,
+        ToolSpec(SPAWN, "Run a sub-agent on a self-contained task and return its final answer (background=true: "
+                        "its id now, its result later). Calls in one reply run in parallel. The prompt must say "
+                        "everything: the agent does not see this conversation. Agents:\n" + available,
                  {"type": "object", "properties": {
-                     "prompt": {"type": "string", "description": "the task, complete and self-contained"},
-                     "agent": {"type": "string", "description": "which agent (default: task)"},
-                     "background": {"type": "boolean", "description": "return at once; default false"},
+                     "prompt": {"type": "string", "description": "the whole task"},
+                     "agent": {"type": "string", "description": "default: task"},
+                     "background": {"type": "boolean"},
                      "isolation": {"type": "string", "enum": ["none", "worktree"],
-                                   "description": "worktree: work in a separate git worktree (default none)"}},
+                                   "description": "worktree: work in a git worktree of its own"}},
                   "required": ["prompt"]},
                  spawn, READ_ONLY, parallel_safe=True),
-        ToolSpec(WAIT, f"Wait for background sub-agents to finish (default: all of yours still running) for at "
-                       f"most `timeout` seconds (default {WAIT_DEFAULT_S}, at most {WAIT_MAX_S}); returns the "
-                       "results of those that finished.",
+        ToolSpec(WAIT, f"Wait up to `timeout` s (default {WAIT_DEFAULT_S}, max {WAIT_MAX_S}) for your background "
+                       "sub-agents (default: all running); returns the results of those that finished.",
                  {"type": "object", "properties": {
                      "ids": {"type": "array", "items": {"type": "string"}},
                      "timeout": {"type": "integer", "minimum": 0}}},
                  wait, READ_ONLY, parallel_safe=True),
+        ToolSpec(SEND, "Message a sub-agent: a running one reads it before its next step; a finished one resumes "
+                       "with its history, in the background.",
+                 {"type": "object", "properties": {"agent_id": {"type": "string"}, "message": {"type": "string"}},
+                  "required": ["agent_id", "message"]},
+                 send, READ_ONLY, parallel_safe=True),
         ToolSpec(CANCEL, "Cancel one of your sub-agents (its commands are killed).",
                  {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
                  cancel, READ_ONLY, parallel_safe=True),
         ToolSpec(LIST, "List the sub-agents you started, with their status.",
                  {"type": "object", "properties": {}}, list_, READ_ONLY, parallel_safe=True),
-        ToolSpec(APPLY, "Apply the changes a finished sub-agent made in its worktree (isolation: worktree) to "
-                        "your working tree. A file you changed since the worktree was made is reported as a "
-                        "conflict and left as it is; the others are written.",
+        ToolSpec(APPLY, "Apply a finished worktree sub-agent's changes to your tree; a file you changed since is a "
+                        "conflict, left as it is.",
                  {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
                  apply, LOCAL_MUTATION),
     ])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, Sequence
 
 from auger.policy.types import Classification, Effect
 
@@ -102,6 +102,25 @@ class SessionToolState:
     client_terminal: ClientTerminal | None = None  # an editor's terminals, likewise
 
 
+@dataclass(frozen=True)
+class Transcript:
+    """A caller's conversation, for a tool that must know where a text came from: `web_fetch` fetches only
+    URLs that reached the conversation from outside the model (tools/provenance.py).
+
+    `from_person`: its user messages are the user's own (a sub-agent's are its parent agent's words);
+    `since`: when the session began (a file changed after it may hold what the model wrote); `root`: the
+    project itself, where a file the model read is looked at again (in pending mode the tools read a copy,
+    made when the session opened); `archive`: the full outputs of its calls; `parent`: the caller's
+    caller's transcript, for a sub-agent."""
+
+    items: Callable[[], Sequence[Any]]
+    from_person: bool
+    since: float
+    root: Path
+    archive: OutputArchive
+    parent: Transcript | None = None
+
+
 @dataclass
 class ToolContext:
     root: Path
@@ -116,6 +135,7 @@ class ToolContext:
     # the caller's trust mode now (a sub-agent's may be stricter than the session's): commands run read-only by it
     mode: Callable[[], str] | None = None
     cwd: Path | None = None  # where commands run unless told otherwise: the session's working directory (root: None)
+    transcript: Transcript | None = None  # the caller's conversation (web_fetch's provenance check)
 
 
 class CommandSandbox(Protocol):
@@ -139,6 +159,9 @@ Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
 
 Classifier = Callable[[dict[str, Any], Path], Classification]
 Previewer = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+# A check that needs the call's context (the conversation), run before the policy decision: the reason the
+# call may never run (a policy refusal, whatever the mode or an approval), or None.
+Gate = Callable[[dict[str, Any], ToolContext], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -151,6 +174,7 @@ class ToolSpec:
     parallel_safe: bool = False  # may run concurrently with other parallel-safe calls
     classifier: Classifier | None = None  # per-call effect (shell); default: the static `effect`
     previewer: Previewer | None = None  # shows the change an approval is asked for (a diff)
+    gate: Gate | None = None  # refuses a call before policy asks (web_fetch: a URL the model made up)
 
     def classify(self, args: dict[str, Any], root: Path) -> Classification:
         if self.classifier is not None:

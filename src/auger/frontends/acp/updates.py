@@ -26,7 +26,7 @@ KINDS = {
     "read_file": "read", "recall": "read", "skill": "read",
     "write_file": "edit", "edit_file": "edit", "apply_patch": "edit",
     "grep": "search", "glob": "search", "list_dir": "search",
-    "shell": "execute", "update_plan": "think",
+    "shell": "execute", "update_plan": "think", "web_fetch": "fetch", "web_search": "search",
 }
 # Phrases of the turn's warnings that say why a reply stopped (engine/turn.py, models/*).
 MAX_TOKENS_WARNING = "cut off at its output token limit"
@@ -42,10 +42,11 @@ def tool_title(name: str, args: Any) -> str:
     """A one-line title: what the call does, with its subject."""
     if not isinstance(args, dict):
         return name
-    subject = args.get("command") or args.get("path") or args.get("pattern") or args.get("query")
+    subject = args.get("command") or args.get("path") or args.get("pattern") or args.get("query") or args.get("url")
     if name == "shell" and subject:
         return f"`{_one_line(str(subject))}`"
-    verb = {"read_file": "Read", "write_file": "Write", "edit_file": "Edit", "list_dir": "List"}.get(name, name)
+    verb = {"read_file": "Read", "write_file": "Write", "edit_file": "Edit", "list_dir": "List", "web_fetch": "Fetch",
+            "web_search": "Search the web for"}.get(name, name)
     return f"{verb} {_one_line(str(subject))}" if subject else verb
 
 
