@@ -14,7 +14,7 @@ import sys
 import httpx
 import pytest
 
-from auger.policy.confinement import DEV_PORTS
+from auger.policy.listening import DEV_PORTS
 from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.redteam_sandbox import KINDS, shell
@@ -175,3 +175,28 @@ def _free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_egress_proxy_never_connects_a_command_to_auger_serve(tmp_path, project, server, upstream, kind):
+    """`auger serve` is one of auger's own servers too: a sandboxed command that may reach loopback through
+    the proxy is refused its port (a command there could drive sessions rooted anywhere it serves)."""
+    from tests.test_server_process import start, stop
+
+    proc, url, _ = start(project, tmp_path / "home", server, tmp_path / "serve.db")
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        fetch = "curl -s --noproxy '' -x \"$HTTP_PROXY\" -w ' status=%{{http_code}}' http://127.0.0.1:{port}/; echo"
+        outs = shell(project, server, kind, fetch.format(port=port), fetch.format(port=upstream),
+                     overrides=('egress_allow=["127.0.0.1"]',))
+    finally:
+        stop(proc)
+    assert "status=403" in outs[0] and "auger's own servers" in outs[0], outs[0]
+    assert "status=200" in outs[1] and "hello from upstream" in outs[1], outs[1]
+
+
+def test_serve_refuses_a_dev_port(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    out = auger_cli("serve", "--port", "8000", home=home, cwd=tmp_path, env={"AUGER_SERVER_TOKEN": "t" * 32})
+    assert out.returncode != 0 and "dev port" in out.stderr and "Traceback" not in out.stderr, out.stderr

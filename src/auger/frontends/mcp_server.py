@@ -216,12 +216,12 @@ def serve(load_config: Callable[[str], Any], limits: Limits, *, http: Http | Non
 
 
 def _check_port(port: int) -> None:
-    """auger never listens on a dev port: a Landlock sandbox lets every command connect to those."""
-    from auger.policy.confinement import DEV_PORTS
+    from auger.policy.listening import DevPort, refuse_dev_port
 
-    if port in DEV_PORTS:
-        raise CannotServe(f"port {port} is a dev port, which commands in a Landlock sandbox may connect to; "
-                          f"choose another than {', '.join(map(str, DEV_PORTS))}")
+    try:
+        refuse_dev_port(port)
+    except DevPort as exc:
+        raise CannotServe(str(exc)) from None
 
 
 async def _serve_http(server: Any, sock: Any) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 from auger.config import Config
 from auger.policy.gitsweep import GitWatch
+from auger.policy.listening import DEV_PORTS
 from auger.process import owned_temp_dir
 
 if TYPE_CHECKING:  # imported when a sandbox is built, not when this module loads
@@ -219,9 +220,6 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
                        socket_dir)
 
 
-# Local TCP ports a dev server in the session may use under Landlock ABI 4+ (bwrap's network
-# namespace needs no list: everything on its loopback is the session's own).
-DEV_PORTS: tuple[int, ...] = (3000, 3001, 4000, 4200, 5000, 5173, 8000, 8080, 8888)
 
 
 async def _start_proxy(config: Config, sandbox, network: str):

@@ -1,10 +1,10 @@
-"""auger's own listening ports (`auger mcp-server --http`): no session's sandbox may reach them.
+"""auger's own listening ports (`auger serve`, `auger mcp-server --http`): no session's sandbox may reach them.
 
 A command that reached one could hand auger a task of its own — a session rooted anywhere, in a
 wider mode than its own — so two rules keep them apart:
 
-- An auger server never listens on a dev port (frontends/mcp_server.py refuses them): Landlock lets
-  sandboxed commands connect to those on any host (policy/confinement.py DEV_PORTS). Under bubblewrap
+- An auger server never listens on a dev port (`refuse_dev_port`): Landlock lets
+  sandboxed commands connect to those on any host (`DEV_PORTS`). Under bubblewrap
   a command has a loopback of its own and reaches the host only through the egress proxy.
 - The egress proxy never connects a command to a port one of auger's servers listens on, on this
   machine (`own_ports`, read by policy/egress.py), whatever name or address the command asked for.
@@ -27,6 +27,21 @@ from typing import Iterator
 from auger.process import owned_temp_dir, process_alive
 
 _ANNOUNCEMENT = re.compile(r"auger-listen-(\d+)-.+")
+
+# Local TCP ports a dev server in the session may use under Landlock ABI 4+ (bwrap's network
+# namespace needs no list: everything on its loopback is the session's own).
+DEV_PORTS: tuple[int, ...] = (3000, 3001, 4000, 4200, 5000, 5173, 8000, 8080, 8888)
+
+
+class DevPort(ValueError):
+    """An auger server was asked to listen on a port sandboxed commands may connect to."""
+
+
+def refuse_dev_port(port: int) -> None:
+    """auger never listens on a dev port: a Landlock sandbox lets every command connect to those."""
+    if port in DEV_PORTS:
+        raise DevPort(f"port {port} is a dev port, which commands in a Landlock sandbox may connect to; "
+                      f"choose another than {', '.join(map(str, DEV_PORTS))}")
 
 
 @contextmanager

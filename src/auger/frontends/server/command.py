@@ -100,11 +100,16 @@ def _bind(host: str, port: int) -> Any:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    from auger.policy.listening import DevPort, refuse_dev_port
+
     try:
+        refuse_dev_port(port)
         sock.bind((host, port))
-    except OSError as exc:
+        refuse_dev_port(sock.getsockname()[1])  # the one port 0 picked
+    except (OSError, DevPort) as exc:
         sock.close()
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CliError(f"cannot listen on {host}:{port}: {reason}") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
@@ -133,8 +138,11 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
     config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="websockets-sansio", server_header=False,
                             proxy_headers=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                             timeout_graceful_shutdown=30)
+    from auger.policy.listening import announced
+
     try:
-        await _draining_server(config, server.drain).serve(sockets=[sock])
+        with announced(port):  # no session's sandbox may reach this port through its egress proxy
+            await _draining_server(config, server.drain).serve(sockets=[sock])
     finally:
         await store.aclose()
 
