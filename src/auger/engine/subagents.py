@@ -76,7 +76,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("auger.subagents")
 
-SOURCE = "subagents"  # the name the agent tools go by in the session's tool registry
+SOURCE = "agent tools"  # its name in the session's tool registry: no MCP server can be named so (a space)
 RESULT_KIND = "agent_result"  # the ContextMessage kind of a delivered background result
 PROMPT_SHOWN = 80
 

@@ -20,7 +20,7 @@ from auger.tools.toolset import StaticToolset
 from auger.tools.web_fetch import web_fetch_tool
 from auger.tools.web_search import web_search_tool
 
-SOURCE = "web"  # the name the web tools go by in a session's tool registry
+SOURCE = "web tools"  # its name in a session's tool registry: no MCP server can be named so (a space)
 
 
 def web_policy(config: Config) -> WebPolicy:
