@@ -138,9 +138,12 @@ class Client:
                         await source.response.aread()
                         raise _refusal(source.response, None)
                     async for sse in source.aiter_sse():
-                        if sse.event != "message":  # the state snapshot, or `closing`: reconnect by cursor
+                        if sse.event != "message" or not sse.data:  # the state, `closing` (reconnect), `retry:`
                             continue
-                        data = json.loads(sse.data)
+                        try:
+                            data = json.loads(sse.data)
+                        except ValueError:
+                            continue
                         seq = data.get("seq") if isinstance(data, dict) else None
                         if not isinstance(seq, int) or seq <= cursor:
                             continue
