@@ -95,7 +95,8 @@ def test_an_approval_callback_that_denies_keeps_the_command_from_running(project
     result = run(main())
     assert not (project / "ran.txt").exists()
     [request] = asked
-    assert request.details is not None and request.details.tool == "shell" and "touch ran.txt" in request.details.subject
+    assert request.details is not None and request.details.tool == "shell"
+    assert "touch ran.txt" in request.details.subject
     [ended] = [e for e in result.events if isinstance(e, ToolCallEnded)]
     assert not ended.ok and ended.denied == "unapproved"
     told = [m["content"] for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
@@ -257,7 +258,8 @@ def test_run_sync_and_resume_continue_a_stored_session(project, server):
     assert first.text == "first answer"
 
     async def main():
-        async with auger.resume(first.session_id[:8], base_url=server.base_url, config=FAST) as session:  # a prefix will do
+        prefix = first.session_id[:8]  # a unique prefix will do
+        async with auger.resume(prefix, base_url=server.base_url, config=FAST) as session:
             assert session.id == first.session_id and session.cwd == str(project.resolve())
             return await session.run("which word?")
 
