@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -268,13 +269,16 @@ def test_run_sync_and_resume_continue_a_stored_session(project, server):
     assert users == ["remember the word plum", "which word?"]
 
 
-def test_a_session_is_open_once_and_errors_are_the_apis_own(project, server, tmp_path):
+def test_a_session_is_open_once_and_errors_are_the_apis_own(project, server, tmp_path, isolated_home):
     server.add(Reply(text="hi"))
 
     async def main():
         async with auger.open(**mock(project, server)) as session:
             with pytest.raises(auger.SessionBusy):
                 await auger.resume(session.id, config=FAST)
+            leases = sqlite3.connect(isolated_home / "sessions.db").execute(
+                "SELECT count(*) FROM leases WHERE session_id = ?", (session.id,)).fetchone()[0]
+            assert leases == 1  # refusing the second opening left the first one's lease alone
         with pytest.raises(auger.SessionNotFound):
             await auger.resume("0123456789abcdef", config=FAST)
         with pytest.raises(auger.ConfigError, match="'mode' must be one of plan, safe, auto"):

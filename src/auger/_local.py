@@ -137,6 +137,7 @@ async def _create(cwd: str, settings: _Settings, approver: Approver | None) -> S
 
 async def _resume(session_id: str, cwd: str | None, settings: _Settings, approver: Approver | None) -> Session:
     from auger.engine.resume import resume_config
+    from auger.engine.session import SessionAlreadyOpen
     from auger.engine.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
@@ -151,11 +152,13 @@ async def _resume(session_id: str, cwd: str | None, settings: _Settings, approve
             switch = settings.model is not None or settings.provider is not None
             client = client_for(resume_config(record, config, provider=settings.provider,
                                               model=settings.model)) if switch else None
-            await _claim(store.store, record.id)
+            await _claim(store.store, record.id)  # ours already when this process runs it: resume refuses then
             try:
                 manager = SessionManager(workspace, store.store)
                 engine = await manager.resume(record.id, client=client, switch=switch, mode=settings.mode,
                                               interactive=approver is not None)
+            except SessionAlreadyOpen:  # the lease is the open session's: keep it
+                raise
             except BaseException:
                 await store.store.release(record.id)
                 raise
