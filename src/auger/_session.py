@@ -260,7 +260,7 @@ class Run:
             if isinstance(event, (TurnStarted, UserInputInjected)) and self.turn_id is None \
                     and envelope.submission_id == self.submission_id:
                 self.turn_id = event.turn_id
-            elif isinstance(event, TurnEnded) and event.turn_id == self.turn_id \
+            elif (isinstance(event, TurnEnded) and event.turn_id == self.turn_id) \
                     or isinstance(event, ShutdownComplete):
                 self._ended = event if isinstance(event, TurnEnded) else None
                 await self._finish()
