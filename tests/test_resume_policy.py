@@ -63,7 +63,7 @@ def test_library_resume_refuses_an_unusable_recorded_provider_with_a_clear_messa
 
     message = asyncio.run(main())
     assert "provider 'openai-compatible'" in message and "'mock-model'" in message
-    assert "--provider NAME --model NAME" in message and "switch=True" in message
+    assert "--provider NAME --model NAME" in message and "auger.resume(ID, provider=NAME, model=NAME)" in message
     assert len(server.chat_requests) == 1  # nothing was sent for the refused resume
 
 

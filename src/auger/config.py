@@ -134,6 +134,12 @@ def home_dirs() -> dict[str, Path]:
     }
 
 
+def session_db_path(config: Config) -> Path:
+    """The session database: `db_path` (`--db`, `AUGER_DB`, the user's config), else `sessions.db` in the user
+    data directory — never the project, where it would be one more file for the user to ignore."""
+    return Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db"
+
+
 def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = None,
                 env: dict[str, str] | None = None, config_file: Path | None = None,
                 project_dir: Path | None = None) -> Config:

@@ -181,7 +181,7 @@ def _free(port: int) -> bool:
 def test_the_egress_proxy_never_connects_a_command_to_auger_serve(tmp_path, project, server, upstream, kind):
     """`auger serve` is one of auger's own servers too: a sandboxed command that may reach loopback through
     the proxy is refused its port (a command there could drive sessions rooted anywhere it serves)."""
-    from tests.test_server_process import start, stop
+    from tests.support.serve_process import start, stop
 
     proc, url, _ = start(project, tmp_path / "home", server, tmp_path / "serve.db")
     try:

@@ -97,7 +97,7 @@ class AcpBackend:
         import acp
         from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
-        from auger import __version__
+        from auger._version import __version__
 
         executable = shutil.which(self.spec.command)
         if executable is None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from auger.store.base import SessionRecord
 
 SWITCH_HINT = ("continue it with another provider only by asking for the switch explicitly "
-               "(auger: pass --provider NAME --model NAME; library: resume_session(..., switch=True))")
+               "(auger: pass --provider NAME --model NAME; library: auger.resume(ID, provider=NAME, model=NAME))")
 
 
 class ResumeRefused(ProviderError):

@@ -301,6 +301,12 @@ class Session:
         client that loads a snapshot and follows from here misses nothing still being written."""
         return self._stream.delivered
 
+    @property
+    def emitted_seq(self) -> int:
+        """The number of the last event emitted, stored yet or not: a follower that subscribes after it sees
+        exactly what happens from now on (the library's runs start there)."""
+        return self._stream.seq
+
     def subscribe(self, after_seq: int | None = None) -> AsyncIterator[Envelope]:
         """Follow the session's envelopes with seq > `after_seq` (default: all this process emitted for
         it), stored ones first, then live, through ShutdownComplete. Any number may follow at once."""

@@ -178,6 +178,20 @@ def changing_turns(items: Sequence[Item]) -> list[TurnChanges]:
     return turns
 
 
+def numbered_turns(items: Sequence[Item], which: str | None = None) -> list[tuple[int, TurnChanges]]:
+    """The turns that changed files with their numbers (1 for the first); with `which` — a number as
+    listed, or an id or id prefix — only the one it names, LookupError saying why when it names none or
+    several."""
+    turns = list(enumerate(changing_turns(items), 1))
+    if which is None:
+        return turns
+    found = [(n, t) for n, t in turns if (str(n) == which if which.isdigit() else t.turn_id.startswith(which))]
+    if len(found) != 1:
+        raise LookupError(f"{which!r} names {'no' if not found else 'more than one'} turn that changed files "
+                          f"({len(turns)} did)")
+    return found
+
+
 def _undo_stack(items: Sequence[Item]) -> list[dict]:
     """The undos not yet redone, oldest first (each one's data: turn id, snapshots, redo point)."""
     stack: list[dict] = []

@@ -53,8 +53,8 @@ async def _diff(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
     from auger.config import home_dirs
-    from auger.engine.turn_changes import auger_paths, changing_turns, snapshot_store
-    from auger.frontends.cli_support import find_session, open_store
+    from auger.engine.turn_changes import auger_paths, numbered_turns, snapshot_store
+    from auger.frontends.cli_support import CliError, find_session, open_store
     from auger.protocol.events import TurnDiff
     from auger.protocol.jsontext import dumps, printable
 
@@ -67,9 +67,10 @@ async def _diff(args: argparse.Namespace, config) -> int:
         snapshots = snapshot_store(config, Path(record.cwd), dirs["data"], auger_paths(dirs, store))
     finally:
         await store.aclose()
-    turns = list(enumerate(changing_turns(items), 1))
-    if args.turn is not None:
-        turns = _named(turns, args.turn)
+    try:
+        turns = numbered_turns(items, args.turn)
+    except LookupError as exc:
+        raise CliError(str(exc)) from None
     colour = sys.stdout.isatty()
     if args.json:  # the events as the session emitted them, in their envelopes
         wanted = {turn.turn_id for _, turn in turns}
@@ -101,17 +102,6 @@ async def _unrecorded(snapshots, turn) -> list[str]:
         return await unrecorded_changes(snapshots, turn.before, turn.after)
     except (SnapshotError, OSError):
         return []
-
-
-def _named(turns: list, which: str) -> list:
-    """The one (number, turn) `which` names: its number as listed, or its id or an id prefix."""
-    from auger.frontends.cli_support import CliError
-
-    found = [(n, t) for n, t in turns if (str(n) == which if which.isdigit() else t.turn_id.startswith(which))]
-    if len(found) != 1:
-        raise CliError(f"{which!r} names {'no' if not found else 'more than one'} turn that changed files "
-                       f"({len(turns)} did)")
-    return found
 
 
 def _coloured(text: str) -> str:

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from auger import __version__
+from auger._version import __version__
 from auger.frontends.cli_support import (
     CliError, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )

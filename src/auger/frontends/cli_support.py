@@ -52,12 +52,10 @@ def load_cli_config(args: argparse.Namespace):
 
 
 def open_store(config):
-    from pathlib import Path
-
-    from auger.config import home_dirs
+    from auger.config import session_db_path
     from auger.store.sqlite import SqliteStore
 
-    return SqliteStore(Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db")
+    return SqliteStore(session_db_path(config))
 
 
 def guard_store(fn):

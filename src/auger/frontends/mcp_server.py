@@ -116,7 +116,7 @@ def _tool_result(result: RunResult) -> Any:
 
 async def _run_session(ctx: Any, load_config: Callable[[str], Any], limits: Limits, prompt: str, *,
                        cwd: str | None, mode: str | None, session_id: str | None) -> RunResult:
-    from auger.config import home_dirs
+    from auger.config import session_db_path
     from auger.engine.sessions import SessionManager, SessionNotFound, run_prompt
     from auger.engine.workspace import Workspace
     from auger.models.registry import ProviderError, client_for
@@ -128,7 +128,7 @@ async def _run_session(ctx: Any, load_config: Callable[[str], Any], limits: Limi
         raise RunRefused(f"mode must be one of {', '.join(MODES)}")
     probe_dir = cwd if cwd is not None else os.getcwd()
     config = load_config(probe_dir)
-    store = SqliteStore(Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db")
+    store = SqliteStore(session_db_path(config))
     try:
         record = None
         if session_id is not None:

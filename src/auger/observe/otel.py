@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from auger import __version__
+from auger._version import __version__
 from auger.observe.telemetry import OtelSettings
 from auger.protocol import events as ev
 from auger.protocol.envelope import Envelope

@@ -30,7 +30,7 @@ from acp.schema import (
     SetSessionModeResponse, ToolCallUpdate,
 )
 
-from auger import __version__
+from auger._version import __version__
 from auger.frontends.acp.client_tools import EditorFiles, EditorTerminal
 from auger.frontends.acp.updates import CALL_CAP_ERROR, UpdateMapper, available_commands, plan_update, tool_kind
 from auger.protocol import events as ev

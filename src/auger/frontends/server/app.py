@@ -204,9 +204,11 @@ def _cursor(cursor: str | None) -> tuple[float, str] | None:
 async def _create_session(request: Request) -> Response:
     """A new session (201), a fork of a stored one (201), or a stored one opened here (200)."""
     server = _server(request)
-    body = parse_body(await request.body(), {"cwd", "mode", "model", "provider", "resume", "fork"})
+    body = parse_body(await request.body(), {"cwd", "mode", "model", "provider", "resume", "fork", "before"})
     if "resume" in body and "fork" in body:
         raise Refused(400, "give resume or fork, not both")
+    if "before" in body and "fork" not in body:
+        raise Refused(400, "before cuts a fork: give it with fork")
     source = body.get("resume", body.get("fork"))
     if source is not None:
         if "model" in body or "provider" in body:
@@ -219,7 +221,7 @@ async def _create_session(request: Request) -> Response:
                 raise Refused(400, "a resumed session keeps its mode; switch it with a set_mode op")
             session = await server.hub.open(record.id)
             return _json(await server.hub.snapshot(session.meta), 200)
-        session = await server.hub.fork(record.id, mode=body.get("mode"))
+        session = await server.hub.fork(record.id, mode=body.get("mode"), before=body.get("before"))
     else:
         if "cwd" not in body:
             raise Refused(400, "missing field cwd")
@@ -317,18 +319,16 @@ async def _items(request: Request) -> Response:
 
 async def _diff(request: Request) -> Response:
     """The turns that changed files, with their diffs; `turn` picks one (its number or an id prefix)."""
-    from auger.engine.turn_changes import changing_turns
+    from auger.engine.turn_changes import numbered_turns
 
     server = _server(request)
     query = _query(request, {"turn"})
     record = await server.hub.record(request.path_params["id"])
     items = [s.item for s in await server.hub.store.load_items(record.id)]
-    turns = list(enumerate(changing_turns(items), 1))
-    which = query.get("turn")
-    if which is not None:
-        turns = [(n, t) for n, t in turns if (str(n) == which if which.isdigit() else t.turn_id.startswith(which))]
-        if len(turns) != 1:
-            raise Refused(404, f"{which!r} names {'no' if not turns else 'more than one'} turn that changed files")
+    try:
+        turns = numbered_turns(items, query.get("turn"))
+    except LookupError as exc:
+        raise Refused(404, str(exc)) from None
     return _json({"turns": [{"number": n, "turn_id": t.turn_id, "complete": bool(t.after),
                              "files": [dataclasses.asdict(f) for f in t.files],
                              "diff": t.diff} for n, t in turns]})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from auger import __version__
+from auger._version import __version__
 
 PROTOCOL = "/api/protocol.schema.json#/$defs/"
 
@@ -57,7 +57,9 @@ def openapi_document() -> dict[str, Any]:
                              "type": "object", "additionalProperties": False, "properties": {
                                  "cwd": {"type": "string"}, "mode": _ref("Mode"), "model": {"type": "string"},
                                  "provider": {"type": "string"}, "resume": {"type": "string"},
-                                 "fork": {"type": "string"}}}}}},
+                                 "fork": {"type": "string"},
+                                 "before": {"type": "integer", "minimum": 1,
+                                            "description": "a fork: cut just before this user message"}}}}}},
                          "responses": {**_ok("the session's snapshot", snapshot, "201"),
                                        "409": _error("the session runs in another process")}}},
             "/api/sessions/{id}": {"get": {"summary": "A session's record and state snapshot", "parameters": _ID,

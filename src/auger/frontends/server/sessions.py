@@ -176,14 +176,17 @@ class Hub:
         self._adopt(session, "session_created")
         return session
 
-    async def fork(self, source_id: str, *, mode: Any = None) -> Session:
+    async def fork(self, source_id: str, *, mode: Any = None, before: Any = None) -> Session:
+        """A fork of a stored session, cut just before its `before`th user message when given."""
         from auger.engine.resume import ResumeRefused
 
         record = await self.record(source_id)
         chosen = self.permitted(mode) if mode is not None else self._ceiling(record.mode)
+        if before is not None and (not isinstance(before, int) or isinstance(before, bool) or before < 1):
+            raise Refused(400, f"before must be a user message number >= 1, not {before!r}")
         try:
             session = await self._manager(record.cwd, self.config_for(record.cwd)).fork(
-                record.id, mode=chosen, interactive=True)
+                record.id, mode=chosen, interactive=True, before_user_message=before)
         except (ResumeRefused, ValueError) as exc:
             raise Refused(409, str(exc)) from None
         await self.store.claim(session.id)
