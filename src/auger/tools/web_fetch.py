@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from auger import __version__
+from auger._version import __version__
 from auger.policy.web import UrlRefused, WebPolicy, parse_url
 from auger.tools.base import REMOTE_ACTION, Classification, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.provenance import appeared
