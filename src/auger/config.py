@@ -287,7 +287,8 @@ def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | N
     if key == "base_url" and not valid_base_url(coerced):
         config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
         return False
-    if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:"):
+    if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:") \
+            and "://" not in coerced:  # a database URL is no path
         coerced = str(relative_to / Path(coerced).expanduser())  # an absolute path stays as it is
     setattr(config, key, coerced)
     return True
