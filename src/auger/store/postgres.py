@@ -37,7 +37,7 @@ from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError
-from auger.store.migrations import migrations, newer_schema
+from auger.store.migrations import Migration, migrations, newer_schema
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -576,6 +576,15 @@ async def migrate(url: str) -> tuple[int, int]:
 
     steps = migrations("postgres")
     known = steps[-1].version
+    try:
+        return await _apply(url, steps, known)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot migrate session database {redact(url)}: {_cause(exc)}") from exc
+
+
+async def _apply(url: str, steps: list[Migration], known: int) -> tuple[int, int]:
+    import psycopg
+
     async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS auger_schema (version INTEGER NOT NULL)")

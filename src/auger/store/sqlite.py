@@ -507,6 +507,21 @@ class SqliteStore:
         return await self._run(select)
 
 
+def migrate_file(path: Path) -> tuple[int, int]:
+    """`auger db migrate` on a SQLite file: (version before, version after)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=10)
+        try:
+            before = conn.execute("PRAGMA user_version").fetchone()[0]
+            _migrate(conn, str(path))
+            return before, conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"cannot open session database {path}: {exc}") from exc
+
+
 def _migrate(conn: sqlite3.Connection, where: str) -> None:
     """Bring the file's schema to the latest version (store/migrations), each step in one transaction;
     a newer file than this code knows is refused."""
