@@ -50,8 +50,7 @@ class TaskSpec:
     mode: str | None = None  # None: the worker's configured mode
     token_budget: int | None = None
     cost_budget: float | None = None
-    approval: str = "deny"  # what an approval unanswered for approval_timeout_s becomes: deny | park
-    approval_timeout_s: float = 600.0
+    approval_timeout_s: float = 600.0  # an approval request unanswered this long is denied
     overrides: list[str] = field(default_factory=list)  # -c key=value for the session's config
 
     @classmethod
@@ -252,6 +251,13 @@ class Tasks:
             return True
 
         return await self.store.transaction(write)
+
+    async def owns_session(self, session_id: str) -> bool:
+        """Whether the session is a task's attempt (the current one, or one before it)."""
+        rows = await self._rows("SELECT 1 FROM tasks WHERE session_id = %s UNION ALL "
+                                "SELECT 1 FROM session_links WHERE child_id = %s AND agent = %s LIMIT 1",
+                                (session_id, session_id, b"retry"))
+        return bool(rows)
 
     async def cancel_requested(self, task_id: str) -> bool:
         rows = await self._rows("SELECT cancel_requested FROM tasks WHERE id = %s", (task_id,))
