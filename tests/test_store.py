@@ -13,6 +13,7 @@ from auger.protocol.events import AgentMessage, TurnStarted, Usage
 from auger.protocol.items import AssistantMessage, ToolCall, ToolOutput, UserMessage
 from auger.store.base import LinkRecord, SessionRecord, StoreError, page_cursor, parse_page_cursor
 from auger.store.factory import open_store
+from auger.store.migrations import migrations
 
 
 def run(target: str, body):
@@ -271,3 +272,30 @@ def test_a_postgres_lease_is_a_heartbeat_taken_over_when_stale_with_a_new_genera
             await second.aclose()
 
     assert asyncio.run(main()) is None  # the paused holder found its lease gone
+
+
+def test_auger_db_migrate_brings_either_database_to_the_latest_schema(db_target, tmp_path, auger_home):
+    from auger.store.migrations import latest
+    from tests.support.harness import auger_cli
+
+    first = auger_cli("db", "migrate", "--db", db_target, home=auger_home, cwd=tmp_path)
+    again = auger_cli("db", "migrate", "--db", db_target, home=auger_home, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert f"schema {latest('sqlite')} (was 0)" in first.stdout
+    assert f"schema {latest('sqlite')} (up to date)" in again.stdout
+
+
+def test_an_older_sqlite_file_is_migrated_in_place_keeping_its_sessions(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # a schema-8 file, as auger wrote it before numbered migrations
+        for statement in migrations("sqlite")[0].statements():
+            conn.execute(statement)
+        conn.execute("INSERT INTO sessions VALUES ('old', 1, 1, '/p', 'openai', 'm', 'safe', 'kept')")
+        conn.execute("PRAGMA user_version = 8")
+    found = run(str(path), lambda store: store.get_session("old"))
+    assert found.title == "kept"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+        assert {"holder", "generation"} <= {row[1] for row in conn.execute("PRAGMA table_info(leases)")}

@@ -30,8 +30,10 @@ def pg_bindir() -> Path | None:
 class PostgresServer:
     """initdb + pg_ctl start in a temp dir; `url(db)` connects over the socket; `stop()` removes it all."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: str = "") -> None:
+        """`extra`: more server options (`-c name=value …`), e.g. a preloaded extension for a benchmark."""
         bindir = pg_bindir()
+        self.extra = extra
         if bindir is None:
             raise RuntimeError("PostgreSQL is not installed (scripts/install-system-deps installs it)")
         self.bindir = bindir
@@ -56,7 +58,7 @@ class PostgresServer:
 
     def start(self) -> None:
         options = (f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=300 -c shared_buffers=64MB")
+                   "-c full_page_writes=off -c max_connections=300 -c shared_buffers=64MB " + self.extra)
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
 
     def stop(self, mode: str = "fast") -> None:
