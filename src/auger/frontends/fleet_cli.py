@@ -5,7 +5,6 @@ queue library are imported only by these commands."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -104,6 +103,8 @@ def _with_tasks(url: str, body: Callable[[Any], Awaitable[T]]) -> T:
     except ImportError as exc:
         raise CliError(f"the fleet needs the postgres extra: pip install 'auger[postgres]' ({exc})") from None
 
+    import asyncio
+
     async def main() -> T:
         store = PostgresStore(url)
         try:
@@ -148,6 +149,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 # -- worker ----------------------------------------------------------------------------
 def _cmd_worker(args: argparse.Namespace) -> int:
+    import asyncio
     import logging
     import signal
 
@@ -286,6 +288,8 @@ def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
 
 # -- db --------------------------------------------------------------------------------
 def _cmd_db(args: argparse.Namespace) -> int:
+    import asyncio
+
     from auger.store.factory import describe, is_postgres_url
 
     target = _db_target(args)
