@@ -235,3 +235,29 @@ def test_the_queue_needs_postgres_and_says_so(tmp_path, auger_home):
     done = auger_cli("submit", "--db", str(tmp_path / "s.db"), "task x", home=auger_home, cwd=tmp_path)
     assert done.returncode != 0
     assert "the task queue needs PostgreSQL" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_task_whose_base_cannot_be_checked_out_fails_and_can_be_retried(fleet, tmp_path):
+    home, url, repo = fleet
+    with task_model() as model:
+        env = fleet_env(home, url, model.base_url)
+        task_id = submit(home, url, model, repo, "task nowhere", "--ref", "no-such-branch").stdout.strip()
+        worker = start_worker(home, url, model, log=tmp_path / "w.log")
+        try:
+            wait_for(lambda: all_final(url, 1), 30, "the task to fail")
+            show = subprocess.run([sys.executable, "-m", "auger", "tasks", "show", task_id], env=env,
+                                  capture_output=True, text=True, timeout=30)
+            retried = subprocess.run([sys.executable, "-m", "auger", "tasks", "retry", task_id[:10]], env=env,
+                                     capture_output=True, text=True, timeout=30)
+            wait_for(lambda: rows(url, "SELECT retried FROM tasks WHERE state = 'failed'") == [(1,)], 30,
+                     "the retry to fail again")
+            listed = subprocess.run([sys.executable, "-m", "auger", "tasks", "list", "--json"], env=env,
+                                    capture_output=True, text=True, timeout=30)
+            stats = subprocess.run([sys.executable, "-m", "auger", "tasks", "stats", "--json"], env=env,
+                                   capture_output=True, text=True, timeout=30)
+        finally:
+            stop(worker)
+    assert "state     failed" in show.stdout and "no-such-branch" in show.stdout
+    assert retried.returncode == 0 and retried.stdout.strip() == f"{task_id} queued"
+    assert [t["id"] for t in json.loads(listed.stdout)] == [task_id]
+    assert json.loads(stats.stdout)["failed"] == 1 and json.loads(stats.stdout)["retried"] == 1

@@ -143,7 +143,13 @@ class Worker:
             verdict, before = await self.tasks.begin_attempt(task_id, generation)
             if verdict != "run" or before is None:
                 return
-            await self._attempt(before, generation, running)
+            try:
+                await self._attempt(before, generation, running)
+            except (StoreError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a bug: the task fails with it rather than stay running with no delivery
+                log.exception("task %s failed", task_id[:8])
+                await self.tasks.finish(task_id, generation, "failed", None, error=f"{type(exc).__name__}: {exc}")
         finally:
             self._running.pop(task_id, None)
             await self.store.release(key)
