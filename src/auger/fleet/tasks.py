@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from auger.protocol.events import Usage
 from auger.protocol.ops import Interrupt
+from auger.store.postgres import b, t
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -157,8 +158,7 @@ class Tasks:
         if not rows:
             return None
         r = rows[0]
-        return TaskResult(r[0], bytes(r[1]).decode("utf-8", "surrogatepass"),
-                          bytes(r[2]).decode("utf-8", "surrogatepass"), json.loads(r[3]),
+        return TaskResult(r[0], t(r[1]), t(r[2]), json.loads(r[3]),
                           Usage(int(r[4]), int(r[5]), int(r[6]), int(r[7])), r[8], r[9])
 
     async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -232,8 +232,8 @@ class Tasks:
                     "INSERT INTO task_results (task_id, session_id, final_message, diff, turn_diffs, input_tokens, "
                     "cached_tokens, output_tokens, reasoning_tokens, cost, exit_reason, created) "
                     "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                    (task_id, result.session_id, result.final_message.encode("utf-8", "surrogatepass"),
-                     result.diff.encode("utf-8", "surrogatepass"), json.dumps(result.turn_diffs),
+                    (task_id, result.session_id, b(result.final_message), b(result.diff),
+                     json.dumps(result.turn_diffs),
                      u.input_tokens, u.cached_input_tokens, u.output_tokens, u.reasoning_tokens, result.cost,
                      result.exit_reason, time.time()))
             return True
@@ -256,7 +256,7 @@ class Tasks:
         """Whether the session is a task's attempt (the current one, or one before it)."""
         rows = await self._rows("SELECT 1 FROM tasks WHERE session_id = %s UNION ALL "
                                 "SELECT 1 FROM session_links WHERE child_id = %s AND agent = %s LIMIT 1",
-                                (session_id, session_id, b"retry"))
+                                (session_id, session_id, b("retry")))
         return bool(rows)
 
     async def cancel_requested(self, task_id: str) -> bool:
