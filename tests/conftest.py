@@ -81,3 +81,30 @@ def auger_home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     return home
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the whole run (tests/support/postgres.py), started on first use."""
+    from tests.support.postgres import PostgresServer, pg_bindir
+
+    if pg_bindir() is None:
+        pytest.skip("PostgreSQL is not installed: the PostgreSQL store and fleet tests need its server "
+                    "(scripts/install-system-deps installs it)")
+    server = PostgresServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh empty database on the shared server."""
+    return postgres_server.fresh_database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_target(request, tmp_path: Path) -> str:
+    """Where a store test's database is: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "sessions.db")
+    return request.getfixturevalue("postgres_url")

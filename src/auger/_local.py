@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from auger.engine.sessions import SessionManager
     from auger.protocol.envelope import Envelope
     from auger.protocol.ops import ApprovalDecision, Op
-    from auger.store.base import SessionRecord
-    from auger.store.sqlite import SqliteStore
+    from auger.store.base import SessionRecord, Store
 
 __all__ = ["open_session", "resume_session", "run", "run_sync"]
 
@@ -187,7 +186,7 @@ def _config(project: str | None, settings: _Settings) -> Config:
     return config
 
 
-async def _find(store: SqliteStore, session_id: str) -> SessionRecord:
+async def _find(store: Store, session_id: str) -> SessionRecord:
     found = await store.find_sessions(session_id)
     if len(found) == 1:
         return found[0]
@@ -196,7 +195,7 @@ async def _find(store: SqliteStore, session_id: str) -> SessionRecord:
     raise SessionNotFound(f"session id prefix {session_id!r} matches {len(found)} sessions; give more of the id")
 
 
-async def _claim(store: SqliteStore, session_id: str) -> None:
+async def _claim(store: Store, session_id: str) -> None:
     holder = await store.claim(session_id)
     if holder is not None:
         raise SessionBusy(f"session {session_id[:8]} is running in another auger process ({holder})")
@@ -227,16 +226,15 @@ def engine_errors() -> Iterator[None]:
 class _SharedStore:
     """One store for a session and its forks: closed when the last of them closes."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self._users = 1
 
     @classmethod
     def open(cls, config: Config) -> _SharedStore:
-        from auger.config import session_db_path
-        from auger.store.sqlite import SqliteStore
+        from auger.store.factory import open_store  # a SQLite file, or a postgresql:// URL
 
-        return cls(SqliteStore(session_db_path(config)))
+        return cls(open_store(config.db_path))
 
     def join(self) -> _SharedStore:
         self._users += 1

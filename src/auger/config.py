@@ -134,12 +134,6 @@ def home_dirs() -> dict[str, Path]:
     }
 
 
-def session_db_path(config: Config) -> Path:
-    """The session database: `db_path` (`--db`, `AUGER_DB`, the user's config), else `sessions.db` in the user
-    data directory — never the project, where it would be one more file for the user to ignore."""
-    return Path(config.db_path) if config.db_path else home_dirs()["data"] / "sessions.db"
-
-
 def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = None,
                 env: dict[str, str] | None = None, config_file: Path | None = None,
                 project_dir: Path | None = None) -> Config:
@@ -297,7 +291,8 @@ def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | N
     if key == "base_url" and not valid_base_url(coerced):
         config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
         return False
-    if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:"):
+    if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:") \
+            and "://" not in coerced:  # a database URL is no path
         coerced = str(relative_to / Path(coerced).expanduser())  # an absolute path stays as it is
     setattr(config, key, coerced)
     return True

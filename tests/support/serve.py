@@ -22,7 +22,7 @@ import httpx
 
 from auger.frontends.server.app import Server, ServerOptions, create_app
 from auger.frontends.server.auth import Pairing, exposure
-from auger.store.sqlite import SqliteStore
+from auger.store.factory import open_store
 from auger.config import load_config
 from tests.support.harness import FAST
 from tests.support.mock_openai import MockChatServer
@@ -43,7 +43,7 @@ class Served:
     url: str
     server: Server
     client: httpx.AsyncClient  # authenticated, base_url set
-    store: SqliteStore
+    store: Any  # a SQLite store, or a PostgreSQL one (db given as a postgresql:// URL)
     uvicorn: Any = None
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
@@ -85,7 +85,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
                 event[key] = value
 
 
-def options(mock: MockChatServer, store: SqliteStore, roots: list[Path], port: int, *overrides: str,
+def options(mock: MockChatServer, store: Any, roots: list[Path], port: int, *overrides: str,
             static_dir: Path | None = None, mode: str = "safe", ping_s: float = 15.0,
             pairing: Pairing | None = None) -> ServerOptions:
     extra = {} if static_dir is None else {"static_dir": static_dir}
@@ -96,7 +96,7 @@ def options(mock: MockChatServer, store: SqliteStore, roots: list[Path], port: i
 
 
 @contextlib.asynccontextmanager
-async def served(project: Path, mock: MockChatServer, db: Path, *overrides: str, roots: list[Path] | None = None,
+async def served(project: Path, mock: MockChatServer, db: Path | str, *overrides: str, roots: list[Path] | None = None,
                  **kwargs: Any) -> AsyncIterator[Served]:
     """The server under real uvicorn; on exit it shuts down gracefully (turns interrupted, streams closed)."""
     import uvicorn
@@ -105,7 +105,7 @@ async def served(project: Path, mock: MockChatServer, db: Path, *overrides: str,
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
-    store = SqliteStore(db)
+    store = open_store(db)
     app, server = create_app(options(mock, store, roots or [project], port, *overrides, **kwargs))
     config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="websockets-sansio",
                             timeout_graceful_shutdown=10)
@@ -138,7 +138,7 @@ async def served(project: Path, mock: MockChatServer, db: Path, *overrides: str,
 async def in_process(project: Path, mock: MockChatServer, db: Path, *overrides: str, **kwargs: Any
                      ) -> AsyncIterator[tuple[httpx.AsyncClient, Server]]:
     """The app reached through httpx's ASGI transport (no socket): fast, for routes that do not stream."""
-    store = SqliteStore(db)
+    store = open_store(db)
     app, server = create_app(options(mock, store, kwargs.pop("roots", None) or [project], 8765, *overrides, **kwargs))
     transport = httpx.ASGITransport(app=app)
     client = httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765",

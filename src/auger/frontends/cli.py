@@ -177,6 +177,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.server.command import add_commands as add_serve
 
     changes.update(add_serve(sub, store_opts))  # `serve` (frontends/server/command.py)
+    from auger.frontends.fleet_cli import add_commands as add_fleet
+
+    changes.update(add_fleet(sub, store_opts))  # `submit`, `worker`, `tasks`, `db` (frontends/fleet_cli.py)
     return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 

@@ -20,7 +20,8 @@ class CliError(Exception):
 def store_opts(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key for this run (repeatable)")
-    parser.add_argument("--db", help="session database file (default: in the user data directory; env AUGER_DB)")
+    parser.add_argument("--db", help="session database: a SQLite file (default: in the user data directory) or a "
+                             "postgresql:// URL; env AUGER_DB")
 
 
 def load_cli_config(args: argparse.Namespace):
@@ -52,14 +53,14 @@ def load_cli_config(args: argparse.Namespace):
 
 
 def open_store(config):
-    from auger.config import session_db_path
-    from auger.store.sqlite import SqliteStore
+    """The session store `--db` / AUGER_DB names: a SQLite file, or a postgresql:// URL."""
+    from auger.store.factory import open_store as open_target
 
-    return SqliteStore(session_db_path(config))
+    return open_target(config.db_path)
 
 
 def guard_store(fn):
-    from auger.store.sqlite import StoreError
+    from auger.store.base import StoreError
 
     try:
         return fn()

@@ -116,19 +116,18 @@ def _tool_result(result: RunResult) -> Any:
 
 async def _run_session(ctx: Any, load_config: Callable[[str], Any], limits: Limits, prompt: str, *,
                        cwd: str | None, mode: str | None, session_id: str | None) -> RunResult:
-    from auger.config import session_db_path
     from auger.engine.sessions import SessionManager, SessionNotFound, run_prompt
     from auger.engine.workspace import Workspace
     from auger.models.registry import ProviderError, client_for
     from auger.policy.trust import MODES
     from auger.protocol import events as ev
-    from auger.store.sqlite import SqliteStore
+    from auger.store.factory import open_store
 
     if mode is not None and mode not in MODES:
         raise RunRefused(f"mode must be one of {', '.join(MODES)}")
     probe_dir = cwd if cwd is not None else os.getcwd()
     config = load_config(probe_dir)
-    store = SqliteStore(session_db_path(config))
+    store = open_store(config.db_path)
     try:
         record = None
         if session_id is not None:

@@ -96,6 +96,8 @@ class PendingStore(Protocol):
 
 
 class Store(PendingStore, Protocol):
+    holder: str  # who this store's leases name: one process (SQLite), one store instance (PostgreSQL)
+
     async def create_session(self, record: SessionRecord) -> None: ...
     async def update_session(self, session_id: str, **fields: object) -> None: ...
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None: ...
@@ -122,8 +124,18 @@ class Store(PendingStore, Protocol):
         its first answer here, also after a restart, and starts nothing twice."""
     async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
         """Keep a submission id as used for `op`, durably; a second use of the same id is an error."""
+    async def post_op(self, session_id: str, op: str) -> None:
+        """Leave an op (its JSON) for whichever process runs the session — on another machine too: an
+        approval answered from `auger serve` for a session a fleet worker runs."""
+    async def take_ops(self, session_id: str) -> list[str]:
+        """The ops left for the session, oldest first, each taken once."""
+    async def wait_ops(self, session_id: str, timeout: float) -> None:
+        """Return when an op may have been left for the session, or after `timeout`."""
+    async def wait_events(self, session_id: str, timeout: float) -> None:
+        """Return when the session's stored events may have grown, or after `timeout` (a follower of a
+        session another process runs reads `load_events` again after it)."""
     async def claim(self, session_id: str) -> str | None:
-        """Take the session's lease for this process; None on success, else who holds it."""
+        """Take the session's lease for this store (its `holder`); None on success, else who holds it."""
     async def release(self, session_id: str) -> None: ...
     async def load_items(self, session_id: str) -> list[StoredItem]: ...
     async def get_output(self, session_id: str, call_id: str) -> tuple[str, str, str] | None: ...

@@ -29,6 +29,7 @@ from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
+from auger.store.migrations import migrations, newer_schema
 from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError
 
 __all__ = ["SqliteStore", "StoreError"]
@@ -36,47 +37,7 @@ __all__ = ["SqliteStore", "StoreError"]
 T = TypeVar("T")
 log = logging.getLogger("auger.store")
 
-_SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS sessions (
-        id TEXT PRIMARY KEY, created REAL NOT NULL, updated REAL NOT NULL, cwd TEXT NOT NULL,
-        provider TEXT NOT NULL, model TEXT NOT NULL, mode TEXT NOT NULL, title TEXT NOT NULL DEFAULT '')""",
-    """CREATE TABLE IF NOT EXISTS items (
-        session_id TEXT NOT NULL, seq INTEGER NOT NULL, turn_id TEXT NOT NULL, type TEXT NOT NULL,
-        data TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS tool_outputs (
-        session_id TEXT NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL, tool TEXT NOT NULL,
-        arguments TEXT NOT NULL, full_output TEXT NOT NULL, PRIMARY KEY (session_id, call_id)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS usage (
-        session_id TEXT NOT NULL, turn_id TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL,
-        cached INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL, created REAL NOT NULL,
-        inherited INTEGER NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id)",
-    "CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated)",
-    """CREATE TABLE IF NOT EXISTS leases (
-        session_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL, heartbeat REAL NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS events (
-        session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, data TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS session_links (
-        child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, parent_call_id TEXT NOT NULL, agent TEXT NOT NULL,
-        status TEXT NOT NULL, created REAL NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS links_by_parent ON session_links (parent_id)",
-    """CREATE TABLE IF NOT EXISTS backend_sessions (
-        session_id TEXT NOT NULL, backend TEXT NOT NULL, agent_session_id TEXT NOT NULL,
-        PRIMARY KEY (session_id, backend)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS pending_changes (
-        session_id TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL, before_hash TEXT NOT NULL,
-        content BLOB, mode INTEGER, agent TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
-        created REAL NOT NULL, state TEXT NOT NULL DEFAULT 'pending', PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS submissions (
-        session_id TEXT NOT NULL, submission_id TEXT NOT NULL, op TEXT NOT NULL, created REAL NOT NULL,
-        PRIMARY KEY (session_id, submission_id)) WITHOUT ROWID""",
-]
-# 2: leases; 3: events; 4: session_links (sub-agents); 5: pending_changes; 6: backend_sessions;
-# 7: usage.inherited (a fork's share of its source's usage). 8: submissions (client-chosen submission ids).
-# Every statement above is idempotent, and columns added later are added when missing (_COLUMNS), so older
-# files are upgraded in place.
-_SCHEMA_VERSION = 8
+# Columns older files may lack that schema 8's idempotent statements do not add (7: a fork's inherited usage).
 _COLUMNS = [("usage", "inherited", "INTEGER NOT NULL DEFAULT 0")]
 # What SQLite's failures mean to a user (the others keep SQLite's words: "database is locked"…).
 _CAUSES = {
@@ -94,6 +55,7 @@ class SqliteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._owner = (os.getpid(), socket.gethostname())
+        self.holder = f"{self._owner[1]}:{self._owner[0]}"
 
     # -- plumbing -----------------------------------------------------------------
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -125,18 +87,7 @@ class SqliteStore:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=10)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                raise StoreError(f"{self.path} was written by a newer auger (schema {version}); upgrade auger")
-            if version < _SCHEMA_VERSION:
-                with conn:
-                    conn.execute("BEGIN")
-                    for stmt in _SCHEMA:
-                        conn.execute(stmt)
-                    for table, column, declaration in _COLUMNS:
-                        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
-                            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-                    conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            _migrate(conn, str(self.path))
             return conn
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open session database {self.path}: {exc}") from exc
@@ -341,6 +292,35 @@ class SqliteStore:
 
         await self._run(insert)
 
+    async def post_op(self, session_id: str, op: str) -> None:
+        """Leave an op (its JSON) for the process that runs the session (`take_ops`)."""
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO session_ops (session_id, op, created) VALUES (?,?,?)",
+                         (session_id, to_db(op), time.time()))
+
+        await self._write(insert)
+
+    async def take_ops(self, session_id: str) -> list[str]:
+        """The ops left for the session, oldest first, removed as they are taken."""
+        def take(conn: sqlite3.Connection) -> list[str]:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                rows = conn.execute("SELECT id, op FROM session_ops WHERE session_id = ? ORDER BY id",
+                                    (session_id,)).fetchall()
+                conn.execute("DELETE FROM session_ops WHERE session_id = ? AND id <= ?",
+                             (session_id, rows[-1][0] if rows else 0))
+            return [str(from_db(op)) for _, op in rows]
+
+        return await self._write(take)
+
+    async def wait_events(self, session_id: str, timeout: float) -> None:
+        """Wait for the session's events to grow; SQLite announces nothing, so this just waits (its
+        callers read the store again after it)."""
+        await asyncio.sleep(timeout)
+
+    async def wait_ops(self, session_id: str, timeout: float) -> None:
+        await asyncio.sleep(timeout)
+
     async def claim(self, session_id: str) -> str | None:
         """Take the session's lease for this process: None when taken (or already ours), else a
         description of the live process that holds it. A dead holder's lease is taken over."""
@@ -350,12 +330,13 @@ class SqliteStore:
             now = time.time()
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
-                row = conn.execute("SELECT pid, host, heartbeat FROM leases WHERE session_id = ?",
+                row = conn.execute("SELECT pid, host, heartbeat, generation FROM leases WHERE session_id = ?",
                                    (session_id,)).fetchone()
                 if row is not None and (row[0], row[1]) != self._owner and _lease_held(row[0], row[1], row[2], now):
                     return f"pid {row[0]} on {row[1]}"
-                conn.execute("INSERT OR REPLACE INTO leases (session_id, pid, host, heartbeat) VALUES (?,?,?,?)",
-                             (session_id, pid, host, now))
+                generation = (row[3] if row is not None else 0) + (row is None or (row[0], row[1]) != self._owner)
+                conn.execute("INSERT OR REPLACE INTO leases (session_id, pid, host, heartbeat, holder, generation) "
+                             "VALUES (?,?,?,?,?,?)", (session_id, pid, host, now, self.holder, generation))
             return None
 
         return await self._write(take)
@@ -524,6 +505,45 @@ class SqliteStore:
             return Usage(*row)
 
         return await self._run(select)
+
+
+def migrate_file(path: Path) -> tuple[int, int]:
+    """`auger db migrate` on a SQLite file: (version before, version after)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=10)
+        try:
+            before = conn.execute("PRAGMA user_version").fetchone()[0]
+            _migrate(conn, str(path))
+            return before, conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"cannot open session database {path}: {exc}") from exc
+
+
+def _migrate(conn: sqlite3.Connection, where: str) -> None:
+    """Bring the file's schema to the latest version (store/migrations), each step in one transaction;
+    a newer file than this code knows is refused."""
+    steps = migrations("sqlite")
+    known = steps[-1].version
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > known:
+        raise StoreError(newer_schema(where, version, known))
+    for step in steps:
+        if step.version <= version:
+            continue
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            if conn.execute("PRAGMA user_version").fetchone()[0] >= step.version:
+                continue  # another process migrated it meanwhile
+            for statement in step.statements():
+                conn.execute(statement)
+            if step.version == 8:  # the base: files of versions 1-7 may lack columns added since
+                for table, column, declaration in _COLUMNS:
+                    if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            conn.execute(f"PRAGMA user_version={step.version}")
 
 
 def _lease_held(pid: int, host: str, heartbeat: float, now: float) -> bool:

@@ -108,6 +108,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         Route("/api/sessions/{id}/diff", _diff, methods=["GET"]),
         Route("/api/sessions/{id}/pending", _pending, methods=["GET"]),
         Route("/api/events", _list_events, methods=["GET"]),
+        Route("/api/fleet", _fleet, methods=["GET"]),
         Route("/api/providers", _list_providers, methods=["GET"]),
         Route("/api/providers/{name}/probe", _probe_provider, methods=["POST"]),
         Route("/api/providers/{name}", _patch_provider, methods=["PATCH"]),
@@ -186,7 +187,7 @@ async def _list_sessions(request: Request) -> Response:
     records = await server.hub.store.list_sessions(limit + 1, before=before)
     page = records[:limit]
     more = len(records) > limit
-    rows = [describe(r) for r in page if server.hub.roots.contains(r.cwd)]
+    rows = [describe(r) for r in page if await server.hub.visible(r)]
     for row in rows:
         row["open"] = server.hub.live(row["id"]) is not None
     return _json({"sessions": rows, "next_cursor": page_cursor(page[-1]) if more else None})
@@ -260,6 +261,12 @@ async def _post_op(request: Request) -> Response:
             if first != op_json:
                 raise Refused(409, f"submission id {submission_id!r} was already used for another op")
             return _json({**accepted, "repeated": True}, 202)
+        if isinstance(op, (ApprovalDecision, Interrupt)) and await hub.runs_elsewhere(record.id):
+            if isinstance(op, ApprovalDecision):
+                op.by = request.scope.get("auger.client", "")
+            await hub.store.record_submission(record.id, submission_id, op_json)
+            await hub.store.post_op(record.id, dumps(op.to_json()))  # the process running it takes it from there
+            return _json({**accepted, "relayed": True}, 202)
         if isinstance(op, (Interrupt, Shutdown)) and hub.live(record.id) is None:
             await hub.store.record_submission(record.id, submission_id, op_json)
             return _json(accepted, 202)  # nothing runs here to interrupt or shut down
@@ -302,6 +309,22 @@ async def _list_events(request: Request) -> Response:
     _query(request, set())
     return SseResponse(list_frames(server.hub), server.closing,  # type: ignore[return-value]  # an ASGI response
                        ping_s=server.options.ping_s)
+
+
+async def _fleet(request: Request) -> Response:
+    """The fleet's numbers (queue depth, running, done, failed, retried, tokens, cost) and its latest
+    tasks; only a PostgreSQL store has a fleet."""
+    from auger.store.postgres import PostgresStore
+
+    server = _server(request)
+    query = _query(request, {"limit"})
+    limit = min(_int(query.get("limit"), "limit", 50, 1) or 50, 500)
+    if not isinstance(server.hub.store, PostgresStore):
+        raise Refused(404, "this server's store has no fleet: serve a postgresql:// database")
+    from auger.fleet.tasks import Tasks
+
+    tasks = Tasks(server.hub.store)
+    return _json({"stats": await tasks.stats(), "tasks": [t.to_json() for t in await tasks.recent(limit)]})
 
 
 async def _items(request: Request) -> Response:

@@ -71,7 +71,7 @@ async def list_frames(hub: Hub, poll_s: float = LIST_POLL_S) -> AsyncIterator[by
                 continue
             for record in await hub.store.list_sessions(LIST_POLLED):
                 if known.get(record.id) != record.updated and hub.live(record.id) is None \
-                        and hub.roots.contains(record.cwd):
+                        and await hub.visible(record):
                     yield frame({"type": "session_updated", "session_id": record.id, "title": record.title,
                                  "updated": record.updated, "open": False})
                 known[record.id] = record.updated

@@ -100,6 +100,10 @@ def openapi_document() -> dict[str, Any]:
                                     "responses": {"200": _sse("unnumbered events: session_created, session_opened, "
                                                               "session_updated, turn_started, turn_ended, "
                                                               "approval_waiting, approval_resolved, session_closed")}}},
+            "/api/fleet": {"get": {"summary": "The fleet (a PostgreSQL store): queue depth, running, done, failed, "
+                                              "retried, tokens and cost, and the latest tasks",
+                                   "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                                   "responses": _ok("stats and tasks")}},
             "/api/providers": {"get": {"summary": "Model providers and backend agents with their status",
                                        "parameters": [{"name": "probe", "in": "query",
                                                        "schema": {"enum": ["stale"]}}],

@@ -109,19 +109,37 @@ class Hub:
         return session if session is not None and not session.shut_down else None
 
     async def wait_opened(self, session_id: str, timeout: float) -> None:
-        """Return when the session is opened here, or after `timeout`."""
+        """Return when the session is opened here, when the store says its events grew (a PostgreSQL
+        store is told at once; SQLite is not), or after `timeout`."""
         opened = self._opened.setdefault(session_id, asyncio.Event())
+        waits = {asyncio.ensure_future(opened.wait()), asyncio.ensure_future(self.store.wait_events(session_id,
+                                                                                                  timeout))}
         try:
-            await asyncio.wait_for(opened.wait(), timeout)
-        except TimeoutError:
-            pass
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
 
     async def record(self, session_id: str) -> SessionRecord:
         """The stored session named exactly by `session_id`, within the roots (404 otherwise)."""
         record = await self.store.get_session(session_id) if isinstance(session_id, str) else None
-        if record is None or record.id != session_id or not self.roots.contains(record.cwd):
+        if record is None or record.id != session_id or not await self.visible(record):
             raise Refused(404, f"no session has the id {session_id!r}")
         return record
+
+    async def visible(self, record: SessionRecord) -> bool:
+        """Whether clients may see the session: it works within the roots, or it is a fleet task's (its
+        checkout is on a worker's machine, beyond any root here; it is seen and answered, never opened)."""
+        return self.roots.contains(record.cwd) or await self.runs_in_fleet(record.id)
+
+    async def runs_in_fleet(self, session_id: str) -> bool:
+        from auger.store.postgres import PostgresStore
+
+        if not isinstance(self.store, PostgresStore):
+            return False
+        from auger.fleet.tasks import Tasks
+
+        return await Tasks(self.store).owns_session(session_id)
 
     def permitted(self, mode: Any) -> str:
         if mode not in MODE_ORDER:
@@ -143,11 +161,29 @@ class Hub:
                      "pending_changes": pending, "mode": session.mode, "model": session.client.model,
                      "provider": session.client.provider, "backend": session.backend}
         else:
-            state = {"open": False, "last_seq": await self.store.last_event_seq(record.id),
-                     "running_turn": await self._stored_running_turn(record.id), "pending_approvals": [],
+            running = await self._stored_running_turn(record.id)
+            state = {"open": False, "last_seq": await self.store.last_event_seq(record.id), "running_turn": running,
+                     "pending_approvals": await self._stored_approvals(record.id) if running else [],
                      "pending_changes": pending, "mode": record.mode, "model": record.model,
                      "provider": record.provider, "backend": await recorded_backend(self.store, record.id) or ""}
         return {**describe(record), "state": state}
+
+    async def _stored_approvals(self, session_id: str) -> list[dict[str, Any]]:
+        """The approval requests another process's session still waits on, as the store shows them."""
+        waiting: dict[str, dict[str, Any]] = {}
+        for envelope in await self.store.load_events(session_id):
+            event = envelope.event
+            if isinstance(event, ev.ApprovalRequest):
+                waiting[event.request_id] = envelope.to_json()
+            elif isinstance(event, (ev.ApprovalResolved,)):
+                waiting.pop(event.request_id, None)
+            elif isinstance(event, ev.TurnEnded) and envelope.parent_call_id is None:
+                waiting.clear()
+        return list(waiting.values())
+
+    async def runs_elsewhere(self, session_id: str) -> bool:
+        """Whether another process runs the session now (a turn the store shows started, not ended)."""
+        return self.live(session_id) is None and await self._stored_running_turn(session_id) is not None
 
     async def _stored_running_turn(self, session_id: str) -> str | None:
         """A turn the store shows started and not ended (another process runs it), or None."""

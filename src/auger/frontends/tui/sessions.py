@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from auger.engine.session import Session
     from auger.engine.sessions import SessionManager
     from auger.store.base import SessionRecord
-    from auger.store.sqlite import SqliteStore
+    from auger.store.base import Store
 
 
 class OpenError(Exception):
@@ -27,7 +27,7 @@ class Sessions:
         self.config = config
         self.root = root
         self.db_path = db_path
-        self._store: SqliteStore | None = None
+        self._store: Store | None = None
         self._manager: SessionManager | None = None
         self.claimed: str | None = None
 
@@ -35,21 +35,18 @@ class Sessions:
         """The session manager, opening the store and importing the engine on first use."""
         if self._manager is None:
             import asyncio
-            from pathlib import Path
 
             await asyncio.to_thread(_import_engine)  # the prompt stays responsive meanwhile
 
-            from auger.config import home_dirs
             from auger.engine.sessions import SessionManager
             from auger.engine.workspace import Workspace
-            from auger.store.sqlite import SqliteStore
+            from auger.store.factory import open_store
 
-            path = Path(self.db_path) if self.db_path else home_dirs()["data"] / "sessions.db"
-            self._store = SqliteStore(path)
+            self._store = open_store(self.db_path)
             self._manager = SessionManager(Workspace.open(self.root, self.config), self._store)
         return self._manager
 
-    def _opened_store(self) -> SqliteStore:
+    def _opened_store(self) -> Store:
         assert self._store is not None, "opened by _ensure"
         return self._store
 

@@ -1,0 +1,67 @@
+"""A task's fresh checkout: a clone of its repository at the base ref, in the worker's data dir, removed
+after the task. Every attempt starts from the base again — a retry never sees what a dead attempt left.
+
+The clone runs git in a scrubbed environment (no hooks of the user's global config run: `core.hooksPath`
+is empty for it), `--no-checkout` first so the ref may be a branch, a tag or a commit of the source, and
+a local path is cloned `--shared` (objects borrowed, nothing copied)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
+            "GIT_AUTHOR_NAME": "auger", "GIT_AUTHOR_EMAIL": "auger@localhost",
+            "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost"}
+
+
+class CheckoutError(Exception):
+    """The repository or the ref could not be checked out (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class Checkout:
+    path: Path
+    base: str  # the commit the ref named
+
+    async def diff(self) -> str:
+        """Everything the task changed against the base — new files included — as `git diff --binary`."""
+        await _git(self.path, "add", "-A")
+        return await _git(self.path, "diff", "--cached", "--binary", self.base)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+async def checkout(repo: str, ref: str, where: Path) -> Checkout:
+    """Clone `repo` (a local path or a git URL) into `where` and detach HEAD at `ref`."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    source = repo
+    shared: list[str] = []
+    if "://" not in repo and not repo.startswith("git@"):
+        source = os.path.abspath(os.path.expanduser(repo))
+        if not os.path.isdir(source):
+            raise CheckoutError(f"repository {repo} is not a directory")
+        shared = ["--shared"]
+    try:
+        await _git(None, "clone", "--quiet", "--no-checkout", *shared, source, str(where))
+        base = (await _git(where, "rev-parse", "--verify", f"{ref}^{{commit}}")).strip()
+        await _git(where, "checkout", "--quiet", "--detach", base)
+    except CheckoutError:
+        shutil.rmtree(where, ignore_errors=True)
+        raise
+    return Checkout(where, base)
+
+
+async def _git(cwd: Path | None, *args: str) -> str:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **_GIT_ENV}
+    proc = await asyncio.create_subprocess_exec(
+        "git", "-c", "core.hooksPath=", "-c", "advice.detachedHead=false", *args, cwd=cwd, env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise CheckoutError(f"git {args[0]} failed: {err.decode(errors='replace').strip() or proc.returncode}")
+    return out.decode("utf-8", "surrogateescape")

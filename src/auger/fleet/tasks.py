@@ -1,0 +1,330 @@
+"""The fleet's record of truth: the `tasks` table (state, attempts, the attempt's session) and one
+`task_results` row per finished task, in the PostgreSQL store.
+
+The queue library only delivers task ids (fleet/queue.py); whatever a delivery means is decided here,
+against these rows, in transactions:
+
+- `submit` inserts a task once per client-chosen submission id (a repeat returns the first record);
+- `begin_attempt` runs under the task's lease (`task:<id>` in the store's leases): it counts the
+  attempt, marks the task running and names the session the attempt will record;
+- `finish` writes the result and the final state in one transaction that is fenced on the lease —
+  holder and generation — so a worker that lost its lease (paused past the timeout, taken over) writes
+  nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from auger.protocol.events import Usage
+from auger.protocol.ops import Interrupt
+from auger.store.postgres import b, t
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+    from auger.store.postgres import PostgresStore
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINAL = ("done", "failed", "cancelled")
+
+
+def lease_key(task_id: str) -> str:
+    """The task's lease in the store's leases table: whoever holds it runs the task."""
+    return f"task:{task_id}"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What to run: the prompt, in which repository at which base, with which model, how far it may go."""
+
+    prompt: str
+    repo: str  # a local path or a git URL
+    ref: str = "HEAD"
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    mode: str | None = None  # None: the worker's configured mode
+    token_budget: int | None = None
+    cost_budget: float | None = None
+    approval_timeout_s: float = 600.0  # an approval request unanswered this long is denied
+    overrides: list[str] = field(default_factory=list)  # -c key=value for the session's config
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class TaskRecord:
+    id: str
+    submission_id: str | None
+    queue: str
+    state: str
+    spec: TaskSpec
+    priority: int
+    attempts: int
+    max_attempts: int
+    session_id: str | None
+    worker: str | None
+    cancel_requested: bool
+    retried: int
+    created: float
+    started: float | None
+    finished: float | None
+    exit_reason: str | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["spec"] = asdict(self.spec)
+        return data
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    session_id: str
+    final_message: str
+    diff: str  # the whole change against the base, as `git diff --binary`
+    turn_diffs: list[str]
+    usage: Usage
+    cost: float | None
+    exit_reason: str  # complete | cancelled | error | budget … (the turn's end reason, or why none ran)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "final_message": self.final_message, "diff": self.diff,
+                "turn_diffs": self.turn_diffs, "usage": asdict(self.usage), "cost": self.cost,
+                "exit_reason": self.exit_reason}
+
+
+_COLUMNS = ("id, submission_id, queue, state, spec, priority, attempts, max_attempts, session_id, worker, "
+            "cancel_requested, retried, created, started, finished, exit_reason, error")
+
+
+def _record(row: tuple[Any, ...]) -> TaskRecord:
+    values = list(row)
+    values[4] = TaskSpec.from_json(json.loads(values[4]))
+    return TaskRecord(*values)
+
+
+class Tasks:
+    """The tasks table over a PostgreSQL store's connections."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    async def submit(self, spec: TaskSpec, *, queue: str = "default", priority: int = 0, max_attempts: int = 3,
+                     submission_id: str | None = None) -> tuple[TaskRecord, bool]:
+        """Insert the task; (record, True). A submission id used before: (the first record, False)."""
+        task_id = uuid.uuid4().hex
+
+        async def insert(conn: AsyncConnection) -> tuple[TaskRecord, bool]:
+            row = await (await conn.execute(
+                f"INSERT INTO tasks ({_COLUMNS}) VALUES (%s,%s,%s,'queued',%s,%s,0,%s,NULL,NULL,FALSE,0,%s,NULL,NULL,"
+                f"NULL,NULL) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
+                (task_id, submission_id, queue, json.dumps(asdict(spec)), priority, max_attempts, time.time()))
+            ).fetchone()
+            if row is not None:
+                return _record(row), True
+            first = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE submission_id = %s",
+                                              (submission_id,))).fetchone()
+            assert first is not None, "a conflicting submission id names a task"
+            return _record(first), False
+
+        return await self.store.transaction(insert)
+
+    async def get(self, id_or_prefix: str) -> TaskRecord | None:
+        """The task with this id, or the one whose id starts with it (None: none, or several)."""
+        rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks WHERE id = %s", (id_or_prefix,))
+        if not rows and len(id_or_prefix) >= 4 and id_or_prefix.isalnum():
+            rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks WHERE id LIKE %s LIMIT 2", (id_or_prefix + "%",))
+        return _record(rows[0]) if len(rows) == 1 else None
+
+    async def recent(self, limit: int = 50, state: str | None = None) -> list[TaskRecord]:
+        where, params = ("WHERE state = %s", (state,)) if state else ("", ())
+        rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks {where} ORDER BY created DESC LIMIT %s",
+                                (*params, limit))
+        return [_record(r) for r in rows]
+
+    async def result(self, task_id: str) -> TaskResult | None:
+        rows = await self._rows("SELECT session_id, final_message, diff, turn_diffs, input_tokens, cached_tokens, "
+                                "output_tokens, reasoning_tokens, cost, exit_reason FROM task_results "
+                                "WHERE task_id = %s", (task_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return TaskResult(r[0], t(r[1]), t(r[2]), json.loads(r[3]),
+                          Usage(int(r[4]), int(r[5]), int(r[6]), int(r[7])), r[8], r[9])
+
+    async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async def select(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self.store.transaction(select, "read")
+
+    # -- a worker's side --------------------------------------------------------------------
+    async def begin_attempt(self, task_id: str, generation: int) -> tuple[str, TaskRecord | None]:
+        """Start an attempt under the lease this store holds (generation `generation`).
+
+        Returns ("run", record before the attempt): the attempt is counted and the task is running, its
+        `session_id` still the previous attempt's until `attach_session`; ("final", record): nothing to run
+        (done, failed, cancelled); or ("exhausted", record): no attempt left, the task is marked failed.
+        Nothing changes unless the lease is ours."""
+
+        async def begin(conn: AsyncConnection) -> tuple[str, TaskRecord | None]:
+            row = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = %s FOR UPDATE",
+                                            (task_id,))).fetchone()
+            if row is None:
+                return "final", None
+            before = _record(row)
+            if before.state in FINAL or not await _holds(conn, self.store, task_id, generation):
+                return "final", before
+            if before.cancel_requested:
+                await conn.execute("UPDATE tasks SET state = 'cancelled', finished = %s, exit_reason = 'cancelled' "
+                                   "WHERE id = %s", (time.time(), task_id))
+                return "final", before
+            if before.attempts >= before.max_attempts:
+                await conn.execute("UPDATE tasks SET state = 'failed', finished = %s, exit_reason = 'attempts', "
+                                   "error = %s WHERE id = %s",
+                                   (time.time(), f"no attempt left of {before.max_attempts}", task_id))
+                return "exhausted", before
+            await conn.execute(
+                "UPDATE tasks SET state = 'running', attempts = attempts + 1, worker = %s, "
+                "started = COALESCE(started, %s), retried = retried + CASE WHEN attempts > 0 THEN 1 ELSE 0 END "
+                "WHERE id = %s", (self.store.holder, time.time(), task_id))
+            return "run", before
+
+        return await self.store.transaction(begin)
+
+    async def attach_session(self, task_id: str, session_id: str, generation: int) -> bool:
+        """Name the attempt's session on the task (fenced on the lease); whether a cancel was asked for
+        meanwhile (its interrupt could not reach a session that did not exist yet)."""
+
+        async def write(conn: AsyncConnection) -> bool:
+            if not await _holds(conn, self.store, task_id, generation, lock=True):
+                return False
+            row = await (await conn.execute("UPDATE tasks SET session_id = %s WHERE id = %s "
+                                            "RETURNING cancel_requested", (session_id, task_id))).fetchone()
+            return bool(row and row[0])
+
+        return await self.store.transaction(write)
+
+    async def finish(self, task_id: str, generation: int, state: str, result: TaskResult | None,
+                     error: str | None = None) -> bool:
+        """Record the attempt's outcome — its result row and the task's final state — in one transaction,
+        only while this store still holds the task's lease at `generation`. False: the lease was lost and
+        nothing was written (another worker owns the task now)."""
+
+        async def write(conn: AsyncConnection) -> bool:
+            if not await _holds(conn, self.store, task_id, generation, lock=True):
+                return False
+            reason = result.exit_reason if result is not None else (error and "error")
+            await conn.execute("UPDATE tasks SET state = %s, finished = %s, exit_reason = %s, error = %s "
+                               "WHERE id = %s", (state, time.time(), reason, error, task_id))
+            if result is not None:
+                u = result.usage
+                await conn.execute(
+                    "INSERT INTO task_results (task_id, session_id, final_message, diff, turn_diffs, input_tokens, "
+                    "cached_tokens, output_tokens, reasoning_tokens, cost, exit_reason, created) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    (task_id, result.session_id, b(result.final_message), b(result.diff),
+                     json.dumps(result.turn_diffs),
+                     u.input_tokens, u.cached_input_tokens, u.output_tokens, u.reasoning_tokens, result.cost,
+                     result.exit_reason, time.time()))
+            return True
+
+        return await self.store.transaction(write)
+
+    async def release(self, task_id: str, generation: int) -> bool:
+        """Give the task back to the queue (a worker shutting down): queued again, its attempt not counted."""
+
+        async def write(conn: AsyncConnection) -> bool:
+            if not await _holds(conn, self.store, task_id, generation, lock=True):
+                return False
+            await conn.execute("UPDATE tasks SET state = 'queued', attempts = GREATEST(attempts - 1, 0), "
+                               "worker = NULL WHERE id = %s AND state = 'running'", (task_id,))
+            return True
+
+        return await self.store.transaction(write)
+
+    async def owns_session(self, session_id: str) -> bool:
+        """Whether the session is a task's attempt (the current one, or one before it)."""
+        rows = await self._rows("SELECT 1 FROM tasks WHERE session_id = %s UNION ALL "
+                                "SELECT 1 FROM session_links WHERE child_id = %s AND agent = %s LIMIT 1",
+                                (session_id, session_id, b("retry")))
+        return bool(rows)
+
+    async def cancel_requested(self, task_id: str) -> bool:
+        rows = await self._rows("SELECT cancel_requested FROM tasks WHERE id = %s", (task_id,))
+        return bool(rows and rows[0][0])
+
+    # -- a user's side ----------------------------------------------------------------------
+    async def cancel(self, task_id: str) -> TaskRecord | None:
+        """Cancel a task: a queued one at once; a running one is asked to stop (its worker interrupts the
+        session within seconds and records it cancelled). None: no such task."""
+
+        async def write(conn: AsyncConnection) -> TaskRecord | None:
+            row = await (await conn.execute(
+                "UPDATE tasks SET cancel_requested = TRUE, "
+                "state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, "
+                "finished = CASE WHEN state = 'queued' THEN %s ELSE finished END, "
+                "exit_reason = CASE WHEN state = 'queued' THEN 'cancelled' ELSE exit_reason END "
+                f"WHERE id = %s AND state NOT IN ('done', 'failed', 'cancelled') RETURNING {_COLUMNS}",
+                (time.time(), task_id))).fetchone()
+            if row is not None and row[3] == "running" and row[8]:  # interrupt its session, where it runs
+                await conn.execute("INSERT INTO session_ops (session_id, op, created) VALUES (%s, %s, %s)",
+                                   (row[8], json.dumps(Interrupt("cancelled").to_json()).encode(), time.time()))
+            return _record(row) if row else None
+
+        return await self.store.transaction(write)
+
+    async def retry(self, task_id: str) -> TaskRecord | None:
+        """Queue a failed or cancelled task again, with its attempts counted afresh; None unless it was."""
+
+        async def write(conn: AsyncConnection) -> TaskRecord | None:
+            row = await (await conn.execute(
+                "UPDATE tasks SET state = 'queued', attempts = 0, cancel_requested = FALSE, retried = retried + 1, "
+                "finished = NULL, exit_reason = NULL, error = NULL "
+                f"WHERE id = %s AND state IN ('failed', 'cancelled') RETURNING {_COLUMNS}", (task_id,))).fetchone()
+            if row is not None:
+                await conn.execute("DELETE FROM task_results WHERE task_id = %s", (task_id,))
+            return _record(row) if row else None
+
+        return await self.store.transaction(write)
+
+    async def stats(self) -> dict[str, Any]:
+        """Queue depth, running, done, failed, cancelled, retried, tokens and cost, and how long tasks
+        waited (submit → started) and ran, over all tasks."""
+        rows = await self._rows("SELECT state, COUNT(*), COALESCE(SUM(retried), 0) FROM tasks GROUP BY state", ())
+        counts = {state: 0 for state in STATES}
+        retried = 0
+        for state, count, again in rows:
+            counts[state] = int(count)
+            retried += int(again)
+        usage = (await self._rows(
+            "SELECT COALESCE(SUM(input_tokens),0), COALESCE(SUM(cached_tokens),0), COALESCE(SUM(output_tokens),0), "
+            "COALESCE(SUM(reasoning_tokens),0), COALESCE(SUM(cost),0), COUNT(cost) FROM task_results", ()))[0]
+        times = (await self._rows(
+            "SELECT AVG(started - created), AVG(finished - started) FROM tasks WHERE state = 'done'", ()))[0]
+        return {"queued": counts["queued"], "running": counts["running"], "done": counts["done"],
+                "failed": counts["failed"], "cancelled": counts["cancelled"], "retried": retried,
+                "tokens": {"input": int(usage[0]), "cached": int(usage[1]), "output": int(usage[2]),
+                           "reasoning": int(usage[3])},
+                "cost": float(usage[4]) if usage[5] else None,
+                "avg_wait_s": None if times[0] is None else round(float(times[0]), 3),
+                "avg_run_s": None if times[1] is None else round(float(times[1]), 3)}
+
+
+async def _holds(conn: AsyncConnection, store: PostgresStore, task_id: str, generation: int,
+                 lock: bool = False) -> bool:
+    """Whether the store's holder has the task's lease at `generation` (and, `lock`, keeps it locked to
+    the end of this transaction, so a takeover waits for the write fenced on it)."""
+    row = await (await conn.execute(
+        "SELECT 1 FROM leases WHERE session_id = %s AND holder = %s AND generation = %s"
+        + (" FOR UPDATE" if lock else ""), (lease_key(task_id), store.holder, generation))).fetchone()
+    return row is not None

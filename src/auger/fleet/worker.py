@@ -1,0 +1,276 @@
+"""`auger worker`: takes tasks from the queue and runs each, exactly once to completion, as a normal
+auger session recorded in the shared store.
+
+One delivery, in order:
+
+1. **Lease.** Claim the task's lease (`task:<id>`). A live holder means this delivery is a duplicate (the
+   library delivers at least once): it is dropped, and looked at again once that lease could have gone
+   stale — if its holder dies, this look takes the task over. A stale holder (dead, or paused past the
+   timeout) is taken over: the generation goes up, and the old holder can no longer write a result.
+2. **Attempt.** Under the lease, `begin_attempt` counts the attempt and marks the task running. A task
+   that was running means an attempt died: its session is marked interrupted, and the new session is
+   linked to it.
+3. **Checkout and session.** A fresh clone of the repository at the base ref (fleet/checkout.py); a new
+   session there in the task's mode, interactive — so a `safe` task's approval request waits, answerable
+   from `auger serve` on the same database (the op travels through the store's ops table, relayed here),
+   until the task's approval timeout denies it.
+4. **Result.** The final message, each turn's diff, the whole diff against the base, usage and cost, and
+   the exit reason are written with the task's final state in one transaction fenced on the lease.
+
+`cancel` posts an interrupt for the task's session; `terminate` (SIGTERM) takes no new task, gives the
+running ones `drain_s` to end, interrupts the rest, and gives their tasks back to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from auger.fleet import queue
+from auger.fleet.checkout import Checkout, CheckoutError, checkout
+from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, TaskSpec, lease_key
+from auger.protocol import events as ev
+from auger.protocol.envelope import Envelope
+from auger.protocol.items import TurnAborted
+from auger.protocol.ops import ApprovalDecision, Interrupt, Op, UserTurn
+from auger.protocol.vocab import ApprovalOption
+from auger.store.base import LinkRecord, StoreError
+from auger.store.postgres import PostgresStore
+
+if TYPE_CHECKING:
+    from auger.config import Config
+    from auger.engine.session import Session
+
+log = logging.getLogger("auger.fleet")
+
+TERMINATED = "terminated by SIGTERM"
+
+
+@dataclass
+class WorkerOptions:
+    url: str
+    data_dir: Path
+    queue: str = "default"
+    concurrency: int = 1
+    lease_timeout_s: float = 30.0
+    heartbeat_s: float | None = None
+    poll_s: float = 5.0
+    drain_s: float = 10.0
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Running:
+    task_id: str
+    session: Session | None = None
+    terminated: bool = False
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions, config_for: Callable[[Path, TaskSpec], Config]) -> None:
+        self.options = options
+        self.config_for = config_for  # a checkout and a task → the session's config
+        self.store = PostgresStore(options.url, max_connections=options.concurrency * 2 + 2,
+                                   lease_timeout_s=options.lease_timeout_s, heartbeat_s=options.heartbeat_s)
+        self.tasks = Tasks(self.store)
+        self.consumer = queue.Consumer(options.url, self._deliver, queue=options.queue,
+                                       concurrency=options.concurrency, heartbeat_timeout_s=options.lease_timeout_s,
+                                       poll_s=options.poll_s)
+        self._slots = asyncio.Semaphore(options.concurrency)
+        self._running: dict[str, _Running] = {}
+        self._stopping = False
+        self.completed = 0
+
+    async def run(self) -> None:
+        """Consume until `terminate`; then wait for the running tasks to be recorded."""
+        await queue.install(self.options.url)
+        try:
+            await self.consumer.run()
+            while self._running:
+                await asyncio.sleep(0.1)
+        finally:
+            await self.store.aclose()
+
+    def terminate(self) -> None:
+        """Take no new task; give the running ones `drain_s` to end, then interrupt them."""
+        self._stopping = True
+        self.consumer.stop()
+        asyncio.get_running_loop().call_later(self.options.drain_s, self._interrupt_running)
+
+    def _interrupt_running(self) -> None:
+        for running in self._running.values():
+            running.terminated = True
+            if running.session is not None and not running.session.shut_down:
+                try:
+                    running.session.submit(Interrupt(TERMINATED))
+                except RuntimeError:
+                    pass
+
+    # -- one delivery -----------------------------------------------------------------------
+    async def _deliver(self, task_id: str) -> None:
+        async with self._slots:
+            if self._stopping:  # taken while stopping: back to the queue for another worker
+                await self._redeliver(task_id, 0)
+                return
+            try:
+                await self._run_task(task_id)
+            except StoreError as exc:
+                log.warning("task %s: the store failed (%s); another delivery will take it", task_id[:8], exc)
+                await self._redeliver(task_id, self.options.lease_timeout_s)
+
+    async def _redeliver(self, task_id: str, delay_s: float) -> None:
+        record = await self.tasks.get(task_id)
+        if record is not None and record.state not in FINAL:
+            await queue.enqueue(self.options.url, task_id, queue=record.queue, priority=record.priority,
+                                delay_s=delay_s)
+
+    async def _run_task(self, task_id: str) -> None:
+        key = lease_key(task_id)
+        holder = await self.store.claim(key)
+        if holder is not None:  # a duplicate delivery: look again once that lease could be stale
+            log.info("task %s runs on %s: delivery dropped", task_id[:8], holder)
+            await self._redeliver(task_id, self.options.lease_timeout_s)
+            return
+        generation = self.store.generation(key)
+        assert generation is not None, "just claimed"
+        running = self._running[task_id] = _Running(task_id)
+        try:
+            verdict, before = await self.tasks.begin_attempt(task_id, generation)
+            if verdict != "run" or before is None:
+                return
+            try:
+                await self._attempt(before, generation, running)
+            except (StoreError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # a bug: the task fails with it rather than stay running with no delivery
+                log.exception("task %s failed", task_id[:8])
+                await self.tasks.finish(task_id, generation, "failed", None, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._running.pop(task_id, None)
+            await self.store.release(key)
+
+    async def _attempt(self, task: TaskRecord, generation: int, running: _Running) -> None:
+        from auger.engine.sessions import SessionManager
+        from auger.engine.workspace import Workspace
+        from auger.models.registry import ProviderError, client_for
+
+        spec = task.spec
+        previous = task.session_id  # an attempt before this one: died, or was given back
+        where = self.options.data_dir / "checkouts" / f"{task.id}-{task.attempts + 1}-{uuid.uuid4().hex[:6]}"
+        try:
+            tree = await checkout(spec.repo, spec.ref, where)
+        except CheckoutError as exc:
+            await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
+            return
+        try:
+            config = self.config_for(tree.path, spec)
+            try:
+                client = client_for(config)
+            except ProviderError as exc:
+                await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
+                return
+            manager = SessionManager(Workspace.open(tree.path, config), self.store)
+            session = await manager.create(client, mode=spec.mode or None, interactive=True)
+            running.session = session
+            await self.store.claim(session.id)
+            try:
+                cancelled = await self.tasks.attach_session(task.id, session.id, generation)
+                if previous:
+                    await self._interrupted(previous, session.id)
+                if cancelled:
+                    session.submit(Interrupt("cancelled"))
+                outcome = await self._drive(session, task, tree)
+            finally:
+                await self.store.release(session.id)
+        finally:
+            tree.remove()
+        result, reason = outcome
+        if running.terminated and reason == "cancelled":
+            await self.tasks.release(task.id, generation)
+            await self._redeliver(task.id, 0)
+            return
+        cancel = reason == "cancelled" and await self.tasks.cancel_requested(task.id)
+        state = "done" if reason == "complete" else "cancelled" if cancel else "failed"
+        if await self.tasks.finish(task.id, generation, state, result):
+            self.completed += 1
+        else:
+            log.warning("task %s: the lease was lost to another worker; this attempt's result is dropped",
+                        task.id[:8])
+
+    async def _drive(self, session: Session, task: TaskRecord, tree: Checkout) -> tuple[TaskResult, str]:
+        """Run the task's prompt in the session to its end, relaying ops left in the store and answering
+        approvals left unanswered past the timeout; the result."""
+        from auger.engine.sessions import run_prompt
+        from auger.models.registry import stored_cost
+
+        final = ""
+        turn_diffs: list[str] = []
+        waiting: dict[str, asyncio.TimerHandle] = {}
+        loop = asyncio.get_running_loop()
+
+        def on_envelope(envelope: Envelope) -> None:
+            nonlocal final
+            event = envelope.event
+            if envelope.parent_call_id is not None:
+                return
+            if isinstance(event, ev.AgentMessage):
+                final = event.text
+            elif isinstance(event, ev.TurnDiff):
+                turn_diffs.append(event.diff)
+            elif isinstance(event, ev.ApprovalRequest):
+                waiting[event.request_id] = loop.call_later(task.spec.approval_timeout_s, _timed_out, event)
+            elif isinstance(event, ev.ApprovalResolved) and event.request_id in waiting:
+                waiting.pop(event.request_id).cancel()
+
+        def _timed_out(request: ev.ApprovalRequest) -> None:
+            waiting.pop(request.request_id, None)
+            answer = ApprovalOption.DENY if ApprovalOption.DENY in request.options else ApprovalOption.ABORT
+            session.decide(ApprovalDecision(request.request_id, answer, feedback="no answer in time", by="timeout"))
+
+        relay = asyncio.ensure_future(self._relay(session))
+        try:
+            ended = await run_prompt(session, UserTurn(task.spec.prompt), on_envelope=on_envelope)
+        finally:
+            relay.cancel()
+            for handle in waiting.values():
+                handle.cancel()
+        reason = ended[-1].reason if ended else "error"
+        diff = await tree.diff()
+        usage = await self.store.usage_total(session.id)
+        cost = await stored_cost(self.store, session.id, session.workspace.config)
+        return TaskResult(session.id, final, diff, turn_diffs, usage, cost, str(reason)), str(reason)
+
+    async def _relay(self, session: Session) -> None:
+        """Ops other processes left for the session (an approval from `auger serve`, a cancel), applied."""
+        while not session.shut_down:
+            for text in await self.store.take_ops(session.id):
+                try:
+                    op = Op.from_json(json.loads(text))
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("session %s: an op left for it is not one (%s)", session.id[:8], exc)
+                    continue
+                try:
+                    if isinstance(op, ApprovalDecision):
+                        refused = session.decide(op)
+                        if refused:
+                            log.info("session %s: %s", session.id[:8], refused)
+                    else:
+                        session.submit(op)
+                except RuntimeError:  # shutting down
+                    return
+            await self.store.wait_ops(session.id, self.options.poll_s)
+
+    async def _interrupted(self, previous: str, retry: str) -> None:
+        """The attempt that ran in `previous` is gone: say so in its log and link the retry to it."""
+        if await self.store.claim(previous) is None:
+            try:
+                await self.store.append(previous, "fleet", TurnAborted("the worker running this task stopped; "
+                                                                       f"retried in session {retry}"))
+            finally:
+                await self.store.release(previous)
+        await self.store.link_child(LinkRecord(retry, previous, "", "retry", "running"))

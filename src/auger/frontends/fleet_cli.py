@@ -1,0 +1,314 @@
+"""The fleet's commands: `auger submit`, `auger worker`, `auger tasks list|show|cancel|retry|stats` and
+`auger db migrate`. The queue needs PostgreSQL (`--db postgresql://…` or AUGER_DB); psycopg and the
+queue library are imported only by these commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+from auger.frontends.cli_support import CliError, guard_store
+
+T = TypeVar("T")
+
+
+def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]) -> dict[str, argparse.ArgumentParser]:
+    p_submit = sub.add_parser("submit", help="queue a task for the fleet's workers; prints its id")
+    p_submit.add_argument("prompt", help="what the task is to do")
+    p_submit.add_argument("--repo", help="a local repository path or a git URL (default: the current directory)")
+    p_submit.add_argument("--ref", default="HEAD", help="the base: a branch, tag or commit (default HEAD)")
+    p_submit.add_argument("-m", "--model", help="model name")
+    p_submit.add_argument("-p", "--provider", help="provider name; `auger providers` lists them")
+    p_submit.add_argument("--base-url", help="base URL of an OpenAI-compatible API")
+    p_submit.add_argument("--mode", choices=("plan", "safe", "auto"),
+                          help="trust mode of the task's session (default: the worker's)")
+    p_submit.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    p_submit.add_argument("--queue", default="default", help="the queue whose workers take it (default: default)")
+    p_submit.add_argument("--submission-id", metavar="ID",
+                          help="a client-chosen id: submitting it again queues nothing new and prints the task")
+    p_submit.add_argument("--max-attempts", type=int, default=3, help="attempts before it fails (default 3)")
+    p_submit.add_argument("--token-budget", type=int, help="stop the session after this many tokens")
+    p_submit.add_argument("--cost-budget", type=float, help="...or this much money (USD)")
+    p_submit.add_argument("--approval-timeout", type=float, default=600.0, metavar="S",
+                          help="how long a safe-mode task's approval request waits for an answer from "
+                               "`auger serve` before it is denied (default 600)")
+    p_submit.add_argument("--json", action="store_true", help="print the task's record as JSON")
+    store_opts(p_submit)
+    p_submit.set_defaults(run=_cmd_submit)
+
+    p_worker = sub.add_parser("worker", help="take tasks from the queue and run them, until SIGTERM")
+    p_worker.add_argument("--concurrency", type=int, default=1, help="tasks run at once (default 1)")
+    p_worker.add_argument("--queue", default="default", help="the queue to take tasks from (default: default)")
+    p_worker.add_argument("--data-dir", help="where checkouts are made (default: the user data directory)")
+    p_worker.add_argument("--lease-timeout", type=float, metavar="S",
+                          help="a task whose worker has not renewed its lease for this long is taken over "
+                               "(default 30; env AUGER_LEASE_TIMEOUT)")
+    p_worker.add_argument("--poll", type=float, default=5.0, metavar="S",
+                          help="look for tasks this often when no notification came (default 5)")
+    p_worker.add_argument("--drain", type=float, default=10.0, metavar="S",
+                          help="on SIGTERM, how long running tasks may go on before they are interrupted and "
+                               "given back (default 10)")
+    store_opts(p_worker)
+    p_worker.set_defaults(run=_cmd_worker)
+
+    p_tasks = sub.add_parser("tasks", help="the fleet's tasks: list, show, cancel, retry, stats")
+    tasks_sub = p_tasks.add_subparsers(dest="tasks_command", required=True)
+    t_list = tasks_sub.add_parser("list", help="recent tasks, newest first")
+    t_list.add_argument("--state", choices=("queued", "running", "done", "failed", "cancelled"))
+    t_list.add_argument("--limit", type=int, default=50)
+    for name, text in (("show", "one task, with its stored result"), ("cancel", "cancel a queued or running task"),
+                       ("retry", "queue a failed or cancelled task again")):
+        t = tasks_sub.add_parser(name, help=text)
+        t.add_argument("task_id", help="a task id or a unique prefix of one")
+    tasks_sub.add_parser("stats", help="queue depth, running, done, failed, retried, tokens and cost")
+    for t in tasks_sub.choices.values():
+        t.add_argument("--json", action="store_true", help="print JSON")
+        store_opts(t)
+    p_tasks.set_defaults(run=_cmd_tasks)
+
+    p_db = sub.add_parser("db", help="the session database")
+    db_sub = p_db.add_subparsers(dest="db_command", required=True)
+    migrate = db_sub.add_parser("migrate", help="bring the database's schema to this auger's version")
+    store_opts(migrate)
+    p_db.set_defaults(run=_cmd_db)
+    return {"submit": p_submit, "worker": p_worker}  # `tasks` and `db` have subcommands: the main parser reads them
+
+
+def _db_target(args: argparse.Namespace) -> str | None:
+    from auger.config import load_config
+
+    return load_config(args.overrides, {"db_path": args.db}).db_path
+
+
+def _postgres_url(args: argparse.Namespace) -> str:
+    from auger.store.factory import is_postgres_url
+
+    target = _db_target(args)
+    if not is_postgres_url(target):
+        raise CliError("the task queue needs PostgreSQL: pass --db postgresql://… or set AUGER_DB "
+                       "(pip install 'auger[postgres]')")
+    return str(target)
+
+
+def _with_tasks(url: str, body: Callable[[Any], Awaitable[T]]) -> T:
+    """Run `body(Tasks)` over a store opened for it, a StoreError as the command's one-line error."""
+    try:
+        from auger.fleet.tasks import Tasks
+        from auger.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise CliError(f"the fleet needs the postgres extra: pip install 'auger[postgres]' ({exc})") from None
+
+    import asyncio
+
+    async def main() -> T:
+        store = PostgresStore(url)
+        try:
+            return await body(Tasks(store))
+        finally:
+            await store.aclose()
+
+    return guard_store(lambda: asyncio.run(main()))
+
+
+# -- submit ----------------------------------------------------------------------------
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from auger.fleet.tasks import TaskSpec
+
+    url = _postgres_url(args)
+    repo = args.repo or os.getcwd()
+    if "://" not in repo and not repo.startswith("git@"):
+        repo = os.path.realpath(repo)
+        if not os.path.isdir(repo):
+            raise CliError(f"--repo {args.repo} is not a directory")
+    if args.max_attempts < 1:
+        raise CliError("--max-attempts must be at least 1")
+    spec = TaskSpec(prompt=args.prompt, repo=repo, ref=args.ref, provider=args.provider or (
+        "openai-compatible" if args.base_url else None), model=args.model, base_url=args.base_url, mode=args.mode,
+        token_budget=args.token_budget, cost_budget=args.cost_budget, approval_timeout_s=args.approval_timeout,
+        overrides=list(args.overrides))
+
+    async def submit(tasks: Any) -> Any:
+        from auger.fleet import queue
+
+        record, created = await tasks.submit(spec, queue=args.queue, priority=args.priority,
+                                             max_attempts=args.max_attempts, submission_id=args.submission_id)
+        if created:
+            await queue.install(url)
+            await queue.enqueue(url, record.id, queue=args.queue, priority=args.priority)
+        return record
+
+    record = _with_tasks(url, submit)
+    print(json.dumps(record.to_json(), indent=2) if args.json else record.id)
+    return 0
+
+
+# -- worker ----------------------------------------------------------------------------
+def _cmd_worker(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from auger.config import home_dirs, load_config
+    from auger.fleet.tasks import TaskSpec
+    from auger.fleet.worker import Worker, WorkerOptions
+    from auger.store.postgres import LEASE_TIMEOUT_S
+
+    url = _postgres_url(args)
+    if args.concurrency < 1:
+        raise CliError("--concurrency must be at least 1")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="auger worker: %(levelname)s %(name)s: %(message)s")
+    data_dir = Path(args.data_dir) if args.data_dir else home_dirs()["data"] / "worker"
+    options = WorkerOptions(url=url, data_dir=data_dir, queue=args.queue, concurrency=args.concurrency,
+                            lease_timeout_s=args.lease_timeout or LEASE_TIMEOUT_S, poll_s=args.poll,
+                            drain_s=args.drain, overrides=list(args.overrides))
+
+    def config_for(root: Path, spec: TaskSpec) -> Any:
+        overrides = [*options.overrides, *spec.overrides, "generate_titles=false"]
+        if spec.token_budget is not None:
+            overrides.append(f"session_token_budget={spec.token_budget}")
+        if spec.cost_budget is not None:
+            overrides.append(f"session_cost_budget={spec.cost_budget}")
+        flags = {"db_path": url, "model": spec.model, "provider": spec.provider, "base_url": spec.base_url,
+                 "mode": spec.mode}
+        return load_config(overrides, flags, project_dir=root)
+
+    async def main() -> int:
+        worker = Worker(options, config_for)
+        loop = asyncio.get_running_loop()
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                os._exit(143)
+            worker.terminate()
+
+        loop.add_signal_handler(signal.SIGTERM, on_signal)
+        loop.add_signal_handler(signal.SIGINT, on_signal)
+        print(f"auger worker: taking tasks of queue '{options.queue}' ({options.concurrency} at once)",
+              file=sys.stderr, flush=True)
+        await worker.run()
+        return 0
+
+    return guard_store(lambda: asyncio.run(main()))
+
+
+# -- tasks -----------------------------------------------------------------------------
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    url = _postgres_url(args)
+    command = args.tasks_command
+
+    async def run(tasks: Any) -> Any:
+        if command == "list":
+            return await tasks.recent(args.limit, args.state)
+        if command == "stats":
+            return await tasks.stats()
+        record = await tasks.get(args.task_id)
+        if record is None:
+            raise CliError(f"no task matches '{args.task_id}' (list them with `auger tasks list`)")
+        if command == "show":
+            return record, await tasks.result(record.id)
+        if command == "cancel":
+            done = await tasks.cancel(record.id)
+            if done is None:
+                raise CliError(f"task {record.id[:12]} is {record.state}: nothing to cancel")
+            return done
+        again = await tasks.retry(record.id)
+        if again is None:
+            raise CliError(f"task {record.id[:12]} is {record.state}: only a failed or cancelled task is retried")
+        from auger.fleet import queue
+
+        await queue.install(url)
+        await queue.enqueue(url, again.id, queue=again.queue, priority=again.priority)
+        return again
+
+    out = _with_tasks(url, run)
+    if command == "list":
+        _print_list(out, args.json)
+    elif command == "stats":
+        _print_stats(out, args.json)
+    elif command == "show":
+        record, result = out
+        if args.json:
+            print(json.dumps({**record.to_json(), "result": result.to_json() if result else None}, indent=2))
+        else:
+            _print_show(record, result)
+    else:
+        print(json.dumps(out.to_json(), indent=2) if args.json else f"{out.id} {out.state}"
+              + (" (cancel asked: its worker interrupts it)" if command == "cancel" and out.state == "running" else ""))
+    return 0
+
+
+def _print_list(records: list[Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([r.to_json() for r in records], indent=2))
+        return
+    if not records:
+        print("No tasks.")
+        return
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+        prompt = " ".join(r.spec.prompt.split())[:50]
+        print(f"{r.id[:12]}  {r.state:<9}  {r.attempts}/{r.max_attempts}  {when}  {prompt}")
+
+
+def _print_show(record: Any, result: Any) -> None:
+    print(f"task      {record.id}\nstate     {record.state} (attempt {record.attempts} of {record.max_attempts})")
+    print(f"repo      {record.spec.repo} @ {record.spec.ref}\nprompt    {record.spec.prompt}")
+    if record.session_id:
+        print(f"session   {record.session_id}")
+    if record.error:
+        print(f"error     {record.error}")
+    if result is not None:
+        cost = "" if result.cost is None else f", ${result.cost:.4f}"
+        print(f"exit      {result.exit_reason}\ntokens    {result.usage.input_tokens} in, "
+              f"{result.usage.output_tokens} out{cost}")
+        print(f"\n{result.final_message}")
+        if result.diff:
+            print(f"\n{result.diff}", end="" if result.diff.endswith("\n") else "\n")
+
+
+def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(stats, indent=2))
+        return
+    tokens = stats["tokens"]
+    cost = "unknown" if stats["cost"] is None else f"${stats['cost']:.4f}"
+    print(f"queued {stats['queued']}  running {stats['running']}  done {stats['done']}  failed {stats['failed']}  "
+          f"cancelled {stats['cancelled']}  retried {stats['retried']}")
+    print(f"tokens {tokens['input']} in, {tokens['output']} out  cost {cost}")
+
+
+# -- db --------------------------------------------------------------------------------
+def _cmd_db(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from auger.store.factory import describe, is_postgres_url
+
+    target = _db_target(args)
+    where = describe(target)
+
+    async def migrate() -> tuple[int, int]:
+        if is_postgres_url(target):
+            from auger.store.postgres import migrate as migrate_postgres
+
+            return await migrate_postgres(str(target))
+        from auger.store.factory import default_db_path
+        from auger.store.sqlite import migrate_file
+
+        return await asyncio.to_thread(migrate_file, Path(target) if target else default_db_path())
+
+    try:
+        before, after = guard_store(lambda: asyncio.run(migrate()))
+    except ImportError as exc:
+        raise CliError(f"a PostgreSQL database needs the postgres extra: pip install 'auger[postgres]' ({exc})") \
+            from None
+    print(f"{where}: schema {after}" + (" (up to date)" if before == after else f" (was {before})"))
+    return 0

@@ -1,0 +1,623 @@
+"""The PostgreSQL store: the same contract as SQLite's, shared by processes on many machines.
+
+psycopg 3 with a connection pool (the `postgres` extra), imported only when a `postgresql://` URL is
+opened. Every write is one transaction. What must hold across machines is held by the database, never
+by a process's memory:
+
+- **Sequence numbers.** An item's number is taken inside its transaction under a per-session advisory
+  lock, and (session_id, seq) is the primary key of items and events, so concurrent writers — threads,
+  processes, machines — never collide nor leave a gap; an events batch that does not continue the stored
+  numbering is refused.
+- **Order.** A session's writes run in the order they were queued (a chain per session), as SQLite's
+  single writer thread gives: a batch of events queued before an item commits before it.
+- **The lease.** A session is open once: the lease row names its holder (this store instance), a
+  generation and a heartbeat in the database's clock. The holder renews its leases every `heartbeat_s`;
+  a lease not renewed for `lease_timeout_s` is stale and the next claimant takes it over, bumping the
+  generation — a holder that was paused past the timeout finds its lease gone and `fenced` writes fail.
+- **A lost connection** (a database restart, a killed backend) is retried with backoff for a while when
+  the transaction had not reached its commit; a commit whose answer was lost is an error, never replayed.
+
+New events and ops are announced with NOTIFY (triggers in migration 0009); `wait_events` and
+`wait_ops` wake on them, with a polling fallback, so a follower on another machine sees a session live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
+
+from auger.protocol.envelope import Envelope
+from auger.protocol.events import Usage
+from auger.protocol.items import Item, ToolOutput
+from auger.protocol.jsontext import dumps as json_dumps
+from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError
+from auger.store.migrations import Migration, migrations, newer_schema
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+T = TypeVar("T")
+log = logging.getLogger("auger.store")
+
+LEASE_TIMEOUT_S = float(os.environ.get("AUGER_LEASE_TIMEOUT", "30"))  # unrenewed this long: stale
+HEARTBEAT_S = float(os.environ.get("AUGER_LEASE_HEARTBEAT", "0")) or LEASE_TIMEOUT_S / 4
+RECONNECT_S = 30.0  # how long a transaction is retried while the database cannot be reached
+POLL_S = 2.0  # the fallback when a notification is missed (the listening connection was lost)
+_MIGRATION_LOCK = 0x61756765  # pg_advisory_xact_lock key: one migrator at a time
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+
+
+def b(text: str) -> bytes:
+    """Text for a BYTEA column: UTF-8 with lone surrogates kept."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def t(value: Any) -> str:
+    """The text `b` stored."""
+    return bytes(value).decode("utf-8", "surrogatepass") if value is not None else ""
+
+
+class PostgresStore:
+    def __init__(self, url: str, *, max_connections: int = 8, lease_timeout_s: float | None = None,
+                 heartbeat_s: float | None = None) -> None:
+        self.url = url
+        self.where = redact(url)
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_timeout_s = lease_timeout_s if lease_timeout_s is not None else LEASE_TIMEOUT_S
+        self.heartbeat_s = heartbeat_s if heartbeat_s is not None else min(HEARTBEAT_S, self.lease_timeout_s / 3)
+        self._max = max_connections
+        self._pool: AsyncConnectionPool | None = None
+        self._opening = asyncio.Lock()
+        self._tails: dict[str, asyncio.Future[Any]] = {}
+        self._held: dict[str, int] = {}  # session id -> lease generation held
+        self._renewer: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._wakers: dict[tuple[str, str], set[asyncio.Event]] = {}  # (channel, session id) -> waiters
+        self.round_trips = 0  # transactions run (the fleet benchmark's count)
+
+    # -- plumbing -----------------------------------------------------------------------
+    async def _ensure(self) -> AsyncConnectionPool:
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._open()
+        return self._pool
+
+    async def _open(self) -> AsyncConnectionPool:
+        import psycopg
+        from psycopg_pool import AsyncConnectionPool
+
+        try:
+            await migrate(self.url)
+            pool = AsyncConnectionPool(self.url, min_size=1, max_size=self._max, open=False, timeout=RECONNECT_S,
+                                       check=AsyncConnectionPool.check_connection, name="auger")
+            await pool.open(wait=True, timeout=RECONNECT_S)
+            return pool
+        except (psycopg.Error, OSError) as exc:
+            raise StoreError(f"cannot open session database {self.where}: {_cause(exc)}") from exc
+        except Exception as exc:  # the pool's own timeout
+            if type(exc).__module__.startswith("psycopg_pool"):
+                raise StoreError(f"cannot open session database {self.where}: {exc}") from exc
+            raise
+
+    async def transaction(self, fn: Callable[[AsyncConnection], Awaitable[T]], verb: str = "write") -> T:
+        """Run `fn` in one transaction and commit it. A connection lost before the commit (the server
+        restarting, the backend killed) is retried with backoff for up to RECONNECT_S; any other failure,
+        and a commit whose answer was lost, is a StoreError."""
+        import psycopg
+
+        pool = await self._ensure()
+        deadline = time.monotonic() + RECONNECT_S
+        delay = 0.05
+        while True:
+            committing = False
+            try:
+                async with pool.connection() as conn:
+                    self.round_trips += 1
+                    try:
+                        result = await fn(conn)
+                    except BaseException:
+                        if not conn.closed:
+                            await asyncio.shield(conn.rollback())
+                        raise
+                    committing = True
+                    await conn.commit()
+                    return result
+            except psycopg.OperationalError as exc:
+                if committing or time.monotonic() > deadline or not _connection_lost(exc):
+                    raise StoreError(f"cannot {verb} the session store {self.where}: {_cause(exc)}") from exc
+                log.debug("store connection lost, retrying: %s", exc)
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot {verb} the session store {self.where}: {_cause(exc)}") from exc
+            except Exception as exc:
+                if type(exc).__module__.startswith("psycopg_pool") and time.monotonic() <= deadline:
+                    log.debug("no store connection yet, retrying: %s", exc)
+                else:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        async def select(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self.transaction(select, "read")
+
+    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        async def run(conn: AsyncConnection) -> None:
+            await conn.execute(sql, params)
+
+        await self.transaction(run)
+
+    def _in_order(self, session_id: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> asyncio.Future[T]:
+        """Queue a write of one session now, to run after every write queued for it before."""
+        previous = self._tails.get(session_id)
+
+        async def chained() -> T:
+            if previous is not None:
+                await asyncio.wait([previous])
+            return await self.transaction(fn)
+
+        future: asyncio.Future[T] = asyncio.ensure_future(chained())
+        self._tails[session_id] = future
+
+        def forget(done: asyncio.Future[T]) -> None:
+            if self._tails.get(session_id) is done:
+                del self._tails[session_id]
+            if not done.cancelled():
+                done.exception()  # retrieved: a caller that did not await it is told nothing twice
+
+        future.add_done_callback(forget)
+        return future
+
+    async def aclose(self) -> None:
+        for task in (self._renewer, self._listener):
+            if task is not None:
+                task.cancel()
+        if self._tails:
+            await asyncio.wait(list(self._tails.values()), timeout=10)
+        if self._held and self._pool is not None:
+            try:
+                await self._exec("DELETE FROM leases WHERE holder = %s AND session_id = ANY(%s)",
+                                 (self.holder, list(self._held)))
+            except StoreError as exc:
+                log.debug("leases left to expire: %s", exc)
+            self._held.clear()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    # -- sessions -----------------------------------------------------------------------
+    async def create_session(self, record: SessionRecord) -> None:
+        await self._exec("INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) "
+                         "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                         (record.id, record.created, record.updated, b(record.cwd), record.provider, record.model,
+                          record.mode, b(record.title)))
+
+    async def update_session(self, session_id: str, **fields: object) -> None:
+        allowed = {"title", "provider", "model", "mode", "cwd"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"cannot update session fields {bad}")
+        values = [b(v) if k in ("title", "cwd") and isinstance(v, str) else v for k, v in fields.items()]
+        assignments = ", ".join(f"{k} = %s" for k in fields)
+
+        async def update(conn: AsyncConnection) -> None:
+            await conn.execute(f"UPDATE sessions SET {assignments}, updated = %s WHERE id = %s",
+                               (*values, time.time(), session_id))
+
+        await self._in_order(session_id, update)
+
+    async def get_session(self, id_or_prefix: str) -> SessionRecord | None:
+        found = await self.find_sessions(id_or_prefix, limit=2)
+        return found[0] if len(found) == 1 else None
+
+    async def find_sessions(self, id_or_prefix: str, limit: int = 10) -> list[SessionRecord]:
+        async def find(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+            rows = await (await conn.execute(_SESSION_SELECT + " WHERE s.id = %s", (id_or_prefix,))).fetchall()
+            if not rows and len(id_or_prefix) >= 4:
+                prefix = id_or_prefix.replace("%", "").replace("_", "").replace("\\", "").replace("\x00", "")
+                rows = await (await conn.execute(
+                    _SESSION_SELECT + " WHERE s.id LIKE %s ORDER BY s.updated DESC LIMIT %s",
+                    (prefix + "%", limit))).fetchall()
+            return rows
+
+        if "\x00" in id_or_prefix:
+            return []
+        return [_session(r) for r in await self.transaction(find, "read")]
+
+    async def list_sessions(self, limit: int = 50, *, cwd: str | None = None,
+                            before: tuple[float, str] | None = None) -> list[SessionRecord]:
+        where = ["EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
+                 "('assistant_message', 'tool_call', 'reasoning'))",
+                 "NOT EXISTS (SELECT 1 FROM session_links l WHERE l.child_id = s.id)"]
+        params: list[object] = []
+        if cwd is not None:
+            where.append("s.cwd = %s")
+            params.append(b(cwd))
+        if before is not None:
+            where.append("(s.updated < %s OR (s.updated = %s AND s.id < %s))")
+            params += [before[0], before[0], before[1]]
+        rows = await self._read(f"{_SESSION_SELECT} WHERE {' AND '.join(where)} "
+                                "ORDER BY s.updated DESC, s.id DESC LIMIT %s", (*params, limit))
+        return [_session(r) for r in rows]
+
+    # -- sub-agent links ----------------------------------------------------------------
+    async def link_child(self, link: LinkRecord) -> None:
+        await self._exec(
+            "INSERT INTO session_links (child_id, parent_id, parent_call_id, agent, status, created) "
+            "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (child_id) DO UPDATE SET parent_id = EXCLUDED.parent_id, "
+            "parent_call_id = EXCLUDED.parent_call_id, agent = EXCLUDED.agent, status = EXCLUDED.status, "
+            "created = EXCLUDED.created",
+            (link.child_id, link.parent_id, b(link.parent_call_id), b(link.agent), link.status, time.time()))
+
+    async def set_link_status(self, child_id: str, status: str) -> None:
+        await self._exec("UPDATE session_links SET status = %s WHERE child_id = %s", (status, child_id))
+
+    async def list_links(self, parent_id: str | None = None) -> list[LinkRecord]:
+        query = "SELECT child_id, parent_id, parent_call_id, agent, status FROM session_links"
+        rows = await (self._read(query + " WHERE parent_id = %s ORDER BY created", (parent_id,)) if parent_id
+                      else self._read(query + " ORDER BY created"))
+        return [LinkRecord(r[0], r[1], t(r[2]), t(r[3]), r[4]) for r in rows]
+
+    # -- items --------------------------------------------------------------------------
+    async def append(self, session_id: str, turn_id: str, item: Item, *,
+                     full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
+        data = json_dumps(item.to_json())
+
+        async def insert(conn: AsyncConnection) -> int:
+            now = time.time()
+            await _lock_session(conn, session_id)
+            row = await (await conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE session_id = %s",
+                                            (session_id,))).fetchone()
+            seq = int(row[0]) if row else 1
+            await conn.execute("INSERT INTO items (session_id, seq, turn_id, type, data, created) "
+                               "VALUES (%s,%s,%s,%s,%s,%s)", (session_id, seq, turn_id, item.TYPE, data, now))
+            if isinstance(item, ToolOutput):
+                await conn.execute(
+                    "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
+                    "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (session_id, call_id) DO UPDATE SET seq = EXCLUDED.seq, "
+                    "tool = EXCLUDED.tool, arguments = EXCLUDED.arguments, full_output = EXCLUDED.full_output",
+                    (session_id, item.call_id, seq, b(tool_name), b(arguments),
+                     b(full_output if full_output is not None else item.output)))
+            await conn.execute("UPDATE sessions SET updated = %s WHERE id = %s", (now, session_id))
+            return seq
+
+        return await self._in_order(session_id, insert)
+
+    async def load_items(self, session_id: str) -> list[StoredItem]:
+        rows = await self._read("SELECT seq, turn_id, data FROM items WHERE session_id = %s ORDER BY seq",
+                                (session_id,))
+        return [StoredItem(seq, turn_id, Item.from_json(json.loads(data))) for seq, turn_id, data in rows]
+
+    async def get_output(self, session_id: str, call_id: str) -> tuple[str, str, str] | None:
+        rows = await self._read("SELECT tool, arguments, full_output FROM tool_outputs "
+                                "WHERE session_id = %s AND call_id = %s", (session_id, call_id))
+        return (t(rows[0][0]), t(rows[0][1]), t(rows[0][2])) if rows else None
+
+    async def list_outputs(self, session_id: str) -> list[tuple[str, str, str, str]]:
+        rows = await self._read("SELECT call_id, tool, arguments, full_output FROM tool_outputs "
+                                "WHERE session_id = %s ORDER BY seq", (session_id,))
+        return [(r[0], t(r[1]), t(r[2]), t(r[3])) for r in rows]
+
+    async def copy_history(self, source_id: str, target_id: str, before_seq: int | None = None) -> int:
+        limit = before_seq if before_seq is not None else 1 << 62
+
+        async def copy(conn: AsyncConnection) -> int:
+            cut = await (await conn.execute("SELECT created FROM items WHERE session_id = %s AND seq = %s",
+                                            (source_id, limit))).fetchone()
+            cur = await conn.execute(
+                "INSERT INTO items (session_id, seq, turn_id, type, data, created) "
+                "SELECT %s, seq, turn_id, type, data, created FROM items WHERE session_id = %s AND seq < %s",
+                (target_id, source_id, limit))
+            copied = cur.rowcount
+            await conn.execute(
+                "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
+                "SELECT %s, call_id, seq, tool, arguments, full_output FROM tool_outputs "
+                "WHERE session_id = %s AND seq < %s", (target_id, source_id, limit))
+            await conn.execute(
+                "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, inherited) "
+                "SELECT %s, turn_id, model, input, cached, output, reasoning, created, 1 FROM usage "
+                "WHERE session_id = %s AND created < %s", (target_id, source_id, cut[0] if cut else 1e300))
+            return copied
+
+        return await self._in_order(target_id, copy)
+
+    async def search_messages(self, session_id: str, query: str, limit: int = 200) -> list[tuple[int, Item]]:
+        needle = json_dumps(query)[1:-1]
+        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        if "\x00" in pattern:
+            return []
+        rows = await self._read(
+            "SELECT seq, data FROM items WHERE session_id = %s AND type IN "
+            "('user_message', 'assistant_message', 'compaction') AND data LIKE %s ESCAPE '\\' "
+            "ORDER BY seq LIMIT %s", (session_id, pattern, limit))
+        return [(seq, Item.from_json(json.loads(data))) for seq, data in rows]
+
+    # -- events -------------------------------------------------------------------------
+    def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
+        rows = [(session_id, e.seq, e.event.TYPE, json_dumps(e.to_json())) for e in envelopes]
+        first = envelopes[0].seq if envelopes else 1
+
+        async def insert(conn: AsyncConnection) -> None:
+            await _lock_session(conn, session_id)
+            row = await (await conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = %s",
+                                            (session_id,))).fetchone()
+            last = int(row[0]) if row else 0
+            if last != first - 1:
+                raise StoreError(f"events {first}… of session {session_id[:8]} do not follow the stored "
+                                 f"event {last}: not stored")
+            async with conn.cursor() as cur:
+                await cur.executemany("INSERT INTO events (session_id, seq, type, data) VALUES (%s,%s,%s,%s)", rows)
+
+        return self._in_order(session_id, insert)
+
+    async def last_event_seq(self, session_id: str) -> int:
+        rows = await self._read("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = %s", (session_id,))
+        return int(rows[0][0])
+
+    async def load_events(self, session_id: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Envelope]:
+        upto = upto_seq if upto_seq is not None else 1 << 62
+        rows = await self._read("SELECT data FROM events WHERE session_id = %s AND seq > %s AND seq <= %s "
+                                "ORDER BY seq", (session_id, after_seq, upto))
+        return [Envelope.from_json(json.loads(data)) for (data,) in rows]
+
+    async def last_event(self, session_id: str, event_type: str) -> Envelope | None:
+        rows = await self._read("SELECT data FROM events WHERE session_id = %s AND type = %s "
+                                "ORDER BY seq DESC LIMIT 1", (session_id, event_type))
+        return Envelope.from_json(json.loads(rows[0][0])) if rows else None
+
+    async def wait_events(self, session_id: str, timeout: float) -> None:
+        """Return when the session's events may have grown (a NOTIFY from the writer), or after `timeout`."""
+        await self._wait("auger_events", session_id, timeout)
+
+    # -- submissions and ops from other processes ------------------------------------------
+    async def submission(self, session_id: str, submission_id: str) -> str | None:
+        rows = await self._read("SELECT op FROM submissions WHERE session_id = %s AND submission_id = %s",
+                                (session_id, b(submission_id)))
+        return t(rows[0][0]) if rows else None
+
+    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
+        await self._exec("INSERT INTO submissions (session_id, submission_id, op, created) VALUES (%s,%s,%s,%s)",
+                         (session_id, b(submission_id), b(op), time.time()))
+
+    async def post_op(self, session_id: str, op: str) -> None:
+        await self._exec("INSERT INTO session_ops (session_id, op, created) VALUES (%s,%s,%s)",
+                         (session_id, b(op), time.time()))
+
+    async def take_ops(self, session_id: str) -> list[str]:
+        rows = await self._read("DELETE FROM session_ops WHERE session_id = %s RETURNING id, op", (session_id,))
+        return [t(op) for _, op in sorted(rows)]
+
+    async def wait_ops(self, session_id: str, timeout: float) -> None:
+        await self._wait("auger_ops", session_id, timeout)
+
+    # -- leases ---------------------------------------------------------------------------
+    async def claim(self, session_id: str) -> str | None:
+        """Take the session's lease: None when taken (or already ours), else who holds it. A lease whose
+        heartbeat is older than the timeout is taken over, its generation bumped."""
+        stale = self.lease_timeout_s
+
+        async def take(conn: AsyncConnection) -> tuple[bool, str, int]:
+            row = await (await conn.execute(
+                "INSERT INTO leases AS l (session_id, pid, host, heartbeat, holder, generation) "
+                "VALUES (%s, %s, %s, extract(epoch FROM clock_timestamp()), %s, 1) "
+                "ON CONFLICT (session_id) DO UPDATE SET pid = EXCLUDED.pid, host = EXCLUDED.host, "
+                "heartbeat = EXCLUDED.heartbeat, holder = EXCLUDED.holder, "
+                "generation = l.generation + CASE WHEN l.holder = EXCLUDED.holder THEN 0 ELSE 1 END "
+                "WHERE l.holder = EXCLUDED.holder OR l.heartbeat < extract(epoch FROM clock_timestamp()) - %s "
+                "RETURNING generation", (session_id, os.getpid(), socket.gethostname(), self.holder, stale))
+            ).fetchone()
+            if row is not None:
+                return True, "", int(row[0])
+            held = await (await conn.execute("SELECT pid, host FROM leases WHERE session_id = %s",
+                                             (session_id,))).fetchone()
+            return False, f"pid {held[0]} on {held[1]}" if held else "another process", 0
+
+        taken, holder, generation = await self.transaction(take)
+        if not taken:
+            return holder
+        self._held[session_id] = generation
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.ensure_future(self._renew())
+        return None
+
+    def generation(self, session_id: str) -> int | None:
+        """The generation of the lease this store holds on the session (None: not held, or lost)."""
+        return self._held.get(session_id)
+
+    async def release(self, session_id: str) -> None:
+        self._held.pop(session_id, None)
+        try:
+            await self._exec("DELETE FROM leases WHERE session_id = %s AND holder = %s", (session_id, self.holder))
+        except StoreError as exc:
+            log.debug("lease of session %s left to expire: %s", session_id, exc)
+
+    async def _renew(self) -> None:
+        """Renew every lease held, each heartbeat; a lease found taken over is dropped from those held."""
+        while self._held:
+            await asyncio.sleep(self.heartbeat_s)
+            held = dict(self._held)
+            if not held:
+                return
+            try:
+                rows = await self._read(
+                    "UPDATE leases SET heartbeat = extract(epoch FROM clock_timestamp()) "
+                    "WHERE holder = %s AND session_id = ANY(%s) RETURNING session_id, generation",
+                    (self.holder, list(held)))
+            except StoreError as exc:
+                log.warning("cannot renew leases: %s", exc)
+                continue
+            kept = {sid: gen for sid, gen in rows}
+            for session_id, generation in held.items():
+                if kept.get(session_id) != generation and self._held.get(session_id) == generation:
+                    log.warning("lease of session %s was taken over", session_id[:8])
+                    del self._held[session_id]
+
+    # -- notifications --------------------------------------------------------------------
+    async def _wait(self, channel: str, session_id: str, timeout: float) -> None:
+        event = asyncio.Event()
+        key = (channel, session_id)
+        self._wakers.setdefault(key, set()).add(event)
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.ensure_future(self._listen())
+        try:
+            await asyncio.wait_for(event.wait(), min(timeout, POLL_S))
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._wakers.get(key)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._wakers[key]
+
+    async def _listen(self) -> None:
+        """One LISTEN connection for the store's waiters; reconnected when lost (waiters poll meanwhile)."""
+        import psycopg
+
+        while self._wakers:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                    await conn.execute("LISTEN auger_events")
+                    await conn.execute("LISTEN auger_ops")
+                    while self._wakers:
+                        async for note in conn.notifies(timeout=1.0):
+                            for event in self._wakers.get((note.channel, note.payload), ()):
+                                event.set()
+            except psycopg.Error as exc:
+                log.debug("listening connection lost: %s", exc)
+                await asyncio.sleep(0.5)
+
+    # -- pending changes ------------------------------------------------------------------
+    async def add_pending(self, session_id: str, path: str, before_hash: str, content: bytes | None,
+                          mode: int | None, agent: str, call_id: str, tool: str) -> int:
+        async def insert(conn: AsyncConnection) -> int:
+            await _lock_session(conn, session_id)
+            row = await (await conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM pending_changes WHERE session_id = %s", (session_id,)
+            )).fetchone()
+            seq = int(row[0]) if row else 1
+            await conn.execute(
+                "INSERT INTO pending_changes (session_id, seq, path, before_hash, content, mode, agent, call_id, "
+                "tool, created) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (session_id, seq, b(path), before_hash, content, mode, b(agent), b(call_id), b(tool), time.time()))
+            return seq
+
+        return await self._in_order(session_id, insert)
+
+    async def load_pending(self, session_id: str) -> list[PendingRecord]:
+        rows = await self._read(
+            "SELECT seq, path, before_hash, content, mode, agent, call_id, tool, created FROM pending_changes "
+            "WHERE session_id = %s AND state = 'pending' ORDER BY seq", (session_id,))
+        return [PendingRecord(int(seq), t(path), before, None if content is None else bytes(content), mode, t(agent),
+                              t(call), t(tool), created)
+                for seq, path, before, content, mode, agent, call, tool, created in rows]
+
+    async def settle_pending(self, session_id: str, seqs: list[int], state: str) -> None:
+        async def update(conn: AsyncConnection) -> None:
+            await conn.execute("UPDATE pending_changes SET state = %s WHERE session_id = %s AND seq = ANY(%s)",
+                               (state, session_id, seqs))
+
+        await self._in_order(session_id, update)
+
+    # -- backends and usage ------------------------------------------------------------------
+    async def get_backend_session(self, session_id: str, backend: str) -> str | None:
+        rows = await self._read("SELECT agent_session_id FROM backend_sessions WHERE session_id = %s AND backend = %s",
+                                (session_id, backend))
+        return rows[0][0] if rows and rows[0][0] else None
+
+    async def set_backend_session(self, session_id: str, backend: str, agent_session_id: str) -> None:
+        await self._exec("INSERT INTO backend_sessions VALUES (%s, %s, %s) ON CONFLICT (session_id, backend) "
+                         "DO UPDATE SET agent_session_id = EXCLUDED.agent_session_id",
+                         (session_id, backend, agent_session_id))
+
+    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
+        async def insert(conn: AsyncConnection) -> None:
+            await conn.execute(
+                "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                (session_id, turn_id, model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens,
+                 usage.reasoning_tokens, time.time()))
+
+        await self._in_order(session_id, insert)
+
+    async def usage_by_model(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, Usage]]:
+        rows = await self._read("SELECT model, SUM(input), SUM(cached), SUM(output), SUM(reasoning) FROM usage "
+                                "WHERE session_id = %s AND inherited = %s GROUP BY model",
+                                (session_id, int(inherited)))
+        return [(model, Usage(*(int(n) for n in numbers))) for model, *numbers in rows]
+
+    async def usage_total(self, session_id: str, *, inherited: bool = False) -> Usage:
+        rows = await self._read("SELECT COALESCE(SUM(input),0), COALESCE(SUM(cached),0), COALESCE(SUM(output),0), "
+                                "COALESCE(SUM(reasoning),0) FROM usage WHERE session_id = %s AND inherited = %s",
+                                (session_id, int(inherited)))
+        return Usage(*(int(n) for n in rows[0]))
+
+
+async def migrate(url: str) -> tuple[int, int]:
+    """Apply the migrations the database lacks, each in one transaction, under an advisory lock (many
+    workers may start at once); (version before, version after). A newer schema is refused."""
+    import psycopg
+
+    steps = migrations("postgres")
+    known = steps[-1].version
+    try:
+        return await _apply(url, steps, known)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot migrate session database {redact(url)}: {_cause(exc)}") from exc
+
+
+async def _apply(url: str, steps: list[Migration], known: int) -> tuple[int, int]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute("CREATE TABLE IF NOT EXISTS auger_schema (version INTEGER NOT NULL)")
+        row = await (await conn.execute("SELECT MAX(version) FROM auger_schema")).fetchone()
+        before = int(row[0]) if row and row[0] is not None else 0
+        if before > known:
+            raise StoreError(newer_schema(redact(url), before, known))
+        for step in steps:
+            if step.version > before:
+                await conn.execute(step.sql.encode())
+                await conn.execute("INSERT INTO auger_schema (version) VALUES (%s)", (step.version,))
+    return before, max(before, known)
+
+
+async def _lock_session(conn: AsyncConnection, session_id: str) -> None:
+    """Serialise the transactions numbering one session's rows, whoever runs them."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (session_id,))
+
+
+def _connection_lost(exc: Exception) -> bool:
+    import psycopg
+
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return isinstance(exc, psycopg.OperationalError) and (not sqlstate or sqlstate.startswith(("08", "57P")))
+
+
+def _cause(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+_SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
+                   "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id) FROM sessions s")
+
+
+def _session(row: tuple[Any, ...]) -> SessionRecord:
+    return SessionRecord(row[0], row[1], row[2], t(row[3]), row[4], row[5], row[6], t(row[7]), int(row[8]))

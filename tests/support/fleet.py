@@ -1,0 +1,72 @@
+"""What the fleet tests and the fleet benchmark share: a scripted model that does one task (writes a file
+named after the task's prompt, then answers), a repository to check out, and real `auger worker` and
+`auger submit` processes on a database."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.harness import cli_env, conversation
+from tests.support.mock_openai import MockChatServer, Reply, ToolCall
+
+TASK = re.compile(r"task (\S+)")
+
+
+def task_model(delay: float = 0.0, tool: str = "write_file") -> MockChatServer:
+    """A model that, given "task X", writes `X.txt` then says "done X"; `delay` before each reply."""
+
+    def step(body: dict[str, Any]) -> Reply:
+        messages = conversation(body["messages"])
+        prompt = next((m["content"] for m in messages if m["role"] == "user" and isinstance(m["content"], str)
+                       and TASK.search(m["content"])), "task unknown")
+        name = TASK.search(prompt).group(1)
+        if not any(m["role"] == "tool" for m in messages):
+            args = {"path": f"{name}.txt", "content": f"written by task {name}\n"}
+            if tool == "shell":
+                return Reply(tool_calls=[ToolCall("shell", {"command": f"echo {name} > {name}.txt"})], delay=delay)
+            return Reply(tool_calls=[ToolCall(tool, args)], delay=delay)
+        return Reply(text=f"done {name}", delay=delay)
+
+    return MockChatServer([step], loop=True)
+
+
+def make_repo(path: Path) -> Path:
+    """A git repository with one commit."""
+    path.mkdir(parents=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    (path / "README.md").write_text("a project\n")
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "add", "-A"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", "start"], cwd=path, check=True, env=env)
+    return path
+
+
+def fleet_env(home: Path, url: str, base_url: str, lease_timeout: float = 2.0) -> dict[str, str]:
+    """A worker's environment: the database, the mock model, short leases for tests."""
+    return cli_env(home, {"AUGER_DB": url, "AUGER_LEASE_TIMEOUT": str(lease_timeout),
+                          "AUGER_LEASE_HEARTBEAT": str(lease_timeout / 4)})
+
+
+def start_worker(home: Path, url: str, model: MockChatServer, *args: str, lease_timeout: float = 2.0,
+                 log: Path | None = None) -> subprocess.Popen[str]:
+    out = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the process keeps it
+    return subprocess.Popen([sys.executable, "-m", "auger", "worker", "--poll", "1", "--data-dir",
+                             str(home / "worker"), *args],
+                            env=fleet_env(home, url, model.base_url, lease_timeout), stdout=out,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def submit(home: Path, url: str, model: MockChatServer, repo: Path, prompt: str, *args: str,
+           check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "auger", "submit", "--repo", str(repo), "--base-url",
+                           model.base_url, "-m", "m", "--mode", "auto", *args, prompt],
+                          env=fleet_env(home, url, model.base_url), capture_output=True, text=True, timeout=60)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
