@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator
 import httpx
 
 from auger.frontends.server.app import Server, ServerOptions, create_app
-from auger.frontends.server.auth import Pairing, exposure
+from auger.frontends.http_guard import Pairing, exposure
 from auger.store.sqlite import SqliteStore
 from auger.config import load_config
 from tests.support.harness import FAST

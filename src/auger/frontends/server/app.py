@@ -1,6 +1,6 @@
 """`auger serve`'s ASGI application: routes that turn requests into protocol ops and answer with
 snapshots of the engine's state, event streams by sequence number, the ACP agent over WebSocket, and
-the web UI's files — every one behind `auth.Guard`.
+the web UI's files — every one behind `http_guard.Guard`.
 
 Nothing here runs a turn or decides a policy: a session is driven only through `Session.submit`
 (and `Session.decide` for approvals, so the first answer wins and a late one is told so at once),
@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
-from auger.frontends.server.auth import Exposure, Guard, Keys, Pairing
+from auger.frontends.http_guard import Exposure, Guard, Keys, Pairing
 from auger.frontends.server.events import list_frames, session_frames
 from auger.frontends.server.sessions import Hub, Refused, Roots, describe
 from auger.frontends.server.sse import PING_S, SseResponse
