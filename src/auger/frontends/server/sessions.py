@@ -138,16 +138,35 @@ class Hub:
         session = self.live(record.id)
         pending = len(await self.store.load_pending(record.id))
         if session is not None:
-            state = {"open": True, "last_seq": session.last_seq, "running_turn": session.running_turn_id,
+            running = session.running_turn_id
+            state = {"open": True, "last_seq": session.last_seq, "running_turn": running,
                      "pending_approvals": [e.to_json() for e in session.pending_approvals()],
                      "pending_changes": pending, "mode": session.mode, "model": session.client.model,
                      "provider": session.client.provider, "backend": session.backend}
         else:
+            running = await self._stored_running_turn(record.id)
             state = {"open": False, "last_seq": await self.store.last_event_seq(record.id),
-                     "running_turn": await self._stored_running_turn(record.id), "pending_approvals": [],
+                     "running_turn": running, "pending_approvals": [],
                      "pending_changes": pending, "mode": record.mode, "model": record.model,
                      "provider": record.provider, "backend": await recorded_backend(self.store, record.id) or ""}
-        return {**describe(record), "state": state}
+        state["turn_started_seq"] = await self._turn_started_seq(record.id, running)
+        return {**describe(record), "cost": await self.cost(record), "state": state}
+
+    async def cost(self, record: SessionRecord) -> float | None:
+        """What the session's own model calls cost so far (USD), None when a price is unknown."""
+        from auger.models.registry import stored_cost
+
+        return await stored_cost(self.store, record.id, self.config_for(record.cwd))
+
+    async def _turn_started_seq(self, session_id: str, turn_id: str | None) -> int | None:
+        """The seq of the running turn's `turn_started`: a client that shows the items so far follows the
+        events from just before it, so a reply streaming as it loads is drawn whole."""
+        if turn_id is None:
+            return None
+        started = await self.store.last_event(session_id, "turn_started")
+        if started is None or not isinstance(started.event, ev.TurnStarted) or started.event.turn_id != turn_id:
+            return None
+        return started.seq
 
     async def _stored_running_turn(self, session_id: str) -> str | None:
         """A turn the store shows started and not ended (another process runs it), or None."""
@@ -176,19 +195,33 @@ class Hub:
         self._adopt(session, "session_created")
         return session
 
-    async def fork(self, source_id: str, *, mode: Any = None) -> Session:
+    async def fork(self, source_id: str, *, mode: Any = None, before: Any = None) -> Session:
+        """A copy of a stored session's history — all of it, or what came `before` one of its user messages
+        (that message's item seq: an edited message is sent again in a fork from just before it)."""
         from auger.engine.resume import ResumeRefused
 
         record = await self.record(source_id)
         chosen = self.permitted(mode) if mode is not None else self._ceiling(record.mode)
+        cut = await self._user_message_number(record.id, before) if before is not None else None
         try:
             session = await self._manager(record.cwd, self.config_for(record.cwd)).fork(
-                record.id, mode=chosen, interactive=True)
+                record.id, mode=chosen, interactive=True, before_user_message=cut)
         except (ResumeRefused, ValueError) as exc:
             raise Refused(409, str(exc)) from None
         await self.store.claim(session.id)
         self._adopt(session, "session_created")
         return session
+
+    async def _user_message_number(self, session_id: str, seq: Any) -> int:
+        """Which user message (1-based) the item `seq` is; 400 when it is no user message of the session."""
+        from auger.protocol.items import UserMessage
+
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise Refused(400, f"before must be the seq of a user message, not {seq!r}")
+        users = [s.seq for s in await self.store.load_items(session_id) if isinstance(s.item, UserMessage)]
+        if seq not in users:
+            raise Refused(400, f"item {seq} of session {session_id} is not a user message")
+        return users.index(seq) + 1
 
     async def open(self, session_id: str) -> Session:
         """The session, resumed here if it is not open yet (its recorded mode capped at the server's)."""
