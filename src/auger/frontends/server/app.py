@@ -96,8 +96,12 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
     """The ASGI app (Starlette, wrapped in the Guard), and its `Server`."""
     from contextlib import asynccontextmanager
 
+    import mimetypes
+
     from starlette.staticfiles import StaticFiles
 
+    for suffix in (".js", ".mjs"):  # a module script is refused under another type, whatever the system's table says
+        mimetypes.add_type("text/javascript", suffix)
     server = Server(options)
 
     @asynccontextmanager
