@@ -157,6 +157,7 @@ function Approval({ entry, actions }) {
     <div class="card-title">Approval needed${entry.fromAgent ? " (a sub-agent asks)" : ""}</div>
     ${entry.approvalKind !== "tool" || !d ? html`<div class="approval-message">${entry.message}</div>` : null}
     ${d ? html`<div class="approval-details">
+      <div class="meta"><span class="tool-name">${d.tool}</span> · ${String(d.effect).replace(/_/g, " ")}</div>
       ${d.subject ? html`<pre class="subject">${d.subject}</pre>` : null}
       ${d.reason ? html`<div class="reason">${d.reason}</div>` : null}
       ${d.findings?.length ? html`<ul class="findings">${d.findings.map((f) => html`<li>${f}</li>`)}</ul>` : null}
