@@ -248,10 +248,11 @@ def test_the_session_list_stream_tells_of_new_sessions_turns_and_waiting_approva
             return sid, got, listed
 
     sid, got, listed = run(main())
-    assert [e["type"] for e in got] == ["session_created", "turn_started", "approval_waiting", "approval_resolved",
-                                        "turn_ended"]
+    assert [e["type"] for e in got] == ["session_created", "turn_started", "session_updated", "approval_waiting",
+                                        "approval_resolved", "turn_ended"]
     assert all(e["session_id"] == sid for e in got) and "id" not in got[0]
-    assert got[3]["by"] == "api" and got[3]["decision"] == "approve"
+    assert got[2]["title"] == "go"  # the provisional title, from the first prompt, has no event of its own
+    assert got[4]["by"] == "api" and got[4]["decision"] == "approve"
     assert listed["sessions"][0]["id"] == sid and listed["sessions"][0]["open"] is True
 
 

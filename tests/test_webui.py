@@ -127,6 +127,25 @@ def test_a_paired_browser_starts_a_session_sees_the_reply_stream_approves_a_comm
     assert errors == []
 
 
+def test_each_approval_card_shows_its_answer_when_answers_come_in_a_row(browser, serve, server, project):
+    """An answer racing the session's own word on it once left the card drawn as still waiting."""
+    server.add(*[Reply(tool_calls=[ToolCall("write_file", {"path": f"f{n}.txt", "content": "x\n"})]) for n in range(3)],
+               Reply(text="all written"))
+    served = serve()
+    errors: list[str] = []
+    page, _ = open_page(browser, served.pair, errors)
+    send(page, "write three files")
+    for _ in range(3):
+        card = page.locator(".approval.waiting")
+        request = card.get_attribute("data-request")
+        card.locator('[data-option="approve"]').click()
+        page.locator(f'details.approval.resolved[data-request="{request}"]').wait_for()
+    page.locator(AGENT, has_text="all written").wait_for()
+    assert page.locator("details.approval.resolved", has_text="Approved").count() == 3
+    assert sorted(p.name for p in project.glob("f*.txt")) == ["f0.txt", "f1.txt", "f2.txt"]
+    assert errors == []
+
+
 def test_a_connection_cut_mid_turn_resumes_and_every_message_is_there_once(browser, serve, server):
     server.add(Reply(text="Before the cut.", tool_calls=[ToolCall("shell", {"command": "echo x > x.txt"})]),
                Reply(text="After the cut."))

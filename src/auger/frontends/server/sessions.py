@@ -300,7 +300,9 @@ class Hub:
                                   "title": session.meta.title, "mode": session.mode, "model": session.client.model})
 
     async def _follow(self, session: Session) -> None:
-        """Tell the session list what happens in the session; when it shuts down, let it go."""
+        """Tell the session list what happens in the session; when it shuts down, let it go. A title set
+        without an event of its own (the provisional one, from the first prompt) is told as it is noticed."""
+        title = session.meta.title
         try:
             async for envelope in session.subscribe():
                 coarse = _coarse(envelope.event)
@@ -308,6 +310,11 @@ class Hub:
                     envelope.event, (ev.ApprovalRequest, ev.ApprovalResolved))  # a sub-agent's turns are not news
                 if coarse is not None and not childs:
                     self.list_events.publish({**coarse, "session_id": session.id, "seq": envelope.seq})
+                if isinstance(envelope.event, ev.SessionTitle):
+                    title = envelope.event.title  # told just now
+                if session.meta.title != title:
+                    title = session.meta.title
+                    self.list_events.publish({"type": "session_updated", "session_id": session.id, "title": title})
         except Exception:
             log.exception("session %s: following it for the session list failed", session.id)
         finally:

@@ -117,6 +117,7 @@ export class SessionController {
     this.filling = true;
     try {
       this.t.fillUsers((await api(sessionPath(this.id, "/items?limit=20"))).items);
+      if (!this.info.value.title) this.info.value = { ...this.info.value, title: (await api(sessionPath(this.id))).title };
     } catch { /* the message shows on the next load */ } finally {
       this.filling = false;
     }
@@ -162,10 +163,19 @@ export class SessionController {
 
   interrupt() { return this.op({ type: "interrupt", reason: "stopped from the web UI" }); }
 
-  decide(entry, decision, feedback) {
+  /** Answer an approval; the card says it is being sent, and why it was refused (409: someone else answered). */
+  async decide(entry, decision, feedback) {
     const op = { type: "approval_decision", request_id: entry.requestId, decision };
     if (feedback) op.feedback = feedback;
-    return submit(this.id, op);
+    this.t.touch(entry, { sending: true, failure: "" });
+    this.redraw();
+    try {
+      await submit(this.id, op);
+      this.t.touch(entry, { sending: false });
+    } catch (error) {
+      this.t.touch(entry, { sending: false, failure: error.message });
+    }
+    this.redraw();
   }
 
   async regenerate() {
@@ -295,7 +305,8 @@ export function ChatView({ id, onMenu }) {
         ${entries.map((entry, i) => html`<${Entry} key=${entry.key} entry=${entry} v=${entry.v} actions=${session}
           flags=${flags(entry.kind === "user" && Boolean(entry.turn || entry.seq), i === lastAgent, idle)} />`)}
         ${!entries.length && idle ? html`<div class="empty">Nothing here yet. Ask something below.</div>` : null}
-        ${info.running ? html`<div class="working"><${Spinner} /> ${info.retrying || "Working…"}</div>` : null}
+        ${info.running ? html`<div class="working"><${Spinner} /> ${info.retrying
+          || (entries.some((e) => e.kind === "approval" && !e.resolved) ? "Waiting for an answer" : "Working…")}</div>` : null}
       </div>
     </div>
     ${info.pendingChanges ? html`<${Pending} session=${session} />` : null}

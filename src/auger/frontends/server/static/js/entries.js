@@ -128,21 +128,14 @@ const ANSWERED = {
   decline: "Declined", cancel: "Cancelled",
 };
 
+// No local state here: an answer racing the session's own word on it (another client answered, the turn
+// ended) would leave a component with a pending state update drawing the card as it was. What is being sent
+// and what failed live on the entry, like everything else the card shows.
 function Approval({ entry, actions }) {
-  const [feedback, setFeedback] = useState("");
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState("");
   const d = entry.details;
-  const answer = async (option) => {
-    setBusy(true);
-    setError("");
-    try {
-      await actions.decide(entry, option, feedback.trim() || null);
-    } catch (e) {
-      setError(e.message);
-    } finally {
-      setBusy(false);
-    }
+  const answer = (option, button) => {
+    const note = button.closest(".approval").querySelector("input.feedback").value.trim();
+    actions.decide(entry, option, note || null);
   };
   if (entry.resolved) {
     const said = entry.decision ? ANSWERED[entry.decision] || entry.decision : "Withdrawn: the turn ended unanswered";
@@ -165,13 +158,12 @@ function Approval({ entry, actions }) {
       ${d.diff ? html`<${DiffText} text=${d.diff} />` : null}
     </div>` : null}
     ${entry.form ? html`<pre class="args">${JSON.stringify(entry.form.schema, null, 2)}</pre>` : null}
-    <input class="feedback" type="text" placeholder=${entry.form ? "Your answer (JSON)" : "Note to the agent (optional)"}
-      value=${feedback} onInput=${(e) => setFeedback(e.target.value)} />
+    <input class="feedback" type="text" placeholder=${entry.form ? "Your answer (JSON)" : "Note to the agent (optional)"} />
     <div class="row wrap">
       ${entry.options.map((option) => html`<button class=${PRIMARY.has(option) ? "primary" : option === "abort" || option === "deny" ? "danger" : ""}
-        data-option=${option} disabled=${busy} onClick=${() => answer(option)}>${OPTION_LABELS[option] || option}</button>`)}
+        data-option=${option} disabled=${entry.sending} onClick=${(e) => answer(option, e.currentTarget)}>${OPTION_LABELS[option] || option}</button>`)}
     </div>
-    ${error ? html`<div class="error">${error}</div>` : null}
+    ${entry.failure ? html`<div class="error">${entry.failure}</div>` : null}
   </div>`;
 }
 

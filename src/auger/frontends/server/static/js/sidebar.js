@@ -65,7 +65,6 @@ function onEvent(e) {
       break;
     case "turn_started":
       update(id, { running: true, updated: now }, { top: true });
-      if (!sessions.value.find((s) => s.id === id)?.title) setTimeout(() => refresh(id), 1000); // its first prompt names it
       break;
     case "turn_ended":
       update(id, { running: false, waiting: 0 });
