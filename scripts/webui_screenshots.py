@@ -108,6 +108,7 @@ def main() -> int:
                 page.goto(first)
                 page.locator('[data-role="agent-message"]', has_text="Want me to add a test").wait_for()
                 page.locator(".diff-card details.file").first.locator("summary").click()
+                page.eval_on_selector(".scroller", "el => { el.scrollTop = el.scrollHeight; }")
                 page.wait_for_timeout(500)
                 page.screenshot(path=str(out / "webui-desktop.png"))
 

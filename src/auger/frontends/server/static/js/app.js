@@ -5,10 +5,11 @@
 import { render } from "../vendor/preact.mjs";
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "./api.js";
-import { Bar, ChatView, Composer, handoff, loadProviders, providers } from "./chat.js";
+import { ChatView } from "./chat.js";
+import { handoff } from "./session.js";
 import { SettingsView } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
-import { allowedModes, go, html, route, serverInfo, shortPath } from "./ui.js";
+import { allowedModes, Bar, Composer, go, html, loadProviders, providers, route, serverInfo, shortPath } from "./ui.js";
 
 /** Create a session and hand it its first prompt (sent once its page has loaded). */
 async function start(body, prompt) {

@@ -57,7 +57,7 @@ function AgentMessage({ entry, actions, flags }) {
   return html`<div class="msg agent ${entry.rolledBack ? "rolled" : ""}" data-role="agent-message"
       data-streaming=${entry.streaming ? "true" : "false"}>
     <div class="md">${markdown(entry.text)}${entry.streaming ? html`<span class="caret"></span>` : null}</div>
-    ${!entry.streaming ? html`<div class="actions">
+    ${!entry.streaming && flags.closing ? html`<div class="actions">
       <button class="link" onClick=${() => navigator.clipboard?.writeText(entry.text)}>Copy</button>
       ${flags.last && flags.idle ? html`<button class="link" onClick=${() => actions.regenerate()}
         title="Take this answer back and ask again">Regenerate</button>` : null}
@@ -73,7 +73,7 @@ function Reasoning({ entry }) {
 }
 
 /** What a tool call is about, in one line: the command, the path, the pattern, the task. */
-export function subject(name, args) {
+function subject(name, args) {
   if (typeof args === "string") return args.slice(0, 200);
   if (!args || typeof args !== "object") return "";
   const first = (...keys) => keys.map((k) => args[k]).find((v) => typeof v === "string" && v);
@@ -173,7 +173,7 @@ function shortClient(by) {
 }
 
 /** A unified diff, its lines coloured by what they do. */
-export function DiffText({ text }) {
+function DiffText({ text }) {
   const lines = String(text).split("\n");
   return html`<pre class="diff">${lines.map((line) => {
     const cls = line.startsWith("+++") || line.startsWith("---") ? "file" : line[0] === "+" ? "add" : line[0] === "-" ? "del" : line.startsWith("@@") ? "hunk" : "";
@@ -182,13 +182,13 @@ export function DiffText({ text }) {
 }
 
 /** The unified diff split per file ("diff --git a/x b/x" headers). */
-export function perFile(diff) {
+function perFile(diff) {
   const out = new Map();
   let current = null;
   for (const line of String(diff || "").split("\n")) {
     const m = /^diff --git a\/(.*) b\/(.*)$/.exec(line);
-    if (m) { current = m[2]; out.set(current, []); }
-    if (current) out.get(current).push(line);
+    if (m) { current = m[2]; out.set(current, []); continue; }
+    if (current && !/^(index |new file mode|deleted file mode|old mode|new mode|similarity)/.test(line)) out.get(current).push(line);
   }
   return out;
 }

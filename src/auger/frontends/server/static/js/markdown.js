@@ -139,7 +139,7 @@ const URL_START = /https?:\/\/[^\s<>"'`]+/y;
 const PUNCT = /[!-/:-@[-`{-~]/;
 
 /** Inline Markdown: code spans, links, autolinks, bare URLs, strong, emphasis, strikethrough, escapes. */
-export function inline(text) {
+function inline(text) {
   const out = [];
   let buf = "";
   const flush = () => { if (buf) { out.push(buf); buf = ""; } };

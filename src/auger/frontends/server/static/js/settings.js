@@ -4,8 +4,7 @@
 
 import { useEffect, useState } from "../vendor/hooks.mjs";
 import { api } from "./api.js";
-import { Bar, loadProviders, providers } from "./chat.js";
-import { html, Spinner } from "./ui.js";
+import { Bar, html, loadProviders, providers, Spinner } from "./ui.js";
 
 export function SettingsView({ onMenu }) {
   const [error, setError] = useState("");

@@ -1,8 +1,11 @@
-// What every view shares: `html` (htm bound to Preact's h), formatting, the hash route, a touch check.
+// What every view shares: `html` (htm bound to Preact's h), the hash route, what the server and its
+// providers are, formatting, the page's top bar and the prompt box.
 
+import { useEffect, useLayoutEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { h } from "../vendor/preact.mjs";
 import htm from "../vendor/htm.mjs";
 import { signal } from "../vendor/signals.mjs";
+import { api } from "./api.js";
 
 export const html = htm.bind(h);
 
@@ -24,6 +27,13 @@ export function go(path) {
 
 /** What `/api/server` says: roots, mode, model, provider (null until it answered). */
 export const serverInfo = signal(null);
+
+/** Providers and agents, as /api/providers lists them (shared with the settings page). */
+export const providers = signal(null);
+
+export async function loadProviders() {
+  providers.value = (await api("/api/providers")).providers;
+}
 
 /** A phone or tablet: Enter makes a new line there, the send button sends. */
 export const touch = () => window.matchMedia("(pointer: coarse)").matches;
@@ -47,7 +57,7 @@ export function shortPath(path) {
   return parts.slice(-2).join("/") || "/";
 }
 
-export const MODES = ["plan", "safe", "auto"];
+const MODES = ["plan", "safe", "auto"];
 
 /** The modes a client may choose: up to the server's. */
 export function allowedModes(ceiling) {
@@ -56,4 +66,49 @@ export function allowedModes(ceiling) {
 
 export function Spinner() {
   return html`<span class="spinner" aria-hidden="true"></span>`;
+}
+
+export function Bar({ onMenu, title, children }) {
+  return html`<header class="bar">
+    <button class="icon menu" onClick=${onMenu} aria-label="Sessions">☰</button>
+    <div class="bar-title">${title}</div>
+    ${children}
+  </header>`;
+}
+
+/** The prompt box: Enter sends on a computer; on a phone Enter is a new line and the button sends. */
+export function Composer({ onSend, running = false, onStop = null, placeholder = "Ask auger…", autofocus = false }) {
+  const [text, setText] = useState("");
+  const [busy, setBusy] = useState(false);
+  const box = useRef(null);
+  useEffect(() => { if (autofocus && !touch()) box.current?.focus(); }, []);
+  useLayoutEffect(() => { // grow with the text, up to a third of the screen
+    const el = box.current;
+    if (!el) return;
+    el.style.height = "auto";
+    el.style.height = `${Math.min(el.scrollHeight, window.innerHeight / 3)}px`;
+  }, [text]);
+  const send = async () => {
+    const value = text.trim();
+    if (!value || busy) return;
+    setBusy(true);
+    try {
+      await onSend(value);
+      setText("");
+    } catch { /* the page says why; the text stays to send again */ } finally {
+      setBusy(false);
+    }
+  };
+  const onKey = (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing && !touch()) {
+      e.preventDefault();
+      send();
+    }
+  };
+  return html`<form class="composer" onSubmit=${(e) => { e.preventDefault(); send(); }}>
+    <textarea ref=${box} data-role="prompt" rows="1" placeholder=${placeholder} value=${text}
+      onInput=${(e) => setText(e.target.value)} onKeyDown=${onKey} aria-label="Prompt"></textarea>
+    ${running && onStop ? html`<button type="button" class="ghost stop" onClick=${onStop} title="Stop the turn">Stop</button>` : null}
+    <button type="submit" class="primary send" data-role="send" disabled=${busy || !text.trim()} aria-label="Send">Send</button>
+  </form>`;
 }
