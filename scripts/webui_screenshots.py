@@ -51,20 +51,21 @@ STEPS = [
     Reply(text="Let me look at the CLI first.", tool_calls=[ToolCall("read_file", {"path": "cli.py"})]),
     Reply(text="I'll add the flag next to `name`.", tool_calls=[ToolCall("edit_file", {
         "path": "cli.py", "old_string": '    parser.add_argument("name")\n',
-        "new_string": '    parser.add_argument("name")\n    parser.add_argument("-v", "--verbose", action="store_true", '
-                      'help="say what happens")\n'})]),
+        "new_string": '    parser.add_argument("name")\n    parser.add_argument("-v", "--verbose", '
+                      'action="store_true", help="say what happens")\n'})]),
     Reply(tool_calls=[ToolCall("shell", {"command": "python -m pytest -q"})]),
     Reply(text=SUMMARY),
     # a quick question
     Reply(text="Retries back off exponentially with jitter, and honour `Retry-After` when a server sends one."),
     # the session waiting for an approval
-    Reply(text="I'll remove the build artefacts first.", tool_calls=[ToolCall("shell", {"command": "rm -rf build dist"})]),
+    Reply(text="I'll remove the build artefacts first.",
+          tool_calls=[ToolCall("shell", {"command": "rm -rf build dist"})]),
 ]
 
 
 def project(root: Path) -> Path:
-    path = root / "greet"
-    path.mkdir()
+    path = root / "src" / "greet"
+    path.mkdir(parents=True)
     (path / "cli.py").write_text(CLI)
     (path / "test_cli.py").write_text(TEST)
     (path / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")

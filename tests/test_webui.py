@@ -92,7 +92,8 @@ def agent_texts(page) -> list[str]:
 
 def test_a_paired_browser_starts_a_session_sees_the_reply_stream_approves_a_command_and_undoes_it(
         browser, serve, server, project):
-    server.add(Reply(text="I will write **made.txt**.", tool_calls=[ToolCall("shell", {"command": "echo made > made.txt"})]),
+    server.add(Reply(text="I will write **made.txt**.",
+                     tool_calls=[ToolCall("shell", {"command": "echo made > made.txt"})]),
                Reply(text="The file is written."))
     served = serve()
     errors: list[str] = []
@@ -240,7 +241,8 @@ def test_on_a_phone_nothing_scrolls_sideways_and_enter_makes_a_new_line(browser,
     assert errors == []
 
 
-def test_a_long_session_draws_its_newest_page_and_older_ones_as_the_reader_scrolls_up(browser, serve, project, tmp_path):
+def test_a_long_session_draws_its_newest_page_and_older_ones_as_the_reader_scrolls_up(browser, serve, project,
+                                                                                     tmp_path):
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 

@@ -39,7 +39,8 @@ def missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return "playwright is missing: pip install -e '.[dev]' (never `playwright install`: the system chromium is used)"
+        return ("playwright is missing: pip install -e '.[dev]' (never `playwright install`: the system chromium "
+                "is used)")
     return None
 
 
