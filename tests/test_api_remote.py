@@ -14,7 +14,7 @@ from auger.store.sqlite import SqliteStore
 from tests.support.harness import conversation
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.serve import TOKEN
-from tests.support.serve_process import start, stop
+from tests.support.serve import start_process as start, stop_process as stop
 from tests.support.tcp_proxy import TcpProxy
 
 TIMEOUT = 90

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_envelope
@@ -247,10 +248,11 @@ def test_the_session_list_stream_tells_of_new_sessions_turns_and_waiting_approva
             return sid, got, listed
 
     sid, got, listed = run(main())
-    assert [e["type"] for e in got] == ["session_created", "turn_started", "approval_waiting", "approval_resolved",
-                                        "turn_ended"]
+    assert [e["type"] for e in got] == ["session_created", "turn_started", "session_updated", "approval_waiting",
+                                        "approval_resolved", "turn_ended"]
     assert all(e["session_id"] == sid for e in got) and "id" not in got[0]
-    assert got[3]["by"] == "api" and got[3]["decision"] == "approve"
+    assert got[2]["title"] == "go"  # the provisional title, from the first prompt, has no event of its own
+    assert got[4]["by"] == "api" and got[4]["decision"] == "approve"
     assert listed["sessions"][0]["id"] == sid and listed["sessions"][0]["open"] is True
 
 
@@ -336,3 +338,77 @@ def test_two_requests_racing_to_open_a_stored_session_open_it_once(project, serv
     assert [a.status_code for a in answers] == [200, 202, 200]
     configured = [e for e in events if e.event.TYPE == "session_configured"]
     assert [e.event.resumed for e in configured] == [False, True]  # opened once more, not twice
+
+
+PRICED = '[providers.priced]\nextends = "openai-compatible"\n[providers.priced.models.m]\ninput_price = 2.0\n' \
+         'output_price = 10.0\n'
+
+
+def test_what_a_web_client_needs_roots_costs_the_running_turns_start_and_the_uis_policy(project, server, tmp_path,
+                                                                                      isolated_home):
+    """`/api/server` names the roots and the mode a new session gets; a session's cost is in the list and its
+    snapshot; a snapshot taken mid-turn says where the running turn started (a reloading page replays it
+    whole); the UI's files come with a strict Content-Security-Policy."""
+    (isolated_home / "config.toml").write_text(PRICED)
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "index.html").write_text("<title>auger</title>")
+    server.add(Reply(text="priced", usage={"prompt_tokens": 1000, "completion_tokens": 100}),
+               Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt", "content": "x"})]), Reply(text="done"))
+
+    async def main():
+        async with served(project, server, tmp_path / "s.db", "provider=priced", "model=m",
+                          static_dir=static) as srv:
+            info = (await srv.client.get("/api/server")).json()
+            sid = (await create(srv.client, project))["id"]
+            seen: list[dict] = []
+            async with srv.events(sid) as stream:
+                await submit(srv.client, sid, "t1", {"type": "user_turn", "text": "hi"})
+                await read_until(stream, "turn_ended", seen)
+                listed = (await srv.client.get("/api/sessions")).json()["sessions"]
+                await submit(srv.client, sid, "t2", {"type": "user_turn", "text": "write"})
+                await read_until(stream, "approval_request", seen)
+                waiting = (await srv.client.get(f"/api/sessions/{sid}")).json()
+            page = await srv.client.get("/")
+            return info, listed, waiting, seen, page
+
+    info, listed, waiting, seen, page = run(main())
+    assert info == {"roots": [str(project.resolve())], "mode": "safe", "model": "m", "provider": "priced"}
+    assert listed[0]["cost"] == pytest.approx(0.003)
+    started = [e for e in seen if e["type"] == "turn_started"][-1]
+    assert waiting["state"]["running_turn"] == started["turn_id"]
+    assert waiting["state"]["turn_started_seq"] == started["seq"]
+    assert waiting["cost"] > 0.003  # the second call (its usage estimated by the mock) is counted too
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self';" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy and page.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_fork_before_a_user_message_keeps_only_what_came_before_it(project, server, tmp_path):
+    """Editing an earlier message sends it again in a fork cut just before it (`before_seq`: its item seq)."""
+    server.add(Reply(text="one"), Reply(text="two"))
+
+    async def main():
+        async with in_process(project, server, tmp_path / "s.db") as (client, srv):
+            sid = (await create(client, project))["id"]
+            for n, text in enumerate(("first", "second")):
+                await submit(client, sid, f"t{n}", {"type": "user_turn", "text": text})
+                async for envelope in srv.hub.live(sid).subscribe():
+                    if envelope.event.TYPE == "turn_ended" and envelope.submission_id == f"t{n}":
+                        break
+            items = (await client.get(f"/api/sessions/{sid}/items")).json()["items"]
+            second = next(i["seq"] for i in items if i["item"].get("text") == "second")
+            reply = next(i["seq"] for i in items if i["item"]["type"] == "assistant_message")
+            fork = await client.post("/api/sessions", json={"fork": sid, "before_seq": second})
+            forked = (await client.get(f"/api/sessions/{fork.json()['id']}/items")).json()["items"]
+            not_user = await client.post("/api/sessions", json={"fork": sid, "before_seq": reply})
+            on_resume = await client.post("/api/sessions", json={"resume": sid, "before_seq": second})
+            alone = await client.post("/api/sessions", json={"cwd": str(project), "before_seq": second})
+            return fork, forked, not_user, on_resume, alone
+
+    fork, forked, not_user, on_resume, alone = run(main())
+    assert fork.status_code == 201, fork.text
+    texts = [i["item"].get("text") for i in forked if i["item"]["type"] in ("user_message", "assistant_message")]
+    assert texts == ["first", "one"]
+    assert not_user.status_code == 400 and "not a user message" in not_user.json()["error"]
+    assert on_resume.status_code == 400 and alone.status_code == 400

@@ -16,7 +16,8 @@ from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_envelope
 from tests.support.serve import TOKEN, sse_events
-from tests.support.serve_process import start, stop
+from tests.support.serve import start_process as start
+from tests.support.serve import stop_process as stop
 
 TIMEOUT = 90
 HEADERS = {"authorization": f"Bearer {TOKEN}"}

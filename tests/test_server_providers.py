@@ -41,6 +41,7 @@ def test_providers_and_agents_have_statuses_probes_and_patches_in_the_user_confi
     rows, probed, dead, disabled, added, listed, bad, injected, unknown = run(main())
     assert rows["openai"]["status"] == "key missing" and "OPENAI_API_KEY" in rows["openai"]["detail"]
     assert rows["openai-compatible"]["status"] == "available" and rows["openai-compatible"]["checked"] is None
+    assert rows["openai-compatible"]["models"][0] == "mock-model" and rows["openai"]["models"] == ["gpt-5"]
     assert rows["opencode"]["kind"] == "agent" and rows["opencode"]["status"] in ("not installed", "available")
     assert probed["status"] == "available" and probed["checked"] is not None
     assert any(r.method == "GET" and r.path == "/v1/models" for r in server.requests)

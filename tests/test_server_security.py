@@ -12,7 +12,7 @@ import os
 import httpx
 import pytest
 
-from auger.frontends.server.auth import COOKIE, Pairing
+from auger.frontends.http_guard import COOKIE, Pairing
 from tests.support.harness import auger_cli
 from tests.support.serve import TOKEN, in_process, served
 

@@ -103,8 +103,9 @@ def test_http_answers_only_requests_with_the_token_its_host_and_no_foreign_origi
         assert status(Authorization="Bearer wrong") == 401
         assert status(url + f"?token={token}") == 401  # never taken from the query string
         assert status(url + f"?access_token={token}") == 401
-        assert status(Authorization=f"Bearer {token}", Host=f"evil.example:{port}") == 421  # DNS rebinding
+        assert status(Authorization=f"Bearer {token}", Host=f"evil.example:{port}") == 403  # DNS rebinding
         assert status(Authorization=f"Bearer {token}", Origin="http://evil.example") == 403
+        assert status(Authorization=f"Bearer {token}", **{"Sec-Fetch-Site": "cross-site"}) == 403
         assert status(Authorization=f"Bearer {token}") == 200
 
         async def main():
@@ -114,9 +115,26 @@ def test_http_answers_only_requests_with_the_token_its_host_and_no_foreign_origi
         assert asyncio.run(asyncio.wait_for(main(), 90)).structured_content["answer"] == "hello"
 
     # a token from the environment replaces the kept one
-    with auger_http(home, *_model_flags(server), "--root", str(project), env={"AUGER_SERVER_TOKEN": "from-env"}) as url:
-        assert httpx.post(url, json=body, headers={**headers, "Authorization": "Bearer from-env"},
+    from_env = "from-the-environment-0123"
+    with auger_http(home, *_model_flags(server), "--root", str(project), env={"AUGER_SERVER_TOKEN": from_env}) as url:
+        assert httpx.post(url, json=body, headers={**headers, "Authorization": f"Bearer {from_env}"},
                           timeout=10).status_code == 200
+
+
+def test_http_refuses_a_token_file_others_may_read_and_a_short_token(tmp_path, project, server):
+    """A token file another user could have read (or written) is no secret: the server does not start
+    on it, and says how to fix it, rather than quietly tightening its mode and trusting it; a token
+    from the environment shorter than 16 characters is refused too."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "server-token").write_text("a-token-someone-else-may-have-read\n")
+    (home / "server-token").chmod(0o644)
+    loose = auger_cli("mcp-server", "--http", "0", *_model_flags(server), home=home, cwd=project, timeout=30)
+    short = auger_cli("mcp-server", "--http", "0", *_model_flags(server), home=tmp_path / "other", cwd=project,
+                      env={"AUGER_SERVER_TOKEN": "short"}, timeout=30)
+    assert loose.returncode == 2 and "chmod 600" in loose.stderr, loose.stderr
+    assert (home / "server-token").stat().st_mode & 0o777 == 0o644  # left as it was, for the user to look at
+    assert short.returncode == 2 and "at least 16 characters" in short.stderr, short.stderr
 
 
 def test_http_refuses_a_dev_port_a_landlock_sandbox_could_reach(tmp_path, project, server):
@@ -181,7 +199,7 @@ def _free(port: int) -> bool:
 def test_the_egress_proxy_never_connects_a_command_to_auger_serve(tmp_path, project, server, upstream, kind):
     """`auger serve` is one of auger's own servers too: a sandboxed command that may reach loopback through
     the proxy is refused its port (a command there could drive sessions rooted anywhere it serves)."""
-    from tests.support.serve_process import start, stop
+    from tests.support.serve import start_process as start, stop_process as stop
 
     proc, url, _ = start(project, tmp_path / "home", server, tmp_path / "serve.db")
     try:

@@ -13,7 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import re
+import signal
 import socket
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -21,7 +26,8 @@ from typing import Any, AsyncIterator
 import httpx
 
 from auger.frontends.server.app import Server, ServerOptions, create_app
-from auger.frontends.server.auth import Pairing, exposure
+from auger.frontends.http_guard import Pairing, exposure
+from auger.store.base import Store
 from auger.store.factory import open_store
 from auger.config import load_config
 from tests.support.harness import FAST
@@ -149,3 +155,66 @@ async def in_process(project: Path, mock: MockChatServer, db: Path, *overrides: 
         await server.drain()
         await client.aclose()
         await store.aclose()
+
+
+def start_process(project: Path, home: Path, mock: MockChatServer, db: Path, *extra: str
+                  ) -> tuple[subprocess.Popen, str, list[str]]:
+    """The real `auger serve` command on a free port, with TOKEN and the mock model; its URL and the three
+    lines it printed (the URL, the pairing link, where the token is)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-test", "AUGER_SERVER_TOKEN": TOKEN})
+    overrides = [arg for o in FAST for arg in ("-c", o)]
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "serve", "--port", "0", "--base-url", mock.base_url,
+                             "--model", "mock-model", "--db", str(db), *overrides, *extra], cwd=project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, f"auger serve exited: {proc.stderr.read()}"
+        lines.append(line)
+        if "Authorization" in line:
+            break
+    found = re.search(r"listening on (https?://\S+)/", lines[0])
+    assert found, lines
+    return proc, found.group(1), lines
+
+
+def stop_process(proc: subprocess.Popen) -> tuple[int, str]:
+    """SIGTERM, as a user's Ctrl-C: the exit status and what it wrote on stderr."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, proc.stderr.read() if proc.stderr else ""
+
+
+def pairing_link(printed: list[str]) -> str:
+    """The one-use pairing link `auger serve` printed at start."""
+    found = re.search(r"(https?://\S+/pair\?code=\S+)", printed[1])
+    assert found, printed
+    return found.group(1)
+
+
+async def long_session(store: Store, project: Path, turns: int, *, title: str = "a long session") -> str:
+    """A stored session of `turns` turns, four items each (the user's message, a command and its output, the
+    reply): what a session looks like after a long day. Its id."""
+    import time
+    import uuid
+
+    from auger.protocol.items import AssistantMessage, ToolCall, ToolOutput, UserMessage
+    from auger.store.base import SessionRecord
+
+    now = time.time()
+    session_id = str(uuid.uuid4())
+    await store.create_session(SessionRecord(session_id, now, now, str(project), "openai-compatible", "mock-model",
+                                             "safe", title))
+    for n in range(turns):
+        turn = f"turn{n:05d}"
+        await store.append(session_id, turn, UserMessage(f"question {n}: what does module {n} do?"))
+        await store.append(session_id, turn, ToolCall(f"call-{n}", "shell", json.dumps({"command": f"cat m{n}.py"})))
+        await store.append(session_id, turn, ToolOutput(f"call-{n}", f"Exit code: 0\ndef f{n}():\n    return {n}\n"))
+        await store.append(session_id, turn, AssistantMessage(f"Module {n} defines **f{n}**, which returns `{n}`."))
+    return session_id

@@ -1,104 +1,322 @@
-"""What a request must show before it reaches one of auger's HTTP servers (`auger mcp-server --http`).
+"""Who may talk to auger's HTTP servers, and from where: one token, paired browsers, the bound Host,
+same-site Origins. Both `auger serve` and `auger mcp-server --http` put `Guard` in front of everything.
 
 Anything that can reach the port could otherwise hand auger a task: another user's process, a web
 page in the user's browser (DNS rebinding, or a plain cross-site request), a command in some sandbox.
-So every request needs, in this order:
+So every request — each route, the SSE streams, a WebSocket, the web UI — shows, in this order:
 
-1. a `Host` the server answers to (its loopback names, or the host it was told to bind), with its port:
-   a rebound DNS name is refused (421);
-2. no `Origin`, or the server's own: a page from another site is refused (403);
-3. `Authorization: Bearer <token>` (401 otherwise, compared in constant time). The token is
-   `AUGER_SERVER_TOKEN`, or one generated once and kept in the user's data dir (mode 0600). It is
-   never read from the query string, which ends up in logs and browser history.
+1. a `Host` naming the address the server was bound to (or a name the operator allowed), so a page
+   whose DNS name was rebound to 127.0.0.1 is refused (403);
+2. no cross-site `Origin` (nor `Sec-Fetch-Site: cross-site`), unless that origin was configured for
+   CORS; a browser's state-changing request must also say it is same-origin (403);
+3. the token: `Authorization: Bearer TOKEN` (API clients), or — where the server pairs browsers — the
+   cookie a browser got by redeeming a one-use pairing code at `/pair?code=…` (`HttpOnly;
+   SameSite=Strict`) (401). A token in the query string is never read, since URLs end up in logs and
+   browser history. Secrets are compared in constant time.
+
+The token is `AUGER_SERVER_TOKEN` (16 characters or more), or one generated once and kept in the
+user's data dir (mode 0600; a file others may read, or a symlink, is refused rather than trusted).
+A browser's cookie is `ID.MAC` — a random id and an HMAC of it under the token — so it survives a
+restart and dies with the token.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
 import os
 import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 TOKEN_ENV = "AUGER_SERVER_TOKEN"
 TOKEN_FILE = "server-token"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+MIN_TOKEN_CHARS = 16
+COOKIE = "auger_auth"
+PAIRING_TTL_S = 600.0  # a printed pairing link works for ten minutes, once
+CLIENT_HEADER = "x-auger-client"  # a client may name itself (shown as who answered an approval)
+_SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
-Asgi = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-@dataclass(frozen=True)
-class ServerToken:
-    value: str
-    where: str  # where the user finds it: "in <file>", or "the value of AUGER_SERVER_TOKEN"
+class TokenError(ValueError):
+    """The token cannot be had (too short, or its file is unsafe); the message says what to do."""
 
 
-def server_token(environ: dict[str, str] | os._Environ[str], data_dir: Path) -> ServerToken:
-    """The token clients must send: `AUGER_SERVER_TOKEN`, else the one kept in the data dir (made on
-    first use, readable by the user only)."""
-    if environ.get(TOKEN_ENV):
-        return ServerToken(environ[TOKEN_ENV], f"the value of {TOKEN_ENV}")
+def load_token(env: Mapping[str, str], data_dir: Path) -> tuple[str, str]:
+    """(token, where it came from): the environment's, else the one kept in `data_dir` (made on first use)."""
+    given = env.get(TOKEN_ENV)
+    if given is not None:
+        if len(given) < MIN_TOKEN_CHARS:
+            raise TokenError(f"{TOKEN_ENV} must be at least {MIN_TOKEN_CHARS} characters")
+        return given, TOKEN_ENV
     path = data_dir / TOKEN_FILE
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, encoding="utf-8") as kept:
-            if os.fstat(kept.fileno()).st_mode & 0o077:
-                os.fchmod(kept.fileno(), 0o600)  # nobody else may read it, whoever loosened it
-            token = kept.read().strip()
-        if token:
-            return ServerToken(token, f"in {path}")
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
-    token = secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w", encoding="utf-8") as new:
-        new.write(token + "\n")
-    return ServerToken(token, f"in {path}")
+        return _kept_token(path), str(path)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        token = secrets.token_urlsafe(32)
+        handle.write(token + "\n")
+    return token, str(path)
 
 
-class RequestGuard:
-    """An ASGI wrapper: a request reaches `app` only with a right Host, no foreign Origin, and the token."""
+def _kept_token(path: Path) -> str:
+    info = path.lstat()
+    if not path.is_file() or path.is_symlink() or info.st_mode & 0o077 or info.st_uid != os.getuid():
+        raise TokenError(f"{path} must be a regular file of yours readable by you alone (chmod 600 {path})")
+    token = path.read_text(encoding="utf-8").strip()
+    if len(token) < MIN_TOKEN_CHARS:
+        raise TokenError(f"{path} holds no usable token; delete it and a new one is made")
+    return token
 
-    def __init__(self, app: Asgi, *, token: str, host: str, port: int) -> None:
+
+def token_whereabouts(source: str) -> str:
+    """Where the user finds the token, for the line a server prints at start (never the token itself)."""
+    return TOKEN_ENV if source == TOKEN_ENV else f"the file {source}"
+
+
+@dataclass
+class Pairing:
+    """One-use pairing codes for browsers; each expires `ttl` seconds after it was made."""
+
+    ttl: float = PAIRING_TTL_S
+    clock: Callable[[], float] = time.monotonic
+    _codes: dict[str, float] = field(default_factory=dict)  # code -> expiry
+
+    def new_code(self) -> str:
+        now = self.clock()
+        self._codes = {code: until for code, until in self._codes.items() if until > now}
+        code = secrets.token_urlsafe(18)
+        self._codes[code] = now + self.ttl
+        return code
+
+    def redeem(self, code: str) -> bool:
+        """True once for a live code; every code is compared, in constant time, and the match is spent."""
+        now = self.clock()
+        found = None
+        for known in list(self._codes):
+            if hmac.compare_digest(known.encode(), code.encode()):
+                found = known
+        if found is None:
+            return False
+        return self._codes.pop(found) > now
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Where the server listens, and which Host names and Origins it answers to."""
+
+    scheme: str  # http | https
+    hosts: frozenset[str]  # acceptable Host header values, port included
+    cors_origins: frozenset[str] = frozenset()
+
+    @property
+    def origins(self) -> frozenset[str]:
+        return frozenset(f"{self.scheme}://{host}" for host in self.hosts)
+
+
+def exposure(host: str, port: int, *, tls: bool, allowed_hosts: tuple[str, ...] = (),
+             cors_origins: tuple[str, ...] = ()) -> Exposure:
+    """The Host values a client may send: the bound address, the loopback names when bound to loopback or
+    to every address, and the names the operator allowed (for a wildcard bind, this machine's names)."""
+    import ipaddress
+    import socket
+
+    names = {host, *allowed_hosts}
+    wildcard = host in ("0.0.0.0", "::", "")
+    if wildcard or is_loopback(host):
+        names |= {"127.0.0.1", "localhost", "::1"}
+    if wildcard and not allowed_hosts:
+        names |= {socket.gethostname(), socket.getfqdn()}
+    names -= {"0.0.0.0", "::", ""}
+    hosts = set()
+    for name in names:
+        try:
+            shown = f"[{name}]" if ipaddress.ip_address(name).version == 6 else name
+        except ValueError:
+            shown = name.lower()
+        hosts.add(f"{shown}:{port}")
+        if port == (443 if tls else 80):
+            hosts.add(shown)
+    return Exposure("https" if tls else "http", frozenset(hosts), frozenset(o.rstrip("/") for o in cors_origins))
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class Keys:
+    """The token, and the browser cookies derived from it."""
+
+    token: str
+
+    def bearer_ok(self, header: str | None) -> bool:
+        scheme, _, credential = (header or "").partition(" ")
+        if scheme.lower() != "bearer":  # the scheme's name is case-insensitive (RFC 9110)
+            return False
+        return hmac.compare_digest(credential.strip().encode(), self.token.encode())
+
+    def new_cookie(self) -> str:
+        browser = secrets.token_hex(8)
+        return f"{browser}.{self._mac(browser)}"
+
+    def cookie_browser(self, value: str | None) -> str | None:
+        """The browser id a valid cookie names, else None."""
+        browser, _, mac = (value or "").partition(".")
+        if not browser or not mac or not hmac.compare_digest(mac.encode(), self._mac(browser).encode()):
+            return None
+        return browser
+
+    def _mac(self, browser: str) -> str:
+        return hmac.new(self.token.encode(), f"browser:{browser}".encode(), hashlib.sha256).hexdigest()
+
+
+def client_name(headers: Mapping[str, str], principal: str) -> str:
+    """Who a request comes from, for the record: its credential, and the name the client gave itself."""
+    name = headers.get(CLIENT_HEADER, "")
+    name = "".join(c for c in name if c.isalnum() or c in " ._-")[:40].strip()
+    return f"{principal} ({name})" if name else principal
+
+
+class Guard:
+    """ASGI middleware: Host, Origin and credentials for every http and websocket request (see the module
+    docstring). With `pairing`, browsers pair at `/pair` (the one path served without credentials) and
+    then send their cookie; without it, only the bearer token opens the door. CORS preflights of
+    configured origins are answered here. The caller's identity is put in `scope["auger.client"]`."""
+
+    def __init__(self, app: Any, keys: Keys, exposed: Exposure, pairing: Pairing | None = None, *,
+                 secure_cookie: bool = False) -> None:
         self.app = app
-        self.token = token.encode()
-        names = {*LOOPBACK_NAMES, f"[{host}]" if ":" in host else host}
-        self.hosts = {f"{name}:{port}" for name in names} | (names if port == 80 else set())
-        self.origins = {f"http://{authority}" for authority in self.hosts}
+        self.keys = keys
+        self.exposed = exposed
+        self.pairing = pairing
+        self.secure_cookie = secure_cookie
 
-    async def __call__(self, scope: dict, receive: Callable[[], Awaitable[dict]],
-                       send: Callable[[dict], Awaitable[None]]) -> None:
-        if scope["type"] != "http":  # lifespan: the app's own start and stop
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        refusal = self.refusal(headers)
-        if refusal is None:
-            await self.app(scope, receive, send)
+        headers = _headers(scope)
+        method = scope.get("method", "GET")
+        if headers.get("host", "").lower() not in self.exposed.hosts:
+            await _deny(scope, receive, send, 403, "this server does not answer to that Host name")
             return
-        status, text = refusal
-        extra = [(b"www-authenticate", b'Bearer realm="auger"')] if status == 401 else []
-        body = (text + "\n").encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                (b"content-length", str(len(body)).encode()), *extra]})
-        await send({"type": "http.response.body", "body": body})
-
-    def refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
-        """(status, why) for a request that may not pass; None for one that may."""
-        if headers.get("host", "").lower() not in self.hosts:
-            return 421, "this server does not answer to that Host"
         origin = headers.get("origin")
-        if origin is not None and origin.lower() not in self.origins:
-            return 403, "cross-site requests are refused"
-        scheme, _, credential = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(credential.strip().encode(), self.token):
-            return 401, "send the server's token as `Authorization: Bearer <token>`"
-        return None
+        cors = origin is not None and origin in self.exposed.cors_origins
+        if origin is not None and origin not in self.exposed.origins and not cors:
+            await _deny(scope, receive, send, 403, "cross-site requests are refused")
+            return
+        if headers.get("sec-fetch-site") == "cross-site" and not cors:
+            await _deny(scope, receive, send, 403, "cross-site requests are refused")
+            return
+        if cors and method == "OPTIONS" and scope["type"] == "http":
+            await _preflight(send, origin or "")
+            return
+        if self.pairing is not None and scope["type"] == "http" and scope["path"] == "/pair" and method == "GET":
+            await self._pair(scope, send, self.pairing)
+            return
+        principal = "api" if self.keys.bearer_ok(headers.get("authorization")) else None
+        if principal is None and self.pairing is not None:
+            browser = self.keys.cookie_browser(_cookies(headers).get(COOKIE))
+            if browser is not None:
+                principal = f"browser-{browser}"
+                if scope["type"] == "http" and method not in _SAFE_METHODS and origin is None:
+                    await _deny(scope, receive, send, 403, "a browser's request must carry its Origin")
+                    return
+        if principal is None:
+            await _deny(scope, receive, send, 401, "authentication required: send 'Authorization: Bearer TOKEN'" + (
+                ", or pair this browser with the link `auger serve` printed" if self.pairing is not None else ""))
+            return
+        scope["auger.client"] = client_name(headers, principal)
+        await self.app(scope, receive, send if not cors else _with_cors(send, origin or ""))
+
+    async def _pair(self, scope: Scope, send: Send, pairing: Pairing) -> None:
+        from urllib.parse import parse_qs
+
+        code = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("code") or [""])[0]
+        if not code or not pairing.redeem(code):
+            await _plain(send, 403, "this pairing link is used up or expired; ask `auger serve` for a new one "
+                                    "(POST /api/pair)")
+            return
+        cookie = f"{COOKIE}={self.keys.new_cookie()}; Path=/; HttpOnly; SameSite=Strict"
+        if self.secure_cookie:
+            cookie += "; Secure"
+        await send({"type": "http.response.start", "status": 303,
+                    "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode()), (b"cache-control", b"no-store"),
+                                (b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
 
 
-def serving_note(url: str, token: ServerToken) -> str:
-    """What the user is told at start: where the server is and where its token is."""
-    return f"auger mcp-server: serving {url}; clients send `Authorization: Bearer <token>`, the token is {token.where}"
+def _headers(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in scope.get("headers", []):
+        out.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+    return out
+
+
+def _cookies(headers: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in headers.get("cookie", "").split(";"):
+        name, sep, value = part.strip().partition("=")
+        if sep:
+            out.setdefault(name, value)
+    return out
+
+
+async def _deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    if scope["type"] == "http":
+        await _plain(send, status, message)
+        return
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):  # a real status, where the server can send one
+        body = json.dumps({"error": message}).encode()
+        await send({"type": "websocket.http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 4000 + status})
+
+
+async def _plain(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    challenge = [(b"www-authenticate", b'Bearer realm="auger"')] if status == 401 else []
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *challenge]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _preflight(send: Send, origin: str) -> None:
+    await send({"type": "http.response.start", "status": 204, "headers": [
+        (b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin"),
+        (b"access-control-allow-methods", b"GET, POST, PATCH, DELETE"),
+        (b"access-control-allow-headers", b"authorization, content-type, last-event-id, x-auger-client"),
+        (b"access-control-max-age", b"600")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []),
+                                              (b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]}
+        await send(message)
+
+    return wrapped

@@ -229,13 +229,17 @@ async def _serve_http(server: Any, sock: Any) -> None:
     import uvicorn
 
     from auger.config import home_dirs
-    from auger.frontends.http_guard import RequestGuard, server_token, serving_note
+    from auger.frontends.http_guard import Guard, Keys, TokenError, exposure, load_token, token_whereabouts
     from auger.policy.listening import announced
 
     host, port = sock.getsockname()[:2]
-    token = server_token(os.environ, home_dirs()["data"])
-    app = RequestGuard(server.streamable_http_app(host=host), token=token.value, host=host, port=port)
+    try:
+        token, source = load_token(os.environ, home_dirs()["data"])
+    except TokenError as exc:
+        raise CannotServe(str(exc)) from None
+    app = Guard(server.streamable_http_app(host=host), Keys(token), exposure(host, port, tls=False))
     with announced(port):
         authority = f"[{host}]" if ":" in host else host
-        print(serving_note(f"http://{authority}:{port}/mcp", token), file=sys.stderr, flush=True)
+        print(f"auger mcp-server: serving http://{authority}:{port}/mcp; clients send `Authorization: Bearer "
+              f"<token>`, the token is in {token_whereabouts(source)}", file=sys.stderr, flush=True)
         await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[sock])

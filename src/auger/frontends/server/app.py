@@ -1,6 +1,6 @@
 """`auger serve`'s ASGI application: routes that turn requests into protocol ops and answer with
 snapshots of the engine's state, event streams by sequence number, the ACP agent over WebSocket, and
-the web UI's files — every one behind `auth.Guard`.
+the web UI's files — every one behind `http_guard.Guard`.
 
 Nothing here runs a turn or decides a policy: a session is driven only through `Session.submit`
 (and `Session.decide` for approvals, so the first answer wins and a late one is told so at once),
@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
-from auger.frontends.server.auth import Exposure, Guard, Keys, Pairing
+from auger.frontends.http_guard import Exposure, Guard, Keys, Pairing
 from auger.frontends.server.events import list_frames, session_frames
 from auger.frontends.server.sessions import Hub, Refused, Roots, describe
 from auger.frontends.server.sse import PING_S, SseResponse
@@ -31,6 +31,16 @@ from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, S
 from auger.store.base import page_cursor, parse_page_cursor
 
 STATIC = Path(__file__).parent / "static"  # the web UI, shipped as package data
+# The UI's files come with a strict policy: scripts and styles from this origin only (no inline code, no eval),
+# requests to this origin only, never framed. Model text is drawn as text nodes, so even a policy bypass would
+# find no HTML of the model's to run; the policy is the second wall. `no-cache`: revalidated by ETag, so a
+# new version is seen at the next load.
+UI_HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 b"connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; "
+                                 b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-cache")]
 LIST_PAGE = 50
 ITEMS_PAGE = 200
 _SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -86,8 +96,12 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
     """The ASGI app (Starlette, wrapped in the Guard), and its `Server`."""
     from contextlib import asynccontextmanager
 
+    import mimetypes
+
     from starlette.staticfiles import StaticFiles
 
+    for suffix in (".js", ".mjs"):  # a module script is refused under another type, whatever the system's table says
+        mimetypes.add_type("text/javascript", suffix)
     server = Server(options)
 
     @asynccontextmanager
@@ -99,6 +113,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         Route("/api/openapi.json", _openapi, methods=["GET"]),
         Route("/api/protocol.schema.json", _protocol_schema, methods=["GET"]),
         Route("/api/pair", _pair, methods=["POST"]),
+        Route("/api/server", _server_info, methods=["GET"]),
         Route("/api/sessions", _list_sessions, methods=["GET"]),
         Route("/api/sessions", _create_session, methods=["POST"]),
         Route("/api/sessions/{id}", _get_session, methods=["GET"]),
@@ -118,13 +133,31 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
 
         server.acp = AcpOverWebSocket(options.config_for, options.store, server.hub)
         routes.append(WebSocketRoute("/acp", server.acp))
-    routes.append(Mount("/", StaticFiles(directory=options.static_dir, html=True, check_dir=False)))
+    routes.append(Mount("/", _with_headers(StaticFiles(directory=options.static_dir, html=True, check_dir=False),
+                                           UI_HEADERS)))
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
     app.state.server = server
     return Guard(app, server.keys, options.exposure, server.pairing, secure_cookie=options.secure_cookie), server
 
 
 # -- helpers ------------------------------------------------------------------------------
+def _with_headers(app: Any, headers: list[tuple[bytes, bytes]]) -> Any:
+    """An ASGI app whose responses carry `headers` as well."""
+    names = {name for name, _ in headers}
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": [*kept, *headers]}
+            await send(message)
+
+        await app(scope, receive, sending)
+
+    return wrapped
+
+
+
 def _server(request: Request) -> Server:
     server: Server = request.app.state.server
     return server
@@ -178,6 +211,16 @@ async def _pair(request: Request) -> Response:
     return _json({"url": f"{origin}/pair?code={code}", "expires_in": server.pairing.ttl}, 201)
 
 
+async def _server_info(request: Request) -> Response:
+    """What a client needs to offer a new session: the roots (a session's directory lies inside one), the
+    server's mode (new sessions get it; no client may ask for more), its model and provider."""
+    server = _server(request)
+    _query(request, set())
+    config = server.hub.config_for(server.options.roots[0])
+    return _json({"roots": server.hub.roots.paths, "mode": server.options.mode, "model": config.model,
+                  "provider": config.provider})
+
+
 async def _list_sessions(request: Request) -> Response:
     """Stored sessions within the roots, newest first, a page at a time (`next_cursor` continues)."""
     server = _server(request)
@@ -187,9 +230,11 @@ async def _list_sessions(request: Request) -> Response:
     records = await server.hub.store.list_sessions(limit + 1, before=before)
     page = records[:limit]
     more = len(records) > limit
-    rows = [describe(r) for r in page if await server.hub.visible(r)]
-    for row in rows:
-        row["open"] = server.hub.live(row["id"]) is not None
+    rows = []
+    for record in page:
+        if await server.hub.visible(record):
+            rows.append({**describe(record), "open": server.hub.live(record.id) is not None,
+                         "cost": await server.hub.cost(record)})
     return _json({"sessions": rows, "next_cursor": page_cursor(page[-1]) if more else None})
 
 
@@ -205,11 +250,15 @@ def _cursor(cursor: str | None) -> tuple[float, str] | None:
 async def _create_session(request: Request) -> Response:
     """A new session (201), a fork of a stored one (201), or a stored one opened here (200)."""
     server = _server(request)
-    body = parse_body(await request.body(), {"cwd", "mode", "model", "provider", "resume", "fork", "before"})
+    body = parse_body(await request.body(), {"cwd", "mode", "model", "provider", "resume", "fork", "before",
+                                             "before_seq"})
     if "resume" in body and "fork" in body:
         raise Refused(400, "give resume or fork, not both")
-    if "before" in body and "fork" not in body:
-        raise Refused(400, "before cuts a fork: give it with fork")
+    cut = {key for key in ("before", "before_seq") if key in body}
+    if cut and "fork" not in body:
+        raise Refused(400, f"{' and '.join(sorted(cut))} cut a fork: give it with fork")
+    if len(cut) > 1:
+        raise Refused(400, "give before (a user message number) or before_seq (its item seq), not both")
     source = body.get("resume", body.get("fork"))
     if source is not None:
         if "model" in body or "provider" in body:
@@ -218,11 +267,13 @@ async def _create_session(request: Request) -> Response:
         if "cwd" in body and server.hub.roots.project(body["cwd"]) != record.cwd:
             raise Refused(400, f"session {record.id} belongs to {record.cwd}, not {body['cwd']}")
         if "resume" in body:
-            if "mode" in body:
-                raise Refused(400, "a resumed session keeps its mode; switch it with a set_mode op")
+            if "mode" in body or cut:
+                raise Refused(400, "a resumed session keeps its mode (switch it with a set_mode op) and its "
+                                   "whole history (fork it to cut it)")
             session = await server.hub.open(record.id)
             return _json(await server.hub.snapshot(session.meta), 200)
-        session = await server.hub.fork(record.id, mode=body.get("mode"), before=body.get("before"))
+        session = await server.hub.fork(record.id, mode=body.get("mode"), before=body.get("before"),
+                                        before_seq=body.get("before_seq"))
     else:
         if "cwd" not in body:
             raise Refused(400, "missing field cwd")

@@ -53,7 +53,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from auger.config import home_dirs, load_config, valid_base_url
     from auger.frontends.cli_support import open_store
-    from auger.frontends.server.auth import TokenError, is_loopback, load_token
+    from auger.frontends.http_guard import TokenError, is_loopback, load_token
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="auger serve: %(levelname)s %(name)s: %(message)s")
@@ -120,7 +120,7 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
     import uvicorn
 
     from auger.frontends.server.app import ServerOptions, create_app
-    from auger.frontends.server.auth import exposure
+    from auger.frontends.http_guard import exposure, token_whereabouts
 
     port = sock.getsockname()[1]
     exposed = exposure(args.host, port, tls=tls, allowed_hosts=tuple(args.allow_host),
@@ -132,9 +132,8 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
     print(f"auger serve: listening on {url}/ (sessions in {', '.join(roots)}; mode at most {args.mode})", flush=True)
     print(f"auger serve: pair a browser: {url}/pair?code={server.pairing.new_code()} "
           f"(works once, for {int(server.pairing.ttl // 60)} minutes)", flush=True)
-    shown_token = "AUGER_SERVER_TOKEN" if token_source == "AUGER_SERVER_TOKEN" else f"the file {token_source}"
-    print(f"auger serve: API clients send 'Authorization: Bearer <token>' (the token is in {shown_token})",
-          flush=True)
+    print(f"auger serve: API clients send 'Authorization: Bearer <token>' (the token is in "
+          f"{token_whereabouts(token_source)})", flush=True)
     config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="websockets-sansio", server_header=False,
                             proxy_headers=False, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                             timeout_graceful_shutdown=30)

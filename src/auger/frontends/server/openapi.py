@@ -59,9 +59,14 @@ def openapi_document() -> dict[str, Any]:
                                  "provider": {"type": "string"}, "resume": {"type": "string"},
                                  "fork": {"type": "string"},
                                  "before": {"type": "integer", "minimum": 1,
-                                            "description": "a fork: cut just before this user message"}}}}}},
+                                            "description": "a fork: cut just before this user message (1: the "
+                                            "first)"},
+                                 "before_seq": {"type": "integer", "description": "a fork: cut just before the "
+                                                "user message stored under this item seq"}}}}}},
                          "responses": {**_ok("the session's snapshot", snapshot, "201"),
                                        "409": _error("the session runs in another process")}}},
+            "/api/server": {"get": {"summary": "The roots sessions may work in, the server's mode and model",
+                                    "responses": _ok("roots, mode, model, provider")}},
             "/api/sessions/{id}": {"get": {"summary": "A session's record and state snapshot", "parameters": _ID,
                                            "responses": {**_ok("the snapshot", snapshot),
                                                          "404": _error("no such session")}}},
@@ -135,9 +140,13 @@ def openapi_document() -> dict[str, Any]:
                 "Snapshot": {"type": "object", "properties": {
                     "id": {"type": "string"}, "title": {"type": "string"}, "cwd": {"type": "string"},
                     "provider": {"type": "string"}, "model": {"type": "string"}, "mode": _ref("Mode"),
+                    "cost": {"type": ["number", "null"], "description": "USD of its own calls; null: a price "
+                             "is unknown"},
                     "state": {"type": "object", "properties": {
                         "open": {"type": "boolean"}, "last_seq": {"type": "integer"},
                         "running_turn": {"type": ["string", "null"]},
+                        "turn_started_seq": {"type": ["integer", "null"],
+                                             "description": "the seq of the running turn's turn_started"},
                         "pending_approvals": {"type": "array", "items": _ref("Envelope")},
                         "pending_changes": {"type": "integer"}, "mode": _ref("Mode"), "model": {"type": "string"},
                         "provider": {"type": "string"}, "backend": {"type": "string"}}}}},

@@ -5,6 +5,9 @@ key set; is the agent's command on PATH. The reachability check does the real th
 server for its model list, starts an ACP agent and runs `initialize` — and is cached for `ttl`
 seconds, per provider, refreshed on request (`POST /api/providers/NAME/probe`, or `?probe=stale`).
 
+A model provider's row names the models it is known to serve (`models`: the server's own model first
+for its provider, then the provider's default and described ones), for a model picker.
+
 Statuses: `available`, `disabled`, `key missing`, `not installed`, `unreachable`, `error` — each with
 a one-line diagnostic. `patch` enables or disables one, or adds a custom ACP agent, in the user's
 config.toml (never a project's).
@@ -115,8 +118,13 @@ class Providers:
                 status, detail = "error", "no base URL: set base_url (or start the server with --base-url)"
             elif status == "config error":
                 status = "error"
+            models = [provider.default_model] if provider.default_model else []
+            if name == config.provider and config.model:
+                models.insert(0, config.model)  # the server's own model comes first
+            models += [m for m in provider.models if m not in models]
             rows.append({"name": name, "kind": "model", "label": provider.label, "wire": provider.wire,
-                         "source": provider.source, "status": status, "detail": detail})
+                         "source": provider.source, "status": status, "detail": detail,
+                         "models": list(dict.fromkeys(models))})
         for name, problem in registry.errors.items():
             if name not in registry.providers:
                 rows.append({"name": name, "kind": "model", "label": name, "wire": "", "source": "config",

@@ -156,7 +156,8 @@ class Hub:
         session = self.live(record.id)
         pending = len(await self.store.load_pending(record.id))
         if session is not None:
-            state = {"open": True, "last_seq": session.last_seq, "running_turn": session.running_turn_id,
+            running = session.running_turn_id
+            state = {"open": True, "last_seq": session.last_seq, "running_turn": running,
                      "pending_approvals": [e.to_json() for e in session.pending_approvals()],
                      "pending_changes": pending, "mode": session.mode, "model": session.client.model,
                      "provider": session.client.provider, "backend": session.backend}
@@ -166,7 +167,24 @@ class Hub:
                      "pending_approvals": await self._stored_approvals(record.id) if running else [],
                      "pending_changes": pending, "mode": record.mode, "model": record.model,
                      "provider": record.provider, "backend": await recorded_backend(self.store, record.id) or ""}
-        return {**describe(record), "state": state}
+        state["turn_started_seq"] = await self._turn_started_seq(record.id, running)
+        return {**describe(record), "cost": await self.cost(record), "state": state}
+
+    async def cost(self, record: SessionRecord) -> float | None:
+        """What the session's own model calls cost so far (USD), None when a price is unknown."""
+        from auger.models.registry import stored_cost
+
+        return await stored_cost(self.store, record.id, self.config_for(record.cwd))
+
+    async def _turn_started_seq(self, session_id: str, turn_id: str | None) -> int | None:
+        """The seq of the running turn's `turn_started`: a client that shows the items so far follows the
+        events from just before it, so a reply streaming as it loads is drawn whole."""
+        if turn_id is None:
+            return None
+        started = await self.store.last_event(session_id, "turn_started")
+        if started is None or not isinstance(started.event, ev.TurnStarted) or started.event.turn_id != turn_id:
+            return None
+        return started.seq
 
     async def _stored_approvals(self, session_id: str) -> list[dict[str, Any]]:
         """The approval requests another process's session still waits on, as the store shows them."""
@@ -212,22 +230,37 @@ class Hub:
         self._adopt(session, "session_created")
         return session
 
-    async def fork(self, source_id: str, *, mode: Any = None, before: Any = None) -> Session:
-        """A fork of a stored session, cut just before its `before`th user message when given."""
+    async def fork(self, source_id: str, *, mode: Any = None, before: Any = None,
+                   before_seq: Any = None) -> Session:
+        """A copy of a stored session's history — all of it, or what came before one of its user messages:
+        the `before`th (1: the first), or the one stored under item seq `before_seq` (a client that paged only
+        the newest items names an edited message so)."""
         from auger.engine.resume import ResumeRefused
 
         record = await self.record(source_id)
         chosen = self.permitted(mode) if mode is not None else self._ceiling(record.mode)
         if before is not None and (not isinstance(before, int) or isinstance(before, bool) or before < 1):
             raise Refused(400, f"before must be a user message number >= 1, not {before!r}")
+        cut = await self._user_message_number(record.id, before_seq) if before_seq is not None else before
         try:
             session = await self._manager(record.cwd, self.config_for(record.cwd)).fork(
-                record.id, mode=chosen, interactive=True, before_user_message=before)
+                record.id, mode=chosen, interactive=True, before_user_message=cut)
         except (ResumeRefused, ValueError) as exc:
             raise Refused(409, str(exc)) from None
         await self.store.claim(session.id)
         self._adopt(session, "session_created")
         return session
+
+    async def _user_message_number(self, session_id: str, seq: Any) -> int:
+        """Which user message (1-based) the item `seq` is; 400 when it is no user message of the session."""
+        from auger.protocol.items import UserMessage
+
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise Refused(400, f"before_seq must be the seq of a user message, not {seq!r}")
+        users = [s.seq for s in await self.store.load_items(session_id) if isinstance(s.item, UserMessage)]
+        if seq not in users:
+            raise Refused(400, f"item {seq} of session {session_id} is not a user message")
+        return users.index(seq) + 1
 
     async def open(self, session_id: str) -> Session:
         """The session, resumed here if it is not open yet (its recorded mode capped at the server's)."""
@@ -306,7 +339,9 @@ class Hub:
                                   "title": session.meta.title, "mode": session.mode, "model": session.client.model})
 
     async def _follow(self, session: Session) -> None:
-        """Tell the session list what happens in the session; when it shuts down, let it go."""
+        """Tell the session list what happens in the session; when it shuts down, let it go. A title set
+        without an event of its own (the provisional one, from the first prompt) is told as it is noticed."""
+        title = session.meta.title
         try:
             async for envelope in session.subscribe():
                 coarse = _coarse(envelope.event)
@@ -314,6 +349,11 @@ class Hub:
                     envelope.event, (ev.ApprovalRequest, ev.ApprovalResolved))  # a sub-agent's turns are not news
                 if coarse is not None and not childs:
                     self.list_events.publish({**coarse, "session_id": session.id, "seq": envelope.seq})
+                if isinstance(envelope.event, ev.SessionTitle):
+                    title = envelope.event.title  # told just now
+                if session.meta.title != title:
+                    title = session.meta.title
+                    self.list_events.publish({"type": "session_updated", "session_id": session.id, "title": title})
         except Exception:
             log.exception("session %s: following it for the session list failed", session.id)
         finally:
