@@ -102,7 +102,7 @@ def test_a_paired_browser_starts_a_session_sees_the_reply_stream_approves_a_comm
     assert landed.url == served.url + "/" and landed.status == 200
     policy = landed.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "unsafe" not in policy
-    assert page.locator('[data-role="prompt"]').is_visible()  # the landing page asks for a first prompt at once
+    page.locator('[data-role="prompt"]').wait_for(state="visible")  # the landing page asks for a first prompt at once
     send(page, "make a file")
     sid = session_id(page)
     page.locator(f"{AGENT} strong", has_text="made.txt").wait_for()  # Markdown, drawn as it streamed
@@ -312,6 +312,7 @@ def test_a_sub_agents_work_is_shown_under_its_spawn_call(browser, serve, server)
     page.locator(AGENT, has_text="the parent is done").wait_for()
     spawn = page.locator(".tool", has_text="look around")
     spawn.locator("summary").first.click()
+    spawn.locator(f".children {AGENT}", has_text="the child looked").wait_for()  # drawn once opened
     assert spawn.locator(f".children {AGENT}", has_text="the child looked").count() == 1
     assert page.locator(f".transcript > {AGENT}", has_text="the child looked").count() == 0
     assert errors == []

@@ -76,6 +76,7 @@ async def list_frames(hub: Hub, poll_s: float = LIST_POLL_S) -> AsyncIterator[by
                                  "updated": record.updated, "open": False})
                 known[record.id] = record.updated
     finally:
-        if pending is not None:
+        if pending is not None:  # the generator is closed only once the read it is running has ended
             pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
         await events.aclose()
