@@ -31,8 +31,9 @@ def modules_at_first_request(args: list[str], *, env: dict[str, str], cwd: Any, 
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "modules.json")
+        path = os.pathsep.join(p for p in (env.get("PYTHONPATH"), _repo_root()) if p)
         run = subprocess.run([sys.executable, "-m", "tests.support.start_path", *args], cwd=cwd,
-                             env={**env, ENV: out, "PYTHONPATH": _repo_root()}, capture_output=True, text=True,
+                             env={**env, ENV: out, "PYTHONPATH": path}, capture_output=True, text=True,
                              timeout=timeout)
         assert run.returncode == 0, run.stderr
         assert os.path.exists(out), f"no model request was sent: {run.stderr}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from auger.engine.compact import compact
 from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
@@ -18,7 +18,6 @@ from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_limits, announce_retries, call_model
 from auger.engine.streamed_items import StreamedItems
-from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec, StructuredOutputFailed
 from auger.engine.tool_runtime import Aborted, Denied, Ran
 from auger.engine.turn_context import TurnContext
 from auger.models.base import (
@@ -35,6 +34,9 @@ from auger.protocol.items import (
     AssistantMessage, ContextMessage, Reasoning, SearchSources, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
 from auger.tools.base import ToolResult
+
+if TYPE_CHECKING:  # loaded by the first input that gives a schema
+    from auger.engine.structured_output import OutputCheck
 
 
 class TurnStopped(Exception):
@@ -73,7 +75,7 @@ class Turn:
         except TurnAbortedByUser:
             await self._record_abort("aborted by the user at an approval")
             return "cancelled", "aborted by the user at an approval"
-        except (ModelError, TurnStopped, StructuredOutputFailed) as exc:
+        except (ModelError, TurnStopped) as exc:
             return "error", str(exc)
 
     async def _loop(self) -> None:
@@ -123,16 +125,24 @@ class Turn:
 
     async def _answer_stands(self, reply: Reply) -> bool:
         """The final answer ends the turn, unless the turn's output schema sends it back to be repaired."""
-        return self.output is None or await self.output.settle(reply.text, self.id, self.host)
+        if self.output is None:
+            return True
+        from auger.engine.structured_output import StructuredOutputFailed
+
+        try:
+            return await self.output.settle(reply.text, self.id, self.host)
+        except StructuredOutputFailed as exc:
+            raise TurnStopped(str(exc)) from None
 
     def _context_used(self) -> int:
         return self.host.meter.estimate(self.ctx.system_prompt, self.ctx.tools, self.ctx.limits)
 
     def _check_window_fill(self) -> None:
-        """Warn once, before the session's first request, when that request already fills most of the window."""
+        """Warn once, before the session's first request made with the model's real window (known from the
+        start, or once its server answered), when that request already fills most of the window."""
         from auger.models.context_window import fill_warning
 
-        if self.host.meter.first_check():
+        if not self.ctx.limits.provisional and self.host.meter.first_check():
             warning = fill_warning(self._context_used(), self.ctx.limits.window, self.ctx.model)
             if warning:
                 self.host.emit(ev.WarningEvent(warning, self.id))
@@ -165,10 +175,7 @@ class Turn:
                     load_image(ref)
                 except ImageError as exc:
                     raise TurnStopped(f"message not sent: {exc}") from None
-            try:
-                output = OutputCheck(OutputSpec.of(op.output_schema)) if op.output_schema is not None else None
-            except OutputSchemaError as exc:
-                raise TurnStopped(f"message not sent: {exc}") from None
+            output = self._output_check(op.output_schema) if op.output_schema is not None else None
             for name in op.skills:
                 skill = skills.get(name)
                 if skill is None:
@@ -184,6 +191,16 @@ class Turn:
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
+
+    @staticmethod
+    def _output_check(schema: object) -> OutputCheck:
+        """The check of the answer a schema asks for (engine/structured_output.py, loaded only for one)."""
+        from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec
+
+        try:
+            return OutputCheck(OutputSpec.of(schema))
+        except OutputSchemaError as exc:
+            raise TurnStopped(f"message not sent: {exc}") from None
 
     async def _expand_mcp_prompt(self, text: str) -> str | None:
         """`/mcp__<server>__<prompt> args` as the server's prompt text (tools/mcp_servers.py); None otherwise."""

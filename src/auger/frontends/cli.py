@@ -360,7 +360,8 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
         if refused:
             print(f"decision: refused in every mode: {refused}")
             return EXIT_OK
-        tool, call = web_fetch_tool(web_policy(config)), {"url": args.fetch}
+        policy = web_policy(config)
+        tool, call = web_fetch_tool(lambda: policy), {"url": args.fetch}
     else:
         command = words[0] if len(words) == 1 else shlex.join(words)
         print(f"command:  {command}")
