@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--pace", type=float, default=0.01, help="seconds between the reply's streamed events")
-    parser.add_argument("--megabytes", type=int, default=40, help="size of each file read")
+    parser.add_argument("--megabytes", type=int, default=20, help="size of each file read")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
