@@ -23,7 +23,7 @@ from auger.protocol.items import ToolCall, ToolOutput
 from auger.store.sqlite import SqliteStore
 from tests.support import mock_anthropic, mock_openai, mock_responses
 from tests.support.file_opens import FileOpens
-from tests.support.harness import Run, drive, make_config
+from tests.support.harness import Run, drive, hook_command, make_config
 
 WIRES = ("chat", "responses", "anthropic")
 MOCKS = {"chat": mock_openai, "responses": mock_responses, "anthropic": mock_anthropic}
@@ -42,14 +42,15 @@ def _client(wire: str, base_url: str):
     return AnthropicClient(provider="anthropic", model="claude-test", base_url=base_url, api_key="k")
 
 
-def _session(wire: str, project: Path, server, prompt: str, *overrides: str,
-             providers: dict | None = None) -> tuple[Run, list]:
+def _session(wire: str, project: Path, server, prompt: str, *overrides: str, providers: dict | None = None,
+             hooks: dict | None = None) -> tuple[Run, list]:
     """One turn through `wire`'s client (snapshots off: their start-up scan would open every file);
-    `providers`: the config's [providers] tables."""
+    `providers`, `hooks`: the config's [providers] and [hooks] tables."""
 
     async def main():
         config = make_config("snapshots=false", *overrides)
         config.tables["providers"] = providers or {}
+        config.tables["hooks"] = hooks or {}
         store = SqliteStore(project.parent / "sessions.db")
         try:
             session = await SessionManager(Workspace.open(project, config), store).create(_client(wire, server.base_url))
@@ -95,6 +96,27 @@ def test_a_read_starts_while_the_reply_streams_and_a_write_waits_for_its_end(wir
     kinds = [type(e) for e in run.events]  # told in the durable order: the reply, then its calls
     assert kinds.index(ev.TokenUsage) < kinds.index(ev.ToolCallStarted)
     assert [e.call_id for e in run.of(ev.ToolCallStarted)] == [c.call_id for c in calls]
+
+
+@pytest.mark.parametrize("event", ["before_tool", "after_tool"])
+def test_with_tool_hooks_every_call_waits_for_the_reply(event, project, tmp_path):
+    """A hook is the user's program, run once per call that stands: no call starts before the reply is in."""
+    notes = project / "notes.txt"
+    notes.write_text("notes\n")
+    hook = hook_command(tmp_path, "log", "open(%r, 'a').write(event['tool'] + '\\n')" % str(tmp_path / "hook.log"))
+    seen = []
+    with FileOpens(notes) as opens, mock_openai.MockChatServer(
+            [_reply("chat", ("read_file", {"path": "notes.txt"}), ("list_dir", {})), _reply("chat", text="done")]
+    ) as server:
+
+        def hold(event_bytes: bytes) -> None:
+            if REPLY_END["chat"] in event_bytes and not seen:
+                seen.append(opens.wait(notes, QUIET))
+
+        server.pace = hold
+        run, _ = _session("chat", project, server, "go", hooks={event: [{"command": hook}]})
+    assert seen == [False] and run.ended.reason == "complete"
+    assert sorted((tmp_path / "hook.log").read_text().split()) == ["list_dir", "read_file"]  # run together
 
 
 @pytest.mark.parametrize("wire", WIRES)
