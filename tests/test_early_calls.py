@@ -121,25 +121,24 @@ def test_with_tool_hooks_every_call_waits_for_the_reply(event, project, tmp_path
 
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_dropped_stream_cancels_its_early_calls_and_forgets_them(wire, project):
-    """The first attempt's stream ends before the reply is complete, while a fetch it started early is still
-    waiting for its page: the fetch is cancelled (its connection closed), nothing of it is recorded or
-    shown, and the retried reply is what the turn goes on with."""
-    with _HangingPage() as page, SERVERS[wire]() as server:
-        url = f"http://docs.test:{page.port}/slow"
-        fetch = ("web_fetch", {"url": url})
+    """The first attempt's stream ends before the reply is complete, while a search it started early is still
+    waiting for the search service: the search is cancelled (its connection closed), nothing of it is
+    recorded or shown, and the retried reply is what the turn goes on with."""
+    with _HangingPage() as service, SERVERS[wire]() as server:
+        search = ("web_search", {"query": "widgets"})
         read = ("read_file", {"path": "notes.txt"})
         (project / "notes.txt").write_text("notes\n")
-        server.add(_dropped(wire, _reply(wire, fetch, read)), _reply(wire, text="done without it"))
+        server.add(_dropped(wire, _reply(wire, search, read)), _reply(wire, text="done without it"))
 
         def hold(event: bytes) -> None:
-            if b"still going" in event:  # the broken stream's last words: the fetch has started by now
-                page.requested.wait(5)
+            if b"still going" in event:  # the broken stream's last words: the search has started by now
+                service.requested.wait(5)
 
         server.pace = hold
-        run, items = _session(wire, project, server, f"read {url}", 'egress_hosts={"docs.test" = "127.0.0.1"}',
-                              'egress_allow=["docs.test"]', "model_retry_base_delay=0.01")
-        closed = page.closed_by_client.wait(5)
-    assert page.requested.is_set() and closed  # started while the reply streamed, then cancelled
+        run, items = _session(wire, project, server, "search for widgets", "model_retry_base_delay=0.01",
+                              f'web_search_url="http://127.0.0.1:{service.port}/search?q={{query}}&format=json"')
+        closed = service.closed_by_client.wait(5)
+    assert service.requested.is_set() and closed  # started while the reply streamed, then cancelled
     assert run.ended.reason == "complete" and len(run.of(ev.Retrying)) == 1
     assert not run.of(ev.ToolCallStarted) and not run.of(ev.ToolCallEnded)
     assert not [i for i in items if isinstance(i, (ToolCall, ToolOutput))]
@@ -194,7 +193,7 @@ def _dropped(wire: str, reply):
 
 
 class _HangingPage:
-    """A web server whose one page never comes: it says when it was asked, and when the asker hung up."""
+    """A web server whose one answer never comes: it says when it was asked, and when the asker hung up."""
 
     def __init__(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0))

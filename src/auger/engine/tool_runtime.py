@@ -148,11 +148,12 @@ class ToolRuntime:
 
     def starts_early(self, call: ToolCall) -> bool:
         """Whether `call` may start before the reply that made it is complete (engine/reply_calls.py): a
-        tool whose calls only read (`ToolSpec.starts_early`), arguments that validate, a read-only
+        tool whose calls only read (`ToolSpec.starts_early`) and have no gate (a gate reads the conversation,
+        which the reply is part of: web_fetch's provenance), arguments that validate, a read-only
         classification the policy allows unasked now. Never with `before_tool` or `after_tool` hooks: a hook
         is the user's program, run once per call, for a call that stands. Decides only; `run` runs it all."""
         spec = self.router.get(call.name)
-        if spec is None or not (spec.starts_early and spec.parallel_safe):
+        if spec is None or not (spec.starts_early and spec.parallel_safe) or spec.gate is not None:
             return False
         if self.hooks is not None and (self.hooks.has("before_tool") or self.hooks.has("after_tool")):
             return False

@@ -75,8 +75,8 @@ def web_fetch_tool(policy: Callable[[], WebPolicy]) -> ToolSpec:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await _fetch(args["url"], args.get("prompt") or "", policy(), ctx)
 
-    return ToolSpec(NAME, DESCRIPTION, PARAMETERS, handler, REMOTE_ACTION, parallel_safe=True, starts_early=True,
-                    classifier=classify, gate=gate)
+    return ToolSpec(NAME, DESCRIPTION, PARAMETERS, handler, REMOTE_ACTION, parallel_safe=True, classifier=classify,
+                    gate=gate)
 
 
 def refusal(url: str, policy: WebPolicy) -> str | None:
