@@ -25,7 +25,8 @@ from tests.support.mock_openai import MockChatServer, Reply, ToolCall  # noqa: E
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS: dict[str, tuple[float | None, str]] = {
     "cold start: auger --version": (0.1, "s"),
-    "exec: spawn -> first model request": (0.25, "s"),
+    "exec: spawn -> first model request": (0.2, "s"),
+    "exec: the same with sandbox=off": (None, "s"),
     "engine overhead per tool step": (0.02, "s"),
     "peak RSS of a short exec": (60.0, "MB"),
     "first request size (all tools)": (12.0, "KB"),
@@ -111,12 +112,31 @@ def bench(runs: int) -> dict[str, list[float]]:
                 results["peak RSS of a short exec"].append(rss)
                 results["first request size (all tools)"].append(len(server.chat_requests[0].raw) / 1024)
             (project / "hello.py").unlink()
+        results["exec: the same with sandbox=off"] = [first_request(cmd, env, project, "-c", "sandbox=off")
+                                                      for _ in range(runs)]
         results["exec with 2 stdio MCP servers: first request"] = first_request_with_mcp(cmd, tmp_path, project, runs)
         for label, times in https_client_ready(env, project, runs).items():
             results[f"HTTPS client ready, TLS context built {label}"] = times
         for kind in ("bwrap", "landlock"):
             results[f"sandboxed shell command (true), {kind}"] = sandboxed_command_times(kind, project, runs)
     return results
+
+
+def first_request(cmd: list[str], env: dict[str, str], project: Path, *options: str) -> float:
+    """Spawn → first model request of `auger exec OPTIONS hi`."""
+    arrivals: list[float] = []
+
+    def answer(body: dict) -> Reply:
+        arrivals.append(time.perf_counter())
+        return Reply(text="done")
+
+    with MockChatServer([answer]) as server:
+        started = time.perf_counter()
+        _, code, _ = run_child([*cmd, "exec", "--base-url", server.base_url, "-m", "bench", *options, "hi"], env,
+                               project)
+    if code != 0 or not arrivals:
+        raise SystemExit(f"benchmark run failed (exit {code}) with {' '.join(options)}")
+    return arrivals[0] - started
 
 
 def first_request_with_mcp(cmd: list[str], tmp_path: Path, project: Path, runs: int) -> list[float]:

@@ -11,6 +11,7 @@ sibling directory standing for "anywhere else on the machine".
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -374,6 +375,41 @@ def test_detect():
     assert landlock.abi_version() >= 1
     with pytest.raises(ValueError):
         detect("firejail")
+
+
+def test_bwrap_is_checked_once_per_binary_and_kernel(tmp_path, isolated_home, monkeypatch):
+    """A new process reads the last check from the cache dir; a changed binary (mtime) or another kernel
+    release is checked again."""
+    from auger.policy import sandbox
+
+    real = shutil.which("bwrap", path=sandbox.SYSTEM_BIN)
+    assert real, "bubblewrap is not installed"
+    bin_dir, log = tmp_path / "bin", tmp_path / "bwrap.log"
+    bin_dir.mkdir()
+    fake = bin_dir / "bwrap"  # runs the real one, and says each time it was run
+    fake.write_text(f"#!/bin/sh\necho \"$1\" >> {log}\nexec {real} \"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sandbox, "SYSTEM_BIN", str(bin_dir))
+
+    def start() -> int:
+        """A process starting: nothing kept in memory; how often bwrap ran in all so far."""
+        monkeypatch.setattr(sandbox, "_cache", {})
+        found, why = detect("bwrap")
+        assert found is not None and found.path == str(fake) and found.version, why
+        return len(log.read_text().splitlines())
+
+    runs = start()
+    assert runs == 2  # --version, then the probe
+    assert start() == runs  # read from the cache dir
+    os.utime(fake, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))  # the binary was replaced
+    assert start() == runs + 2
+    kept = isolated_home / "cache" / sandbox.DETECTION_FILE
+    data = json.loads(kept.read_text())
+    assert data["key"]["kernel"] == os.uname().release
+    data["key"]["kernel"] = "0.0.0-before-the-upgrade"
+    kept.write_text(json.dumps(data))
+    assert start() == runs + 4
+    assert start() == runs + 4
 
 
 def test_default_hidden_follows_the_given_home():

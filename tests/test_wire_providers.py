@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from auger.models.base import (
     Completed, ContextWindowExceeded, ImageRejected, ModelRequest, ReasoningDelta, ReasoningDone, TextDelta,
     ToolCallReady,
 )
-from auger.models.context_window import probe_context_window
+from auger.models.context_window import learn_window
 from auger.models.http import stream_error
 from auger.models.openai_chat import OpenAIChatClient
 from auger.models.openai_responses import OpenAIResponsesClient
@@ -307,7 +308,7 @@ def _probe(server: MockChatServer, model: str, explicit: bool = False, times: in
 
     async def main():
         try:
-            answers = {await probe_context_window(client, explicit) for _ in range(times)}
+            answers = {await learn_window(client, explicit=explicit, cache_dir=None).wait() for _ in range(times)}
             assert len(answers) == 1, answers
             return answers.pop()
         finally:
@@ -344,11 +345,96 @@ def test_probe_is_skipped_for_explicit_config_and_cached():
 def test_session_uses_the_ollama_window_and_warns_when_the_first_request_fills_it(project):
     routes = {"POST /api/show": rec.ollama_show(131072, num_ctx=1024)}
     with MockChatServer([Reply(text="summary")] * 4, routes=routes) as server:
-        run = run_session(project, server, "hi")
+
+        async def main():
+            session, store = await open_session(project, server, project.parent / "sessions.db")
+            try:
+                while session.limits.provisional:  # the server's answer comes in the background
+                    await asyncio.sleep(0.01)
+                return await drive(session, "hi")
+            finally:
+                await store.aclose()
+
+        run = asyncio.run(main())
     usage = run.of(ev.TokenUsage)
     assert usage and usage[0].context_window == 1024
     warnings = [w.message for w in run.of(ev.WarningEvent) if "context window" in w.message]
     assert len(warnings) == 1 and "OLLAMA_CONTEXT_LENGTH" in warnings[0]
+
+
+def test_the_window_probe_never_delays_the_first_request_and_applies_once_answered(project):
+    """The server answers /v1/models only after the first chat request is in: that request was sent without
+    waiting, and the small window the server then reports makes the same turn compact before its next call."""
+    (project / "notes.txt").write_text("some notes\n")
+    asked, answered = threading.Event(), threading.Event()
+    probe_pending_at_first_request = []
+
+    def models(body):
+        asked.wait(2)  # within the probe's timeout: a client that waits for this answer gets it first
+        answered.set()
+        return 200, rec.lmstudio_models("mock-model", loaded=1024)
+
+    def first(body):
+        probe_pending_at_first_request.append(not answered.is_set())
+        asked.set()
+        return Reply(tool_calls=[ChatToolCall("read_file", {"path": "notes.txt"})])
+
+    script = [first, Reply(text="summary of the work"), Reply(text="done")]
+    with MockChatServer(script, routes={"GET /v1/models": models}) as server:
+        run = run_session(project, server, "read the notes")
+        requests = server.chat_requests
+    assert probe_pending_at_first_request == [True]
+    assert run.ended.reason == "complete"
+    assert [c.reason for c in run.of(ev.ContextCompacted)] == ["auto"]
+    assert "hand-off summary" in requests[1].messages[-1]["content"]  # the compaction's own request
+    assert run.of(ev.TokenUsage)[-1].context_window == 1024
+    warnings = [w.message for w in run.of(ev.WarningEvent) if "context window" in w.message]
+    assert len(warnings) == 1  # once, with the real window: the registry's default was never judged
+
+
+def test_the_window_is_kept_per_server_and_model_for_the_next_session(project, isolated_home, monkeypatch):
+    from auger.models import context_window
+
+    routes = {"POST /api/show": rec.ollama_show(131072, num_ctx=20000)}
+    with MockChatServer([Reply(text="one"), Reply(text="two"), Reply(text="three")], routes=routes) as server:
+        first = run_session(project, server, "hi")
+        probes = [r.path for r in server.requests if r.method == "GET" or r.path == "/api/show"]
+        second = run_session(project, server, "hi")
+        assert [r.path for r in server.requests if r.method == "GET" or r.path == "/api/show"] == probes
+        assert second.of(ev.TokenUsage)[0].context_window == 20000  # known before the first request
+        monkeypatch.setattr(context_window, "CACHE_TTL", 0.0)  # an hour later: asked again
+        run_session(project, server, "hi")
+        assert len([r for r in server.requests if r.path == "/api/show"]) == 2
+    assert first.ended.reason == "complete" and probes == ["/v1/models", "/api/show"]
+    assert (isolated_home / "cache" / context_window.CACHE_FILE).exists()
+
+
+def test_a_hosted_api_is_never_asked_for_its_window():
+    import httpx
+
+    asked = []
+
+    def transport(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return httpx.Response(200, json=rec.vllm_models("m", 4096))
+
+    async def learn(base_url: str, provider: str = "openai-compatible") -> int | None:
+        client = OpenAIChatClient(provider=provider, model="m", base_url=base_url, api_key="k")
+        await client.aclose()
+        client._http = httpx.AsyncClient(transport=httpx.MockTransport(transport))
+        try:
+            learned = learn_window(client, explicit=False, cache_dir=None)
+            return await learned.wait()
+        finally:
+            await client._http.aclose()
+
+    for hosted in ("https://openrouter.ai/api/v1", "https://api.example.com/v1", "http://8.8.8.8:8000/v1"):
+        assert asyncio.run(learn(hosted)) is None
+    assert asked == []
+    for local in ("http://localhost:8000/v1", "http://192.168.1.20:8000/v1", "http://gpu.local:8000/v1"):
+        assert asyncio.run(learn(local)) == 4096
+    assert asyncio.run(learn("http://gpu-box:11434/v1", provider="ollama")) == 4096  # runs on the user's machine
+    assert len(asked) == 4
 
 
 def test_explicit_context_window_wins_over_the_server(project):

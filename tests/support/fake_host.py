@@ -113,5 +113,5 @@ def fake_context(workspace: Workspace, client: ModelClient, runtime: ToolRuntime
     return TurnContext(
         turn_id=turn_id, workspace=workspace, skills=workspace.skills, client=client,
         model_info=model_info(client.model, workspace.config, client.provider), instructions="You are a test.",
-        runtime=runtime, limits=ContextLimits.of(window, compact_at),
+        runtime=runtime, limits_now=lambda: ContextLimits.of(window, compact_at),
         budgets=budgets, retry=RetryPolicy(2, 0.0, 0.0), max_model_calls=max_model_calls, interactive=True)

@@ -26,7 +26,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, Self, TypeVar
 
@@ -387,6 +387,9 @@ class MockHandler(BaseHTTPRequestHandler):
         self._send_headers(200, "text/event-stream; charset=utf-8", None, self.server.mock.stream_headers)
 
     def _write_chunk(self, data: bytes) -> None:
+        pace = self.server.mock.pace
+        if pace is not None:
+            pace(data)
         # One write (one send) per SSE event: chunk header, event, CRLF together.
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
@@ -435,6 +438,9 @@ class MockServer(Generic[StepT, RecordT]):
         self._thread: threading.Thread | None = None
         #: Headers every streamed answer carries (a provider's rate-limit headers, say); set by a test.
         self.stream_headers: dict[str, str] = {}
+        #: Called (on the handler's thread) with each streamed event before it is written: a test can hold
+        #: a stream at a point of its choosing, or pace it.
+        self.pace: Callable[[bytes], None] | None = None
         self.add(*steps)
 
     # -- public API -------------------------------------------------------- #

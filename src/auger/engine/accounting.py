@@ -25,10 +25,12 @@ class ContextLimits:
     window: int  # tokens the model accepts
     compact_at: int  # tokens at which a turn compacts before its next request
     output_cap_chars: int  # characters of one tool output kept in the prompt
+    provisional: bool = False  # the window may still change: a local server's answer is awaited
 
     @classmethod
-    def of(cls, window: int, compact_limit: int | None = None) -> ContextLimits:
-        return cls(window, compact_limit or int(window * COMPACT_SHARE), int(window * OUTPUT_SHARE) * 4)
+    def of(cls, window: int, compact_limit: int | None = None, *, provisional: bool = False) -> ContextLimits:
+        return cls(window, compact_limit or int(window * COMPACT_SHARE), int(window * OUTPUT_SHARE) * 4,
+                   provisional)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from typing import Sequence
 
 from auger.config import Config
 from auger.context.instructions import EnvironmentContext
-from auger.context.memory import memory_docs
 from auger.context.project_docs import discover_project_docs, global_docs, user_instructions
 from auger.context.skills import SkillIndex
 from auger.protocol.items import ContextMessage, Item
@@ -38,7 +37,11 @@ def read_instructions(root: Path, config_dir: Path, skills: SkillIndex, config: 
     project = discover_project_docs(cwd or root, fallback_names=config.project_doc_fallback_filenames,
                                     max_bytes=max_bytes, project=root)
     personal = global_docs(config_dir, max_bytes)
-    memory = memory_docs(root, max_bytes) if config.memory else None
+    memory = None
+    if config.memory:  # the memory file's module only where the user turned it on
+        from auger.context.memory import memory_docs
+
+        memory = memory_docs(root, max_bytes)
     warnings.extend([*personal.warnings, *project.warnings, *(memory.warnings if memory else ()), *skills.warnings])
     docs = user_instructions(personal, project, *((memory,) if memory else ()))
     parts = [text for text in (developer_instructions(config), docs, skills.render_list()) if text]

@@ -23,7 +23,17 @@ from auger.tools.base import OutputArchive
 CONTEXT_TURN = "context"  # the turn id of items recorded outside any turn (context, notes, undo records)
 
 
-class TurnHost(Protocol):
+class CallHost(Protocol):
+    """What running one tool call needs of its host (engine/tool_runtime.py): announce, and ask."""
+
+    def emit(self, event: Event) -> None: ...
+
+    async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
+                  details: dict[str, Any] | None = None) -> ApprovalDecision:
+        """The user's answer; with nobody to ask (headless), `headless_default`."""
+
+
+class TurnHost(CallHost, Protocol):
     @property
     def history(self) -> History:
         """The conversation so far; a turn reads it and changes it only through `record`."""
@@ -40,12 +50,6 @@ class TurnHost(Protocol):
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None, tool_name: str = "",
                      arguments: str = "") -> None:
         """Commit an item durably, then to the history."""
-
-    def emit(self, event: Event) -> None: ...
-
-    async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
-                  details: dict[str, Any] | None = None) -> ApprovalDecision:
-        """The user's answer; with nobody to ask (headless), `headless_default`."""
 
     def take_input(self) -> UserTurn | None:
         """The oldest queued user turn (possibly sent while this turn ran), or None."""

@@ -2,8 +2,9 @@
 
 Turns, compaction summaries and titles all call `call_model`. Deltas are handed to
 `on_delta` as they arrive (a turn emits them; a summary or a title passes None and stays
-quiet); a retry discards the failed attempt's partial reply and is reported through
-`on_retry`; the rate limits each response states (a failed one's too) go to `on_limits`.
+quiet), and each tool call to `on_call` as soon as its arguments are complete (a turn starts
+reads then: engine/reply_calls.py); a retry discards the failed attempt's partial reply and is
+reported through `on_retry`; the rate limits each response states (a failed one's too) go to `on_limits`.
 The caller records and accounts the reply: nothing here touches a session.
 
 Pages a provider's hosted web search cited are listed under the reply's text ("Sources:"), streamed
@@ -52,7 +53,8 @@ class Reply:
 async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPolicy = NO_RETRY, *,
                      on_delta: Callable[[StreamEvent], None] | None = None,
                      on_retry: Callable[[int, float, ModelError], None] | None = None,
-                     on_limits: Callable[[RateLimitSnapshot], None] | None = None) -> Reply:
+                     on_limits: Callable[[RateLimitSnapshot], None] | None = None,
+                     on_call: Callable[[ToolCallReady], None] | None = None) -> Reply:
     """The complete reply; raises ModelError when it cannot be had within the retry policy."""
     reply = Reply()
     started = time.monotonic()
@@ -70,6 +72,8 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
             reply.reasoning_items.append(event)
         elif isinstance(event, ToolCallReady):
             reply.calls.append(event)
+            if on_call is not None:
+                on_call(event)
         elif isinstance(event, WebSources):
             reply.sources.extend(event.sources)
             footer = sources_footer(event.sources, after=reply.text)

@@ -34,14 +34,13 @@ from auger.engine.stream import EventStream
 from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
 from auger.engine.session_backend import SessionBackend
-from auger.engine.session_setup import open_plugins, open_web_tools, probe_window, start_mcp_servers
+from auger.engine.session_setup import learn_model_window, open_plugins, open_web_tools, start_mcp_servers
 from auger.engine.shared import SessionMode, SessionShared
 from auger.engine.pending_mode import (
     capture_pending, open_pending, pending_op, pending_warnings, share_repository, tell_pending_mode,
     unshare_repository_unless_confined,
 )
-from auger.engine.titles import generate_title
-from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_store, undo_turn
+from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_opener, undo_turn
 from auger.engine.turn_changes import auger_paths
 from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
 from auger.tools.router import ToolRouter
@@ -72,6 +71,8 @@ from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import stop_background
 
 if TYPE_CHECKING:
+    from auger.models.context_window import LearnedWindow
+    from auger.context.agents import AgentIndex
     from auger.engine.subagents import AgentPool
     from auger.changes.overlay import PendingChanges
     from auger.engine.backend_turn import BackendTurn
@@ -106,7 +107,7 @@ def let_go(session_id: str) -> None:
 class Session:
     def __init__(self, workspace: Workspace, *, store: Store, client: ModelClient, meta: SessionRecord,
                  history: History, interactive: bool, ledger: UsageLedger, runtime: ToolRuntime,
-                 confinement, window: int | None, warnings: list[str], mcp: McpServers) -> None:
+                 confinement, window: LearnedWindow, warnings: list[str], mcp: McpServers) -> None:
         """Use `Session.open`: the parts passed here are set up asynchronously."""
         self.workspace = workspace
         self.store = store
@@ -124,7 +125,7 @@ class Session:
         self.pending_input: list[tuple[UserTurn, str | None]] = []  # user turns not yet taken, with submission ids
         self.compact_requested = False
         self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
-        self._probed_window = (client.model, window)  # (model, window its server reported)
+        self._window = window  # what the model's server says of its window (models/context_window.py)
         self._startup_warnings = warnings
         self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
         self._stream = EventStream(meta.id, store)
@@ -138,7 +139,8 @@ class Session:
         self._title_task: asyncio.Task[None] | None = None
         self._followers: list[asyncio.Task[None]] = []  # observers of the envelopes (auger/observe)
         self.changes: ChangeTracker | None = None  # snapshots, per-turn diffs, undo (unless snapshots = false)
-        self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py); set by `open`
+        self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py), once one was called for
+        self.agent_index: AgentIndex | None = None  # the agent definitions the model is offered; set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
         self.backends = SessionBackend(meta.id, store, workspace.config)  # the agent that runs the turns
         self.rate_limits: RateLimits | None = None  # what the provider last said of its limits (for snapshots)
@@ -160,8 +162,8 @@ class Session:
         config = workspace.config
         warnings: list[str] = []
         state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan)
-        probe = asyncio.create_task(probe_window(client, config))  # a round trip: overlap it with the sandbox
         dirs = home_dirs()
+        window = learn_model_window(client, config, dirs["cache"])  # never waited for
         queue = await open_pending(store, meta.id, workspace.root, pending or config.pending)
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
         if queue is not None:
@@ -199,7 +201,7 @@ class Session:
                                         root=workspace.root, archive=runtime.archive)
         session = cls(workspace, store=store, client=client, meta=meta, history=history, interactive=interactive,
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
-                      window=await probe, warnings=warnings, mcp=mcp)
+                      window=window, warnings=warnings, mcp=mcp)
         mcp.warn = lambda message: session.emit(WarningEvent(message))
         if interactive:
             mcp.elicit = session._elicit
@@ -207,7 +209,7 @@ class Session:
         runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
-        snapshots = snapshot_store(config, workspace.root, dirs["data"], auger_paths(dirs, store))
+        snapshots = snapshot_opener(config, workspace.root, dirs["data"], auger_paths(dirs, store))
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
             if queue is None:  # in pending mode only an apply changes the project
@@ -427,11 +429,13 @@ class Session:
 
     @property
     def limits(self) -> ContextLimits:
+        """The model's window as known now: configured, else what its server said, else the registry's
+        (provisional while the server's answer is awaited: a turn reads it again at each use)."""
         config = self.workspace.config
-        probed_model, probed = self._probed_window
-        probed = probed if probed_model == self.client.model else None
-        window = config.model_context_window or probed or self.model_info.context_window
-        return ContextLimits.of(window, config.model_auto_compact_token_limit)
+        learned = self._window.for_model(self.client.model)
+        window = config.model_context_window or learned or self.model_info.context_window
+        provisional = not (config.model_context_window or self._window.settled)
+        return ContextLimits.of(window, config.model_auto_compact_token_limit, provisional=provisional)
 
     def instructions(self) -> str:
         """The system prompt: the model family's base instructions, or the user's `base_instructions`
@@ -449,7 +453,8 @@ class Session:
         config = self.workspace.config
         return TurnContext(
             turn_id=turn_id, workspace=self.workspace, skills=self.skills, client=self.client,
-            model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime, limits=self.limits,
+            model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime,
+            limits_now=lambda: self.limits,
             budgets=Budgets(config.session_token_budget or None, config.session_cost_budget),
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
             max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive,
@@ -575,6 +580,7 @@ class Session:
         return False
 
     async def _set_model(self, model: str, provider: str | None) -> None:
+        from auger.config import home_dirs
         from auger.models.registry import ProviderError, client_for
 
         if self.turn_running:
@@ -594,7 +600,8 @@ class Session:
         await self.store.update_session(self.id, provider=client.provider, model=client.model)
         await self.update_environment()  # the model field changed: told to the model, recorded
         self.meter.reset()
-        self._probed_window = (client.model, await probe_window(client, config))
+        await self._window.aclose()
+        self._window = learn_model_window(client, config, home_dirs()["cache"])
         self.emit(ModelChanged(client.provider, client.model, previous.provider, previous.model))
         await previous.aclose()
 
@@ -786,6 +793,8 @@ class Session:
 
     async def _generate_title(self) -> None:
         """A short title from the first exchange, in the background; a failure only leaves the provisional one."""
+        from auger.engine.titles import generate_title
+
         try:
             title = await generate_title(self.client, self.history.items)
         except Exception:  # never let a title affect the session
@@ -835,7 +844,8 @@ class Session:
             await self.pending.close()
 
     async def _close_sandbox(self) -> None:
-        """Close the sandbox, remove the scratch dir, close the model client."""
+        """Close the sandbox, remove the scratch dir, stop asking for the window, close the model client."""
+        await self._window.aclose()
         if self.confinement is not None:
             await self.confinement.close()
         shutil.rmtree(self.runtime.state.scratch_dir, ignore_errors=True)
@@ -845,15 +855,27 @@ class Session:
             log.debug("client close failed", exc_info=True)
 
     async def _open_agents(self, resumed: bool, warnings: list[str]) -> None:
-        """Offer the sub-agent tools; on resume, tell the model which children died with the last process."""
-        from auger.engine.subagents import SOURCE, AgentPool
+        """Offer the sub-agent tools; the pool that runs them (engine/subagents.py) is made at their first
+        call. On resume, tell the model which children died with the last process."""
+        from auger.context.agents import discover_agents
+        from auger.tools.agents import SOURCE, agent_toolset
 
-        self.agents = AgentPool(self, lambda session_id: _Archive(self.store, session_id))
-        warnings.extend(self.agents.index.warnings)
-        await self.runtime.router.registry.add(SOURCE, self.agents.toolset())
-        self.runtime.after_mutation.append(self.agents.bump)
+        config = self.workspace.config
+        self.agent_index = discover_agents(self.workspace.root, self.workspace.config_dir, base_mode=config.mode)
+        warnings.extend(self.agent_index.warnings)
+        await self.runtime.router.registry.add(SOURCE, agent_toolset(lambda: self.agent_pool().root,
+                                                                     self.agent_index.describe()))
         if resumed:
-            await self.agents.report_interrupted(self.record)
+            await self.agent_pool().report_interrupted(self.record)
+
+    def agent_pool(self) -> AgentPool:
+        """The session's sub-agents, made at the first agent tool call (or on resume)."""
+        if self.agents is None:
+            from auger.engine.subagents import AgentPool
+
+            self.agents = AgentPool(self, lambda session_id: _Archive(self.store, session_id), self.agent_index)
+            self.runtime.after_mutation.append(self.agents.bump)
+        return self.agents
     async def _report_worktree(self) -> None:
         """A session working in a kept worktree (`--worktree`, changes/worktree.py) says at its end what it
         changed there against the base, and records it, so the user can apply or discard it."""

@@ -1,6 +1,7 @@
 """What a session sets up as it opens, beside its sandbox and store: the configured MCP servers, the web
-tools, the plugins' tools and the hooks, and the model's real context window. Each problem becomes a
-warning the session announces after `session_configured`; none of them stops a session from opening.
+tools, the plugins' tools and the hooks, and the model's real context window (learned in the background:
+the session opens without waiting for it). Each problem becomes a warning the session announces after
+`session_configured`; none of them stops a session from opening.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ from auger.tools.router import ToolRouter
 
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
+    from auger.models.context_window import LearnedWindow
 
 
 async def start_mcp_servers(config: Config, router: ToolRouter, root: Path, confinement: CommandSandbox | None,
                             warnings: list[str]) -> McpServers:
     """The MCP servers configured for every session, started together; problems become warnings."""
-    from auger.tools.mcp_config import configured_servers
-
-    servers, problems = configured_servers(config.tables, trust_project=config.trust_project_mcp)
-    warnings.extend(problems)
     mcp = McpServers(router.registry, root=root, sandbox=confinement, warn=warnings.append)
-    await mcp.start(servers)
+    if "mcp_servers" in config.tables or "project_mcp_servers" in config.tables:  # else not even read
+        from auger.tools.mcp_config import configured_servers
+
+        servers, problems = configured_servers(config.tables, trust_project=config.trust_project_mcp)
+        warnings.extend(problems)
+        await mcp.start(servers)
     return mcp
 
 
@@ -65,10 +68,11 @@ async def open_plugins(workspace: Workspace, router: ToolRouter, env: dict[str, 
                  timeout=config.hooks_timeout)
 
 
-async def probe_window(client: ModelClient, config: Config) -> int | None:
-    """What window the model's server reports, unless configuration says (models/context_window)."""
-    from auger.models.context_window import probe_context_window
+def learn_model_window(client: ModelClient, config: Config, cache_dir: Path) -> LearnedWindow:
+    """What window the model's server reports, unless configuration says (models/context_window): from
+    the cache, else asked in the background, so no request waits for it."""
+    from auger.models.context_window import learn_window
     from auger.models.registry import registry_for
 
     described = any(client.model in p.models for p in registry_for(config).providers.values())
-    return await probe_context_window(client, bool(config.model_context_window) or described)
+    return learn_window(client, explicit=bool(config.model_context_window) or described, cache_dir=cache_dir)

@@ -76,7 +76,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("auger.subagents")
 
-SOURCE = "agent tools"  # its name in the session's tool registry: no MCP server can be named so (a space)
 RESULT_KIND = "agent_result"  # the ContextMessage kind of a delivered background result
 PROMPT_SHOWN = 80
 
@@ -84,12 +83,14 @@ PROMPT_SHOWN = 80
 class AgentPool:
     """A session's sub-agents: definitions, every run at any depth, the result cache and the caps."""
 
-    def __init__(self, session: ParentSession, archive: Callable[[str], OutputArchive]) -> None:
+    def __init__(self, session: ParentSession, archive: Callable[[str], OutputArchive],
+                 index: AgentIndex | None = None) -> None:
         workspace = session.workspace
         config = workspace.config
         self.session = session
         self.archive = archive  # a stored session's outputs, for a child's `recall`
-        self.index: AgentIndex = discover_agents(workspace.root, workspace.config_dir, base_mode=config.mode)
+        # the definitions: the ones the session's tool description lists, else read now
+        self.index = index or discover_agents(workspace.root, workspace.config_dir, base_mode=config.mode)
         self.max_depth = config.agents_max_depth
         self.max_concurrent = config.agents_max_concurrent
         self.max_per_turn = config.agents_max_per_turn
@@ -98,10 +99,6 @@ class AgentPool:
         self.runs: dict[str, AgentRun] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
         self.root = Control(self, session.id, 0, session.turn_context, session.runtime, session.ledger)
-
-    def toolset(self) -> Any:
-        """The session's own agent tools (for its tool registry)."""
-        return agent_toolset(self.root, self.index.describe())
 
     async def bump(self, call: PlannedCall) -> None:
         """An after_mutation hook: something may have changed, so earlier results are stale."""
@@ -413,7 +410,7 @@ class Child:
         allowed = inherited.__contains__ if agent.tools is None else (inherited & frozenset(agent.tools)).__contains__
         ledger = RollupLedger(parent.ledger)
         child_control = Control(pool, run.child_id, run.depth, lambda turn_id: ctx, prt, ledger)  # runtime: below
-        agent_tools = Filtered(agent_toolset(child_control, pool.index.describe()),
+        agent_tools = Filtered(agent_toolset(lambda: child_control, pool.index.describe()),
                                lambda spec: allowed(spec.name))
         router = await ToolRouter.open(Combined([CatalogView(prt.router, allowed), agent_tools]))
         same_root = root == prt.root

@@ -55,7 +55,7 @@ from auger.tools.router import ToolRouter
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
     from auger.engine.hooks import Hooks
-    from auger.engine.host import TurnHost
+    from auger.engine.host import CallHost
 
 log = logging.getLogger("auger.tools")
 
@@ -146,7 +146,31 @@ class ToolRuntime:
         """The mode a call is decided in now: the session's current one, capped by `cap`."""
         return effective_mode(self.shared, self.cap)
 
-    async def run(self, call: ToolCall, host: TurnHost, *, turn_id: str) -> Outcome:
+    def starts_early(self, call: ToolCall) -> bool:
+        """Whether `call` may start before the reply that made it is complete (engine/reply_calls.py): a
+        tool whose calls only read (`ToolSpec.starts_early`) and have no gate (a gate reads the conversation,
+        which the reply is part of: web_fetch's provenance), arguments that validate, a read-only
+        classification the policy allows unasked now. Never with `before_tool` or `after_tool` hooks: a hook
+        is the user's program, run once per call, for a call that stands. Decides only; `run` runs it all."""
+        spec = self.router.get(call.name)
+        if spec is None or not (spec.starts_early and spec.parallel_safe) or spec.gate is not None:
+            return False
+        if self.hooks is not None and (self.hooks.has("before_tool") or self.hooks.has("after_tool")):
+            return False
+        arguments = parse_arguments(call.arguments)
+        if isinstance(arguments, BadJSON):
+            return False
+        try:
+            c = spec.classify(spec.validate(arguments), self.root)
+        except ToolError:
+            return False
+        if c.effect != Effect.READ_ONLY:
+            return False
+        policy = self.policy
+        decision = decide_call(spec.name, c, policy.rules, self.mode(), sandboxed=policy.sandboxed, grants=self.grants)
+        return decision.verdict == Verdict.ALLOW
+
+    async def run(self, call: ToolCall, host: CallHost, *, turn_id: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
         shown = call.arguments if isinstance(arguments, BadJSON) else arguments
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
@@ -198,7 +222,7 @@ class ToolRuntime:
             log.error("tool %s failed", call.name, exc_info=exc)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
 
-    async def _before_tool(self, host: TurnHost, turn_id: str, call_id: str, spec: ToolSpec,
+    async def _before_tool(self, host: CallHost, turn_id: str, call_id: str, spec: ToolSpec,
                            args: dict[str, Any]) -> dict[str, Any] | Denied:
         """The arguments to go on with (a hook's rewrite, validated like the model's), or a hook's denial."""
         if self.hooks is None or not self.hooks.has("before_tool"):
@@ -216,7 +240,7 @@ class ToolRuntime:
         except ToolError as exc:
             raise ToolError(f"{exc} (in the arguments a before_tool hook rewrote)") from None
 
-    async def _after_tool(self, host: TurnHost, turn_id: str, call_id: str, tool: str, args: dict[str, Any],
+    async def _after_tool(self, host: CallHost, turn_id: str, call_id: str, tool: str, args: dict[str, Any],
                           result: ToolResult) -> None:
         """Let hooks rewrite what the model sees; the full output is then dropped, so `recall` cannot
         show what a hook took out."""
@@ -230,7 +254,7 @@ class ToolRuntime:
         if outcome.output is not None:
             result.output, result.full_output = outcome.output, None
 
-    async def _permit(self, host: TurnHost, turn_id: str, mode: str, spec: ToolSpec, args: dict[str, Any],
+    async def _permit(self, host: CallHost, turn_id: str, mode: str, spec: ToolSpec, args: dict[str, Any],
                       c: Classification, ctx: ToolContext) -> Denied | Aborted | None:
         """None when the call may run: policy allows it, a grant covers it, or the user approves it."""
         policy = self.policy
@@ -272,7 +296,7 @@ class ToolRuntime:
             return await self._permit(host, turn_id, self.mode(), spec, args, c, ctx)
         return None
 
-    def _remember(self, host: TurnHost, turn_id: str, c: Classification) -> None:
+    def _remember(self, host: CallHost, turn_id: str, c: Classification) -> None:
         """Append "allow" rules for an approve-always answer. The user approved the command whether or
         not the rule file can be written, so a write failure is a warning, never a lost approval."""
         from auger.policy.effects import unwrap  # the classifier is loaded by now: this call was classified
@@ -286,7 +310,7 @@ class ToolRuntime:
             host.emit(ev.WarningEvent(f"the rule was not saved: {reason} ({path}); approved for this session",
                                       turn_id))
 
-    async def _allow_unsandboxed(self, host: TurnHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
+    async def _allow_unsandboxed(self, host: CallHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
                                  c: Classification, why: str) -> bool:
         """After the sandbox blocked a command: may it run again outside? Only a person can say yes."""
         if not self.policy.interactive or Mode.PLAN in (mode, self.mode()):

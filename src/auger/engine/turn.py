@@ -3,22 +3,24 @@
 A turn reads its frozen TurnContext and acts only through its TurnHost; it never sees the
 Session. Order of effects is the durability contract: an item is committed (`host.record`)
 before the event announcing it is emitted and before the next model call, so a process
-killed at any moment has lost nothing it had already shown.
+killed at any moment has lost nothing it had already shown. A read that starts while the
+reply still streams (engine/reply_calls.py) keeps it: what it announces waits until the
+reply's items are recorded, and its output is recorded after them, in the reply's order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from auger.engine.compact import compact
 from auger.engine.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
 from auger.engine.host import TurnHost
 from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_limits, announce_retries, call_model
+from auger.engine.reply_calls import ReplyCalls
 from auger.engine.streamed_items import StreamedItems
-from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec, StructuredOutputFailed
 from auger.engine.tool_runtime import Aborted, Denied, Ran
 from auger.engine.turn_context import TurnContext
 from auger.models.base import (
@@ -35,6 +37,9 @@ from auger.protocol.items import (
     AssistantMessage, ContextMessage, Reasoning, SearchSources, ToolCall, ToolOutput, TurnAborted, UserMessage,
 )
 from auger.tools.base import ToolResult
+
+if TYPE_CHECKING:  # loaded by the first input that gives a schema
+    from auger.engine.structured_output import OutputCheck
 
 
 class TurnStopped(Exception):
@@ -73,7 +78,7 @@ class Turn:
         except TurnAbortedByUser:
             await self._record_abort("aborted by the user at an approval")
             return "cancelled", "aborted by the user at an approval"
-        except (ModelError, TurnStopped, StructuredOutputFailed) as exc:
+        except (ModelError, TurnStopped) as exc:
             return "error", str(exc)
 
     async def _loop(self) -> None:
@@ -97,9 +102,10 @@ class Turn:
             while True:
                 request = ModelRequest(ctx.system_prompt, host.history.for_prompt(ctx.limits.output_cap_chars),
                                        list(ctx.tools), output=self.output.format if self.output else None,
-                                       effort=ctx.effort, summary=ctx.summary)
+                                       effort=ctx.effort, summary=ctx.summary,
+                                       parallel_tools=ctx.model_info.supports_parallel_tools)
                 try:
-                    reply, message_id = await self._call_model(request)
+                    reply, message_id, arrived = await self._call_model(request)
                     break
                 except ContextWindowExceeded:
                     if compacted:  # already as small as compaction makes it
@@ -115,24 +121,35 @@ class Turn:
                                               "sent again", self.id))
                     images_replaced = True
             self.guard.note_model_call()
-            calls = await self._record_reply(reply, message_id)
-            if calls:
-                await self._run_calls(calls)
-            elif not host.has_input() and await self._answer_stands(reply):
+            try:
+                calls = await self._record_reply(reply, message_id, arrived)
+                if calls:
+                    await self._run_calls(calls, arrived)
+            finally:
+                await arrived.cancel()  # what started early and was not run to its end (an interrupt)
+            if not calls and not host.has_input() and await self._answer_stands(reply):
                 return
 
     async def _answer_stands(self, reply: Reply) -> bool:
         """The final answer ends the turn, unless the turn's output schema sends it back to be repaired."""
-        return self.output is None or await self.output.settle(reply.text, self.id, self.host)
+        if self.output is None:
+            return True
+        from auger.engine.structured_output import StructuredOutputFailed
+
+        try:
+            return await self.output.settle(reply.text, self.id, self.host)
+        except StructuredOutputFailed as exc:
+            raise TurnStopped(str(exc)) from None
 
     def _context_used(self) -> int:
         return self.host.meter.estimate(self.ctx.system_prompt, self.ctx.tools, self.ctx.limits)
 
     def _check_window_fill(self) -> None:
-        """Warn once, before the session's first request, when that request already fills most of the window."""
+        """Warn once, before the session's first request made with the model's real window (known from the
+        start, or once its server answered), when that request already fills most of the window."""
         from auger.models.context_window import fill_warning
 
-        if self.host.meter.first_check():
+        if not self.ctx.limits.provisional and self.host.meter.first_check():
             warning = fill_warning(self._context_used(), self.ctx.limits.window, self.ctx.model)
             if warning:
                 self.host.emit(ev.WarningEvent(warning, self.id))
@@ -165,10 +182,7 @@ class Turn:
                     load_image(ref)
                 except ImageError as exc:
                     raise TurnStopped(f"message not sent: {exc}") from None
-            try:
-                output = OutputCheck(OutputSpec.of(op.output_schema)) if op.output_schema is not None else None
-            except OutputSchemaError as exc:
-                raise TurnStopped(f"message not sent: {exc}") from None
+            output = self._output_check(op.output_schema) if op.output_schema is not None else None
             for name in op.skills:
                 skill = skills.get(name)
                 if skill is None:
@@ -184,6 +198,16 @@ class Turn:
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
+
+    @staticmethod
+    def _output_check(schema: object) -> OutputCheck:
+        """The check of the answer a schema asks for (engine/structured_output.py, loaded only for one)."""
+        from auger.engine.structured_output import OutputCheck, OutputSchemaError, OutputSpec
+
+        try:
+            return OutputCheck(OutputSpec.of(schema))
+        except OutputSchemaError as exc:
+            raise TurnStopped(f"message not sent: {exc}") from None
 
     async def _expand_mcp_prompt(self, text: str) -> str | None:
         """`/mcp__<server>__<prompt> args` as the server's prompt text (tools/mcp_servers.py); None otherwise."""
@@ -220,11 +244,13 @@ class Turn:
             raise TurnStopped(message)
         self.guard.extend()
 
-    async def _call_model(self, request: ModelRequest) -> tuple[Reply, str]:
-        """One reply and the id its text streamed under; its text and reasoning stream out as events while
-        it arrives, each piece with an id of its own (an attempt a retry throws away is ended discarded)."""
+    async def _call_model(self, request: ModelRequest) -> tuple[Reply, str, ReplyCalls]:
+        """One reply, the id its text streamed under, and its calls (the reads among them started as they
+        arrived); its text and reasoning stream out as events while it arrives, each piece with an id of
+        its own (an attempt a retry throws away is ended discarded, and its early calls cancelled)."""
         host = self.host
         items = StreamedItems(host.emit, self.id)
+        arrived = ReplyCalls(self.ctx.runtime, host, self.id)
         announce = announce_retries(host.emit, self.id, self.ctx.retry)
 
         def on_delta(event: StreamEvent) -> None:
@@ -235,18 +261,21 @@ class Turn:
 
         def on_retry(attempt: int, delay: float, error: ModelError) -> None:
             items.end(discarded=True)
+            arrived.discard()
             announce(attempt, delay, error)
 
         try:
             reply = await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta, on_retry=on_retry,
-                                     on_limits=announce_limits(host.emit, self.id))
+                                     on_limits=announce_limits(host.emit, self.id), on_call=arrived.arrived)
         except BaseException:
             items.end(discarded=True)
+            await arrived.cancel()
             raise
-        return reply, items.end()
+        return reply, items.end(), arrived
 
-    async def _record_reply(self, reply: Reply, message_id: str = "") -> list[ToolCall]:
-        """Commit the reply's items and usage; return its tool calls (ids made unique in the session)."""
+    async def _record_reply(self, reply: Reply, message_id: str, arrived: ReplyCalls) -> list[ToolCall]:
+        """Commit the reply's items and usage, then let its early calls announce themselves; return its tool
+        calls (ids made unique in the session as they arrived)."""
         ctx, host = self.ctx, self.host
         for done in reply.reasoning_items:  # complete items carry provider state to send back
             await host.record(self.id, Reasoning(done.text, done.encrypted, done.provider, done.item_id,
@@ -258,16 +287,9 @@ class Turn:
             host.emit(ev.AgentMessage(self.id, reply.text, message_id))
         if reply.sources:  # where a hosted search's pages came from, apart from the text the model wrote
             await host.record(self.id, SearchSources(list(dict.fromkeys(s.url for s in reply.sources))))
-        known = host.history.call_ids()
-        calls = []
-        for ready in reply.calls:
-            call_id = ready.call_id
-            if call_id in known:  # some local servers reuse ids across replies; ids must stay unique
-                call_id = f"{call_id}_{len(known)}"
-            known.add(call_id)
-            call = ToolCall(call_id, ready.name, ready.arguments)
+        calls = list(arrived.calls)
+        for call in calls:
             await host.record(self.id, call)
-            calls.append(call)
         self._calls.extend(calls)
         await host.charge(self.id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
         if reply.usage.input_tokens:
@@ -279,10 +301,12 @@ class Turn:
             host.emit(ev.WarningEvent(reply.warning, self.id))
         elif reply.finish_reason == "length":
             host.emit(ev.WarningEvent("the model's reply was cut off at its output token limit", self.id))
+        arrived.release()
         return calls
 
-    async def _run_calls(self, calls: list[ToolCall]) -> None:
-        """Consecutive parallel-safe calls run together; anything that mutates runs alone, in order."""
+    async def _run_calls(self, calls: list[ToolCall], arrived: ReplyCalls) -> None:
+        """Consecutive parallel-safe calls run together; anything that mutates runs alone, in order. The
+        reads that started early lead the reply, so they are all in its first batch."""
         batches: list[tuple[bool, list[ToolCall]]] = []
         for call in calls:
             parallel = self.ctx.runtime.router.parallel_safe(call.name)
@@ -292,15 +316,20 @@ class Turn:
                 batches.append((parallel, [call]))
         for _, batch in batches:
             if len(batch) == 1:
-                await self._run_call(batch[0])
+                await self._run_call(batch[0], arrived)
             else:
-                await asyncio.gather(*(self._run_call(call) for call in batch))
+                await asyncio.gather(*(self._run_call(call, arrived) for call in batch))
 
-    async def _run_call(self, call: ToolCall) -> None:
+    async def _run_call(self, call: ToolCall, arrived: ReplyCalls) -> None:
         host = self.host
         repeats = self.guard.note_tool_call(call.name, call.arguments)
-        started = time.monotonic()
-        outcome = await self.ctx.runtime.run(call, host, turn_id=self.id)
+        early = arrived.started(call.call_id)
+        if early is not None:
+            task, started = early
+            outcome = await task
+        else:
+            started = time.monotonic()
+            outcome = await self.ctx.runtime.run(call, host, turn_id=self.id)
         result = outcome.result if isinstance(outcome, Ran) else ToolResult(outcome.message, ok=False)
         if repeats >= DOOM_REPEATS:
             result.output += doom_note(call.name, repeats)

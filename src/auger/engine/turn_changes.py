@@ -52,12 +52,24 @@ class UndoError(Exception):
 def snapshot_store(config: Config, root: Path, data_dir: Path, own: Sequence[Path] = ()) -> SnapshotStore | None:
     """The project's snapshot repository under auger's data directory, or None when snapshots are off.
     `own`: auger's own files (`auger_paths`), which it never records."""
+    opener = snapshot_opener(config, root, data_dir, own)
+    return None if opener is None else opener()
+
+
+def snapshot_opener(config: Config, root: Path, data_dir: Path,
+                    own: Sequence[Path] = ()) -> Callable[[], SnapshotStore] | None:
+    """What opens `snapshot_store`'s repository, or None when snapshots are off: a session opens it (and
+    loads auger.changes) at its first snapshot, never on its way to the first model request."""
     if not config.snapshots:
         return None
-    from auger.changes.snapshots import SnapshotStore, snapshot_dir
 
-    return SnapshotStore(root, snapshot_dir(data_dir, root), max_file_bytes=config.snapshot_max_file_bytes,
-                         max_dir_files=config.snapshot_max_dir_files, own=own)
+    def open_store() -> SnapshotStore:
+        from auger.changes.snapshots import SnapshotStore, snapshot_dir
+
+        return SnapshotStore(root, snapshot_dir(data_dir, root), max_file_bytes=config.snapshot_max_file_bytes,
+                             max_dir_files=config.snapshot_max_dir_files, own=own)
+
+    return open_store
 
 
 def auger_paths(dirs: Mapping[str, Path], store: object) -> tuple[Path, ...]:
@@ -76,9 +88,10 @@ def auger_paths(dirs: Mapping[str, Path], store: object) -> tuple[Path, ...]:
 class ChangeTracker:
     """One session's snapshots: the hook before changes, the diff at each turn's end, undo and redo."""
 
-    def __init__(self, snapshots: SnapshotStore, session_id: str, record: Record,
+    def __init__(self, snapshots: Callable[[], SnapshotStore], session_id: str, record: Record,
                  emit: Callable[[Event], None]) -> None:
-        self.snapshots = snapshots
+        self._open = snapshots  # `snapshot_opener`'s: the repository is opened at first use
+        self._snapshots: SnapshotStore | None = None
         self.session_id = session_id
         self._record = record
         self._emit = emit
@@ -86,6 +99,12 @@ class ChangeTracker:
         self._lock = asyncio.Lock()
         self._warm: asyncio.Task[None] | None = None
         self._needed = asyncio.Event()  # a change is about to be made: warm up now, not after the delay
+
+    @property
+    def snapshots(self) -> SnapshotStore:
+        if self._snapshots is None:
+            self._snapshots = self._open()
+        return self._snapshots
 
     def start(self) -> None:
         """Take a first snapshot in the background, so the first turn's costs only what changed. It

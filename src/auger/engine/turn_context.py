@@ -2,7 +2,9 @@
 
 The session builds one per turn (model, skills and reasoning settings can change between turns,
 never during one). The trust mode is the exception: `mode` is read from the runtime at each use, because a
-switch takes effect at once, also in a running turn (engine/shared.py). A sub-agent or a review
+switch takes effect at once, also in a running turn (engine/shared.py); so are the context `limits`, because
+the window a local server reports is learned in the background and applies from the moment it is known
+(models/context_window.py). A sub-agent or a review
 runs with a variant made by `derive(...)`: another model, a filtered tool catalog (and the
 runtime that caps its mode), a lower call cap. What a turn may *do* is not here but in its
 TurnHost (engine/host.py).
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits
@@ -32,7 +34,7 @@ class TurnContext:
     model_info: ModelInfo
     instructions: str  # the base system prompt; tool sources add their contributions (system_prompt)
     runtime: ToolRuntime  # and its router: the session's tool catalog
-    limits: ContextLimits
+    limits_now: Callable[[], ContextLimits]  # the session's window as known now: see `limits`
     budgets: Budgets
     retry: RetryPolicy
     max_model_calls: int
@@ -44,6 +46,11 @@ class TurnContext:
     def mode(self) -> str:
         """The trust mode now: the session's current one, capped by a sub-agent's own."""
         return self.runtime.mode()
+
+    @property
+    def limits(self) -> ContextLimits:
+        """The context limits now: the model's window may be learned while the turn runs."""
+        return self.limits_now()
 
     @property
     def tools(self) -> tuple[ToolSchema, ...]:

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv in (["--version"], ["-V"]):
         print(f"auger {__version__}")
         return EXIT_OK
+    if argv and argv[0] in _RUN_COMMANDS:  # their parser alone: no other command's module is imported
+        args = _run_parsers(_standalone)[argv[0]].parse_intermixed_args(argv[1:])
+        return _run(args)
     from auger.frontends.mcp_commands import split_command
 
     parser, commands = _parser()
@@ -41,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_USAGE
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except CliError as exc:
@@ -60,11 +67,17 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
             for name in action.choices]
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    parser = argparse.ArgumentParser(prog="auger", description="An AI coding agent for your project.")
-    parser.add_argument("-V", "--version", action="version", version=f"auger {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+_RUN_COMMANDS = ("exec", "resume", "fork")  # the commands that run a session headless
 
+
+def _standalone(name: str, **options: Any) -> argparse.ArgumentParser:
+    """A run command's parser on its own, named as the full parser names its subcommand."""
+    options.pop("help", None)
+    return argparse.ArgumentParser(prog=f"auger {name}", **options)
+
+
+def _run_options() -> argparse.ArgumentParser:
+    """The options of every command that runs a session (exec, resume, fork, the interactive one)."""
     run_opts = argparse.ArgumentParser(add_help=False)
     run_opts.add_argument("--json", action="store_true", help="print one JSON event per line")
     run_opts.add_argument("-m", "--model", help="model name")
@@ -88,17 +101,24 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     run_opts.add_argument("--pending", action="store_true", default=None,
                           help="queue file changes for review (`auger pending`) instead of writing them")
     store_opts(run_opts)
+    return run_opts
+
+
+def _run_parsers(add: Any, run_opts: argparse.ArgumentParser | None = None) -> dict[str, argparse.ArgumentParser]:
+    """`exec`, `resume` and `fork`, each made by `add(name, **options)`: a subparser of the full parser, or a
+    parser of its own (`_standalone`) when the command line names one of them."""
     from auger.frontends.run_output import add_options as add_output_options
 
+    run_opts = run_opts or _run_options()
     answer_opts = argparse.ArgumentParser(add_help=False)  # what a headless run leaves (frontends/run_output.py)
     add_output_options(answer_opts)
 
-    p_exec = sub.add_parser("exec", parents=[run_opts, answer_opts], help="run one task headless and exit")
+    p_exec = add("exec", parents=[run_opts, answer_opts], help="run one task headless and exit")
     p_exec.add_argument("prompt", nargs="?", help="the task; '-' or omitted reads it from stdin")
     p_exec.set_defaults(run=_cmd_exec)
 
-    p_resume = sub.add_parser("resume", parents=[run_opts, answer_opts],
-                              help="continue a stored session (in a terminal with no prompt: interactively)")
+    p_resume = add("resume", parents=[run_opts, answer_opts],
+                   help="continue a stored session (in a terminal with no prompt: interactively)")
     p_resume.add_argument("session_id", nargs="?",
                           help="session id (or a unique prefix), see `auger sessions`; omitted in a terminal: "
                                "pick one of this project's recent sessions")
@@ -106,13 +126,21 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_resume.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
     p_resume.set_defaults(run=_cmd_resume)
 
-    p_fork = sub.add_parser("fork", parents=[run_opts, answer_opts],
-                            help="start a new session from a copy of another's history")
+    p_fork = add("fork", parents=[run_opts, answer_opts], help="start a new session from a copy of another's history")
     p_fork.add_argument("session_id", help="session id (or a unique prefix) to copy")
     p_fork.add_argument("prompt", nargs="?", help="the next prompt; '-' or omitted reads it from stdin")
     p_fork.add_argument("--before", type=int, default=0, metavar="N",
                         help="copy only what came before the Nth user message (1-based)")
     p_fork.set_defaults(run=_cmd_fork)
+    return {"exec": p_exec, "resume": p_resume, "fork": p_fork}
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(prog="auger", description="An AI coding agent for your project.")
+    parser.add_argument("-V", "--version", action="version", version=f"auger {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run_opts = _run_options()
+    runs = _run_parsers(sub.add_parser, run_opts)
 
     p_sessions = sub.add_parser("sessions", help="list stored sessions")
     p_sessions.add_argument("--json", action="store_true", help="print JSON")
@@ -180,7 +208,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.fleet_cli import add_commands as add_fleet
 
     changes.update(add_fleet(sub, store_opts))  # `submit`, `worker`, `tasks`, `db` (frontends/fleet_cli.py)
-    return parser, {"": p_chat, "exec": p_exec, "resume": p_resume, "fork": p_fork, "sessions": p_sessions,
+    return parser, {"": p_chat, **runs, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 
 
@@ -335,7 +363,8 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
         if refused:
             print(f"decision: refused in every mode: {refused}")
             return EXIT_OK
-        tool, call = web_fetch_tool(web_policy(config)), {"url": args.fetch}
+        policy = web_policy(config)
+        tool, call = web_fetch_tool(lambda: policy), {"url": args.fetch}
     else:
         command = words[0] if len(words) == 1 else shlex.join(words)
         print(f"command:  {command}")

@@ -132,12 +132,12 @@ async def _apply(store, record, config, paths: list[str]) -> int:
     from auger.changes.pending import APPLIED, apply, note
     from auger.config import home_dirs
     from auger.engine.pending_mode import APPLY_TURN, CONTEXT_TURN, snapshot_before_apply
-    from auger.engine.turn_changes import ChangeTracker, auger_paths, snapshot_store
+    from auger.engine.turn_changes import ChangeTracker, auger_paths, snapshot_opener
     from auger.protocol.events import Event
 
     root = Path(record.cwd)
     dirs = home_dirs()
-    snapshots = snapshot_store(config, root, dirs["data"], auger_paths(dirs, store))
+    snapshots = snapshot_opener(config, root, dirs["data"], auger_paths(dirs, store))
     turn_id = f"{APPLY_TURN}-{os.urandom(6).hex()}"
     tracker = None
     if snapshots is not None:

@@ -117,6 +117,8 @@ class AnthropicClient(SseModelClient):
                 body["tools"].insert(0, dict(WEB_SEARCH_TOOL))
             if request.tool_choice != "auto":  # the API's default is auto; "none" is {"type": "none"}
                 body["tool_choice"] = {"type": request.tool_choice}
+            elif not request.parallel_tools:  # a model described as taking one call at a time
+                body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         if self.thinking_budget is not None and _thinking_allowed(messages):
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
             body["max_tokens"] = self.max_output_tokens + self.thinking_budget

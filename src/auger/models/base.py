@@ -46,6 +46,9 @@ class ModelRequest:
     # as configured. Wires that take no reasoning settings ignore them; summary "none" turns summaries off.
     effort: str | None = None
     summary: str | None = None
+    # Whether the model may call several tools in one reply (ModelInfo.supports_parallel_tools); the wires
+    # that can say so send False (Chat `parallel_tool_calls`, Anthropic `disable_parallel_tool_use`).
+    parallel_tools: bool = True
 
 
 @dataclass

@@ -1,55 +1,132 @@
-"""The context window a server really gives a model, asked of the server itself.
+"""The context window a local server really gives a model, asked of the server itself.
 
 Why: a model nobody described gets ModelInfo's 128k default, but Ollama runs models with a few thousand
 tokens unless told otherwise and silently drops what overflows, so auger would never compact and the
-model would lose the start of the conversation without a word. A session therefore asks the server as it
-opens:
+model would lose the start of the conversation without a word. A session therefore asks the server:
 
 * Ollama: `POST /api/show` gives the trained length (`model_info["<arch>.context_length"]`) and any
   `num_ctx` in the model's parameters; `GET /api/ps` gives the length a loaded model actually runs with.
   Without either, the server's documented default (4096 on small machines) is what it will use.
 * any OpenAI-compatible server: `GET /v1/models`, where it reports a length for the model
-  (`loaded_context_length` from LM Studio, `max_model_len` from vLLM, `context_length` from OpenRouter and
-  llama.cpp, `context_window`).
+  (`loaded_context_length` from LM Studio, `max_model_len` from vLLM, `context_length` from llama.cpp,
+  `context_window`).
 
-Explicit configuration (`model_context_window`, a model table) wins and is never probed. A failed probe
-is a quiet fallback to what the registry says, never an error. Answers are kept per client and model
-(a server restarted with another context length is asked again by the next client).
+Only a local server is asked (a loopback or private address, a `.local` name, or a provider that runs on
+the user's machine: `local_server`): a hosted API's models are described in the registry, and a round
+trip to it would only slow the start. Explicit configuration (`model_context_window`, a model table) wins
+and is never probed. The question never delays a request: `learn_window` asks in the background while the
+session goes on with the registry's window, and the answer applies from the next use of the window on
+(engine/turn_context.py reads it live). Answers are kept per server and model in the cache directory for
+CACHE_TTL (a server restarted with another context length is asked again after that), so most sessions
+have the real window before their first request; a failed probe is a quiet fallback, never an error, and
+is not kept.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+import json
+import os
 import re
+import time
 import weakref
+from pathlib import Path
 from typing import Any, TypeGuard
+from urllib.parse import urlsplit
 
 from auger.models.base import ModelClient
-from auger.models.registry import LOCAL_PREFIXES
+from auger.models.registry import BUILTIN, LOCAL_PREFIXES
 
 OLLAMA_DEFAULT_CONTEXT = 4096  # what Ollama runs a model with when neither num_ctx nor the server says more
-PROBE_TIMEOUT = 3.0  # seconds per request: a session must not wait long for an answer it can do without
+PROBE_TIMEOUT = 3.0  # seconds per request: an answer that takes longer is not worth the wait
 FILL_WARNING = 0.9  # the first request filling this much of the window is worth a warning
+CACHE_FILE = "context-windows.json"  # in the cache directory: {"<base url> <model>": {"window": N|null, "at": t}}
+CACHE_TTL = 3600.0  # seconds an answer is believed
 _MODEL_KEYS = ("loaded_context_length", "max_model_len", "context_length", "context_window", "max_context_length")
 _SANE = range(256, 100_000_001)  # a server's number outside this is not believed
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+# providers whose server runs on the user's machine, wherever the user points them
+_LOCAL_PROVIDERS = frozenset(p.name for p in BUILTIN.values() if p.base_url.startswith(LOCAL_PREFIXES))
 
 _answers: weakref.WeakKeyDictionary[ModelClient, dict[str, int | None]] = weakref.WeakKeyDictionary()
 
 
-async def probe_context_window(client: ModelClient, explicit: bool) -> int | None:
-    """The window the client's server reports for its model, or None (explicit config, not a Chat
-    Completions server, or nothing learned). Never raises."""
-    base_url = getattr(client, "base_url", None)
-    http = getattr(client, "_http", None)
-    if explicit or not base_url or http is None:
-        return None
-    answers = _answers.setdefault(client, {})
-    if client.model not in answers:
-        try:
-            answers[client.model] = await _ask(http, base_url, client.model, ollama=_looks_like_ollama(client))
-        except Exception:  # noqa: BLE001 - any failure of a best-effort probe is a quiet fallback
-            answers[client.model] = None
-    return answers[client.model]
+class LearnedWindow:
+    """The window a session's model runs with on its server, as far as known now: `window` (None: the
+    server said nothing, or was not asked), `settled` once no answer is awaited any more."""
+
+    def __init__(self, model: str, window: int | None = None, asking: asyncio.Task[int | None] | None = None):
+        self.model = model
+        self.window = window
+        self._asking = asking
+        if asking is not None:
+            asking.add_done_callback(self._answered)
+
+    @property
+    def settled(self) -> bool:
+        return self._asking is None
+
+    def for_model(self, model: str) -> int | None:
+        """The window learned for `model` (None for another model: the session switched)."""
+        return self.window if model == self.model else None
+
+    async def wait(self) -> int | None:
+        """The window once the server's answer is in (at once when none is awaited)."""
+        if self._asking is not None:
+            await asyncio.gather(self._asking, return_exceptions=True)
+        return self.window
+
+    async def aclose(self) -> None:
+        """Stop asking (the session ends, or its model changed)."""
+        if self._asking is not None:
+            self._asking.cancel()
+            await asyncio.gather(self._asking, return_exceptions=True)
+            self._asking = None
+
+    def _answered(self, task: asyncio.Task[int | None]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self.window = task.result()
+        self._asking = None
+
+
+def learn_window(client: ModelClient, *, explicit: bool, cache_dir: Path | None) -> LearnedWindow:
+    """What `client`'s server says of its model's window: at once from the cache, else asked in the
+    background (call within a running event loop). Nothing is asked when the window is `explicit`
+    (configured or described) or the server is not local."""
+    if explicit or not local_server(client):
+        return LearnedWindow(client.model)
+    key = f"{getattr(client, 'base_url', '')} {client.model}"
+    found, window = _cached(cache_dir, key)
+    if found:
+        return LearnedWindow(client.model, window)
+
+    async def ask() -> int | None:
+        answer = await _probe(client)
+        if isinstance(answer, _Failed):
+            return None
+        _keep(cache_dir, key, answer)
+        return answer
+
+    return LearnedWindow(client.model, asking=asyncio.create_task(ask(), name=f"window-{client.model}"))
+
+
+def local_server(client: ModelClient) -> bool:
+    """Whether the client talks to a server on this machine or the local network, over a client that
+    can ask it (a Chat Completions one)."""
+    endpoint = _endpoint(client)
+    if endpoint is None:
+        return False
+    if client.provider in _LOCAL_PROVIDERS:
+        return True
+    host = (urlsplit(endpoint[1]).hostname or "").lower()
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def fill_warning(used: int, window: int, model: str) -> str | None:
@@ -62,18 +139,79 @@ def fill_warning(used: int, window: int, model: str) -> str | None:
             "model_context_window")
 
 
-async def _ask(http: Any, base_url: str, model: str, *, ollama: bool) -> int | None:
+class _Failed:
+    """The server could not be asked (down, too slow, garbled): nothing learned, nothing to keep."""
+
+
+_FAILED = _Failed()
+
+
+async def _probe(client: ModelClient) -> int | None | _Failed:
+    """The server's answer, asked once per client and model; _FAILED when it could not be had."""
+    answers = _answers.setdefault(client, {})
+    endpoint = _endpoint(client)
+    if endpoint is None:
+        return None
+    if client.model not in answers:
+        try:
+            answers[client.model] = await _ask(*endpoint, client.model)
+        except Exception:  # noqa: BLE001 - any failure of a best-effort probe is a quiet fallback
+            return _FAILED
+    return answers[client.model]
+
+
+def _endpoint(client: ModelClient) -> tuple[Any, str] | None:
+    """The client's HTTP client and base URL, when it has both (a Chat Completions client)."""
+    base_url = getattr(client, "base_url", None)
+    http = getattr(client, "_http", None)
+    return (http, str(base_url)) if base_url and http is not None else None
+
+
+def _cached(cache_dir: Path | None, key: str) -> tuple[bool, int | None]:
+    """(found, window) for `key`, if kept less than CACHE_TTL ago."""
+    entry = _read_cache(cache_dir).get(key)
+    if not isinstance(entry, dict) or not isinstance(entry.get("at"), (int, float)):
+        return False, None
+    if not 0 <= time.time() - entry["at"] < CACHE_TTL:
+        return False, None
+    window = entry.get("window")
+    return True, int(window) if _sane(window) else None
+
+
+def _keep(cache_dir: Path | None, key: str, window: int | None) -> None:
+    """Remember an answer (replacing the file whole, so a reader never sees half of it); never raises."""
+    if cache_dir is None:
+        return
+    now = time.time()
+    entries = {k: v for k, v in _read_cache(cache_dir).items()
+               if isinstance(v, dict) and isinstance(v.get("at"), (int, float)) and now - v["at"] < CACHE_TTL}
+    entries[key] = {"window": window, "at": now}
+    path = cache_dir / CACHE_FILE
+    temp = path.with_name(f"{CACHE_FILE}.{os.getpid()}.tmp")
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        temp.write_text(json.dumps(entries), encoding="utf-8")
+        os.replace(temp, path)
+    except OSError:
+        temp.unlink(missing_ok=True)
+
+
+def _read_cache(cache_dir: Path | None) -> dict[str, Any]:
+    if cache_dir is None:
+        return {}
+    try:
+        data = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+async def _ask(http: Any, base_url: str, model: str) -> int | None:
+    """The model list, then Ollama's own API (any local server may be one; another only answers 404)."""
     window = await _from_model_list(http, base_url, model)
-    if window is None and ollama:
+    if window is None:
         window = await _from_ollama(http, base_url.rstrip("/").removesuffix("/v1"), model)
     return window
-
-
-def _looks_like_ollama(client: ModelClient) -> bool:
-    """Ollama's own API is asked only of a server that may be one: the `ollama` provider, its port, or any
-    local server (a remote API would only answer 404, after a round trip the session waits for)."""
-    base_url = str(getattr(client, "base_url", ""))
-    return client.provider == "ollama" or ":11434" in base_url or base_url.startswith(LOCAL_PREFIXES)
 
 
 async def _get_json(http: Any, method: str, url: str, body: Any = None) -> Any:

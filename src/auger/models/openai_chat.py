@@ -12,6 +12,9 @@ The servers behind this wire differ in ways a client must follow, or a tool loop
 * A refusal (`delta.refusal`) or a `content_filter` finish is the model's answer: shown, recorded, warned.
 * An error inside a 200 stream (OpenRouter's `{"error": {"code": 400, ...}}` chunk) is classified like the
   same error over HTTP: a 400 is not retried.
+* Calls stream one after another, their fragments keyed by `index`: a call is complete when the next index
+  starts (or the reply finishes), and is handed on then, so the engine can start a read while the rest of the
+  reply streams. A fragment that adds to a call after a later one began is a malformed stream (retried).
 
 Every streamed piece is collected in a list and joined once: a multi-megabyte tool argument in tiny fragments
 assembles in linear time.
@@ -68,6 +71,8 @@ class OpenAIChatClient(SseModelClient):
                 for t in request.tools
             ]
             body["tool_choice"] = request.tool_choice
+            if not request.parallel_tools:  # sent only then: not every compatible server knows the field
+                body["parallel_tool_calls"] = False
         if request.output is not None and self.structured_output:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": request.output.name, "schema": request.output.schema, "strict": request.output.strict}}
@@ -101,6 +106,7 @@ class _Reasoning:
 async def _parse_stream(response: httpx.Response, url: str, model: str, key_env: str | None
                         ) -> AsyncIterator[StreamEvent]:
     calls: dict[int, _Call] = {}
+    ready: set[int] = set()  # indexes of the calls handed on
     reasoning = _Reasoning()
     refused = False
     answered = False  # a chunk carried a choice
@@ -141,10 +147,17 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
                 refused = True  # the refusal is the model's answer: shown and recorded as its text
                 yield TextDelta(delta["refusal"])
             for frag in delta.get("tool_calls") or []:
-                slot = calls.setdefault(frag.get("index", len(calls)), _Call())
+                index = frag.get("index", len(calls))
+                fn = frag.get("function") or {}
+                if index in ready and (fn.get("name") or fn.get("arguments")):
+                    raise ModelError(f"malformed stream event from {url} (tool call {index} continued after a "
+                                     "later one began)", retryable=True)
+                for earlier in sorted(i for i in calls if i < index and i not in ready):
+                    ready.add(earlier)  # the next call began: this one is complete
+                    yield _ready(calls[earlier])
+                slot = calls.setdefault(index, _Call())
                 if frag.get("id"):
                     slot.id = frag["id"]
-                fn = frag.get("function") or {}
                 if fn.get("name"):
                     slot.name.append(fn["name"])
                 if fn.get("arguments"):
@@ -154,6 +167,9 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
                 if finish == "error":  # an error chunk without an error object (OpenRouter)
                     raise stream_error(None, None, "the provider ended the reply with finish_reason 'error'",
                                        url, model=model, key_env=key_env)
+                for index in sorted(set(calls) - ready):  # the reply is finished: so is every call
+                    ready.add(index)
+                    yield _ready(calls[index])
     if not done and finish is None:
         raise ModelError(f"the model stream from {url} ended before the reply was complete", retryable=True)
     if not answered:  # only empty `choices`: no reply at all, not an empty one
@@ -162,10 +178,16 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     state = reasoning.done()
     if state is not None:
         yield state
-    for index in sorted(calls):
-        slot = calls[index]
-        yield ToolCallReady(slot.id or f"call_{uuid.uuid4().hex[:12]}", "".join(slot.name), "".join(slot.arguments))
+    for index in sorted(set(calls) - ready):
+        yield _ready(calls[index])
     yield Completed(finish or "stop", _ending_warning(finish, refused))
+
+
+def _ready(slot: _Call) -> ToolCallReady:
+    """`slot` is complete: the call as the engine gets it (an id made up where the server sent none)."""
+    if not slot.id:
+        slot.id = f"call_{uuid.uuid4().hex[:12]}"
+    return ToolCallReady(slot.id, "".join(slot.name), "".join(slot.arguments))
 
 
 def _chunk_error(err: Any, url: str, model: str, key_env: str | None) -> ModelError:

@@ -110,7 +110,7 @@ class OpenAIResponsesClient(SseModelClient):
             if self.web_search:
                 body["tools"].append({"type": "web_search"})
             body["tool_choice"] = request.tool_choice
-            body["parallel_tool_calls"] = True
+            body["parallel_tool_calls"] = request.parallel_tools
         reasoning = dict(self._reasoning)
         if request.effort is not None:
             reasoning["effort"] = request.effort

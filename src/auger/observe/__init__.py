@@ -41,6 +41,9 @@ def observers(config: Config, warn: Callable[[str], None], environ: Mapping[str,
 
 def telemetry_follower(config: Config, environ: Mapping[str, str], warn: Callable[[str], None]) -> Follower | None:
     """The follower that exports one session's spans and metrics, when telemetry is on and can work."""
+    if "otel" not in config.tables and not any(value for name, value in environ.items()
+                                               if name.startswith("OTEL_EXPORTER_OTLP_")):
+        return None  # nothing could turn it on: its settings are not even read
     from auger.observe.telemetry import parse_settings
 
     settings, problems = parse_settings(config.tables, environ)

@@ -28,6 +28,7 @@ a write it can never make.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -37,6 +38,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -515,7 +517,8 @@ def detect(preference: str = "auto") -> tuple[Sandbox | None, str]:
     Returns (sandbox or None, a one-line explanation). Both mechanisms are probed for real
     (bwrap runs `true` once; Landlock is asked for its ABI version), because being
     installed is not the same as working: containers often forbid namespaces, and kernels
-    may build Landlock without enabling it. The answer is cached per preference.
+    may build Landlock without enabling it. The answer is kept per preference for the process, and
+    bwrap's (its version, whether the probe ran) in auger's cache dir across processes (`_checked_bwrap`).
     """
     if preference not in PREFERENCES:
         raise ValueError(f"sandbox preference must be one of {PREFERENCES}, not {preference!r}")
@@ -536,11 +539,10 @@ def _detect(preference: str) -> tuple[Sandbox | None, str]:
         if not found:
             bwrap_reason = "bwrap not installed"
         else:
-            sandbox = BwrapSandbox(found, _bwrap_version(found))
-            failure = sandbox.probe()
+            version, failure = _checked_bwrap(found)
             if failure is None:
-                version = ".".join(map(str, sandbox.version)) or "(unknown version)"
-                return sandbox, f"bubblewrap {version} (filesystem + network)"
+                shown = ".".join(map(str, version)) or "(unknown version)"
+                return BwrapSandbox(found, version), f"bubblewrap {shown} (filesystem + network)"
             bwrap_reason = failure
         if preference == "bwrap":
             return None, f"no sandbox: {bwrap_reason}"
@@ -558,6 +560,60 @@ def _detect(preference: str) -> tuple[Sandbox | None, str]:
     if preference == "landlock":
         return None, f"no sandbox: {landlock_reason}"
     return None, f"no sandbox: {bwrap_reason} and {landlock_reason}"
+
+
+DETECTION_FILE = "sandbox-detection.json"  # in auger's cache dir: the last bwrap checked, and how it went
+DETECTION_TTL = 86_400.0  # seconds a check is believed: a change of the system's namespace settings is seen
+
+
+def _checked_bwrap(path: str) -> tuple[tuple[int, ...], str | None]:
+    """(version, why the probe failed or None) of the bwrap at `path`: run once, then read from auger's
+    cache dir while the same binary (path, mtime, size) runs on the same kernel (`uname -r`), for at most
+    DETECTION_TTL. Spawning it twice cost every session's start 10-20 ms."""
+    from auger.config import home_dirs
+
+    cache_dir = home_dirs()["cache"]
+    key = _bwrap_key(path)
+    kept = _read_json(cache_dir / DETECTION_FILE)
+    at = kept.get("at")
+    if key is not None and kept.get("key") == key and isinstance(at, (int, float)) \
+            and 0 <= time.time() - at < DETECTION_TTL and isinstance(kept.get("version"), list):
+        failure = kept.get("failure")
+        return tuple(int(n) for n in kept["version"]), failure if isinstance(failure, str) else None
+    version = _bwrap_version(path)
+    failure = BwrapSandbox(path, version).probe()
+    if key is not None:
+        _write_json(cache_dir / DETECTION_FILE, {"key": key, "at": time.time(), "version": list(version),
+                                                 "failure": failure})
+    return version, failure
+
+
+def _bwrap_key(path: str) -> dict[str, object] | None:
+    """What a check of the bwrap at `path` holds for: the binary (path, mtime, size) and the kernel."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return {"path": path, "mtime_ns": st.st_mtime_ns, "size": st.st_size, "kernel": os.uname().release}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Replace the file whole (a reader never sees half of it); a cache that cannot be written is no error."""
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(temp, path)
+    except OSError:
+        temp.unlink(missing_ok=True)
 
 
 # --- explaining failures ----------------------------------------------------------------------

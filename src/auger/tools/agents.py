@@ -15,11 +15,12 @@ policy asks for it where it asks for writes, and the turn's snapshot covers it f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from auger.tools.base import LOCAL_MUTATION, READ_ONLY, ToolContext, ToolResult, ToolSpec
 from auger.tools.toolset import StaticToolset
 
+SOURCE = "agent tools"  # its name in a session's tool registry: no MCP server can be named so
 SPAWN, WAIT, SEND, CANCEL, LIST, APPLY = ("spawn_agent", "wait_agent", "send_input", "cancel_agent", "list_agents",
                                          "apply_agent_changes")
 NAMES = frozenset({SPAWN, WAIT, SEND, CANCEL, LIST, APPLY})
@@ -42,27 +43,28 @@ class AgentControl(Protocol):
     async def apply(self, agent_id: str, root: Path) -> ToolResult: ...
 
 
-def agent_toolset(control: AgentControl, available: str) -> StaticToolset:
-    """The agent tools bound to `control`; `available` lists the agent definitions (one per line)."""
+def agent_toolset(control: Callable[[], AgentControl], available: str) -> StaticToolset:
+    """The agent tools bound to the caller's control, got at each call (a session makes its agent pool at
+    the first one); `available` lists the agent definitions (one per line)."""
 
     async def spawn(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await control.spawn(args, ctx)
+        return await control().spawn(args, ctx)
 
     async def wait(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         timeout = min(max(float(args.get("timeout", WAIT_DEFAULT_S)), 0.0), WAIT_MAX_S)
-        return await control.wait(args.get("ids"), timeout)
+        return await control().wait(args.get("ids"), timeout)
 
     async def send(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await control.send_input(args["agent_id"], args["message"], ctx)
+        return await control().send_input(args["agent_id"], args["message"], ctx)
 
     async def cancel(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await control.cancel(args["id"])
+        return await control().cancel(args["id"])
 
     async def list_(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return control.list()
+        return control().list()
 
     async def apply(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await control.apply(args["id"], ctx.root)
+        return await control().apply(args["id"], ctx.root)
 
     return StaticToolset([
         ToolSpec(SPAWN, "Run a sub-agent on a self-contained task and return its final answer (background=true: "

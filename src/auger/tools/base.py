@@ -172,6 +172,9 @@ class ToolSpec:
     handler: Handler
     effect: str = READ_ONLY
     parallel_safe: bool = False  # may run concurrently with other parallel-safe calls
+    # A read whose only effect is its result: a call the policy lets run unasked may start while the model's
+    # reply still streams, and be cancelled and forgotten if that reply is dropped (engine/early_calls.py).
+    starts_early: bool = False
     classifier: Classifier | None = None  # per-call effect (shell); default: the static `effect`
     previewer: Previewer | None = None  # shows the change an approval is asked for (a diff)
     gate: Gate | None = None  # refuses a call before policy asks (web_fetch: a URL the model made up)

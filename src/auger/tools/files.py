@@ -711,6 +711,7 @@ READ_FILE = ToolSpec(
     handler=read_file,
     effect=READ_ONLY,
     parallel_safe=True,
+    starts_early=True,
 )
 
 WRITE_FILE = ToolSpec(

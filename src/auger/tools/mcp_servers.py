@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from auger.tools.base import CommandSandbox, ToolContext, ToolError, ToolResult, ToolSpec
-from auger.tools.mcp_config import McpServerConfig, parse_server
 from auger.tools.router import ToolRegistry
 
 if TYPE_CHECKING:
     from auger.tools.mcp import Elicit, McpToolset
+    from auger.tools.mcp_config import McpServerConfig
 
 @dataclass(frozen=True)
 class ServerStatus:
@@ -52,6 +52,8 @@ class McpServers:
         """Add a server from one config table; None, or why it was refused (one line)."""
         if name in self.registry:
             return f"an MCP server named {name!r} is already running in this session"
+        from auger.tools.mcp_config import parse_server
+
         try:
             server = parse_server(name, table, source="session")
         except ValueError as exc:

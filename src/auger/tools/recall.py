@@ -94,6 +94,7 @@ RECALL = ToolSpec(
     handler=_recall,
     effect=READ_ONLY,
     parallel_safe=True,
+    starts_early=True,
 )
 
 TOOLS = [RECALL]

@@ -184,6 +184,7 @@ LIST_DIR = ToolSpec(
     handler=_list_dir_handler,
     effect=READ_ONLY,
     parallel_safe=True,
+    starts_early=True,
 )
 
 
@@ -243,6 +244,7 @@ GLOB = ToolSpec(
     handler=_glob_handler,
     effect=READ_ONLY,
     parallel_safe=True,
+    starts_early=True,
 )
 
 
@@ -660,6 +662,7 @@ GREP = ToolSpec(
     handler=_grep_handler,
     effect=READ_ONLY,
     parallel_safe=True,
+    starts_early=True,
 )
 
 TOOLS = [LIST_DIR, GLOB, GREP]

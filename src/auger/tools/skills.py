@@ -25,6 +25,6 @@ SKILL = ToolSpec(
     description="Load the full instructions of one of the skills listed in your context, by name, "
                 "when the task matches its description.",
     parameters={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
-    handler=load, effect=READ_ONLY, parallel_safe=True)
+    handler=load, effect=READ_ONLY, parallel_safe=True, starts_early=True)
 
 TOOLS = [SKILL]

@@ -182,10 +182,15 @@ def builtin_toolset(*, with_skills: bool = False, with_memory: bool = False) -> 
     """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise),
     `remember` only where the user turned the memory file on (`memory = true`).
     `apply_patch` is among them; a session whose model does not expect it leaves it out (`for_model`)."""
-    from auger.tools import files, memory, patch, plan, recall, search, shell, skills
+    from auger.tools import files, patch, plan, recall, search, shell, skills
 
-    return StaticToolset([*shell.TOOLS, *files.TOOLS, *patch.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
-                          *(skills.TOOLS if with_skills else ()), *(memory.TOOLS if with_memory else ())])
+    tools = [*shell.TOOLS, *files.TOOLS, *patch.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
+             *(skills.TOOLS if with_skills else ())]
+    if with_memory:  # its module (and the memory file's) only where the user turned it on
+        from auger.tools import memory
+
+        tools += memory.TOOLS
+    return StaticToolset(tools)
 
 
 def for_model(inner: Toolset, family: str) -> Toolset:

@@ -9,23 +9,30 @@
 
 A project's own config cannot set any of these (config.PROJECT_KEYS): what may leave the machine is the
 user's choice.
+
+The tools' specs are all a session needs to offer them; the policy, the fetching and converting modules
+are loaded when a call first needs them.
 """
 
 from __future__ import annotations
 
-from auger.config import Config
-from auger.policy.egress import Allowlist
-from auger.policy.web import WebPolicy
-from auger.tools.toolset import StaticToolset
-from auger.tools.web_fetch import web_fetch_tool
-from auger.tools.web_search import web_search_tool
+import functools
+from typing import TYPE_CHECKING
 
-SOURCE = "web tools"  # its name in a session's tool registry: no MCP server can be named so (a space)
+from auger.config import Config
+from auger.tools.toolset import StaticToolset
+
+if TYPE_CHECKING:
+    from auger.policy.web import WebPolicy
+
+SOURCE = "web tools"  # its name in a session's tool registry: no MCP server can be named so
 
 
 def web_policy(config: Config) -> WebPolicy:
     """The session's web policy; an invalid `egress_allow` pattern is left out (the egress proxy reports it
     at session start), an invalid `egress_hosts` entry too."""
+    from auger.policy.web import WebPolicy
+
     patterns = [p for p in config.egress_allow if _valid(p)]
     hosts = {name: address for name, address in config.egress_hosts.items() if _valid_entry(name, address)}
     return WebPolicy.build(patterns, hosts, any_url=config.web_fetch_any_url)
@@ -34,9 +41,13 @@ def web_policy(config: Config) -> WebPolicy:
 def web_toolset(config: Config, *, hosted_search: bool) -> tuple[StaticToolset | None, list[str]]:
     """The web tools for a session (None: none), and warnings about settings that cannot be honoured.
     `hosted_search`: the session's model client adds its provider's hosted search."""
+    from auger.tools.web_fetch import web_fetch_tool
+
     warnings: list[str] = []
-    specs = [web_fetch_tool(web_policy(config))] if config.web_fetch else []
+    specs = [web_fetch_tool(functools.cache(lambda: web_policy(config)))] if config.web_fetch else []
     if config.web_search_url:
+        from auger.tools.web_search import web_search_tool
+
         try:
             specs.append(web_search_tool(config.web_search_url, config.egress_hosts))
         except ValueError as exc:
@@ -48,6 +59,8 @@ def web_toolset(config: Config, *, hosted_search: bool) -> tuple[StaticToolset |
 
 
 def _valid(pattern: str) -> bool:
+    from auger.policy.egress import Allowlist
+
     try:
         Allowlist([pattern])
     except ValueError:
@@ -56,6 +69,8 @@ def _valid(pattern: str) -> bool:
 
 
 def _valid_entry(name: str, address: str) -> bool:
+    from auger.policy.web import WebPolicy
+
     try:
         WebPolicy.build((), {name: address})
     except ValueError:

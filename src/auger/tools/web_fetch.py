@@ -17,14 +17,13 @@ text is stored beside the call for `recall`, as a command's full output is.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from auger._version import __version__
-from auger.policy.web import UrlRefused, WebPolicy, parse_url
 from auger.tools.base import REMOTE_ACTION, Classification, ToolContext, ToolError, ToolResult, ToolSpec
-from auger.tools.provenance import appeared
-from auger.tools.web_convert import convert, media_type
-from auger.tools.web_http import FetchFailed, fetch
+
+if TYPE_CHECKING:  # the policy, provenance, HTTP and conversion modules load at a call's first need
+    from auger.policy.web import WebPolicy
 
 NAME = "web_fetch"
 SHOWN_CHARS = 16_000  # of the converted text, in the tool output
@@ -52,25 +51,29 @@ PARAMETERS = {
 }
 
 
-def web_fetch_tool(policy: WebPolicy) -> ToolSpec:
-    """The tool, bound to the session's web policy."""
+def web_fetch_tool(policy: Callable[[], WebPolicy]) -> ToolSpec:
+    """The tool, bound to the session's web policy (built by `policy` when a call first needs it)."""
 
     async def gate(args: dict[str, Any], ctx: ToolContext) -> str | None:
-        refused = refusal(args["url"], policy)
+        from auger.tools.provenance import appeared
+
+        refused = refusal(args["url"], policy())
         if refused:
             return f"{NAME}: {refused}"
-        if policy.any_url or await appeared(args["url"], ctx):
+        if policy().any_url or await appeared(args["url"], ctx):
             return None
         return f"{NAME}: {NOT_SEEN}"
 
     def classify(args: dict[str, Any], root: object) -> Classification:
+        from auger.policy.web import UrlRefused
+
         try:
-            return policy.classify(args["url"])
+            return policy().classify(args["url"])
         except UrlRefused:  # the gate refuses it first; never run without asking meanwhile
             return Classification(REMOTE_ACTION, str(args["url"]))
 
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await _fetch(args["url"], args.get("prompt") or "", policy, ctx)
+        return await _fetch(args["url"], args.get("prompt") or "", policy(), ctx)
 
     return ToolSpec(NAME, DESCRIPTION, PARAMETERS, handler, REMOTE_ACTION, parallel_safe=True, classifier=classify,
                     gate=gate)
@@ -78,6 +81,8 @@ def web_fetch_tool(policy: WebPolicy) -> ToolSpec:
 
 def refusal(url: str, policy: WebPolicy) -> str | None:
     """Why no fetch of `url` may run, known without the conversation or DNS (None: it may, so far)."""
+    from auger.policy.web import UrlRefused, parse_url
+
     try:
         policy.check_literal(parse_url(url))
     except UrlRefused as exc:
@@ -86,6 +91,10 @@ def refusal(url: str, policy: WebPolicy) -> str | None:
 
 
 async def _fetch(url: str, prompt: str, policy: WebPolicy, ctx: ToolContext) -> ToolResult:
+    from auger.policy.web import UrlRefused
+    from auger.tools.web_convert import convert, media_type
+    from auger.tools.web_http import FetchFailed, fetch
+
     try:
         fetched = await fetch(url, policy, accept=ACCEPT, user_agent=USER_AGENT, max_bytes=MAX_BYTES)
     except (UrlRefused, FetchFailed) as exc:

@@ -64,7 +64,7 @@ def web_search_tool(template: str, hosts: Mapping[str, str] | None = None) -> To
 
     return ToolSpec(NAME, "Search the web; returns titles, URLs and snippets.",
                     {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
-                    handler, READ_ONLY, parallel_safe=True)
+                    handler, READ_ONLY, parallel_safe=True, starts_early=True)
 
 
 def _results(data: Any) -> list[tuple[str, str, str]]:

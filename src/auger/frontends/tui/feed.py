@@ -130,8 +130,9 @@ class Feed:
 
     def agents(self) -> tuple[list[AgentDef], list[AgentRun]]:
         """The sub-agents the model may start, and those this session started (any depth)."""
-        pool = self.session.agents
-        return ([], []) if pool is None else (list(pool.index.agents.values()), list(pool.runs.values()))
+        index, pool = self.session.agent_index, self.session.agents
+        return (list(index.agents.values()) if index is not None else [],
+                list(pool.runs.values()) if pool is not None else [])
 
     def running_agents(self) -> int:
         """How many sub-agents still run (background ones outlive the turn that started them)."""

@@ -1,0 +1,46 @@
+"""The start path: what `auger exec` loads before its first model request, held to a committed list.
+
+Start-up time is a feature, and the cheapest module is the one not imported: what only a running tool
+needs (the command classifier, snapshots, sub-agents, the web fetcher, MCP, structured output, memory,
+telemetry, the other commands' modules) is loaded when first used. A new module on this path fails here
+until it is made lazy, or added to tests/start_path_modules.txt with a reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.support.harness import cli_env
+from tests.support.mock_openai import MockChatServer, Reply
+from tests.support.start_path import modules_at_first_request
+
+ALLOWED = Path(__file__).with_name("start_path_modules.txt")
+RUNNER = {"tests"}  # the runner's own package (tests/support/start_path.py)
+
+
+def _listed() -> set[str]:
+    lines = ALLOWED.read_text(encoding="utf-8").splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def _start_path(modules: list[str]) -> set[str]:
+    """auger's modules, and the top-level names of the other packages (not the standard library's)."""
+    ours = {m for m in modules if m == "auger" or m.startswith("auger.")}
+    others = {m.partition(".")[0] for m in modules if not m.startswith(("auger", "_"))}
+    return ours | {m for m in others if m not in sys.stdlib_module_names} - RUNNER
+
+
+def test_exec_loads_nothing_beyond_the_list_before_its_first_request(project, auger_home):
+    with MockChatServer([Reply(text="done")]) as server:
+        modules = modules_at_first_request(["exec", "--base-url", server.base_url, "-m", "mock-model", "hi"],
+                                           env=cli_env(auger_home), cwd=project)
+    loaded = _start_path(modules)
+    assert "auger.engine.session" in loaded and "httpx" in loaded  # the list is taken where it should be
+    unlisted = sorted(loaded - _listed())
+    assert not unlisted, (f"new on the way to the first request: {', '.join(unlisted)}; import them where "
+                          f"they are first used, or list them in {ALLOWED.name} if the first request needs them")
+    for lazy in ("auger.policy.shell", "auger.changes.snapshots", "auger.engine.subagents", "auger.tools.web_http",
+                 "auger.tools.mcp_config", "auger.engine.structured_output", "auger.tools.memory",
+                 "auger.observe.telemetry", "auger.frontends.mcp_commands", "jsonschema"):
+        assert lazy not in _listed(), f"{lazy} is only needed once something uses it"
