@@ -1,6 +1,6 @@
 """`auger serve` on the fleet's PostgreSQL database: it lists and streams a session a worker runs (on
 another machine as far as the server knows: the checkout is beyond its roots), relays an approval to
-it through the database, and reports the fleet's numbers."""
+it through the database, reports the fleet's numbers, and cancels and retries tasks."""
 
 from __future__ import annotations
 
@@ -117,3 +117,57 @@ def test_an_approval_left_unanswered_is_denied_at_the_tasks_timeout(tmp_path, po
     assert "ignored.txt" not in diff  # denied: nothing written
 
 
+
+
+def test_a_task_is_cancelled_and_retried_through_the_api_and_a_hostile_id_is_refused(tmp_path, postgres_url,
+                                                                                   server):
+    project = tmp_path / "project"
+    project.mkdir()
+    result = asyncio.run(_cancel_and_retry(project, server, postgres_url))
+    (cancelled, again_cancel, retry_queued, retried, fleet, bad_ids, unknown, unknown_field, unknown_query,
+     depths, plain) = result
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert again_cancel.status_code == 409 and "cancelled" in again_cancel.json()["error"]
+    assert retry_queued.status_code == 409 and "queued" in retry_queued.json()["error"]
+    assert retried.status_code == 200 and retried.json()["state"] == "queued" and retried.json()["retried"] == 1
+    assert depths == (2, 3)  # the retried task is delivered again, as `auger tasks retry` does
+    assert fleet["stats"]["queued"] == 2 and fleet["stats"]["cancelled"] == 0 and fleet["stats"]["retried"] == 1
+    assert all("cost" in t for t in fleet["tasks"])
+    assert {code for code, _ in bad_ids} == {400}, bad_ids
+    assert unknown == 404
+    assert unknown_field == 400 and unknown_query == 400
+    assert plain == 404  # a SQLite store has no fleet
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        states = [state for (state,) in conn.execute("SELECT state FROM tasks").fetchall()]
+    assert states == ["queued", "queued"]  # nothing a refused request named was touched
+
+
+async def _cancel_and_retry(project, model, url):
+    from auger.fleet import queue
+    from auger.fleet.submit import submit as submit_task
+    from auger.fleet.tasks import TaskSpec
+    from tests.support.serve import in_process
+
+    async with in_process(project, model, url) as (client, server):
+        store = server.hub.store
+        first = await submit_task(store, TaskSpec(prompt="task first", repo=str(project)))
+        second = await submit_task(store, TaskSpec(prompt="task second", repo=str(project)))
+        before = await queue.depth(url)
+        cancelled = await client.post(f"/api/fleet/tasks/{first.id}/cancel", json={})
+        again_cancel = await client.post(f"/api/fleet/tasks/{first.id}/cancel")
+        retry_queued = await client.post(f"/api/fleet/tasks/{second.id}/retry", json={})
+        retried = await client.post(f"/api/fleet/tasks/{first.id}/retry", json={})
+        after = await queue.depth(url)
+        fleet = (await client.get("/api/fleet")).json()
+        bad_ids = []
+        for hostile in (first.id.upper(), first.id[:8], first.id + "0", f"{first.id[:31]}%27",
+                        "%27%20OR%20%271%27%3D%271", "%00" * 32, "x" * 32):
+            response = await client.post(f"/api/fleet/tasks/{hostile}/cancel", json={})
+            bad_ids.append((response.status_code, hostile))
+        unknown = (await client.post(f"/api/fleet/tasks/{'0' * 32}/cancel", json={})).status_code
+        unknown_field = (await client.post(f"/api/fleet/tasks/{second.id}/cancel", json={"force": True})).status_code
+        unknown_query = (await client.post(f"/api/fleet/tasks/{second.id}/cancel?force=1", json={})).status_code
+    async with in_process(project, model, project / "s.db") as (plain, _):
+        plain_code = (await plain.post(f"/api/fleet/tasks/{first.id}/cancel", json={})).status_code
+    return (cancelled, again_cancel, retry_queued, retried, fleet, bad_ids, unknown, unknown_field, unknown_query,
+            (before, after), plain_code)

@@ -22,7 +22,8 @@ ROUTES = [("GET", "/"), ("GET", "/index.html"), ("GET", "/api/sessions"), ("POST
           ("GET", "/api/sessions/x/items"), ("GET", "/api/sessions/x/diff"), ("GET", "/api/sessions/x/pending"),
           ("GET", "/api/events"), ("GET", "/api/providers"), ("POST", "/api/providers/openai/probe"),
           ("PATCH", "/api/providers/openai"), ("POST", "/api/pair"), ("GET", "/api/openapi.json"),
-          ("GET", "/api/protocol.schema.json"), ("GET", "/acp")]
+          ("GET", "/api/protocol.schema.json"), ("GET", "/api/fleet"), ("POST", f"/api/fleet/tasks/{'0' * 32}/cancel"),
+          ("POST", f"/api/fleet/tasks/{'0' * 32}/retry"), ("GET", "/acp")]
 
 
 def run(coro):

@@ -13,20 +13,17 @@ import httpx
 import pytest
 
 from tests.support import browser as chromium_support
+from tests.support.browser import open_page
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.serve import TOKEN, long_session, pairing_link, start_process, stop_process
 
 HEADERS = {"authorization": f"Bearer {TOKEN}"}
-WAIT_MS = 20_000
 AGENT = '[data-role="agent-message"]'
 
 
 @pytest.fixture(scope="module")
 def browser():
-    reason = chromium_support.missing()
-    if reason:
-        pytest.skip(reason)
-    with chromium_support.chromium() as launched:
+    with chromium_support.for_tests() as launched:
         yield launched
 
 
@@ -66,13 +63,6 @@ def serve(project, server, isolated_home, tmp_path):
         served.api.close()
         code, stderr = stop_process(served.proc)
         assert code == 0, stderr
-
-
-def open_page(browser, link: str, errors: list[str], **context):
-    page = browser.new_context(**context).new_page()
-    page.set_default_timeout(WAIT_MS)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return page, page.goto(link)
 
 
 def session_id(page, other_than: str = "") -> str:

@@ -45,6 +45,27 @@ def missing() -> str | None:
 
 
 @contextlib.contextmanager
+def for_tests() -> Iterator[Any]:
+    """The browser for a test module (its fixture's body); the module is skipped, saying why, without one."""
+    reason = missing()
+    if reason:
+        import pytest
+
+        pytest.skip(reason)
+    with chromium() as launched:
+        yield launched
+
+
+def open_page(browser: Any, link: str, errors: list[str], wait_ms: int = 20_000, **context: Any) -> tuple[Any, Any]:
+    """A new page in a context of its own (`context`: a phone's viewport…) at `link`; the page's uncaught
+    errors go to `errors`. The page and the navigation's response."""
+    page = browser.new_context(**context).new_page()
+    page.set_default_timeout(wait_ms)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return page, page.goto(link)
+
+
+@contextlib.contextmanager
 def chromium() -> Iterator[Any]:
     """A headless Chromium browser, closed at the end."""
     from playwright.sync_api import sync_playwright

@@ -161,6 +161,12 @@ class Tasks:
         return TaskResult(r[0], t(r[1]), t(r[2]), json.loads(r[3]),
                           Usage(int(r[4]), int(r[5]), int(r[6]), int(r[7])), r[8], r[9])
 
+    async def costs(self, task_ids: list[str]) -> dict[str, float | None]:
+        """What each finished task's session cost (USD; None: a price is unknown), in one query; a task
+        with no result yet is absent."""
+        rows = await self._rows("SELECT task_id, cost FROM task_results WHERE task_id = ANY(%s)", (task_ids,))
+        return {task_id: None if cost is None else float(cost) for task_id, cost in rows}
+
     async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         async def select(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             return await (await conn.execute(sql, params)).fetchall()

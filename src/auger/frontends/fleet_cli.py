@@ -133,14 +133,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         overrides=list(args.overrides))
 
     async def submit(tasks: Any) -> Any:
-        from auger.fleet import queue
+        from auger.fleet.submit import submit
 
-        record, created = await tasks.submit(spec, queue=args.queue, priority=args.priority,
-                                             max_attempts=args.max_attempts, submission_id=args.submission_id)
-        if created:
-            await queue.install(url)
-            await queue.enqueue(url, record.id, queue=args.queue, priority=args.priority)
-        return record
+        return await submit(tasks.store, spec, queue_name=args.queue, priority=args.priority,
+                            max_attempts=args.max_attempts, submission_id=args.submission_id)
 
     record = _with_tasks(url, submit)
     print(json.dumps(record.to_json(), indent=2) if args.json else record.id)
@@ -220,13 +216,11 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
             if done is None:
                 raise CliError(f"task {record.id[:12]} is {record.state}: nothing to cancel")
             return done
-        again = await tasks.retry(record.id)
+        from auger.fleet.submit import retry
+
+        again = await retry(tasks.store, record.id)
         if again is None:
             raise CliError(f"task {record.id[:12]} is {record.state}: only a failed or cancelled task is retried")
-        from auger.fleet import queue
-
-        await queue.install(url)
-        await queue.enqueue(url, again.id, queue=again.queue, priority=again.priority)
         return again
 
     out = _with_tasks(url, run)

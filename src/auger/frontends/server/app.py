@@ -14,7 +14,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +30,9 @@ from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown
 from auger.store.base import page_cursor, parse_page_cursor
 
+if TYPE_CHECKING:
+    from auger.fleet.tasks import Tasks
+
 STATIC = Path(__file__).parent / "static"  # the web UI, shipped as package data
 # The UI's files come with a strict policy: scripts and styles from this origin only (no inline code, no eval),
 # requests to this origin only, never framed. Model text is drawn as text nodes, so even a policy bypass would
@@ -44,6 +47,7 @@ UI_HEADERS = [
 LIST_PAGE = 50
 ITEMS_PAGE = 200
 _SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_TASK_ID = re.compile(r"[0-9a-f]{32}")  # what fleet/tasks.py gives: uuid4().hex
 
 
 @dataclass
@@ -124,6 +128,8 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         Route("/api/sessions/{id}/pending", _pending, methods=["GET"]),
         Route("/api/events", _list_events, methods=["GET"]),
         Route("/api/fleet", _fleet, methods=["GET"]),
+        Route("/api/fleet/tasks/{id}/cancel", _cancel_task, methods=["POST"]),
+        Route("/api/fleet/tasks/{id}/retry", _retry_task, methods=["POST"]),
         Route("/api/providers", _list_providers, methods=["GET"]),
         Route("/api/providers/{name}/probe", _probe_provider, methods=["POST"]),
         Route("/api/providers/{name}", _patch_provider, methods=["PATCH"]),
@@ -364,18 +370,70 @@ async def _list_events(request: Request) -> Response:
 
 async def _fleet(request: Request) -> Response:
     """The fleet's numbers (queue depth, running, done, failed, retried, tokens, cost) and its latest
-    tasks; only a PostgreSQL store has a fleet."""
-    from auger.store.postgres import PostgresStore
-
-    server = _server(request)
+    tasks, each with what it cost once finished; only a PostgreSQL store has a fleet."""
     query = _query(request, {"limit"})
     limit = min(_int(query.get("limit"), "limit", 50, 1) or 50, 500)
-    if not isinstance(server.hub.store, PostgresStore):
+    tasks = _fleet_tasks(request)
+    recent = await tasks.recent(limit)
+    costs = await tasks.costs([t.id for t in recent])
+    return _json({"stats": await tasks.stats(),
+                  "tasks": [{**t.to_json(), "cost": costs.get(t.id)} for t in recent]})
+
+
+async def _cancel_task(request: Request) -> Response:
+    """Cancel a task: a queued one is cancelled at once; a running one's worker is asked to interrupt its
+    session (through the store) and records it cancelled. 409 for a task already finished."""
+    tasks = _fleet_tasks(request)
+    _query(request, set())
+    parse_body(await request.body(), set())
+    task_id = await _task_id(request, tasks)
+    cancelled = await tasks.cancel(task_id)
+    if cancelled is None:
+        raise Refused(409, f"task {task_id} is {await _task_state(tasks, task_id)}: nothing to cancel")
+    return _json(cancelled.to_json())
+
+
+async def _retry_task(request: Request) -> Response:
+    """Queue a failed or cancelled task again (delivered to a worker at once); 409 for any other."""
+    from auger.fleet.submit import retry
+
+    tasks = _fleet_tasks(request)
+    _query(request, set())
+    parse_body(await request.body(), set())
+    task_id = await _task_id(request, tasks)
+    again = await retry(tasks.store, task_id)
+    if again is None:
+        raise Refused(409, f"task {task_id} is {await _task_state(tasks, task_id)}: only a failed or cancelled "
+                           "task is retried")
+    return _json(again.to_json())
+
+
+def _fleet_tasks(request: Request) -> Tasks:
+    """The tasks table of the server's store; 404 on a store with no fleet."""
+    from auger.store.postgres import PostgresStore
+
+    store = _server(request).hub.store
+    if not isinstance(store, PostgresStore):
         raise Refused(404, "this server's store has no fleet: serve a postgresql:// database")
     from auger.fleet.tasks import Tasks
 
-    tasks = Tasks(server.hub.store)
-    return _json({"stats": await tasks.stats(), "tasks": [t.to_json() for t in await tasks.recent(limit)]})
+    return Tasks(store)
+
+
+async def _task_id(request: Request, tasks: Tasks) -> str:
+    """The task the path names, exactly: 32 hex digits (never a prefix, never anything a query could read
+    otherwise), and a task that exists (404)."""
+    task_id = request.path_params["id"]
+    if not _TASK_ID.fullmatch(task_id):
+        raise Refused(400, "a task id is 32 hex digits")
+    if await tasks.get(task_id) is None:
+        raise Refused(404, f"no task has the id {task_id}")
+    return str(task_id)
+
+
+async def _task_state(tasks: Tasks, task_id: str) -> str:
+    record = await tasks.get(task_id)
+    return record.state if record is not None else "gone"
 
 
 async def _items(request: Request) -> Response:

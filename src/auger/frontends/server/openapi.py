@@ -36,6 +36,8 @@ def _sse(description: str) -> dict[str, Any]:
 
 
 _ID = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+_TASK_ID = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}]
+_EMPTY = {"content": {"application/json": {"schema": {"type": "object", "additionalProperties": False}}}}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -108,7 +110,18 @@ def openapi_document() -> dict[str, Any]:
             "/api/fleet": {"get": {"summary": "The fleet (a PostgreSQL store): queue depth, running, done, failed, "
                                               "retried, tokens and cost, and the latest tasks",
                                    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
-                                   "responses": _ok("stats and tasks")}},
+                                   "responses": {**_ok("stats, and tasks (each with its cost once finished)"),
+                                                 "404": _error("the store has no fleet (SQLite)")}}},
+            "/api/fleet/tasks/{id}/cancel": {"post": {
+                "summary": "Cancel a task: a queued one at once, a running one through its worker",
+                "parameters": _TASK_ID, "requestBody": _EMPTY,
+                "responses": {**_ok("the task's record"), "404": _error("no such task, or no fleet"),
+                              "409": _error("the task has finished")}}},
+            "/api/fleet/tasks/{id}/retry": {"post": {
+                "summary": "Queue a failed or cancelled task again",
+                "parameters": _TASK_ID, "requestBody": _EMPTY,
+                "responses": {**_ok("the task's record"), "404": _error("no such task, or no fleet"),
+                              "409": _error("the task is neither failed nor cancelled")}}},
             "/api/providers": {"get": {"summary": "Model providers and backend agents with their status",
                                        "parameters": [{"name": "probe", "in": "query",
                                                        "schema": {"enum": ["stale"]}}],

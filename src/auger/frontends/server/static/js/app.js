@@ -1,6 +1,6 @@
 // The web UI of `auger serve`: the session list beside the page the hash names — the home page (a
 // prompt box: the first message starts a session in the first root, in the server's mode), a new
-// session with options, a session, the settings.
+// session with options, a session, the settings, the fleet's tasks.
 
 import { render } from "../vendor/preact.mjs";
 import { useEffect, useState } from "../vendor/hooks.mjs";
@@ -9,6 +9,7 @@ import { ChatView } from "./chat.js";
 import { handoff } from "./session.js";
 import { SettingsView } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
+import { TasksView } from "./tasks.js";
 import { allowedModes, Bar, Composer, go, html, loadProviders, providers, route, serverInfo, shortPath } from "./ui.js";
 
 /** Create a session and hand it its first prompt (sent once its page has loaded). */
@@ -98,6 +99,7 @@ function App() {
   else if (r.view === "session") view = html`<${ChatView} key=${r.id} id=${r.id} onMenu=${toggle} />`;
   else if (!serverInfo.value) view = null;
   else if (r.view === "settings") view = html`<${SettingsView} onMenu=${toggle} />`;
+  else if (r.view === "tasks") view = html`<${TasksView} onMenu=${toggle} />`;
   else if (r.view === "new") view = html`<${NewSession} onMenu=${toggle} />`;
   else view = html`<${Home} onMenu=${toggle} />`;
   return html`<div class="app">

@@ -1,11 +1,13 @@
 // The session list: a page of stored sessions (more on request), kept live by `/api/events` — new and
 // opened sessions, titles, running turns, approvals waiting, costs after each turn. The stream is not
-// numbered: after a reconnect the list is read again.
+// numbered: after a reconnect the list is read again. Below it, the way to the settings and, when the
+// server has a fleet, to its tasks.
 
 import { useEffect } from "../vendor/hooks.mjs";
 import { signal } from "../vendor/signals.mjs";
 import { api, sessionPath } from "./api.js";
 import { Follower } from "./stream.js";
+import { hasFleet, probeFleet } from "./tasks.js";
 import { ago, html, money, route, shortPath } from "./ui.js";
 
 const sessions = signal([]); // rows: {id, title, cwd, updated, cost, open, running, waiting}
@@ -93,6 +95,7 @@ function state(s) {
 export function Sidebar({ open, onClose }) {
   useEffect(() => {
     list();
+    probeFleet();
     follower = new Follower({ url: () => "/api/events", onEvent, onReopen: list });
     follower.open();
     return () => follower.close();
@@ -121,6 +124,7 @@ export function Sidebar({ open, onClose }) {
     </nav>
     <div class="foot row">
       <a href="#/settings" onClick=${onClose}>Settings</a>
+      ${hasFleet.value ? html`<a href="#/tasks" onClick=${onClose} data-role="tasks-link">Tasks</a>` : null}
       <a href="#/new" onClick=${onClose}>New with options</a>
     </div>
   </aside>`;

@@ -9,7 +9,7 @@ import { api } from "./api.js";
 
 export const html = htm.bind(h);
 
-/** The route from the location's hash: {view: "home" | "new" | "session" | "settings", id?}. */
+/** The route from the location's hash: {view: "home" | "new" | "session" | "settings" | "tasks", id?}. */
 export const route = signal(parseRoute());
 window.addEventListener("hashchange", () => { route.value = parseRoute(); });
 
@@ -17,6 +17,7 @@ function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   if (parts[0] === "s" && parts[1]) return { view: "session", id: parts[1] };
   if (parts[0] === "settings") return { view: "settings" };
+  if (parts[0] === "tasks") return { view: "tasks" };
   if (parts[0] === "new") return { view: "new" };
   return { view: "home" };
 }

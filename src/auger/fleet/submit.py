@@ -1,0 +1,38 @@
+"""A task put on the queue: recorded in the tasks table first (the record of truth), then delivered to a
+worker through the queue library. `auger submit`, `auger tasks retry` and `auger serve`'s retry route
+all go through here, so a task is never recorded without its delivery, nor delivered twice for one
+request."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from auger.fleet import queue
+from auger.fleet.tasks import TaskRecord, Tasks, TaskSpec
+
+if TYPE_CHECKING:
+    from auger.store.postgres import PostgresStore
+
+
+async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "default", priority: int = 0,
+                 max_attempts: int = 3, submission_id: str | None = None) -> TaskRecord:
+    """Record the task and deliver it; a submission id used before returns the first task, delivered
+    then (nothing is queued again)."""
+    record, created = await Tasks(store).submit(spec, queue=queue_name, priority=priority,
+                                                max_attempts=max_attempts, submission_id=submission_id)
+    if created:
+        await _deliver(store.url, record)
+    return record
+
+
+async def retry(store: PostgresStore, task_id: str) -> TaskRecord | None:
+    """Queue a failed or cancelled task again and deliver it; None when it was neither (nothing changed)."""
+    again = await Tasks(store).retry(task_id)
+    if again is not None:
+        await _deliver(store.url, again)
+    return again
+
+
+async def _deliver(url: str, record: TaskRecord) -> None:
+    await queue.install(url)
+    await queue.enqueue(url, record.id, queue=record.queue, priority=record.priority)

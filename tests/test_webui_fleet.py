@@ -1,0 +1,149 @@
+"""The web UI's tasks page in a real browser (headless Chromium, a phone's screen) against the real
+`auger serve --db postgresql://…`: tasks a real `auger worker` ran against the mock model (one done, one
+failed) and tasks still queued, with their states and the fleet's numbers; a queued task cancelled and a
+failed one retried from the page; a change made elsewhere shown without a reload; a task's session opened
+from its row; a hostile prompt drawn as text. On a SQLite store the page has no way to the tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import psycopg
+import pytest
+
+from tests.support import browser as chromium_support
+from tests.support.browser import PHONE, open_page
+from tests.support.fleet import make_repo, start_worker, task_model
+from tests.support.serve import TOKEN, pairing_link, start_process, stop_process
+
+TASK = '[data-role="task"]'
+HOSTILE = 'task hostile <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script>'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_support.for_tests() as launched:
+        yield launched
+
+
+def submit_tasks(url: str, model, repo, *tasks: tuple[str, str, str]) -> list[str]:
+    """Queue (prompt, queue, ref) tasks through the fleet's own submit, as `auger submit` does; their ids.
+    On a thread of its own: Playwright's loop runs in this one."""
+    from auger.fleet.submit import submit
+    from auger.fleet.tasks import TaskSpec
+    from auger.store.postgres import PostgresStore
+
+    async def main() -> list[str]:
+        store = PostgresStore(url)
+        try:
+            return [(await submit(store, TaskSpec(prompt=prompt, repo=str(repo), ref=ref, provider="openai-compatible",
+                                                  model="m", base_url=model.base_url, mode="auto"),
+                                  queue_name=queue, max_attempts=1)).id
+                    for prompt, queue, ref in tasks]
+        finally:
+            await store.aclose()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+def task_states(url: str) -> dict[str, tuple[str, int]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return {row[0]: (row[1], row[2]) for row in conn.execute("SELECT id, state, retried FROM tasks")}
+
+
+def wait_until(predicate, timeout: float = 30.0, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_tasks_page_shows_the_fleet_and_cancels_and_retries_tasks(browser, postgres_url, isolated_home,
+                                                                      project, tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    with task_model() as model:
+        # the worker takes queue "w" only: what goes to "default" stays queued for the page to cancel
+        done, failed, hostile, queued = submit_tasks(postgres_url, model, repo, ("task one", "w", "main"),
+                                                     ("task two", "w", "no-such-ref"), (HOSTILE, "default", "main"),
+                                                     ("task three", "default", "main"))
+        worker = start_worker(isolated_home, postgres_url, model, "--queue", "w", log=tmp_path / "worker.log")
+        try:
+            wait_until(lambda: task_states(postgres_url)[done][0] == "done"
+                       and task_states(postgres_url)[failed][0] == "failed", what="the worker's two tasks")
+        finally:
+            worker.kill()
+            worker.wait(10)
+
+        proc, url, printed = start_process(project, isolated_home, model, postgres_url)
+        api = httpx.Client(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30)
+        try:
+            errors: list[str] = []
+            page, _ = open_page(browser, pairing_link(printed), errors, **PHONE)
+            page.click(".bar .menu")
+            page.click('.sidebar.open [data-role="tasks-link"]')  # shown: this server's /api/fleet answers
+            page.locator(TASK).nth(3).wait_for()
+
+            def row(task_id: str):
+                return page.locator(f'{TASK}[data-task="{task_id}"]')
+
+            def stat(name: str) -> str:
+                return page.locator(f'[data-stat="{name}"] .stat-value').inner_text()
+
+            shown = page.locator(TASK).evaluate_all("rows => rows.map(r => [r.dataset.task, r.dataset.state])")
+            assert shown == [[queued, "queued"], [hostile, "queued"], [failed, "failed"], [done, "done"]]  # newest first
+            assert (stat("queued"), stat("running"), stat("done"), stat("failed"), stat("cancelled")) == \
+                ("2", "0", "1", "1", "0")
+            assert "rev-parse failed" in row(failed).locator(".task-error").inner_text()  # why it failed
+            assert row(done).locator(".worker").inner_text()  # which worker ran it
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+            prompt = row(hostile).locator(".task-prompt")
+            assert prompt.inner_text() == HOSTILE  # the submitter's text, as text
+            assert page.locator(".tasks img, .tasks script").count() == 0
+            assert page.evaluate("window.__pwned") is None
+
+            row(queued).locator('[data-action="cancel"]').click()
+            page.locator(f'{TASK}[data-task="{queued}"][data-state="cancelled"]').wait_for()
+            assert task_states(postgres_url)[queued][0] == "cancelled"
+            page.locator('[data-stat="cancelled"] .stat-value', has_text="1").wait_for()
+            assert row(done).locator('[data-action="cancel"]').count() == 0  # finished: nothing to cancel
+
+            row(failed).locator('[data-action="retry"]').click()
+            page.locator(f'{TASK}[data-task="{failed}"][data-state="queued"]').wait_for()
+            assert task_states(postgres_url)[failed] == ("queued", 1)
+            page.locator('[data-stat="retried"] .stat-value', has_text="1").wait_for()
+
+            assert api.post(f"/api/fleet/tasks/{hostile}/cancel", json={}).status_code == 200  # from elsewhere…
+            page.locator(f'{TASK}[data-task="{hostile}"][data-state="cancelled"]').wait_for(timeout=10_000)  # …seen
+
+            row(done).locator("a", has_text="Session").click()
+            page.locator('[data-role="agent-message"]', has_text="done one").wait_for()
+            assert errors == []
+        finally:
+            api.close()
+            code, stderr = stop_process(proc)
+    assert code == 0, stderr
+
+
+def test_on_a_sqlite_store_the_page_offers_no_tasks(browser, server, isolated_home, project, tmp_path):
+    proc, url, printed = start_process(project, isolated_home, server, tmp_path / "s.db")
+    try:
+        errors: list[str] = []
+        page = browser.new_context().new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        with page.expect_response(lambda r: "/api/fleet" in r.url) as probed:
+            page.goto(pairing_link(printed))
+        assert probed.value.status == 404
+        page.locator(".foot a", has_text="Settings").wait_for()
+        page.wait_for_timeout(200)  # the probe's answer drawn
+        assert page.locator('[data-role="tasks-link"]').count() == 0
+        assert errors == []
+    finally:
+        code, stderr = stop_process(proc)
+    assert code == 0, stderr
