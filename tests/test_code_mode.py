@@ -161,3 +161,47 @@ def test_the_prelude_has_a_function_per_tool_with_its_arguments():
     namespace["mcp__my_server__get"](**{"from": "x"})  # a keyword as an argument name: by keyword
     assert calls == [("read_file", {"path": "a.py"}), ("read_file", {"path": "b.py", "offset": 3}),
                      ("mcp__my-server__get", {"from": "x"})]
+
+
+def test_an_agent_defined_with_code_mode_gets_run_code_when_it_may_run_commands(project, server):
+    from tests.support.agents import Routes, run_parent
+    from tests.support.mock_openai import ToolCall as Call
+
+    agents = project / ".auger" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "coder.md").write_text("---\nname: coder\ndescription: d\ntools: read_file, shell\ncode_mode: true\n"
+                                     "---\nCode.\n")
+    (agents / "reader.md").write_text("---\nname: reader\ndescription: d\ntools: read_file\ncode_mode: true\n"
+                                      "---\nRead.\n")
+    (project / "a.txt").write_text("alpha\n")
+    routes = Routes({
+        "start": [Reply(tool_calls=[Call("spawn_agent", {"prompt": "code", "agent": "coder"}),
+                                    Call("spawn_agent", {"prompt": "read", "agent": "reader"})]), Reply(text="done")],
+        "code": [run_code("print(read_file('a.txt').count('alpha'))"), Reply(text="coded")],
+        "read": [Reply(text="read")],
+    }).install(server)
+    seen = run_parent(project, server, "start")
+    coder = {t["function"]["name"] for t in routes.bodies("code")[0]["tools"]}
+    reader = {t["function"]["name"] for t in routes.bodies("read")[0]["tools"]}
+    assert "run_code" in coder and "run_code" not in reader  # a program can do no more than a command could
+    assert "Exit code: 0 | 1 tool calls" in routes.bodies("code")[-1]["messages"][-1]["content"]
+    run_id = next(e.event.call_id for e in seen if isinstance(e.event, ev.ToolCallStarted)
+                  and e.event.name == "run_code")
+    assert [e.parent_call_id for e in seen if isinstance(e.event, ev.ToolCallStarted)
+            and e.event.name == "read_file"] == [run_id]
+
+
+def test_abort_at_an_inner_calls_approval_ends_the_turn(project, server):
+    from auger.protocol.ops import ApprovalDecision
+
+    server.add(run_code("write_file('new.txt', 'x')\nprint('after')"), Reply(text="unused"))
+
+    def answer(session, event):  # approve the program, abort at the write it makes
+        if isinstance(event, ev.ApprovalRequest):
+            decision = "approve" if event.details.tool == "run_code" else "abort"
+            session.submit(ApprovalDecision(event.request_id, decision))
+
+    run = run_session(project, server, "write", overrides=(*ON, "mode=safe"), interactive=True, on_event=answer)
+    assert [a.details.tool for a in run.of(ev.ApprovalRequest)] == ["run_code", "write_file"]
+    assert run.ended.reason == "cancelled" and "aborted by the user" in run.ended.message
+    assert not (project / "new.txt").exists() and len(server.chat_requests) == 1

@@ -219,3 +219,25 @@ def approve_all(session, event) -> None:
 
     if isinstance(event, ev.ApprovalRequest):
         session.submit(ApprovalDecision(event.request_id, "approve"))
+
+
+def test_a_sub_agents_processes_are_its_own_and_end_with_it(project, server):
+    from tests.support.agents import Routes, run_parent
+
+    alive_after_child: list[bool] = []
+
+    def check(body):
+        alive_after_child.append(alive("sleep 987654"))
+        return Reply(tool_calls=[write_call("")])
+
+    routes = Routes({
+        "start": [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "start a process"})]), check,
+                  Reply(text="done")],
+        "start a process": [Reply(tool_calls=[exec_call("sleep 987654")]), Reply(text="started")],
+    }).install(server)
+    run_parent(project, server, "start", overrides=ON)
+    child_output = routes.bodies("start a process")[-1]["messages"][-1]["content"]
+    assert "Process running with session ID 1" in child_output
+    assert alive_after_child == [False]  # ended with the child, before the parent's next step
+    parent_output = routes.bodies("start")[-1]["messages"][-1]["content"]
+    assert "there is no session 1" in parent_output  # the parent cannot type into its child's process

@@ -27,16 +27,19 @@ def write_call(chars: str, *, session_id: int = 1, yield_ms: int = 500) -> ToolC
 
 
 def typist(steps: list[tuple[ToolCall, str]], *, session_id: int = 1, final: str = "done",
-           then: list[Reply] = ()) -> list:
+           then: list = ()) -> list:
     """Mock-server steps (callables) playing `steps`, then answering `final`, then (later turns) each of
-    `then`; a step whose text never shows ends the turn with "gave up waiting for …" (the test's assertions
-    then say what was missing)."""
+    `then` (replies, or steps like these: another typist's); a step whose text never shows ends the turn with
+    "gave up waiting for …" (the test's assertions then say what was missing)."""
     state = {"next": 0, "seen": "", "polls": 0}
     later = list(then)
 
     def step(body: dict) -> Reply:
         if state["next"] > len(steps):
-            return later.pop(0) if later else Reply(text="(the typist's script is over)")
+            if not later:
+                return Reply(text="(the typist's script is over)")
+            after = later.pop(0)
+            return after(body) if callable(after) else after
         last = _last_tool_output(body)
         if last is not None:
             state["seen"] += last
