@@ -17,6 +17,7 @@ from auger.policy.sandbox import detect
 from auger.protocol import events as ev
 from auger.protocol.ops import SetMode, Shutdown, UserTurn
 from auger.protocol.vocab import Refusal
+from auger.tools.exec_command import KEYSTROKES
 from tests.support.harness import Follow, cli_env, open_session, run_session
 from tests.support.mock_openai import Fault, Reply, ToolCall
 from tests.support.typist import exec_call, typist, write_call
@@ -53,7 +54,8 @@ def gone_soon(pattern: str, within: float = 10.0) -> bool:
     return False
 
 
-def test_a_python_repl_on_a_terminal_answers_is_interrupted_and_exits(project, server):
+@pytest.mark.parametrize("sandbox", [(), ("sandbox=off", "approve_all=true")], ids=["sandboxed", "unsandboxed"])
+def test_a_python_repl_on_a_terminal_answers_is_interrupted_and_exits(project, server, sandbox):
     server.add(*typist([
         (exec_call("python3 -q -i", tty=True), ">>> "),
         (write_call("print(6*7)\n"), "42"),
@@ -62,7 +64,7 @@ def test_a_python_repl_on_a_terminal_answers_is_interrupted_and_exits(project, s
         (write_call("exit()\n"), "Process exited with code 0"),
     ]))
     started = time.monotonic()
-    run = run_session(project, server, "use python", overrides=ON)
+    run = run_session(project, server, "use python", overrides=(*ON, *sandbox))
     outputs = "\n".join(tool_outputs(server))
     assert run.ended.reason == "complete" and run.of(ev.AgentMessage)[-1].text == "done", outputs
     assert "Process running with session ID 1" in outputs
@@ -211,6 +213,7 @@ def test_an_approved_process_takes_keystrokes_without_asking_again(project, serv
     asked = run.of(ev.ApprovalRequest)
     assert [a.details.tool for a in asked] == ["exec_command"]
     assert asked[0].details.subject == "python3 -q -i"
+    assert KEYSTROKES in asked[0].details.findings  # the card says what approving it means
     assert run.of(ev.AgentMessage)[-1].text == "done"
 
 

@@ -227,13 +227,14 @@ async def spawn_local(argv: list[str], cwd: Path, env: dict[str, str], stdio: tu
     pseudo-terminal, made that session's controlling terminal (as the supervisor does)."""
     proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=env, stdin=stdio[0], stdout=stdio[1],
                                                 stderr=stdio[2], start_new_session=True,
-                                                preexec_fn=_take_terminal if tty else None)
+                                                preexec_fn=_terminal_taker() if tty else None)
     return LocalProcess(proc)
 
 
-def _take_terminal() -> None:
-    """In the child, after setsid: stdin becomes the controlling terminal."""
+def _terminal_taker():
+    """What the child runs after setsid: stdin becomes its controlling terminal. Its modules are imported
+    here, in auger: the child of a process with threads must take no lock (an import would)."""
     import fcntl
     import termios
 
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    return lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)

@@ -20,6 +20,8 @@ applied), cut in the middle to `max_output_tokens`; the whole output of the call
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import fcntl
 import os
 import re
@@ -41,7 +43,9 @@ EXEC, WRITE = "exec_command", "write_stdin"
 EXEC_YIELD_MS, WRITE_YIELD_MS = 10_000, 250
 MIN_YIELD_MS, MAX_YIELD_MS = 250, 30_000
 MAX_OUTPUT_TOKENS = 10_000
+SEND_TIMEOUT = 10.0  # seconds a process may take to read what is typed into it
 BYTES_PER_TOKEN = 4
+KEYSTROKES = "an interactive process: what is typed into it later runs without asking again"
 WINDOW = (40, 120)  # rows, columns of a session's terminal
 
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -53,7 +57,11 @@ def _as_shell(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def classify_exec(args: dict[str, Any], root) -> Classification:
-    return classify_command(_as_shell(args), root)
+    """shell's verdict on the command; an approval of it says that what is typed into it is not asked again."""
+    c = classify_command(_as_shell(args), root)
+    if c.effect == READ_ONLY or shell_patch(args["cmd"]) is not None:
+        return c
+    return dataclasses.replace(c, reasons=(*c.reasons, KEYSTROKES))
 
 
 async def _preview_exec(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -115,7 +123,11 @@ async def _write_stdin(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     started, wall_start = time.monotonic(), time.time()
     chars: str = args.get("chars", "")
     if chars and not session.exited:
-        await session.send(chars)
+        try:
+            await asyncio.wait_for(session.send(chars), SEND_TIMEOUT)
+        except TimeoutError:
+            raise ToolError(f"{WRITE}: session {session.id} did not read its input within {SEND_TIMEOUT:g}s (part "
+                            "of it may have been taken); poll it with chars \"\", or send \\u0003") from None
     try:
         output = await session.collect(started + _yield_s(args, WRITE_YIELD_MS), _live(ctx))
     except BaseException:  # an interrupt stops the wait, not the process
