@@ -205,3 +205,10 @@ def test_abort_at_an_inner_calls_approval_ends_the_turn(project, server):
     assert [a.details.tool for a in run.of(ev.ApprovalRequest)] == ["run_code", "write_file"]
     assert run.ended.reason == "cancelled" and "aborted by the user" in run.ended.message
     assert not (project / "new.txt").exists() and len(server.chat_requests) == 1
+
+
+def test_the_timeout_counts_the_programs_own_time_not_the_calls_it_waits_for(project, server):
+    server.add(run_code("shell('sleep 2')\nprint('after the call')", timeout=1), Reply(text="done"))
+    run_session(project, server, "wait", overrides=ON)
+    output = tool_outputs(server)[0]
+    assert output.startswith("Exit code: 0 | 1 tool calls (0 failed)") and "after the call" in output

@@ -10,8 +10,8 @@ tool, named after it (`read_file(path, offset=None, limit=None)`, `shell(command
 was refused or failed. Every call travels back to auger and through the tool runtime, one by one: hooks,
 policy, approval (headless: refused as a direct call would be), sandbox, snapshots, shown as children of the
 run_code call. The program itself runs read-only in plan mode (where the sandbox confines writes), and like
-a shell command that changes files otherwise; it is stopped by an interrupt, by its `timeout` and by the
-inner calls' loop guard.
+a shell command that changes files otherwise; it is stopped by an interrupt, by its `timeout` (its own time:
+the clock stands still while a call it made runs, an approval included) and by the inner calls' loop guard.
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ async def _run_code(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     session = _Program(proc, ctx.call_tool, to_w, from_r)
     stopped = ""
     try:
-        async with asyncio.timeout(timeout):
-            stopped = await session.serve(code)
+        async with asyncio.timeout(timeout) as limit:
+            stopped = await session.serve(code, limit)
             if not stopped:
                 await proc.wait()
     except TimeoutError:
@@ -132,8 +132,9 @@ class _Program:
         self._fds = [to_fd, from_fd]  # ours until a transport owns them
         self._transports: list[asyncio.BaseTransport] = []
 
-    async def serve(self, code: str) -> str:
-        """Answer the program's calls until it ends; why it was stopped, if it was ("" when it ended itself)."""
+    async def serve(self, code: str, limit: asyncio.Timeout) -> str:
+        """Answer the program's calls until it ends; why it was stopped, if it was ("" when it ended itself).
+        `limit` bounds the program's own time: it stands still while a call runs (an approval may wait)."""
         loop = asyncio.get_running_loop()
         to_fd, from_fd = self._fds
         reader = asyncio.StreamReader(limit=REQUEST_LIMIT)
@@ -161,12 +162,15 @@ class _Program:
                 name, call_args, call_id = request["tool"], request["args"], request["id"]
             except (ValueError, KeyError, TypeError):
                 return "it wrote something other than a call on auger's channel"
+            left = (limit.when() or loop.time()) - loop.time()
+            limit.reschedule(None)
             try:
                 result = await self.tools.call(name, call_args) if name in names else ToolResult(
                     f"Error: there is no tool named {name!r}", ok=False)
             except ToolError as exc:  # a limit: the program may make no more calls
                 self.log.append(f"{name}: stopped: {exc}")
                 return str(exc)
+            limit.reschedule(loop.time() + left)
             self.failed += not result.ok
             self.log.append(f"{name} {json.dumps(call_args, ensure_ascii=False)[:200]} -> "
                             f"{'ok' if result.ok else 'failed'} ({len(result.output)} chars)")

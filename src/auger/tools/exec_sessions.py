@@ -154,9 +154,8 @@ class ExecSession:
         try:
             while True:
                 self._changed.clear()
-                if self.exited:
-                    grace = min(PIPE_GRACE, max(0.0, until - time.monotonic())) if not self.eof else 0.0
-                    deadline = time.monotonic() + grace
+                if self.exited:  # the rest of its output, unless a child of it keeps the other end open
+                    deadline = time.monotonic() + PIPE_GRACE
                     while not self.eof and time.monotonic() < deadline:
                         self._changed.clear()
                         await _wait(self._changed, deadline - time.monotonic())
