@@ -763,3 +763,33 @@ def test_a_session_asked_for_twice_at_once_is_opened_once(project, server, isola
     assert after.stop_reason == "end_turn"
     users = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
     assert users.count("one") == 1 and users[-1] == "two"  # one session went on, nothing doubled
+
+
+# -- interactive processes ---------------------------------------------------------------------------
+
+
+def test_an_interactive_process_streams_its_output_to_the_editor_as_it_comes(project, server, isolated_home):
+    from tests.support.typist import exec_call, typist, write_call
+
+    server.add(*typist([(exec_call("python3 -q -i", tty=True), ">>> "),
+                        (write_call("print(6*7)\n"), "42"),
+                        (write_call("exit()\n"), "Process exited with code 0")]))
+    editor = Editor()
+
+    async def main():
+        async with auger_acp(project, server, editor, isolated_home, "--mode", "auto",
+                             "-c", "exec_sessions=true") as (conn, _):
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            return await conn.prompt(session_id=session.session_id, prompt=[text_block("use python")])
+
+    assert run(main()).stop_reason == "end_turn"
+    starts = {u.tool_call_id: u for u in editor.of("tool_call")}
+    assert {u.kind for u in starts.values()} == {"execute"}
+    exec_id = next(c for c, u in starts.items() if u.title == "`python3 -q -i`")
+    typed_id = next(c for c, u in starts.items() if u.title.startswith("Type into session 1: 'print(6*7)"))
+    shown = {}
+    for update in editor.of("tool_call_update"):
+        if update.status == "in_progress":
+            shown[update.tool_call_id] = update.content[0].content.text
+    assert ">>>" in shown[exec_id]  # the prompt, while exec_command waited
+    assert "42" in shown[typed_id]  # the answer, while write_stdin waited

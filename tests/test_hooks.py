@@ -204,3 +204,19 @@ def test_a_plugin_hook_changes_a_call_only_by_replying(tmp_path):
     result = asyncio.run(hooks.run("before_tool", {"args": args}, subject="shell"))
     assert args == {"command": "ls"}
     assert result.args == {"command": "ls --checked"} and result.blocked is None and not result.warnings
+
+
+def test_a_before_tool_hook_blocks_a_call_a_run_code_program_makes(project, server, tmp_path):
+    """A guard holds whoever makes the call: the model directly, or a program it runs."""
+    guard = script(tmp_path, "guard", "if event['tool'] == 'read_file' and 'secret' in event['args']['path']:\n"
+                                      "    print('not that file', file=sys.stderr); sys.exit(2)\n")
+    (project / "secret.txt").write_text("hunter2\n")
+    server.add(Reply(tool_calls=[ToolCall("run_code", {"code": "try:\n    print(read_file('secret.txt'))\n"
+                                                              "except ToolFailed as e:\n    print('BLOCKED', e)"},
+                                          id="c1")]),
+               Reply(text="done"))
+    run_with(project, server, "go", overrides=("approve_all=true", "code_mode=true"),
+             tables={"hooks": {"before_tool": [{"command": guard}]}})
+    output = tool_message(server.chat_requests[1], "c1")
+    assert "BLOCKED Not run: a hook blocked this read_file call: not that file" in output
+    assert "hunter2" not in output

@@ -110,3 +110,15 @@ def test_command_env_is_an_allow_list():
     env = command_env(base, include=["KEEP_*", "EXACT_TOKEN"], exclude=["MY_*", "TZ"], set_values={"CI": "1"})
     # a glob include never brings in a secret-looking name; an exact name is the user's explicit choice
     assert env == {"PATH": "/bin", "HOME": "/h", "LC_ALL": "C", "KEEP_MODE": "m", "EXACT_TOKEN": "e", "CI": "1"}
+
+
+def test_a_call_that_continues_an_allowed_one_does_not_ask_again_but_plan_and_rules_still_refuse():
+    from auger.policy.decision import decide_call
+    from auger.policy.types import Classification
+
+    typed = Classification(LOCAL_MUTATION, "input to session 1", continues="input to session 1, which policy let run")
+    assert decide_call("write_stdin", typed, RuleSet(), "safe", sandboxed=True).verdict == ALLOW
+    assert decide_call("write_stdin", typed, RuleSet(), "auto", sandboxed=False).verdict == ALLOW
+    assert decide_call("write_stdin", typed, RuleSet(), "plan", sandboxed=True).verdict == DENY
+    plain = Classification(LOCAL_MUTATION, "input to session 1")
+    assert decide_call("write_stdin", plain, RuleSet(), "safe", sandboxed=True).verdict == ASK

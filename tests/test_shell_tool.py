@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from auger.tools.base import SessionToolState, ToolContext, ToolError
-from auger.tools.shell import SHELL, stop_background
+from auger.tools.shell import SHELL, end_processes
 from tests.support.harness import dies_soon, process_alive
 
 
@@ -113,7 +113,7 @@ def test_background_process_is_tracked_and_stopped_with_the_session(project):
         assert process_alive(pid)
         log = Path(result.metadata["log"]).read_text()
         assert "started" in log
-        await stop_background(ctx.state.background)
+        await end_processes(ctx.state)
         return pid
 
     pid = asyncio.run(main())

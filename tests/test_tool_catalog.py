@@ -162,6 +162,29 @@ def test_the_first_request_with_every_default_tool_stays_small(project):
         responses = server.responses_requests[0]
     assert {"shell", "read_file", "web_fetch", "spawn_agent", "send_input"} <= {
         t["function"]["name"] for t in chat.body["tools"]}
+    assert not OPT_IN & {t["function"]["name"] for t in chat.body["tools"]}  # they would not fit
     assert "apply_patch" in {t.get("name") for t in responses.body["tools"]}
     for wire, request in (("chat", chat), ("responses", responses)):
         assert len(request.raw) <= FIRST_REQUEST_LIMIT, f"{wire}: the first request is {len(request.raw):,} bytes"
+
+
+OPT_IN = {"exec_command", "write_stdin", "run_code"}
+
+
+def test_interactive_processes_and_code_mode_are_offered_when_turned_on(project):
+    """exec_command/write_stdin (`exec_sessions = true`) and run_code (`code_mode = true`) ride on every request
+    once on, on both OpenAI wires, beside shell."""
+    from tests.support import mock_responses
+    from tests.support.harness import run_configured, run_session
+    from tests.support.mock_openai import MockChatServer, Reply
+
+    on = ("exec_sessions=true", "code_mode=true")
+    with MockChatServer([Reply(text="done")]) as server:
+        run_session(project, server, "hi", overrides=on)
+        chat = [t["function"]["name"] for t in server.chat_requests[0].body["tools"]]
+    with mock_responses.MockResponsesServer([mock_responses.Reply(text="done")]) as server:
+        run_configured(project, "provider=openai", f"base_url={server.base_url}", "model=gpt-5", *on,
+                       env={"OPENAI_API_KEY": "sk-test"})
+        responses = [t.get("name") for t in server.responses_requests[0].body["tools"]]
+    for names in (chat, responses):
+        assert OPT_IN <= set(names) and names.index("exec_command") == names.index("shell") + 1

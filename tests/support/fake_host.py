@@ -54,6 +54,7 @@ class FakeHost:
     skills: SkillIndex = field(default_factory=SkillIndex)
     title: str = ""
     charged: list[tuple[str, Usage]] = field(default_factory=list)
+    children: list[tuple[str | None, Event]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.meter = ContextMeter(self.history)
@@ -64,6 +65,11 @@ class FakeHost:
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
+
+    def emit_for(self, event: Event, parent_call_id: str | None) -> None:
+        """A call made on another's behalf (run_code's): kept with the calling call's id in `children`."""
+        self.events.append(event)
+        self.children.append((parent_call_id, event))
 
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
                   details: dict | None = None) -> ApprovalDecision:

@@ -11,6 +11,7 @@ Markdown files with front matter, the body being the agent's instructions:
     model: gpt-5-mini                        # optional, with `provider`
     mode: plan                               # optional: plan | safe | auto (can only narrow)
     max_model_calls: 30
+    code_mode: true                          # optional: it may also run Python programs calling its tools
     ---
     You review ...
 
@@ -61,6 +62,7 @@ class AgentDef:
     max_model_calls: int = DEFAULT_MAX_MODEL_CALLS
     source: Source = "built-in"
     path: Path | None = None
+    code_mode: bool = False  # offered run_code (tools/code_mode.py), whether or not the session is
 
 
 BUILTINS = (
@@ -177,8 +179,11 @@ def _load(path: Path, source: Source, beneath: RootHandle | None, base_mode: str
     model = (meta.get("model") or "").strip() or None
     if model == "inherit":  # Claude's spelling of "the parent's"
         model = None
+    code_mode = (meta.get("code_mode") or "false").strip().lower()
+    if code_mode not in ("true", "false"):
+        return bad(f"code_mode must be true or false, not {meta.get('code_mode')!r}")
     return AgentDef(name, description, body.strip(), tools, mode, model, (meta.get("provider") or "").strip() or None,
-                    calls, source, path)
+                    calls, source, path, code_mode == "true")
 
 
 def _tools(raw: str | None, path: Path, warnings: list[str]) -> tuple[str, ...] | None:

@@ -28,6 +28,10 @@ class CallHost(Protocol):
 
     def emit(self, event: Event) -> None: ...
 
+    def emit_for(self, event: Event, parent_call_id: str | None) -> None:
+        """Announce an event of a call made on behalf of another (run_code's inner calls): its envelope
+        names that call, as a sub-agent's names its spawn call."""
+
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
                   details: dict[str, Any] | None = None) -> ApprovalDecision:
         """The user's answer; with nobody to ask (headless), `headless_default`."""

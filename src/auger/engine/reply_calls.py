@@ -91,14 +91,19 @@ class _HeldHost:
 
     def __init__(self, host: CallHost) -> None:
         self._host = host
-        self._kept: list[Event] | None = []
+        self._kept: list[tuple[Event, str | None]] | None = []
         self._released = asyncio.Event()
 
     def emit(self, event: Event) -> None:
-        if self._kept is None:
+        self.emit_for(event, None)
+
+    def emit_for(self, event: Event, parent_call_id: str | None) -> None:
+        if self._kept is not None:
+            self._kept.append((event, parent_call_id))
+        elif parent_call_id is None:
             self._host.emit(event)
         else:
-            self._kept.append(event)
+            self._host.emit_for(event, parent_call_id)
 
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
                   details: dict[str, Any] | None = None) -> ApprovalDecision:
@@ -108,6 +113,6 @@ class _HeldHost:
 
     def release(self) -> None:
         kept, self._kept = self._kept or [], None
-        for event in kept:
-            self._host.emit(event)
+        for event, parent_call_id in kept:
+            self.emit_for(event, parent_call_id)
         self._released.set()

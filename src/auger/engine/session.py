@@ -66,9 +66,9 @@ from auger.protocol.ops import (
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
 from auger.store.base import SessionRecord, Store, StoreError
-from auger.tools.base import SessionToolState, Transcript
+from auger.tools.base import ExecLimits, SessionToolState, Transcript
 from auger.tools.mcp_servers import McpServers
-from auger.tools.shell import stop_background
+from auger.tools.shell import end_processes
 
 if TYPE_CHECKING:
     from auger.models.context_window import LearnedWindow
@@ -161,7 +161,8 @@ class Session:
 
         config = workspace.config
         warnings: list[str] = []
-        state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan)
+        state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan,
+                                 exec_limits=ExecLimits(config.exec_sessions_max, config.exec_session_idle_timeout))
         dirs = home_dirs()
         window = learn_model_window(client, config, dirs["cache"])  # never waited for
         queue = await open_pending(store, meta.id, workspace.root, pending or config.pending)
@@ -830,7 +831,7 @@ class Session:
             await asyncio.gather(self._turn, return_exceptions=True)
         if self.agents is not None:
             await self.agents.cancel_all("the session ended")
-        await stop_background(self.runtime.state.background)
+        await end_processes(self.runtime.state)
 
     async def _close_changes(self) -> None:
         """Close the snapshots (and start the daily clean-up) and the pending copy."""

@@ -140,6 +140,10 @@ class ChildHost:
     def emit(self, event: ev.Event) -> None:
         self.session.emit_for(event, self.run.parent_call_id)
 
+    def emit_for(self, event: ev.Event, parent_call_id: str | None) -> None:
+        """A call made on behalf of one of the child's (run_code's): its envelope names that call."""
+        self.session.emit_for(event, parent_call_id or self.run.parent_call_id)
+
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
                   details: dict[str, Any] | None = None) -> ApprovalDecision:
         """Asked through the parent session, labelled with the agent (and in an envelope naming its spawn call)."""

@@ -68,8 +68,8 @@ from auger.store.base import LinkRecord, SessionRecord
 from auger.tools.agents import agent_toolset
 from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, Transcript
 from auger.tools.router import ToolRouter
-from auger.tools.shell import stop_background
-from auger.tools.toolset import Combined, Filtered
+from auger.tools.shell import end_processes
+from auger.tools.toolset import Combined, Filtered, StaticToolset
 
 if TYPE_CHECKING:
     from auger.policy.confinement import Confinement
@@ -412,10 +412,12 @@ class Child:
         child_control = Control(pool, run.child_id, run.depth, lambda turn_id: ctx, prt, ledger)  # runtime: below
         agent_tools = Filtered(agent_toolset(lambda: child_control, pool.index.describe()),
                                lambda spec: allowed(spec.name))
-        router = await ToolRouter.open(Combined([CatalogView(prt.router, allowed), agent_tools]))
+        router = await ToolRouter.open(Combined([CatalogView(prt.router, allowed), agent_tools,
+                                                 *_code_mode(agent, allowed)]))
         same_root = root == prt.root
         state = SessionToolState(scratch_dir=prt.state.scratch_dir,
-                                 root_handle=prt.state.root_handle if same_root else None)
+                                 root_handle=prt.state.root_handle if same_root else None,
+                                 exec_limits=prt.state.exec_limits)
         shared = prt.shared  # the session's hooks and mode, whoever runs the call
         policy = prt.policy
         confinement = None
@@ -476,12 +478,23 @@ class Child:
 
     async def close(self) -> None:
         await self.control.close("its parent agent ended")
-        await stop_background(self.ctx.runtime.state.background)
+        await end_processes(self.ctx.runtime.state)
         await self.ctx.runtime.router.close()
         if self.confinement is not None:
             await self.confinement.close()
         if self.own_client is not None:
             await self.own_client.aclose()
+
+
+def _code_mode(agent: AgentDef, allowed: Callable[[str], bool]) -> list[StaticToolset]:
+    """run_code for an agent whose definition asks for it (`code_mode: true`) and which may run commands
+    (`shell`: a program can do no more than a command could), when it does not get its parent's already; its
+    programs call the agent's own tools."""
+    if not agent.code_mode:
+        return []
+    from auger.tools.code_mode import NAME, TOOLS
+
+    return [] if allowed(NAME) or not allowed("shell") else [StaticToolset(TOOLS)]
 
 
 async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_parent: Path, mode: Callable[[], str],

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from auger.engine.call_outcome import Aborted, Denied, Failed, Outcome, Ran
 from auger.engine.shared import SessionShared, effective_mode
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
@@ -41,9 +42,11 @@ from auger.protocol.items import ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.vocab import Refusal
 from auger.tools.base import (
+    CallsAborted,
     CommandSandbox,
     OutputArchive,
     SessionToolState,
+    ToolCaller,
     ToolContext,
     Transcript,
     ToolError,
@@ -61,30 +64,6 @@ log = logging.getLogger("auger.tools")
 
 APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, DENY_CALL, ABORT = (
     "approve", "approve_session", "approve_always", "deny", "abort")
-
-
-@dataclass(frozen=True)
-class Ran:
-    result: ToolResult
-
-
-@dataclass(frozen=True)
-class Failed:
-    message: str
-
-
-@dataclass(frozen=True)
-class Denied:
-    message: str
-    cause: Refusal  # told to clients: only an unapproved call is one a headless run could have approved
-
-
-@dataclass(frozen=True)
-class Aborted:
-    message: str
-
-
-Outcome = Ran | Failed | Denied | Aborted
 
 
 @dataclass(frozen=True)
@@ -184,6 +163,7 @@ class ToolRuntime:
         ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
                           turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills, mode=self.mode,
                           cwd=self.cwd, transcript=self.transcript,
+                          call_tool=self._inner_calls(host, turn_id, call) if spec.calls_tools else None,
                           emit_output=lambda stream, text: host.emit(
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
         try:
@@ -195,7 +175,7 @@ class ToolRuntime:
             refused = await spec.gate(args, ctx) if spec.gate is not None else None
             if refused is not None:
                 return Denied(f"Not run: {refused}", Refusal.POLICY)
-            c = spec.classify(args, self.root)
+            c = spec.classify_call(args, ctx)
             mode = self.mode()
             refusal = await self._permit(host, turn_id, mode, spec, args, c, ctx)
             if refusal is not None:
@@ -214,6 +194,8 @@ class ToolRuntime:
             if mutates:
                 await _run_hooks(self.after_mutation, planned)
             return Ran(result)
+        except CallsAborted as exc:
+            return Aborted(f"{exc} (at the approval of a call {call.name} made)")
         except ToolError as exc:
             return Failed(f"Error: {exc}")
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -221,6 +203,13 @@ class ToolRuntime:
         except BaseException as exc:  # a tool bug (SystemExit too) must not end the turn: the model tries another way
             log.error("tool %s failed", call.name, exc_info=exc)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
+
+    def _inner_calls(self, host: CallHost, turn_id: str, call: ToolCall) -> ToolCaller:
+        """The calls a tool that runs tools (run_code) makes for this call: each through `run`, as this call's
+        children (engine/inner_calls.py, loaded by the first such tool)."""
+        from auger.engine.inner_calls import InnerCalls
+
+        return InnerCalls(self, host, turn_id, call)
 
     async def _before_tool(self, host: CallHost, turn_id: str, call_id: str, spec: ToolSpec,
                            args: dict[str, Any]) -> dict[str, Any] | Denied:

@@ -21,7 +21,7 @@ from auger.engine.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
 from auger.engine.model_call import Reply, announce_limits, announce_retries, call_model
 from auger.engine.reply_calls import ReplyCalls
 from auger.engine.streamed_items import StreamedItems
-from auger.engine.tool_runtime import Aborted, Denied, Ran
+from auger.engine.call_outcome import Aborted, call_ended, result_of
 from auger.engine.turn_context import TurnContext
 from auger.models.base import (
     ContextWindowExceeded,
@@ -330,7 +330,7 @@ class Turn:
         else:
             started = time.monotonic()
             outcome = await self.ctx.runtime.run(call, host, turn_id=self.id)
-        result = outcome.result if isinstance(outcome, Ran) else ToolResult(outcome.message, ok=False)
+        result = result_of(outcome)
         if repeats >= DOOM_REPEATS:
             result.output += doom_note(call.name, repeats)
             host.emit(ev.LoopDetected(self.id, call.name, repeats))
@@ -339,9 +339,7 @@ class Turn:
                           tool_name=call.name, arguments=call.arguments)
         if images is not None:  # the view places it after the reply's outputs (history.normalise)
             await host.record(self.id, images)
-        refused = outcome.cause if isinstance(outcome, Denied) else None
-        host.emit(ev.ToolCallEnded(self.id, call.call_id, call.name, result.ok, result.output,
-                                   int((time.monotonic() - started) * 1000), denied=refused))
+        host.emit(call_ended(self.id, call, result, outcome, started))
         for event in result.events:
             host.emit(event)
         if isinstance(outcome, Aborted):

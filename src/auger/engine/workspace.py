@@ -41,6 +41,7 @@ class Workspace:
         config = config or Config()
         config_dir = home_dirs()["config"]
         skills = discover_skills(root, config_dir)
-        tools = tools or builtin_toolset(with_skills=bool(skills.skills), with_memory=config.memory)
+        tools = tools or builtin_toolset(with_skills=bool(skills.skills), with_memory=config.memory,
+                                         with_exec_sessions=config.exec_sessions, with_code_mode=config.code_mode)
         return cls(root, config, tools, skills, discover_prompts(root, config_dir), config_dir,
                    load_plugins(root, project=project_plugins_enabled(config.tables)))

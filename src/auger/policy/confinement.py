@@ -86,13 +86,14 @@ class Confinement:
         return _proxy_env(env, self.policy)
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str, mode: str | None = None):
+                    effect: str, mode: str | None = None, tty: bool = False):
         """Start a command (stdio: its stdin, stdout, stderr fds) and return its process handle; `mode` is
-        the trust mode of whoever runs it now (default: the session's)."""
+        the trust mode of whoever runs it now (default: the session's); `tty`: stdin is a pseudo-terminal,
+        which becomes the controlling terminal of the command's session."""
         from auger.policy import supervised
 
         if self.box is None:
-            return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio)
+            return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio, tty)
         if self.git is not None:
             await self.git.before_command()
         readonly = self.readonly_for(effect, mode)
@@ -108,7 +109,7 @@ class Confinement:
             env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
         elif self.policy.tmp is not None:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
-        proc = await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable)
+        proc = await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty)
         proc.readonly = readonly
         if not readonly:
             self._writers.append(proc)

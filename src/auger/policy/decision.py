@@ -4,6 +4,7 @@ session grants in, a Decision out.
     rules (forbidden / prompt / allow, strictest matching simple command)
       → trust table (policy/trust.py: effect × mode, `auto` without a sandbox acting as `safe`)
       → a call that always asks (`Classification.asks`) asks where the table would allow it
+      → a call that continues an allowed one (`Classification.continues`) does not ask again
       → grants (an ask the user already approved for this session becomes allow)
 
 The tool runtime and `auger policy check` both call `decide_call`, so what the command line shows
@@ -49,6 +50,8 @@ def decide_call(tool: str, c: Classification, rules: RuleSet, mode: str, *, sand
                       sandboxed=sandboxed)
     if decision.verdict == Verdict.ALLOW and c.asks:
         decision = Decision(Verdict.ASK, c.asks)
+    elif decision.verdict == Verdict.ASK and c.continues:
+        decision = Decision(Verdict.ALLOW, c.continues)
     rule = outcome.rule.describe() if outcome and outcome.rule else ""
     reason = f"{decision.reason} [{rule}]" if rule else decision.reason
     if decision.verdict == Verdict.ASK and grants is not None and grants.covers(tool, c):

@@ -169,15 +169,16 @@ class SessionSandbox:
             raise SandboxGone(f"the session sandbox is not running ({exc.strerror or exc})") from None
 
     async def run(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                  readonly: bool, writable: tuple[str, ...] = ()) -> SupervisedProcess:
-        """Start a command in the sandbox with the given stdin/stdout/stderr fds (the caller keeps its copies)."""
+                  readonly: bool, writable: tuple[str, ...] = (), tty: bool = False) -> SupervisedProcess:
+        """Start a command in the sandbox with the given stdin/stdout/stderr fds (the caller keeps its copies);
+        `tty`: stdin is a pseudo-terminal, made the controlling terminal of the command's session."""
         await self.ready()
         self._next += 1
         request_id = self._next
         future = asyncio.get_running_loop().create_future()
         self._started[request_id] = future
         self._send({"op": "run", "id": request_id, "argv": argv, "cwd": str(cwd), "env": env,
-                    "readonly": readonly, "writable": list(writable)}, stdio)
+                    "readonly": readonly, "writable": list(writable), "tty": tty}, stdio)
         return await future
 
     async def close(self) -> None:
@@ -220,8 +221,20 @@ class LocalProcess:
             pass
 
 
-async def spawn_local(argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int]) -> LocalProcess:
-    """Start a command directly, in a new session (process group) of its own."""
+async def spawn_local(argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
+                      tty: bool = False) -> LocalProcess:
+    """Start a command directly, in a new session (process group) of its own; `tty`: stdin is a
+    pseudo-terminal, made that session's controlling terminal (as the supervisor does)."""
     proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env=env, stdin=stdio[0], stdout=stdio[1],
-                                                stderr=stdio[2], start_new_session=True)
+                                                stderr=stdio[2], start_new_session=True,
+                                                preexec_fn=_terminal_taker() if tty else None)
     return LocalProcess(proc)
+
+
+def _terminal_taker():
+    """What the child runs after setsid: stdin becomes its controlling terminal. Its modules are imported
+    here, in auger: the child of a process with threads must take no lock (an import would)."""
+    import fcntl
+    import termios
+
+    return lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)

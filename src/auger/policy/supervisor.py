@@ -6,7 +6,7 @@ write). It talks to auger over an inherited Unix socketpair (SOCK_SEQPACKET, one
 JSON message per packet):
 
     auger -> {"op": "run", "id": N, "argv": [...], "cwd": "/abs", "env": {...},
-              "readonly": bool, "writable": ["/abs", ...]}  + stdin, stdout, stderr fds
+              "readonly": bool, "writable": ["/abs", ...], "tty": bool}  + stdin, stdout, stderr fds
     auger -> {"op": "kill", "id": N, "sig": 15}
     sup   -> {"id": N, "pid": P}            the command started (P: this namespace's pid)
     sup   -> {"id": N, "error": "..."}      it could not start
@@ -17,7 +17,9 @@ shares its namespaces, so a server started in the background by one command is
 reachable on 127.0.0.1 and killable by pid from the next, and bwrap and the
 network bridge start once per session instead of once per command.
 
-Each command is forked, put in its own session (setsid), optionally made
+Each command is forked, put in its own session (setsid) — with "tty", its stdin (a
+pseudo-terminal auger opened) becomes that session's controlling terminal, so Ctrl-C
+typed into it interrupts the foreground job —, optionally made
 read-only (a private mount namespace whose every mount is read-only except the
 `writable` dirs, under bubblewrap; under Landlock auger wraps the argv in a
 nested read-only ruleset instead), stripped of every capability, and exec'd.
@@ -194,12 +196,23 @@ def _drop_capabilities():
     _check(libc.capset(header, data), "capset")
 
 
+def _take_terminal():
+    """Make stdin (a pseudo-terminal's slave) the controlling terminal of the new session: the terminal
+    then sends SIGINT for Ctrl-C (and SIGWINCH, SIGHUP) to the command's foreground job."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 def _child(request, fds):
     """In the forked child: never returns."""
     try:
         os.setsid()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
+        if request.get("tty"):
+            _take_terminal()
         if request.get("readonly"):
             _make_read_only(request.get("writable", []))
         _drop_capabilities()

@@ -42,3 +42,7 @@ class Classification:
     # Why this call asks even where its effect would be allowed (plan still refuses it): it changes what the
     # agent is told in every later session (a note for the memory file), so only the user may decide.
     asks: str = ""
+    # Why this call needs no approval of its own where its effect would ask: it continues an action policy
+    # already let run (keystrokes to an interactive process it allowed or the user approved). Plan mode and
+    # rules still refuse what they refuse.
+    continues: str = ""

@@ -3,8 +3,9 @@
 A session numbers its events 1, 2, 3… (`seq`, contiguous, persisted with the event), so a client
 that saw up to N can ask for exactly what came after N, even after the process restarted. The
 `submission_id` names the op (returned by `Session.submit`) whose handling emitted the event (None
-when the engine acted on its own, e.g. `session_configured`); `parent_call_id` will name the tool
-call of the parent agent when the session is a sub-agent's.
+when the engine acted on its own, e.g. `session_configured`); `parent_call_id` names the tool call
+an event belongs under: the parent agent's spawn call for a sub-agent's events, the `run_code` call for
+the calls its program makes.
 
 On the wire (`auger exec --json`, the store) an envelope is ONE flat JSON object: the event's own
 fields, `type` first, then the envelope's fields. Older readers that only know events keep working;

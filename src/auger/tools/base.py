@@ -27,6 +27,11 @@ class ToolError(Exception):
     """A failure the model caused and can fix; its message is shown to the model."""
 
 
+class CallsAborted(Exception):
+    """The user ended the turn at the approval of a call a tool made on its caller's behalf (run_code's
+    inner calls): the tool runtime ends the outer call as the user's abort, as it would a direct one."""
+
+
 @dataclass
 class ToolResult:
     output: str  # the text the model sees
@@ -88,14 +93,34 @@ class ClientTerminal(Protocol):
         """(the terminal's output, the exit code or None when killed by a signal, whether it timed out)."""
 
 
+class LiveSessions(Protocol):
+    """A runtime's interactive processes (exec_command's, tools/exec_sessions.py): counted where a front
+    end shows them, ended with whoever started them."""
+
+    def __len__(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExecLimits:
+    """How many interactive processes a runtime keeps (the oldest idle one ends to make room), and how long
+    one may sit unused before it ends (config: exec_sessions_max, exec_session_idle_timeout)."""
+
+    max_sessions: int = 8
+    idle_timeout: float = 600.0
+
+
 @dataclass
 class SessionToolState:
-    """Mutable per-session state the tools share; one per Session, never shared."""
+    """Mutable per-session state the tools share; one per Session (a sub-agent has its own), never shared."""
 
     scratch_dir: Path
     read_stamps: dict[Path, FileStamp] = field(default_factory=dict)
     created_files: set[Path] = field(default_factory=set)
     background: dict[int, Any] = field(default_factory=dict)  # pid -> process handle
+    exec_limits: ExecLimits = field(default_factory=ExecLimits)
+    exec_sessions: LiveSessions | None = None  # made at the first exec_command
     plan: list[dict] | None = None  # the model's current plan (update_plan), kept across compaction
     root_handle: RootHandle | None = None  # the project root, opened once (see auger.policy.fs)
     client_files: ClientFiles | None = None  # an editor's buffers, when a front end offers them (ACP)
@@ -136,13 +161,27 @@ class ToolContext:
     mode: Callable[[], str] | None = None
     cwd: Path | None = None  # where commands run unless told otherwise: the session's working directory (root: None)
     transcript: Transcript | None = None  # the caller's conversation (web_fetch's provenance check)
+    call_tool: ToolCaller | None = None  # the caller's other tools, for a tool that runs them (run_code)
+
+
+class ToolCaller(Protocol):
+    """The tools a call may run on its caller's behalf (run_code's program), each call going through the
+    tool runtime's whole pipeline — hooks, policy, approval, sandbox, mutation hooks — announced as a child
+    of the calling call (engine/inner_calls.py)."""
+
+    def specs(self) -> Sequence[ToolSpec]:
+        """The tools it may call (the caller's catalog, without the calling tool)."""
+
+    async def call(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """Run one call; a refusal or failure is a result that is not ok. Raises ToolError when the caller
+        may make no more calls (a limit), CallsAborted when the user ended the turn at its approval."""
 
 
 class CommandSandbox(Protocol):
     """Confines a command (see auger.policy.confinement.Confinement)."""
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str, mode: str | None = None) -> Any: ...
+                    effect: str, mode: str | None = None, tty: bool = False) -> Any: ...
 
     def open_log(self) -> tuple[int, Path]: ...
 
@@ -158,6 +197,9 @@ Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
 
 
 Classifier = Callable[[dict[str, Any], Path], Classification]
+# A per-call effect that depends on more than the arguments: the session's state or mode (write_stdin: the
+# process it types into; run_code: plan mode makes its program read-only).
+ContextClassifier = Callable[[dict[str, Any], "ToolContext"], Classification]
 Previewer = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 # A check that needs the call's context (the conversation), run before the policy decision: the reason the
 # call may never run (a policy refusal, whatever the mode or an approval), or None.
@@ -178,11 +220,19 @@ class ToolSpec:
     classifier: Classifier | None = None  # per-call effect (shell); default: the static `effect`
     previewer: Previewer | None = None  # shows the change an approval is asked for (a diff)
     gate: Gate | None = None  # refuses a call before policy asks (web_fetch: a URL the model made up)
+    context_classifier: ContextClassifier | None = None  # per-call effect read from the call's context; wins
+    calls_tools: bool = False  # runs the caller's other tools (ToolContext.call_tool: run_code)
 
     def classify(self, args: dict[str, Any], root: Path) -> Classification:
         if self.classifier is not None:
             return self.classifier(args, root)
         return Classification(self.effect, subject_of(self.name, args))
+
+    def classify_call(self, args: dict[str, Any], ctx: ToolContext) -> Classification:
+        """The effect of one call as the runtime decides it: from its context where the tool reads one."""
+        if self.context_classifier is not None:
+            return self.context_classifier(args, ctx)
+        return self.classify(args, ctx.root)
 
     def validate(self, args: Any) -> dict[str, Any]:
         """Check and normalise arguments against the schema; raise ToolError saying what is wrong."""

@@ -19,11 +19,13 @@ import shutil
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from auger.policy.paths import PathEscape, display, resolve_inside
 from auger.tools.base import (
-    LOCAL_MUTATION, READ_ONLY, Classification, ClientTerminal, ToolContext, ToolError, ToolResult, ToolSpec,
+    LOCAL_MUTATION, READ_ONLY, Classification, ClientTerminal, SessionToolState, ToolContext, ToolError, ToolResult,
+    ToolSpec,
 )
 
 DEFAULT_TIMEOUT = 60
@@ -86,24 +88,11 @@ class CapturedStream:
 
 async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     command: str = args["command"]
-    if not command.strip():
-        raise ToolError("shell: 'command' is empty")
-    if "\x00" in command:
-        raise ToolError("shell: 'command' contains a NUL byte, which no command line can carry")
-    if len(command.encode("utf-8", "surrogateescape")) > MAX_COMMAND_BYTES:
-        raise ToolError(f"shell: 'command' is too long ({len(command):,} characters; the limit is "
-                        f"{MAX_COMMAND_BYTES:,} bytes): write a script file and run that instead")
-    shell_patch = _shell_patch(command)
-    if shell_patch is not None:
-        return await _run_shell_patch(shell_patch, args, ctx)
-    cwd = ctx.cwd or ctx.root
-    if args.get("workdir"):
-        try:
-            cwd = resolve_inside(ctx.root, args["workdir"])
-        except PathEscape as exc:
-            raise ToolError(f"shell: {exc}") from None
-        if not cwd.is_dir():
-            raise ToolError(f"shell: workdir {display(ctx.root, cwd)!r} is not a directory")
+    check_command(command, "shell", "command")
+    patch = shell_patch(command)
+    if patch is not None:
+        return await run_shell_patch(patch, args, ctx)
+    cwd = command_cwd(args, ctx, "shell")
     env = {**(ctx.env if ctx.env is not None else os.environ), **COMMAND_ENV}
     # The classifier's verdict decides whether the sandbox lets the command write (plan and
     # safe modes): computed here again, from the same arguments the gate saw.
@@ -117,6 +106,30 @@ async def _shell(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return await _run(command, cwd, env, timeout, ctx, effect)
 
 
+def check_command(command: str, tool: str, name: str) -> None:
+    """Refuse a command line no shell can run, in words the model can act on."""
+    if not command.strip():
+        raise ToolError(f"{tool}: {name!r} is empty")
+    if "\x00" in command:
+        raise ToolError(f"{tool}: {name!r} contains a NUL byte, which no command line can carry")
+    if len(command.encode("utf-8", "surrogateescape")) > MAX_COMMAND_BYTES:
+        raise ToolError(f"{tool}: {name!r} is too long ({len(command):,} characters; the limit is "
+                        f"{MAX_COMMAND_BYTES:,} bytes): write a script file and run that instead")
+
+
+def command_cwd(args: dict[str, Any], ctx: ToolContext, tool: str) -> Path:
+    """Where a command runs: its `workdir` beneath the root, else the session's working directory."""
+    cwd = ctx.cwd or ctx.root
+    if args.get("workdir"):
+        try:
+            cwd = resolve_inside(ctx.root, args["workdir"])
+        except PathEscape as exc:
+            raise ToolError(f"{tool}: {exc}") from None
+        if not cwd.is_dir():
+            raise ToolError(f"{tool}: workdir {display(ctx.root, cwd)!r} is not a directory")
+    return cwd
+
+
 async def _run_in_terminal(terminal: ClientTerminal, command: str, cwd, timeout: int, ctx: ToolContext) -> ToolResult:
     """Run the command in the editor's terminal; summarised like a local run (the terminal merges
     stderr into stdout, so all of it is counted as stdout)."""
@@ -128,7 +141,7 @@ async def _run_in_terminal(terminal: ClientTerminal, command: str, cwd, timeout:
                       ctx.call_id)
 
 
-def _shell_patch(command: str):
+def shell_patch(command: str):
     """The patch in `apply_patch <<'EOF' … EOF`, which is applied by auger, never run by bash."""
     if "apply_patch" not in command and "applypatch" not in command:
         return None  # most commands: no need to load the patch module
@@ -137,27 +150,28 @@ def _shell_patch(command: str):
     return extract_from_shell(command)
 
 
-async def _run_shell_patch(shell_patch, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+async def run_shell_patch(patch, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Apply a patch sent as a command (`args`: the command's, for its `workdir`) as the apply_patch tool does."""
     from auger.tools.patch import run_patch
 
-    return await run_patch(shell_patch.patch, ctx, _patch_dir(shell_patch, args))
+    return await run_patch(patch.patch, ctx, _patch_dir(patch, args))
 
 
-def _patch_dir(shell_patch, args: dict[str, Any]) -> str | None:
+def _patch_dir(patch, args: dict[str, Any]) -> str | None:
     """The directory a patch sent as a command is relative to: the call's `workdir`, then the `cd`
     before `apply_patch` from there (as bash would go). apply_patch walks it beneath the root."""
-    parts = [part for part in (args.get("workdir"), shell_patch.workdir) if part]
+    parts = [part for part in (args.get("workdir"), patch.workdir) if part]
     return posixpath.join(*parts) if parts else None
 
 
-async def _preview(args: dict[str, Any], ctx: ToolContext) -> str:
+async def preview(args: dict[str, Any], ctx: ToolContext) -> str:
     """The diff of a patch sent as a command (for its approval); other commands have none ("")."""
-    shell_patch = _shell_patch(args["command"])
-    if shell_patch is None:
+    patch = shell_patch(args["command"])
+    if patch is None:
         return ""
     from auger.tools.patch import preview_patch
 
-    return await preview_patch(shell_patch.patch, ctx, _patch_dir(shell_patch, args))
+    return await preview_patch(patch.patch, ctx, _patch_dir(patch, args))
 
 
 def bash_argv(command: str) -> list[str]:
@@ -169,17 +183,20 @@ def bash_argv(command: str) -> list[str]:
     return [bash, "-c", command]
 
 
-async def _spawn(command: str, cwd, env: dict[str, str], stdio: tuple[int, int, int], ctx: ToolContext,
-                 effect: str):
+async def spawn_command(argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
+                        ctx: ToolContext, effect: str, *, tty: bool = False, tool: str = "shell"):
+    """Start `argv` in the session's sandbox (read-only as `effect` and the caller's mode say), in a process
+    group of its own, with stdin, stdout and stderr from `stdio` (the caller keeps its copies); `tty`: stdin
+    is a pseudo-terminal, which becomes the controlling terminal. Without a sandbox it runs directly."""
     from auger.policy.supervised import SandboxGone, spawn_local
 
-    argv = bash_argv(command)
     try:
         if ctx.sandbox is None:
-            return await spawn_local(argv, cwd, env, stdio)
-        return await ctx.sandbox.spawn(argv, cwd, env, stdio, effect, ctx.mode() if ctx.mode is not None else None)
+            return await spawn_local(argv, cwd, env, stdio, tty)
+        return await ctx.sandbox.spawn(argv, cwd, env, stdio, effect, ctx.mode() if ctx.mode is not None else None,
+                                       tty)
     except SandboxGone as exc:
-        raise ToolError(f"shell: {exc}; the command did not run") from None
+        raise ToolError(f"{tool}: {exc}; the command did not run") from None
 
 
 async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolContext, effect: str) -> ToolResult:
@@ -190,7 +207,7 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
     (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        proc = await _spawn(command, cwd, env, (devnull, out_w, err_w), ctx, effect)
+        proc = await spawn_command(bash_argv(command), cwd, env, (devnull, out_w, err_w), ctx, effect)
     except BaseException:
         for fd in (out_r, err_r):
             os.close(fd)
@@ -198,8 +215,8 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
     finally:
         for fd in (out_w, err_w, devnull):
             os.close(fd)
-    readers = [asyncio.create_task(_pump(out_r, out, "stdout", ctx)),
-               asyncio.create_task(_pump(err_r, err, "stderr", ctx))]
+    readers = [asyncio.create_task(pump_lines(out_r, out, "stdout", ctx.emit_output)),
+               asyncio.create_task(pump_lines(err_r, err, "stderr", ctx.emit_output))]
     timed_out = False
     try:
         try:
@@ -222,17 +239,25 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
         proc.signal_group(signal.SIGKILL)  # nothing of this command survives it
     elapsed = time.monotonic() - started
     result = _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
-    if ctx.sandbox is not None:  # a refused host can hide behind exit 0 (curl without -f)
-        blocked = ctx.sandbox.explain(proc.returncode, err.text(), wall_start,
-                                      readonly=getattr(proc, "readonly", False))
-        if blocked:
-            result.output = f"[sandbox] {blocked}\n{result.output}"
-            result.sandbox_denial = blocked
+    note_sandbox(result, ctx, proc, err.text(), wall_start)
     return result
 
 
-async def _pump(fd: int, sink: CapturedStream, name: str, ctx: ToolContext) -> None:
-    """Copy a pipe into the capture, emitting whole lines live as they arrive; closes the pipe."""
+def note_sandbox(result: ToolResult, ctx: ToolContext, proc, stderr: str, since: float) -> None:
+    """Tell the model (and the runtime, which may ask to run it again outside) when the sandbox or its proxy
+    is why a command failed; `since`: when it started (time.time()). A refused host can hide behind exit 0
+    (curl without -f), so this is asked whatever the exit code."""
+    if ctx.sandbox is None:
+        return
+    blocked = ctx.sandbox.explain(proc.returncode, stderr, since, readonly=getattr(proc, "readonly", False))
+    if blocked:
+        result.output = f"[sandbox] {blocked}\n{result.output}"
+        result.sandbox_denial = blocked
+
+
+async def pump_lines(fd: int, sink: CapturedStream, name: str, emit: Callable[[str, str], None]) -> None:
+    """Copy a pipe into the capture, emitting (`emit(name, text)`) whole lines live as they arrive; closes
+    the pipe."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     pipe = os.fdopen(fd, "rb", buffering=0)
@@ -251,15 +276,15 @@ async def _pump(fd: int, sink: CapturedStream, name: str, ctx: ToolContext) -> N
             pending += chunk
             cut = pending.rfind(b"\n")
             if cut >= 0:
-                ctx.emit_output(name, pending[:cut + 1].decode("utf-8", "replace"))
+                emit(name, pending[:cut + 1].decode("utf-8", "replace"))
                 pending = pending[cut + 1:]
             elif len(pending) > 65536:
-                ctx.emit_output(name, pending.decode("utf-8", "replace"))
+                emit(name, pending.decode("utf-8", "replace"))
                 pending = b""
     finally:
         transport.close()
         if pending:
-            ctx.emit_output(name, pending.decode("utf-8", "replace"))
+            emit(name, pending.decode("utf-8", "replace"))
 
 
 def _summarise(command: str, code: int | None, timed_out: bool, timeout: int, elapsed: float,
@@ -267,7 +292,7 @@ def _summarise(command: str, code: int | None, timed_out: bool, timeout: int, el
     if timed_out:
         status = f"Command timed out after {timeout}s and was killed"
     elif code is not None and code < 0:
-        status = f"Exit code: killed by {_signal_name(-code)}"
+        status = f"Exit code: killed by {signal_name(-code)}"
     else:
         status = f"Exit code: {code}"
     parts = [f"{status} | stdout: {out.line_count} lines | stderr: {err.line_count} lines"]
@@ -291,7 +316,7 @@ async def _start_background(command: str, cwd, env: dict[str, str], ctx: ToolCon
     log_fd, log_path = _open_log(ctx)
     devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        proc = await _spawn(command, cwd, env, (devnull, log_fd, log_fd), ctx, effect)
+        proc = await spawn_command(bash_argv(command), cwd, env, (devnull, log_fd, log_fd), ctx, effect)
     finally:
         os.close(log_fd)
         os.close(devnull)
@@ -332,14 +357,17 @@ async def kill_group(proc) -> None:
         await proc.wait()
 
 
-async def stop_background(state_background: dict[int, Any]) -> None:
-    """End every background process group a session started."""
-    procs = list(state_background.values())
-    state_background.clear()
+async def end_processes(state: SessionToolState) -> None:
+    """End every process a runtime started that outlives its call: background commands' process groups and
+    interactive sessions (exec_command's)."""
+    procs = list(state.background.values())
+    state.background.clear()
     await asyncio.gather(*(kill_group(p) for p in procs), return_exceptions=True)
+    if state.exec_sessions is not None:
+        await state.exec_sessions.close()
 
 
-def _signal_name(num: int) -> str:
+def signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
     except ValueError:
@@ -356,7 +384,7 @@ def classify(args: dict[str, Any], root) -> Classification:
             cwd = resolve_inside(root, args["workdir"])
         except PathEscape:
             pass  # the handler refuses it with a clear message
-    if _shell_patch(args["command"]) is not None:  # applied beneath the root like the apply_patch tool
+    if shell_patch(args["command"]) is not None:  # applied beneath the root like the apply_patch tool
         return Classification(LOCAL_MUTATION, args["command"])
     analysis = analyze_command(args["command"], root, cwd)
     return Classification(analysis.effect, args["command"], analysis.commands, analysis.outside_paths,
@@ -385,7 +413,7 @@ SHELL = ToolSpec(
     effect=LOCAL_MUTATION,
     parallel_safe=False,
     classifier=classify,
-    previewer=_preview,
+    previewer=preview,
 )
 
 TOOLS = [SHELL]

@@ -133,7 +133,8 @@ class Filtered(_Wrapper):
 
 def read_only(inner: Toolset) -> Filtered:
     """Only tools that change nothing whatever their arguments (shell, classified per call, is left out)."""
-    return Filtered(inner, lambda spec: spec.effect == Effect.READ_ONLY and spec.classifier is None)
+    return Filtered(inner, lambda spec: spec.effect == Effect.READ_ONLY and spec.classifier is None
+                    and spec.context_classifier is None)
 
 
 def allow_only(inner: Toolset, names: Iterable[str]) -> Filtered:
@@ -178,14 +179,25 @@ class Combined:
         return await owner.call(name, args, ctx)
 
 
-def builtin_toolset(*, with_skills: bool = False, with_memory: bool = False) -> StaticToolset:
+def builtin_toolset(*, with_skills: bool = False, with_memory: bool = False, with_exec_sessions: bool = False,
+                    with_code_mode: bool = False) -> StaticToolset:
     """The built-in tools; `skill` only where there are skills to load (it would be noise otherwise),
-    `remember` only where the user turned the memory file on (`memory = true`).
-    `apply_patch` is among them; a session whose model does not expect it leaves it out (`for_model`)."""
+    `remember` only where the user turned the memory file on (`memory = true`), `exec_command` and
+    `write_stdin` only with `exec_sessions = true` and `run_code` only with `code_mode = true` (every schema
+    rides on every request: the default catalog stays small). `apply_patch` is among them; a session whose
+    model does not expect it leaves it out (`for_model`)."""
     from auger.tools import files, patch, plan, recall, search, shell, skills
 
     tools = [*shell.TOOLS, *files.TOOLS, *patch.TOOLS, *search.TOOLS, *recall.TOOLS, *plan.TOOLS,
              *(skills.TOOLS if with_skills else ())]
+    if with_exec_sessions:
+        from auger.tools import exec_command
+
+        tools[1:1] = exec_command.TOOLS  # beside shell
+    if with_code_mode:
+        from auger.tools import code_mode
+
+        tools += code_mode.TOOLS
     if with_memory:  # its module (and the memory file's) only where the user turned it on
         from auger.tools import memory
 

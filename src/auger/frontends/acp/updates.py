@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,14 @@ from auger.protocol import events as ev
 from auger.protocol import items as it
 
 MAX_SHOWN_OUTPUT = 20_000  # characters of a tool's output shown in the editor (the model's text is already capped)
+LIVE_INTERVAL = 0.25  # seconds between updates showing a running call's output (its end shows the rest)
 
 KINDS = {
     "read_file": "read", "recall": "read", "skill": "read",
     "write_file": "edit", "edit_file": "edit", "apply_patch": "edit",
     "grep": "search", "glob": "search", "list_dir": "search",
     "shell": "execute", "update_plan": "think", "web_fetch": "fetch", "web_search": "search",
+    "exec_command": "execute", "write_stdin": "execute", "run_code": "execute",
 }
 # Phrases of the turn's warnings that say why a reply stopped (engine/turn.py, models/*).
 MAX_TOKENS_WARNING = "cut off at its output token limit"
@@ -42,8 +45,12 @@ def tool_title(name: str, args: Any) -> str:
     """A one-line title: what the call does, with its subject."""
     if not isinstance(args, dict):
         return name
-    subject = args.get("command") or args.get("path") or args.get("pattern") or args.get("query") or args.get("url")
-    if name == "shell" and subject:
+    if name == "write_stdin":
+        chars = args.get("chars") or ""
+        return f"Type into session {args.get('session_id')}" + (f": {_one_line(repr(chars))}" if chars else " (poll)")
+    subject = (args.get("command") or args.get("cmd") or args.get("path") or args.get("pattern") or args.get("query")
+               or args.get("url"))
+    if name in ("shell", "exec_command") and subject:
         return f"`{_one_line(str(subject))}`"
     verb = {"read_file": "Read", "write_file": "Write", "edit_file": "Edit", "list_dir": "List", "web_fetch": "Fetch",
             "web_search": "Search the web for"}.get(name, name)
@@ -69,6 +76,7 @@ class UpdateMapper:
         self.root = root
         self.calls: dict[str, tuple[str, Any]] = {}  # call id -> (tool name, arguments)
         self.terminals: dict[str, str] = {}  # call id -> the editor terminal it ran in
+        self.live: dict[str, tuple[str, float]] = {}  # running call id -> (its output so far, when last shown)
         self.stop_hint: str | None = None  # why the running turn's reply stopped, from its warnings
 
     # -- live events ------------------------------------------------------------------
@@ -79,6 +87,8 @@ class UpdateMapper:
             return [helpers.update_agent_thought_text(event.delta)]
         if isinstance(event, ev.ToolCallStarted):
             return [self.start(event.call_id, event.name, event.arguments)]
+        if isinstance(event, ev.ToolOutputDelta):
+            return self.output(event.call_id, event.text)
         if isinstance(event, ev.ToolCallEnded):
             return [self.end(event.call_id, event.name, event.ok, event.output)]
         if isinstance(event, ev.PlanUpdated):
@@ -101,7 +111,21 @@ class UpdateMapper:
                                        content=self._diff(name, args), locations=self._locations(args),
                                        raw_input=args)
 
+    def output(self, call_id: str, text: str) -> list[Any]:
+        """A running call's output so far (its tail), as in-progress content: at most every LIVE_INTERVAL, so a
+        chatty command does not flood the editor; its end shows the final output."""
+        shown, last = self.live.get(call_id, ("", 0.0))
+        shown = (shown + text)[-MAX_SHOWN_OUTPUT:]
+        now = time.monotonic()
+        if now - last < LIVE_INTERVAL:
+            self.live[call_id] = (shown, last)
+            return []
+        self.live[call_id] = (shown, now)
+        return [helpers.update_tool_call(call_id, status="in_progress",
+                                         content=[helpers.tool_content(helpers.text_block(shown))])]
+
     def end(self, call_id: str, name: str, ok: bool, output: str) -> Any:
+        self.live.pop(call_id, None)
         _, args = self.calls.pop(call_id, (name, None))
         content: list[Any] = list(self._diff(name, args) or [])
         terminal = self.terminals.pop(call_id, None)

@@ -176,6 +176,9 @@ class Tui:
             parts.append(r.limits)
         if self.branch:
             parts.append(f"⎇ {self.branch}")
+        processes = self.feed.live_processes() if self.feed is not None else 0
+        if processes:
+            parts.append(f"{processes} process{'es' if processes > 1 else ''} running")
         hint = ("esc to interrupt · ctrl-o details" if self.busy else
                 "/help · @file · !cmd · ctrl-o details · ctrl-d quit")
         text = clean(" · ".join(p for p in parts if p))[: self.width - 1]

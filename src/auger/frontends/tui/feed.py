@@ -138,6 +138,11 @@ class Feed:
         """How many sub-agents still run (background ones outlive the turn that started them)."""
         return sum(not run.done for run in self.agents()[1])
 
+    def live_processes(self) -> int:
+        """How many interactive processes (exec_command's) the session keeps running between turns."""
+        sessions = self.session.runtime.state.exec_sessions
+        return len(sessions) if sessions is not None else 0
+
     @property
     def backend(self) -> str:
         return self.session.backend

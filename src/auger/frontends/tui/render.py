@@ -23,6 +23,8 @@ from auger.protocol import events as ev
 LIVE_TAIL = 4  # lines of a running command's output kept in view
 DETAIL_TAIL = 20  # ...with details shown (ctrl-o)
 DETAIL_OUTPUT = 40  # lines of a finished call's output printed under it with details shown
+# Calls whose own output is the point (an interactive process's screen): its last lines stay under the call.
+SCREEN_TOOLS = ("exec_command", "write_stdin")
 _FENCE = re.compile(r"^\s*(```|~~~)", re.M)
 # whole escape sequences first (CSI, OSC, two-byte), then any other control character but tab and newline
 _CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.?)"
@@ -91,7 +93,10 @@ def summarize_args(name: str, args: Any) -> str:
         agent = args.get("agent") if isinstance(args.get("agent"), str) else "task"
         mode = " (background)" if args.get("background") is True else ""
         return clean(f"{agent}{mode}: {args['prompt']}").replace("\n", " ⏎ ")[:200]
-    for key in ("command", "path", "pattern", "query", "url", "name"):
+    if name == "write_stdin":
+        chars = args.get("chars") or ""
+        return clean(f"session {args.get('session_id')}" + (f": {chars!r}" if chars else " (poll)"))[:200]
+    for key in ("command", "cmd", "code", "path", "pattern", "query", "url", "name"):
         if isinstance(args.get(key), str):
             return clean(args[key]).replace("\n", " ⏎ ")[:200]
     return ""
@@ -148,7 +153,7 @@ class Renderer:
         self.diffs: dict[str, str] = {}  # call id -> the diff its arguments describe, shown when it succeeds
         self.last_turn_diff = ""  # everything the last changing turn changed, for /diff
         self.limits = ""  # the provider's rate limits as its last response stated them, for the status line
-        self.spawned: dict[str, str] = {}  # spawn_agent call id -> the agent it started (labels its lines)
+        self.spawned: dict[str, str] = {}  # spawn_agent (run_code) call id -> what labels its children's lines
         self.child_calls: dict[str, str] = {}  # a sub-agent's running call id -> what it is doing
 
     def resize(self, width: int) -> None:
@@ -188,6 +193,8 @@ class Renderer:
             diff = edit_diff(event.name, event.arguments)
             if diff:
                 self.diffs[event.call_id] = diff
+            if event.name == "run_code":
+                self.spawned[event.call_id] = "code"
             if event.name == "spawn_agent" and isinstance(event.arguments, dict):
                 agent = event.arguments.get("agent")
                 self.spawned[event.call_id] = agent if isinstance(agent, str) else "task"
@@ -213,6 +220,9 @@ class Renderer:
             elif not event.ok:
                 first = clean(event.output).strip().splitlines()[-3:]
                 line += a.styled("\n".join("    " + x for x in first), "dim") if first else ""
+            elif run is not None and run.name in SCREEN_TOOLS:  # what the process printed during the call
+                screen = [x for x in run.shown() if x.strip()]
+                line += a.styled("\n".join("    " + x for x in screen), "dim") if screen else ""
             diff = self.diffs.pop(event.call_id, "")
             return line + (a.diff(diff) if diff and event.ok else "")
         if isinstance(event, ev.Retrying):
