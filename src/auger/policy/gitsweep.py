@@ -117,6 +117,7 @@ class GitSweep:
         self._absent = tuple(name for name in REMOVED_WHEN_ADDED
                              if git.is_dir() and not git.is_symlink() and not os.path.lexists(git / name))
         self._ready = False
+        self._rewatch = False  # the watches are new: the next walk looks at everything (and watches it)
 
     # --- the public face -------------------------------------------------------------------------
 
@@ -154,7 +155,9 @@ class GitSweep:
                 notes += self._recheck(rel)
             return notes
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Let go of the root handle and the watches while no command can run (the session's sandbox
+        stopped), keeping what is known: what is the user's, what was made during the session."""
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
@@ -162,6 +165,21 @@ class GitSweep:
             if self._notify is not None:
                 self._notify.close()
                 self._notify = None
+
+    def resume(self) -> None:
+        """Take the handle and the watches again; the next walk stats every directory (and watches it
+        again), so what changed meanwhile is read. Blocking; run it in a thread."""
+        with self._lock:
+            if self._handle is not None or not self._ready:
+                return
+            try:
+                self._handle = RootHandle(self.root)
+            except OSError:
+                return
+            self._notify = DirNotify.open()
+            self._rewatch = True
+
+    close = release
 
     # --- names added to the project's own .git ---------------------------------------------------
 
@@ -180,10 +198,11 @@ class GitSweep:
 
     def _walk(self) -> _Scan:
         """Read the directories that changed since the last walk (and every new one)."""
-        if self._notify is not None and self._dirs:
+        if self._notify is not None and self._dirs and not self._rewatch:
             changed = self._notify.drain()
             if changed is not None:
                 return self._walk_changed(changed)
+        self._rewatch = False
         return self._walk_all()
 
     def _walk_all(self) -> _Scan:
@@ -478,14 +497,21 @@ class GitSweep:
 
 
 class GitWatch:
-    """A project's GitSweep, run on a thread of its own for one session (see the module docstring)."""
+    """A project's GitSweep, run on a thread of its own for one session (see the module docstring).
+
+    Released while the session's sandbox is stopped (no command can run then): a last walk, and the
+    thread, the root handle and the watches go; resumed when a sandbox starts again."""
 
     def __init__(self, root: Path) -> None:
         self.sweep = GitSweep(root)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-gitsweep")
+        self._thread: ThreadPoolExecutor | None = self._executor()
         self._started = self._thread.submit(self._start)
         self._pending: list[Future[list[str]]] = []  # walks not yet reported, in order (one thread runs them)
         self._queued = False  # a walk is submitted and has not begun: it will see every change made so far
+
+    @staticmethod
+    def _executor() -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-gitsweep")
 
     def _start(self) -> list[str]:
         self.sweep.start()
@@ -498,10 +524,10 @@ class GitWatch:
     def after_command(self, walk: bool) -> list[str]:
         """Start a walk when a command that could write ran (unless one not yet begun will see its changes
         anyway), wait for it up to WALK_WAIT, and return the notes of every walk finished since the last call."""
-        if walk and not self._queued:
+        if walk and not self._queued and self._thread is not None:
             self._queued = True
             self._pending.append(self._thread.submit(self._walk))
-        if walk:
+        if walk and self._pending:
             wait_for([self._pending[-1]], timeout=WALK_WAIT)
         done = [future for future in self._pending if future.done()]
         self._pending = [future for future in self._pending if not future.done()]
@@ -511,10 +537,35 @@ class GitWatch:
         self._queued = False  # from here on, a change may come too late for this walk
         return self.sweep.sweep()
 
+    async def release(self) -> None:
+        """A last walk (its notes are told with the next command), then the thread, handle and watches go."""
+        if self._thread is None:
+            return
+        await asyncio.wrap_future(self._started)
+        walk = self._thread.submit(self._walk)
+        self._pending.append(walk)
+        await asyncio.wrap_future(walk)
+        await asyncio.wrap_future(self._thread.submit(self.sweep.release))
+        self._thread.shutdown()
+        self._thread = None
+
+    def resume(self) -> None:
+        """Watch again (a released watch; a running one is left as it is)."""
+        if self._thread is None:
+            self._thread = self._executor()
+            self._started = self._thread.submit(self._resume)
+
+    def _resume(self) -> list[str]:
+        self.sweep.resume()
+        return []
+
     async def close(self) -> None:
         """A last walk (nobody reads its notes: the defusing is what counts), then the thread ends."""
-        await asyncio.wrap_future(self._thread.submit(self.sweep.sweep))
-        self._thread.shutdown()
+        if self._thread is not None:
+            await asyncio.wrap_future(self._started)
+            await asyncio.wrap_future(self._thread.submit(self.sweep.sweep))
+            self._thread.shutdown()
+            self._thread = None
         self.sweep.close()
 
 

@@ -1,53 +1,73 @@
 """The session's sandbox supervisor: one confined process that starts every command of a session.
 
-Runs INSIDE the sandbox, once per session (`python -S -I -c SOURCE --fd N`; the
-source is read by auger when the session starts, never from a path a command can
-write). It talks to auger over an inherited Unix socketpair (SOCK_SEQPACKET, one
-JSON message per packet):
+Its text is read by auger (never loaded from a path a command can write) and run with
+`python -S -I -c SOURCE`, in one of three roles:
 
-    auger -> {"op": "run", "id": N, "argv": [...], "cwd": "/abs", "env": {...},
-              "readonly": bool, "writable": ["/abs", ...]}  + stdin, stdout, stderr fds
-    auger -> {"op": "kill", "id": N, "sig": 15}
-    sup   -> {"id": N, "pid": P}            the command started (P: this namespace's pid)
-    sup   -> {"id": N, "error": "..."}      it could not start
-    sup   -> {"id": N, "status": S}         it ended (a wait status)
+* **The template** (`--template --fd N`): one process per auger process, on the host, outside any
+  sandbox, started with the first sandbox and ended when no sandbox is left. It has imported what a
+  supervisor needs, and forks a supervisor for each sandbox auger starts. Why forked and not a new
+  interpreter: a fresh `python -S -I` holds 2.5 MB of its own memory before it imports anything, a fork
+  of the template ~0.6 MB (its pages stay shared with the template until written), so a sandbox costs
+  a fraction of the memory, and starts without an interpreter's start-up and imports.
+* **A supervisor**, inside one session's sandbox. Under bubblewrap, auger starts the sandbox around a
+  holder (`sh`, pid 1 of the sandbox's PID namespace, reading its stdin until auger closes it) and
+  names it; the forked child joins the holder's namespaces (user first, then the rest, the mount
+  namespace last with its root), forks the supervisor inside the PID namespace, and exits. Under
+  Landlock the forked child restricts itself with the session's ruleset (auger.policy.landlock, its
+  text sent to the template once). The supervisor serves one session over an inherited Unix socketpair
+  (SOCK_SEQPACKET, one JSON message per packet):
 
-Why one process per session instead of one sandbox per command: every command
-shares its namespaces, so a server started in the background by one command is
-reachable on 127.0.0.1 and killable by pid from the next, and bwrap and the
-network bridge start once per session instead of once per command.
+      auger -> {"op": "run", "id": N, "argv": [...], "cwd": "/abs", "env": {...},
+                "readonly": bool, "writable": ["/abs", ...]}  + stdin, stdout, stderr fds
+      auger -> {"op": "kill", "id": N, "sig": 15}
+    auger -> {"op": "left", "id": N}       how many processes run below the supervisor
+      sup   -> {"ready": true}                  serving
+      sup   -> {"id": N, "pid": P}              the command started (P: the sandbox's pid)
+      sup   -> {"id": N, "error": "..."}        it could not start
+      sup   -> {"id": N, "status": S}           it ended (a wait status)
+    sup   -> {"id": N, "left": K}             K processes run below it (commands, and what they left)
 
-Each command is forked, put in its own session (setsid), optionally made
-read-only (a private mount namespace whose every mount is read-only except the
-`writable` dirs, under bubblewrap; under Landlock auger wraps the argv in a
-nested read-only ruleset instead), stripped of every capability, and exec'd.
-The supervisor is a child subreaper, so daemons that double-fork are reparented
-to it; when auger closes the socket, or dies (the kernel closes it then), it kills
-every process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once
-would orphan those processes instead.) Under bubblewrap it lives in the PID
-namespace bwrap made, so its exit takes the whole namespace with it anyway.
+  Under bubblewrap it is also the network bridge: it listens on the sandbox's own loopback (its network
+  namespace has no route out) at the proxy ports and carries each connection to the egress proxy's
+  Unix socket, bind-mounted into the sandbox.
+* **The bridge alone** (`--listen PORT=SOCKET ... -- CMD`): the same bridge in front of one command
+  (`Sandbox.wrap`), which it runs and whose exit status it exits with.
 
-It also installs, on itself and so on every command, a seccomp filter that
-refuses the kernel keyring (add_key, request_key, keyctl: the keyring is not
-namespaced), creating Unix-domain sockets, and io_uring (which could create and
-connect sockets without the socket() call the filter sees).
+Why one supervisor per session instead of one sandbox per command: every command shares its
+namespaces, so a server started in the background by one command is reachable on 127.0.0.1 and
+killable by pid from the next, and the sandbox starts once per session (and again after it stopped
+idle: auger.policy.confinement).
 
-Why no Unix-domain sockets at all: connect() to a socket by path needs no write
-access to the mount (a read-only bind does not stop it) and no network (a new
-network namespace only separates abstract sockets), so any socket whose path a
-command can reach — docker's, a desktop's, an agent's, anywhere on the machine —
-would be reachable. Neither a mount layout (sockets appear anywhere, at any time)
-nor seccomp (it cannot read the address connect() is given) can tell those apart
-from a socket the session made itself. So commands get none: socketpair() still
-works (pipes between a command's own processes), socket(AF_UNIX) fails with EPERM.
-Only the network bridge, which runs in front of the supervisor, uses Unix
-sockets (to reach the egress proxy).
+Each command is forked, put in its own session (setsid), optionally made read-only (a private mount
+namespace whose every mount is read-only except the `writable` dirs, under bubblewrap; under Landlock
+auger wraps the argv in a nested read-only ruleset instead), stripped of every capability, put under
+the seccomp filter, and exec'd. The supervisor is a child subreaper, so daemons that double-fork are
+reparented to it; when auger closes the socket, or dies (the kernel closes it then), it kills every
+process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once would orphan those
+processes instead.) Under bubblewrap the holder is pid 1: when auger closes its stdin, or dies, or
+bubblewrap dies (--die-with-parent), the holder ends and the kernel kills everything in the namespace.
 
-Stdlib only; imports are kept few because a session waits for it to start.
+The seccomp filter refuses the kernel keyring (add_key, request_key, keyctl: the keyring is not
+namespaced), creating Unix-domain sockets, and io_uring (which could create and connect sockets
+without the socket() call the filter sees). Every command gets it; so does the supervisor itself,
+unless it bridges (the bridge connects to the proxy's Unix sockets) — then it stays out of the
+commands' reach another way: it is not dumpable and keeps capabilities they lack, so they can neither
+trace it nor read its memory. The holder gets it from bubblewrap (`--seccomp`).
+
+Why no Unix-domain sockets at all: connect() to a socket by path needs no write access to the mount (a
+read-only bind does not stop it) and no network (a new network namespace only separates abstract
+sockets), so any socket whose path a command can reach — docker's, a desktop's, an agent's, anywhere
+on the machine — would be reachable. Neither a mount layout (sockets appear anywhere, at any time)
+nor seccomp (it cannot read the address connect() is given) can tell those apart from a socket the
+session made itself. So commands get none: socketpair() still works (pipes between a command's own
+processes), socket(AF_UNIX) fails with EPERM.
+
+Stdlib only; imports are kept few because the template's memory is every supervisor's.
 """
 
 import ctypes
 import errno
+import gc
 import json
 import os
 import select
@@ -57,6 +77,7 @@ import struct
 import sys
 
 PR_CAPBSET_DROP = 24
+PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
@@ -70,6 +91,15 @@ MOUNT_ATTR_RDONLY = 0x1
 MS_PRIVATE = 1 << 18
 SYS_MOUNT_SETATTR = 442  # the same in every syscall table that has it
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
+CAP_SETPCAP = 8
+CAP_SYS_ADMIN = 21
+SUPERVISOR_CAPS = (CAP_SETPCAP, CAP_SYS_ADMIN)  # to drop capabilities per command, to remount read-only
+# The namespaces a bubblewrap sandbox has of its own: the user namespace first (it owns the others: joining
+# it gives the rights to join them), the mount namespace last (then the root is the sandbox's).
+NAMESPACES = (("user", 0x10000000), ("ipc", 0x08000000), ("uts", 0x04000000), ("cgroup", 0x02000000),
+              ("net", 0x40000000), ("pid", 0x20000000), ("mnt", CLONE_NEWNS))
+CHUNK = 64 * 1024
+MESSAGE_MAX = 1 << 20
 
 # --- seccomp: a classic-BPF program built by hand ------------------------------------------------
 
@@ -91,7 +121,7 @@ LD_W_ABS, JEQ_K, JGE_K, RET_K = 0x20, 0x15, 0x35, 0x06
 AF_UNIX = 1
 
 
-def seccomp_program(machine: str = "") -> bytes:
+def seccomp_program(machine=""):
     """The filter as packed `struct sock_filter` entries (8 bytes each).
 
     Refuses the keyring, io_uring and socket(AF_UNIX, ...) with EPERM; any
@@ -162,6 +192,30 @@ def install_seccomp():
                       ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(SET_SECCOMP)")
 
 
+# --- capabilities ----------------------------------------------------------------------------
+
+def _limit_capabilities(keep=()):
+    """Keep only the capabilities in `keep` (none by default) in every set: bounding, ambient, permitted,
+    effective, inheritable."""
+    libc = _c()
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        if cap not in keep:
+            _prctl(PR_CAPBSET_DROP, cap)
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # (effective, permitted, inheritable) for capabilities 0-31, then 32-63
+    for cap in keep:
+        word = 3 * (cap // 32)
+        data[word] |= 1 << (cap % 32)
+        data[word + 1] |= 1 << (cap % 32)
+    _check(libc.capset(header, data), "capset")
+
+
 # --- per command (in the forked child) -------------------------------------------------------
 
 def _make_read_only(writable):
@@ -178,35 +232,19 @@ def _make_read_only(writable):
                "mount_setattr(" + path + ", writable)")
 
 
-def _drop_capabilities():
-    """Empty every capability set (bounding, ambient, permitted, effective, inheritable)."""
-    libc = _c()
-    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            last = int(f.read())
-    except (OSError, ValueError):
-        last = 63
-    for cap in range(last + 1):
-        _prctl(PR_CAPBSET_DROP, cap)
-    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    _check(libc.capset(header, data), "capset")
-
-
-def _child(request, fds):
-    """In the forked child: never returns."""
+def _child(request, fds, filtered):
+    """In the forked child: never returns. `filtered`: the supervisor is under the seccomp filter already."""
     try:
         os.setsid()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         if request.get("readonly"):
             _make_read_only(request.get("writable", []))
-        _drop_capabilities()
+        _limit_capabilities()
+        if not filtered:
+            install_seccomp()
         os.chdir(request["cwd"])
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        _default_signals()
         argv = request["argv"]
         os.execve(argv[0], argv, request["env"])
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
@@ -217,13 +255,163 @@ def _child(request, fds):
     os._exit(126)
 
 
-# --- the server loop -------------------------------------------------------------------------
+def _default_signals():
+    """Python ignores SIGPIPE and SIGXFSZ; a command gets every default action, as from a shell."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.set_wakeup_fd(-1)
 
-class Supervisor:
+
+# --- the network bridge ------------------------------------------------------------------------
+
+def _say(message):
+    """One line on stderr: say little, and only when something is wrong."""
+    try:
+        os.write(2, ("auger sandbox: " + message + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+def _listen(port):
+    """Loopback listeners for `port`: 127.0.0.1 (reported if it fails) and ::1 (best effort). Listening
+    before the first command starts means a connection it makes at once waits in the backlog."""
+    made = []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        sock = None
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((host, port))
+            sock.listen(128)
+            sock.setblocking(False)
+            made.append(sock)
+        except OSError as exc:
+            if sock is not None:
+                sock.close()
+            if family == socket.AF_INET:
+                _say("cannot listen on 127.0.0.1:%d (%s); the proxy is not reachable there"
+                     % (port, exc.strerror or exc))
+    return made
+
+
+class _End:
+    """One socket of a relayed connection. `out`: what was read from the peer and waits to be written here."""
+
+    __slots__ = ("sock", "peer", "out", "eof")
+
     def __init__(self, sock):
         self.sock = sock
+        self.peer = None
+        self.out = b""
+        self.eof = False  # nothing more will be read from this socket
+
+
+class Bridge:
+    """Carries every connection to a loopback port to the egress proxy's Unix socket behind it, in the
+    caller's poll loop (one thread, no buffer beyond one chunk per direction: a side whose peer has not
+    taken the last chunk is not read). End of input is passed on as a half-close; an error ends both."""
+
+    def __init__(self, poller, listens):
+        self.poller = poller
+        self.listeners = {}  # fd -> (listening socket, proxy socket path)
+        self.ends = {}  # fd -> _End
+        self.warned = set()  # proxy socket paths already reported as unreachable
+        for port, path in listens:
+            for sock in _listen(port):
+                self.listeners[sock.fileno()] = (sock, path)
+                poller.register(sock, select.POLLIN)
+
+    def handle(self, fd, events):
+        """Act on a poll event; False when `fd` is not the bridge's."""
+        if fd in self.listeners:
+            self._accept(*self.listeners[fd])
+        elif fd in self.ends:
+            self._serve(self.ends[fd], events)
+        else:
+            return False
+        return True
+
+    def _accept(self, listener, path):
+        try:
+            conn, _ = listener.accept()
+        except OSError:  # gone from the backlog, or out of descriptors: the next event tries again
+            return
+        upstream = None
+        try:
+            conn.setblocking(False)
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.setblocking(False)
+            upstream.connect(path)  # at once, or EAGAIN: the proxy's backlog is full (the client may retry)
+        except OSError as exc:
+            if path not in self.warned:
+                self.warned.add(path)
+                _say("cannot reach the egress proxy at %s (%s)" % (path, exc.strerror or exc))
+            conn.close()
+            if upstream is not None:
+                upstream.close()
+            return
+        client, proxy = _End(conn), _End(upstream)
+        client.peer, proxy.peer = proxy, client
+        for end in (client, proxy):
+            self.ends[end.sock.fileno()] = end
+            self.poller.register(end.sock, select.POLLIN)
+
+    def _serve(self, end, events):
+        peer = end.peer
+        try:
+            if end.out and events & (select.POLLOUT | select.POLLERR | select.POLLHUP):
+                end.out = end.out[end.sock.send(end.out):]
+                if not end.out and peer.eof:
+                    end.sock.shutdown(socket.SHUT_WR)
+            if events & (select.POLLIN | select.POLLHUP | select.POLLERR) and not end.eof and not peer.out:
+                data = end.sock.recv(CHUNK)
+                if data:
+                    try:
+                        sent = peer.sock.send(data)
+                    except (BlockingIOError, InterruptedError):
+                        sent = 0
+                    peer.out = data[sent:]
+                else:
+                    end.eof = True
+                    if not peer.out:
+                        peer.sock.shutdown(socket.SHUT_WR)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self._close(end)
+            return
+        # Both directions over, or this socket can take nothing more (reset, or shut both ways).
+        if (end.eof and peer.eof and not end.out and not peer.out) or (
+                end.eof and events & (select.POLLERR | select.POLLHUP)):
+            self._close(end)
+            return
+        for one in (end, peer):
+            mask = (0 if one.eof or one.peer.out else select.POLLIN) | (select.POLLOUT if one.out else 0)
+            self.poller.modify(one.sock, mask)
+
+    def _close(self, end):
+        for one in (end, end.peer):
+            if self.ends.pop(one.sock.fileno(), None) is not None:
+                try:
+                    self.poller.unregister(one.sock)
+                except (KeyError, ValueError):
+                    pass
+                one.sock.close()
+
+
+# --- the session's supervisor ------------------------------------------------------------------
+
+class Supervisor:
+    def __init__(self, sock, bridge=(), filtered=True):
+        self.sock = sock
+        self.filtered = filtered
         self.ids = {}  # pid -> request id, while the command's first process runs
         self.groups = {}  # request id -> process group: its members may outlive the first process
+        self.poller = select.poll()
+        self.bridge = Bridge(self.poller, bridge)
 
     def send(self, message):
         try:
@@ -247,10 +435,12 @@ class Supervisor:
             else:
                 if pid == 0:
                     self.sock.close()
-                    _child(request, fds)
+                    _child(request, fds, self.filtered)
                 self.ids[pid] = request.get("id")
                 self.groups[request.get("id")] = pid
                 self.send({"id": request.get("id"), "pid": pid})
+        elif op == "left":  # is anything still running here (a daemon a command left behind)?
+            self.send({"id": request.get("id"), "left": len(_children(str(os.getpid())))})
         elif op == "kill":
             pid = self.groups.get(request.get("id"))
             if pid is not None:
@@ -275,37 +465,30 @@ class Supervisor:
                 self.send({"id": request_id, "status": status})
 
     def serve(self):
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_w, False)
-        os.set_blocking(wake_r, False)
-        signal.set_wakeup_fd(wake_w)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda *_: None)  # the end comes as EOF on the socket
-        # poll, not select: the socket keeps the descriptor number it had in auger, which is over
-        # select's limit of 1023 once auger runs a few hundred sessions
-        poller = select.poll()
-        poller.register(self.sock, select.POLLIN)
-        poller.register(wake_r, select.POLLIN)
+        wake_r = _wake_on_signals()
+        # poll, not select: the socket's descriptor may be over select's limit of 1023
+        self.poller.register(self.sock, select.POLLIN)
+        self.poller.register(wake_r, select.POLLIN)
+        self.sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
         while True:
             try:
-                ready = {fd for fd, _ in poller.poll()}
+                ready = self.poller.poll()
             except InterruptedError:
                 continue
-            if wake_r in ready:
-                try:
-                    os.read(wake_r, 4096)
-                except BlockingIOError:
-                    pass
-                self.reap()
-            if self.sock.fileno() in ready:
-                try:
-                    data, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 3)
-                except OSError:
-                    data, fds = b"", []
-                if not data:
-                    return
-                self.handle(data, fds)
+            for fd, events in ready:
+                if fd == wake_r:
+                    _drain(wake_r)
+                    self.reap()
+                elif fd == self.sock.fileno():
+                    try:
+                        data, fds, _, _ = socket.recv_fds(self.sock, MESSAGE_MAX, 3)
+                    except OSError:
+                        data, fds = b"", []
+                    if not data:
+                        return
+                    self.handle(data, fds)
+                else:
+                    self.bridge.handle(fd, events)
 
     def kill_everything(self):
         """Kill every process below this one, including reparented daemons, until none is left."""
@@ -332,6 +515,27 @@ class Supervisor:
             select.select([], [], [], 0.005)
 
 
+def _wake_on_signals():
+    """A pipe that becomes readable when a signal arrives (SIGCHLD above all); SIGTERM, SIGINT and
+    SIGHUP change nothing: the end comes as the end of input on the socket."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    return wake_r
+
+
+def _drain(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def _children(parent):
     found = []
     for name in os.listdir("/proc"):
@@ -348,34 +552,213 @@ def _children(parent):
     return found
 
 
-def main(argv):
-    fd = None
-    i = 0
-    while i < len(argv):
-        if argv[i] == "--fd" and i + 1 < len(argv):
-            fd = int(argv[i + 1])
-            i += 2
-        else:
-            sys.stderr.write("auger sandbox supervisor: unexpected argument %r\n" % argv[i])
-            os._exit(2)
-    if fd is None:
-        sys.stderr.write("auger sandbox supervisor: --fd is required\n")
-        os._exit(2)
-    sock = socket.socket(fileno=fd)
-    os.set_inheritable(fd, False)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    try:
-        install_seccomp()
-    except OSError as exc:
-        sys.stderr.write("auger sandbox supervisor: %s; refusing to run commands\n" % exc)
-        os._exit(126)
-    supervisor = Supervisor(sock)
-    sock.send(b'{"ready": true}')
+def _supervise(sock, bridge, filtered):
+    """Serve the session until auger closes the socket, then end everything started. Never returns."""
+    supervisor = Supervisor(sock, bridge, filtered)
     try:
         supervisor.serve()
     finally:
         supervisor.kill_everything()
-    os._exit(0)
+        os._exit(0)
+
+
+# --- the template ------------------------------------------------------------------------------
+
+# auger.policy.landlock's namespace, once auger sent its text (for sandboxes under Landlock)
+_landlock = {"__name__": "auger_landlock"}
+
+
+def template(fd):
+    """Fork a supervisor for each sandbox auger asks for, until auger closes the socket (or dies)."""
+    control = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # supervisors whose starter exited are reaped here
+    wake_r = _wake_on_signals()
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+    gc.freeze()  # what is imported now stays shared with every supervisor: no collection writes to it
+    while True:
+        try:
+            ready = {fd for fd, _ in poller.poll()}
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            _drain(wake_r)
+            _reap_all()
+        if control.fileno() in ready:
+            try:
+                data, fds, _, _ = socket.recv_fds(control, MESSAGE_MAX, 2)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                os._exit(0)
+            _template_request(data, fds, control, wake_r)
+
+
+def _template_request(data, fds, control, wake_r):
+    try:
+        request = json.loads(data)
+    except ValueError:
+        request = {}
+    if request.get("op") == "load" and "landlock" in request:
+        exec(compile(request["landlock"], "<auger.policy.landlock>", "exec"), _landlock)  # noqa: S102 - auger's own
+        gc.freeze()
+    elif request.get("op") == "start" and len(fds) == 2:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.write(fds[1], ("auger sandbox: fork failed: %s\n" % exc.strerror).encode())
+            pid = -1
+        if pid == 0:
+            try:
+                control.close()
+                os.close(wake_r)
+                _start(request, fds[0], fds[1])
+            except BaseException as exc:  # noqa: BLE001 - report anything, then die
+                _say("the session sandbox could not start: %s" % (exc,))
+            os._exit(126)
+    for fd in fds:
+        os.close(fd)
+
+
+def _reap_all():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _start(request, sock_fd, log_fd):
+    """In a child of the template: become the supervisor of one sandbox. Never returns."""
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    os.close(signal.set_wakeup_fd(-1))  # the template's
+    sock = socket.socket(fileno=sock_fd)
+    if request.get("kind") == "bwrap":
+        _enter(int(request["pid"]), int(request["mnt"]))
+        if os.fork() != 0:  # the supervisor is this child's child: inside the sandbox's PID namespace
+            os._exit(0)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        _limit_capabilities(SUPERVISOR_CAPS)
+        _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(NO_NEW_PRIVS)")
+        _check(_prctl(PR_SET_DUMPABLE, 0), "prctl(SET_DUMPABLE)")
+        bridge = [(int(port), path) for port, path in request.get("bridge", [])]
+        _supervise(sock, bridge, filtered=False)
+    if "confine_self" not in _landlock:
+        raise OSError(errno.EINVAL, "no Landlock helper was loaded")
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _landlock["confine_self"](request["landlock"])
+    _check(_prctl(PR_SET_DUMPABLE, 0), "prctl(SET_DUMPABLE)")
+    install_seccomp()
+    _supervise(sock, (), filtered=True)
+
+
+def _enter(pid, mnt):
+    """Join the namespaces of the sandbox whose holder is `pid` (the host's pid), and its root. `mnt`: the
+    inode of the sandbox's mount namespace, as bubblewrap reported it: a pid reused by another process
+    is refused."""
+    base = "/proc/%d/" % pid
+    root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    joins = []
+    for name, flag in NAMESPACES:
+        fd = os.open(base + "ns/" + name, os.O_RDONLY | os.O_CLOEXEC)
+        if name == "mnt" and os.fstat(fd).st_ino != mnt:
+            raise OSError(errno.ESRCH, "the sandbox's holder is gone (pid %d is another process)" % pid)
+        if os.fstat(fd).st_ino != os.stat("/proc/self/ns/" + name).st_ino:  # joining one's own user ns fails
+            joins.append((fd, flag, name))
+        else:
+            os.close(fd)
+    libc = _c()
+    for fd, flag, name in joins:
+        _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(flag)), "setns(" + name + ")")
+        os.close(fd)
+    os.fchdir(root)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root)
+
+
+# --- the bridge alone, in front of one command -------------------------------------------------
+
+USAGE = "usage: supervisor.py --listen PORT=UNIX_SOCKET [--listen ...] -- CMD [ARGS...]"
+
+
+def _parse_bridge(argv):
+    """([(port, socket path)], cmd) from the command line; exits with 2 on a usage error."""
+    listens, i = [], 0
+    while i < len(argv) and argv[i] != "--":
+        arg = argv[i]
+        if arg == "--listen" and i + 1 < len(argv):
+            value, i = argv[i + 1], i + 2
+        else:
+            _say("unexpected argument " + repr(arg) + "; " + USAGE)
+            os._exit(2)
+        port, sep, path = value.partition("=")
+        if not sep or not path or not port.isdigit() or not 0 < int(port) < 65536:
+            _say("bad --listen value " + repr(value) + "; " + USAGE)
+            os._exit(2)
+        listens.append((int(port), path))
+    cmd = argv[i + 1:]
+    if not cmd:
+        _say("no command given; " + USAGE)
+        os._exit(2)
+    return listens, cmd
+
+
+def bridge_command(argv):
+    """Listen, run CMD, relay until it exits, and exit with its status (128+N for a signal N; 127/126 when
+    it cannot run). SIGTERM, SIGINT and SIGHUP sent to the bridge are passed on to CMD (those that came
+    before it started, once it has)."""
+    listens, cmd = _parse_bridge(argv)
+    wake_r = _wake_on_signals()
+    child, pending = [0], []
+
+    def pass_on(signum, _frame):
+        if child[0]:
+            try:
+                os.kill(child[0], signum)
+            except OSError:
+                pass
+        else:
+            pending.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, pass_on)
+    poller = select.poll()
+    bridge = Bridge(poller, listens)
+    try:
+        child[0] = os.posix_spawnp(cmd[0], cmd, os.environ, setsigdef=(
+            signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD))
+    except OSError as exc:
+        _say("cannot run %r: %s" % (cmd[0], exc.strerror or exc))
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    while pending:
+        pass_on(pending.pop(0), None)
+    poller.register(wake_r, select.POLLIN)
+    while True:
+        try:
+            ready = poller.poll()
+        except InterruptedError:
+            continue
+        for fd, events in ready:
+            if fd == wake_r:
+                _drain(wake_r)
+                done, status = os.waitpid(child[0], os.WNOHANG)
+                if done:
+                    code = os.waitstatus_to_exitcode(status)
+                    os._exit(128 - code if code < 0 else code)
+            else:
+                bridge.handle(fd, events)
+
+
+def main(argv):
+    if argv[:1] == ["--template"] and len(argv) == 3 and argv[1] == "--fd" and argv[2].isdigit():
+        template(int(argv[2]))
+    bridge_command(argv)
 
 
 if __name__ == "__main__":
