@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import marshal
 import os
 import shutil
 import signal
@@ -335,7 +336,7 @@ class SessionSandbox:
     def _send(self, message: dict, fds: tuple[int, ...] = ()) -> None:
         if not self.alive:
             raise SandboxGone("the session sandbox is not running")
-        data = json.dumps(message).encode()
+        data = marshal.dumps(message)
         try:
             if fds:
                 socket.send_fds(self._sock, [data], list(fds))

@@ -15,7 +15,8 @@ Its text is read by auger (never loaded from a path a command can write) and run
   namespace last with its root), forks the supervisor inside the PID namespace, and exits. Under
   Landlock the forked child restricts itself with the session's ruleset (auger.policy.landlock, its
   text sent to the template once). The supervisor serves one session over an inherited Unix socketpair
-  (SOCK_SEQPACKET, one JSON message per packet):
+  (SOCK_SEQPACKET, one message per packet: auger's are `marshal`led dicts, which only auger writes;
+  the supervisor's are JSON, which is all auger reads from it):
 
       auger -> {"op": "run", "id": N, "argv": [...], "cwd": "/abs", "env": {...},
                 "readonly": bool, "writable": ["/abs", ...]}  + stdin, stdout, stderr fds
@@ -62,19 +63,21 @@ nor seccomp (it cannot read the address connect() is given) can tell those apart
 session made itself. So commands get none: socketpair() still works (pipes between a command's own
 processes), socket(AF_UNIX) fails with EPERM.
 
-Stdlib only; imports are kept few because the template's memory is every supervisor's.
+Stdlib only, and of it only what is built into the interpreter (posix, _socket, _signal, marshal …)
+besides ctypes: `os`, `socket`, `signal` and `json` would double the template's start-up time and add
+a third to its memory, which every supervisor shares.
 """
 
 import ctypes
 import errno
 import gc
-import json
-import os
+import marshal
+import posix
 import select
-import signal
-import socket
-import struct
 import sys
+
+import _signal  # type: ignore[import-not-found]  # typeshed has no stub for the C module
+import _socket
 
 PR_CAPBSET_DROP = 24
 PR_SET_DUMPABLE = 4
@@ -100,6 +103,7 @@ NAMESPACES = (("user", 0x10000000), ("ipc", 0x08000000), ("uts", 0x04000000), ("
               ("net", 0x40000000), ("pid", 0x20000000), ("mnt", CLONE_NEWNS))
 CHUNK = 64 * 1024
 MESSAGE_MAX = 1 << 20
+TERMINATING = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 # --- seccomp: a classic-BPF program built by hand ------------------------------------------------
 
@@ -122,13 +126,13 @@ AF_UNIX = 1
 
 
 def seccomp_program(machine=""):
-    """The filter as packed `struct sock_filter` entries (8 bytes each).
+    """The filter as `struct sock_filter` entries (8 bytes each, native byte order).
 
     Refuses the keyring, io_uring and socket(AF_UNIX, ...) with EPERM; any
     other architecture's syscall ABI (i386 compat, x32) is refused with ENOSYS
     as a whole, so numbers cannot be smuggled through a second table.
     """
-    arch = MACHINE_ARCH.get(machine or os.uname().machine)
+    arch = MACHINE_ARCH.get(machine or posix.uname().machine)
     if arch is None:
         raise OSError(errno.ENOSYS, "no seccomp syscall table for this architecture")
     numbers = ARCHES[arch]
@@ -148,7 +152,11 @@ def seccomp_program(machine=""):
              (JEQ_K, 0, 1, AF_UNIX),
              (RET_K, 0, 0, deny)]
     prog.append((RET_K, 0, 0, RET_ALLOW))
-    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    return b"".join(bytes(_SockFilter(*ins)) for ins in prog)
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
 
 
 class _Fprog(ctypes.Structure):
@@ -160,6 +168,8 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
+_CapHeader = ctypes.c_uint32 * 2
+_CapData = ctypes.c_uint32 * 6  # (effective, permitted, inheritable) for capabilities 0-31, then 32-63
 _libc = None
 
 
@@ -174,7 +184,7 @@ def _c():
 def _check(result, what):
     if result < 0:
         err = ctypes.get_errno()
-        raise OSError(err, what + ": " + os.strerror(err))
+        raise OSError(err, what + ": " + posix.strerror(err))
     return result
 
 
@@ -197,7 +207,6 @@ def install_seccomp():
 def _limit_capabilities(keep=()):
     """Keep only the capabilities in `keep` (none by default) in every set: bounding, ambient, permitted,
     effective, inheritable."""
-    libc = _c()
     _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -207,13 +216,12 @@ def _limit_capabilities(keep=()):
     for cap in range(last + 1):
         if cap not in keep:
             _prctl(PR_CAPBSET_DROP, cap)
-    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()  # (effective, permitted, inheritable) for capabilities 0-31, then 32-63
+    data = _CapData()
     for cap in keep:
         word = 3 * (cap // 32)
         data[word] |= 1 << (cap % 32)
         data[word + 1] |= 1 << (cap % 32)
-    _check(libc.capset(header, data), "capset")
+    _check(_c().capset(_CapHeader(LINUX_CAPABILITY_VERSION_3, 0), data), "capset")
 
 
 # --- per command (in the forked child) -------------------------------------------------------
@@ -227,7 +235,7 @@ def _make_read_only(writable):
                         ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))), "mount_setattr(/, read-only)")
     for path in writable:  # that mount alone: the project may well be mounted below /tmp
         clear = _MountAttr(attr_clr=MOUNT_ATTR_RDONLY)
-        _check(libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), os.fsencode(path),
+        _check(libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), _bytes(path),
                             ctypes.c_uint(0), ctypes.byref(clear), ctypes.c_size_t(ctypes.sizeof(clear))),
                "mount_setattr(" + path + ", writable)")
 
@@ -235,55 +243,136 @@ def _make_read_only(writable):
 def _child(request, fds, filtered):
     """In the forked child: never returns. `filtered`: the supervisor is under the seccomp filter already."""
     try:
-        os.setsid()
+        posix.setsid()
         for target, fd in enumerate(fds):
-            os.dup2(fd, target)
+            posix.dup2(fd, target)
         if request.get("readonly"):
             _make_read_only(request.get("writable", []))
         _limit_capabilities()
         if not filtered:
             install_seccomp()
-        os.chdir(request["cwd"])
+        posix.chdir(request["cwd"])
         _default_signals()
         argv = request["argv"]
-        os.execve(argv[0], argv, request["env"])
+        posix.execve(argv[0], argv, request["env"])
     except BaseException as exc:  # noqa: BLE001 - report anything, then die
-        try:
-            os.write(2, ("auger sandbox: cannot run the command: %s\n" % (exc,)).encode("utf-8", "replace"))
-        except OSError:
-            pass
-    os._exit(126)
+        _say("cannot run the command: %s" % (exc,))
+    posix._exit(126)
 
 
 def _default_signals():
     """Python ignores SIGPIPE and SIGXFSZ; a command gets every default action, as from a shell."""
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    signal.set_wakeup_fd(-1)
+    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGCHLD, *TERMINATING):
+        _signal.signal(sig, _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    _signal.set_wakeup_fd(-1)
 
 
-# --- the network bridge ------------------------------------------------------------------------
+# --- small pieces ------------------------------------------------------------------------------
 
 def _say(message):
     """One line on stderr: say little, and only when something is wrong."""
     try:
-        os.write(2, ("auger sandbox: " + message + "\n").encode("utf-8", "replace"))
+        posix.write(2, ("auger sandbox: " + message + "\n").encode("utf-8", "replace"))
     except OSError:
         pass
 
+
+def _bytes(path):
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _json(fields):
+    """A JSON object of ints, booleans and strings: what auger reads from a supervisor."""
+    items = []
+    for key, value in fields.items():
+        if value is True or value is False:
+            text = "true" if value else "false"
+        elif isinstance(value, int):
+            text = str(value)
+        else:
+            text = '"' + "".join(c if c.isprintable() and c not in '"\\' else "\\u%04x" % ord(c) if ord(c) < 0x10000
+                                 else "?" for c in str(value)) + '"'
+        items.append('"%s": %s' % (key, text))
+    return ("{" + ", ".join(items) + "}").encode("utf-8")
+
+
+def _receive(sock, max_fds):
+    """One message and the descriptors sent with it; (b"", []) at the end of input."""
+    try:
+        data, ancillary, _, _ = sock.recvmsg(MESSAGE_MAX, _socket.CMSG_SPACE(max_fds * 4))
+    except OSError:
+        return b"", []
+    fds = []
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds += memoryview(payload)[:len(payload) - len(payload) % 4].cast("i").tolist()
+    return data, fds
+
+
+def _request(data):
+    """A dict sent by auger (marshal: auger is the only writer), or {}."""
+    try:
+        request = marshal.loads(data)
+    except (EOFError, ValueError, TypeError):
+        return {}
+    return request if isinstance(request, dict) else {}
+
+
+def _wake_on_signals():
+    """A pipe that becomes readable when a signal arrives (SIGCHLD above all); SIGTERM, SIGINT and
+    SIGHUP change nothing: the end comes as the end of input on the socket."""
+    wake_r, wake_w = posix.pipe()
+    posix.set_blocking(wake_w, False)
+    posix.set_blocking(wake_r, False)
+    _signal.set_wakeup_fd(wake_w)
+    _signal.signal(_signal.SIGCHLD, _ignore)
+    for sig in TERMINATING:
+        _signal.signal(sig, _ignore)
+    return wake_r
+
+
+def _ignore(*_):
+    pass
+
+
+def _drain(fd):
+    try:
+        while posix.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _children(parent):
+    found = []
+    for name in posix.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and fields[1].decode() == parent:
+            found.append(int(name))
+    return found
+
+
+# --- the network bridge ------------------------------------------------------------------------
 
 def _listen(port):
     """Loopback listeners for `port`: 127.0.0.1 (reported if it fails) and ::1 (best effort). Listening
     before the first command starts means a connection it makes at once waits in the backlog."""
     made = []
-    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    for family, host in ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1")):
         sock = None
         try:
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock = _socket.socket(family, _socket.SOCK_STREAM)
+            sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+            if family == _socket.AF_INET6:
+                sock.setsockopt(_socket.IPPROTO_IPV6, _socket.IPV6_V6ONLY, 1)
             sock.bind((host, port))
             sock.listen(128)
             sock.setblocking(False)
@@ -291,7 +380,7 @@ def _listen(port):
         except OSError as exc:
             if sock is not None:
                 sock.close()
-            if family == socket.AF_INET:
+            if family == _socket.AF_INET:
                 _say("cannot listen on 127.0.0.1:%d (%s); the proxy is not reachable there"
                      % (port, exc.strerror or exc))
     return made
@@ -322,7 +411,7 @@ class Bridge:
         for port, path in listens:
             for sock in _listen(port):
                 self.listeners[sock.fileno()] = (sock, path)
-                poller.register(sock, select.POLLIN)
+                poller.register(sock.fileno(), select.POLLIN)
 
     def handle(self, fd, events):
         """Act on a poll event; False when `fd` is not the bridge's."""
@@ -336,13 +425,14 @@ class Bridge:
 
     def _accept(self, listener, path):
         try:
-            conn, _ = listener.accept()
+            fd, _ = listener._accept()
         except OSError:  # gone from the backlog, or out of descriptors: the next event tries again
             return
+        conn = _socket.socket(fileno=fd)
         upstream = None
         try:
             conn.setblocking(False)
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             upstream.setblocking(False)
             upstream.connect(path)  # at once, or EAGAIN: the proxy's backlog is full (the client may retry)
         except OSError as exc:
@@ -357,7 +447,7 @@ class Bridge:
         client.peer, proxy.peer = proxy, client
         for end in (client, proxy):
             self.ends[end.sock.fileno()] = end
-            self.poller.register(end.sock, select.POLLIN)
+            self.poller.register(end.sock.fileno(), select.POLLIN)
 
     def _serve(self, end, events):
         peer = end.peer
@@ -365,7 +455,7 @@ class Bridge:
             if end.out and events & (select.POLLOUT | select.POLLERR | select.POLLHUP):
                 end.out = end.out[end.sock.send(end.out):]
                 if not end.out and peer.eof:
-                    end.sock.shutdown(socket.SHUT_WR)
+                    end.sock.shutdown(_socket.SHUT_WR)
             if events & (select.POLLIN | select.POLLHUP | select.POLLERR) and not end.eof and not peer.out:
                 data = end.sock.recv(CHUNK)
                 if data:
@@ -377,7 +467,7 @@ class Bridge:
                 else:
                     end.eof = True
                     if not peer.out:
-                        peer.sock.shutdown(socket.SHUT_WR)
+                        peer.sock.shutdown(_socket.SHUT_WR)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
@@ -390,13 +480,14 @@ class Bridge:
             return
         for one in (end, peer):
             mask = (0 if one.eof or one.peer.out else select.POLLIN) | (select.POLLOUT if one.out else 0)
-            self.poller.modify(one.sock, mask)
+            self.poller.modify(one.sock.fileno(), mask)
 
     def _close(self, end):
         for one in (end, end.peer):
-            if self.ends.pop(one.sock.fileno(), None) is not None:
+            fd = one.sock.fileno()
+            if self.ends.pop(fd, None) is not None:
                 try:
-                    self.poller.unregister(one.sock)
+                    self.poller.unregister(fd)
                 except (KeyError, ValueError):
                     pass
                 one.sock.close()
@@ -413,63 +504,61 @@ class Supervisor:
         self.poller = select.poll()
         self.bridge = Bridge(self.poller, bridge)
 
-    def send(self, message):
+    def send(self, **message):
         try:
-            self.sock.send(json.dumps(message).encode())
+            self.sock.send(_json(message))
         except OSError:
             pass
 
     def handle(self, data, fds):
-        try:
-            request = json.loads(data)
-        except ValueError:
-            request = {}
+        request = _request(data)
         op = request.get("op")
         for fd in fds:  # only the child's 0, 1 and 2 may reach the command
-            os.set_inheritable(fd, False)
+            posix.set_inheritable(fd, False)
         if op == "run" and len(fds) == 3:
             try:
-                pid = os.fork()
+                pid = posix.fork()
             except OSError as exc:
-                self.send({"id": request.get("id"), "error": "fork failed: %s" % exc.strerror})
+                self.send(id=request.get("id"), error="fork failed: %s" % exc.strerror)
             else:
                 if pid == 0:
                     self.sock.close()
                     _child(request, fds, self.filtered)
                 self.ids[pid] = request.get("id")
                 self.groups[request.get("id")] = pid
-                self.send({"id": request.get("id"), "pid": pid})
+                self.send(id=request.get("id"), pid=pid)
         elif op == "left":  # is anything still running here (a daemon a command left behind)?
-            self.send({"id": request.get("id"), "left": len(_children(str(os.getpid())))})
+            self.send(id=request.get("id"), left=len(_children(str(posix.getpid()))))
         elif op == "kill":
             pid = self.groups.get(request.get("id"))
             if pid is not None:
                 for target in (-pid, pid):  # the group; the leader too, if it left the group
                     try:
-                        os.kill(target, int(request.get("sig", signal.SIGKILL)))
+                        posix.kill(target, int(request.get("sig", _signal.SIGKILL)))
                     except (OSError, ValueError):
                         pass
         for fd in fds:
-            os.close(fd)
+            posix.close(fd)
 
     def reap(self):
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = posix.waitpid(-1, posix.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             request_id = self.ids.pop(pid, None)
             if request_id is not None:
-                self.send({"id": request_id, "status": status})
+                self.send(id=request_id, status=status)
 
     def serve(self):
         wake_r = _wake_on_signals()
+        sock_fd = self.sock.fileno()
         # poll, not select: the socket's descriptor may be over select's limit of 1023
-        self.poller.register(self.sock, select.POLLIN)
+        self.poller.register(sock_fd, select.POLLIN)
         self.poller.register(wake_r, select.POLLIN)
-        self.sock.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+        self.send(ready=True, pid=posix.getpid())
         while True:
             try:
                 ready = self.poller.poll()
@@ -479,11 +568,8 @@ class Supervisor:
                 if fd == wake_r:
                     _drain(wake_r)
                     self.reap()
-                elif fd == self.sock.fileno():
-                    try:
-                        data, fds, _, _ = socket.recv_fds(self.sock, MESSAGE_MAX, 3)
-                    except OSError:
-                        data, fds = b"", []
+                elif fd == sock_fd:
+                    data, fds = _receive(self.sock, 3)
                     if not data:
                         return
                     self.handle(data, fds)
@@ -494,62 +580,25 @@ class Supervisor:
         """Kill every process below this one, including reparented daemons, until none is left."""
         for pid in list(self.groups.values()):
             try:
-                os.kill(-pid, signal.SIGKILL)
+                posix.kill(-pid, _signal.SIGKILL)
             except OSError:
                 pass
-        me = str(os.getpid())
+        me = str(posix.getpid())
         for _ in range(200):
             children = _children(me)
             for pid in children:
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    posix.kill(pid, _signal.SIGKILL)
                 except OSError:
                     pass
             while True:
                 try:
-                    pid, _ = os.waitpid(-1, os.WNOHANG if children else 0)
+                    pid, _ = posix.waitpid(-1, posix.WNOHANG if children else 0)
                 except ChildProcessError:
                     return
                 if pid == 0:
                     break
             select.select([], [], [], 0.005)
-
-
-def _wake_on_signals():
-    """A pipe that becomes readable when a signal arrives (SIGCHLD above all); SIGTERM, SIGINT and
-    SIGHUP change nothing: the end comes as the end of input on the socket."""
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: None)
-    return wake_r
-
-
-def _drain(fd):
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
-
-
-def _children(parent):
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/" + name + "/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and fields[1].decode() == parent:
-            found.append(int(name))
-    return found
 
 
 def _supervise(sock, bridge, filtered):
@@ -559,7 +608,7 @@ def _supervise(sock, bridge, filtered):
         supervisor.serve()
     finally:
         supervisor.kill_everything()
-        os._exit(0)
+        posix._exit(0)
 
 
 # --- the template ------------------------------------------------------------------------------
@@ -570,62 +619,58 @@ _landlock = {"__name__": "auger_landlock"}
 
 def template(fd):
     """Fork a supervisor for each sandbox auger asks for, until auger closes the socket (or dies)."""
-    control = socket.socket(fileno=fd)
-    os.set_inheritable(fd, False)
+    control = _socket.socket(fileno=fd)
+    posix.set_inheritable(fd, False)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # supervisors whose starter exited are reaped here
     wake_r = _wake_on_signals()
     poller = select.poll()
-    poller.register(control, select.POLLIN)
+    poller.register(fd, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
+    libc = _c()  # made here, once, with what a supervisor calls: shared with every supervisor
+    for name in ("setns", "prctl", "capset", "unshare", "syscall"):
+        getattr(libc, name)
     gc.freeze()  # what is imported now stays shared with every supervisor: no collection writes to it
     while True:
         try:
-            ready = {fd for fd, _ in poller.poll()}
+            ready = {ready_fd for ready_fd, _ in poller.poll()}
         except InterruptedError:
             continue
         if wake_r in ready:
             _drain(wake_r)
             _reap_all()
-        if control.fileno() in ready:
-            try:
-                data, fds, _, _ = socket.recv_fds(control, MESSAGE_MAX, 2)
-            except OSError:
-                data, fds = b"", []
+        if fd in ready:
+            data, fds = _receive(control, 2)
             if not data:
-                os._exit(0)
-            _template_request(data, fds, control, wake_r)
+                posix._exit(0)
+            _template_request(_request(data), fds, control, wake_r)
 
 
-def _template_request(data, fds, control, wake_r):
-    try:
-        request = json.loads(data)
-    except ValueError:
-        request = {}
+def _template_request(request, fds, control, wake_r):
     if request.get("op") == "load" and "landlock" in request:
         exec(compile(request["landlock"], "<auger.policy.landlock>", "exec"), _landlock)  # noqa: S102 - auger's own
         gc.freeze()
     elif request.get("op") == "start" and len(fds) == 2:
         try:
-            pid = os.fork()
+            pid = posix.fork()
         except OSError as exc:
-            os.write(fds[1], ("auger sandbox: fork failed: %s\n" % exc.strerror).encode())
+            posix.write(fds[1], ("auger sandbox: fork failed: %s\n" % exc.strerror).encode())
             pid = -1
         if pid == 0:
             try:
                 control.close()
-                os.close(wake_r)
+                posix.close(wake_r)
                 _start(request, fds[0], fds[1])
             except BaseException as exc:  # noqa: BLE001 - report anything, then die
                 _say("the session sandbox could not start: %s" % (exc,))
-            os._exit(126)
+            posix._exit(126)
     for fd in fds:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _reap_all():
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _ = posix.waitpid(-1, posix.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
@@ -634,14 +679,14 @@ def _reap_all():
 
 def _start(request, sock_fd, log_fd):
     """In a child of the template: become the supervisor of one sandbox. Never returns."""
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    os.close(signal.set_wakeup_fd(-1))  # the template's
-    sock = socket.socket(fileno=sock_fd)
+    posix.dup2(log_fd, 2)
+    posix.close(log_fd)
+    posix.close(_signal.set_wakeup_fd(-1))  # the template's
+    sock = _socket.socket(fileno=sock_fd)
     if request.get("kind") == "bwrap":
         _enter(int(request["pid"]), int(request["mnt"]))
-        if os.fork() != 0:  # the supervisor is this child's child: inside the sandbox's PID namespace
-            os._exit(0)
+        if posix.fork() != 0:  # the supervisor is this child's child: inside the sandbox's PID namespace
+            posix._exit(0)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _limit_capabilities(SUPERVISOR_CAPS)
         _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(NO_NEW_PRIVS)")
@@ -662,24 +707,24 @@ def _enter(pid, mnt):
     inode of the sandbox's mount namespace, as bubblewrap reported it: a pid reused by another process
     is refused."""
     base = "/proc/%d/" % pid
-    root = os.open(base + "root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    root = posix.open(base + "root", posix.O_RDONLY | posix.O_DIRECTORY | posix.O_CLOEXEC)
     joins = []
     for name, flag in NAMESPACES:
-        fd = os.open(base + "ns/" + name, os.O_RDONLY | os.O_CLOEXEC)
-        if name == "mnt" and os.fstat(fd).st_ino != mnt:
+        fd = posix.open(base + "ns/" + name, posix.O_RDONLY | posix.O_CLOEXEC)
+        if name == "mnt" and posix.fstat(fd).st_ino != mnt:
             raise OSError(errno.ESRCH, "the sandbox's holder is gone (pid %d is another process)" % pid)
-        if os.fstat(fd).st_ino != os.stat("/proc/self/ns/" + name).st_ino:  # joining one's own user ns fails
+        if posix.fstat(fd).st_ino != posix.stat("/proc/self/ns/" + name).st_ino:  # joining one's own user ns fails
             joins.append((fd, flag, name))
         else:
-            os.close(fd)
+            posix.close(fd)
     libc = _c()
     for fd, flag, name in joins:
         _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(flag)), "setns(" + name + ")")
-        os.close(fd)
-    os.fchdir(root)
-    os.chroot(".")
-    os.chdir("/")
-    os.close(root)
+        posix.close(fd)
+    posix.fchdir(root)
+    posix.chroot(".")
+    posix.chdir("/")
+    posix.close(root)
 
 
 # --- the bridge alone, in front of one command -------------------------------------------------
@@ -696,16 +741,16 @@ def _parse_bridge(argv):
             value, i = argv[i + 1], i + 2
         else:
             _say("unexpected argument " + repr(arg) + "; " + USAGE)
-            os._exit(2)
+            posix._exit(2)
         port, sep, path = value.partition("=")
         if not sep or not path or not port.isdigit() or not 0 < int(port) < 65536:
             _say("bad --listen value " + repr(value) + "; " + USAGE)
-            os._exit(2)
+            posix._exit(2)
         listens.append((int(port), path))
     cmd = argv[i + 1:]
     if not cmd:
         _say("no command given; " + USAGE)
-        os._exit(2)
+        posix._exit(2)
     return listens, cmd
 
 
@@ -720,22 +765,22 @@ def bridge_command(argv):
     def pass_on(signum, _frame):
         if child[0]:
             try:
-                os.kill(child[0], signum)
+                posix.kill(child[0], signum)
             except OSError:
                 pass
         else:
             pending.append(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, pass_on)
+    for sig in TERMINATING:
+        _signal.signal(sig, pass_on)
     poller = select.poll()
     bridge = Bridge(poller, listens)
     try:
-        child[0] = os.posix_spawnp(cmd[0], cmd, os.environ, setsigdef=(
-            signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD))
+        child[0] = posix.posix_spawnp(cmd[0], cmd, posix.environ, setsigdef=(
+            _signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGCHLD, *TERMINATING))
     except OSError as exc:
         _say("cannot run %r: %s" % (cmd[0], exc.strerror or exc))
-        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+        posix._exit(127 if isinstance(exc, FileNotFoundError) else 126)
     while pending:
         pass_on(pending.pop(0), None)
     poller.register(wake_r, select.POLLIN)
@@ -747,10 +792,10 @@ def bridge_command(argv):
         for fd, events in ready:
             if fd == wake_r:
                 _drain(wake_r)
-                done, status = os.waitpid(child[0], os.WNOHANG)
+                done, status = posix.waitpid(child[0], posix.WNOHANG)
                 if done:
-                    code = os.waitstatus_to_exitcode(status)
-                    os._exit(128 - code if code < 0 else code)
+                    code = posix.waitstatus_to_exitcode(status)
+                    posix._exit(128 - code if code < 0 else code)
             else:
                 bridge.handle(fd, events)
 

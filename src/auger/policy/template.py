@@ -3,7 +3,7 @@
 See `auger.policy.supervisor` for what runs there and why forking beats starting an interpreter per
 sandbox (memory above all). One template per auger process, started with the first sandbox and ended
 when the last sandbox stops, so a process whose sessions are all idle holds no helper process at all.
-Requests are one-way (SOCK_SEQPACKET, JSON plus descriptors): what a supervisor has to say, it says on
+Requests are one-way (SOCK_SEQPACKET, marshal plus descriptors): what a supervisor has to say, it says on
 its own socket to the session it serves, and a template that died is simply started again.
 
 The template ends when its socket closes: when `release` lets the last sandbox go, and when auger
@@ -12,7 +12,7 @@ dies (the kernel closes the socket then), so it never outlives auger.
 
 from __future__ import annotations
 
-import json
+import marshal
 import socket
 import subprocess
 import threading
@@ -46,9 +46,9 @@ class Template:
                 assert self._sock is not None
                 try:
                     if landlock_source is not None and not self._landlock:
-                        self._sock.send(json.dumps({"op": "load", "landlock": landlock_source}).encode())
+                        self._sock.send(marshal.dumps({"op": "load", "landlock": landlock_source}))
                         self._landlock = True
-                    socket.send_fds(self._sock, [json.dumps(request).encode()], [sock, log])
+                    socket.send_fds(self._sock, [marshal.dumps(request)], [sock, log])
                 except OSError:
                     self._stop()
                     if attempt == 2:
