@@ -224,3 +224,43 @@ def _pss_kb(pid: int) -> int:
         if line.startswith("Pss:"):
             return int(line.split()[1])
     return 0
+
+
+def _inotify_instances() -> int:
+    """inotify instances this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            pass
+    return count
+
+
+def test_every_watch_of_a_process_shares_one_inotify_instance(tmp_path):
+    """More sessions than a user may have inotify instances (fs.inotify.max_user_instances, shared with
+    the user's editors) watch their projects for planted repositories: one instance serves them all,
+    and each watch hears of its own project's changes."""
+    from auger.policy.gitsweep import GitSweep
+
+    limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    before = _inotify_instances()
+    sweeps = []
+    try:
+        for n in range(limit + 8):
+            root = tmp_path / f"project-{n}"
+            (root / "src").mkdir(parents=True)
+            sweeps.append(GitSweep(root))
+            sweeps[-1].start()
+        assert _inotify_instances() == before + 1
+        assert all(sweep._notify is not None for sweep in sweeps)  # none fell back to reading every directory
+        last = sweeps[-1]
+        subprocess.run(["git", "init", "-q", "src/sub"], cwd=last.root, check=True)
+        (last.root / "src/sub/.git/hooks/pre-commit").write_text("#!/bin/sh\ntouch PWNED\n")
+        assert sweeps[0].sweep() == []
+        notes = last.sweep()
+        assert any("removed hooks pre-commit" in note for note in notes), notes
+    finally:
+        for sweep in sweeps:
+            sweep.close()
+    assert _inotify_instances() == before
