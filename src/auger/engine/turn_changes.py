@@ -89,13 +89,14 @@ class ChangeTracker:
 
     def start(self) -> None:
         """Take a first snapshot in the background, so the first turn's costs only what changed. It
-        waits WARM_UP_DELAY first (or until a change needs it), so hashing a large tree never competes
-        with the session's start-up and its first model request."""
+        waits WARM_UP_DELAY first, so hashing a large tree never competes with the session's start-up and
+        its first model request; when a change comes before, the turn's snapshot is the first instead."""
         self._warm = asyncio.create_task(self._warm_up(), name=f"snapshot-{self.session_id}")
 
     async def _warm_up(self) -> None:
         try:
             await asyncio.wait_for(self._needed.wait(), WARM_UP_DELAY)
+            return  # a change comes before the warm-up began: the turn's own snapshot is the first
         except TimeoutError:
             pass
         try:
