@@ -264,3 +264,23 @@ def test_every_watch_of_a_process_shares_one_inotify_instance(tmp_path):
         for sweep in sweeps:
             sweep.close()
     assert _inotify_instances() == before
+
+
+def test_exec_starts_its_sandbox_while_the_model_replies(tmp_path, project, server):
+    """`auger exec` runs a task, which runs commands: its sandbox starts while the first reply is awaited,
+    so the first command does not wait for it."""
+    require("bwrap")
+    server.add(Reply(text="done", delay=3.0))
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "exec", "--base-url", server.base_url, "-m", "mock",
+                             "-c", "sandbox=bwrap", "go"], cwd=project, env=cli_env(tmp_path / "auger-home"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        limit = time.monotonic() + 20
+        while not server.chat_requests:
+            assert time.monotonic() < limit and proc.poll() is None, "no model request"
+            time.sleep(0.05)
+        while len(descendants(proc.pid)) < 4:  # bwrap, its holder, the template, the supervisor
+            assert time.monotonic() < limit and proc.poll() is None, "the sandbox did not start"
+            time.sleep(0.05)
+    finally:
+        assert proc.wait(timeout=30) == 0

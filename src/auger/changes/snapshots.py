@@ -176,6 +176,12 @@ class SnapshotStore:
             "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost",
         }
 
+    @property
+    def indexed(self) -> bool:
+        """Whether an index of the tree is kept already (a snapshot was taken here before): the next
+        snapshot hashes only what changed since."""
+        return (self.snapdir / "auger-index").exists()
+
     # ------------------------------------------------------------------ git
 
     async def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:

@@ -90,8 +90,11 @@ class ChangeTracker:
     def start(self) -> None:
         """Take a first snapshot in the background, so the first turn's costs only what changed. It
         waits WARM_UP_DELAY first, so hashing a large tree never competes with the session's start-up and
-        its first model request; when a change comes before, the turn's snapshot is the first instead."""
-        self._warm = asyncio.create_task(self._warm_up(), name=f"snapshot-{self.session_id}")
+        its first model request; when a change comes before, the turn's snapshot is the first instead.
+        None when the project's snapshot repository has an index already (an earlier session's): what a
+        snapshot then hashes is only what changed since, and a session that changes nothing pays nothing."""
+        if not self.snapshots.indexed:
+            self._warm = asyncio.create_task(self._warm_up(), name=f"snapshot-{self.session_id}")
 
     async def _warm_up(self) -> None:
         try:

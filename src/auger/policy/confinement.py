@@ -77,6 +77,7 @@ class Confinement:
         self._lock: asyncio.Lock | None = None  # starting and stopping, one at a time
         self._idle: asyncio.TimerHandle | None = None
         self._stopping: asyncio.Task[None] | None = None
+        self._preparing: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
@@ -164,6 +165,23 @@ class Confinement:
         if not readonly:
             self._writers.append(proc)
         return proc
+
+    def prepare(self) -> None:
+        """Start the sandbox now, in the background, where a command is surely coming (a headless task):
+        its start then overlaps the model's first reply. A failure is the first command's to report."""
+        if self._closed or self.running or (self._preparing is not None and not self._preparing.done()):
+            return
+        self._preparing = asyncio.ensure_future(self._prepare())
+
+    async def _prepare(self) -> None:
+        from auger.policy.supervised import SandboxGone
+
+        try:
+            async with self._guard():
+                await self._start(writes=self.mode() != "plan")
+        except (SandboxGone, OSError):
+            return
+        self._arm_idle()  # a command may not come after all
 
     def open_log(self) -> tuple[int, Path]:
         """A new background-command log in auger's private dir: named by a counter, opened by
@@ -339,8 +357,8 @@ class Confinement:
 
         self._closed = True
         self._cancel_idle()
-        if self._stopping is not None:
-            await asyncio.gather(self._stopping, return_exceptions=True)
+        await asyncio.gather(*(task for task in (self._stopping, self._preparing) if task is not None),
+                             return_exceptions=True)
         async with self._guard():
             box, self.box = self.box, None
             if box is not None:

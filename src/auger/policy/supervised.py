@@ -221,7 +221,7 @@ class SessionSandbox:
                 landlock = None
             elif isinstance(sandbox, LandlockSandbox):
                 request = {"op": "start", "kind": "landlock", "landlock": sandbox.supervisor_options(env, policy)}
-                landlock = sandbox.helper_source
+                landlock = "auger.policy.landlock"
             else:
                 raise SandboxGone(f"no session sandbox of the kind {sandbox.kind!r}")
             parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

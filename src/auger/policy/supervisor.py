@@ -1,7 +1,7 @@
 """The session's sandbox supervisor: one confined process that starts every command of a session.
 
-Its text is read by auger (never loaded from a path a command can write) and run with
-`python -S -I -c SOURCE`, in one of three roles:
+It runs as code auger compiled and sends (never loaded from a path a command can write) under
+`python -S -I` (auger.policy.template; `Sandbox.wrap` passes its text with `-c`), in one of three roles:
 
 * **The template** (`--template --fd N`): one process per auger process, on the host, outside any
   sandbox, started with the first sandbox and ended when no sandbox is left. It has imported what a
@@ -647,7 +647,7 @@ def template(fd):
 
 def _template_request(request, fds, control, wake_r):
     if request.get("op") == "load" and "landlock" in request:
-        exec(compile(request["landlock"], "<auger.policy.landlock>", "exec"), _landlock)  # noqa: S102 - auger's own
+        exec(marshal.loads(request["landlock"]), _landlock)  # noqa: S102 - auger's own code, compiled by auger
         gc.freeze()
     elif request.get("op") == "start" and len(fds) == 2:
         try:

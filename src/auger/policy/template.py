@@ -12,13 +12,16 @@ dies (the kernel closes the socket then), so it never outlives auger.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import marshal
 import socket
 import subprocess
 import threading
-from pathlib import Path
 
 STOP_TIMEOUT = 1.0
+# The template's first words: run the code that comes as the first message on its socket (its argv[3]).
+BOOTSTRAP = "import marshal,posix,sys;exec(marshal.loads(posix.read(int(sys.argv[3]),1<<20)))"
 
 
 class Template:
@@ -35,18 +38,19 @@ class Template:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start_supervisor(self, request: dict, sock: int, log: int, landlock_source: str | None = None) -> None:
+    def start_supervisor(self, request: dict, sock: int, log: int, landlock: str | None = None) -> None:
         """Fork a supervisor for one sandbox: `sock` is its end of the session's socket, `log` its stderr.
-        `landlock_source`: the Landlock helper's text, sent once per template before the first request
-        that needs it. Raises OSError when the template cannot be started."""
+        `landlock`: the module whose code the supervisor confines itself with (auger.policy.landlock), sent
+        once per template before the first request that needs it. Raises OSError when the template
+        cannot be started."""
         with self._lock:
             for attempt in (1, 2):  # a template that died since the last request is started again once
                 if self._sock is None:
                     self._spawn()
                 assert self._sock is not None
                 try:
-                    if landlock_source is not None and not self._landlock:
-                        self._sock.send(marshal.dumps({"op": "load", "landlock": landlock_source}))
+                    if landlock is not None and not self._landlock:
+                        self._sock.send(marshal.dumps({"op": "load", "landlock": compiled(landlock)}))
                         self._landlock = True
                     socket.send_fds(self._sock, [marshal.dumps(request)], [sock, log])
                 except OSError:
@@ -65,13 +69,13 @@ class Template:
                 self._stop()
 
     def _spawn(self) -> None:
-        from auger.policy.sandbox import _python, _source
+        from auger.policy.sandbox import _python
 
-        source = _source(Path(__file__).with_name("supervisor.py"))
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
+            parent.send(compiled("auger.policy.supervisor"))  # queued: the template reads it as it starts
             self._proc = subprocess.Popen(
-                [_python(), "-S", "-I", "-c", source, "--template", "--fd", str(child.fileno())],
+                [_python(), "-S", "-I", "-c", BOOTSTRAP, "--template", "--fd", str(child.fileno())],
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(child.fileno(),),
                 start_new_session=True, cwd="/")
@@ -96,4 +100,16 @@ class Template:
             self._proc = None
 
 
+def compiled(module: str) -> bytes:
+    """A module of auger's, compiled (from its bytecode cache, as `import` would: a compile costs ~10 ms
+    per template start) and marshalled, to run where it cannot be imported: `python -S -I` outside any
+    virtualenv, which loads nothing from a path a command could have changed."""
+    if module not in _compiled:
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+        _compiled[module] = marshal.dumps(spec.loader.get_code(module))
+    return _compiled[module]
+
+
+_compiled: dict[str, bytes] = {}
 TEMPLATE = Template()
