@@ -18,17 +18,20 @@ looks after every command that could write, and when the session ends:
   `commondir` leading out of the project is removed. A new `.git` file pointing out of the project
   is removed. This is checked again after every command, so a hook planted later is removed too.
 
-Finding them cheaply: the first scan walks the project (in a thread, while the session starts),
-watching each directory with inotify (policy/dirnotify.py) and remembering its inode and change
-time. Later scans read only the directories inotify names (and what is new below them), so a scan
-costs next to nothing when nothing was added. Where inotify cannot answer (no watches left, an
-overflowing queue, a directory moved), a scan stats every known directory and reads those whose
-change time moved — ctime, which the kernel sets whenever an entry is added, removed or renamed, and
-which a command cannot set back (unlike mtime). Repositories that existed before the session are the
-user's and are left alone.
+Finding them cheaply: the first scan walks the project (in a thread, as the session's first command
+that could write starts), watching each directory with inotify (policy/dirnotify.py, one instance for
+the whole process) and remembering its inode and change time. Later scans read only the directories
+inotify names (and what is new below them), so a scan costs next to nothing when nothing was added.
+Where inotify cannot answer (no watches left, an overflowing queue, a directory moved), a scan stats
+every known directory and reads those whose change time moved — ctime, which the kernel sets whenever
+an entry is added, removed or renamed, and which a command cannot set back (unlike mtime).
+Repositories that existed before the session are the user's and are left alone.
 
-`GitWatch` runs it on a thread of the session's own: the first walk while the session starts (the first
-command waits for it), a walk after each command that could write. A command's result waits for the
+`GitWatch` runs it on a thread of the session's own: the first walk as the first command that could write
+starts (that command waits for it), a walk after each command that could write. While the session's
+sandbox is stopped (no command can run), the thread, the root handle and the watches are let go; what
+is known stays, and the first walk after the sandbox starts again reads every directory whose change
+time moved meanwhile. A command's result waits for the
 walk after it at most `WALK_WAIT`; what a longer walk finds is told with a later command. So a large
 project costs a command no more than that, and the walk overlaps the model's next reply.
 

@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,10 +29,22 @@ if TYPE_CHECKING:
     from auger.policy.sandbox import BwrapSandbox, Sandbox, SandboxPolicy
 
 READY_TIMEOUT = 10.0
+STARTS_AT_ONCE = 2 * (os.cpu_count() or 1)  # sandboxes a process starts at the same time (more wait their turn)
 CLOSE_TIMEOUT = 3.0
 SYSTEM_BIN = "/usr/bin:/bin"
 # The holder: says it runs (bubblewrap has set everything up by then), then waits for the end of its input.
 HOLDER_SCRIPT = "echo; read -r line"
+
+
+def _starting() -> asyncio.Semaphore:
+    """The running loop's turn to start a sandbox."""
+    loop = asyncio.get_running_loop()
+    if loop not in _starts:
+        _starts[loop] = asyncio.Semaphore(STARTS_AT_ONCE)
+    return _starts[loop]
+
+
+_starts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
 class SandboxGone(OSError):
@@ -129,7 +142,7 @@ class _Holder:
             if holder is None:
                 os.close(keep_w)
                 _kill(proc)
-            raise SandboxGone(f"bwrap did not start the sandbox ({exc or 'timed out'})") from None
+            raise SandboxGone(f"bwrap did not start the sandbox ({str(exc) or 'timed out'})") from None
         finally:
             os.close(ready_r)
             os.close(info_r)
@@ -205,9 +218,22 @@ class SessionSandbox:
 
     @classmethod
     async def start(cls, sandbox: Sandbox, policy: SandboxPolicy, env: dict[str, str], log: Path) -> SessionSandbox:
-        """Start the sandbox and its supervisor. Not waited for: the first command waits (see `run`).
+        """Start the sandbox and wait until its supervisor serves; SandboxGone saying why it does not.
         `env`: auger's own, to plan the sandbox with (its HOME's secrets are hidden); the supervisor
-        itself runs with almost none: each command brings its own."""
+        itself runs with almost none: each command brings its own. At most STARTS_AT_ONCE start at a
+        time in a process: a thousand sessions starting their sandboxes together would otherwise share
+        the processors so thinly that none would be ready in time."""
+        async with _starting():
+            box = await cls._start(sandbox, policy, env, log)
+            try:
+                await box.ready()
+            except BaseException:
+                await box.close()
+                raise
+        return box
+
+    @classmethod
+    async def _start(cls, sandbox: Sandbox, policy: SandboxPolicy, env: dict[str, str], log: Path) -> SessionSandbox:
         from auger.policy.sandbox import BwrapSandbox, LandlockSandbox
         from auger.policy.template import TEMPLATE
 
