@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -91,8 +90,7 @@ def test_an_idle_sandbox_stops_and_the_next_command_runs_as_before(project, serv
         await stopped(session.confinement)
         assert helpers(before) == set()  # every helper went with it
         watch = session.confinement.git
-        assert watch is not None and watch.sweep._notify is None  # no watch held while stopped
-        assert not [t for t in threading.enumerate() if t.name.startswith("auger-gitsweep")]
+        assert watch is not None and watch.sweep._notify is None and watch.sweep._handle is None  # nothing held
         outs.append(await shell_turn(session, follow, command))
 
     follow_session(project, server, steps, f"sandbox={kind}", IDLE, "approve_all=true",

@@ -191,7 +191,7 @@ class Confinement:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         return fd, path
 
-    def sweep_git(self) -> str | None:
+    async def sweep_git(self) -> str | None:
         """Defuse what commands planted in git directories (see policy/gitsweep.py). The project is walked
         only when a command that could write ran since the last walk, or may still run (a read-only command
         cannot have planted anything). Returns a note for the model, or None."""
@@ -199,16 +199,16 @@ class Confinement:
             return None
         walk = bool(self._writers)
         self._writers = [proc for proc in self._writers if proc.returncode is None]
-        notes = self.git.after_command(walk)
+        notes = await self.git.after_command(walk)
         return "blocked by the sandbox: " + "; ".join(notes) if notes else None
 
-    def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None:
+    async def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None:
         """Why a command failed, when the sandbox or the proxy is the reason; None otherwise.
         `readonly`: the command ran read-only (plan mode, or classified read-only in safe mode)."""
         from auger.policy.sandbox import blocked_by_sandbox
 
         notes = []
-        swept = self.sweep_git()
+        swept = await self.sweep_git()
         if swept:
             notes.append(swept)
         denials = [d for d in self._denials if d.at >= since]

@@ -223,7 +223,7 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
     elapsed = time.monotonic() - started
     result = _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
     if ctx.sandbox is not None:  # a refused host can hide behind exit 0 (curl without -f)
-        blocked = ctx.sandbox.explain(proc.returncode, err.text(), wall_start,
+        blocked = await ctx.sandbox.explain(proc.returncode, err.text(), wall_start,
                                       readonly=getattr(proc, "readonly", False))
         if blocked:
             result.output = f"[sandbox] {blocked}\n{result.output}"
