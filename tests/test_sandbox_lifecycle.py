@@ -170,8 +170,8 @@ def test_nothing_outlives_auger_killed_after_its_sandbox_started_again(tmp_path,
 
 def test_live_sandboxes_share_one_template_and_each_costs_little(tmp_path):
     """Each live sandbox has one supervisor, forked from the process's one template (no interpreter of its
-    own): a sandbox beyond the first adds at most 3 MB (PSS) of helpers; the template is paid once per
-    process. When the last sandbox stops, the template goes too."""
+    own; the template starts bwrap too): a sandbox beyond the first adds at most 3 MB (PSS) of helpers;
+    the template is paid once per process. When the last sandbox stops, the template goes too."""
     require("bwrap")
     from auger.config import Config
     from auger.policy.confinement import confine
@@ -198,7 +198,7 @@ def test_live_sandboxes_share_one_template_and_each_costs_little(tmp_path):
                 assert result.ok, result.output
                 pss_kb.append(sum(_pss_kb(pid) for pid in helpers(before)))
             live = helpers(before)
-            supervisors = {pid for pid in live if _parent(pid) == TEMPLATE.pid}
+            supervisors = {pid for pid in live if _parent(pid) == TEMPLATE.pid and _comm(pid).startswith("python")}
             return live, TEMPLATE.pid, supervisors, pss_kb
         finally:
             for confinement in confinements:
@@ -215,6 +215,10 @@ def test_live_sandboxes_share_one_template_and_each_costs_little(tmp_path):
 def _parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_bytes()
     return int(stat[stat.rfind(b")") + 2:].split()[1])
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
 def _pss_kb(pid: int) -> int:

@@ -5,10 +5,10 @@ live sandbox of a session (auger.policy.confinement starts one at the session's 
 it when it has been idle a while); every command it runs shares the sandbox's namespaces. Closing it
 (or auger dying) ends every process it started.
 
-Under bubblewrap, the sandbox is bwrap around a holder (`_Holder`): pid 1 of the sandbox's PID
-namespace, a shell reading its stdin until auger closes the other end. The supervisor, forked by the
-template (auger.policy.template), joins the holder's namespaces. Under Landlock the supervisor confines
-itself with the session's ruleset.
+Under bubblewrap, the sandbox is bwrap around a holder: pid 1 of the sandbox's PID namespace, a shell
+reading its stdin until auger closes the other end. The template (auger.policy.template) starts bwrap,
+and forks the supervisor into the holder's namespaces once the holder runs. Under Landlock the
+supervisor confines itself with the session's ruleset.
 """
 
 from __future__ import annotations
@@ -20,13 +20,12 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from auger.policy.sandbox import BwrapSandbox, Sandbox, SandboxPolicy
+    from auger.policy.sandbox import Sandbox, SandboxPolicy
 
 READY_TIMEOUT = 10.0
 STARTS_AT_ONCE = 2 * (os.cpu_count() or 1)  # sandboxes a process starts at the same time (more wait their turn)
@@ -82,6 +81,7 @@ async def _exited(pidfd: int, timeout: float) -> bool:
     """Wait until the process behind `pidfd` exits (at most `timeout` seconds); whether it did."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
+
     def readable() -> None:
         if not done.done():
             done.set_result(None)
@@ -96,123 +96,18 @@ async def _exited(pidfd: int, timeout: float) -> bool:
         loop.remove_reader(pidfd)
 
 
-class _Holder:
-    """A bubblewrap sandbox around the holder (see the module docstring)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], keep: int, pid: int, mnt: int):
-        self._proc = proc  # bwrap, outside the sandbox
-        self._keep = keep  # the holder's stdin: closing it ends the sandbox
-        self._pidfd = os.pidfd_open(proc.pid)
-        self.pid = pid  # the holder's pid on the host
-        self.mnt = mnt  # the inode of the sandbox's mount namespace
-
-    @classmethod
-    async def start(cls, sandbox: BwrapSandbox, policy: SandboxPolicy, env: dict[str, str], log: int) -> _Holder:
-        """Start bwrap and wait until the holder runs inside (every mount made, every namespace there)."""
-        from auger.policy.supervisor import seccomp_program
-
-        sh = shutil.which("sh", path=SYSTEM_BIN) or "/bin/sh"
-        keep_r, keep_w = os.pipe()
-        ready_r, ready_w = os.pipe()
-        info_r, info_w = os.pipe()
-        seccomp = os.memfd_create("auger-seccomp", os.MFD_CLOEXEC)
-        os.write(seccomp, seccomp_program())
-        os.lseek(seccomp, 0, os.SEEK_SET)
-        try:
-            argv = sandbox.holder_argv(env, policy, [sh, "-c", HOLDER_SCRIPT], info_fd=info_w, seccomp_fd=seccomp)
-            proc = subprocess.Popen(argv, env={"PATH": SYSTEM_BIN, "LANG": "C.UTF-8"}, stdin=keep_r, stdout=ready_w,
-                                    stderr=log, pass_fds=(info_w, seccomp), start_new_session=True)
-        except BaseException:
-            os.close(keep_w)
-            os.close(ready_r)
-            os.close(info_r)
-            raise
-        finally:
-            for fd in (keep_r, ready_w, info_w, seccomp):
-                os.close(fd)
-        holder = None
-        try:
-            ready, info = await asyncio.wait_for(asyncio.gather(_read_when_ready(ready_r), _read_json(info_r)),
-                                                 READY_TIMEOUT)
-            if not ready or "child-pid" not in info:
-                raise SandboxGone("bwrap exited before the sandbox was ready")
-            holder = cls(proc, keep_w, int(info["child-pid"]), int(info["mnt-namespace"]))
-            return holder
-        except (TimeoutError, ValueError, OSError) as exc:
-            if holder is None:
-                os.close(keep_w)
-                _kill(proc)
-            raise SandboxGone(f"bwrap did not start the sandbox ({str(exc) or 'timed out'})") from None
-        finally:
-            os.close(ready_r)
-            os.close(info_r)
-
-    async def stop(self) -> None:
-        """End the sandbox: the holder reads the end of its input and exits, and the kernel kills every
-        process left in its PID namespace; bwrap exits with it."""
-        if self._keep >= 0:
-            os.close(self._keep)
-            self._keep = -1
-        if self._proc.poll() is None and not await _exited(self._pidfd, CLOSE_TIMEOUT):
-            _kill(self._proc)
-        self._proc.wait()
-        os.close(self._pidfd)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """bwrap's whole session (with --die-with-parent, the holder dies with bwrap anyway)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-async def _read_when_ready(fd: int) -> bytes:
-    """What arrives first on a pipe (b"" at its end)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[bytes] = loop.create_future()
-
-    def readable() -> None:
-        if not done.done():
-            try:
-                done.set_result(os.read(fd, 4096))
-            except OSError as exc:
-                done.set_exception(exc)
-
-    loop.add_reader(fd, readable)
-    try:
-        return await done
-    finally:
-        loop.remove_reader(fd)
-
-
-async def _read_json(fd: int) -> dict:
-    """One JSON object from a pipe (bubblewrap's --info-fd), however it is cut into writes."""
-    data = b""
-    while True:
-        chunk = await _read_when_ready(fd)
-        data += chunk
-        try:
-            found = json.loads(data)
-        except ValueError:
-            if not chunk:
-                return {}
-            continue
-        return found if isinstance(found, dict) else {}
-
-
 class SessionSandbox:
-    def __init__(self, sock: socket.socket, log: Path, holder: _Holder | None):
+    def __init__(self, sock: socket.socket, log: Path, keep: int = -1):
         self._sock = sock
         self._log = log
-        self._holder = holder
-        self._supervisor_pidfd = -1  # Landlock: the supervisor's, to wait for its end
+        self._keep = keep  # bubblewrap: the holder's stdin (closing it ends the sandbox)
+        self._supervisor_pidfd = -1  # Landlock: the supervisor's, to end it if it does not end itself
         self._next = 0
         self._started: dict[int, asyncio.Future] = {}
         self._asked: dict[int, asyncio.Future[int]] = {}  # "left" questions not answered yet
         self._running: dict[int, SupervisedProcess] = {}
         self._ready = asyncio.get_running_loop().create_future()
+        self._ended = asyncio.get_running_loop().create_future()  # done when the supervisor's socket closed
         self.alive = True
         asyncio.get_running_loop().add_reader(sock.fileno(), self._on_readable)
 
@@ -234,34 +129,48 @@ class SessionSandbox:
 
     @classmethod
     async def _start(cls, sandbox: Sandbox, policy: SandboxPolicy, env: dict[str, str], log: Path) -> SessionSandbox:
+        """Ask the template for the sandbox: under bubblewrap it starts bwrap around the holder (planned
+        here, on a thread: it reads the filesystem) and forks the supervisor into it once the holder runs."""
         from auger.policy.sandbox import BwrapSandbox, LandlockSandbox
+        from auger.policy.supervisor import seccomp_program
         from auger.policy.template import TEMPLATE
 
-        with open(log, "ab") as err:
-            holder = None
-            if isinstance(sandbox, BwrapSandbox):
-                holder = await _Holder.start(sandbox, policy, env, err.fileno())
-                request = {"op": "start", "kind": "bwrap", "pid": holder.pid, "mnt": holder.mnt,
-                           "bridge": [[port, os.path.realpath(path)] for port, path in policy.proxy_sockets]
-                           if policy.network == "proxy" else []}
-                landlock = None
-            elif isinstance(sandbox, LandlockSandbox):
-                request = {"op": "start", "kind": "landlock", "landlock": sandbox.supervisor_options(env, policy)}
-                landlock = "auger.policy.landlock"
-            else:
-                raise SandboxGone(f"no session sandbox of the kind {sandbox.kind!r}")
-            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            try:
-                TEMPLATE.start_supervisor(request, child.fileno(), err.fileno(), landlock)
-            except BaseException:
-                parent.close()
-                if holder is not None:
-                    await holder.stop()
-                raise
-            finally:
-                child.close()
+        passed: list[int] = []  # descriptors for the template beside the socket and the log
+        keep = -1
+        landlock = None
+        if isinstance(sandbox, BwrapSandbox):
+            sh = shutil.which("sh", path=SYSTEM_BIN) or "/bin/sh"
+            argv = await asyncio.to_thread(sandbox.holder_argv, env, policy, [sh, "-c", HOLDER_SCRIPT],
+                                           info_fd=3, seccomp_fd=4)
+            request = {"op": "start", "kind": "bwrap", "argv": argv,
+                       "bridge": [[port, os.path.realpath(path)] for port, path in policy.proxy_sockets]
+                       if policy.network == "proxy" else []}
+            keep_r, keep = os.pipe()
+            seccomp = os.memfd_create("auger-seccomp", os.MFD_CLOEXEC)
+            os.write(seccomp, seccomp_program())
+            os.lseek(seccomp, 0, os.SEEK_SET)
+            passed = [keep_r, seccomp]
+        elif isinstance(sandbox, LandlockSandbox):
+            options = await asyncio.to_thread(sandbox.supervisor_options, env, policy)
+            request = {"op": "start", "kind": "landlock", "landlock": options}
+            landlock = "auger.policy.landlock"
+        else:
+            raise SandboxGone(f"no session sandbox of the kind {sandbox.kind!r}")
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with open(log, "ab") as err:
+                TEMPLATE.start_supervisor(request, [child.fileno(), err.fileno(), *passed], landlock)
+        except BaseException:
+            parent.close()
+            if keep >= 0:
+                os.close(keep)
+            raise
+        finally:
+            child.close()
+            for fd in passed:
+                os.close(fd)
         parent.setblocking(False)
-        return cls(parent, log, holder)
+        return cls(parent, log, keep)
 
     async def ready(self) -> None:
         """Wait until the supervisor serves; raise SandboxGone saying why it does not."""
@@ -305,7 +214,7 @@ class SessionSandbox:
 
     def _dispatch(self, message: dict) -> None:
         if message.get("ready"):
-            if self._holder is None and isinstance(message.get("pid"), int):
+            if self._keep < 0 and isinstance(message.get("pid"), int):
                 try:  # Landlock: the supervisor runs on the host's pid numbers
                     self._supervisor_pidfd = os.pidfd_open(message["pid"])
                 except OSError:
@@ -344,6 +253,8 @@ class SessionSandbox:
             asyncio.get_running_loop().remove_reader(self._sock.fileno())
         except (RuntimeError, ValueError):
             pass
+        if not self._ended.done():
+            self._ended.set_result(None)
         if not self._ready.done():
             self._ready.set_exception(SandboxGone("the sandbox supervisor exited"))
             self._ready.exception()  # retrieved: a start that nobody awaits must not warn
@@ -397,23 +308,31 @@ class SessionSandbox:
         return await asked
 
     async def close(self) -> None:
-        """End the supervisor and, with it, every process of the sandbox."""
+        """End the sandbox and every process in it, and wait until they are gone: the holder's end of
+        input ends it under bubblewrap (the kernel kills the whole PID namespace then); the end of its
+        socket's input makes the supervisor kill what it started and exit."""
         from auger.policy.template import TEMPLATE
 
-        if self.alive:
-            self._gone()
+        if self._keep >= 0:
+            os.close(self._keep)
+            self._keep = -1
         try:
-            self._sock.close()  # the supervisor reads the end: it kills what it started, and exits
+            self._sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         try:
-            if self._holder is not None:
-                await self._holder.stop()
-            elif self._supervisor_pidfd >= 0:
-                if not await _exited(self._supervisor_pidfd, CLOSE_TIMEOUT):
-                    signal.pidfd_send_signal(self._supervisor_pidfd, signal.SIGKILL)
-                os.close(self._supervisor_pidfd)
+            if self.alive:
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._ended), CLOSE_TIMEOUT)
+                except TimeoutError:
+                    if self._supervisor_pidfd >= 0:
+                        signal.pidfd_send_signal(self._supervisor_pidfd, signal.SIGKILL)
+            self._gone()
+            self._sock.close()
         finally:
+            if self._supervisor_pidfd >= 0:
+                os.close(self._supervisor_pidfd)
+                self._supervisor_pidfd = -1
             TEMPLATE.release()
 
 

@@ -5,14 +5,16 @@ It runs as code auger compiled and sends (never loaded from a path a command can
 
 * **The template** (`--template --fd N`): one process per auger process, on the host, outside any
   sandbox, started with the first sandbox and ended when no sandbox is left. It has imported what a
-  supervisor needs, and forks a supervisor for each sandbox auger starts. Why forked and not a new
+  supervisor needs; for each sandbox auger asks for, it starts bwrap (as auger planned it) and forks
+  the supervisor. Why forked and not a new
   interpreter: a fresh `python -S -I` holds 2.5 MB of its own memory before it imports anything, a fork
   of the template ~0.6 MB (its pages stay shared with the template until written), so a sandbox costs
   a fraction of the memory, and starts without an interpreter's start-up and imports.
-* **A supervisor**, inside one session's sandbox. Under bubblewrap, auger starts the sandbox around a
-  holder (`sh`, pid 1 of the sandbox's PID namespace, reading its stdin until auger closes it) and
-  names it; the forked child joins the holder's namespaces (user first, then the rest, the mount
-  namespace last with its root), forks the supervisor inside the PID namespace, and exits. Under
+* **A supervisor**, inside one session's sandbox. Under bubblewrap, the sandbox holds a holder (`sh`,
+  pid 1 of the sandbox's PID namespace, reading its stdin until auger closes it); once the holder says
+  it runs (every mount is made then), the forked child joins the holder's namespaces (user first,
+  then the rest, the mount namespace last with its root), forks the supervisor inside the PID
+  namespace, and exits. Under
   Landlock the forked child restricts itself with the session's ruleset (auger.policy.landlock, its
   text sent to the template once). The supervisor serves one session over an inherited Unix socketpair
   (SOCK_SEQPACKET, one message per packet: auger's are `marshal`led dicts, which only auger writes;
@@ -46,7 +48,8 @@ the seccomp filter, and exec'd. The supervisor is a child subreaper, so daemons 
 reparented to it; when auger closes the socket, or dies (the kernel closes it then), it kills every
 process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once would orphan those
 processes instead.) Under bubblewrap the holder is pid 1: when auger closes its stdin, or dies, or
-bubblewrap dies (--die-with-parent), the holder ends and the kernel kills everything in the namespace.
+bubblewrap dies (--die-with-parent: with the template, which ends when its socket from auger closes),
+the holder ends and the kernel kills everything in the namespace.
 
 The seccomp filter refuses the kernel keyring (add_key, request_key, keyctl: the keyring is not
 namespaced), creating Unix-domain sockets, and io_uring (which could create and connect sockets
@@ -618,7 +621,7 @@ _landlock = {"__name__": "auger_landlock"}
 
 
 def template(fd):
-    """Fork a supervisor for each sandbox auger asks for, until auger closes the socket (or dies)."""
+    """Start each sandbox auger asks for and fork its supervisor, until auger closes the socket (or dies)."""
     control = _socket.socket(fileno=fd)
     posix.set_inheritable(fd, False)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)  # supervisors whose starter exited are reaped here
@@ -630,41 +633,144 @@ def template(fd):
     for name in ("setns", "prctl", "capset", "unshare", "syscall"):
         getattr(libc, name)
     gc.freeze()  # what is imported now stays shared with every supervisor: no collection writes to it
+    starting = {}  # fd of a starting bwrap's pipe -> its _Starting
     while True:
         try:
-            ready = {ready_fd for ready_fd, _ in poller.poll()}
+            ready = poller.poll()
         except InterruptedError:
             continue
-        if wake_r in ready:
-            _drain(wake_r)
-            _reap_all()
-        if fd in ready:
-            data, fds = _receive(control, 2)
-            if not data:
-                posix._exit(0)
-            _template_request(_request(data), fds, control, wake_r)
+        for ready_fd, _ in ready:
+            if ready_fd == wake_r:
+                _drain(wake_r)
+                _reap_all()
+            elif ready_fd == fd:
+                data, fds = _receive(control, 4)
+                if not data:
+                    posix._exit(0)
+                _template_request(_request(data), fds, poller, starting, control, wake_r)
+            elif ready_fd in starting:
+                sandbox = starting[ready_fd]
+                sandbox.read(ready_fd)
+                for one in (sandbox.ready, sandbox.info):
+                    if one in starting and (sandbox.settled or one not in sandbox.reading):
+                        poller.unregister(one)
+                        del starting[one]
+                if sandbox.settled:
+                    sandbox.done(control, wake_r)
 
 
-def _template_request(request, fds, control, wake_r):
+def _template_request(request, fds, poller, starting, control, wake_r):
     if request.get("op") == "load" and "landlock" in request:
         exec(marshal.loads(request["landlock"]), _landlock)  # noqa: S102 - auger's own code, compiled by auger
         gc.freeze()
+    elif request.get("op") == "start" and request.get("kind") == "bwrap" and len(fds) == 4:
+        sandbox = _Starting(request, fds)
+        fds = fds[2:]  # the holder's stdin, the filter: bwrap has its own copies now
+        for one in (sandbox.ready, sandbox.info):
+            starting[one] = sandbox
+            poller.register(one, select.POLLIN)
     elif request.get("op") == "start" and len(fds) == 2:
-        try:
-            pid = posix.fork()
-        except OSError as exc:
-            posix.write(fds[1], ("auger sandbox: fork failed: %s\n" % exc.strerror).encode())
-            pid = -1
-        if pid == 0:
-            try:
-                control.close()
-                posix.close(wake_r)
-                _start(request, fds[0], fds[1])
-            except BaseException as exc:  # noqa: BLE001 - report anything, then die
-                _say("the session sandbox could not start: %s" % (exc,))
-            posix._exit(126)
+        _fork_supervisor(request, fds[0], fds[1], control, wake_r)
+        return
     for fd in fds:
         posix.close(fd)
+
+
+class _Starting:
+    """A bubblewrap sandbox on its way up: bwrap runs, the holder has not said it runs yet.
+
+    bwrap is started here (a small process forks and execs far faster than auger, and auger's event
+    loop does not wait), with the holder's stdin on 0, the pipe the holder says it runs on on 1, the
+    log on 2, the pipe bwrap writes the holder's pid and namespaces to on 3 (`--info-fd 3`) and the
+    seccomp filter on 4 (`--seccomp 4`)."""
+
+    __slots__ = ("request", "sock", "log", "ready", "info", "reading", "up", "facts")
+
+    def __init__(self, request, fds):
+        self.request = request
+        self.sock, self.log, keep, seccomp = fds
+        self.up = False  # the holder said it runs
+        self.facts = b""  # what bwrap wrote to its info pipe
+        self.ready, ready_w = posix.pipe()
+        self.info, info_w = posix.pipe()
+        self.reading = {self.ready, self.info}  # the pipes not at their end
+        actions = [(posix.POSIX_SPAWN_DUP2, keep, 0), (posix.POSIX_SPAWN_DUP2, ready_w, 1),
+                   (posix.POSIX_SPAWN_DUP2, self.log, 2), (posix.POSIX_SPAWN_DUP2, info_w, 3),
+                   (posix.POSIX_SPAWN_DUP2, seccomp, 4)]
+        argv = request["argv"]
+        try:
+            posix.posix_spawn(argv[0], argv, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, file_actions=actions,
+                              setsid=True)
+        except OSError as exc:
+            posix.write(self.log, ("auger sandbox: cannot run bwrap: %s\n" % (exc.strerror or exc)).encode())
+        finally:  # without a writer left (bwrap failed to run), both pipes are at their end
+            posix.close(ready_w)
+            posix.close(info_w)
+
+    def read(self, fd):
+        """Take what arrived on one of the pipes (one at its end is read no more)."""
+        try:
+            chunk = posix.read(fd, 4096)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.reading.discard(fd)
+        elif fd == self.ready:
+            self.up = self.up or b"\n" in chunk
+        else:
+            self.facts += chunk
+
+    @property
+    def settled(self):
+        """The holder runs and bwrap said where, or that will not be: the holder's pipe ended before it
+        ran, or bwrap's ended before it said."""
+        known = self._fact("child-pid") is not None and self._fact("mnt-namespace") is not None
+        return (self.up and known) or self.ready not in self.reading or (self.info not in self.reading and not known)
+
+    def _fact(self, name):
+        """An integer bwrap reported (its --info-fd JSON), or None."""
+        key = ('"%s":' % name).encode()
+        at = self.facts.find(key)
+        if at < 0:
+            return None
+        digits = self.facts[at + len(key):].lstrip()
+        end = 0
+        while end < len(digits) and digits[end:end + 1].isdigit():
+            end += 1
+        return int(digits[:end]) if 0 < end < len(digits) else None
+
+    def done(self, control, wake_r):
+        """The sandbox is up: fork its supervisor (or say why there is none, and let auger know by closing
+        its socket)."""
+        pid, mnt = self._fact("child-pid"), self._fact("mnt-namespace")
+        for fd in (self.ready, self.info):
+            posix.close(fd)
+        if not self.up or pid is None or mnt is None:
+            posix.write(self.log, b"auger sandbox: bwrap did not start the sandbox\n")
+            posix.close(self.sock)
+            posix.close(self.log)
+            return
+        self.request["pid"], self.request["mnt"] = pid, mnt
+        _fork_supervisor(self.request, self.sock, self.log, control, wake_r)
+
+
+def _fork_supervisor(request, sock, log, control, wake_r):
+    """Fork the supervisor of one sandbox (it owns `sock` and `log` from now on)."""
+    try:
+        pid = posix.fork()
+    except OSError as exc:
+        posix.write(log, ("auger sandbox: fork failed: %s\n" % exc.strerror).encode())
+        pid = -1
+    if pid == 0:
+        try:
+            control.close()
+            posix.close(wake_r)
+            _start(request, sock, log)
+        except BaseException as exc:  # noqa: BLE001 - report anything, then die
+            _say("the session sandbox could not start: %s" % (exc,))
+        posix._exit(126)
+    posix.close(sock)
+    posix.close(log)
 
 
 def _reap_all():

@@ -1,10 +1,12 @@
-"""auger's side of the supervisor template: the one process that forks every sandbox's supervisor.
+"""auger's side of the supervisor template: the one process that starts each sandbox and forks its supervisor.
 
 See `auger.policy.supervisor` for what runs there and why forking beats starting an interpreter per
-sandbox (memory above all). One template per auger process, started with the first sandbox and ended
-when the last sandbox stops, so a process whose sessions are all idle holds no helper process at all.
-Requests are one-way (SOCK_SEQPACKET, marshal plus descriptors): what a supervisor has to say, it says on
-its own socket to the session it serves, and a template that died is simply started again.
+sandbox (memory above all). It also starts bwrap: a small process forks and execs in a fraction of
+the time auger (large, many threads) takes, and auger's event loop does not wait for it. One template
+per auger process, started with the first sandbox and ended when the last sandbox stops, so a process
+whose sessions are all idle holds no helper process at all. Requests are one-way (SOCK_SEQPACKET,
+marshal plus descriptors): what a supervisor has to say, it says on its own socket to the session it
+serves, and a template that died is simply started again.
 
 The template ends when its socket closes: when `release` lets the last sandbox go, and when auger
 dies (the kernel closes the socket then), so it never outlives auger.
@@ -38,11 +40,11 @@ class Template:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start_supervisor(self, request: dict, sock: int, log: int, landlock: str | None = None) -> None:
-        """Fork a supervisor for one sandbox: `sock` is its end of the session's socket, `log` its stderr.
-        `landlock`: the module whose code the supervisor confines itself with (auger.policy.landlock), sent
-        once per template before the first request that needs it. Raises OSError when the template
-        cannot be started."""
+    def start_supervisor(self, request: dict, fds: list[int], landlock: str | None = None) -> None:
+        """Start one sandbox: `fds` are the supervisor's end of the session's socket, its stderr and (under
+        bubblewrap) the holder's stdin and the seccomp filter for bwrap. `landlock`: the module whose code
+        the supervisor confines itself with (auger.policy.landlock), sent once per template before the
+        first request that needs it. Raises OSError when the template cannot be started."""
         with self._lock:
             for attempt in (1, 2):  # a template that died since the last request is started again once
                 if self._sock is None:
@@ -52,7 +54,7 @@ class Template:
                     if landlock is not None and not self._landlock:
                         self._sock.send(marshal.dumps({"op": "load", "landlock": compiled(landlock)}))
                         self._landlock = True
-                    socket.send_fds(self._sock, [marshal.dumps(request)], [sock, log])
+                    socket.send_fds(self._sock, [marshal.dumps(request)], fds)
                 except OSError:
                     self._stop()
                     if attempt == 2:
