@@ -249,9 +249,14 @@ class Confinement:
         if self.box is not None and not self.box.alive:  # it died (killed from outside): start another
             await self._stop()
         if self.sandbox is not None and writes:
-            await self._watch_git()
-        if self.running:
-            return
+            self._watch_git()  # its first walk runs while the sandbox starts
+        if not self.running:
+            await self._start_sandbox()
+        if self.sandbox is not None and writes:
+            assert self.git is not None
+            await self.git.before_command()
+
+    async def _start_sandbox(self) -> None:
         self._started_policy = await self._start_proxy()
         if self.sandbox is None:
             return
@@ -268,14 +273,13 @@ class Confinement:
             await self._stop()
             raise
 
-    async def _watch_git(self) -> None:
+    def _watch_git(self) -> None:
         from auger.policy.gitsweep import GitWatch
 
         if self.git is None:
             self.git = GitWatch(self.policy.root)
         else:
             self.git.resume()
-        await self.git.before_command()
 
     async def _start_proxy(self) -> SandboxPolicy:
         """Start the proxy (network "proxy"); the policy the sandbox starts with: the proxy's sockets, or no

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from auger.policy.sandbox import Sandbox, SandboxPolicy
 
 READY_TIMEOUT = 10.0
-STARTS_AT_ONCE = 2 * (os.cpu_count() or 1)  # sandboxes a process starts at the same time (more wait their turn)
+STARTS_AT_ONCE = 4 * (os.cpu_count() or 1)  # sandboxes a process starts at the same time (more wait their turn)
 CLOSE_TIMEOUT = 3.0
 SYSTEM_BIN = "/usr/bin:/bin"
 # The holder: says it runs (bubblewrap has set everything up by then), then waits for the end of its input.
