@@ -31,8 +31,9 @@ READY_TIMEOUT = 10.0
 STARTS_AT_ONCE = 4 * (os.cpu_count() or 1)  # sandboxes a process starts at the same time (more wait their turn)
 CLOSE_TIMEOUT = 3.0
 SYSTEM_BIN = "/usr/bin:/bin"
-# The holder: says it runs (bubblewrap has set everything up by then), then waits for the end of its input.
-HOLDER_SCRIPT = "echo; read -r line"
+# The holder: lets go of every descriptor but its input (commands can reach a process of theirs such as this
+# one), says it runs (bubblewrap has set everything up by then), and waits for the end of its input.
+HOLDER_SCRIPT = "exec 2>/dev/null 3>&- 4>&-; echo; exec >/dev/null; read -r line"
 
 
 def _starting() -> asyncio.Semaphore:

@@ -310,6 +310,8 @@ def _receive(sock, max_fds):
     for level, kind, payload in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds += memoryview(payload)[:len(payload) - len(payload) % 4].cast("i").tolist()
+    for fd in fds:  # received inheritable: nothing exec'd from here may get one unless it is handed over
+        posix.set_inheritable(fd, False)
     return data, fds
 
 
@@ -516,8 +518,6 @@ class Supervisor:
     def handle(self, data, fds):
         request = _request(data)
         op = request.get("op")
-        for fd in fds:  # only the child's 0, 1 and 2 may reach the command
-            posix.set_inheritable(fd, False)
         if op == "run" and len(fds) == 3:
             try:
                 pid = posix.fork()
