@@ -18,10 +18,6 @@ from auger.frontends.cli_support import (
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
-# Seconds after the session opens when `exec` starts its sandbox (policy/confinement.py `prepare`): by then the
-# first model request is on its way, so the start takes no processor time from it, and is over long before
-# a real model's first command.
-PREPARE_DELAY = 0.1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -536,7 +532,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             await claim_session(store, session.id)
             leased = session.id
         if session.confinement is not None:  # a task runs commands: its sandbox starts while the model replies
-            asyncio.get_running_loop().call_later(PREPARE_DELAY, session.confinement.prepare)
+            session.confinement.prepare()
 
         loop = asyncio.get_running_loop()
         interrupts = 0
