@@ -48,9 +48,9 @@ def test_a_sandbox_works_when_the_process_holds_over_a_thousand_descriptors(tmp_
     scratch = tmp_path / "scratch"
 
     async def run() -> tuple[bool, str]:
-        home = tmp_path / "home"
-        confinement = await confine(Config(), project, scratch, (), print,
-                                    dirs={"config": home, "data": home, "cache": home / "cache"})
+        home = tmp_path / "auger-home"
+        dirs = {"config": home, "data": home, "cache": home / "cache"}
+        confinement = await confine(Config(), project, scratch, (), print, dirs=dirs)
         if confinement is None:
             pytest.skip("no sandbox works on this machine")
         try:

@@ -317,6 +317,25 @@ def test_stale_index_lock_of_a_killed_snapshot_and_concurrent_snapshots(tmp_path
     assert asyncio.run(store.entries(second))["README.md"].oid
 
 
+def test_a_snapshot_finding_nothing_changed_is_the_last_one(tmp_path: Path) -> None:
+    """No new commit while nothing changed (contents, permission bits, the index another store shares);
+    any change makes one."""
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    store = store_for(tmp_path, root)
+    first = asyncio.run(store.snapshot("first"))
+    again = asyncio.run(store.snapshot("again"))
+    assert again.commit == first.commit and asyncio.run(store.list()) == [first.commit]
+    (root / "README.md").chmod(0o600)  # bits alone
+    private = asyncio.run(store.snapshot())
+    assert private.commit != first.commit and private.tree == first.tree
+    other = store_for(tmp_path, root)  # another process's store on the same repository moves the index on
+    (root / "README.md").write_text("changed by the other\n")
+    theirs = asyncio.run(other.snapshot())
+    assert asyncio.run(store.snapshot()).tree == theirs.tree != private.tree
+    assert asyncio.run(store.modes(private))[1] == {"README.md": 0o600}
+
+
 # --------------------------------------------------------------------------- property: undo is exact
 
 _names = st.sampled_from(["a", "b", "c.txt", "d d", "\u00fc", ".hidden", "x-1"])

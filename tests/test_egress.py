@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from auger.policy import egress
-from auger.policy.egress import NETBRIDGE_SCRIPT, Allowlist, Denial, EgressProxy
+from auger.policy.egress import Allowlist, Denial, EgressProxy
+from auger.policy.sandbox import SUPERVISOR_SCRIPT
 
 CURL = "/usr/bin/curl"
 BWRAP = "/usr/bin/bwrap"
@@ -252,7 +253,6 @@ def test_default_allowlist_is_valid():
                  "registry.npmjs.org", "proxy.golang.org"):
         assert allow.allows(host), host
     assert not allow.allows("example.com")
-    assert NETBRIDGE_SCRIPT.is_file()
 
 
 def test_invalid_hosts_entry_is_refused(tmp_path):
@@ -658,18 +658,18 @@ def test_start_reports_a_socket_path_that_is_too_long(loop_thread):
 
 
 # ------------------------------------------------------------------------------------------------
-# netbridge
+# the network bridge (the supervisor's, in front of one command: Sandbox.wrap)
 
 
 def bridge(*listen: str, cmd: list[str], **kwargs) -> subprocess.Popen:
-    args = [sys.executable, "-S", "-I", str(NETBRIDGE_SCRIPT)]
+    args = [sys.executable, "-S", "-I", str(SUPERVISOR_SCRIPT)]
     for spec in listen:
         args += ["--listen", spec]
     return subprocess.Popen([*args, "--", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             **kwargs)
 
 
-def test_netbridge_carries_connections_to_the_proxy_sockets(proxy, upstream, up_port):
+def test_bridge_carries_connections_to_the_proxy_sockets(proxy, upstream, up_port):
     http_port, socks_port = free_port(), free_port()
     script = (f"{CURL} -sS --proxy http://127.0.0.1:{http_port} http://allowed.test:{up_port}/bridge-http && echo &&"
               f"{CURL} -sS --proxy socks5h://127.0.0.1:{socks_port} http://api.wild.test:{up_port}/bridge-socks")
@@ -682,7 +682,7 @@ def test_netbridge_carries_connections_to_the_proxy_sockets(proxy, upstream, up_
     assert [s[1] for s in upstream.seen] == ["/bridge-http", "/bridge-socks"]
 
 
-def test_netbridge_relays_large_bodies_and_half_close(proxy, up_port):
+def test_bridge_relays_large_bodies_and_half_close(proxy, up_port):
     port = free_port()
     client = (
         "import socket,sys,hashlib\n"
@@ -704,13 +704,13 @@ def test_netbridge_relays_large_bodies_and_half_close(proxy, up_port):
     (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM),
     (["/nonexistent/command"], 127),
 ])
-def test_netbridge_exits_with_the_command_status(cmd, status):
+def test_bridge_exits_with_the_command_status(cmd, status):
     proc = bridge(f"{free_port()}=/nonexistent.sock", cmd=cmd)
     proc.communicate(timeout=10)
     assert proc.returncode == status
 
 
-def test_netbridge_forwards_termination_signals(tmp_path):
+def test_bridge_forwards_termination_signals(tmp_path):
     ready = tmp_path / "ready"
     child = ("import signal,sys,time,pathlib\n"
              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
@@ -726,7 +726,7 @@ def test_netbridge_forwards_termination_signals(tmp_path):
     assert proc.returncode == 7
 
 
-def test_netbridge_still_runs_the_command_when_a_port_is_taken():
+def test_bridge_still_runs_the_command_when_a_port_is_taken():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -737,14 +737,14 @@ def test_netbridge_still_runs_the_command_when_a_port_is_taken():
     assert len(err.splitlines()) == 1 and f"cannot listen on 127.0.0.1:{port}" in err
 
 
-def test_netbridge_usage_errors():
+def test_bridge_usage_errors():
     for args in (["--listen", "nope", "--", "true"], ["--listen", "1=/x.sock"], ["--bogus", "--", "true"]):
-        proc = subprocess.run([sys.executable, "-S", "-I", str(NETBRIDGE_SCRIPT), *args], capture_output=True,
+        proc = subprocess.run([sys.executable, "-S", "-I", str(SUPERVISOR_SCRIPT), *args], capture_output=True,
                               text=True, timeout=10)
         assert proc.returncode == 2 and "usage:" in proc.stderr
 
 
-def test_netbridge_start_up_time(capsys):
+def test_bridge_start_up_time(capsys):
     """Time from launching the bridge to CMD running: CMD is `date`, which prints its own start time."""
     date = shutil.which("date")
     samples, baseline = [], []
@@ -763,7 +763,7 @@ def test_netbridge_start_up_time(capsys):
         subprocess.run([sys.executable, "-S", "-I", "-c", "pass"])
         bare.append((time.perf_counter() - start) * 1000)
     with capsys.disabled():
-        print(f"\nnetbridge start-up to CMD: median {statistics.median(samples):.1f} ms, min {min(samples):.1f} ms"
+        print(f"\nbridge start-up to CMD: median {statistics.median(samples):.1f} ms, min {min(samples):.1f} ms"
               f" (launching `date` directly: {statistics.median(baseline):.1f} ms;"
               f" `python -S -I -c pass` start+exit: {statistics.median(bare):.1f} ms)")
     assert statistics.median(samples) < 1000
@@ -777,7 +777,7 @@ def _bwrap_works() -> bool:
 
 
 @pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap is not installed or cannot create namespaces here")
-def test_netbridge_inside_a_network_isolated_sandbox(proxy, upstream, up_port):
+def test_bridge_inside_a_network_isolated_sandbox(proxy, upstream, up_port):
     sock_dir = str(proxy.socket_dir)
     script = (f"{CURL} -sS --max-time 5 --proxy http://127.0.0.1:3128 http://allowed.test:{up_port}/in-sandbox; "
               f"echo; echo proxied=$?; "
@@ -787,7 +787,7 @@ def test_netbridge_inside_a_network_isolated_sandbox(proxy, upstream, up_port):
     proc = subprocess.run(
         [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net",
          "--bind", sock_dir, sock_dir, "--",
-         sys.executable, "-S", "-I", str(NETBRIDGE_SCRIPT), "--listen", f"3128={proxy.http_socket}",
+         sys.executable, "-S", "-I", str(SUPERVISOR_SCRIPT), "--listen", f"3128={proxy.http_socket}",
          "--", "sh", "-c", script],
         capture_output=True, text=True, timeout=20)
     lines = proc.stdout.splitlines()

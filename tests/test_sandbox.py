@@ -292,13 +292,13 @@ os.execvp(args[sep + 1], args[sep + 1:])
 
 @pytest.fixture
 def fake_egress(tmp_path: Path, monkeypatch):
-    """Stand-in for auger.policy.egress: a bridge script that checks each Unix socket is
+    """Stand-in for the supervisor's network bridge: a script that checks each Unix socket is
     reachable from inside, then runs the command; and host sockets answering "pong"."""
-    script = tmp_path / "fake_netbridge.py"
+    from auger.policy import sandbox
+
+    script = tmp_path / "fake_bridge.py"
     script.write_text(FAKE_BRIDGE)
-    module = types.ModuleType("auger.policy.egress")
-    module.NETBRIDGE_SCRIPT = script
-    monkeypatch.setitem(sys.modules, "auger.policy.egress", module)
+    monkeypatch.setattr(sandbox, "SUPERVISOR_SCRIPT", script)
     sock_dir = tmp_path / "tmp" / "egress"  # inside the writable TMPDIR: must still not be replaceable
     sock_dir.mkdir(parents=True)
     listeners = [answering_unix_socket(sock_dir / name, b"pong") for name in ("http.sock", "socks.sock")]
@@ -333,7 +333,7 @@ def test_proxy_mode_under_landlock_only_sets_variables(tmp_path: Path, fake_egre
     assert wrapped.argv[1:4] == ["-S", "-I", "-c"]
     assert wrapped.argv[4] == Path(landlock.__file__).read_text()  # the helper, read once: see LandlockSandbox
     assert wrapped.argv[-3:] == ["sh", "-c", "true"]
-    assert "fake_netbridge.py" not in " ".join(wrapped.argv)
+    assert "fake_bridge.py" not in " ".join(wrapped.argv)
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         assert wrapped.env[var] == "http://127.0.0.1:3128"
     assert wrapped.env["ALL_PROXY"] == wrapped.env["all_proxy"] == "socks5h://127.0.0.1:1080"
@@ -448,11 +448,14 @@ def test_landlock_helper_network_and_scope_options():
         landlock._parse(["--connect", "http", "--", "true"])
 
 
-def test_session_launch_keeps_capabilities_only_for_the_supervisor(bwrap_box: Box):
+def test_a_session_sandbox_gives_no_process_bwrap_starts_a_capability(bwrap_box: Box):
+    """The holder is pid 1 under the seccomp filter, without capabilities; only the supervisor, which joins
+    the sandbox's namespaces from outside, has any (supervisor.py)."""
     sandbox = _sandbox("bwrap")
     one_shot = sandbox.wrap(["true"], bwrap_box.root, dict(bwrap_box.env), bwrap_box.policy).argv
-    session = sandbox.launch(["true"], dict(bwrap_box.env), bwrap_box.policy).argv
-    assert "--cap-add" not in one_shot
-    assert session[session.index("--cap-add") + 1] == "CAP_SYS_ADMIN"
+    session = sandbox.holder_argv(dict(bwrap_box.env), bwrap_box.policy, ["sh"], info_fd=5, seccomp_fd=6)
+    assert "--cap-add" not in one_shot and "--cap-add" not in session
+    assert session[session.index("--cap-drop") + 1] == "ALL" and "--as-pid-1" in session
+    assert session[session.index("--seccomp") + 1] == "6" and session[session.index("--info-fd") + 1] == "5"
     for argv in (one_shot, session):  # fresh /tmp and /run: no host Unix socket is visible
         assert argv[argv.index("/tmp") - 1] == "--tmpfs" and argv[argv.index("/run") - 1] == "--tmpfs"

@@ -40,6 +40,7 @@ class Config:
     approve_all: bool = False  # headless: approve what would be asked instead of denying it
     sandbox: str = "auto"  # auto | bwrap | landlock | off
     sandbox_network: str = "proxy"  # none | proxy (allowlist) | full
+    sandbox_idle_timeout: float = 300.0  # seconds an idle sandbox lives on (then stops; 0: until the session ends)
     egress_allow: list[str] = field(default_factory=list)  # added to the default development allowlist
     egress_hosts: dict[str, str] = field(default_factory=dict)  # static name -> IP entries for the proxy
     web_fetch: bool = True  # offer web_fetch (tools/web_fetch.py): allowlisted hosts unasked, others ask

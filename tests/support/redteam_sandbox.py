@@ -86,3 +86,39 @@ def kill_all(marker: str) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (children, theirs, and so on), from /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        children.setdefault(int(stat[stat.rfind(b")") + 2:].split()[1]), []).append(int(name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def all_gone(pids: set[int], within: float = 3.0) -> set[int]:
+    """The processes of `pids` still alive after `within` seconds (zombies count as gone)."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state != b"Z":
+                alive.add(pid)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)

@@ -36,13 +36,17 @@ Why this way:
   project's usual ones, so an undo never restores a private file readable by all.
 * Speed: the index is kept between snapshots, so `git diff-files` finds what changed by stat alone,
   `ls-files -o` what is new, and only those paths are hashed (`update-index`); `write-tree` reuses
-  the cached subtrees.
+  the cached subtrees. A snapshot that finds nothing changed since this store's last one (its index
+  untouched since, the same permission bits and left-out paths) is that snapshot: no tree written,
+  no commit made. A commit's message is remembered where this store made it, so its trailers are
+  read without git. Each git process counts: a tool step takes one snapshot or two.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -72,6 +76,8 @@ _KEPT = "auger-modes.json"
 _OWN = "auger-own.json"  # auger's own paths inside the project, relative to it
 _MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
 _UNRECORDED_TRAILER = "auger-unrecorded: "  # {"dir/": ["dir"], "file": ["size" | "budget", bytes, mtime_ns]}
+REUSE_WINDOW = 600.0  # seconds a snapshot may stand for a later one of the same tree (`auger gc` spares
+# unreferenced snapshots for an hour)
 _LOCK_POLL = 0.02  # seconds between tries for the repository lock
 _LOCK_WAIT = 30.0  # then give up: a snapshot of even a huge tree takes less
 # `-c` settings that keep git from running anything a repository's configuration names
@@ -159,6 +165,8 @@ class SnapshotStore:
         self._own: tuple[str, ...] | None = None  # relative to the root; read from auger-own.json when needed
         self._lock = asyncio.Lock()
         self._ready = False
+        self._last: _Made | None = None  # the last snapshot this store made, while it may stand for the next
+        self._messages: dict[str, str] = {}  # commit -> message, of the commits this store made (the latest)
         self._env = {
             **scrubbed_git_env(self.snapdir / "home"),
             "GIT_DIR": str(self.snapdir),
@@ -167,6 +175,12 @@ class SnapshotStore:
             "GIT_AUTHOR_NAME": "auger", "GIT_AUTHOR_EMAIL": "auger@localhost",
             "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost",
         }
+
+    @property
+    def indexed(self) -> bool:
+        """Whether an index of the tree is kept already (a snapshot was taken here before): the next
+        snapshot hashes only what changed since."""
+        return (self.snapdir / "auger-index").exists()
 
     # ------------------------------------------------------------------ git
 
@@ -317,14 +331,28 @@ class SnapshotStore:
             if pick.present or pick.gone:  # one pass over the index: it is rewritten whole each time
                 await self.git("update-index", "-z", "--add", "--remove", "--replace", "--stdin",
                                stdin=_nul(pick.present + pick.gone))
-            tree = (await self.git("write-tree")).decode().strip()
             bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
-            text = f"{message or 'auger snapshot'}\n\n{_MODES_TRAILER}{bits}\n"
+            trailers = f"{_MODES_TRAILER}{bits}\n"
             if unrecorded:
                 listed = dict(sorted(unrecorded.items())[:UNRECORDED_LISTED])
-                text += f"{_UNRECORDED_TRAILER}{json.dumps(listed, sort_keys=True)}\n"
+                trailers += f"{_UNRECORDED_TRAILER}{json.dumps(listed, sort_keys=True)}\n"
+            last = self._last
+            if last is not None and (last.trailers != trailers or time.monotonic() - last.at > REUSE_WINDOW):
+                last = None
+            if last is not None and not (pick.odd or pick.present or pick.gone) and \
+                    last.index == _stamp(self.snapdir / "auger-index"):
+                return Snapshot(last.commit, last.tree, tuple(pick.warnings))  # nothing changed since
+            tree = (await self.git("write-tree")).decode().strip()  # (it may write the index: stamped after)
+            if last is not None and last.tree == tree:  # files looked at again, found as they were
+                self._last = dataclasses.replace(last, index=_stamp(self.snapdir / "auger-index"))
+                return Snapshot(last.commit, tree, tuple(pick.warnings))
+            text = f"{message or 'auger snapshot'}\n\n{trailers}"
             commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
             await self.git("update-ref", REF_PREFIX + commit, commit)
+            self._last = _Made(commit, tree, trailers, _stamp(self.snapdir / "auger-index"), time.monotonic())
+            self._messages[commit] = text
+            while len(self._messages) > 64:
+                del self._messages[next(iter(self._messages))]
             return Snapshot(commit, tree, tuple(pick.warnings))
 
     def _load_kept(self) -> _Kept | None:
@@ -359,7 +387,9 @@ class SnapshotStore:
 
     async def _trailer(self, snapshot: Snapshot | str, prefix: str) -> Any:
         """The JSON of a snapshot's commit message line starting with `prefix`, or None."""
-        body = (await self.git("cat-file", "commit", _commit(snapshot))).decode("utf-8", "surrogateescape")
+        body = self._messages.get(_commit(snapshot))
+        if body is None:
+            body = (await self.git("cat-file", "commit", _commit(snapshot))).decode("utf-8", "surrogateescape")
         for line in reversed(body.splitlines()):
             if line.startswith(prefix):
                 return json.loads(line[len(prefix):])
@@ -574,6 +604,26 @@ def _disk_bytes(top: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
     return total
+
+
+@dataclass(frozen=True)
+class _Made:
+    """A snapshot this store made, and what a later one must find unchanged to be the same snapshot."""
+
+    commit: str
+    tree: str
+    trailers: str  # the permission bits and left-out paths, as the commit message holds them
+    index: tuple[int, int, int] | None  # the index file's stamp after the tree was written
+    at: float  # time.monotonic() when it was made
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of a file: git replaces the index whole (a new inode) when it changes it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 @dataclass

@@ -204,6 +204,8 @@ class Session:
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=window, warnings=warnings, mcp=mcp)
         mcp.warn = lambda message: session.emit(WarningEvent(message))
+        if confinement is not None:  # its sandbox starts with the first command: problems then are warnings
+            confinement.warn = lambda message: session.emit(WarningEvent(message))
         if interactive:
             mcp.elicit = session._elicit
         own = OwnFiles(tools_root, state, session.record, history.items)

@@ -108,16 +108,22 @@ class ChangeTracker:
 
     def start(self) -> None:
         """Take a first snapshot in the background, so the first turn's costs only what changed. It
-        waits WARM_UP_DELAY first (or until a change needs it), so hashing a large tree never competes
-        with the session's start-up and its first model request."""
+        waits WARM_UP_DELAY first, so hashing a large tree never competes with the session's start-up and
+        its first model request; when a change comes before, the turn's snapshot is the first instead.
+        Skipped when the project's snapshot repository has an index already (an earlier session's): what a
+        snapshot then hashes is only what changed since, and a session that changes nothing pays nothing.
+        (Asked after the delay: opening the repository loads auger.changes, kept off the start path.)"""
         self._warm = asyncio.create_task(self._warm_up(), name=f"snapshot-{self.session_id}")
 
     async def _warm_up(self) -> None:
         try:
             await asyncio.wait_for(self._needed.wait(), WARM_UP_DELAY)
+            return  # a change comes before the warm-up began: the turn's own snapshot is the first
         except TimeoutError:
             pass
         try:
+            if self.snapshots.indexed:
+                return
             await self.snapshots.snapshot(f"auger {self.session_id}: session start")
         except Exception as exc:  # the turn's own snapshot reports a lasting problem
             log.debug("the start-up snapshot failed: %s", exc)

@@ -563,6 +563,8 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
         if leased is None:
             await claim_session(store, session.id)
             leased = session.id
+        if session.confinement is not None:  # a task runs commands: its sandbox starts while the model replies
+            session.confinement.prepare()
 
         loop = asyncio.get_running_loop()
         interrupts = 0

@@ -1,63 +1,85 @@
 """A session's confinement: the OS sandbox and its supervisor, what it protects, and the egress proxy.
 
-Built once per session. One sandbox holds every command of the session (see
-`auger.policy.supervisor`): a background server is reachable and killable from
-later commands, and nothing outlives the session. Per command, `spawn` decides
-whether it runs read-only (plan mode always; safe mode when the command was
-classified read-only) or with the project writable.
+Decided once per session, as it opens (which sandbox works here, what it hides and protects, what it
+cannot enforce), and started only when needed: the sandbox, its supervisor and the egress proxy start
+with the session's first command (shell, a sandboxed stdio MCP server: whatever calls `spawn`), and
+the watch for planted repositories (policy/gitsweep.py) with its first command that could write. A
+server or a fleet worker holds many sessions, most of them idle: such a session holds no process.
 
-The egress proxy runs whenever the network policy is "proxy", sandbox or not:
-without a sandbox, commands are pointed at it but nothing forces them through
-(the warning says so). If the proxy cannot start, sandboxed commands have no network.
+One sandbox holds every command of the session (see `auger.policy.supervisor`): a background server
+is reachable and killable from later commands, and nothing outlives the session. When no command has
+run for `sandbox_idle_timeout` seconds and nothing is left running in it (a background server keeps it
+alive), the sandbox stops; the next command starts it again with the same policy — mounts, hidden
+paths, environment, egress allowlist, seccomp filter — so only the time differs. Per command, `spawn`
+decides whether it runs read-only (plan mode always; safe mode when the command was classified
+read-only) or with the project writable.
+
+The egress proxy runs whenever the network policy is "proxy" and commands run, sandbox or not:
+without a sandbox, commands are pointed at it but nothing forces them through (the warning says so).
+If the proxy cannot start, sandboxed commands have no network.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from auger.config import Config
-from auger.policy.gitsweep import GitWatch
 from auger.policy.listening import DEV_PORTS
 from auger.process import owned_temp_dir
 
-if TYPE_CHECKING:  # imported when a sandbox is built, not when this module loads
-    from auger.policy.egress import EgressProxy
+if TYPE_CHECKING:  # imported when a sandbox starts, not when this module loads
+    from auger.policy.egress import Allowlist, Denial, EgressProxy
+    from auger.policy.gitsweep import GitWatch
     from auger.policy.sandbox import Sandbox, SandboxPolicy
-    from auger.policy.supervised import SessionSandbox, SupervisedProcess
+    from auger.policy.supervised import LocalProcess, SessionSandbox, SupervisedProcess
 
 READ_ONLY_EFFECT = "read_only"
 
 
-@dataclass
-class Confinement:
-    sandbox: Sandbox | None  # None: no sandbox, only the proxy
-    policy: SandboxPolicy
-    proxy: EgressProxy | None = None
-    description: str = ""
-    box: SessionSandbox | None = None
-    mode: Callable[[], str] = lambda: "auto"
-    missing: tuple[str, ...] = ()  # guarantees this sandbox cannot give here (auto mode then asks)
-    private_dir: Path | None = None  # auger's own files (background logs): no command can write here
-    git: GitWatch | None = None  # repositories commands could plant code in, watched (policy/gitsweep.py)
-    _socket_dir: Path | None = field(default=None, repr=False)
-    _logs: int = 0
-    _writers: list[SupervisedProcess] = field(default_factory=list, repr=False)  # started writable since the walk
+@dataclasses.dataclass(frozen=True)
+class ProxySettings:
+    """What the session's egress proxy will allow, checked when the session opens."""
 
-    def sweep_git(self) -> str | None:
-        """Defuse what commands planted in git directories (see policy/gitsweep.py). The project is walked
-        only when a command that could write ran since the last walk, or may still run (a read-only command
-        cannot have planted anything). Returns a note for the model, or None."""
-        if self.git is None:
-            return None
-        walk = bool(self._writers)
-        self._writers = [proc for proc in self._writers if proc.returncode is None]
-        notes = self.git.after_command(walk)
-        return "blocked by the sandbox: " + "; ".join(notes) if notes else None
+    allowlist: Allowlist
+    hosts: Mapping[str, str]
+
+
+class Confinement:
+    def __init__(self, sandbox: Sandbox | None, policy: SandboxPolicy, *, description: str = "",
+                 mode: Callable[[], str] = lambda: "auto", missing: tuple[str, ...] = (),
+                 proxy: ProxySettings | None = None, idle_timeout: float = 300.0,
+                 warn: Callable[[str], None] = lambda message: None) -> None:
+        self.sandbox = sandbox  # None: no sandbox, only the proxy
+        self.policy = policy  # as planned; the running sandbox's adds the proxy's sockets and the private dir
+        self.description = description
+        self.mode = mode
+        self.missing = missing  # guarantees this sandbox cannot give here (auto mode then asks)
+        self._idle_timeout = idle_timeout
+        self.warn = warn  # a problem found after the session opened (the session makes it a warning event)
+        self.box: SessionSandbox | None = None  # the running sandbox
+        self.proxy: EgressProxy | None = None  # the running proxy
+        self.git: GitWatch | None = None  # repositories commands could plant code in, once one could write
+        self.private_dir: Path | None = None  # auger's own files (background logs): no command can write here
+        self._proxy_settings = proxy
+        self._proxy_failed = False  # it could not start (said once): commands run without it
+        self._started_policy = policy  # what the running (or last) sandbox was started with
+        self._denials: list[Denial] = []  # every proxy refusal of the session, across restarts
+        self._socket_dir: Path | None = None
+        self._logs = 0
+        self._writers: list[SupervisedProcess] = []  # started writable since the walk
+        self._live: set[SupervisedProcess | LocalProcess] = set()  # started and not ended
+        self._busy = 0  # spawns under way
+        self._lock: asyncio.Lock | None = None  # starting and stopping, one at a time
+        self._idle: asyncio.TimerHandle | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._preparing: asyncio.Task[None] | None = None
+        self._closed = False
 
     @property
     def kind(self) -> str:
@@ -66,12 +88,28 @@ class Confinement:
     @property
     def writes_confined(self) -> bool:
         """Whether commands can write only beneath the root and the scratch dir (whatever else is missing)."""
-        return self.box is not None
+        return self.sandbox is not None
 
     @property
     def enforced(self) -> bool:
         """Whether auto mode may rely on it: a working sandbox with every guarantee it needs."""
-        return self.box is not None and not self.missing
+        return self.sandbox is not None and not self.missing
+
+    @property
+    def idle_timeout(self) -> float:
+        """Seconds the sandbox lives on once nothing runs in it (0 or less: until the session ends)."""
+        return self._idle_timeout
+
+    @idle_timeout.setter
+    def idle_timeout(self, seconds: float) -> None:
+        self._idle_timeout = seconds
+        self._cancel_idle()
+        self._arm_idle()  # counted from now
+
+    @property
+    def running(self) -> bool:
+        """Whether a sandbox (or, without one, the proxy) runs now."""
+        return self.box is not None or self.proxy is not None
 
     def readonly_for(self, effect: str, mode: str | None = None) -> bool:
         """Plan mode: every command read-only. Safe mode: a command classified read-only runs
@@ -83,25 +121,40 @@ class Confinement:
     def command_env(self, env: dict[str, str]) -> dict[str, str]:
         from auger.policy.sandbox import _proxy_env
 
-        return _proxy_env(env, self.policy)
+        return _proxy_env(env, self._started_policy)
+
+    # --- commands --------------------------------------------------------------------------------
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str, mode: str | None = None, tty: bool = False):
+                    effect: str, mode: str | None = None, tty: bool = False) -> Any:
         """Start a command (stdio: its stdin, stdout, stderr fds) and return its process handle; `mode` is
         the trust mode of whoever runs it now (default: the session's); `tty`: stdin is a pseudo-terminal,
-        which becomes the controlling terminal of the command's session."""
+        which becomes the controlling terminal of the command's session. Starts the sandbox first when it
+        is not running."""
         from auger.policy import supervised
 
-        if self.box is None:
-            return await supervised.spawn_local(argv, cwd, self.command_env(env), stdio, tty)
-        if self.git is not None:
-            await self.git.before_command()
         readonly = self.readonly_for(effect, mode)
+        self._busy += 1
+        self._cancel_idle()
+        try:
+            async with self._guard():
+                await self._start(writes=not readonly)
+            if self.box is None:
+                proc: Any = await supervised.spawn_local(argv, cwd, self.command_env(env), stdio, tty)
+            else:
+                proc = await self._run(self.box, argv, cwd, env, stdio, readonly, tty)
+        finally:
+            self._busy -= 1
+        self._track(proc)
+        return proc
+
+    async def _run(self, box: SessionSandbox, argv: list[str], cwd: Path, env: dict[str, str],
+                   stdio: tuple[int, int, int], readonly: bool, tty: bool) -> SupervisedProcess:
+        assert self.sandbox is not None  # a box is only ever built around a sandbox
         env = self.command_env(env)
         writable: tuple[str, ...] = ()
         remount = False
         if readonly:
-            assert self.sandbox is not None  # a box is only ever built around a sandbox
             argv, remount = self.sandbox.readonly_argv(argv, self.policy)
             if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
                 writable = (*(str(p) for p in self.policy.writable), "/tmp")
@@ -109,38 +162,63 @@ class Confinement:
             env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
         elif self.policy.tmp is not None:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
-        proc = await self.box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty)
+        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty)
         proc.readonly = readonly
         if not readonly:
             self._writers.append(proc)
         return proc
 
+    def prepare(self) -> None:
+        """Start the sandbox now, in the background, where a command is surely coming (a headless task):
+        its start then overlaps the model's first reply. A failure is the first command's to report."""
+        if self._closed or self.running or (self._preparing is not None and not self._preparing.done()):
+            return
+        self._preparing = asyncio.ensure_future(self._prepare())
+
+    async def _prepare(self) -> None:
+        from auger.policy.supervised import SandboxGone
+
+        try:
+            async with self._guard():
+                await self._start(writes=self.mode() != "plan")
+        except (SandboxGone, OSError):
+            return
+        self._arm_idle()  # a command may not come after all
+
     def open_log(self) -> tuple[int, Path]:
         """A new background-command log in auger's private dir: named by a counter, opened by
         auger (O_EXCL, no symlinks followed), readable by commands, writable by none."""
-        if self.private_dir is None:
-            self.private_dir = owned_temp_dir("private")
         self._logs += 1
-        path = self.private_dir / f"background-{self._logs}.log"
+        path = self._private() / f"background-{self._logs}.log"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         return fd, path
 
-    def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None:
+    async def sweep_git(self) -> str | None:
+        """Defuse what commands planted in git directories (see policy/gitsweep.py). The project is walked
+        only when a command that could write ran since the last walk, or may still run (a read-only command
+        cannot have planted anything). Returns a note for the model, or None."""
+        if self.git is None:
+            return None
+        walk = bool(self._writers)
+        self._writers = [proc for proc in self._writers if proc.returncode is None]
+        notes = await self.git.after_command(walk)
+        return "blocked by the sandbox: " + "; ".join(notes) if notes else None
+
+    async def explain(self, exit_code: int | None, stderr: str, since: float, readonly: bool = False) -> str | None:
         """Why a command failed, when the sandbox or the proxy is the reason; None otherwise.
         `readonly`: the command ran read-only (plan mode, or classified read-only in safe mode)."""
         from auger.policy.sandbox import blocked_by_sandbox
 
         notes = []
-        swept = self.sweep_git()
+        swept = await self.sweep_git()
         if swept:
             notes.append(swept)
-        if self.proxy is not None:
-            denials = self.proxy.denials_since(since)
-            for why in sorted({d.why for d in denials}):
-                refused = sorted({f"{d.host}:{d.port}" for d in denials if d.why == why})
-                notes.append(f"the sandbox's network proxy refused {', '.join(refused)} ({why})")
-        if exit_code not in (0, None) and self.box is not None:
-            blocked = blocked_by_sandbox(exit_code, stderr, policy=self.policy, kind=self.kind)
+        denials = [d for d in self._denials if d.at >= since]
+        for why in sorted({d.why for d in denials}):
+            refused = sorted({f"{d.host}:{d.port}" for d in denials if d.why == why})
+            notes.append(f"the sandbox's network proxy refused {', '.join(refused)} ({why})")
+        if exit_code not in (0, None) and self.sandbox is not None:
+            blocked = blocked_by_sandbox(exit_code, stderr, policy=self._started_policy, kind=self.kind)
             denied = re.search(r"read-only file system|permission denied", stderr, re.I)
             if readonly and denied and (blocked is None or "credential" not in blocked):
                 blocked = ("blocked by the sandbox: this command ran read-only (" +
@@ -151,15 +229,151 @@ class Confinement:
                 notes.append(blocked)
         return "; ".join(notes) or None
 
+    # --- starting and stopping -------------------------------------------------------------------
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def _private(self) -> Path:
+        if self.private_dir is None:
+            self.private_dir = owned_temp_dir("private")
+        return self.private_dir
+
+    async def _start(self, writes: bool) -> None:
+        """Whatever the next command needs and does not run yet: the proxy, the sandbox; the watch for
+        planted repositories when the command could write (its first walk over before it runs)."""
+        if self._closed:
+            from auger.policy.supervised import SandboxGone
+
+            raise SandboxGone("the session has ended")
+        if self.box is not None and not self.box.alive:  # it died (killed from outside): start another
+            await self._stop()
+        if self.sandbox is not None and writes:
+            self._watch_git()  # its first walk runs while the sandbox starts
+        if not self.running:
+            await self._start_sandbox()
+        if self.sandbox is not None and writes:
+            assert self.git is not None
+            await self.git.before_command()
+
+    async def _start_sandbox(self) -> None:
+        self._started_policy = await self._start_proxy()
+        if self.sandbox is None:
+            return
+        from auger.policy.supervised import SessionSandbox
+
+        policy = dataclasses.replace(self._started_policy, read_only=(*self.policy.read_only, self._private()))
+        if self.sandbox.kind == "landlock" and policy.tmp is not None:
+            Path(policy.tmp).mkdir(parents=True, exist_ok=True)
+        self._started_policy = policy
+        try:
+            self.box = await SessionSandbox.start(self.sandbox, policy, dict(os.environ),
+                                                  self._private() / "supervisor.log")
+        except BaseException:
+            await self._stop()
+            raise
+
+    def _watch_git(self) -> None:
+        from auger.policy.gitsweep import GitWatch
+
+        if self.git is None:
+            self.git = GitWatch(self.policy.root)
+        else:
+            self.git.resume()
+
+    async def _start_proxy(self) -> SandboxPolicy:
+        """Start the proxy (network "proxy"); the policy the sandbox starts with: the proxy's sockets, or no
+        network when it could not start (said once, as a warning)."""
+        settings = self._proxy_settings
+        if settings is None or self.policy.network != "proxy":
+            return self.policy
+        if self._proxy_failed:
+            return dataclasses.replace(self.policy, network="none")
+        from auger.policy.egress import EgressProxy, make_socket_dir
+
+        if self._socket_dir is None:
+            self._socket_dir = make_socket_dir()
+        proxy = EgressProxy(settings.allowlist, socket_dir=self._socket_dir, hosts=dict(settings.hosts),
+                            denials=self._denials)
+        try:
+            await proxy.start()
+        except OSError as exc:
+            self._proxy_failed = True
+            self.warn(proxy_failure(self.sandbox, str(exc)))
+            return dataclasses.replace(self.policy, network="none")
+        self.proxy = proxy
+        if self.sandbox is not None and self.sandbox.kind == "bwrap":  # the bridge inside listens on fixed ports
+            sockets = ((3128, proxy.http_socket), (1080, proxy.socks_socket))
+        else:  # same network as the host: point straight at the proxy's own ports
+            sockets = ((proxy.http_port, proxy.http_socket), (proxy.socks_port, proxy.socks_socket))
+        return dataclasses.replace(self.policy, proxy_sockets=sockets)
+
+    def _track(self, proc: SupervisedProcess | LocalProcess) -> None:
+        """Watch a process's end: the sandbox may stop once none is left."""
+        self._live.add(proc)
+
+        def ended(_: object) -> None:
+            self._live.discard(proc)
+            self._arm_idle()
+
+        asyncio.ensure_future(proc.wait()).add_done_callback(ended)
+
+    def _cancel_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _arm_idle(self) -> None:
+        if self._live or self._busy or self._closed or not self.running or self._idle_timeout <= 0:
+            return
+        self._cancel_idle()
+        self._idle = asyncio.get_running_loop().call_later(self._idle_timeout, self._idle_over)
+
+    def _idle_over(self) -> None:
+        self._idle = None
+        if not (self._live or self._busy or self._closed) and (self._stopping is None or self._stopping.done()):
+            self._stopping = asyncio.ensure_future(self._stop_when_idle())
+
+    async def _stop_when_idle(self) -> None:
+        async with self._guard():
+            if self._live or self._busy or self._closed or not self.running:
+                return
+            if self.box is not None and self.box.alive and await self.box.left_running():
+                self._arm_idle()  # what commands left behind (a daemon) still runs: look again later
+                return
+            await self._stop()
+
+    async def _stop(self) -> None:
+        """Stop the sandbox and the proxy (everything in the sandbox ends); the session can start them again."""
+        self._cancel_idle()
+        box, self.box = self.box, None
+        if box is not None:
+            await box.close()
+        if self.git is not None:
+            await self.git.release()  # nothing can write now: a last walk, and the watches go
+        proxy, self.proxy = self.proxy, None
+        if proxy is not None:
+            await proxy.stop()
+        self._writers.clear()
+
     async def close(self) -> None:
         import shutil
 
-        if self.box is not None:
-            await self.box.close()
-        if self.git is not None:
-            await self.git.close()
-        if self.proxy is not None:
-            await self.proxy.stop()
+        self._closed = True
+        self._cancel_idle()
+        await asyncio.gather(*(task for task in (self._stopping, self._preparing) if task is not None),
+                             return_exceptions=True)
+        async with self._guard():
+            box, self.box = self.box, None
+            if box is not None:
+                await box.close()
+            if self.git is not None:
+                await self.git.close()
+            proxy, self.proxy = self.proxy, None
+            if proxy is not None:
+                await proxy.stop()
         for path in (self._socket_dir, self.private_dir):
             if path is not None:
                 shutil.rmtree(path, ignore_errors=True)
@@ -168,8 +382,9 @@ class Confinement:
 async def confine(config: Config, root: Path, scratch_dir: Path, protected: tuple[Path, ...],
                   warn: Callable[[str], None], mode: Callable[[], str] = lambda: "auto", *,
                   dirs: Mapping[str, Path]) -> Confinement | None:
-    """The session's confinement. Without a working sandbox: the proxy alone (network "proxy"),
-    or None; either way with one warning saying what is and is not enforced.
+    """The session's confinement, decided but not started (see the module docstring). Without a working
+    sandbox: the proxy alone (network "proxy"), or None; either way with one warning saying what is and
+    is not enforced.
 
     `protected`: paths commands may read but not write. `dirs`: auger's config, data and cache dirs
     (`config.home_dirs()`), hidden from commands with the session database (policy/own_data.py)."""
@@ -179,82 +394,55 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
     sandbox, description = detect(config.sandbox)
     root = Path(os.path.realpath(root))  # resolved once: every mount and rule is built from this
     network = config.sandbox_network
-    proxy, socket_dir, sockets, proxy_problem = await _start_proxy(config, sandbox, network)
+    proxy, proxy_problem = _proxy_settings(config) if network == "proxy" else (None, "")
     if proxy_problem:
         network = "none"
-    private_dir = owned_temp_dir("private")
     if sandbox is None:
-        _remove(socket_dir if proxy is None else None)
         if proxy is None:
             if config.sandbox != "off" or config.mode == "auto":
                 warn(f"commands run unsandboxed: {description}. auto mode will ask before changes, as safe mode does")
-            _remove(private_dir)
             return None
-        policy = SandboxPolicy(root=root, network="proxy", proxy_sockets=sockets)
         warn(f"commands run unsandboxed: {description}. auto mode will ask before changes, as safe mode does. "
              "Commands are pointed at the egress proxy (HTTP_PROXY/ALL_PROXY), but this is advisory: "
              "nothing stops a command from connecting directly")
-        return Confinement(None, policy, proxy, description, private_dir=private_dir, _socket_dir=socket_dir)
+        return Confinement(None, SandboxPolicy(root=root, network="proxy"), description=description, proxy=proxy,
+                           idle_timeout=config.sandbox_idle_timeout, warn=warn)
     hidden = hidden_paths(dirs, config.db_path)
-    policy = SandboxPolicy(root=root, writable=(scratch_dir,), read_only=(*protected, private_dir), network=network,
-                           hidden=hidden, exposed=exposed_paths(dirs, root, hidden), proxy_sockets=sockets,
+    policy = SandboxPolicy(root=root, writable=(scratch_dir,), read_only=protected, network=network,
+                           hidden=hidden, exposed=exposed_paths(dirs, root, hidden),
                            tmp=scratch_dir / "tmp" if sandbox.kind == "landlock" else None, dev_ports=DEV_PORTS)
     if proxy_problem:
-        warn(f"the egress proxy could not start ({proxy_problem}); " + (
-            "sandboxed commands have no network" if sandbox.kind == "bwrap" or getattr(sandbox, "abi", 0) >= 4
-            else "the network is NOT restricted (Landlock below ABI 4 cannot block it)"))
+        warn(proxy_failure(sandbox, proxy_problem))
     missing = _missing(sandbox, policy)
-    try:
-        box = await _start_supervisor(sandbox, policy, private_dir)
-    except OSError as exc:
-        warn(f"commands run unsandboxed: {exc}. auto mode will ask before changes, as safe mode does")
-        if proxy is not None:
-            await proxy.stop()
-        _remove(socket_dir)
-        _remove(private_dir)
-        return None
     description += "; " + _enforced(sandbox, policy)
     if missing:
         warn(f"the {sandbox.kind} sandbox cannot enforce here: {'; '.join(missing)}. "
              "auto mode will ask before changes, as safe mode does")
-    return Confinement(sandbox, policy, proxy, description, box, mode, missing, private_dir, GitWatch(root),
-                       socket_dir)
+    return Confinement(sandbox, policy, description=description, mode=mode, missing=missing, proxy=proxy,
+                       idle_timeout=config.sandbox_idle_timeout, warn=warn)
 
 
 
 
-async def _start_proxy(config: Config, sandbox, network: str):
-    if network != "proxy":
-        return None, None, (), ""
-    from auger.policy.egress import DEFAULT_ALLOWLIST, Allowlist, EgressProxy, make_socket_dir
+def _proxy_settings(config: Config) -> tuple[ProxySettings | None, str]:
+    """The proxy's allowlist and static hosts, checked now (a typo is reported when the session opens,
+    not at its first command); (None, why) when they are unusable."""
+    from auger.policy.egress import DEFAULT_ALLOWLIST, Allowlist, check_hosts
 
-    socket_dir = make_socket_dir()
     try:
-        allow = Allowlist([*DEFAULT_ALLOWLIST, *config.egress_allow])
-        proxy = EgressProxy(allow, socket_dir=socket_dir, hosts=config.egress_hosts)
-        await proxy.start()
-    except (OSError, ValueError) as exc:
-        _remove(socket_dir)
-        return None, None, (), str(exc)
-    if sandbox is not None and sandbox.kind == "bwrap":  # a bridge inside the namespace listens on fixed ports
-        sockets = ((3128, proxy.http_socket), (1080, proxy.socks_socket))
-    else:  # same network as the host: point straight at the proxy's own ports
-        sockets = ((proxy.http_port, proxy.http_socket), (proxy.socks_port, proxy.socks_socket))
-    return proxy, socket_dir, sockets, ""
+        return ProxySettings(Allowlist([*DEFAULT_ALLOWLIST, *config.egress_allow]),
+                             check_hosts(config.egress_hosts)), ""
+    except ValueError as exc:
+        return None, str(exc)
 
 
-async def _start_supervisor(sandbox, policy, private_dir: Path):
-    from auger.policy.sandbox import _python, _source
-    from auger.policy.supervised import SessionSandbox
-
-    if sandbox.kind == "landlock":
-        Path(policy.tmp).mkdir(parents=True, exist_ok=True)
-    # Planned with auger's own environment (its HOME's secrets are hidden); the supervisor
-    # itself runs with almost none: each command brings its own.
-    supervisor = _source(Path(__file__).with_name("supervisor.py"))
-    launched = sandbox.launch([_python(), "-S", "-I", "-c", supervisor], dict(os.environ), policy)
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    return await SessionSandbox.start(launched.argv, env, private_dir / "supervisor.log")
+def proxy_failure(sandbox: Sandbox | None, problem: str) -> str:
+    """The warning for a proxy that cannot start: what the network then is."""
+    if sandbox is None:
+        return f"the egress proxy could not start ({problem}); commands run with the host's network"
+    return f"the egress proxy could not start ({problem}); " + (
+        "sandboxed commands have no network" if sandbox.kind == "bwrap" or getattr(sandbox, "abi", 0) >= 4
+        else "the network is NOT restricted (Landlock below ABI 4 cannot block it)")
 
 
 def _missing(sandbox, policy) -> tuple[str, ...]:
@@ -282,10 +470,3 @@ def _enforced(sandbox, policy) -> str:
         elif policy.network != "full":
             net += " (TCP by port only; UDP not restricted)"
     return f"one sandbox per session, {net}"
-
-
-def _remove(path: Path | None) -> None:
-    if path is not None:
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)

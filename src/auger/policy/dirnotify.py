@@ -7,6 +7,12 @@ files are seen too. When the answer cannot be trusted — the event queue overfl
 directory was moved (its path is no longer the one remembered), or the watch limit was reached —
 `drain()` says so and the caller looks at everything again.
 
+One inotify instance serves every watcher of the process: instances are few per user
+(fs.inotify.max_user_instances, often 128, shared with the user's editors and file managers), while a
+process may run a thousand sessions; and sessions of one project watch the same directories, which
+one instance watches once. Each `DirNotify` is one caller's view of it: its own keys and its own
+changes, kept until it drains them.
+
 Stdlib and ctypes only; `DirNotify.open()` returns None where inotify is unavailable.
 """
 
@@ -16,6 +22,7 @@ import ctypes
 import errno
 import os
 import struct
+import threading
 
 IN_MOVED_FROM = 0x00000040
 IN_MOVED_TO = 0x00000080
@@ -34,60 +41,117 @@ _WATCHED = (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 
 
-class DirNotify:
-    """inotify watches on directories, each named by the caller's key (a root-relative path)."""
+class _Instance:
+    """The process's inotify instance, and which watcher named each watch how."""
 
     def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
-        self._fd = fd
-        self._libc = libc
-        self._keys: dict[int, str] = {}  # watch descriptor -> key
-        self.lost = False  # a change may have gone unseen (the caller must look at everything)
+        self.fd = fd
+        self.libc = libc
+        self.watchers: dict[int, dict[DirNotify, str]] = {}  # watch descriptor -> watcher -> its key
+        self.users: set[DirNotify] = set()
 
-    @classmethod
-    def open(cls) -> DirNotify | None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, AttributeError):
-            return None
-        return cls(fd, libc) if fd >= 0 else None
-
-    def watch(self, path: str, key: str) -> None:
-        """Watch the directory at `path` (re-watching one already watched renames its key)."""
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _WATCHED)
-        if wd >= 0:
-            self._keys[wd] = key
-        elif ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):  # out of watches: cannot keep up
-            self.lost = True
-
-    def drain(self) -> set[str] | None:
-        """Keys of directories whose entries changed since the last call; None when that cannot be
-        known (see the module docstring), after which watching goes on from a clean slate."""
-        changed: set[str] = set()
+    def read(self) -> None:
+        """Hand every event queued so far to the watchers it concerns."""
         while True:
             try:
-                data = os.read(self._fd, 1 << 16)
+                data = os.read(self.fd, 1 << 16)
             except BlockingIOError:
-                break
+                return
             offset = 0
             while offset + _EVENT.size <= len(data):
                 wd, mask, _, length = _EVENT.unpack_from(data, offset)
                 offset += _EVENT.size + length
-                if mask & IN_Q_OVERFLOW or (mask & IN_MOVE_SELF and wd in self._keys):
-                    self.lost = True
-                elif mask & IN_MOVED_FROM and mask & IN_ISDIR:
-                    self.lost = True  # the watches below it now name old paths
+                if mask & IN_Q_OVERFLOW:
+                    for user in self.users:
+                        user.lost = True
+                    continue
+                named = self.watchers.get(wd, {})
+                for user, key in named.items():
+                    if mask & IN_MOVE_SELF or (mask & IN_MOVED_FROM and mask & IN_ISDIR):
+                        user.lost = True  # the watches below it now name old paths
+                    elif not mask & IN_IGNORED:
+                        user.changed.add(key)
                 if mask & IN_IGNORED:
-                    self._keys.pop(wd, None)
-                elif wd in self._keys:
-                    changed.add(self._keys[wd])
-        if self.lost:
-            self.lost = False
-            self._keys.clear()  # re-watching gives the same descriptors their new keys
-            return None
-        return changed
+                    for user in named:
+                        user.wds.discard(wd)
+                    self.watchers.pop(wd, None)
+
+    def forget(self, user: DirNotify) -> None:
+        """Drop a watcher's watches (those nobody else has go from the kernel too)."""
+        for wd in user.wds:
+            named = self.watchers.get(wd)
+            if named is None:
+                continue
+            named.pop(user, None)
+            if not named:
+                del self.watchers[wd]
+                self.libc.inotify_rm_watch(self.fd, wd)
+        user.wds.clear()
+
+
+_lock = threading.Lock()  # guards the instance, and every watcher's state it writes
+_instance: _Instance | None = None
+
+
+class DirNotify:
+    """One caller's inotify watches on directories, each named by the caller's key (a root-relative path)."""
+
+    def __init__(self) -> None:
+        self.wds: set[int] = set()
+        self.changed: set[str] = set()  # keys of directories changed since the last drain
+        self.lost = False  # a change may have gone unseen (the caller must look at everything)
+
+    @classmethod
+    def open(cls) -> DirNotify | None:
+        """A watcher on the process's instance (opened now if it is the first); None without inotify."""
+        global _instance
+        with _lock:
+            if _instance is None:
+                try:
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+                except (OSError, AttributeError):
+                    return None
+                if fd < 0:
+                    return None
+                _instance = _Instance(fd, libc)
+            watcher = cls()
+            _instance.users.add(watcher)
+            return watcher
+
+    def watch(self, path: str, key: str) -> None:
+        """Watch the directory at `path` (re-watching one already watched renames its key)."""
+        with _lock:
+            if _instance is None:
+                return
+            wd = _instance.libc.inotify_add_watch(_instance.fd, os.fsencode(path), _WATCHED)
+            if wd >= 0:
+                _instance.watchers.setdefault(wd, {})[self] = key
+                self.wds.add(wd)
+            elif ctypes.get_errno() in (errno.ENOSPC, errno.ENOMEM):  # out of watches: cannot keep up
+                self.lost = True
+
+    def drain(self) -> set[str] | None:
+        """Keys of directories whose entries changed since the last call; None when that cannot be
+        known (see the module docstring), after which watching goes on from a clean slate."""
+        with _lock:
+            if _instance is not None:
+                _instance.read()
+                if self.lost:
+                    _instance.forget(self)  # re-watching gives the directories their keys again
+            changed, self.changed = self.changed, set()
+            if self.lost:
+                self.lost = False
+                return None
+            return changed
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        global _instance
+        with _lock:
+            if _instance is None or self not in _instance.users:
+                return
+            _instance.forget(self)
+            _instance.users.discard(self)
+            if not _instance.users:
+                os.close(_instance.fd)
+                _instance = None

@@ -13,8 +13,9 @@ they support:
 Both decide with the same `Allowlist` of host names, and both are served on loopback
 TCP ports (for unsandboxed callers and tests) and on Unix sockets in `socket_dir`.
 The Unix sockets are what the sandbox sees: the sandbox's 127.0.0.1 is not the
-host's, so `netbridge.py` (see `NETBRIDGE_SCRIPT`) runs inside the sandbox, listens
-on its loopback and forwards every connection to those sockets.
+host's, so the session's supervisor (policy/supervisor.py, its network bridge) listens
+on the sandbox's loopback and forwards every connection to those sockets. A session's
+proxy runs while its sandbox does (policy/confinement.py).
 
 The proxy resolves names itself (static `hosts` entries first, then DNS), so a
 client cannot choose the address an allowed name connects to, and it checks the
@@ -45,11 +46,9 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Awaitable, Callable, Iterable, cast
+from typing import Awaitable, Callable, Iterable, Mapping, cast
 
 log = logging.getLogger(__name__)
-
-NETBRIDGE_SCRIPT = Path(__file__).with_name("netbridge.py")
 
 # A development allowlist: package registries, code hosts and OS package mirrors, so that installs,
 # fetches and clones work in the sandbox. Everything else is refused; users add hosts with
@@ -587,6 +586,16 @@ def _socks_code(exc: BaseException) -> int:
 
 
 
+def check_hosts(hosts: Mapping[str, str]) -> dict[str, str]:
+    """Static name -> IP entries, canonical; ValueError naming an entry whose address is not an IP address."""
+    checked = {}
+    for name, address in hosts.items():
+        if _ip(_canonical(address)) is None:
+            raise ValueError(f"invalid egress hosts entry {name!r}: {address!r} is not an IP address")
+        checked[_canonical(name)] = _canonical(address)
+    return checked
+
+
 def make_socket_dir(parent: Path | None = None) -> Path:
     """A new private directory for a proxy's Unix sockets (`auger-egress-<pid>-XXXX`); those that
     killed processes left behind are removed first."""
@@ -603,19 +612,17 @@ class EgressProxy:
     failed (`denials_since` the command started).
     """
 
-    def __init__(self, allowlist: Allowlist, *, socket_dir: Path, hosts: dict[str, str] | None = None) -> None:
+    def __init__(self, allowlist: Allowlist, *, socket_dir: Path, hosts: Mapping[str, str] | None = None,
+                 denials: list[Denial] | None = None) -> None:
+        """`denials`: where refusals are appended (a list that outlives this proxy, say)."""
         self.allowlist = allowlist
         self.socket_dir = Path(socket_dir)
-        self.hosts: dict[str, str] = {}
-        for name, address in (hosts or {}).items():
-            if _ip(_canonical(address)) is None:
-                raise ValueError(f"invalid egress hosts entry {name!r}: {address!r} is not an IP address")
-            self.hosts[_canonical(name)] = _canonical(address)
+        self.hosts = check_hosts(hosts or {})
         self.http_port = 0
         self.socks_port = 0
         self.http_socket = self.socket_dir / "http.sock"
         self.socks_socket = self.socket_dir / "socks.sock"
-        self.denials: list[Denial] = []
+        self.denials: list[Denial] = [] if denials is None else denials
         self._servers: list[asyncio.Server] = []
         self._pipes: set[_Pipe] = set()
         self._tasks: set[asyncio.Task] = set()

@@ -18,17 +18,20 @@ looks after every command that could write, and when the session ends:
   `commondir` leading out of the project is removed. A new `.git` file pointing out of the project
   is removed. This is checked again after every command, so a hook planted later is removed too.
 
-Finding them cheaply: the first scan walks the project (in a thread, while the session starts),
-watching each directory with inotify (policy/dirnotify.py) and remembering its inode and change
-time. Later scans read only the directories inotify names (and what is new below them), so a scan
-costs next to nothing when nothing was added. Where inotify cannot answer (no watches left, an
-overflowing queue, a directory moved), a scan stats every known directory and reads those whose
-change time moved — ctime, which the kernel sets whenever an entry is added, removed or renamed, and
-which a command cannot set back (unlike mtime). Repositories that existed before the session are the
-user's and are left alone.
+Finding them cheaply: the first scan walks the project (in a thread, as the session's first command
+that could write starts), watching each directory with inotify (policy/dirnotify.py, one instance for
+the whole process) and remembering its inode and change time. Later scans read only the directories
+inotify names (and what is new below them), so a scan costs next to nothing when nothing was added.
+Where inotify cannot answer (no watches left, an overflowing queue, a directory moved), a scan stats
+every known directory and reads those whose change time moved — ctime, which the kernel sets whenever
+an entry is added, removed or renamed, and which a command cannot set back (unlike mtime).
+Repositories that existed before the session are the user's and are left alone.
 
-`GitWatch` runs it on a thread of the session's own: the first walk while the session starts (the first
-command waits for it), a walk after each command that could write. A command's result waits for the
+`GitWatch` runs it on threads the process's sessions share: the first walk as the first command that
+could write starts (that command waits for it), a walk after each command that could write. While the
+session's sandbox is stopped (no command can run), the root handle and the watches are let go; what is
+known stays, and the first walk after the sandbox starts again reads every directory whose change time
+moved meanwhile. A command's result waits for the
 walk after it at most `WALK_WAIT`; what a longer walk finds is told with a later command. So a large
 project costs a command no more than that, and the walk overlaps the model's next reply.
 
@@ -47,7 +50,6 @@ import stat
 import subprocess
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,6 +119,7 @@ class GitSweep:
         self._absent = tuple(name for name in REMOVED_WHEN_ADDED
                              if git.is_dir() and not git.is_symlink() and not os.path.lexists(git / name))
         self._ready = False
+        self._rewatch = False  # the watches are new: the next walk looks at everything (and watches it)
 
     # --- the public face -------------------------------------------------------------------------
 
@@ -154,7 +157,9 @@ class GitSweep:
                 notes += self._recheck(rel)
             return notes
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Let go of the root handle and the watches while no command can run (the session's sandbox
+        stopped), keeping what is known: what is the user's, what was made during the session."""
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
@@ -162,6 +167,21 @@ class GitSweep:
             if self._notify is not None:
                 self._notify.close()
                 self._notify = None
+
+    def resume(self) -> None:
+        """Take the handle and the watches again; the next walk stats every directory (and watches it
+        again), so what changed meanwhile is read. Blocking; run it in a thread."""
+        with self._lock:
+            if self._handle is not None or not self._ready:
+                return
+            try:
+                self._handle = RootHandle(self.root)
+            except OSError:
+                return
+            self._notify = DirNotify.open()
+            self._rewatch = True
+
+    close = release
 
     # --- names added to the project's own .git ---------------------------------------------------
 
@@ -180,10 +200,11 @@ class GitSweep:
 
     def _walk(self) -> _Scan:
         """Read the directories that changed since the last walk (and every new one)."""
-        if self._notify is not None and self._dirs:
+        if self._notify is not None and self._dirs and not self._rewatch:
             changed = self._notify.drain()
             if changed is not None:
                 return self._walk_changed(changed)
+        self._rewatch = False
         return self._walk_all()
 
     def _walk_all(self) -> _Scan:
@@ -478,14 +499,17 @@ class GitSweep:
 
 
 class GitWatch:
-    """A project's GitSweep, run on a thread of its own for one session (see the module docstring)."""
+    """A project's GitSweep, run on the process's walking threads for one session (see the module docstring).
+
+    Released while the session's sandbox is stopped (no command can run then): after a last walk, the
+    root handle and the watches go; resumed when a sandbox starts again."""
 
     def __init__(self, root: Path) -> None:
         self.sweep = GitSweep(root)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-gitsweep")
-        self._started = self._thread.submit(self._start)
-        self._pending: list[Future[list[str]]] = []  # walks not yet reported, in order (one thread runs them)
+        self._started = _walker().submit(self._start)
+        self._pending: list[Future[list[str]]] = []  # walks not yet reported, in order
         self._queued = False  # a walk is submitted and has not begun: it will see every change made so far
+        self._released = False
 
     def _start(self) -> list[str]:
         self.sweep.start()
@@ -495,14 +519,15 @@ class GitWatch:
         """What exists before the first command is the user's: the first walk must be over."""
         await asyncio.wrap_future(self._started)
 
-    def after_command(self, walk: bool) -> list[str]:
+    async def after_command(self, walk: bool) -> list[str]:
         """Start a walk when a command that could write ran (unless one not yet begun will see its changes
-        anyway), wait for it up to WALK_WAIT, and return the notes of every walk finished since the last call."""
-        if walk and not self._queued:
+        anyway), wait for it up to WALK_WAIT, and return the notes of every walk finished since the last call.
+        (Walks of one project are one at a time: GitSweep holds its lock.)"""
+        if walk and not self._queued and not self._released:
             self._queued = True
-            self._pending.append(self._thread.submit(self._walk))
-        if walk:
-            wait_for([self._pending[-1]], timeout=WALK_WAIT)
+            self._pending.append(_walker().submit(self._walk))
+        if walk and self._pending:
+            await asyncio.wait([asyncio.wrap_future(self._pending[-1])], timeout=WALK_WAIT)
         done = [future for future in self._pending if future.done()]
         self._pending = [future for future in self._pending if not future.done()]
         return [note for future in done for note in future.result()]
@@ -511,11 +536,45 @@ class GitWatch:
         self._queued = False  # from here on, a change may come too late for this walk
         return self.sweep.sweep()
 
+    async def release(self) -> None:
+        """A last walk (its notes are told with the next command), then the handle and the watches go."""
+        if self._released:
+            return
+        await asyncio.wrap_future(self._started)
+        walk = _walker().submit(self._walk)
+        self._pending.append(walk)
+        await asyncio.wrap_future(walk)
+        await asyncio.wrap_future(_walker().submit(self.sweep.release))
+        self._released = True
+
+    def resume(self) -> None:
+        """Watch again (a released watch; a running one is left as it is)."""
+        if self._released:
+            self._released = False
+            self._started = _walker().submit(self._resume)
+
+    def _resume(self) -> list[str]:
+        self.sweep.resume()
+        return []
+
     async def close(self) -> None:
-        """A last walk (nobody reads its notes: the defusing is what counts), then the thread ends."""
-        await asyncio.wrap_future(self._thread.submit(self.sweep.sweep))
-        self._thread.shutdown()
-        self.sweep.close()
+        """A last walk (nobody reads its notes: the defusing is what counts), then the handle and watches go."""
+        if not self._released:
+            await asyncio.wrap_future(self._started)
+            await asyncio.wrap_future(_walker().submit(self.sweep.sweep))
+        await asyncio.wrap_future(_walker().submit(self.sweep.close))
+
+
+_walkers: ThreadPoolExecutor | None = None
+
+
+def _walker() -> ThreadPoolExecutor:
+    """The threads every session's walks run on: a few for the process, whatever its number of sessions
+    (a thread per session would be a thousand threads in a process running a thousand)."""
+    global _walkers
+    if _walkers is None:
+        _walkers = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="auger-gitsweep")
+    return _walkers
 
 
 def _changed(path: Path) -> tuple[int, int] | None:

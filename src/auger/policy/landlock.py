@@ -5,7 +5,9 @@ Usage::
     python -m auger.policy.landlock --rw DIR ... --ro-all --ro PATH ... --deny-read PATH ... -- CMD ARGS...
 
 (`sandbox.LandlockSandbox.wrap` runs this same file's text with `python -S -I -c`,
-see there why.) This module must stay self-contained: standard library only.
+see there why; a session's supervisor calls `confine_self` with the same options, its text
+loaded into auger.policy.supervisor's template.) This module must stay self-contained:
+standard library only.
 
 Landlock (Linux >= 5.13) lets an unprivileged process restrict itself and every
 process it later starts; the restriction survives `execve` and cannot be lifted.
@@ -357,13 +359,13 @@ class _Options:
         self.command: list[str] = []
 
 
-def _parse(argv: Sequence[str]) -> _Options:
-    """Hand-rolled (argparse costs import time on every command)."""
+def _parse(argv: Sequence[str], command: bool = True) -> _Options:
+    """Hand-rolled (argparse costs import time on every command). `command`: a command must follow `--`."""
     opts = _Options()
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg == "--":
+        if arg == "--" and command:
             opts.command = list(argv[i + 1:])
             if not opts.command:
                 raise ValueError("no command after --")
@@ -391,6 +393,8 @@ def _parse(argv: Sequence[str]) -> _Options:
             i += 2
         else:
             raise ValueError(f"unknown option {arg!r}")
+    if not command:
+        return opts
     raise ValueError("missing -- before the command")
 
 
@@ -398,6 +402,14 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.stderr.write(f"auger-landlock: {message}\n")
     sys.stderr.flush()
     os._exit(code)
+
+
+def confine_self(argv: Sequence[str]) -> None:
+    """Restrict this process (and what it starts) by the options `main` takes, without a command: how
+    the session's supervisor, forked from auger.policy.supervisor's template, confines itself. Raises
+    ValueError (bad options) or OSError (LandlockUnavailable among them) instead of running unconfined."""
+    opts = _parse(argv, command=False)
+    apply(plan(opts.rw, opts.deny, opts.ro_all, opts.ro), abi_version(), opts.net, opts.scope)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -17,9 +17,10 @@ command line into one that runs confined:
   read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
   restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
 
-Sessions do not wrap each command: `launch()` starts one sandbox per session around
-the supervisor (`auger.policy.supervisor`), which confines each command it starts
-(read-only ones through `readonly_argv`). `wrap()` confines a single command.
+Sessions do not wrap each command: a session's sandbox (bwrap around a holder,
+`holder_argv`, or the Landlock ruleset, `supervisor_options`) holds a supervisor
+(`auger.policy.supervisor`), which confines each command it starts (read-only ones
+through `readonly_argv`). `wrap()` confines a single command.
 
 `blocked_by_sandbox()` reads a failed command's stderr and, when the sandbox is the
 likely cause, tells the model so in one line, so it stops retrying variations of
@@ -290,21 +291,22 @@ class BwrapSandbox:
         self.path = path
         self.version = version
 
-    def _base(self, network: str, supervisor: bool = False) -> list[str]:
+    def _base(self, network: str, holder: bool = False) -> list[str]:
         args = [self.path, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--unshare-cgroup-try"]
         if network != "full":
             args.append("--unshare-net")
         if os.geteuid() == 0:
-            # As root, a user namespace of its own keeps whatever capability the sandbox
-            # holds (the supervisor's CAP_SYS_ADMIN, to make mounts read-only per command)
-            # scoped to the sandbox instead of the host.
+            # As root, a user namespace of its own keeps whatever capability the sandbox holds (the
+            # supervisor's CAP_SYS_ADMIN, to make mounts read-only per command) scoped to the sandbox
+            # instead of the host (and gives the supervisor a namespace to join: see supervisor.py).
             args += ["--unshare-user", "--uid", "0", "--gid", "0"]
-        # Commands run without capabilities; the supervisor keeps CAP_SYS_ADMIN and CAP_SETPCAP
-        # (inside the namespaces) and drops every capability in each command before exec.
+        # Nothing bwrap starts keeps a capability: commands run without any, and the supervisor has its
+        # own (CAP_SYS_ADMIN and CAP_SETPCAP) from joining the sandbox's user namespace.
         args += ["--cap-drop", "ALL"]
-        if supervisor:
-            args += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+        if holder:
+            # The holder is pid 1 (the supervisor reaps what commands leave behind: it is their subreaper).
+            args.append("--as-pid-1")
         # /proc/sys stays writable for uid 0 (core_pattern is a host-root escape): cover it.
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
         # Fresh /tmp, /run and /dev/shm (bwrap's /dev has its own): host Unix sockets
@@ -355,35 +357,34 @@ class BwrapSandbox:
         return [arg for _, _, args in mounts for arg in args]
 
     def _bridge(self, policy: SandboxPolicy) -> list[str]:
-        """netbridge in front of what runs inside, when the network goes through the proxy."""
+        """The network bridge in front of a single command, when the network goes through the proxy."""
         if policy.network != "proxy" or not policy.proxy_sockets:
             return []
-        from auger.policy.egress import NETBRIDGE_SCRIPT  # lazy: only proxy mode needs it
-
-        bridge = [_python(), "-S", "-I", "-c", _source(NETBRIDGE_SCRIPT)]
+        bridge = [_python(), "-S", "-I", "-c", _source(SUPERVISOR_SCRIPT)]
         for port, sock in policy.proxy_sockets:
             bridge += ["--listen", f"{port}={_real(sock)}"]
         return [*bridge, "--"]
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
-        """One command in a sandbox of its own (sessions use `launch` and a supervisor instead)."""
+        """One command in a sandbox of its own (sessions use `holder_argv` and a supervisor instead)."""
         args = [*self._base(policy.network), *self._mounts(env, policy)]
         args += ["--chdir", str(_real(cwd)), "--", *self._bridge(policy), *argv]
         return Wrapped(argv=args, env=_sandbox_env(env, policy, "/tmp"), kind=self.kind)
 
-    def launch(self, inner: list[str], env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
-        """The session's sandbox running `inner` (the supervisor) behind the network bridge."""
-        args = [*self._base(policy.network, supervisor=True), *self._mounts(env, policy)]
-        args += ["--chdir", str(_real(policy.root)), "--", *self._bridge(policy), *inner]
-        return Wrapped(argv=args, env=_sandbox_env(env, policy, "/tmp"), kind=self.kind)
+    def holder_argv(self, env: dict[str, str], policy: SandboxPolicy, holder: list[str], *, info_fd: int,
+                    seccomp_fd: int) -> list[str]:
+        """The session's sandbox around `holder`, pid 1 of its PID namespace, under the seccomp filter
+        read from `seccomp_fd`; bwrap writes the holder's pid and namespaces to `info_fd` (see supervised.py)."""
+        args = [*self._base(policy.network, holder=True), *self._mounts(env, policy)]
+        return [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
 
     def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
         """(argv, whether the supervisor must make the mounts read-only itself)."""
         return argv, True
 
     def probe(self) -> str | None:
-        """Run `true` with the namespace flags `launch` uses; None if it works, else why not."""
-        args = [*self._base("none", supervisor=True), "--", "true"]
+        """Run `true` with the namespace flags a session's sandbox uses; None if it works, else why not."""
+        args = [*self._base("none", holder=True), "--", "true"]
         try:
             proc = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -396,6 +397,7 @@ class BwrapSandbox:
         return None
 
 
+SUPERVISOR_SCRIPT = Path(__file__).with_name("supervisor.py")
 _sources: dict[str, str] = {}
 
 
@@ -453,12 +455,13 @@ class LandlockSandbox:
         self.helper_source = helper_source or Path(landlock.__file__).read_text(encoding="utf-8")
         self.python = _python()
 
-    def _helper(self, env: dict[str, str], policy: SandboxPolicy) -> tuple[list[str], Path]:
+    def _options(self, env: dict[str, str], policy: SandboxPolicy) -> tuple[list[str], Path]:
+        """The helper's options for the session's ruleset, and the temp dir it makes writable."""
         tmp = _real(policy.tmp) if policy.tmp is not None else temp_dir(env)
         if policy.tmp is not None:
             Path(policy.tmp).mkdir(parents=True, exist_ok=True)
         plan = _plan(env, policy, tmp=tmp)
-        args = [self.python, "-S", "-I", "-c", self.helper_source]
+        args: list[str] = []
         for path in [*plan.writable, *(Path(d) for d in LANDLOCK_DEVICES)]:
             args += ["--rw", str(path)]
         args.append("--ro-all")
@@ -478,16 +481,17 @@ class LandlockSandbox:
         return args, tmp
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
-        """One command under its own ruleset (sessions use `launch` and a supervisor instead).
+        """One command under its own ruleset (sessions use `supervisor_options` and a supervisor instead).
         Read-only paths are not passed on: Landlock cannot take back a grant, so `.git`
         stays writable here (see `Wrapped`)."""
-        args, tmp = self._helper(env, policy)
+        options, tmp = self._options(env, policy)
         tmp_env = str(tmp) if policy.tmp is not None else None
-        return Wrapped(argv=[*args, "--", *argv], env=_sandbox_env(env, policy, tmp_env), kind=self.kind)
+        args = [self.python, "-S", "-I", "-c", self.helper_source, *options, "--", *argv]
+        return Wrapped(argv=args, env=_sandbox_env(env, policy, tmp_env), kind=self.kind)
 
-    def launch(self, inner: list[str], env: dict[str, str], policy: SandboxPolicy) -> Wrapped:
-        """The session's supervisor under the session's ruleset."""
-        return self.wrap(inner, policy.root, env, policy)
+    def supervisor_options(self, env: dict[str, str], policy: SandboxPolicy) -> list[str]:
+        """The session's ruleset, as the options the supervisor confines itself with (`landlock.confine_self`)."""
+        return self._options(env, policy)[0]
 
     def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
         """`argv` under a nested, stricter ruleset: nothing writable but the scratch dirs."""

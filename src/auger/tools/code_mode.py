@@ -117,7 +117,7 @@ async def _run_code(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         printing.cancel()
         await asyncio.gather(printing, return_exceptions=True)
     result = _summarise(proc.returncode, stopped, out, session, time.monotonic() - started, code, ctx.call_id)
-    note_sandbox(result, ctx, proc, out.text(), wall_start)
+    await note_sandbox(result, ctx, proc, out.text(), wall_start)
     return result
 
 

@@ -168,7 +168,7 @@ async def _report(registry: ExecSessions, session: ExecSession, output: Captured
         registry.touched()
     else:
         await registry.end(session, f"it exited: {status[len('Process '):]}")
-        note_sandbox(result, ctx, session.proc, text, wall_start)
+        await note_sandbox(result, ctx, session.proc, text, wall_start)
     return result
 
 

@@ -239,17 +239,17 @@ async def _run(command: str, cwd, env: dict[str, str], timeout: int, ctx: ToolCo
         proc.signal_group(signal.SIGKILL)  # nothing of this command survives it
     elapsed = time.monotonic() - started
     result = _summarise(command, proc.returncode, timed_out, timeout, elapsed, out, err, ctx.call_id)
-    note_sandbox(result, ctx, proc, err.text(), wall_start)
+    await note_sandbox(result, ctx, proc, err.text(), wall_start)
     return result
 
 
-def note_sandbox(result: ToolResult, ctx: ToolContext, proc, stderr: str, since: float) -> None:
+async def note_sandbox(result: ToolResult, ctx: ToolContext, proc, stderr: str, since: float) -> None:
     """Tell the model (and the runtime, which may ask to run it again outside) when the sandbox or its proxy
     is why a command failed; `since`: when it started (time.time()). A refused host can hide behind exit 0
     (curl without -f), so this is asked whatever the exit code."""
     if ctx.sandbox is None:
         return
-    blocked = ctx.sandbox.explain(proc.returncode, stderr, since, readonly=getattr(proc, "readonly", False))
+    blocked = await ctx.sandbox.explain(proc.returncode, stderr, since, readonly=getattr(proc, "readonly", False))
     if blocked:
         result.output = f"[sandbox] {blocked}\n{result.output}"
         result.sandbox_denial = blocked

@@ -1,0 +1,288 @@
+"""A session's sandbox starts with its first command and stops when idle, transparently: judged by the
+processes below auger's (from /proc), what commands print, and what survives a killed auger."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from auger.protocol import events as ev
+from auger.protocol.ops import RunShell, SetTurnContext, UserTurn
+from tests.support.harness import cli_env, follow_session
+from tests.support.mock_openai import Reply, ToolCall
+from tests.support.redteam_sandbox import KINDS, all_gone, descendants, processes_with, require
+
+IDLE = "sandbox_idle_timeout=0.2"
+# When the supervisor that started the command (bash's parent) started: another one, in a sandbox started again.
+SUPERVISOR_STARTED = "$(cut -d' ' -f22 /proc/$PPID/stat)"
+
+
+async def shell_turn(session, follow, command: str) -> str:
+    """Run the user's own command in the session; what the model is shown of it."""
+    session.submit(RunShell(command))
+    ended = await follow.until(ev.ToolCallEnded)
+    await follow.until(ev.TurnEnded)
+    return ended.output
+
+
+async def stopped(confinement, within: float = 10.0) -> None:
+    """Wait until the session's sandbox has stopped; fail if it does not."""
+    deadline = asyncio.get_running_loop().time() + within
+    while confinement.running:
+        assert asyncio.get_running_loop().time() < deadline, "the idle sandbox did not stop"
+        await asyncio.sleep(0.05)
+
+
+def helpers(before: set[int]) -> set[int]:
+    """Processes below this one that were not there `before`, snapshots' git aside."""
+    found = set()
+    for pid in descendants(os.getpid()) - before:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "git":
+                found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_session_that_runs_no_command_starts_no_process(project, server, kind):
+    require(kind)
+    (project / "a.txt").write_text("hello\n")
+    server.add(Reply(tool_calls=[ToolCall("read_file", {"path": "a.txt"})]), Reply(text="done"))
+    before = descendants(os.getpid())
+
+    async def steps(session, follow):
+        session.submit(UserTurn("read a.txt"))
+        await follow.until(ev.TurnEnded)
+        assert follow.events[0].sandbox == kind  # a sandbox is in use: it just was not needed
+        assert helpers(before) == set()  # no bwrap, supervisor, template
+        confinement = session.confinement
+        assert not confinement.running and confinement.proxy is None and confinement.git is None
+
+    follow_session(project, server, steps, f"sandbox={kind}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_idle_sandbox_stops_and_the_next_command_runs_as_before(project, server, upstream, kind):
+    """Same working directory, environment and egress rules in the sandbox started again; a new sandbox
+    all the same (its supervisor started later)."""
+    require(kind)
+    (project / "sub").mkdir()
+    command = (f"pwd; echo var=$LIFECYCLE; curl -sS --max-time 5 http://mirror.test:{upstream}/; "
+               f"curl -sS --max-time 5 http://evil.test:{upstream}/; echo sandbox={SUPERVISOR_STARTED}")
+    before = descendants(os.getpid())
+    outs: list[str] = []
+
+    async def steps(session, follow):
+        session.submit(SetTurnContext(cwd="sub"))
+        await follow.until(ev.TurnContextChanged)
+        outs.append(await shell_turn(session, follow, command))
+        assert session.confinement.running and helpers(before)
+        await stopped(session.confinement)
+        assert helpers(before) == set()  # every helper went with it
+        watch = session.confinement.git
+        assert watch is not None and watch.sweep._notify is None and watch.sweep._handle is None  # nothing held
+        outs.append(await shell_turn(session, follow, command))
+
+    follow_session(project, server, steps, f"sandbox={kind}", IDLE, "approve_all=true",
+                   'shell_env_set={ LIFECYCLE = "kept" }', 'egress_allow=["mirror.test"]',
+                   'egress_hosts={ "mirror.test" = "127.0.0.1", "evil.test" = "127.0.0.1" }')
+    first, again = outs
+    for out in outs:
+        assert f"{project.resolve()}/sub" in out and "var=kept" in out, out
+        assert "hello from upstream" in out, out  # allowed host, through the proxy started again
+        assert "proxy refused evil.test" in out, out
+    assert _line(first, "sandbox=") != _line(again, "sandbox="), (first, again)
+
+
+def _line(output: str, prefix: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["background", "left behind"])
+def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, how):
+    """Started with `background: true`, or left behind by a foreground command (in a session of its own):
+    either way something runs in the sandbox, so it does not stop, and a later command reaches it."""
+    require(kind)
+    marker = f"lifecycle-{uuid.uuid4().hex[:8]}"
+    (project / "site").mkdir()
+    (project / "site" / "index.html").write_text(f"{marker}\n")
+    serve = "python3 -m http.server 8000 --bind 127.0.0.1 --directory site"
+    if how == "background":
+        server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"exec {serve}", "background": True})]),
+                   Reply(text="started"))
+    outs: list[str] = []
+
+    async def steps(session, follow):
+        if how == "background":
+            session.submit(UserTurn("start the server"))
+            await follow.until(ev.TurnEnded)
+        else:
+            # (the pause: the command's group is killed when it ends, and setsid must have run by then)
+            await shell_turn(session, follow, f"setsid {serve} >/dev/null 2>&1 </dev/null & sleep 0.5")
+        await asyncio.sleep(1.0)  # five idle timeouts
+        assert session.confinement.running
+        outs.append(await shell_turn(session, follow, "for i in $(seq 50); do curl -s http://127.0.0.1:8000/ && "
+                                                      "break; sleep 0.1; done"))
+
+    follow_session(project, server, steps, f"sandbox={kind}", IDLE, "approve_all=true")
+    assert marker in outs[0], outs[0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_outlives_auger_killed_after_its_sandbox_started_again(tmp_path, project, server, kind):
+    """auger killed with SIGKILL while a background command runs in a sandbox started after the first one
+    stopped: the template, the supervisors, bwrap, the holder and the command all end."""
+    require(kind)
+    marker = f"lifecycle-k-{uuid.uuid4().hex[:8]}"
+    identity = f"echo {SUPERVISOR_STARTED}"
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"{identity} > first"})]),
+               Reply(tool_calls=[ToolCall("shell", {"command": f"{identity} > second; exec bash -c 'sleep 300; :' "
+                                                              f"{marker}", "background": True})], delay=1.5),
+               Reply(text="never sent", delay=60))
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "exec", "--base-url", server.base_url, "-m", "mock",
+                             "-c", f"sandbox={kind}", "-c", "approve_all=true", "-c", IDLE, "go"],
+                            cwd=project, env=cli_env(tmp_path / "auger-home"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        limit = time.monotonic() + 30
+        while not ((project / "second").exists() and processes_with(marker)):
+            assert time.monotonic() < limit and proc.poll() is None, "the background command did not start"
+            time.sleep(0.05)
+        running = descendants(proc.pid)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert (project / "first").read_text() != (project / "second").read_text()  # a sandbox started again
+    assert len(running) >= 4  # template, supervisor, the command (and bwrap and its holder)
+    assert all_gone(running) == set(), "helpers outlived auger"
+
+
+def test_live_sandboxes_share_one_template_and_each_costs_little(tmp_path):
+    """Each live sandbox has one supervisor, forked from the process's one template (no interpreter of its
+    own; the template starts bwrap too): a sandbox beyond the first adds at most 3 MB (PSS) of helpers;
+    the template is paid once per process. When the last sandbox stops, the template goes too."""
+    require("bwrap")
+    from auger.config import Config
+    from auger.policy.confinement import confine
+    from auger.policy.template import TEMPLATE
+    from auger.tools.base import SessionToolState, ToolContext
+    from auger.tools.shell import SHELL
+
+    project = tmp_path / "project"
+    project.mkdir()
+    home = tmp_path / "auger-home"
+    dirs = {"config": home, "data": home, "cache": home / "cache"}
+    before = descendants(os.getpid())
+
+    async def main() -> tuple[set[int], int | None, set[int], list[int]]:
+        confinements, pss_kb = [], []
+        try:
+            for n in range(4):
+                scratch = tmp_path / f"scratch-{n}"
+                confinement = await confine(Config(sandbox="bwrap"), project, scratch, (), print, dirs=dirs)
+                ctx = ToolContext(root=project, state=SessionToolState(scratch_dir=scratch), call_id="c",
+                                  archive=None, env=dict(os.environ), sandbox=confinement)
+                confinements.append(confinement)
+                result = await SHELL.handler({"command": "true"}, ctx)
+                assert result.ok, result.output
+                pss_kb.append(sum(_pss_kb(pid) for pid in helpers(before)))
+            live = helpers(before)
+            supervisors = {pid for pid in live if _parent(pid) == TEMPLATE.pid and _comm(pid).startswith("python")}
+            return live, TEMPLATE.pid, supervisors, pss_kb
+        finally:
+            for confinement in confinements:
+                await confinement.close()
+
+    live, template, supervisors, pss_kb = asyncio.run(main())
+    assert template in live and len(supervisors) == 4
+    assert len(live) == 1 + 4 * 3  # the template; bwrap, its holder and a supervisor per sandbox
+    added = (pss_kb[-1] - pss_kb[0]) / 3
+    assert added <= 3 * 1024, f"{added:.0f} KB of helpers per sandbox beyond the first ({pss_kb} KB in all)"
+    assert TEMPLATE.pid is None and all_gone(live) == set()
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2:].split()[1])
+
+
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def _pss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _inotify_instances() -> int:
+    """inotify instances this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            pass
+    return count
+
+
+def test_every_watch_of_a_process_shares_one_inotify_instance(tmp_path):
+    """More sessions than a user may have inotify instances (fs.inotify.max_user_instances, shared with
+    the user's editors) watch their projects for planted repositories: one instance serves them all,
+    and each watch hears of its own project's changes."""
+    from auger.policy.gitsweep import GitSweep
+
+    limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    before = _inotify_instances()
+    sweeps = []
+    try:
+        for n in range(limit + 8):
+            root = tmp_path / f"project-{n}"
+            (root / "src").mkdir(parents=True)
+            sweeps.append(GitSweep(root))
+            sweeps[-1].start()
+        assert _inotify_instances() == before + 1
+        assert all(sweep._notify is not None for sweep in sweeps)  # none fell back to reading every directory
+        last = sweeps[-1]
+        subprocess.run(["git", "init", "-q", "src/sub"], cwd=last.root, check=True)
+        (last.root / "src/sub/.git/hooks/pre-commit").write_text("#!/bin/sh\ntouch PWNED\n")
+        assert sweeps[0].sweep() == []
+        notes = last.sweep()
+        assert any("removed hooks pre-commit" in note for note in notes), notes
+    finally:
+        for sweep in sweeps:
+            sweep.close()
+    assert _inotify_instances() == before
+
+
+def test_exec_starts_its_sandbox_while_the_model_replies(tmp_path, project, server):
+    """`auger exec` runs a task, which runs commands: its sandbox starts while the first reply is awaited,
+    so the first command does not wait for it."""
+    require("bwrap")
+    server.add(Reply(text="done", delay=3.0))
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "exec", "--base-url", server.base_url, "-m", "mock",
+                             "-c", "sandbox=bwrap", "go"], cwd=project, env=cli_env(tmp_path / "auger-home"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        limit = time.monotonic() + 20
+        while not server.chat_requests:
+            assert time.monotonic() < limit and proc.poll() is None, "no model request"
+            time.sleep(0.05)
+        while len(descendants(proc.pid)) < 4:  # bwrap, its holder, the template, the supervisor
+            assert time.monotonic() < limit and proc.poll() is None, "the sandbox did not start"
+            time.sleep(0.05)
+    finally:
+        assert proc.wait(timeout=30) == 0
