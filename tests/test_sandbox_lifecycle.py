@@ -286,3 +286,29 @@ def test_exec_starts_its_sandbox_while_the_model_replies(tmp_path, project, serv
             time.sleep(0.05)
     finally:
         assert proc.wait(timeout=30) == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_outlives_auger_killed_while_its_sandbox_starts(tmp_path, project, server, kind):
+    """auger (and its process group: the template with it) killed with SIGKILL at moments spread over its
+    sandbox's start, which exec begins as the session opens: no bwrap, holder or supervisor is left
+    behind, half-started or not. (A bwrap ended between making its namespaces and letting its child run
+    would leave that child waiting for it forever.)"""
+    require(kind)
+    server.add(*[Reply(text="never read", delay=60) for _ in range(24)])
+    argv = [sys.executable, "-m", "auger", "exec", "--json", "--base-url", server.base_url, "-m", "mock",
+            "-c", f"sandbox={kind}", "go"]
+    for i in range(24):
+        proc = subprocess.Popen(argv, cwd=project, env=cli_env(tmp_path / "auger-home"), stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        assert proc.stdout is not None and proc.stdout.readline()  # the session is open: its sandbox starts
+        time.sleep(0.003 * i)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    deadline = time.monotonic() + 5
+    while processes_with(str(project)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = processes_with(str(project))
+    assert not left, f"{len(left)} processes outlived auger, e.g. " + Path(f"/proc/{left[0]}/cmdline").read_bytes()[
+        :60].decode(errors="replace")

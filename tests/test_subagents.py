@@ -161,7 +161,10 @@ def test_cancelling_a_child_kills_its_shell_commands(project, server):
     })
     agent_ids: list[str] = []
 
-    def cancel_step(body: dict) -> Reply:
+    seen: list[int] = []
+
+    def cancel_step(body: dict) -> Reply:  # asked for once the parent's shell saw the child's pid file
+        seen.extend(pids_of("sleep 61.5"))
         return Reply(tool_calls=[ToolCall("cancel_agent", {"id": agent_ids[0]})])
 
     original = routes.__call__
@@ -175,13 +178,7 @@ def test_cancelling_a_child_kills_its_shell_commands(project, server):
             return reply
 
     server.add(*[Dispatch()] * 10)
-    seen: list[int] = []
-
-    def on_envelope(session, envelope):  # the child's command runs once the parent's shell saw its pid file
-        if isinstance(envelope.event, ev.ToolCallStarted) and envelope.event.name == "cancel_agent":
-            seen.extend(pids_of("sleep 61.5"))
-
-    run = run_parent(project, server, "start", on_envelope=on_envelope)
+    run = run_parent(project, server, "start")
     assert run.ended.reason == "complete", run.ended.message
     assert pid_file.read_text().strip() and len(seen) == 1, seen
     assert dies_soon(seen[0]), "the child's command outlived its cancellation"
@@ -454,15 +451,18 @@ def test_the_loop_guard_sees_identical_spawns(project, server):
 
 
 def test_unknown_agent_and_foreign_ids_are_errors_the_model_reads(project, server):
-    routes = Routes({
-        "start": [Reply(tool_calls=[spawn("x", agent="nope"), ToolCall("cancel_agent", {"id": "../../etc"}),
+    routes = Routes({  # the follow-up tools are offered once the session has a sub-agent: "y" is one
+        "start": [Reply(tool_calls=[spawn("x", agent="nope"), spawn("y")]),
+                  Reply(tool_calls=[ToolCall("cancel_agent", {"id": "../../etc"}),
                                     ToolCall("wait_agent", {"ids": ["zzz"]})]),
                   Reply(text="done")],
+        "y": [Reply(text="done y")],
     }).install(server)
     run_parent(project, server, "start")
-    outputs = tool_messages(routes.bodies("start")[-1])
-    assert "no agent named 'nope'; available: explore, plan, task, verify" in outputs[0]
-    assert "no sub-agent '../../etc' of yours" in outputs[1] and "no sub-agent 'zzz'" in outputs[2]
+    assert "no agent named 'nope'; available: explore, plan, task, verify" in tool_messages(
+        routes.bodies("start")[1])[0]
+    outputs = tool_messages(routes.bodies("start")[-1])[-2:]
+    assert "no sub-agent '../../etc' of yours" in outputs[0] and "no sub-agent 'zzz'" in outputs[1]
 
 
 def test_a_child_in_a_worktree_leaves_the_tree_alone_until_its_changes_are_applied(project, server, monkeypatch):
@@ -633,7 +633,8 @@ def _agent_id(body: dict) -> str:
 def test_a_follow_up_to_a_running_background_child_changes_what_it_does_next(project, server):
     routes = Routes({  # the child works (waits for go.flag) while its parent sends the follow-up
         "count the files": [
-            Reply(tool_calls=[ToolCall("shell", {"command": "echo on > busy.flag; " + WAIT_FOR_FILE.format("go.flag")})]),
+            Reply(tool_calls=[ToolCall("shell", {"command": "echo on > busy.flag; "
+                                                            + WAIT_FOR_FILE.format("go.flag")})]),
             lambda body: Reply(text="banana" if any(m.get("content") == "FOLLOW-UP: also say banana"
                                                     for m in body["messages"]) else "no follow-up seen")],
         "go": [Reply(tool_calls=[spawn("count the files", background=True)]),
@@ -682,7 +683,8 @@ def test_a_follow_up_to_a_cancelled_child_resumes_it_and_counts_against_the_turn
         "go": [Reply(tool_calls=[spawn("long job", background=True)]),
                Reply(tool_calls=[ToolCall("shell", {"command": WAIT_FOR_FILE.format("started.flag")})]),
                lambda body: Reply(tool_calls=[ToolCall("cancel_agent", {"id": _agent_id(body)})]),
-               lambda body: Reply(tool_calls=[ToolCall("send_input", {"agent_id": _agent_id(body), "message": "go on"})]),
+               lambda body: Reply(tool_calls=[ToolCall("send_input", {"agent_id": _agent_id(body),
+                                                                      "message": "go on"})]),
                Reply(tool_calls=[ToolCall("wait_agent", {"timeout": 20})]),
                Reply(text="done")],
     }).install(server)
@@ -694,7 +696,9 @@ def test_a_follow_up_to_a_cancelled_child_resumes_it_and_counts_against_the_turn
 
 
 def test_send_input_names_only_the_callers_children(project, server):
-    routes = Routes({"go": [Reply(tool_calls=[ToolCall("send_input", {"agent_id": "nope", "message": "hi"})]),
-                            Reply(text="done")]}).install(server)
+    routes = Routes({"go": [Reply(tool_calls=[spawn("y")]),
+                            Reply(tool_calls=[ToolCall("send_input", {"agent_id": "nope", "message": "hi"})]),
+                            Reply(text="done")],
+                     "y": [Reply(text="done y")]}).install(server)
     run_parent(project, server, "go")
-    assert "no sub-agent 'nope' of yours" in tool_messages(routes.bodies("go")[-1])[0]
+    assert "no sub-agent 'nope' of yours" in tool_messages(routes.bodies("go")[-1])[-1]

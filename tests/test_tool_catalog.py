@@ -160,25 +160,28 @@ def test_the_first_request_with_every_default_tool_stays_small(project):
         run_configured(project, "provider=openai", f"base_url={server.base_url}", "model=gpt-5",
                        env={"OPENAI_API_KEY": "sk-test"})
         responses = server.responses_requests[0]
-    assert {"shell", "read_file", "web_fetch", "spawn_agent", "send_input"} <= {
-        t["function"]["name"] for t in chat.body["tools"]}
-    assert not OPT_IN & {t["function"]["name"] for t in chat.body["tools"]}  # they would not fit
+    offered = [t["function"]["name"] for t in chat.body["tools"]]
+    assert {"shell", "exec_command", "write_stdin", "read_file", "web_fetch", "spawn_agent"} <= set(offered)
+    assert offered.index("exec_command") == offered.index("shell") + 1
+    assert not OPT_IN & set(offered)
+    assert not FOLLOW_UPS & set(offered)  # offered once the session has a sub-agent
     assert "apply_patch" in {t.get("name") for t in responses.body["tools"]}
     for wire, request in (("chat", chat), ("responses", responses)):
         assert len(request.raw) <= FIRST_REQUEST_LIMIT, f"{wire}: the first request is {len(request.raw):,} bytes"
 
 
-OPT_IN = {"exec_command", "write_stdin", "run_code"}
+OPT_IN = {"run_code"}
+FOLLOW_UPS = {"wait_agent", "send_input", "cancel_agent", "list_agents", "apply_agent_changes"}
 
 
-def test_interactive_processes_and_code_mode_are_offered_when_turned_on(project):
-    """exec_command/write_stdin (`exec_sessions = true`) and run_code (`code_mode = true`) ride on every request
-    once on, on both OpenAI wires, beside shell."""
+def test_code_mode_is_offered_when_turned_on_and_the_interactive_pair_can_be_turned_off(project):
+    """run_code (`code_mode = true`) rides on every request once on, on both OpenAI wires;
+    `exec_sessions = false` takes exec_command/write_stdin away."""
     from tests.support import mock_responses
     from tests.support.harness import run_configured, run_session
     from tests.support.mock_openai import MockChatServer, Reply
 
-    on = ("exec_sessions=true", "code_mode=true")
+    on = ("code_mode=true",)
     with MockChatServer([Reply(text="done")]) as server:
         run_session(project, server, "hi", overrides=on)
         chat = [t["function"]["name"] for t in server.chat_requests[0].body["tools"]]
@@ -187,4 +190,28 @@ def test_interactive_processes_and_code_mode_are_offered_when_turned_on(project)
                        env={"OPENAI_API_KEY": "sk-test"})
         responses = [t.get("name") for t in server.responses_requests[0].body["tools"]]
     for names in (chat, responses):
-        assert OPT_IN <= set(names) and names.index("exec_command") == names.index("shell") + 1
+        assert set(names) >= OPT_IN and names.index("exec_command") == names.index("shell") + 1
+    with MockChatServer([Reply(text="done")]) as server:
+        run_session(project, server, "hi", overrides=("exec_sessions=false",))
+        off = {t["function"]["name"] for t in server.chat_requests[0].body["tools"]}
+    assert "shell" in off and not {"exec_command", "write_stdin"} & off
+
+
+def test_the_sub_agent_follow_ups_join_the_catalog_after_the_first_spawn(project):
+    """Only spawn_agent rides on a session's requests until it has a sub-agent; from the request after
+    the spawn on, wait_agent, send_input and the others are offered (and work)."""
+    from tests.support.harness import run_session
+    from tests.support.mock_openai import MockChatServer, Reply, ToolCall
+
+    replies = [Reply(tool_calls=[ToolCall("spawn_agent", {"prompt": "say hello", "agent": "explore"})]),
+               Reply(text="hello"),  # the child's answer
+               Reply(tool_calls=[ToolCall("list_agents", {})]),
+               Reply(text="done")]
+    with MockChatServer(replies) as server:
+        run_session(project, server, "delegate")
+        requests = server.chat_requests
+    offered = [{t["function"]["name"] for t in r.body.get("tools", [])} for r in requests]
+    assert "spawn_agent" in offered[0] and not FOLLOW_UPS & offered[0]
+    assert offered[2] >= FOLLOW_UPS
+    listed = requests[3].body["messages"][-1]
+    assert listed["role"] == "tool" and "explore" in listed["content"]

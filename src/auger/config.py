@@ -68,7 +68,7 @@ class Config:
     base_instructions: str | None = None  # replaces the packaged base prompt, at the user's own risk
     compact_prompt: str | None = None  # replaces the request for a hand-off summary when compacting
     memory: bool = False  # offer the `remember` tool; its notes go to .auger/memory.md, read as instructions
-    exec_sessions: bool = False  # offer exec_command/write_stdin: interactive processes (tools/exec_command.py)
+    exec_sessions: bool = True  # offer exec_command/write_stdin: interactive processes (tools/exec_command.py)
     exec_sessions_max: int = 8  # interactive processes kept per session (or sub-agent); the oldest idle one ends
     exec_session_idle_timeout: float = 600.0  # seconds an unused interactive process is kept
     code_mode: bool = False  # offer run_code: a Python program calling the session's tools (tools/code_mode.py)

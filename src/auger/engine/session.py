@@ -861,13 +861,14 @@ class Session:
         """Offer the sub-agent tools; the pool that runs them (engine/subagents.py) is made at their first
         call. On resume, tell the model which children died with the last process."""
         from auger.context.agents import discover_agents
-        from auger.tools.agents import SOURCE, agent_toolset
+        from auger.tools.agents import SOURCE, OnDemand, agent_toolset
 
         config = self.workspace.config
         self.agent_index = discover_agents(self.workspace.root, self.workspace.config_dir, base_mode=config.mode)
         warnings.extend(self.agent_index.warnings)
-        await self.runtime.router.registry.add(SOURCE, agent_toolset(lambda: self.agent_pool().root,
-                                                                     self.agent_index.describe()))
+        tools = agent_toolset(lambda: self.agent_pool().root, self.agent_index.describe())
+        await self.runtime.router.registry.add(
+            SOURCE, OnDemand(tools, lambda: self.agents is not None and bool(self.agents.root.children)))
         if resumed:
             await self.agent_pool().report_interrupted(self.record)
 

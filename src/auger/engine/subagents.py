@@ -65,7 +65,7 @@ from auger.protocol.items import AssistantMessage, ContextMessage, UserMessage
 from auger.protocol.ops import UserTurn
 from auger.protocol.vocab import TurnEndReason
 from auger.store.base import LinkRecord, SessionRecord
-from auger.tools.agents import agent_toolset
+from auger.tools.agents import FOLLOW_UPS, SPAWN, agent_toolset
 from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, Transcript
 from auger.tools.router import ToolRouter
 from auger.tools.shell import end_processes
@@ -407,6 +407,8 @@ class Child:
         client = own_client or parent_ctx.client
         prt = parent.runtime
         inherited = frozenset(prt.router.names)  # a child's tools are a subset of its parent's, agent tools too
+        if parent.depth == 0 and SPAWN in inherited:  # the session offers its follow-ups once it has a child
+            inherited |= FOLLOW_UPS
         allowed = inherited.__contains__ if agent.tools is None else (inherited & frozenset(agent.tools)).__contains__
         ledger = RollupLedger(parent.ledger)
         child_control = Control(pool, run.child_id, run.depth, lambda turn_id: ctx, prt, ledger)  # runtime: below

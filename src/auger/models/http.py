@@ -192,7 +192,7 @@ class SseModelClient:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # Serialised here, not by httpx: its encoder fails on a lone surrogate the model sent earlier.
-        body = json_dumps(self.build_body(request)).encode("utf-8")
+        body = json_dumps(self.build_body(request), compact=True).encode("utf-8")  # every byte rides on every request
         try:
             async with self._http.stream("POST", self.url, content=body,
                                          headers={"content-type": "application/json"}) as response:

@@ -292,8 +292,11 @@ class BwrapSandbox:
         self.version = version
 
     def _base(self, network: str, holder: bool = False) -> list[str]:
-        args = [self.path, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try"]
+        # A session's sandbox ends when its holder's input does (auger closed it, or died), never with bwrap's
+        # parent (the template): a bwrap killed between making its namespaces and letting its child run
+        # would leave that child waiting for it forever. A single command's sandbox ends with its caller.
+        args = [self.path, *(() if holder else ("--die-with-parent",)), "--new-session", "--unshare-pid",
+                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if network != "full":
             args.append("--unshare-net")
         if os.geteuid() == 0:

@@ -33,7 +33,7 @@ CLOSE_TIMEOUT = 3.0
 SYSTEM_BIN = "/usr/bin:/bin"
 # The holder: lets go of every descriptor but its input (commands can reach a process of theirs such as this
 # one), says it runs (bubblewrap has set everything up by then), and waits for the end of its input.
-HOLDER_SCRIPT = "exec 2>/dev/null 3>&- 4>&-; echo; exec >/dev/null; read -r line"
+HOLDER_SCRIPT = "exec 2>/dev/null 3>&- 4>&- 5<&-; echo; exec >/dev/null; read -r line"
 
 
 def _starting() -> asyncio.Semaphore:

@@ -49,9 +49,11 @@ auger wraps the argv in a nested read-only ruleset instead), stripped of every c
 the seccomp filter, and exec'd. The supervisor is a child subreaper, so daemons that double-fork are
 reparented to it; when auger closes the socket, or dies (the kernel closes it then), it kills every
 process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once would orphan those
-processes instead.) Under bubblewrap the holder is pid 1: when auger closes its stdin, or dies, or
-bubblewrap dies (--die-with-parent: with the template, which ends when its socket from auger closes),
-the holder ends and the kernel kills everything in the namespace.
+processes instead.) Under bubblewrap the holder is pid 1: when auger closes its stdin, or dies (the
+kernel closes it then), the holder ends and the kernel kills everything in the namespace. Nothing may
+end bwrap halfway through its start (between making the namespaces and letting its child run, which
+would then wait for it forever): it runs without --die-with-parent, and keeps a reader of its info
+pipe of its own (see _Starting).
 
 The seccomp filter refuses the kernel keyring (add_key, request_key, keyctl: the keyring is not
 namespaced), creating Unix-domain sockets, and io_uring (which could create and connect sockets
@@ -692,8 +694,10 @@ class _Starting:
 
     bwrap is started here (a small process forks and execs far faster than auger, and auger's event
     loop does not wait), with the holder's stdin on 0, the pipe the holder says it runs on on 1, the
-    log on 2, the pipe bwrap writes the holder's pid and namespaces to on 3 (`--info-fd 3`) and the
-    seccomp filter on 4 (`--seccomp 4`)."""
+    log on 2, the pipe bwrap writes the holder's pid and namespaces to on 3 (`--info-fd 3`), the
+    seccomp filter on 4 (`--seccomp 4`) and that pipe's other end on 5: bwrap writes there before it
+    lets its child run, and a write to a pipe nobody reads (the template gone with auger) would end
+    bwrap then and leave the child waiting for it forever. The holder closes 3 to 5 at once."""
 
     __slots__ = ("request", "sock", "log", "ready", "info", "reading", "up", "facts")
 
@@ -707,7 +711,7 @@ class _Starting:
         self.reading = {self.ready, self.info}  # the pipes not at their end
         actions = [(posix.POSIX_SPAWN_DUP2, keep, 0), (posix.POSIX_SPAWN_DUP2, ready_w, 1),
                    (posix.POSIX_SPAWN_DUP2, self.log, 2), (posix.POSIX_SPAWN_DUP2, info_w, 3),
-                   (posix.POSIX_SPAWN_DUP2, seccomp, 4)]
+                   (posix.POSIX_SPAWN_DUP2, seccomp, 4), (posix.POSIX_SPAWN_DUP2, self.info, 5)]
         argv = request["argv"]
         try:
             posix.posix_spawn(argv[0], argv, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, file_actions=actions,

@@ -24,6 +24,7 @@ SOURCE = "agent tools"  # its name in a session's tool registry: no MCP server c
 SPAWN, WAIT, SEND, CANCEL, LIST, APPLY = ("spawn_agent", "wait_agent", "send_input", "cancel_agent", "list_agents",
                                          "apply_agent_changes")
 NAMES = frozenset({SPAWN, WAIT, SEND, CANCEL, LIST, APPLY})
+FOLLOW_UPS = NAMES - {SPAWN}  # the tools about sub-agents that exist
 WAIT_DEFAULT_S, WAIT_MAX_S = 30, 300
 
 
@@ -41,6 +42,25 @@ class AgentControl(Protocol):
     def list(self) -> ToolResult: ...
 
     async def apply(self, agent_id: str, root: Path) -> ToolResult: ...
+
+
+class OnDemand(StaticToolset):
+    """The agent tools with the follow-ups (FOLLOW_UPS) offered only once `started()` says the caller has a
+    sub-agent: every schema rides on every request, and most sessions never delegate. The router asks
+    `refresh` before each model request, so they join the catalog at the request after the first spawn."""
+
+    def __init__(self, specs: StaticToolset, started: Callable[[], bool]) -> None:
+        super().__init__(specs.list_tools())
+        self._started = started
+        self._offered = False
+
+    def list_tools(self) -> list[ToolSpec]:
+        return [spec for spec in super().list_tools() if self._offered or spec.name not in FOLLOW_UPS]
+
+    async def refresh(self) -> bool:
+        """Whether the list changed (the registry's protocol for toolsets whose tools change)."""
+        offered, self._offered = self._offered, self._offered or self._started()
+        return offered != self._offered
 
 
 def agent_toolset(control: Callable[[], AgentControl], available: str) -> StaticToolset:

@@ -692,15 +692,14 @@ async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
 READ_FILE = ToolSpec(
     name="read_file",
     description=(
-        "Read a text file in the project. Output is numbered lines (`cat -n` style); the "
-        "numbers are not part of the file. Shows up to 2000 lines from `offset` (1-based); "
-        "use offset/limit to page through longer files. Lines over 2000 characters are cut. "
-        "Binary files are refused. Read a file before editing it."
+        "Read a text file as numbered lines (`cat -n` style; the numbers are not part of the "
+        "file): up to 2000 lines from `offset` (1-based), each cut at 2000 characters; page "
+        "with offset/limit. Read a file before editing it."
     ),
     parameters={
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, relative to the project root."},
+            "path": {"type": "string", "description": "Relative to the project root."},
             "offset": {"type": "integer", "minimum": 1,
                        "description": "First line to show, 1-based (default 1)."},
             "limit": {"type": "integer", "minimum": 1,
@@ -724,7 +723,7 @@ WRITE_FILE = ToolSpec(
     parameters={
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, relative to the project root."},
+            "path": {"type": "string", "description": "Relative to the project root."},
             "content": {"type": "string", "description": "The complete new content of the file."},
         },
         "required": ["path", "content"],
@@ -738,16 +737,15 @@ WRITE_FILE = ToolSpec(
 EDIT_FILE = ToolSpec(
     name="edit_file",
     description=(
-        "Replace text in an existing file. old_string must match the file exactly, including "
-        "whitespace and indentation (without read_file's line-number prefixes), and must be "
-        "unique in the file unless replace_all is true; add surrounding lines to make it "
-        "unique. Everything else in the file is left byte-for-byte unchanged. Refused if the "
-        "file changed on disk since you read it."
+        "Replace text in a file. old_string must match exactly, whitespace included (without "
+        "read_file's line numbers), and be unique unless replace_all; add surrounding lines to "
+        "make it unique. The rest of the file stays byte for byte. Refused if the file changed "
+        "on disk since you read it."
     ),
     parameters={
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, relative to the project root."},
+            "path": {"type": "string", "description": "Relative to the project root."},
             "old_string": {"type": "string", "description": "The exact text to replace."},
             "new_string": {"type": "string", "description": "The text to put in its place."},
             "replace_all": {"type": "boolean",

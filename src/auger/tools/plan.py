@@ -30,9 +30,9 @@ async def _update_plan(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 UPDATE_PLAN = ToolSpec(
     name="update_plan",
-    description=("Record your plan for a multi-step task as a short list of steps with a status each "
-                 "(pending, in_progress, completed; at most one in_progress). Send the whole list each time. "
-                 "The user sees it, and it survives context compaction."),
+    description=("Record your plan for a multi-step task: a short list of steps, each pending, in_progress "
+                 "(one at most) or completed. Send the whole list each time; the user sees it and it survives "
+                 "compaction."),
     parameters={
         "type": "object",
         "properties": {

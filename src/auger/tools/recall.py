@@ -80,9 +80,8 @@ def _summary(arguments: str) -> str:
 RECALL = ToolSpec(
     name="recall",
     description=(
-        "Fetch the full output of an earlier tool call in this session (call_id), or search all stored outputs "
-        "and conversation messages, including parts compacted away, for a case-insensitive text (query). "
-        "With neither, lists the stored calls."
+        "Fetch the full output of an earlier tool call (call_id), or search every stored output and message, "
+        "compacted ones included, for a text (query, case-insensitive). With neither, lists the stored calls."
     ),
     parameters={
         "type": "object",

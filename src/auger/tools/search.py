@@ -158,10 +158,9 @@ async def _list_dir_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResul
 LIST_DIR = ToolSpec(
     name="list_dir",
     description=(
-        "List a directory as an indented tree: directories (ending in '/') first, then "
-        "files, each sorted by name; symlinks show their target. Files ignored by "
-        ".gitignore and the .git directory are left out; hidden files are shown. "
-        f"Goes `depth` levels deep (default 2); at most {LIST_DIR_MAX_ENTRIES} entries."
+        "List a directory as a tree `depth` levels deep (default 2), directories first; "
+        "ignored files and .git are left out, hidden files shown; at most "
+        f"{LIST_DIR_MAX_ENTRIES} entries."
     ),
     parameters={
         "type": "object",
@@ -221,12 +220,10 @@ async def _glob_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 GLOB = ToolSpec(
     name="glob",
     description=(
-        "Find files by path pattern. No '/' in the pattern: matches file names at any "
-        "depth (`*.py`, `test_*.py`). With '/': matches the path relative to `path` "
-        "(`src/**/*.ts`, `**/tests/*.py`); `**` spans directories, `*` and `?` stay "
-        "within one; `[abc]` and `{a,b}` work; a leading `!` excludes instead. Skips "
-        "ignored files and .git. Returns paths relative to the project root, sorted, "
-        f"at most {GLOB_MAX_RESULTS}."
+        "Find files by pattern: without '/' it matches names at any depth (`test_*.py`); "
+        "with '/', paths under `path` (`src/**/*.ts`: `**` spans directories). `{a,b}` works; "
+        "a leading `!` excludes. Skips ignored files and .git. Returns sorted paths relative to "
+        f"the project root, at most {GLOB_MAX_RESULTS}."
     ),
     parameters={
         "type": "object",
@@ -628,12 +625,10 @@ async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 GREP = ToolSpec(
     name="grep",
     description=(
-        "Search file contents for a regular expression, line by line (ripgrep syntax: "
-        "no lookaround or backreferences). Prints `path:line:text`, sorted by path then "
-        f"line, at most max_results lines (default 100); lines over {GREP_MAX_LINE_CHARS} "
-        "chars are cut. `path` is a file or directory; `glob` limits a directory search "
-        "to matching files, with the same syntax as the glob tool (`*.py`, `src/**/*.ts`). "
-        "Skips ignored files, .git and binary files."
+        "Search file contents for a regular expression (ripgrep syntax: no lookaround). Prints "
+        "sorted `path:line:text` lines, at most max_results (default 100), each cut at "
+        f"{GREP_MAX_LINE_CHARS} chars. `glob` limits which files (glob tool syntax). Skips ignored "
+        "files, .git and binary files."
     ),
     parameters={
         "type": "object",

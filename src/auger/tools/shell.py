@@ -394,10 +394,10 @@ def classify(args: dict[str, Any], root) -> Classification:
 SHELL = ToolSpec(
     name="shell",
     description=(
-        "Run a shell command (bash -c) in the project root or `workdir`. Returns exit code, line counts, the last "
-        f"{STDERR_TAIL} stderr and {STDOUT_TAIL} stdout lines; the full output is kept for `recall`. "
-        f"Default timeout {DEFAULT_TIMEOUT}s (max {MAX_TIMEOUT}s). Use background=true for servers and "
-        "watchers (returns at once with the pid). Prefer the file tools for reading and editing files."
+        "Run a one-shot command (bash -c) in the project root or `workdir`. Returns the exit code and the last "
+        f"{STDERR_TAIL} stderr and {STDOUT_TAIL} stdout lines (all of it via `recall`). Timeout {DEFAULT_TIMEOUT}s "
+        f"by default (max {MAX_TIMEOUT}s). background=true for servers and watchers: returns the pid at once. "
+        "Prefer the file tools for reading and editing."
     ),
     parameters={
         "type": "object",
