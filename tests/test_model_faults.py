@@ -24,9 +24,8 @@ def test_request_wire_format(project, server):
     assert body["messages"][0]["role"] == "system"
     assert body["messages"][-1] == {"role": "user", "content": "hello"}
     names = {t["function"]["name"] for t in body["tools"]}
-    assert names == {"shell", "read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "recall",
-                     "update_plan", "spawn_agent", "wait_agent", "send_input", "cancel_agent", "list_agents",
-                     "apply_agent_changes", "web_fetch"}
+    assert names == {"shell", "exec_command", "write_stdin", "read_file", "write_file", "edit_file", "list_dir",
+                     "glob", "grep", "recall", "update_plan", "spawn_agent", "web_fetch"}
 
 
 def test_429_honours_retry_after(project, server):
