@@ -32,7 +32,9 @@ from acp.schema import (
 
 from auger._version import __version__
 from auger.frontends.acp.client_tools import EditorFiles, EditorTerminal
-from auger.frontends.acp.updates import CALL_CAP_ERROR, UpdateMapper, available_commands, plan_update, tool_kind
+from auger.frontends.acp.updates import (
+    CALL_CAP_ERROR, LIVE_INTERVAL, UpdateMapper, available_commands, plan_update, tool_kind,
+)
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown, UserTurn
 from auger.protocol.vocab import ApprovalOption, Mode
@@ -85,6 +87,8 @@ class AcpSession:
         self.asking: set[asyncio.Task[None]] = set()
         self.pump: asyncio.Task[None] | None = None
         self.model_switch: asyncio.Future[str | None] | None = None  # None: switched; else why not
+        self.sending = asyncio.Lock()  # updates leave in the order they were made: a held output never after its end
+        self.flushing: asyncio.Task[None] | None = None  # shows held output once due (UpdateMapper.due)
 
     @property
     def id(self) -> str:
@@ -109,8 +113,11 @@ class AcpSession:
     async def on_event(self, event: ev.Event) -> None:
         """One of the session's events — or a sub-agent's tool call or approval, shown as the editor's own
         (its text, turns and usage stay its own: they are not this prompt's reply or end)."""
-        for update in self.mapper.updates(event):
-            await self.send(update)
+        async with self.sending:
+            for update in self.mapper.updates(event):
+                await self.send(update)
+        if self.mapper.held and (self.flushing is None or self.flushing.done()):
+            self.flushing = asyncio.create_task(self.flush_held())
         if isinstance(event, ev.ApprovalRequest):
             task = asyncio.create_task(self.ask(event))  # the stream goes on while the editor asks
             self.asking.add(task)
@@ -122,6 +129,14 @@ class AcpSession:
                 self.model_switch.set_result(None)
             elif isinstance(event, ev.WarningEvent) and event.message.startswith(MODEL_REFUSED):
                 self.model_switch.set_result(event.message)
+
+    async def flush_held(self) -> None:
+        """Show running calls' held output once it is due, until none is held."""
+        while self.mapper.held:
+            await asyncio.sleep(LIVE_INTERVAL / 2)
+            async with self.sending:
+                for update in self.mapper.due():
+                    await self.send(update)
 
     def finish(self, reason: str, message: str | None) -> None:
         if self.waiting is not None and not self.waiting.done():

@@ -77,6 +77,7 @@ class UpdateMapper:
         self.calls: dict[str, tuple[str, Any]] = {}  # call id -> (tool name, arguments)
         self.terminals: dict[str, str] = {}  # call id -> the editor terminal it ran in
         self.live: dict[str, tuple[str, float]] = {}  # running call id -> (its output so far, when last shown)
+        self.held: set[str] = set()  # running calls with output not shown yet (it came too soon after the last)
         self.stop_hint: str | None = None  # why the running turn's reply stopped, from its warnings
 
     # -- live events ------------------------------------------------------------------
@@ -113,19 +114,39 @@ class UpdateMapper:
 
     def output(self, call_id: str, text: str) -> list[Any]:
         """A running call's output so far (its tail), as in-progress content: at most every LIVE_INTERVAL, so a
-        chatty command does not flood the editor; its end shows the final output."""
+        chatty command does not flood the editor. What comes sooner is held (`held`) until `due` gives it,
+        or the call's end shows it."""
         shown, last = self.live.get(call_id, ("", 0.0))
         shown = (shown + text)[-MAX_SHOWN_OUTPUT:]
         now = time.monotonic()
         if now - last < LIVE_INTERVAL:
             self.live[call_id] = (shown, last)
+            self.held.add(call_id)
             return []
         self.live[call_id] = (shown, now)
-        return [helpers.update_tool_call(call_id, status="in_progress",
-                                         content=[helpers.tool_content(helpers.text_block(shown))])]
+        self.held.discard(call_id)
+        return [self._running(call_id, shown)]
+
+    def due(self) -> list[Any]:
+        """The held output of running calls last shown LIVE_INTERVAL ago or more."""
+        now = time.monotonic()
+        updates = []
+        for call_id in sorted(self.held):
+            shown, last = self.live.get(call_id, ("", now))
+            if now - last >= LIVE_INTERVAL:
+                self.live[call_id] = (shown, now)
+                self.held.discard(call_id)
+                updates.append(self._running(call_id, shown))
+        return updates
+
+    @staticmethod
+    def _running(call_id: str, shown: str) -> Any:
+        return helpers.update_tool_call(call_id, status="in_progress",
+                                        content=[helpers.tool_content(helpers.text_block(shown))])
 
     def end(self, call_id: str, name: str, ok: bool, output: str) -> Any:
         self.live.pop(call_id, None)
+        self.held.discard(call_id)
         _, args = self.calls.pop(call_id, (name, None))
         content: list[Any] = list(self._diff(name, args) or [])
         terminal = self.terminals.pop(call_id, None)
