@@ -28,16 +28,18 @@ import re
 import struct
 import termios
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auger.tools.base import (
     LOCAL_MUTATION, READ_ONLY, Classification, ToolContext, ToolError, ToolResult, ToolSpec,
 )
-from auger.tools.exec_sessions import INTERRUPT, ExecSession, ExecSessions, sessions_of
 from auger.tools.shell import (
     COMMAND_ENV, CapturedStream, bash_argv, check_command, classify as classify_command, command_cwd, note_sandbox,
     preview as preview_command, run_shell_patch, shell_patch, signal_name, spawn_command,
 )
+
+if TYPE_CHECKING:  # the processes' registry loads with the first call, not with the tool's schema
+    from auger.tools.exec_sessions import ExecSession, ExecSessions
 
 EXEC, WRITE = "exec_command", "write_stdin"
 EXEC_YIELD_MS, WRITE_YIELD_MS = 10_000, 250
@@ -78,6 +80,8 @@ async def _exec_command(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     env = {**(ctx.env if ctx.env is not None else os.environ), **COMMAND_ENV}
     effect = classify_exec(args, ctx.root).effect  # as the gate judged it: the sandbox holds it to that
     tty = bool(args.get("tty"))
+    from auger.tools.exec_sessions import sessions_of
+
     registry = sessions_of(ctx.state)
     started, wall_start = time.monotonic(), time.time()
     session = await _start(registry.next_id(), command, cwd, env, ctx, effect, tty)
@@ -112,10 +116,14 @@ async def _start(session_id: int, command: str, cwd, env: dict[str, str], ctx: T
     finally:
         for fd in theirs:
             os.close(fd)
+    from auger.tools.exec_sessions import ExecSession
+
     return ExecSession(session_id, command, proc, tty=tty, read_fd=ours[0], write_fd=ours[1], effect=effect)
 
 
 async def _write_stdin(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    from auger.tools.exec_sessions import sessions_of
+
     registry = sessions_of(ctx.state)
     session = registry.get(args["session_id"])
     if session is None:
@@ -202,6 +210,10 @@ def classify_input(args: dict[str, Any], ctx: ToolContext) -> Classification:
     read-only (or only a poll or Ctrl-C is sent), else the starting command's effect — a change at least —
     continuing without an approval of its own (plan mode refuses it)."""
     registry = ctx.state.exec_sessions
+    if registry is None:  # no process was started yet: the handler says there is none
+        return Classification(READ_ONLY, f"session {args['session_id']}")
+    from auger.tools.exec_sessions import INTERRUPT, ExecSessions  # loaded with the registry already
+
     session = registry.get(args["session_id"]) if isinstance(registry, ExecSessions) else None
     chars: str = args.get("chars", "")
     if session is None:
