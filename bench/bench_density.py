@@ -7,9 +7,11 @@ take). A second pass runs one command in every session (the user's own `run_shel
 sandbox) and reads the same with every sandbox running; then, past the sandbox idle timeout (short
 here), once more.
 
-Each N runs in a fresh process; the mock server stays in this one. Not a test.
+Each N runs in a fresh process; the mock server stays in this one. With `--serve`, the same through
+the real `auger serve` in its own process: sessions opened with `POST /api/sessions`, the command run
+with a `run_shell` op, and the server's memory read with its helpers'. Not a test.
 
-    python bench/bench_density.py [--sessions 100 1000] [--sandbox auto|bwrap|landlock] [--idle 2]
+    python bench/bench_density.py [--sessions 100 1000] [--sandbox auto|bwrap|landlock] [--idle 2] [--serve]
 """
 
 from __future__ import annotations
@@ -68,9 +70,10 @@ def _memory(pid: int | str) -> tuple[float, float]:
     return rss, pss
 
 
-def sample(n: int, phase: str, seconds: float) -> Sample:
-    rss, pss = _memory("self")
-    helpers = _descendants(os.getpid())
+def sample(n: int, phase: str, seconds: float, pid: int | None = None) -> Sample:
+    """Memory of auger's process (this one, or `pid`) and of every process below it."""
+    rss, pss = _memory(pid or "self")
+    helpers = _descendants(pid or os.getpid())
     held = [_memory(p) for p in helpers]
     return Sample(n, phase, rss, pss, len(helpers), sum(r for r, _ in held), sum(p for _, p in held), seconds)
 
@@ -149,6 +152,65 @@ def measure(n: int, base_url: str, project: Path, home: Path, sandbox: str, idle
     return [Sample(**s) for s in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
+SERVED_IDLE_S = 60.0  # the served sandboxes' idle timeout: every one still runs when the commands have ended
+
+
+def measure_served(n: int, base_url: str, project: Path, home: Path, sandbox: str, idle: float) -> list[Sample]:
+    """The same three samples of a real `auger serve` holding N sessions (its sandbox idle timeout is
+    SERVED_IDLE_S, so that the live sample sees every sandbox; `idle` is not used)."""
+    from bench.bench_server import start_server
+
+    proc, url = start_server(project, home, base_url, sandbox, mode="auto",
+                             extra=("-c", f"sandbox_idle_timeout={SERVED_IDLE_S}"))
+    try:
+        return asyncio.run(_served(n, url, project, proc.pid))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+async def _served(n: int, url: str, project: Path, pid: int) -> list[Sample]:
+    import httpx
+
+    from bench.bench_server import TOKEN
+
+    at_once = asyncio.Semaphore(16)  # requests in flight: a client, not a flood
+
+    async def call(method: str, path: str, **kw):
+        async with at_once:
+            response = await client.request(method, path, **kw)
+        response.raise_for_status()
+        return response.json() if response.content else None
+
+    async def command(i: int, session_id: str) -> bool:
+        await call("POST", f"/api/sessions/{session_id}/ops", json={
+            "submission_id": f"cmd-{i}", "op": {"type": "run_shell", "command": "echo ok"}})
+        deadline = time.perf_counter() + 600
+        while time.perf_counter() < deadline:
+            state = (await call("GET", f"/api/sessions/{session_id}"))["state"]
+            if state["running_turn"] is None and state["last_seq"] > 2:
+                return True
+            await asyncio.sleep(0.2)
+        return False
+
+    async with httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=120) as client:
+        started = time.perf_counter()
+        ids = [created["id"] for created in await asyncio.gather(
+            *(call("POST", "/api/sessions", json={"cwd": str(project)}) for _ in range(n)))]
+        opened = time.perf_counter() - started
+        await asyncio.sleep(SETTLE_S)
+        samples = [sample(n, "opened, idle", opened, pid)]
+        started = time.perf_counter()
+        ended = await asyncio.gather(*(command(i, session_id) for i, session_id in enumerate(ids)))
+        ran = time.perf_counter() - started
+        samples.append(sample(n, "ran a command, live", ran, pid))
+        if not all(ended):
+            print(f"N={n}: {ended.count(False)} commands did not end", file=sys.stderr)
+        await asyncio.sleep(SERVED_IDLE_S + SETTLE_S)
+        samples.append(sample(n, "ran a command, idle", ran, pid))
+    return samples
+
+
 def table(samples: list[Sample]) -> str:
     rows = [f"{'sessions':>8}  {'state':<22} {'s':>6} {'auger RSS':>9} {'auger PSS':>9} {'helpers':>7} "
             f"{'their RSS':>9} {'their PSS':>9} {'total PSS':>9} {'per session':>11}"]
@@ -176,6 +238,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "landlock"))
     parser.add_argument("--idle", type=float, default=2.0, help="sandbox_idle_timeout for the run (seconds)")
+    parser.add_argument("--serve", action="store_true", help="hold the sessions in a real `auger serve`")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -188,7 +251,8 @@ def main() -> None:
         for n in args.sessions:
             home = Path(tmp) / f"home-{n}"
             home.mkdir()
-            samples += measure(n, server.base_url, project, home, args.sandbox, args.idle)
+            how = measure_served if args.serve else measure
+            samples += how(n, server.base_url, project, home, args.sandbox, args.idle)
     print(table(samples))
 
 

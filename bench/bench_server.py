@@ -72,12 +72,14 @@ class Result:
         return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def start_server(project: Path, home: Path, base_url: str, sandbox: str) -> tuple[subprocess.Popen, str]:
+def start_server(project: Path, home: Path, base_url: str, sandbox: str, *, mode: str = "safe",
+                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """The real `auger serve` on a free loopback port, in its own process; (the process, its base URL)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
     env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-bench", "AUGER_SERVER_TOKEN": TOKEN})
-    proc = subprocess.Popen([sys.executable, "-m", "auger", "serve", "--port", "0", "--mode", "safe",
+    proc = subprocess.Popen([sys.executable, "-m", "auger", "serve", "--port", "0", "--mode", mode,
                              "--base-url", base_url, "--model", "bench", "-c", "generate_titles=false",
-                             "-c", f"sandbox={sandbox}"], cwd=project, env=env, stdout=subprocess.PIPE,
+                             "-c", f"sandbox={sandbox}", *extra], cwd=project, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     first = proc.stdout.readline()
