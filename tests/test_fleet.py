@@ -94,6 +94,25 @@ def test_a_repeated_submission_id_makes_one_task(fleet):
     assert rows(url, "SELECT COUNT(*) FROM pgqueuer") == [(1,)]  # delivered once too
 
 
+def test_a_task_recorded_but_never_delivered_is_delivered_by_its_repeated_submission(fleet, tmp_path):
+    """The submitter died between recording the task and queueing it: submitting again with the same
+    submission id queues it (once), and a worker runs it."""
+    home, url, repo = fleet
+    with task_model() as model:
+        first = submit(home, url, model, repo, "task lost", "--submission-id", "client-7").stdout.strip()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM pgqueuer")  # as if the job had never been queued
+        again = submit(home, url, model, repo, "task lost", "--submission-id", "client-7").stdout.strip()
+        submit(home, url, model, repo, "task lost", "--submission-id", "client-7")
+        assert again == first and rows(url, "SELECT COUNT(*) FROM pgqueuer") == [(1,)]
+        worker = start_worker(home, url, model, log=tmp_path / "w.log")
+        try:
+            wait_for(lambda: all_final(url, 1), 60, "the task to finish")
+        finally:
+            stop(worker)
+    assert states(url) == {first: "done"}
+
+
 def test_a_worker_killed_mid_turn_loses_its_task_to_another_which_completes_it(fleet, tmp_path):
     home, url, repo = fleet
     with task_model(delay=1.5) as model:

@@ -61,6 +61,16 @@ async def enqueue(url: str, task_id: str, *, queue: str = "default", priority: i
             execute_after=timedelta(seconds=delay_s) if delay_s else None)
 
 
+async def waiting(url: str, task_id: str) -> bool:
+    """Whether a job for `task_id` is in the queue (waiting, or taken by a worker)."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        row = await (await conn.execute("SELECT 1 FROM pgqueuer WHERE payload = %s LIMIT 1",
+                                        (task_id.encode(),))).fetchone()
+        return row is not None
+
+
 async def depth(url: str) -> int:
     """Jobs waiting in every queue (not yet picked)."""
     import psycopg

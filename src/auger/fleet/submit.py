@@ -17,12 +17,19 @@ if TYPE_CHECKING:
 async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "default", priority: int = 0,
                  max_attempts: int = 3, submission_id: str | None = None) -> TaskRecord:
     """Record the task and deliver it; a submission id used before returns the first task, delivered
-    then (nothing is queued again)."""
+    then (nothing is queued again) — unless it was recorded and never delivered (the submitter died
+    between the two): a task still queued with no job in the queue is delivered now. (Two deliveries
+    of one task could only make a duplicate the worker drops: see fleet/worker.py.)"""
     record, created = await Tasks(store).submit(spec, queue=queue_name, priority=priority,
                                                 max_attempts=max_attempts, submission_id=submission_id)
-    if created:
+    if created or (record.state == "queued" and not await _waiting(store.url, record.id)):
         await _deliver(store.url, record)
     return record
+
+
+async def _waiting(url: str, task_id: str) -> bool:
+    await queue.install(url)
+    return await queue.waiting(url, task_id)
 
 
 async def retry(store: PostgresStore, task_id: str) -> TaskRecord | None:
