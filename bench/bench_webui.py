@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support.browser import chromium  # noqa: E402
 from tests.support.mock_openai import MockChatServer  # noqa: E402
 from tests.support.serve import long_session, pairing_link, start_process, stop_process  # noqa: E402
+from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
 # Set by the page itself: the moment (ms since navigation) the last message of the session is on screen.
 WATCH_LAST = """
@@ -103,7 +104,16 @@ def older_page(page, shown: int) -> float:
       }).observe(document.querySelector('.transcript'), { childList: true });
       document.querySelector('.scroller').scrollTop = 0;
     }""")
-    page.wait_for_function("() => window.__olderDone !== null", timeout=60_000)
+    # A top reached while the page is still settling can be missed by the reader's intersection observer
+    # (seen on a loaded machine): scroll away and back, as a reader would; the time counts from the first try.
+    for _ in range(12):
+        try:
+            page.wait_for_function("() => window.__olderDone !== null", timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            page.evaluate("""() => { const box = document.querySelector('.scroller');
+              box.scrollTop = 2000; requestAnimationFrame(() => { box.scrollTop = 0; }); }""")
+    page.wait_for_function("() => window.__olderDone !== null", timeout=5_000)
     return float(page.evaluate("window.__olderDone - window.__olderAt"))
 
 
