@@ -37,6 +37,24 @@ def page_cursor(record: SessionRecord) -> str:
     return f"{record.updated!r}/{record.id}"
 
 
+def listed_sessions_filter(cwd: object | None, before: tuple[float, str] | None,
+                           placeholder: str) -> tuple[str, list[object]]:
+    """The WHERE clause (and its parameters) of `Store.list_sessions` on either backend: sessions the model
+    said something in that are no one's sub-agent, of `cwd` (already encoded for the backend) when given,
+    after the `before` (updated, id) cursor when given. `placeholder`: the driver's ("?" or "%s")."""
+    where = ["EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
+             "('assistant_message', 'tool_call', 'reasoning'))",
+             "NOT EXISTS (SELECT 1 FROM session_links l WHERE l.child_id = s.id)"]
+    params: list[object] = []
+    if cwd is not None:
+        where.append(f"s.cwd = {placeholder}")
+        params.append(cwd)
+    if before is not None:
+        where.append(f"(s.updated < {placeholder} OR (s.updated = {placeholder} AND s.id < {placeholder}))")
+        params += [before[0], before[0], before[1]]
+    return " AND ".join(where), params
+
+
 def parse_page_cursor(cursor: object) -> tuple[float, str]:
     """A cursor `page_cursor` gave, as `list_sessions`' `before`; ValueError for anything else."""
     updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")

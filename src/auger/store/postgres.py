@@ -36,7 +36,9 @@ from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
-from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError
+from auger.store.base import (
+    LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, listed_sessions_filter,
+)
 from auger.store.migrations import Migration, migrations, newer_schema
 
 if TYPE_CHECKING:
@@ -242,17 +244,8 @@ class PostgresStore:
 
     async def list_sessions(self, limit: int = 50, *, cwd: str | None = None,
                             before: tuple[float, str] | None = None) -> list[SessionRecord]:
-        where = ["EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
-                 "('assistant_message', 'tool_call', 'reasoning'))",
-                 "NOT EXISTS (SELECT 1 FROM session_links l WHERE l.child_id = s.id)"]
-        params: list[object] = []
-        if cwd is not None:
-            where.append("s.cwd = %s")
-            params.append(b(cwd))
-        if before is not None:
-            where.append("(s.updated < %s OR (s.updated = %s AND s.id < %s))")
-            params += [before[0], before[0], before[1]]
-        rows = await self._read(f"{_SESSION_SELECT} WHERE {' AND '.join(where)} "
+        where, params = listed_sessions_filter(None if cwd is None else b(cwd), before, "%s")
+        rows = await self._read(f"{_SESSION_SELECT} WHERE {where} "
                                 "ORDER BY s.updated DESC, s.id DESC LIMIT %s", (*params, limit))
         return [_session(r) for r in rows]
 

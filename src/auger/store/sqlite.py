@@ -30,7 +30,9 @@ from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.migrations import migrations, newer_schema
-from auger.store.base import LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError
+from auger.store.base import (
+    LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, listed_sessions_filter,
+)
 
 __all__ = ["SqliteStore", "StoreError"]
 
@@ -151,19 +153,10 @@ class SqliteStore:
         a reply (a missing image, an unknown skill, an unreachable server) is no conversation to
         list; it can still be resumed by its id. `cwd` keeps one project's; `before` (updated, id)
         continues a listing after its last row, stable while sessions are added."""
-        where = ["EXISTS (SELECT 1 FROM items r WHERE r.session_id = s.id AND r.type IN "
-                 "('assistant_message', 'tool_call', 'reasoning'))",
-                 "NOT EXISTS (SELECT 1 FROM session_links l WHERE l.child_id = s.id)"]
-        params: list[object] = []
-        if cwd is not None:
-            where.append("s.cwd = ?")
-            params.append(to_db(cwd))
-        if before is not None:
-            where.append("(s.updated < ? OR (s.updated = ? AND s.id < ?))")
-            params += [before[0], before[0], before[1]]
+        where, params = listed_sessions_filter(None if cwd is None else to_db(cwd), before, "?")
 
         def select(conn: sqlite3.Connection) -> list[SessionRecord]:
-            rows = conn.execute(f"{_SESSION_SELECT} WHERE {' AND '.join(where)} ORDER BY s.updated DESC, s.id DESC "
+            rows = conn.execute(f"{_SESSION_SELECT} WHERE {where} ORDER BY s.updated DESC, s.id DESC "
                                 "LIMIT ?", (*params, limit)).fetchall()
             return [_session(r) for r in rows]
 
