@@ -99,7 +99,8 @@ def test_what_commands_need_stays_reachable(project, server, user_home, monkeypa
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: release\ndescription: cut a release\n---\nrun notes.sh\n")
     (skill / "notes.sh").write_text("echo release-notes-ok\n")
-    outs = shell(project, server, kind, f"sh {skill}/notes.sh", "echo scratch > $TMPDIR/x && cat $TMPDIR/x",
+    outs = shell(project, server, kind, f"sh {skill}/notes.sh",
+                 "echo scratch > $TMPDIR/rc21-scratch && cat $TMPDIR/rc21-scratch",
                  f"ls {dirs['data']} 2>&1; cat {dirs['config']}/config.toml 2>&1 | head -1")
     assert "release-notes-ok" in outs[0], outs[0]
     assert outs[1].startswith("Exit code: 0") and "scratch" in outs[1], outs[1]
