@@ -28,9 +28,10 @@ from tests.support.fleet import make_repo, start_worker, task_model  # noqa: E40
 from tests.support.postgres import PostgresServer  # noqa: E402
 
 
-async def submit_all(url: str, repo: Path, base_url: str, count: int, rate: float) -> None:
+async def submit_all(url: str, repo: Path, count: int, rate: float) -> None:
     from auger.fleet import queue
-    from auger.fleet.tasks import Tasks, TaskSpec
+    from auger.fleet.policy import TaskSpec
+    from auger.fleet.tasks import Tasks
     from auger.store.postgres import PostgresStore
 
     store = PostgresStore(url)
@@ -38,8 +39,7 @@ async def submit_all(url: str, repo: Path, base_url: str, count: int, rate: floa
     await queue.install(url)
     try:
         for n in range(count):
-            spec = TaskSpec(prompt=f"task b{n}", repo=str(repo), provider="openai-compatible", model="m",
-                            base_url=base_url, mode="auto")
+            spec = TaskSpec(prompt=f"task b{n}", repo=str(repo), model="m", mode="auto")
             record, _ = await tasks.submit(spec)
             await queue.enqueue(url, record.id)
             if rate:
@@ -80,7 +80,7 @@ def main() -> int:
         home.mkdir()
         repo = make_repo(tmp / "repo")
         with task_model() as model:
-            asyncio.run(submit_all(url, repo, model.base_url, 1, 0))  # schema and queue tables in place
+            asyncio.run(submit_all(url, repo, 1, 0))  # schema and queue tables in place
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("DELETE FROM task_results; DELETE FROM tasks; DELETE FROM pgqueuer")
             workers = [start_worker(home, url, model, "--concurrency", str(args.concurrency), "--poll", "5",
@@ -88,7 +88,7 @@ def main() -> int:
             time.sleep(3)  # workers up and listening
             before = counters(url)
             started = time.monotonic()
-            asyncio.run(submit_all(url, repo, model.base_url, args.tasks, args.rate))
+            asyncio.run(submit_all(url, repo, args.tasks, args.rate))
             submitted = time.monotonic() - started
             while True:
                 with psycopg.connect(url, autocommit=True) as conn:

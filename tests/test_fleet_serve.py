@@ -145,7 +145,7 @@ def test_a_task_is_cancelled_and_retried_through_the_api_and_a_hostile_id_is_ref
 async def _cancel_and_retry(project, model, url):
     from auger.fleet import queue
     from auger.fleet.submit import submit as submit_task
-    from auger.fleet.tasks import TaskSpec
+    from auger.fleet.policy import TaskSpec
     from tests.support.serve import in_process
 
     async with in_process(project, model, url) as (client, server):

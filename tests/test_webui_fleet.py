@@ -33,14 +33,14 @@ def submit_tasks(url: str, model, repo, *tasks: tuple[str, str, str]) -> list[st
     """Queue (prompt, queue, ref) tasks through the fleet's own submit, as `auger submit` does; their ids.
     On a thread of its own: Playwright's loop runs in this one."""
     from auger.fleet.submit import submit
-    from auger.fleet.tasks import TaskSpec
+    from auger.fleet.policy import TaskSpec
     from auger.store.postgres import PostgresStore
 
     async def main() -> list[str]:
         store = PostgresStore(url)
         try:
-            return [(await submit(store, TaskSpec(prompt=prompt, repo=str(repo), ref=ref, provider="openai-compatible",
-                                                  model="m", base_url=model.base_url, mode="auto"),
+            return [(await submit(store, TaskSpec(prompt=prompt, repo=str(repo), ref=ref, model="m",
+                                                  mode="auto"),
                                   queue_name=queue, max_attempts=1)).id
                     for prompt, queue, ref in tasks]
         finally:

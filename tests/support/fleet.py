@@ -54,19 +54,74 @@ def fleet_env(home: Path, url: str, base_url: str, lease_timeout: float = 2.0) -
 
 
 def start_worker(home: Path, url: str, model: MockChatServer, *args: str, lease_timeout: float = 2.0,
-                 log: Path | None = None) -> subprocess.Popen[str]:
+                 log: Path | None = None, allow_repo: str | None = None,
+                 env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """A real `auger worker` whose own model is the mock (its operator's --base-url), taking local
+    repositories beneath the test's directory (`allow_repo`: another --allow-repo pattern)."""
     out = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the process keeps it
+    allowed = allow_repo if allow_repo is not None else f"{home.parent}/**"
     return subprocess.Popen([sys.executable, "-m", "auger", "worker", "--poll", "1", "--data-dir",
-                             str(home / "worker"), *args],
-                            env=fleet_env(home, url, model.base_url, lease_timeout), stdout=out,
+                             str(home / "worker"), "--base-url", model.base_url, "-m", "m",
+                             *(["--allow-repo", allowed] if allowed else []), *args],
+                            env={**fleet_env(home, url, model.base_url, lease_timeout), **(env_extra or {})},
+                            stdout=out,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def submit(home: Path, url: str, model: MockChatServer, repo: Path, prompt: str, *args: str,
            check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "auger", "submit", "--repo", str(repo), "--base-url",
-                           model.base_url, "-m", "m", "--mode", "auto", *args, prompt],
+    done = subprocess.run([sys.executable, "-m", "auger", "submit", "--repo", str(repo), "-m", "m",
+                           "--mode", "auto", *args, prompt],
                           env=fleet_env(home, url, model.base_url), capture_output=True, text=True, timeout=60)
     if check:
         assert done.returncode == 0, done.stderr
     return done
+
+
+def plant_task(url: str, spec: dict[str, Any], *, queue: str = "default") -> str:
+    """A task row written straight into the database — as someone with write access to it, not through any
+    submit route — and delivered to the workers; its id. The workers must not trust it either."""
+    import asyncio
+    import json
+    import time
+    import uuid
+
+    import psycopg
+
+    from auger.fleet import queue as delivery
+    from auger.store.postgres import migrate
+
+    task_id = uuid.uuid4().hex
+    asyncio.run(migrate(url))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO tasks (id, submission_id, queue, state, spec, priority, attempts, max_attempts, "
+                     "created) VALUES (%s, NULL, %s, 'queued', %s, 0, 0, 1, %s)",
+                     (task_id, queue, json.dumps(spec), time.time()))
+
+    async def deliver() -> None:
+        await delivery.install(url)
+        await delivery.enqueue(url, task_id, queue=queue)
+
+    asyncio.run(deliver())
+    return task_id
+
+
+def task_rows(url: str) -> list[tuple[str, str, str | None, str | None]]:
+    """(id, state, exit_reason, error) of every task."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT id, state, exit_reason, error FROM tasks ORDER BY created").fetchall()
+
+
+def wait_final(url: str, count: int = 1, timeout: float = 40.0) -> list[tuple[str, str, str | None, str | None]]:
+    """The tasks once `count` of them have reached a final state."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = task_rows(url)
+        if len(found) >= count and all(row[1] in ("done", "failed", "cancelled") for row in found):
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"the tasks did not end: {task_rows(url)}")

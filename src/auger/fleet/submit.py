@@ -8,20 +8,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from auger.fleet import queue
-from auger.fleet.tasks import TaskRecord, Tasks, TaskSpec
+from auger.fleet.policy import TaskSpec, check_row
+from auger.fleet.tasks import TaskRecord, Tasks
 
 if TYPE_CHECKING:
     from auger.store.postgres import PostgresStore
 
 
 async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "default", priority: int = 0,
-                 max_attempts: int = 3, submission_id: str | None = None) -> TaskRecord:
-    """Record the task and deliver it; a submission id used before returns the first task, delivered
-    then (nothing is queued again) — unless it was recorded and never delivered (the submitter died
-    between the two): a task still queued with no job in the queue is delivered now. (Two deliveries
-    of one task could only make a duplicate the worker drops: see fleet/worker.py.)"""
+                 max_attempts: int = 3, submission_id: str | None = None, submitted_by: str = "") -> TaskRecord:
+    """Record the task and deliver it; a submission id used before for the same task returns the first
+    task, delivered then (nothing is queued again) — unless it was recorded and never delivered (the
+    submitter died between the two): a task still queued with no job in the queue is delivered now. (Two
+    deliveries of one task could only make a duplicate the worker drops: see fleet/worker.py.) The id
+    used before for another task: SubmissionConflict, nothing queued. `spec` is checked (fleet/policy.py)
+    by whoever built it; what travels beside it is checked here."""
+    check_row(queue_name, priority, max_attempts)
     record, created = await Tasks(store).submit(spec, queue=queue_name, priority=priority,
-                                                max_attempts=max_attempts, submission_id=submission_id)
+                                                max_attempts=max_attempts, submission_id=submission_id,
+                                                submitted_by=submitted_by)
     if created or (record.state == "queued" and not await _waiting(store.url, record.id)):
         await _deliver(store.url, record)
     return record

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from auger.fleet.policy import TaskRefused, TaskSpec, check_spec
 from auger.protocol.events import Usage
 from auger.protocol.ops import Interrupt
 from auger.store.postgres import b, t
@@ -29,35 +30,13 @@ if TYPE_CHECKING:
 
     from auger.store.postgres import PostgresStore
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
+STATES = ("queued", "running", "waiting", "done", "failed", "cancelled")
 FINAL = ("done", "failed", "cancelled")
 
 
 def lease_key(task_id: str) -> str:
     """The task's lease in the store's leases table: whoever holds it runs the task."""
     return f"task:{task_id}"
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """What to run: the prompt, in which repository at which base, with which model, how far it may go."""
-
-    prompt: str
-    repo: str  # a local path or a git URL
-    ref: str = "HEAD"
-    provider: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    mode: str | None = None  # None: the worker's configured mode
-    token_budget: int | None = None
-    cost_budget: float | None = None
-    approval_timeout_s: float = 600.0  # an approval request unanswered this long is denied
-    overrides: list[str] = field(default_factory=list)  # -c key=value for the session's config
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskSpec:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -79,11 +58,26 @@ class TaskRecord:
     finished: float | None
     exit_reason: str | None
     error: str | None
+    submitted_by: str = ""
+    refusal: str | None = None  # why the stored spec may not run (a row no submit route would write)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["spec"] = asdict(self.spec)
+        data["spec"] = self.spec.to_json()
         return data
+
+    def same_submission(self, spec: TaskSpec, queue: str, priority: int, max_attempts: int) -> bool:
+        """Whether a repeat of this task's submission id asks for exactly this task."""
+        return (self.spec, self.queue, self.priority, self.max_attempts) == (spec, queue, priority, max_attempts)
+
+
+class SubmissionConflict(Exception):
+    """A submission id used before for another task: nothing new is queued; `first` is that task."""
+
+    def __init__(self, first: TaskRecord) -> None:
+        super().__init__(f"submission id {first.submission_id!r} was already used for another task "
+                         f"({first.id}): nothing was queued")
+        self.first = first
 
 
 @dataclass(frozen=True)
@@ -103,13 +97,35 @@ class TaskResult:
 
 
 _COLUMNS = ("id, submission_id, queue, state, spec, priority, attempts, max_attempts, session_id, worker, "
-            "cancel_requested, retried, created, started, finished, exit_reason, error")
+            "cancel_requested, retried, created, started, finished, exit_reason, error, submitted_by")
 
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
+    """A task's row. Its spec is checked as a worker checks it: the database is not trusted either, so a
+    spec no submit route would have written is kept for display with the reason it may not run."""
     values = list(row)
-    values[4] = TaskSpec.from_json(json.loads(values[4]))
-    return TaskRecord(*values)
+    values[4], refusal = _checked_spec(values[4])
+    record = TaskRecord(*values)
+    record.refusal = refusal
+    return record
+
+
+def _checked_spec(raw: str) -> tuple[TaskSpec, str | None]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return _shown_spec({}), "the stored spec is not JSON"
+    try:
+        return check_spec(data), None
+    except TaskRefused as exc:
+        return _shown_spec(data if isinstance(data, dict) else {}), str(exc)
+
+
+def _shown_spec(data: dict[str, Any]) -> TaskSpec:
+    """What can be shown of a spec that does not pass the check (never run)."""
+    text = {key: str(data.get(key) or "") for key in ("prompt", "repo", "ref")}
+    return TaskSpec(prompt=text["prompt"][:2000] or "(unreadable)", repo=text["repo"][:2000],
+                    ref=text["ref"][:256] or "HEAD")
 
 
 class Tasks:
@@ -119,22 +135,27 @@ class Tasks:
         self.store = store
 
     async def submit(self, spec: TaskSpec, *, queue: str = "default", priority: int = 0, max_attempts: int = 3,
-                     submission_id: str | None = None) -> tuple[TaskRecord, bool]:
-        """Insert the task; (record, True). A submission id used before: (the first record, False)."""
+                     submission_id: str | None = None, submitted_by: str = "") -> tuple[TaskRecord, bool]:
+        """Insert the task; (record, True). A submission id used before for the same task: (the first
+        record, False); for another task: SubmissionConflict (nothing is inserted)."""
         task_id = uuid.uuid4().hex
 
         async def insert(conn: AsyncConnection) -> tuple[TaskRecord, bool]:
             row = await (await conn.execute(
                 f"INSERT INTO tasks ({_COLUMNS}) VALUES (%s,%s,%s,'queued',%s,%s,0,%s,NULL,NULL,FALSE,0,%s,NULL,NULL,"
-                f"NULL,NULL) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
-                (task_id, submission_id, queue, json.dumps(asdict(spec)), priority, max_attempts, time.time()))
+                f"NULL,NULL,%s) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
+                (task_id, submission_id, queue, json.dumps(spec.to_json()), priority, max_attempts, time.time(),
+                 submitted_by))
             ).fetchone()
             if row is not None:
                 return _record(row), True
             first = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE submission_id = %s",
                                               (submission_id,))).fetchone()
             assert first is not None, "a conflicting submission id names a task"
-            return _record(first), False
+            record = _record(first)
+            if not record.same_submission(spec, queue, priority, max_attempts):
+                raise SubmissionConflict(record)
+            return record, False
 
         return await self.store.transaction(insert)
 
@@ -145,9 +166,19 @@ class Tasks:
             rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks WHERE id LIKE %s LIMIT 2", (id_or_prefix + "%",))
         return _record(rows[0]) if len(rows) == 1 else None
 
-    async def recent(self, limit: int = 50, state: str | None = None) -> list[TaskRecord]:
-        where, params = ("WHERE state = %s", (state,)) if state else ("", ())
-        rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks {where} ORDER BY created DESC LIMIT %s",
+    async def recent(self, limit: int = 50, state: str | None = None, label: str | None = None
+                     ) -> list[TaskRecord]:
+        """The latest tasks, newest first; only those in `state`, or carrying `label`, when given."""
+        where: list[str] = []
+        params: list[Any] = []
+        if state:
+            where.append("state = %s")
+            params.append(state)
+        if label:
+            where.append("spec::jsonb -> 'labels' ? %s")
+            params.append(label)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks {clause} ORDER BY created DESC LIMIT %s",
                                 (*params, limit))
         return [_record(r) for r in rows]
 
@@ -221,7 +252,7 @@ class Tasks:
         return await self.store.transaction(write)
 
     async def finish(self, task_id: str, generation: int, state: str, result: TaskResult | None,
-                     error: str | None = None) -> bool:
+                     error: str | None = None, exit_reason: str | None = None) -> bool:
         """Record the attempt's outcome — its result row and the task's final state — in one transaction,
         only while this store still holds the task's lease at `generation`. False: the lease was lost and
         nothing was written (another worker owns the task now)."""
@@ -229,7 +260,7 @@ class Tasks:
         async def write(conn: AsyncConnection) -> bool:
             if not await _holds(conn, self.store, task_id, generation, lock=True):
                 return False
-            reason = result.exit_reason if result is not None else (error and "error")
+            reason = result.exit_reason if result is not None else exit_reason or (error and "error")
             await conn.execute("UPDATE tasks SET state = %s, finished = %s, exit_reason = %s, error = %s "
                                "WHERE id = %s", (state, time.time(), reason, error, task_id))
             if result is not None:

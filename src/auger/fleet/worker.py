@@ -24,16 +24,18 @@ running ones `drain_s` to end, interrupts the rest, and gives their tasks back t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any
 
 from auger.fleet import queue
 from auger.fleet.checkout import Checkout, CheckoutError, checkout
-from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, TaskSpec, lease_key
+from auger.fleet.policy import TaskRefused, TaskSpec, WorkerPolicy, check_endpoint
+from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, lease_key
 from auger.protocol import events as ev
 from auger.protocol.envelope import Envelope
 from auger.protocol.items import TurnAborted
@@ -49,6 +51,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("auger.fleet")
 
 TERMINATED = "terminated by SIGTERM"
+RELAYED = (ApprovalDecision, Interrupt)  # the ops another process may leave for a task's session
+
+
+def offered_providers(own: Config, allowed: tuple[str, ...] = ()) -> frozenset[str]:
+    """The providers a task may name: the worker's own, those its operator's config file describes, and
+    those allowed by name (`--allow-provider`)."""
+    tables = own.tables.get("providers", {})
+    return frozenset({own.endpoint_provider or own.provider, own.provider,
+                      *(tables if isinstance(tables, dict) else {}), *allowed})
+
+
+def _smaller(own: Any, asked: Any) -> Any:
+    """A task's budget within the operator's: the smaller one that is set."""
+    return asked if own is None else own if asked is None else min(own, asked)
 
 
 @dataclass
@@ -61,7 +77,12 @@ class WorkerOptions:
     heartbeat_s: float | None = None
     poll_s: float = 5.0
     drain_s: float = 10.0
-    overrides: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)  # the operator's `-c` settings
+    flags: dict[str, Any] = field(default_factory=dict)  # ...and model flags (model, provider, base_url)
+    mode: str | None = None  # the most permissive mode a task runs in; None: the operator's configured mode
+    cap_mode: bool = False  # a task asking for more runs at the ceiling instead of being refused
+    allow_repos: tuple[str, ...] = ()  # --allow-repo patterns
+    allow_providers: tuple[str, ...] = ()  # providers a task may name besides the worker's own and its tables
 
 
 @dataclass
@@ -72,9 +93,15 @@ class _Running:
 
 
 class Worker:
-    def __init__(self, options: WorkerOptions, config_for: Callable[[Path, TaskSpec], Config]) -> None:
+    def __init__(self, options: WorkerOptions) -> None:
+        from auger.config import load_config
+
         self.options = options
-        self.config_for = config_for  # a checkout and a task → the session's config
+        # The operator's own configuration: no project's file, no task in it. Tasks are held to it.
+        self.own = load_config(options.overrides, options.flags)
+        self.policy = WorkerPolicy(mode=options.mode or self.own.mode, cap_mode=options.cap_mode,
+                                   allow_repos=options.allow_repos, providers=offered_providers(self.own,
+                                                                                                options.allow_providers))
         self.store = PostgresStore(options.url, max_connections=options.concurrency * 2 + 2,
                                    lease_timeout_s=options.lease_timeout_s, heartbeat_s=options.heartbeat_s)
         self.tasks = Tasks(self.store)
@@ -160,6 +187,13 @@ class Worker:
         from auger.models.registry import ProviderError, client_for
 
         spec = task.spec
+        try:  # the database is not trusted either: the stored spec is checked again, then held to the policy
+            if task.refusal is not None:
+                raise TaskRefused(task.refusal)
+            mode = self.policy.admit(spec)
+        except TaskRefused as exc:
+            await self._refuse(task, generation, str(exc))
+            return
         previous = task.session_id  # an attempt before this one: died, or was given back
         where = self.options.data_dir / "checkouts" / f"{task.id}-{task.attempts + 1}-{uuid.uuid4().hex[:6]}"
         try:
@@ -168,14 +202,17 @@ class Worker:
             await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
             return
         try:
-            config = self.config_for(tree.path, spec)
             try:
+                config = self.session_config(tree.path, spec, mode)
                 client = client_for(config)
+            except TaskRefused as exc:
+                await self._refuse(task, generation, str(exc))
+                return
             except ProviderError as exc:
                 await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
                 return
             manager = SessionManager(Workspace.open(tree.path, config), self.store)
-            session = await manager.create(client, mode=spec.mode or None, interactive=True)
+            session = await manager.create(client, mode=mode, interactive=True)
             running.session = session
             await self.store.claim(session.id)
             try:
@@ -201,6 +238,34 @@ class Worker:
         else:
             log.warning("task %s: the lease was lost to another worker; this attempt's result is dropped",
                         task.id[:8])
+
+    def session_config(self, root: Path, spec: TaskSpec, mode: str) -> Config:
+        """The task's session configuration: the operator's own, with the project's safe keys (as for any
+        session in that checkout), and the task's choices applied as data — a provider and model by name,
+        the mode already admitted, budgets no larger than the operator's. The worker's settings win over
+        the repository's: a provider the task did not name is the worker's own. TaskRefused when the
+        result would send a key anywhere the operator's configuration does not send it."""
+        from auger.config import load_config
+
+        own = self.own
+        config = load_config([*self.options.overrides, "generate_titles=false"],
+                             {**self.options.flags, "db_path": self.options.url}, project_dir=root)
+        provider = spec.provider or own.endpoint_provider or own.provider
+        model = spec.model if spec.model is not None else own.model if provider == own.provider else None
+        config = dataclasses.replace(
+            config, provider=provider, model=model, mode=mode,
+            session_token_budget=_smaller(own.session_token_budget, spec.token_budget),
+            session_cost_budget=_smaller(own.session_cost_budget, spec.cost_budget))
+        if provider not in self.policy.providers:
+            raise TaskRefused(f"provider {provider!r} is not one this worker offers")
+        check_endpoint(provider, config, own)
+        return config
+
+    async def _refuse(self, task: TaskRecord, generation: int, reason: str) -> None:
+        """A task the worker may not run as given: failed at once, with the reason in its record."""
+        log.warning("task %s refused: %s", task.id[:8], reason)
+        await self.tasks.finish(task.id, generation, "failed", None, error=f"refused: {reason}",
+                                exit_reason="refused")
 
     async def _drive(self, session: Session, task: TaskRecord, tree: Checkout) -> tuple[TaskResult, str]:
         """Run the task's prompt in the session to its end, relaying ops left in the store and answering
@@ -253,6 +318,10 @@ class Worker:
                     op = Op.from_json(json.loads(text))
                 except (ValueError, KeyError, TypeError) as exc:
                     log.warning("session %s: an op left for it is not one (%s)", session.id[:8], exc)
+                    continue
+                if not isinstance(op, RELAYED):  # the table is not trusted: a mode or model switch stays out
+                    log.warning("session %s: a %s op left for it is not one a worker takes", session.id[:8],
+                                type(op).__name__)
                     continue
                 try:
                     if isinstance(op, ApprovalDecision):

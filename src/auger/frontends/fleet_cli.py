@@ -23,8 +23,8 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_submit.add_argument("--repo", help="a local repository path or a git URL (default: the current directory)")
     p_submit.add_argument("--ref", default="HEAD", help="the base: a branch, tag or commit (default HEAD)")
     p_submit.add_argument("-m", "--model", help="model name")
-    p_submit.add_argument("-p", "--provider", help="provider name; `auger providers` lists them")
-    p_submit.add_argument("--base-url", help="base URL of an OpenAI-compatible API")
+    p_submit.add_argument("-p", "--provider", help="a provider the workers offer, by name (default: the worker's)")
+    p_submit.add_argument("--base-url", help=argparse.SUPPRESS)  # refused: where keys go is the worker's setting
     p_submit.add_argument("--mode", choices=("plan", "safe", "auto"),
                           help="trust mode of the task's session (default: the worker's)")
     p_submit.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
@@ -35,8 +35,10 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_submit.add_argument("--token-budget", type=int, help="stop the session after this many tokens")
     p_submit.add_argument("--cost-budget", type=float, help="...or this much money (USD)")
     p_submit.add_argument("--approval-timeout", type=float, default=600.0, metavar="S",
-                          help="how long a safe-mode task's approval request waits for an answer from "
-                               "`auger serve` before it is denied (default 600)")
+                          help="how long a safe-mode task's approval request holds its worker before the task "
+                               "parks (waits, holding no worker) until someone answers it (default 600)")
+    p_submit.add_argument("--label", action="append", default=[], metavar="NAME",
+                          help="a label for the task, to find it by (repeatable)")
     p_submit.add_argument("--json", action="store_true", help="print the task's record as JSON")
     store_opts(p_submit)
     p_submit.set_defaults(run=_cmd_submit)
@@ -53,13 +55,28 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_worker.add_argument("--drain", type=float, default=10.0, metavar="S",
                           help="on SIGTERM, how long running tasks may go on before they are interrupted and "
                                "given back (default 10)")
+    p_worker.add_argument("--mode", choices=("plan", "safe", "auto"),
+                          help="the most permissive mode a task runs in; a task asking for more is refused "
+                               "(default: the mode of this worker's configuration)")
+    p_worker.add_argument("--cap-mode", action="store_true",
+                          help="run a task that asks for more than --mode at --mode instead of refusing it")
+    p_worker.add_argument("--allow-repo", action="append", default=[], metavar="PATTERN",
+                          help="a repository tasks may name: a URL or path, '*' within a path segment, '**' "
+                               "across them (repeatable; default: remote repositories, no local path)")
+    p_worker.add_argument("-m", "--model", help="the model of tasks that name none")
+    p_worker.add_argument("-p", "--provider", help="the provider of tasks that name none")
+    p_worker.add_argument("--base-url", help="base URL of this worker's OpenAI-compatible API")
+    p_worker.add_argument("--allow-provider", action="append", default=[], metavar="NAME",
+                          help="another configured provider tasks may name (repeatable; always offered: the "
+                               "worker's own and those its config file describes)")
     store_opts(p_worker)
     p_worker.set_defaults(run=_cmd_worker)
 
     p_tasks = sub.add_parser("tasks", help="the fleet's tasks: list, show, cancel, retry, stats")
     tasks_sub = p_tasks.add_subparsers(dest="tasks_command", required=True)
     t_list = tasks_sub.add_parser("list", help="recent tasks, newest first")
-    t_list.add_argument("--state", choices=("queued", "running", "done", "failed", "cancelled"))
+    t_list.add_argument("--state", choices=("queued", "running", "waiting", "done", "failed", "cancelled"))
+    t_list.add_argument("--label", help="only the tasks carrying this label")
     t_list.add_argument("--limit", type=int, default=50)
     for name, text in (("show", "one task, with its stored result"), ("cancel", "cancel a queued or running task"),
                        ("retry", "queue a failed or cancelled task again")):
@@ -117,30 +134,54 @@ def _with_tasks(url: str, body: Callable[[Any], Awaitable[T]]) -> T:
 
 # -- submit ----------------------------------------------------------------------------
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from auger.fleet.tasks import TaskSpec
+    """Queue a task. A task is data (fleet/policy.py): `-c` settings and `--base-url` would be the worker's
+    configuration, so they are refused here, as the worker refuses them again."""
+    from auger.fleet.policy import TaskRefused, check_row, check_spec, is_remote
 
-    url = _postgres_url(args)
+    refused = [f"-c {o.partition('=')[0]}" for o in args.overrides] + (["--base-url"] if args.base_url else [])
+    if refused:
+        raise CliError(f"{', '.join(refused)}: a task carries data, never configuration — its worker's operator "
+                       "configures the workers (the database is --db or AUGER_DB)")
     repo = args.repo or os.getcwd()
-    if "://" not in repo and not repo.startswith("git@"):
-        repo = os.path.realpath(repo)
+    if not is_remote(repo):
+        repo = os.path.realpath(repo)  # a local path, named as the worker will find it
         if not os.path.isdir(repo):
             raise CliError(f"--repo {args.repo} is not a directory")
-    if args.max_attempts < 1:
-        raise CliError("--max-attempts must be at least 1")
-    spec = TaskSpec(prompt=args.prompt, repo=repo, ref=args.ref, provider=args.provider or (
-        "openai-compatible" if args.base_url else None), model=args.model, base_url=args.base_url, mode=args.mode,
-        token_budget=args.token_budget, cost_budget=args.cost_budget, approval_timeout_s=args.approval_timeout,
-        overrides=list(args.overrides))
+    try:
+        spec = check_spec({"prompt": args.prompt, "repo": repo, "ref": args.ref, "provider": args.provider,
+                           "model": args.model, "mode": args.mode, "token_budget": args.token_budget,
+                           "cost_budget": args.cost_budget, "approval_timeout_s": args.approval_timeout,
+                           "labels": list(args.label)})
+        check_row(args.queue, args.priority, args.max_attempts)
+    except TaskRefused as exc:
+        raise CliError(str(exc)) from None
+    url = _postgres_url(args)
 
     async def submit(tasks: Any) -> Any:
         from auger.fleet.submit import submit
+        from auger.fleet.tasks import SubmissionConflict
 
-        return await submit(tasks.store, spec, queue_name=args.queue, priority=args.priority,
-                            max_attempts=args.max_attempts, submission_id=args.submission_id)
+        try:
+            return await submit(tasks.store, spec, queue_name=args.queue, priority=args.priority,
+                                max_attempts=args.max_attempts, submission_id=args.submission_id,
+                                submitted_by=_local_user())
+        except SubmissionConflict as exc:
+            raise CliError(str(exc)) from None
 
     record = _with_tasks(url, submit)
     print(json.dumps(record.to_json(), indent=2) if args.json else record.id)
     return 0
+
+
+def _local_user() -> str:
+    """Who submits from this machine's command line: its user, as the record's `submitted_by`."""
+    import getpass
+    import socket
+
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
 
 
 # -- worker ----------------------------------------------------------------------------
@@ -149,33 +190,31 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     import logging
     import signal
 
-    from auger.config import home_dirs, load_config
-    from auger.fleet.tasks import TaskSpec
+    from auger.config import home_dirs, valid_base_url
     from auger.fleet.worker import Worker, WorkerOptions
     from auger.store.postgres import LEASE_TIMEOUT_S
 
     url = _postgres_url(args)
     if args.concurrency < 1:
         raise CliError("--concurrency must be at least 1")
+    if args.base_url and not valid_base_url(args.base_url):
+        raise CliError(f"--base-url {args.base_url!r} is not an http:// or https:// URL")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="auger worker: %(levelname)s %(name)s: %(message)s")
     data_dir = Path(args.data_dir) if args.data_dir else home_dirs()["data"] / "worker"
+    flags = {"model": args.model, "provider": args.provider or ("openai-compatible" if args.base_url else None),
+             "base_url": args.base_url}
     options = WorkerOptions(url=url, data_dir=data_dir, queue=args.queue, concurrency=args.concurrency,
                             lease_timeout_s=args.lease_timeout or LEASE_TIMEOUT_S, poll_s=args.poll,
-                            drain_s=args.drain, overrides=list(args.overrides))
-
-    def config_for(root: Path, spec: TaskSpec) -> Any:
-        overrides = [*options.overrides, *spec.overrides, "generate_titles=false"]
-        if spec.token_budget is not None:
-            overrides.append(f"session_token_budget={spec.token_budget}")
-        if spec.cost_budget is not None:
-            overrides.append(f"session_cost_budget={spec.cost_budget}")
-        flags = {"db_path": url, "model": spec.model, "provider": spec.provider, "base_url": spec.base_url,
-                 "mode": spec.mode}
-        return load_config(overrides, flags, project_dir=root)
+                            drain_s=args.drain, overrides=list(args.overrides),
+                            flags={k: v for k, v in flags.items() if v is not None}, mode=args.mode,
+                            cap_mode=args.cap_mode, allow_repos=tuple(args.allow_repo),
+                            allow_providers=tuple(args.allow_provider))
 
     async def main() -> int:
-        worker = Worker(options, config_for)
+        worker = Worker(options)
+        for line in worker.own.diagnostics:
+            print(f"auger worker: warning: {line}", file=sys.stderr)
         loop = asyncio.get_running_loop()
         signals = 0
 
@@ -188,7 +227,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
         loop.add_signal_handler(signal.SIGTERM, on_signal)
         loop.add_signal_handler(signal.SIGINT, on_signal)
-        print(f"auger worker: taking tasks of queue '{options.queue}' ({options.concurrency} at once)",
+        policy = worker.policy
+        repos = ", ".join(policy.allow_repos) if policy.allow_repos else "remote ones only"
+        print(f"auger worker: taking tasks of queue '{options.queue}' ({options.concurrency} at once; mode at most "
+              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))})",
               file=sys.stderr, flush=True)
         await worker.run()
         return 0
@@ -203,7 +245,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
     async def run(tasks: Any) -> Any:
         if command == "list":
-            return await tasks.recent(args.limit, args.state)
+            return await tasks.recent(args.limit, args.state, args.label)
         if command == "stats":
             return await tasks.stats()
         record = await tasks.get(args.task_id)
