@@ -13,7 +13,7 @@ from auger.protocol.events import AgentMessage, TurnStarted, Usage
 from auger.protocol.items import AssistantMessage, ToolCall, ToolOutput, UserMessage
 from auger.store.base import LinkRecord, SessionRecord, StoreError, page_cursor, parse_page_cursor
 from auger.store.factory import open_store
-from auger.store.migrations import migrations
+from auger.store.migrations import latest, migrations
 
 
 def run(target: str, body):
@@ -297,5 +297,5 @@ def test_an_older_sqlite_file_is_migrated_in_place_keeping_its_sessions(tmp_path
     found = run(str(path), lambda store: store.get_session("old"))
     assert found.title == "kept"
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 9
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == latest("sqlite")
         assert {"holder", "generation"} <= {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
