@@ -299,3 +299,48 @@ def test_an_older_sqlite_file_is_migrated_in_place_keeping_its_sessions(tmp_path
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == latest("sqlite")
         assert {"holder", "generation"} <= {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
+
+
+def test_users_are_kept_by_token_hash_revoked_at_once_and_never_renamed(db_target):
+    from auger.store.base import UserExists
+
+    async def body(store):
+        assert await store.users_changed() == 0.0
+        alice = await store.add_user("alice", "member", "h-alice", "owner")
+        await store.add_user("bob", "approver", "h-bob", "owner")
+        with pytest.raises(UserExists):
+            await store.add_user("alice", "admin", "h-other", "owner")
+        with pytest.raises((UserExists, StoreError)):
+            await store.add_user("carol", "viewer", "h-bob", "owner")  # a token hash is one user's
+        found = await store.user_by_token("h-alice")
+        assert (found.name, found.role, found.created_by, found.revoked) == ("alice", "member", "owner", None)
+        before = await store.users_changed()
+        assert before >= alice.created
+        revoked = await store.revoke_user("alice")
+        assert revoked.name == "alice" and revoked.revoked is not None
+        assert await store.user_by_token("h-alice") is None
+        assert await store.revoke_user("alice") is None  # already
+        assert await store.users_changed() >= revoked.revoked
+        with pytest.raises(UserExists):
+            await store.add_user("alice", "member", "h-new", "owner")  # a revoked name is not given again
+        assert (await store.get_user("bob")).role == "approver" and await store.get_user("nobody") is None
+        return [(u.name, u.revoked is not None) for u in await store.list_users()]
+
+    assert run(db_target, body) == [("alice", True), ("bob", False)]
+
+
+def test_the_audit_is_paged_newest_first_and_filtered(db_target):
+    async def body(store):
+        for n in range(5):
+            await store.record_audit("alice" if n % 2 else "bob", "op.user_turn" if n < 3 else "task.submit",
+                                     f"s{n}", {"n": n, "text": "\udc80"}, 202)
+        newest = await store.load_audit(limit=2)
+        older = await store.load_audit(before=newest[-1].id, limit=10)
+        ops = await store.load_audit(action="op")
+        return newest, older, ops, await store.load_audit(actor="alice"), await store.load_audit(target="s3")
+
+    newest, older, ops, alice, target = run(db_target, body)
+    assert [e.target for e in newest] == ["s4", "s3"] and [e.target for e in older] == ["s2", "s1", "s0"]
+    assert newest[0].detail == {"n": 4, "text": "\udc80"} and newest[0].status == 202
+    assert [e.target for e in ops] == ["s2", "s1", "s0"]
+    assert [e.target for e in alice] == ["s3", "s1"] and [e.actor for e in target] == ["alice"]

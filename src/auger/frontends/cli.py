@@ -208,6 +208,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.fleet_cli import add_commands as add_fleet
 
     changes.update(add_fleet(sub, store_opts))  # `submit`, `worker`, `tasks`, `db` (frontends/fleet_cli.py)
+    from auger.frontends.users_cli import add_commands as add_users
+
+    add_users(sub, store_opts)  # `users` (frontends/users_cli.py), parsed by the main parser
     return parser, {"": p_chat, **runs, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 

@@ -52,6 +52,17 @@ def load_cli_config(args: argparse.Namespace):
     return config
 
 
+def local_user() -> str:
+    """Who runs this command, for a record's `created_by` / `submitted_by`: this machine's user and host."""
+    import getpass
+    import socket
+
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
+
+
 def open_store(config):
     """The session store `--db` / AUGER_DB names: a SQLite file, or a postgresql:// URL."""
     from auger.store.factory import open_store as open_target

@@ -137,6 +137,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     """Queue a task. A task is data (fleet/policy.py): `-c` settings and `--base-url` would be the worker's
     configuration, so they are refused here, as the worker refuses them again."""
     from auger.fleet.policy import TaskRefused, check_row, check_spec, is_remote
+    from auger.frontends.cli_support import local_user
 
     refused = [f"-c {o.partition('=')[0]}" for o in args.overrides] + (["--base-url"] if args.base_url else [])
     if refused:
@@ -164,24 +165,13 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         try:
             return await submit(tasks.store, spec, queue_name=args.queue, priority=args.priority,
                                 max_attempts=args.max_attempts, submission_id=args.submission_id,
-                                submitted_by=_local_user())
+                                submitted_by=local_user())
         except SubmissionConflict as exc:
             raise CliError(str(exc)) from None
 
     record = _with_tasks(url, submit)
     print(json.dumps(record.to_json(), indent=2) if args.json else record.id)
     return 0
-
-
-def _local_user() -> str:
-    """Who submits from this machine's command line: its user, as the record's `submitted_by`."""
-    import getpass
-    import socket
-
-    try:
-        return f"{getpass.getuser()}@{socket.gethostname()}"
-    except (KeyError, OSError):
-        return f"uid {os.getuid()}"
 
 
 # -- worker ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Who may talk to auger's HTTP servers, and from where: one token, paired browsers, the bound Host,
+"""Who may talk to auger's HTTP servers, and from where: tokens, paired browsers, the bound Host,
 same-site Origins. Both `auger serve` and `auger mcp-server --http` put `Guard` in front of everything.
 
 Anything that can reach the port could otherwise hand auger a task: another user's process, a web
@@ -9,15 +9,18 @@ So every request — each route, the SSE streams, a WebSocket, the web UI — sh
    whose DNS name was rebound to 127.0.0.1 is refused (403);
 2. no cross-site `Origin` (nor `Sec-Fetch-Site: cross-site`), unless that origin was configured for
    CORS; a browser's state-changing request must also say it is same-origin (403);
-3. the token: `Authorization: Bearer TOKEN` (API clients), or — where the server pairs browsers — the
-   cookie a browser got by redeeming a one-use pairing code at `/pair?code=…` (`HttpOnly;
-   SameSite=Strict`) (401). A token in the query string is never read, since URLs end up in logs and
-   browser history. Secrets are compared in constant time.
+3. a credential (401): `Authorization: Bearer TOKEN` (API clients), or — where the server pairs
+   browsers — the cookie a browser got by redeeming a one-use pairing code at `/pair?code=…`
+   (`HttpOnly; SameSite=Strict`). A token in the query string is never read, since URLs end up in logs
+   and browser history. Secrets are compared in constant time.
 
-The token is `AUGER_SERVER_TOKEN` (16 characters or more), or one generated once and kept in the
-user's data dir (mode 0600; a file others may read, or a symlink, is refused rather than trusted).
-A browser's cookie is `ID.MAC` — a random id and an HMAC of it under the token — so it survives a
-restart and dies with the token.
+Which credentials name whom is the `Credentials` given: `Keys`, the server's one token (`auger
+mcp-server --http`), or `users.People` — the owner's token and each user's (`auger serve`). The
+server's own token is `AUGER_SERVER_TOKEN` (16 characters or more), or one generated once and kept in
+the user's data dir (mode 0600; a file others may read, or a symlink, is refused rather than trusted).
+A pairing code is made for one principal and redeemed as them; the browser's cookie names them, MAC'd
+under the server's token, so it survives a restart and dies with the token (or with the user).
+The principal is put in `scope["auger.user"]`, and the name the record shows in `scope["auger.client"]`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Protocol
+
+from auger.frontends.users import Principal
 
 TOKEN_ENV = "AUGER_SERVER_TOKEN"
 TOKEN_FILE = "server-token"
@@ -86,29 +91,43 @@ def token_whereabouts(source: str) -> str:
 
 @dataclass
 class Pairing:
-    """One-use pairing codes for browsers; each expires `ttl` seconds after it was made."""
+    """One-use pairing codes for browsers, each for one principal; each expires `ttl` seconds after it was
+    made."""
 
     ttl: float = PAIRING_TTL_S
     clock: Callable[[], float] = time.monotonic
-    _codes: dict[str, float] = field(default_factory=dict)  # code -> expiry
+    _codes: dict[str, tuple[float, Principal | None]] = field(default_factory=dict)  # code -> expiry, for whom
 
-    def new_code(self) -> str:
+    def new_code(self, principal: Principal | None = None) -> str:
+        """A code that pairs a browser as `principal` (None: whoever the credentials call the owner)."""
         now = self.clock()
-        self._codes = {code: until for code, until in self._codes.items() if until > now}
+        self._codes = {code: entry for code, entry in self._codes.items() if entry[0] > now}
         code = secrets.token_urlsafe(18)
-        self._codes[code] = now + self.ttl
+        self._codes[code] = (now + self.ttl, principal)
         return code
 
-    def redeem(self, code: str) -> bool:
-        """True once for a live code; every code is compared, in constant time, and the match is spent."""
+    def redeem(self, code: str) -> tuple[bool, Principal | None]:
+        """(True, for whom) once for a live code; every code is compared, in constant time, and the match
+        is spent."""
         now = self.clock()
         found = None
         for known in list(self._codes):
-            if hmac.compare_digest(known.encode(), code.encode()):
+            if hmac.compare_digest(known.encode(), code.encode("utf-8", "surrogatepass")):
                 found = known
         if found is None:
-            return False
-        return self._codes.pop(found) > now
+            return False, None
+        until, principal = self._codes.pop(found)
+        return until > now, principal
+
+
+class Credentials(Protocol):
+    """Who a credential names: a bearer token, a browser's cookie; and the cookie for a paired browser."""
+
+    owner: Principal
+
+    async def bearer(self, token: str) -> Principal | None: ...
+    async def cookie(self, value: str) -> Principal | None: ...
+    def new_cookie(self, principal: Principal) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -163,36 +182,42 @@ def is_loopback(host: str) -> bool:
 
 @dataclass
 class Keys:
-    """The token, and the browser cookies derived from it."""
+    """One token, whoever holds it (`auger mcp-server --http`), and the browser cookies derived from it."""
 
     token: str
 
-    def bearer_ok(self, header: str | None) -> bool:
-        scheme, _, credential = (header or "").partition(" ")
-        if scheme.lower() != "bearer":  # the scheme's name is case-insensitive (RFC 9110)
-            return False
-        return hmac.compare_digest(credential.strip().encode(), self.token.encode())
+    def __post_init__(self) -> None:
+        self.owner = Principal("api", "admin")
 
-    def new_cookie(self) -> str:
+    async def bearer(self, token: str) -> Principal | None:
+        ok = hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self.token.encode())
+        return self.owner if ok else None
+
+    def new_cookie(self, principal: Principal) -> str:
         browser = secrets.token_hex(8)
         return f"{browser}.{self._mac(browser)}"
 
-    def cookie_browser(self, value: str | None) -> str | None:
-        """The browser id a valid cookie names, else None."""
-        browser, _, mac = (value or "").partition(".")
+    async def cookie(self, value: str) -> Principal | None:
+        browser, _, mac = value.partition(".")
         if not browser or not mac or not hmac.compare_digest(mac.encode(), self._mac(browser).encode()):
             return None
-        return browser
+        return Principal(self.owner.name, self.owner.role, f"browser-{browser}")
 
     def _mac(self, browser: str) -> str:
         return hmac.new(self.token.encode(), f"browser:{browser}".encode(), hashlib.sha256).hexdigest()
 
 
-def client_name(headers: Mapping[str, str], principal: str) -> str:
-    """Who a request comes from, for the record: its credential, and the name the client gave itself."""
+def bearer_token(header: str | None) -> str | None:
+    """The credential of an `Authorization: Bearer …` header (the scheme's name is case-insensitive, RFC
+    9110), else None."""
+    scheme, _, credential = (header or "").partition(" ")
+    return credential.strip() if scheme.lower() == "bearer" and credential.strip() else None
+
+
+def client_name(headers: Mapping[str, str]) -> str:
+    """The name a client gave itself (`X-Auger-Client`), kept to a few safe characters, for the record."""
     name = headers.get(CLIENT_HEADER, "")
-    name = "".join(c for c in name if c.isalnum() or c in " ._-")[:40].strip()
-    return f"{principal} ({name})" if name else principal
+    return "".join(c for c in name if c.isalnum() or c in " ._-")[:40].strip()
 
 
 class Guard:
@@ -201,7 +226,7 @@ class Guard:
     then send their cookie; without it, only the bearer token opens the door. CORS preflights of
     configured origins are answered here. The caller's identity is put in `scope["auger.client"]`."""
 
-    def __init__(self, app: Any, keys: Keys, exposed: Exposure, pairing: Pairing | None = None, *,
+    def __init__(self, app: Any, keys: Credentials, exposed: Exposure, pairing: Pairing | None = None, *,
                  secure_cookie: bool = False) -> None:
         self.app = app
         self.keys = keys
@@ -232,30 +257,32 @@ class Guard:
         if self.pairing is not None and scope["type"] == "http" and scope["path"] == "/pair" and method == "GET":
             await self._pair(scope, send, self.pairing)
             return
-        principal = "api" if self.keys.bearer_ok(headers.get("authorization")) else None
+        token = bearer_token(headers.get("authorization"))
+        principal = await self.keys.bearer(token) if token is not None else None
         if principal is None and self.pairing is not None:
-            browser = self.keys.cookie_browser(_cookies(headers).get(COOKIE))
-            if browser is not None:
-                principal = f"browser-{browser}"
-                if scope["type"] == "http" and method not in _SAFE_METHODS and origin is None:
-                    await _deny(scope, receive, send, 403, "a browser's request must carry its Origin")
-                    return
+            cookie = _cookies(headers).get(COOKIE)
+            principal = await self.keys.cookie(cookie) if cookie else None
+            if principal is not None and scope["type"] == "http" and method not in _SAFE_METHODS and origin is None:
+                await _deny(scope, receive, send, 403, "a browser's request must carry its Origin")
+                return
         if principal is None:
             await _deny(scope, receive, send, 401, "authentication required: send 'Authorization: Bearer TOKEN'" + (
                 ", or pair this browser with the link `auger serve` printed" if self.pairing is not None else ""))
             return
-        scope["auger.client"] = client_name(headers, principal)
+        scope["auger.user"] = principal
+        scope["auger.client"] = principal.label(client_name(headers))
         await self.app(scope, receive, send if not cors else _with_cors(send, origin or ""))
 
     async def _pair(self, scope: Scope, send: Send, pairing: Pairing) -> None:
         from urllib.parse import parse_qs
 
         code = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("code") or [""])[0]
-        if not code or not pairing.redeem(code):
+        live, principal = pairing.redeem(code) if code else (False, None)
+        if not live:
             await _plain(send, 403, "this pairing link is used up or expired; ask `auger serve` for a new one "
                                     "(POST /api/pair)")
             return
-        cookie = f"{COOKIE}={self.keys.new_cookie()}; Path=/; HttpOnly; SameSite=Strict"
+        cookie = f"{COOKIE}={self.keys.new_cookie(principal or self.keys.owner)}; Path=/; HttpOnly; SameSite=Strict"
         if self.secure_cookie:
             cookie += "; Secure"
         await send({"type": "http.response.start", "status": 303,

@@ -30,6 +30,7 @@ class SessionRecord:
     mode: str
     title: str = ""
     items: int = 0
+    created_by: str = ""  # who opened it through `auger serve` (a user's name); "" for a local process
 
 
 def page_cursor(record: SessionRecord) -> str:
@@ -113,7 +114,80 @@ class PendingStore(Protocol):
         """Take entries out of the queue, marked `state` ("applied", "discarded", "rewound")."""
 
 
-class Store(PendingStore, Protocol):
+ROLES = ("viewer", "member", "approver", "admin")  # each may do what the one before it may, and more
+
+
+class UserExists(ValueError):
+    """A user of that name exists (or existed: a revoked name is not given again, so the audit stays clear)."""
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """A person who may use `auger serve`: a name, a role, a token kept only as its hash."""
+
+    name: str
+    role: str  # one of ROLES
+    created: float
+    created_by: str
+    revoked: float | None = None
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One thing someone did (or tried) through `auger serve`: who, what, to what, and how it ended."""
+
+    id: int
+    time: float
+    actor: str  # the user's name
+    action: str  # e.g. session.create, op.user_turn, approval, task.submit, user.revoke
+    target: str  # a session id, a task id, a user's name...
+    detail: dict[str, object]
+    status: int  # the HTTP status it was answered with
+
+
+class TeamStore(Protocol):
+    """The people of a server and the record of what they did. Tokens are never stored: only their
+    SHA-256, looked up by it."""
+
+    async def add_user(self, name: str, role: str, token_hash: str, created_by: str) -> UserRecord:
+        """A new user; UserExists when the name is taken (revoked names included)."""
+    async def user_by_token(self, token_hash: str) -> UserRecord | None:
+        """The user whose token has this hash, unless revoked."""
+    async def get_user(self, name: str) -> UserRecord | None: ...
+    async def list_users(self) -> list[UserRecord]: ...
+    async def revoke_user(self, name: str) -> UserRecord | None:
+        """Revoke the user's token at once (the record stays, marked); None when no such active user."""
+    async def users_changed(self) -> float:
+        """When a user was last added or revoked (a cache of tokens reads this to know it is stale)."""
+    async def record_audit(self, actor: str, action: str, target: str, detail: dict[str, object],
+                           status: int) -> None: ...
+    async def load_audit(self, *, before: int | None = None, limit: int = 100, actor: str | None = None,
+                         action: str | None = None, target: str | None = None) -> list[AuditRecord]:
+        """Entries newest first, with id < `before` when given; `action` matches a whole action or its
+        prefix before a dot (`op` finds `op.user_turn`)."""
+
+
+def audit_filter(before: int | None, actor: str | None, action: str | None, target: str | None,
+                 placeholder: str) -> tuple[str, list[object]]:
+    """The WHERE clause (and parameters) of `TeamStore.load_audit` on either backend."""
+    where: list[str] = []
+    params: list[object] = []
+    if before is not None:
+        where.append(f"id < {placeholder}")
+        params.append(before)
+    if actor is not None:
+        where.append(f"actor = {placeholder}")
+        params.append(actor)
+    if action is not None:
+        where.append(f"(action = {placeholder} OR action LIKE {placeholder})")
+        params += [action, action.replace("%", "").replace("_", "") + ".%"]
+    if target is not None:
+        where.append(f"target = {placeholder}")
+        params.append(target)
+    return (" AND ".join(where) or "1=1"), params
+
+
+class Store(PendingStore, TeamStore, Protocol):
     holder: str  # who this store's leases name: one process (SQLite), one store instance (PostgreSQL)
 
     async def create_session(self, record: SessionRecord) -> None: ...
@@ -140,8 +214,9 @@ class Store(PendingStore, Protocol):
     async def submission(self, session_id: str, submission_id: str) -> str | None:
         """The op (its JSON) a client-chosen submission id was used for, or None: a retried request finds
         its first answer here, also after a restart, and starts nothing twice."""
-    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
-        """Keep a submission id as used for `op`, durably; a second use of the same id is an error."""
+    async def record_submission(self, session_id: str, submission_id: str, op: str, actor: str = "") -> None:
+        """Keep a submission id as used for `op` (sent by `actor`), durably; a second use of the same id is
+        an error."""
     async def post_op(self, session_id: str, op: str) -> None:
         """Leave an op (its JSON) for whichever process runs the session — on another machine too: an
         approval answered from `auger serve` for a session a fleet worker runs."""

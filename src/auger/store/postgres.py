@@ -37,7 +37,8 @@ from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import (
-    LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, listed_sessions_filter,
+    AuditRecord, LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, UserExists, UserRecord,
+    audit_filter, listed_sessions_filter,
 )
 from auger.store.migrations import Migration, migrations, newer_schema
 
@@ -205,10 +206,10 @@ class PostgresStore:
 
     # -- sessions -----------------------------------------------------------------------
     async def create_session(self, record: SessionRecord) -> None:
-        await self._exec("INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) "
-                         "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+        await self._exec("INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title, created_by) "
+                         "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                          (record.id, record.created, record.updated, b(record.cwd), record.provider, record.model,
-                          record.mode, b(record.title)))
+                          record.mode, b(record.title), record.created_by))
 
     async def update_session(self, session_id: str, **fields: object) -> None:
         allowed = {"title", "provider", "model", "mode", "cwd"}
@@ -248,6 +249,54 @@ class PostgresStore:
         rows = await self._read(f"{_SESSION_SELECT} WHERE {where} "
                                 "ORDER BY s.updated DESC, s.id DESC LIMIT %s", (*params, limit))
         return [_session(r) for r in rows]
+
+    # -- users and the audit ----------------------------------------------------------------
+    async def add_user(self, name: str, role: str, token_hash: str, created_by: str) -> UserRecord:
+        import psycopg
+
+        record = UserRecord(name, role, time.time(), created_by)
+        try:
+            await self._exec("INSERT INTO users (name, role, token_hash, created, created_by) VALUES (%s,%s,%s,%s,%s)",
+                             (name, role, token_hash, record.created, created_by))
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                raise UserExists(f"a user named {name!r} exists (or was revoked: a name is not given twice)") \
+                    from None
+            raise
+        return record
+
+    async def user_by_token(self, token_hash: str) -> UserRecord | None:
+        rows = await self._read(f"SELECT {_USER_COLUMNS} FROM users WHERE token_hash = %s AND revoked IS NULL",
+                                (token_hash,))
+        return UserRecord(*rows[0]) if rows else None
+
+    async def get_user(self, name: str) -> UserRecord | None:
+        rows = await self._read(f"SELECT {_USER_COLUMNS} FROM users WHERE name = %s", (name,))
+        return UserRecord(*rows[0]) if rows else None
+
+    async def list_users(self) -> list[UserRecord]:
+        return [UserRecord(*r) for r in await self._read(f"SELECT {_USER_COLUMNS} FROM users ORDER BY created")]
+
+    async def revoke_user(self, name: str) -> UserRecord | None:
+        rows = await self._read(f"UPDATE users SET revoked = %s WHERE name = %s AND revoked IS NULL "
+                                f"RETURNING {_USER_COLUMNS}", (time.time(), name))
+        return UserRecord(*rows[0]) if rows else None
+
+    async def users_changed(self) -> float:
+        rows = await self._read("SELECT GREATEST(MAX(created), COALESCE(MAX(revoked), 0)) FROM users")
+        return float(rows[0][0] or 0.0)
+
+    async def record_audit(self, actor: str, action: str, target: str, detail: dict[str, object],
+                           status: int) -> None:
+        await self._exec("INSERT INTO audit (time, actor, action, target, detail, status) VALUES (%s,%s,%s,%s,%s,%s)",
+                         (time.time(), actor, action, target, json_dumps(detail), status))
+
+    async def load_audit(self, *, before: int | None = None, limit: int = 100, actor: str | None = None,
+                         action: str | None = None, target: str | None = None) -> list[AuditRecord]:
+        where, params = audit_filter(before, actor, action, target, "%s")
+        rows = await self._read(f"SELECT id, time, actor, action, target, detail, status FROM audit WHERE {where} "
+                                "ORDER BY id DESC LIMIT %s", (*params, limit))
+        return [AuditRecord(int(r[0]), r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
 
     # -- sub-agent links ----------------------------------------------------------------
     async def link_child(self, link: LinkRecord) -> None:
@@ -384,9 +433,9 @@ class PostgresStore:
                                 (session_id, b(submission_id)))
         return t(rows[0][0]) if rows else None
 
-    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
-        await self._exec("INSERT INTO submissions (session_id, submission_id, op, created) VALUES (%s,%s,%s,%s)",
-                         (session_id, b(submission_id), b(op), time.time()))
+    async def record_submission(self, session_id: str, submission_id: str, op: str, actor: str = "") -> None:
+        await self._exec("INSERT INTO submissions (session_id, submission_id, op, created, actor) "
+                         "VALUES (%s,%s,%s,%s,%s)", (session_id, b(submission_id), b(op), time.time(), actor))
 
     async def post_op(self, session_id: str, op: str) -> None:
         await self._exec("INSERT INTO session_ops (session_id, op, created) VALUES (%s,%s,%s)",
@@ -609,8 +658,9 @@ def _cause(exc: BaseException) -> str:
 
 
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
-                   "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id) FROM sessions s")
+                   "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id), s.created_by FROM sessions s")
+_USER_COLUMNS = "name, role, created, created_by, revoked"
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
-    return SessionRecord(row[0], row[1], row[2], t(row[3]), row[4], row[5], row[6], t(row[7]), int(row[8]))
+    return SessionRecord(row[0], row[1], row[2], t(row[3]), row[4], row[5], row[6], t(row[7]), int(row[8]), row[9])

@@ -31,7 +31,8 @@ from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.migrations import migrations, newer_schema
 from auger.store.base import (
-    LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, listed_sessions_filter,
+    AuditRecord, LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, UserExists, UserRecord,
+    audit_filter, listed_sessions_filter,
 )
 
 __all__ = ["SqliteStore", "StoreError"]
@@ -107,10 +108,10 @@ class SqliteStore:
     async def create_session(self, record: SessionRecord) -> None:
         def insert(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title) "
-                "VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title, created_by) "
+                "VALUES (?,?,?,?,?,?,?,?,?)",
                 (record.id, record.created, record.updated, to_db(record.cwd), record.provider, record.model,
-                 record.mode, to_db(record.title)))
+                 record.mode, to_db(record.title), record.created_by))
 
         await self._write(insert)
 
@@ -159,6 +160,75 @@ class SqliteStore:
             rows = conn.execute(f"{_SESSION_SELECT} WHERE {where} ORDER BY s.updated DESC, s.id DESC "
                                 "LIMIT ?", (*params, limit)).fetchall()
             return [_session(r) for r in rows]
+
+        return await self._run(select)
+
+    # -- users and the audit ------------------------------------------------------
+    async def add_user(self, name: str, role: str, token_hash: str, created_by: str) -> UserRecord:
+        record = UserRecord(name, role, time.time(), created_by)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute("INSERT INTO users (name, role, token_hash, created, created_by) VALUES (?,?,?,?,?)",
+                             (name, role, token_hash, record.created, created_by))
+            except sqlite3.IntegrityError:
+                raise UserExists(f"a user named {name!r} exists (or was revoked: a name is not given twice)") from None
+
+        await self._write(insert)
+        return record
+
+    async def user_by_token(self, token_hash: str) -> UserRecord | None:
+        def select(conn: sqlite3.Connection) -> UserRecord | None:
+            row = conn.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE token_hash = ? AND revoked IS NULL",
+                               (token_hash,)).fetchone()
+            return UserRecord(*row) if row else None
+
+        return await self._run(select)
+
+    async def get_user(self, name: str) -> UserRecord | None:
+        def select(conn: sqlite3.Connection) -> UserRecord | None:
+            row = conn.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE name = ?", (name,)).fetchone()
+            return UserRecord(*row) if row else None
+
+        return await self._run(select)
+
+    async def list_users(self) -> list[UserRecord]:
+        def select(conn: sqlite3.Connection) -> list[UserRecord]:
+            return [UserRecord(*r) for r in conn.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY created")]
+
+        return await self._run(select)
+
+    async def revoke_user(self, name: str) -> UserRecord | None:
+        def update(conn: sqlite3.Connection) -> UserRecord | None:
+            row = conn.execute(f"UPDATE users SET revoked = ? WHERE name = ? AND revoked IS NULL "
+                               f"RETURNING {_USER_COLUMNS}", (time.time(), name)).fetchone()
+            return UserRecord(*row) if row else None
+
+        return await self._write(update)
+
+    async def users_changed(self) -> float:
+        def select(conn: sqlite3.Connection) -> float:
+            row = conn.execute("SELECT MAX(MAX(created), COALESCE(MAX(revoked), 0)) FROM users").fetchone()
+            return float(row[0] or 0.0)
+
+        return await self._run(select)
+
+    async def record_audit(self, actor: str, action: str, target: str, detail: dict[str, object],
+                           status: int) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO audit (time, actor, action, target, detail, status) VALUES (?,?,?,?,?,?)",
+                         (time.time(), actor, action, target, json_dumps(detail), status))
+
+        await self._write(insert)
+
+    async def load_audit(self, *, before: int | None = None, limit: int = 100, actor: str | None = None,
+                         action: str | None = None, target: str | None = None) -> list[AuditRecord]:
+        where, params = audit_filter(before, actor, action, target, "?")
+
+        def select(conn: sqlite3.Connection) -> list[AuditRecord]:
+            rows = conn.execute(f"SELECT id, time, actor, action, target, detail, status FROM audit WHERE {where} "
+                                "ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
+            return [AuditRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
 
         return await self._run(select)
 
@@ -276,12 +346,12 @@ class SqliteStore:
 
         return await self._run(select)
 
-    async def record_submission(self, session_id: str, submission_id: str, op: str) -> None:
+    async def record_submission(self, session_id: str, submission_id: str, op: str, actor: str = "") -> None:
         """Keep a client's submission id as used for `op`; a second use of the id is refused (IntegrityError)."""
 
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO submissions (session_id, submission_id, op, created) VALUES (?,?,?,?)",
-                         (session_id, to_db(submission_id), to_db(op), time.time()))
+            conn.execute("INSERT INTO submissions (session_id, submission_id, op, created, actor) VALUES (?,?,?,?,?)",
+                         (session_id, to_db(submission_id), to_db(op), time.time(), actor))
 
         await self._run(insert)
 
@@ -562,7 +632,10 @@ def from_db(value: Any) -> Any:
 
 
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
-                   "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id) FROM sessions s")
+                   "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id), s.created_by FROM sessions s")
+
+
+_USER_COLUMNS = "name, role, created, created_by, revoked"
 
 
 def _session(row: Any) -> SessionRecord:

@@ -13,8 +13,8 @@ CREATE TABLE audit (
     time DOUBLE PRECISION NOT NULL,
     actor TEXT NOT NULL,
     action TEXT NOT NULL,
-    target BYTEA NOT NULL,
-    detail BYTEA NOT NULL,
+    target TEXT NOT NULL,
+    detail TEXT NOT NULL,
     status INTEGER NOT NULL);
 CREATE INDEX audit_by_actor ON audit (actor, id);
 CREATE INDEX audit_by_action ON audit (action, id);
