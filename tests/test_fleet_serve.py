@@ -93,32 +93,6 @@ async def _serve_and_approve(project, model, url):
     return listed, waiting, relayed, seen, fleet, missing
 
 
-def test_an_approval_left_unanswered_is_denied_at_the_tasks_timeout(tmp_path, postgres_url):
-    home = tmp_path / "home"
-    home.mkdir()
-    repo = make_repo(tmp_path / "repo")
-    with task_model() as model:
-        submit(home, postgres_url, model, repo, "task ignored", "--mode", "safe", "--approval-timeout", "1")
-        worker = start_worker(home, postgres_url, model, log=tmp_path / "worker.log")
-        try:
-            deadline = time.monotonic() + 40
-            while task_row(postgres_url)[1] != "done" and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            worker.kill()
-            worker.wait(10)
-    task_id, state, session_id = task_row(postgres_url)
-    assert state == "done"
-    with psycopg.connect(postgres_url) as conn:
-        resolved = conn.execute("SELECT data FROM events WHERE session_id = %s AND type = 'approval_resolved'",
-                                (session_id,)).fetchall()
-        diff = conn.execute("SELECT diff FROM task_results").fetchone()[0].decode()
-    assert resolved and '"deny"' in resolved[0][0] and '"timeout"' in resolved[0][0]
-    assert "ignored.txt" not in diff  # denied: nothing written
-
-
-
-
 def test_a_task_is_cancelled_and_retried_through_the_api_and_a_hostile_id_is_refused(tmp_path, postgres_url,
                                                                                    server):
     project = tmp_path / "project"

@@ -97,6 +97,10 @@ class Config:
     # A trusted project's `developer_instructions` (trust_project_config): added after the user's, never
     # replacing them. Only a project's config file sets it.
     project_developer_instructions: str | None = None
+    # Approvals come from clients of a server or a fleet, not from the person whose config this is: an
+    # approve-always answer may not save a rule in their rules.toml (only approve once or for the session).
+    # Set by `auger serve` and `auger worker`; no file, variable or -c sets it.
+    remote_approvals: bool = False
 
     def __post_init__(self) -> None:
         if self.endpoint_provider is None:
@@ -105,7 +109,7 @@ class Config:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)
            if f.name not in ("diagnostics", "tables", "tables_source", "endpoint_provider",
-                             "project_developer_instructions")}
+                             "project_developer_instructions", "remote_approvals")}
 # What a base URL given without a provider means, wherever it is given: some OpenAI-compatible server.
 BASE_URL_PROVIDER = "openai-compatible"
 # A project's own config file comes with the repository: it may describe models and pick among configured

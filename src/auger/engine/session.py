@@ -127,13 +127,15 @@ class Session:
         self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
         self._window = window  # what the model's server says of its window (models/context_window.py)
         self._startup_warnings = warnings
-        self._ops: asyncio.Queue[tuple[Op | _TurnFinished, str | None]] = asyncio.Queue()
+        self._ops: asyncio.Queue[tuple[Op | _Internal, str | None]] = asyncio.Queue()
         self._stream = EventStream(meta.id, store)
         self._pulled: AsyncIterator[Event] | None = None  # next_event's subscriber
         self._turn: asyncio.Task[None] | None = None
         self._turn_id = ""  # the running (or last) turn's id
         self._approvals: dict[str, _Waiting] = {}  # approval requests not answered yet, by request id
         self._answered: dict[str, str] = {}  # request id -> who answered it (the last few), to say so to a late one
+        self._parked: str | None = None  # the request a parked turn waits for (`park`)
+        self._answers: dict[str, ApprovalDecision] = {}  # call id -> the answer to a parked request (`continue_parked`)
         self._loop_task: asyncio.Task[None] | None = None
         self._closed = False
         self._title_task: asyncio.Task[None] | None = None
@@ -186,7 +188,8 @@ class Session:
         if queue is not None:  # git must not find a repository above the copy (it has none of its own)
             env["GIT_CEILING_DIRECTORIES"] = str(queue.tree.parent)
         policy = Policy(rules, sandboxed=confinement is not None and confinement.enforced,
-                        approve_all=config.approve_all, interactive=interactive, user_rules_path=user_rules)
+                        approve_all=config.approve_all, interactive=interactive,
+                        user_rules_path=None if config.remote_approvals else user_rules)
         from auger.context.instructions import model_family
         from auger.tools.toolset import for_model
 
@@ -281,6 +284,29 @@ class Session:
             _SUBMISSION.reset(token)
         return None
 
+    def park(self, request_id: str) -> bool:
+        """Stop the running turn to wait for a person without holding this process: its tool approval
+        `request_id` stays unanswered — not withdrawn — and the turn's open calls stay open in the store,
+        so the session can be resumed anywhere (`SessionManager.resume(parked=True)`) and continued with
+        the answer (`continue_parked`). Only a tool call's approval of the session's own turn parks (not a
+        sub-agent's, nor a loop guard's or an MCP server's question); False when this one cannot."""
+        waiting = self._approvals.get(request_id)
+        if waiting is None or not self.turn_running or waiting.request.parent_call_id is not None:
+            return False
+        request = waiting.request.event
+        if not isinstance(request, ApprovalRequest) or request.kind != "tool" or request.details is None:
+            return False
+        self._ops.put_nowait((_Park(request_id), None))
+        return True
+
+    def continue_parked(self, answer: ApprovalDecision, call_id: str, submission_id: str | None = None) -> None:
+        """Continue the turn a parked session stopped: the answer settles its request (`approval_resolved`
+        is emitted, by whoever answered), the calls its reply left open run — the one that asked with this
+        answer instead of asking again, each decided by the policy of now — and the model is called as
+        after any reply."""
+        self._answers[call_id] = answer
+        self._ops.put_nowait((_Continue(answer), submission_id))
+
     def pending_approvals(self) -> list[Envelope]:
         """The approval requests waiting for an answer, as they were emitted (oldest first)."""
         return [waiting.request for waiting in self._approvals.values()]
@@ -368,6 +394,9 @@ class Session:
         """Ask the client to decide; with nobody to ask (headless), take `headless_default`. A sub-agent's
         question comes with `parent_call_id`, the spawn call its envelope names."""
         request_id = uuid.uuid4().hex[:12]
+        answered = self._answers.pop(str((details or {}).get("call_id")), None) if kind == "tool" else None
+        if answered is not None:  # asked before this session was parked, and answered since
+            return answered
         if not self.interactive:
             return ApprovalDecision(request_id, ApprovalOption(headless_default))
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
@@ -381,8 +410,8 @@ class Session:
         try:
             return await future
         finally:
-            if self._approvals.pop(request_id, None) is not None:  # its turn ended first: withdrawn
-                self.emit_for(ApprovalResolved(request_id), parent_call_id)
+            if self._approvals.pop(request_id, None) is not None and request_id != self._parked:
+                self.emit_for(ApprovalResolved(request_id), parent_call_id)  # its turn ended first: withdrawn
 
     async def set_title(self, text: str) -> None:
         """A provisional title from the first prompt, so `auger sessions` can tell sessions apart."""
@@ -526,9 +555,22 @@ class Session:
             finally:
                 _SUBMISSION.reset(token)
 
-    async def _dispatch(self, op: Op | _TurnFinished) -> bool:
+    async def _dispatch(self, op: Op | _Internal) -> bool:
         """Handle one op; True when the session is finished."""
-        if isinstance(op, UserTurn):
+        if isinstance(op, _Park):
+            if op.request_id in self._approvals and self._turn is not None:
+                self._parked = op.request_id
+                self.interrupt_reason = PARKED.format(request=op.request_id)
+                self._turn.cancel()
+        elif isinstance(op, _Continue):
+            if self.turn_running:
+                self.emit(WarningEvent("a parked turn cannot continue while another turn runs"))
+            else:
+                request_id = op.answer.request_id
+                self.emit(ApprovalResolved(request_id, ApprovalOption(op.answer.decision), op.answer.by))
+                self._parked = None
+                self._start_turn(open_calls=True)
+        elif isinstance(op, UserTurn):
             self.pending_input.append((op, _SUBMISSION.get()))
             if not self.turn_running:
                 self._start_turn()
@@ -742,16 +784,17 @@ class Session:
         self.emit(outcome if isinstance(outcome, BackendChanged) else
                   WarningEvent(f"backend switch refused: {outcome}"))
 
-    def _start_turn(self, *, compact_only: bool = False) -> None:
+    def _start_turn(self, *, compact_only: bool = False, open_calls: bool = False) -> None:
         turn: Turn | BackendTurn
-        if self.backend and not compact_only:
+        if self.backend and not compact_only and not open_calls:
             from auger.engine.backend_turn import BackendTurn
 
             turn = BackendTurn(self.turn_context(uuid.uuid4().hex[:12]), self, self.backends.link(),
                                interrupt_reason=lambda: self.interrupt_reason)
         else:
             turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
-                        interrupt_reason=lambda: self.interrupt_reason)
+                        interrupt_reason=lambda: self.interrupt_reason, parked=lambda: self._parked is not None,
+                        open_calls=open_calls)
         self._launch(turn.id, turn.run, titled=True)
 
     def _start_user_shell(self, command: str) -> None:
@@ -938,6 +981,24 @@ class _TurnFinished:
 
     def __init__(self, task: asyncio.Task[None]) -> None:
         self.task = task
+
+
+@dataclass
+class _Park:
+    """Internal op (`Session.park`): stop the turn to wait for the answer to `request_id`."""
+
+    request_id: str
+
+
+@dataclass
+class _Continue:
+    """Internal op (`Session.continue_parked`): the answer a parked turn waited for has come."""
+
+    answer: ApprovalDecision
+
+
+_Internal = _TurnFinished | _Park | _Continue  # ops only the engine and its embedders' methods make, never a client
+PARKED = "parked: waiting for an answer to approval {request}; the session waits holding no process"
 
 
 class _Archive:

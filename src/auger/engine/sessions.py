@@ -92,27 +92,28 @@ class SessionManager:
 
     async def resume(self, session_id: str, *, client: ModelClient | None = None, switch: bool = False,
                      mode: str | None = None, interactive: bool = False, pending: bool = False,
-                     backend: str | None = None) -> Session:
+                     backend: str | None = None, parked: bool = False) -> Session:
         """Continue a stored session with its full history.
 
         The model is the one the session was recorded with (engine.resume): with no `client`, it is built
         from the record, and resuming is refused (ResumeRefused) if that provider cannot be used here. A
         `client` for another provider or model is accepted only with `switch=True`; the switch is then
         recorded. Calls that never got an output (the process died mid-call) are closed with an
-        "interrupted" output, recorded, so the model knows and the API accepts it. A session with queued
+        "interrupted" output, recorded, so the model knows and the API accepts it — unless the session was
+        `parked` (Session.park): its open calls wait for `Session.continue_parked`. A session with queued
         pending changes resumes in pending mode whatever `pending` says.
         """
         record = await self._record(session_id)
         hold(record.id)  # before anything is written to it: refused if it is open in this process
         try:
             return await self._resume(record, client=client, switch=switch, mode=mode, interactive=interactive,
-                                      pending=pending, backend=backend)
+                                      pending=pending, backend=backend, parked=parked)
         except BaseException:
             let_go(record.id)
             raise
 
     async def _resume(self, record: SessionRecord, *, client: ModelClient | None, switch: bool, mode: str | None,
-                      interactive: bool, pending: bool, backend: str | None) -> Session:
+                      interactive: bool, pending: bool, backend: str | None, parked: bool) -> Session:
         store = self.store
         recorded = await recorded_backend(store, record.id)
         if client is None:
@@ -126,7 +127,7 @@ class SessionManager:
         stored = await store.load_items(record.id)
         history = History(s.item for s in stored)
         last_turn = stored[-1].turn_id if stored else "resume"
-        for call in history.unanswered_calls():
+        for call in [] if parked else history.unanswered_calls():
             output = ToolOutput(call.call_id, INTERRUPTED_OUTPUT, ok=False)
             await store.append(record.id, last_turn, output, tool_name=call.name, arguments=call.arguments)
             history.append(output)

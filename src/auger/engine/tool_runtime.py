@@ -88,7 +88,7 @@ class Policy:
     sandboxed: bool
     approve_all: bool
     interactive: bool
-    user_rules_path: Path
+    user_rules_path: Path | None  # where an approve-always answer saves its rule; None: it is not offered
 
 
 class ToolRuntime:
@@ -266,7 +266,7 @@ class ToolRuntime:
         if spec.previewer is not None:
             details["diff"] = await spec.previewer(args, ctx) or None  # "": nothing to preview for this call
         options = [APPROVE, APPROVE_SESSION]
-        if c.commands and c.effect != Effect.DESTRUCTIVE:
+        if c.commands and c.effect != Effect.DESTRUCTIVE and self.policy.user_rules_path is not None:
             options.append(APPROVE_ALWAYS)
         options += [DENY_CALL, ABORT]
         message = f"{spec.name} wants to run: {c.subject}" if c.commands else f"{spec.name} wants to change {c.subject}"
@@ -291,6 +291,8 @@ class ToolRuntime:
         from auger.policy.effects import unwrap  # the classifier is loaded by now: this call was classified
 
         path = self.policy.user_rules_path
+        if path is None:  # never offered then; an answer naming it anyway approves for the session
+            return
         try:
             for argv in c.commands:
                 append_rule(path, unwrap(argv), "allow")

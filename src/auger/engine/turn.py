@@ -52,13 +52,20 @@ class TurnAbortedByUser(Exception):
 
 class Turn:
     def __init__(self, ctx: TurnContext, host: TurnHost, *, compact_only: bool = False,
-                 interrupt_reason: Callable[[], str] = lambda: "interrupted by the user") -> None:
+                 interrupt_reason: Callable[[], str] = lambda: "interrupted by the user",
+                 parked: Callable[[], bool] = lambda: False, open_calls: bool = False) -> None:
+        """`parked`: asked when the turn is cancelled — True means it stops to wait for a person, not for
+        good, so its unanswered calls are left open for the turn that continues it. `open_calls`: this turn
+        continues a parked one: the calls its reply left open run first (their approval already answered),
+        then the model is called as after any reply."""
         self.ctx = ctx
         self.host = host
         self.id = ctx.turn_id
         self.compact_only = compact_only
         self.guard = LoopGuard(ctx.max_model_calls)
         self._interrupt_reason = interrupt_reason
+        self._parked = parked
+        self._open_calls = open_calls
         self._calls: list[ToolCall] = []
         self.output: OutputCheck | None = None  # the schema the final answer must match, when input gave one
 
@@ -73,7 +80,8 @@ class Turn:
             if task is not None:
                 task.uncancel()
             reason = self._interrupt_reason()
-            await self._record_abort(reason)
+            if not self._parked():  # a parked turn leaves its open calls for the turn that continues it
+                await self._record_abort(reason)
             return "cancelled", reason
         except TurnAbortedByUser:
             await self._record_abort("aborted by the user at an approval")
@@ -86,6 +94,8 @@ class Turn:
         if self.compact_only:
             await compact(ctx, host, "manual")
             return
+        if self._open_calls:
+            await self._run_open_calls()
         first = True
         while True:
             await self._take_input(announce=not first)
@@ -320,10 +330,17 @@ class Turn:
             else:
                 await asyncio.gather(*(self._run_call(call, arrived) for call in batch))
 
-    async def _run_call(self, call: ToolCall, arrived: ReplyCalls) -> None:
+    async def _run_open_calls(self) -> None:
+        """Run the calls a parked turn left open, in their reply's order, as that turn would have."""
+        calls = self.host.history.unanswered_calls()
+        self._calls.extend(calls)
+        for call in calls:
+            await self._run_call(call, None)
+
+    async def _run_call(self, call: ToolCall, arrived: ReplyCalls | None) -> None:
         host = self.host
         repeats = self.guard.note_tool_call(call.name, call.arguments)
-        early = arrived.started(call.call_id)
+        early = arrived.started(call.call_id) if arrived is not None else None
         if early is not None:
             task, started = early
             outcome = await task

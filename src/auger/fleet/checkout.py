@@ -32,6 +32,12 @@ class Checkout:
         await _git(self.path, "add", "-A")
         return await _git(self.path, "diff", "--cached", "--binary", self.base)
 
+    async def apply(self, diff: str) -> None:
+        """Bring the tree to where an earlier attempt left it: `diff` as `diff()` gave it (a parked task
+        resumed on another machine)."""
+        if diff:
+            await _git(self.path, "apply", "--binary", "--index", "-", input=diff)
+
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
@@ -56,12 +62,13 @@ async def checkout(repo: str, ref: str, where: Path) -> Checkout:
     return Checkout(where, base)
 
 
-async def _git(cwd: Path | None, *args: str) -> str:
+async def _git(cwd: Path | None, *args: str, input: str | None = None) -> str:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **_GIT_ENV}
     proc = await asyncio.create_subprocess_exec(
         "git", "-c", "core.hooksPath=", "-c", "advice.detachedHead=false", *args, cwd=cwd, env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
+        stdin=asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate(None if input is None else input.encode("utf-8", "surrogateescape"))
     if proc.returncode != 0:
         raise CheckoutError(f"git {args[0]} failed: {err.decode(errors='replace').strip() or proc.returncode}")
     return out.decode("utf-8", "surrogateescape")

@@ -1,7 +1,7 @@
 """A task put on the queue: recorded in the tasks table first (the record of truth), then delivered to a
-worker through the queue library. `auger submit`, `auger tasks retry` and `auger serve`'s retry route
-all go through here, so a task is never recorded without its delivery, nor delivered twice for one
-request."""
+worker through the queue library. `auger submit`, `auger tasks retry`, `auger serve`'s task routes and
+the answer to a parked task's approval all go through here, so a task is never recorded without its
+delivery, nor delivered twice for one request."""
 
 from __future__ import annotations
 
@@ -43,6 +43,15 @@ async def retry(store: PostgresStore, task_id: str) -> TaskRecord | None:
     if again is not None:
         await _deliver(store.url, again)
     return again
+
+
+async def answer(store: PostgresStore, task_id: str, request_id: str, decision: str, feedback: str | None,
+                 by: str) -> TaskRecord:
+    """Answer the approval a waiting task parked on and deliver it again, to whichever worker takes it
+    (fleet/worker.py resumes it there). AnswerRefused when the answer does not count."""
+    answered = await Tasks(store).answer(task_id, request_id, decision, feedback, by)
+    await _deliver(store.url, answered)
+    return answered
 
 
 async def _deliver(url: str, record: TaskRecord) -> None:

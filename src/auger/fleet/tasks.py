@@ -59,16 +59,29 @@ class TaskRecord:
     exit_reason: str | None
     error: str | None
     submitted_by: str = ""
+    parked: dict[str, Any] | None = None  # waiting: the approval it waits for (`request`), its call, its base
+    answer: dict[str, Any] | None = None  # the answer that resumed (or will resume) it, and who gave it
     refusal: str | None = None  # why the stored spec may not run (a row no submit route would write)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["spec"] = self.spec.to_json()
+        data["waiting_for"] = self.parked["request"] if self.parked and self.state == "waiting" else None
+        data["parked"] = None if self.parked is None else {k: v for k, v in self.parked.items() if k != "request"}
         return data
 
     def same_submission(self, spec: TaskSpec, queue: str, priority: int, max_attempts: int) -> bool:
         """Whether a repeat of this task's submission id asks for exactly this task."""
         return (self.spec, self.queue, self.priority, self.max_attempts) == (spec, queue, priority, max_attempts)
+
+
+class AnswerRefused(Exception):
+    """An answer to a parked task's approval that does not count: `status` says how (404: no such task,
+    409: nothing waits or it was answered already, 400: not one of the request's options)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class SubmissionConflict(Exception):
@@ -97,7 +110,7 @@ class TaskResult:
 
 
 _COLUMNS = ("id, submission_id, queue, state, spec, priority, attempts, max_attempts, session_id, worker, "
-            "cancel_requested, retried, created, started, finished, exit_reason, error, submitted_by")
+            "cancel_requested, retried, created, started, finished, exit_reason, error, submitted_by, parked, answer")
 
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
@@ -105,6 +118,7 @@ def _record(row: tuple[Any, ...]) -> TaskRecord:
     spec no submit route would have written is kept for display with the reason it may not run."""
     values = list(row)
     values[4], refusal = _checked_spec(values[4])
+    values[18:20] = [json.loads(t(v)) if v is not None else None for v in values[18:20]]
     record = TaskRecord(*values)
     record.refusal = refusal
     return record
@@ -143,7 +157,7 @@ class Tasks:
         async def insert(conn: AsyncConnection) -> tuple[TaskRecord, bool]:
             row = await (await conn.execute(
                 f"INSERT INTO tasks ({_COLUMNS}) VALUES (%s,%s,%s,'queued',%s,%s,0,%s,NULL,NULL,FALSE,0,%s,NULL,NULL,"
-                f"NULL,NULL,%s) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
+                f"NULL,NULL,%s,NULL,NULL) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
                 (task_id, submission_id, queue, json.dumps(spec.to_json()), priority, max_attempts, time.time(),
                  submitted_by))
             ).fetchone()
@@ -205,36 +219,42 @@ class Tasks:
         return await self.store.transaction(select, "read")
 
     # -- a worker's side --------------------------------------------------------------------
-    async def begin_attempt(self, task_id: str, generation: int) -> tuple[str, TaskRecord | None]:
+    async def begin_attempt(self, task_id: str, generation: int) -> tuple[str, TaskRecord | None, str | None]:
         """Start an attempt under the lease this store holds (generation `generation`).
 
-        Returns ("run", record before the attempt): the attempt is counted and the task is running, its
-        `session_id` still the previous attempt's until `attach_session`; ("final", record): nothing to run
-        (done, failed, cancelled); or ("exhausted", record): no attempt left, the task is marked failed.
-        Nothing changes unless the lease is ours."""
+        Returns ("run", record before the attempt, None): the attempt is counted and the task is running, its
+        `session_id` still the previous attempt's until `attach_session`; ("resume", record, diff): the same
+        for a parked task that was answered — the record carries the approval it parked on (`parked`) and
+        the answer, `diff` is its tree as it was left, and the park is taken off the task in this same
+        transaction, so no second attempt resumes it (a later one starts afresh); ("final", record, None):
+        nothing to run (done, failed, cancelled, or waiting for its answer); or ("exhausted", record, None):
+        no attempt left, the task is marked failed. Nothing changes unless the lease is ours."""
 
-        async def begin(conn: AsyncConnection) -> tuple[str, TaskRecord | None]:
-            row = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = %s FOR UPDATE",
+        async def begin(conn: AsyncConnection) -> tuple[str, TaskRecord | None, str | None]:
+            row = await (await conn.execute(f"SELECT {_COLUMNS}, parked_diff FROM tasks WHERE id = %s FOR UPDATE",
                                             (task_id,))).fetchone()
             if row is None:
-                return "final", None
-            before = _record(row)
-            if before.state in FINAL or not await _holds(conn, self.store, task_id, generation):
-                return "final", before
+                return "final", None, None
+            before = _record(row[:-1])
+            if before.state in (*FINAL, "waiting") or not await _holds(conn, self.store, task_id, generation):
+                return "final", before, None
             if before.cancel_requested:
                 await conn.execute("UPDATE tasks SET state = 'cancelled', finished = %s, exit_reason = 'cancelled' "
                                    "WHERE id = %s", (time.time(), task_id))
-                return "final", before
+                return "final", before, None
             if before.attempts >= before.max_attempts:
                 await conn.execute("UPDATE tasks SET state = 'failed', finished = %s, exit_reason = 'attempts', "
                                    "error = %s WHERE id = %s",
                                    (time.time(), f"no attempt left of {before.max_attempts}", task_id))
-                return "exhausted", before
+                return "exhausted", before, None
             await conn.execute(
-                "UPDATE tasks SET state = 'running', attempts = attempts + 1, worker = %s, "
-                "started = COALESCE(started, %s), retried = retried + CASE WHEN attempts > 0 THEN 1 ELSE 0 END "
-                "WHERE id = %s", (self.store.holder, time.time(), task_id))
-            return "run", before
+                "UPDATE tasks SET state = 'running', attempts = attempts + 1, worker = %s, parked = NULL, "
+                "parked_diff = NULL, started = COALESCE(started, %s), "
+                "retried = retried + CASE WHEN attempts > 0 THEN 1 ELSE 0 END WHERE id = %s",
+                (self.store.holder, time.time(), task_id))
+            if before.parked is not None and before.answer is not None:
+                return "resume", before, t(row[-1])
+            return "run", before, None
 
         return await self.store.transaction(begin)
 
@@ -289,6 +309,58 @@ class Tasks:
 
         return await self.store.transaction(write)
 
+    async def park(self, task_id: str, generation: int, parked: dict[str, Any], diff: str) -> bool:
+        """The attempt stops to wait for a person (fleet/worker.py): the task is `waiting` with the approval
+        it waits for and its tree's diff against the base, holds no worker, and its attempt is given back
+        (the resume counts one). Fenced on the lease, as `finish`."""
+
+        async def write(conn: AsyncConnection) -> bool:
+            if not await _holds(conn, self.store, task_id, generation, lock=True):
+                return False
+            await conn.execute("UPDATE tasks SET state = 'waiting', parked = %s, parked_diff = %s, answer = NULL, "
+                               "worker = NULL, attempts = GREATEST(attempts - 1, 0) "
+                               "WHERE id = %s AND state = 'running'", (b(json.dumps(parked)), b(diff), task_id))
+            return True
+
+        return await self.store.transaction(write)
+
+    async def answer(self, task_id: str, request_id: str, decision: str, feedback: str | None, by: str
+                     ) -> TaskRecord:
+        """Answer the approval a waiting task parked on: the first valid answer wins and queues the task
+        again (the caller delivers it: fleet/submit.py); AnswerRefused otherwise."""
+
+        async def write(conn: AsyncConnection) -> TaskRecord:
+            row = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = %s FOR UPDATE",
+                                            (task_id,))).fetchone()
+            if row is None:
+                raise AnswerRefused(404, f"no task has the id {task_id}")
+            record = _record(row)
+            if record.answer is not None and record.answer.get("request_id") == request_id:
+                raise AnswerRefused(409, f"approval request {request_id!r} was already answered by "
+                                         f"{record.answer.get('by') or 'someone'}; decision ignored")
+            request = (record.parked or {}).get("request", {}) if record.state == "waiting" else {}
+            if request.get("request_id") != request_id:
+                raise AnswerRefused(409, f"no approval request {request_id!r} of task {task_id} is waiting "
+                                         f"(the task is {record.state}); decision ignored")
+            options = request.get("options") or []
+            if decision not in options:
+                raise AnswerRefused(400, f"decision {decision!r} is not one of {', '.join(options)}; still waiting")
+            answer = {"request_id": request_id, "decision": decision, "feedback": feedback, "by": by,
+                      "time": time.time()}
+            updated = await (await conn.execute(
+                f"UPDATE tasks SET answer = %s, state = 'queued' WHERE id = %s RETURNING {_COLUMNS}",
+                (b(json.dumps(answer)), task_id))).fetchone()
+            assert updated is not None, "the row is locked"
+            return _record(updated)
+
+        return await self.store.transaction(write)
+
+    async def waiting_for(self, session_id: str) -> TaskRecord | None:
+        """The waiting task whose session this is (its approval is in `parked`), or None."""
+        rows = await self._rows(f"SELECT {_COLUMNS} FROM tasks WHERE session_id = %s AND state = 'waiting'",
+                                (session_id,))
+        return _record(rows[0]) if rows else None
+
     async def owns_session(self, session_id: str) -> bool:
         """Whether the session is a task's attempt (the current one, or one before it)."""
         rows = await self._rows("SELECT 1 FROM tasks WHERE session_id = %s UNION ALL "
@@ -308,9 +380,9 @@ class Tasks:
         async def write(conn: AsyncConnection) -> TaskRecord | None:
             row = await (await conn.execute(
                 "UPDATE tasks SET cancel_requested = TRUE, "
-                "state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, "
-                "finished = CASE WHEN state = 'queued' THEN %s ELSE finished END, "
-                "exit_reason = CASE WHEN state = 'queued' THEN 'cancelled' ELSE exit_reason END "
+                "state = CASE WHEN state IN ('queued', 'waiting') THEN 'cancelled' ELSE state END, "
+                "finished = CASE WHEN state IN ('queued', 'waiting') THEN %s ELSE finished END, "
+                "exit_reason = CASE WHEN state IN ('queued', 'waiting') THEN 'cancelled' ELSE exit_reason END "
                 f"WHERE id = %s AND state NOT IN ('done', 'failed', 'cancelled') RETURNING {_COLUMNS}",
                 (time.time(), task_id))).fetchone()
             if row is not None and row[3] == "running" and row[8]:  # interrupt its session, where it runs
@@ -326,7 +398,7 @@ class Tasks:
         async def write(conn: AsyncConnection) -> TaskRecord | None:
             row = await (await conn.execute(
                 "UPDATE tasks SET state = 'queued', attempts = 0, cancel_requested = FALSE, retried = retried + 1, "
-                "finished = NULL, exit_reason = NULL, error = NULL "
+                "finished = NULL, exit_reason = NULL, error = NULL, parked = NULL, parked_diff = NULL, answer = NULL "
                 f"WHERE id = %s AND state IN ('failed', 'cancelled') RETURNING {_COLUMNS}", (task_id,))).fetchone()
             if row is not None:
                 await conn.execute("DELETE FROM task_results WHERE task_id = %s", (task_id,))
@@ -348,7 +420,8 @@ class Tasks:
             "COALESCE(SUM(reasoning_tokens),0), COALESCE(SUM(cost),0), COUNT(cost) FROM task_results", ()))[0]
         times = (await self._rows(
             "SELECT AVG(started - created), AVG(finished - started) FROM tasks WHERE state = 'done'", ()))[0]
-        return {"queued": counts["queued"], "running": counts["running"], "done": counts["done"],
+        return {"queued": counts["queued"], "running": counts["running"], "waiting": counts["waiting"],
+                "done": counts["done"],
                 "failed": counts["failed"], "cancelled": counts["cancelled"], "retried": retried,
                 "tokens": {"input": int(usage[0]), "cached": int(usage[1]), "output": int(usage[2]),
                            "reasoning": int(usage[3])},

@@ -11,9 +11,14 @@ One delivery, in order:
    that was running means an attempt died: its session is marked interrupted, and the new session is
    linked to it.
 3. **Checkout and session.** A fresh clone of the repository at the base ref (fleet/checkout.py); a new
-   session there in the task's mode, interactive — so a `safe` task's approval request waits, answerable
-   from `auger serve` on the same database (the op travels through the store's ops table, relayed here),
-   until the task's approval timeout denies it.
+   session there in the task's mode (admitted by the operator's policy, fleet/policy.py), interactive — so
+   a `safe` task's approval request waits, answerable from `auger serve` on the same database (the op
+   travels through the store's ops table, relayed here).
+   **Parking.** A tool approval unanswered for the task's approval timeout does not hold the worker: the
+   turn stops without withdrawing the request (`Session.park`), the task becomes `waiting` with the
+   request and its tree's diff against the base, and the slot frees. An answer (`auger serve`) queues it
+   again; whichever worker takes it checks out the same base, applies the diff, resumes the session and
+   continues the turn with the answer (`Session.continue_parked`): the call that asked runs once.
 4. **Result.** The final message, each turn's diff, the whole diff against the base, usage and cost, and
    the exit reason are written with the task's final state in one transaction fenced on the lease.
 
@@ -47,6 +52,8 @@ from auger.store.postgres import PostgresStore
 if TYPE_CHECKING:
     from auger.config import Config
     from auger.engine.session import Session
+    from auger.engine.sessions import SessionManager
+    from auger.models.base import ModelClient
 
 log = logging.getLogger("auger.fleet")
 
@@ -167,11 +174,11 @@ class Worker:
         assert generation is not None, "just claimed"
         running = self._running[task_id] = _Running(task_id)
         try:
-            verdict, before = await self.tasks.begin_attempt(task_id, generation)
-            if verdict != "run" or before is None:
+            verdict, before, parked_diff = await self.tasks.begin_attempt(task_id, generation)
+            if verdict not in ("run", "resume") or before is None:
                 return
             try:
-                await self._attempt(before, generation, running)
+                await self._attempt(before, generation, running, parked_diff if verdict == "resume" else None)
             except (StoreError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # a bug: the task fails with it rather than stay running with no delivery
@@ -181,12 +188,17 @@ class Worker:
             self._running.pop(task_id, None)
             await self.store.release(key)
 
-    async def _attempt(self, task: TaskRecord, generation: int, running: _Running) -> None:
+    async def _attempt(self, task: TaskRecord, generation: int, running: _Running,
+                       parked_diff: str | None = None) -> None:
+        """One attempt: a fresh session on a fresh checkout — or, for a parked task that was answered
+        (`parked_diff` given), its session resumed on a checkout of the same base brought to where the
+        parked attempt left it, continued with the answer."""
         from auger.engine.sessions import SessionManager
         from auger.engine.workspace import Workspace
         from auger.models.registry import ProviderError, client_for
 
         spec = task.spec
+        resuming = parked_diff is not None and task.parked is not None
         try:  # the database is not trusted either: the stored spec is checked again, then held to the policy
             if task.refusal is not None:
                 raise TaskRefused(task.refusal)
@@ -194,10 +206,13 @@ class Worker:
         except TaskRefused as exc:
             await self._refuse(task, generation, str(exc))
             return
-        previous = task.session_id  # an attempt before this one: died, or was given back
+        previous = None if resuming else task.session_id  # an attempt before this one: died, or was given back
         where = self.options.data_dir / "checkouts" / f"{task.id}-{task.attempts + 1}-{uuid.uuid4().hex[:6]}"
         try:
-            tree = await checkout(spec.repo, spec.ref, where)
+            tree = await checkout(spec.repo, str(task.parked["base"]) if resuming and task.parked else spec.ref,
+                                  where)
+            if resuming:
+                await tree.apply(parked_diff or "")
         except CheckoutError as exc:
             await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
             return
@@ -212,7 +227,10 @@ class Worker:
                 await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
                 return
             manager = SessionManager(Workspace.open(tree.path, config), self.store)
-            session = await manager.create(client, mode=mode, interactive=True)
+            if resuming:
+                session = await self._resume_parked(manager, task, client, mode, tree)
+            else:
+                session = await manager.create(client, mode=mode, interactive=True)
             running.session = session
             await self.store.claim(session.id)
             try:
@@ -221,12 +239,18 @@ class Worker:
                     await self._interrupted(previous, session.id)
                 if cancelled:
                     session.submit(Interrupt("cancelled"))
-                outcome = await self._drive(session, task, tree)
+                outcome = await self._drive(session, task, tree, None if resuming else UserTurn(spec.prompt))
             finally:
                 await self.store.release(session.id)
         finally:
             tree.remove()
-        result, reason = outcome
+        result, reason, parked = outcome
+        if parked is not None and not running.terminated:
+            if await self.tasks.park(task.id, generation, {**parked, "base": tree.base}, result.diff):
+                log.info("task %s parked: it waits for an answer to %s", task.id[:8], parked["request"]["request_id"])
+            else:
+                log.warning("task %s: the lease was lost to another worker; its park is dropped", task.id[:8])
+            return
         if running.terminated and reason == "cancelled":
             await self.tasks.release(task.id, generation)
             await self._redeliver(task.id, 0)
@@ -238,6 +262,21 @@ class Worker:
         else:
             log.warning("task %s: the lease was lost to another worker; this attempt's result is dropped",
                         task.id[:8])
+
+    async def _resume_parked(self, manager: SessionManager, task: TaskRecord, client: ModelClient, mode: str,
+                             tree: Checkout) -> Session:
+        """The parked attempt's session, opened here on `tree` and continued with the answer it waited
+        for: the call that asked runs (or is denied) as the answer says, decided again by the policy of
+        now, and the model goes on from its output."""
+        assert task.parked is not None and task.answer is not None and task.session_id is not None
+        answer = task.answer
+        decision = ApprovalDecision(str(answer["request_id"]), ApprovalOption(answer["decision"]),
+                                    feedback=answer.get("feedback"), by=str(answer.get("by") or ""))
+        await self.store.update_session(task.session_id, cwd=str(tree.path))
+        session = await manager.resume(task.session_id, client=client, switch=True, mode=mode, interactive=True,
+                                       parked=True)
+        session.continue_parked(decision, str(task.parked["call_id"]))
+        return session
 
     def session_config(self, root: Path, spec: TaskSpec, mode: str) -> Config:
         """The task's session configuration: the operator's own, with the project's safe keys (as for any
@@ -253,7 +292,7 @@ class Worker:
         provider = spec.provider or own.endpoint_provider or own.provider
         model = spec.model if spec.model is not None else own.model if provider == own.provider else None
         config = dataclasses.replace(
-            config, provider=provider, model=model, mode=mode,
+            config, provider=provider, model=model, mode=mode, remote_approvals=True,
             session_token_budget=_smaller(own.session_token_budget, spec.token_budget),
             session_cost_budget=_smaller(own.session_cost_budget, spec.cost_budget))
         if provider not in self.policy.providers:
@@ -267,39 +306,52 @@ class Worker:
         await self.tasks.finish(task.id, generation, "failed", None, error=f"refused: {reason}",
                                 exit_reason="refused")
 
-    async def _drive(self, session: Session, task: TaskRecord, tree: Checkout) -> tuple[TaskResult, str]:
-        """Run the task's prompt in the session to its end, relaying ops left in the store and answering
-        approvals left unanswered past the timeout; the result."""
+    async def _drive(self, session: Session, task: TaskRecord, tree: Checkout, prompt: UserTurn | None
+                     ) -> tuple[TaskResult, str, dict[str, Any] | None]:
+        """Run the session's turn to its end — the task's prompt, or (None) a parked turn being continued —
+        relaying ops left in the store; the result, the end reason, and what the turn parked on, if it did.
+
+        An approval of the session's own tool call unanswered for the task's approval timeout parks the
+        task: the turn stops without the request being withdrawn, and the task waits in the database,
+        holding no worker, until someone answers it. Anything else unanswered that long (a sub-agent's
+        question, the loop guard's, an MCP server's) is denied, by `timeout`."""
         from auger.engine.sessions import run_prompt
         from auger.models.registry import stored_cost
 
         final = ""
         turn_diffs: list[str] = []
         waiting: dict[str, asyncio.TimerHandle] = {}
+        parked: list[Envelope] = []
         loop = asyncio.get_running_loop()
 
         def on_envelope(envelope: Envelope) -> None:
             nonlocal final
             event = envelope.event
-            if envelope.parent_call_id is not None:
+            if isinstance(event, ev.ApprovalRequest):
+                waiting[event.request_id] = loop.call_later(task.spec.approval_timeout_s, _timed_out, envelope)
+            elif isinstance(event, ev.ApprovalResolved) and event.request_id in waiting:
+                waiting.pop(event.request_id).cancel()
+            elif envelope.parent_call_id is not None:
                 return
-            if isinstance(event, ev.AgentMessage):
+            elif isinstance(event, ev.AgentMessage):
                 final = event.text
             elif isinstance(event, ev.TurnDiff):
                 turn_diffs.append(event.diff)
-            elif isinstance(event, ev.ApprovalRequest):
-                waiting[event.request_id] = loop.call_later(task.spec.approval_timeout_s, _timed_out, event)
-            elif isinstance(event, ev.ApprovalResolved) and event.request_id in waiting:
-                waiting.pop(event.request_id).cancel()
 
-        def _timed_out(request: ev.ApprovalRequest) -> None:
+        def _timed_out(envelope: Envelope) -> None:
+            request = envelope.event
+            assert isinstance(request, ev.ApprovalRequest)
             waiting.pop(request.request_id, None)
+            if envelope.parent_call_id is None and not parked and session.park(request.request_id):
+                parked.append(envelope)
+                return
             answer = ApprovalOption.DENY if ApprovalOption.DENY in request.options else ApprovalOption.ABORT
             session.decide(ApprovalDecision(request.request_id, answer, feedback="no answer in time", by="timeout"))
 
         relay = asyncio.ensure_future(self._relay(session))
         try:
-            ended = await run_prompt(session, UserTurn(task.spec.prompt), on_envelope=on_envelope)
+            prompts = (prompt,) if prompt is not None else ()
+            ended = await run_prompt(session, *prompts, turns=1, on_envelope=on_envelope)
         finally:
             relay.cancel()
             for handle in waiting.values():
@@ -308,7 +360,12 @@ class Worker:
         diff = await tree.diff()
         usage = await self.store.usage_total(session.id)
         cost = await stored_cost(self.store, session.id, session.workspace.config)
-        return TaskResult(session.id, final, diff, turn_diffs, usage, cost, str(reason)), str(reason)
+        result = TaskResult(session.id, final, diff, turn_diffs, usage, cost, str(reason))
+        if parked and reason == "cancelled":
+            request = parked[0].event
+            assert isinstance(request, ev.ApprovalRequest) and request.details is not None
+            return result, str(reason), {"request": parked[0].to_json(), "call_id": request.details.call_id}
+        return result, str(reason), None
 
     async def _relay(self, session: Session) -> None:
         """Ops other processes left for the session (an approval from `auger serve`, a cancel), applied."""

@@ -1,6 +1,7 @@
 -- People, not one token: users with a role and a hashed token (never the token), an audit of who did what,
 -- who created each session and sent each op; tasks that record their submitter and labels, and wait for a
--- person (`waiting`, the approval they park on in `parked`, the answer that resumes them in `answer`).
+-- person (`waiting`: the approval they park on in `parked`, the tree as they left it in `parked_diff`, the
+-- answer that resumes them in `answer`).
 CREATE TABLE users (
     name TEXT PRIMARY KEY,
     role TEXT NOT NULL CHECK (role IN ('viewer', 'member', 'approver', 'admin')),
@@ -23,6 +24,7 @@ ALTER TABLE submissions ADD COLUMN actor TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN parked BYTEA;
 ALTER TABLE tasks ADD COLUMN answer BYTEA;
+ALTER TABLE tasks ADD COLUMN parked_diff BYTEA;
 ALTER TABLE tasks DROP CONSTRAINT tasks_state_check;
 ALTER TABLE tasks ADD CONSTRAINT tasks_state_check
     CHECK (state IN ('queued', 'running', 'waiting', 'done', 'failed', 'cancelled'));
