@@ -235,6 +235,9 @@ class ApprovalDetails:
     findings: list[str] = field(default_factory=list)  # what the command analysis noticed
     outside_paths: list[str] = field(default_factory=list)  # paths outside the project it touches
     diff: str | None = None  # the change a file tool would make, when it can be previewed
+    # The directory `approve_writable_root` would let commands write beneath for the rest of the session
+    # (offered only with that option).
+    writable_root: str | None = None
 
 
 @dataclass

@@ -390,7 +390,7 @@ def classify(args: dict[str, Any], root) -> Classification:
         return Classification(LOCAL_MUTATION, args["command"])
     analysis = analyze_command(args["command"], root, cwd)
     return Classification(analysis.effect, args["command"], analysis.commands, analysis.outside_paths,
-                          analysis.reasons)
+                          analysis.reasons, outside_real=analysis.outside_real)
 
 
 SHELL = ToolSpec(
