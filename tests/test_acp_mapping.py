@@ -11,7 +11,7 @@ pytest.importorskip("acp", reason="the agent-client-protocol SDK (the `acp` extr
 from acp import RequestError, image_block, resource_block, text_block  # noqa: E402
 from acp.schema import HttpHeader, HttpMcpServer, SseMcpServer, TextResourceContents  # noqa: E402
 
-from auger.frontends.acp.agent import mcp_table, user_turn  # noqa: E402
+from auger.frontends.acp.agent import OPTIONS, mcp_table, option_name, user_turn  # noqa: E402
 from auger.frontends.acp.updates import UpdateMapper, inside  # noqa: E402
 
 
@@ -58,3 +58,15 @@ def test_web_calls_are_shown_as_fetch_and_search_with_their_subject(tmp_path: Pa
     search = mapper.start("c2", "web_search", {"query": "widget spin"})
     assert (fetch.kind, fetch.title) == ("fetch", "Fetch https://docs.example/guide")
     assert (search.kind, search.title) == ("search", "Search the web for widget spin")
+
+
+def test_the_writable_root_answer_is_an_allow_option_naming_its_directory():
+    from auger.protocol.events import ApprovalDetails
+    from auger.protocol.vocab import ApprovalOption
+
+    details = ApprovalDetails("c1", "shell", "local_mutation", "echo x > /srv/out/a", "touches paths outside the "
+                              "project", outside_paths=["/srv/out/a"], writable_root="/srv/out")
+    assert OPTIONS[ApprovalOption.APPROVE_WRITABLE_ROOT][0] == "allow_always"
+    assert option_name(ApprovalOption.APPROVE_WRITABLE_ROOT, details) == \
+        "Allow, and writes beneath /srv/out for this session"
+    assert option_name(ApprovalOption.APPROVE, details) == "Allow once"

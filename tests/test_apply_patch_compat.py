@@ -3,7 +3,8 @@
 Each case is a tree before, a patch, and the whole tree after (bytes, every file), applied for real
 beneath a temporary root. The cases follow the scenarios and unit tests of Codex's apply-patch
 (adding, deleting, moving, overwriting; padded markers; pure additions; end-of-file hunks; CRLF,
-mixed and old-Mac line breaks; hunks out of file order; stacked `@@` headers). Where auger decides
+mixed and old-Mac line breaks, scenarios 023 and 024 among them; a UTF-8 byte order mark; hunks out
+of file order; stacked `@@` headers). Where auger decides
 otherwise on purpose the case says so: a patch is all or nothing across its files, and absolute
 paths are refused.
 """
@@ -109,8 +110,26 @@ CASES = [
     Case("uses_crlf_for_a_new_final_line_break", {"no_trailing_newline.txt": b"one\r\ntwo"},
          envelope("*** Update File: no_trailing_newline.txt", "@@", "-one", "+ONE"),
          {"no_trailing_newline.txt": b"ONE\r\ntwo\r\n"}),
-    Case("keeps_a_carriage_return_inside_a_crlf_line", {"cr.txt": b"foo\r\r\nbar\r\n"},
-         envelope("*** Update File: cr.txt", "@@", "+BAZ", "*** End of File"), {"cr.txt": b"foo\r\r\nbar\r\nBAZ\r\n"}),
+    Case("a_carriage_return_before_crlf_ends_a_line", {"cr.txt": b"foo\r\r\nbar\r\n"},
+         envelope("*** Update File: cr.txt", "@@", "+BAZ", "*** End of File"), {"cr.txt": b"foo\r\r\nbar\r\nBAZ\r"},
+         why="lines end at CR, CRLF or LF: 'foo' ends at the lone CR, the file's first break, which an "
+             "added line takes"),
+    # scenarios 023 and 024 of the reference
+    Case("preserves_crlf_line_endings", {"lines.txt": b"one\r\ntwo\r\nthree\r\n"},
+         envelope("*** Update File: lines.txt", "@@", "-one", "+ONE", " two", "+between", " three"),
+         {"lines.txt": b"ONE\r\ntwo\r\nbetween\r\nthree\r\n"}),
+    Case("preserves_mixed_line_endings", {"lines.txt": b"one\r\ntwo\rthree\nfour\r\n"},
+         envelope("*** Update File: lines.txt", "@@", " one", " two", "-three", "+THREE", " four"),
+         {"lines.txt": b"one\r\ntwo\rTHREE\r\nfour\r\n"}),
+    Case("a_lone_carriage_return_ends_a_line_in_a_file_of_lf_lines", {"lf_cr.txt": b"a\nb\rc\nd\n"},
+         envelope("*** Update File: lf_cr.txt", "@@", " b", "-c", "+C", " d"), {"lf_cr.txt": b"a\nb\rC\nd\n"}),
+    Case("every_kind_of_break_kept_around_an_insertion", {"all.txt": b"x\ry\r\nz\n"},
+         envelope("*** Update File: all.txt", "@@", " x", "+new", " y", " z"), {"all.txt": b"x\rnew\ry\r\nz\n"}),
+    Case("unterminated_last_line_after_a_lone_carriage_return", {"tail.txt": b"one\rtwo"},
+         envelope("*** Update File: tail.txt", "@@", " one", "-two", "+TWO"), {"tail.txt": b"one\rTWO\r"}),
+    Case("preserves_utf8_bom_and_crlf", {"bom.txt": "\ufefffoo\r\n\u4e2d\u6587\r\n".encode()},
+         envelope("*** Update File: bom.txt", "@@", "-foo", "+bar", " \u4e2d\u6587"),
+         {"bom.txt": "\ufeffbar\r\n\u4e2d\u6587\r\n".encode()}),
     Case("lone_carriage_returns_end_lines_in_a_file_that_uses_them", {"mac.txt": b"one\rtwo\rthree\r"},
          envelope("*** Update File: mac.txt", "@@", " one", "-two", "+TWO", "+2b", " three"),
          {"mac.txt": b"one\rTWO\r2b\rthree\r"}),

@@ -181,3 +181,16 @@ def test_an_unexpected_reasoning_effort_is_warned_about_by_the_cli(project, auge
                        home=auger_home, cwd=project)
     assert result.returncode == 0, result.stderr
     assert "model_reasoning_effort 'ultra' is not one gpt-5 is known to accept" in result.stderr
+
+
+def test_the_model_is_told_the_shell_its_commands_run_in_not_the_login_shell(project, server, auger_home):
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": 'echo "shell=${BASH_VERSION:+bash}$ZSH_VERSION"'})]),
+               Reply(text="ok"))
+    result = auger_cli("exec", "--base-url", server.base_url, "-m", "m", *FAST, "which shell?", home=auger_home,
+                       cwd=project, env={"SHELL": "/usr/bin/zsh"})
+    assert result.returncode == 0, result.stderr
+    contexts = [m["content"] for m in server.chat_requests[0].body["messages"]
+                if isinstance(m.get("content"), str) and m["content"].startswith("<environment_context>")]
+    assert len(contexts) == 1 and "<shell>bash</shell>" in contexts[0] and "zsh" not in contexts[0]
+    shell_out = [m for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool"][-1]["content"]
+    assert shell_out.endswith("\nshell=bash")

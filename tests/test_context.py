@@ -206,12 +206,11 @@ def test_git_branch_in_a_worktree(tmp_path):
 
 def test_environment_capture_and_render(tmp_path):
     write(tmp_path / ".git" / "HEAD", "ref: refs/heads/main\n")
-    env = EnvironmentContext.capture(tmp_path, "auto", "gpt-4.1", env={"SHELL": "/usr/bin/zsh"},
-                                     today=datetime.date(2025, 3, 9))
-    assert (env.shell, env.date, env.git_branch, env.model) == ("zsh", "2025-03-09", "main", "gpt-4.1")
+    env = EnvironmentContext.capture(tmp_path, "auto", "gpt-4.1", today=datetime.date(2025, 3, 9))
+    assert (env.shell, env.date, env.git_branch, env.model) == ("bash", "2025-03-09", "main", "gpt-4.1")
     lines = env.render().splitlines()
     assert lines[0] == "<environment_context>" and lines[-1] == "</environment_context>"
-    assert lines[1:5] == [f"  <cwd>{tmp_path}</cwd>", "  <shell>zsh</shell>", f"  <os>{env.os}</os>",
+    assert lines[1:5] == [f"  <cwd>{tmp_path}</cwd>", "  <shell>bash</shell>", f"  <os>{env.os}</os>",
                               "  <date>2025-03-09</date>"]
     assert "  <git_branch>main</git_branch>" in lines and "  <model>gpt-4.1</model>" in lines
     assert env.render() == env.render()

@@ -106,6 +106,25 @@ def test_a_tool_call_end_to_end_through_the_model_loop(project, server):
     assert len(prefixes) == 1
 
 
+def test_resource_templates_are_listed_and_a_filled_in_uri_is_read(project, server):
+    server.add(Reply(tool_calls=[ToolCall("list_mcp_resource_templates", {}),
+                                 ToolCall("list_mcp_resource_templates", {"server": "u"}),
+                                 ToolCall("list_mcp_resource_templates", {"server": "nope"})]),
+               Reply(tool_calls=[ToolCall("read_mcp_resource", {"server": "t", "uri": "note://by-name/todo"})]),
+               Reply(text="done"))
+    run, _ = run_mcp(project, server, "templates", servers={"t": STDIO, "u": {**STDIO, "env": {
+        "MCP_TEST_SERVER_NAME": "other"}}})
+    assert run.ended.reason == "complete"
+    assert "list_mcp_resource_templates" in _names(server.chat_requests[0])
+    ended = sorted(run.of(ev.ToolCallEnded), key=lambda e: [c.call_id for c in run.of(ev.ToolCallStarted)].index(
+        e.call_id))  # read-only calls run at once: in the order they were made
+    row = "note://by-name/{name}\tnamed_note\ttext/plain\tA note named in its uri."
+    assert ended[0].ok and ended[0].output == f"# t\n{row}\n\n# u\n{row}"
+    assert ended[1].ok and ended[1].output == f"# u\n{row}"
+    assert not ended[2].ok and "no MCP server named 'nope'" in ended[2].output
+    assert ended[3].ok and ended[3].output == "the note named todo"
+
+
 def test_trust_modes_see_the_effects_the_annotations_declare(project, server):
     server.add(Reply(tool_calls=[ToolCall("mcp__t__echo", {"text": "ok"}), ToolCall("mcp__t__add", {"a": 1, "b": 1}),
                                  ToolCall("mcp__t__wipe", {"target": "all"})]), Reply(text="done"))

@@ -13,7 +13,7 @@ import pytest
 
 from auger.engine.review import REVIEW_SCHEMA, ReviewInvalid, parse_review, schema_error
 from tests.support.trees import git
-from tests.support.harness import FAST, auger_cli
+from tests.support.harness import FAST, auger_cli, json_events
 from tests.support.mock_openai import Reply
 
 FAST_ARGS = [arg for item in FAST for arg in ("-c", item)]
@@ -60,6 +60,11 @@ def review(server, project: Path, home: Path, *args: str, env: dict | None = Non
                      home=home, cwd=project, env=env)
 
 
+def last_json(stdout: str) -> dict:
+    """The result `auger review --json` prints after the review session's events: its last line."""
+    return json.loads(stdout.splitlines()[-1])
+
+
 def first_prompt(server, request: int = 0) -> str:
     users = [m["content"] for m in server.chat_requests[request].messages if m["role"] == "user"]
     return next(t for t in users if isinstance(t, str) and "The change under review" in t)
@@ -78,7 +83,7 @@ def test_uncommitted_review_prints_json_and_leaves_git_untouched(project, server
                                       finding(title="Far lines", line_start=40, line_end=41))))
     result = review(server, project, auger_home, "--json")
     assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
+    out = last_json(result.stdout)
     assert out["verdict"] == "needs changes" and len(out["findings"]) == 3
     assert out["findings"][0]["title"] == "Off by one" and out["findings"][0]["outside_diff"] is None
     assert "not part of the diff" in out["findings"][1]["outside_diff"]
@@ -155,7 +160,7 @@ def test_malformed_reply_is_repaired_once(project, server, auger_home):
                                                     verdict="correct") + "\n```"))
     result = review(server, project, auger_home, "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["verdict"] == "correct"
+    assert last_json(result.stdout)["verdict"] == "correct"
     assert len(server.chat_requests) == 2
     last_user = [m["content"] for m in server.chat_requests[1].messages if m["role"] == "user"][-1]
     assert "not a valid review" in last_user and "not JSON" in last_user
@@ -179,7 +184,7 @@ def test_a_sub_agents_turn_end_is_not_the_reviews(project, server, auger_home):
     server.add(*[step] * 3)
     result = review(server, project, auger_home, "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["verdict"] == "correct"
+    assert last_json(result.stdout)["verdict"] == "correct"
     assert len(server.chat_requests) == 3  # the reviewer, the sub-agent, the reviewer
     asked = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "user"]
     assert not [text for text in asked if "not a valid review" in str(text)], "the sub-agent's notes were taken " \
@@ -198,7 +203,7 @@ def test_two_malformed_replies_fail_with_the_raw_reply(project, server, auger_ho
     repair = [m["content"] for m in server.chat_requests[1].messages if m["role"] == "user"][-1]
     assert "$.findings[0].priority must be at most 3, not 7" in repair
     as_json = review(server, project, auger_home, "--json")  # the script is exhausted: the turn errors
-    assert as_json.returncode == 1 and "error" in json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and "error" in last_json(as_json.stdout)
 
 
 def test_base_and_commit_select_their_diffs(project, server, auger_home):
@@ -296,6 +301,45 @@ def test_quoted_code_never_comes_from_outside_the_project(project):
         assert quote("src/app.py") == [(1, "def total(items):"), (2, "    return sum(items)")]
         for hostile in ("../secret.txt", "link.txt", "/etc/passwd", "src/../../secret.txt", "HEAD:x"):
             assert quote(hostile) == [], (revision, hostile)
+
+
+def test_json_prints_the_review_mode_events_in_order_and_the_review_runs_on_review_model(project, server,
+                                                                                        auger_home):
+    make_repo(project)
+    (project / "notes.txt").write_text("changed\n")
+    server.add(Reply(text=review_json(finding(), verdict="needs changes")))
+    result = auger_cli("review", "--base-url", server.base_url, *FAST_ARGS, "-c", "model=writer-model",
+                       "-c", "review_model=reviewer-model", "--json", home=auger_home, cwd=project)
+    assert result.returncode == 0, result.stderr
+    events = json_events(result.stdout)[:-1]  # (the last line is the result)
+    types = [e["type"] for e in events]
+    assert types[0] == "session_configured" and events[0]["model"] == "reviewer-model"
+    entered, exited = types.index("entered_review_mode"), types.index("exited_review_mode")
+    assert entered < types.index("turn_started") < types.index("turn_ended") < exited
+    assert types[-1] == "shutdown_complete" and exited == len(types) - 2
+    assert events[entered]["target"].startswith("uncommitted changes") and events[entered]["model"] == "reviewer-model"
+    assert (events[exited]["verdict"], events[exited]["findings"], events[exited]["error"]) == ("needs changes", 1,
+                                                                                                None)
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    assert {r.body["model"] for r in server.chat_requests} == {"reviewer-model"}
+    assert last_json(result.stdout)["verdict"] == "needs changes"
+
+    server.add(Reply(text=review_json(verdict="correct")))
+    default = auger_cli("review", "--base-url", server.base_url, *FAST_ARGS, "-c", "model=writer-model", "--json",
+                        home=auger_home, cwd=project)
+    assert default.returncode == 0, default.stderr
+    assert server.chat_requests[-1].body["model"] == "writer-model"  # without review_model: the session's model
+
+
+def test_a_failed_review_exits_review_mode_with_its_error(project, server, auger_home):
+    make_repo(project)
+    (project / "notes.txt").write_text("changed\n")
+    server.add(Reply(text="not json"), Reply(text="still not json"))
+    result = review(server, project, auger_home, "--json")
+    assert result.returncode == 1
+    exited = [e for e in json_events(result.stdout) if e.get("type") == "exited_review_mode"]
+    assert len(exited) == 1 and exited[0]["verdict"] is None and "not valid" in exited[0]["error"]
+    assert "error" in last_json(result.stdout)
 
 
 def test_the_review_session_is_read_only(project, server, auger_home):

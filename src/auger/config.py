@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 class Config:
     provider: str = "openai"
     model: str | None = None
+    review_model: str | None = None  # the model reviews (`auger review`, /review) run with; None: `model`
     base_url: str | None = None
     api_key_env: str | None = None
     mode: str = "auto"
@@ -114,7 +115,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(Config)
 BASE_URL_PROVIDER = "openai-compatible"
 # A project's own config file comes with the repository: it may describe models and pick among configured
 # providers, but never widen trust, move an API key to another host, or change where data is stored.
-PROJECT_KEYS = {"provider", "model", "model_context_window", "model_auto_compact_token_limit",
+PROJECT_KEYS = {"provider", "model", "review_model", "model_context_window", "model_auto_compact_token_limit",
                 "project_doc_fallback_filenames", "project_doc_max_bytes", "generate_titles",
                 "stream_idle_timeout", "max_model_calls_per_turn", "model_reasoning_effort",
                 "model_reasoning_summary", "thinking_budget"}

@@ -18,7 +18,8 @@ gives each event in its `Envelope` (seq, submission id, the spawn call of a sub-
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
     AgentMessage, ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ContextCompacted,
-    ElicitationForm, Event, ItemEnded, ItemStarted, LoopDetected, MessageDelta, ModeChanged, ModelChanged,
+    ElicitationForm, EnteredReviewMode, Event, ExitedReviewMode, ItemEnded, ItemStarted, LoopDetected, MessageDelta,
+    ModeChanged, ModelChanged,
     PendingChanged, PlanStep, PlanUpdated, RateLimits, RateLimitWindow, ReasoningDelta, Retrying, RolledBack,
     SessionConfigured, SessionTitle, ShutdownComplete, StructuredOutput, TokenUsage, ToolCallEnded,
     ToolCallStarted, ToolOutputDelta, TurnContextChanged, TurnDiff, TurnEnded, TurnStarted, TurnUndone, Usage,
@@ -29,7 +30,8 @@ from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refus
 
 __all__ = [
     "AgentMessage", "ApprovalDetails", "ApprovalOption", "ApprovalRequest", "ApprovalResolved", "BackendChanged",
-    "ChangedFile", "ContextCompacted", "Effect", "ElicitationForm", "Envelope", "Event", "ItemEnded", "ItemStarted",
+    "ChangedFile", "ContextCompacted", "Effect", "ElicitationForm", "EnteredReviewMode", "Envelope", "Event",
+    "ExitedReviewMode", "ItemEnded", "ItemStarted",
     "LoopDetected", "MessageDelta", "Mode", "ModeChanged", "ModelChanged", "PendingChanged", "PlanStatus",
     "PlanStep", "PlanUpdated", "RateLimitWindow", "RateLimits", "ReasoningDelta", "Refusal", "Retrying",
     "RolledBack", "SessionConfigured", "SessionTitle", "ShutdownComplete", "StructuredOutput", "TokenUsage",

@@ -4,7 +4,8 @@
 
 Its tools exercise what a client must cope with: annotations, structured content, `isError`, an
 image, a slow call, a crash, a tool added at run time (with `notifications/tools/list_changed`) and
-an elicitation. `MCP_TEST_SERVER_NAME` renames it (two at once in one session).
+an elicitation; it offers a resource and a resource template. `MCP_TEST_SERVER_NAME` renames it
+(two at once in one session).
 
 It can also be hostile, as a server a client must not believe: `scribble` claims `readOnlyHint`
 and writes a file; `MCP_TEST_WRITE_AT_START=PATH` writes PATH as it starts, before any call;
@@ -131,6 +132,11 @@ async def confirm(ctx: Context) -> str:
     """Ask the user to confirm."""
     result = await ctx.elicit("Really do it?", Confirm)
     return f"elicitation: {result.action}" + (f" ok={result.data.ok}" if result.action == "accept" else "")
+
+
+@server.resource("note://by-name/{name}", description="A note named in its uri.", mime_type="text/plain")
+def named_note(name: str) -> str:
+    return f"the note named {name}"
 
 
 @server.resource("note://hello", description="A short note.")

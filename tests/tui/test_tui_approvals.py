@@ -60,3 +60,26 @@ def test_the_approval_prompt_fits_80_columns(term, server, project):
     t.send("y")
     t.wait_for("done narrow")
     assert (project / "narrow").exists()
+
+
+def test_w_lets_commands_write_beneath_the_directory_for_the_session(term, server, project):
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    out = Path("/var/tmp") / f"auger-tui-root-{uuid.uuid4().hex[:10]}"  # outside the project and every temp dir
+    out.mkdir()
+    try:
+        server.add(_shell(f"echo one > {out}/a.txt"), _shell(f"echo two > {out}/b.txt"), Reply(text="both written"))
+        t = term("--mode", "auto", width=160)
+        t.ready()
+        t.submit("write outside")
+        t.wait_for("[w] yes, and its dir this session")
+        t.wait_for(f"[w] lets commands write beneath {out} for the rest of the session")
+        t.send("w")
+        t.wait_for("→ yes, and its dir this session")
+        t.wait_for("both written")
+        assert (out / "a.txt").read_text() == "one\n" and (out / "b.txt").read_text() == "two\n"
+        assert t.history().count("approval needed") == 1
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

@@ -200,7 +200,10 @@ def test_review_reports_findings_in_the_transcript_and_the_session_goes_on(term,
     t.wait_for("reviewing uncommitted changes")
     shown = t.wait_for("[P1] Skips the first item")
     assert "src/app.py:2" in shown and "return sum(items[1:])" in shown and "needs changes" in shown
-    assert "review ▸ read_file src/app.py" in t.history()
+    history = t.history()
+    assert "review ▸ read_file src/app.py" in history
+    assert "review mode: reviewing uncommitted changes" in history and "with mock-model" in history
+    assert "review mode over: uncommitted changes" in history and "needs changes, 1 finding(s)" in history
     body = server.chat_requests[0].body
     prompt = "\n".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
     assert "focus on totals" in prompt and "-    return sum(items)" in prompt

@@ -19,9 +19,9 @@ Why it is built this way:
 * Hunks apply in file order, as Codex's apply_patch applies them: each is looked for after the
   previous one, and one whose lines occur only earlier fails, saying so. A hunk of added lines only
   goes right after its `@@` header, or without one at the end of the file.
-* Line breaks are the file's own: every line keeps its ending (LF, CRLF, or a lone CR in a file
-  whose lines end that way), an added line takes the file's first one, and an updated file ends
-  with a line break.
+* Line breaks are the file's own: a line ends at CRLF, LF or a lone CR, as Codex splits them, every
+  line keeps its own ending (a file may mix all three), an added line takes the file's first one,
+  and an updated file ends with a line break.
 * A patch is one change. Every file's new content is computed in memory before anything is written,
   so a hunk that does not apply changes nothing; the error names the file and hunk, says why, and
   shows the best partial match with its line number so the model can correct itself. Should a write
@@ -274,19 +274,18 @@ def _not_found(lines: list[str], pattern: tuple[str, ...], cursor: int) -> str:
     return f"could not be found after line {cursor}; {nearest(lines, pattern)}"
 
 
-_LF = re.compile(r"\r?\n")
-_CR = re.compile(r"\r")
+_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def _split_lines(text: str) -> tuple[list[str], list[str]]:
-    """A file's lines and the line break ending each ('' after an unterminated last line). Lines end
-    at LF or CRLF; in a file with no LF at all, at a lone CR (old Mac files), which elsewhere is a
-    character of its line."""
-    breaks = _LF if "\n" in text else _CR
+    """A file's lines and the line break ending each ('' after an unterminated last line). As in
+    Codex's apply_patch, a line ends at CRLF, at LF or at a lone CR, wherever it stands, so a file
+    that mixes the three (an old Mac line pasted into a Windows file) still splits into the lines a
+    model sees and patches."""
     lines: list[str] = []
     ends: list[str] = []
     pos = 0
-    for match in breaks.finditer(text):
+    for match in _BREAK.finditer(text):
         lines.append(text[pos:match.start()])
         ends.append(match.group())
         pos = match.end()
@@ -297,8 +296,10 @@ def _split_lines(text: str) -> tuple[list[str], list[str]]:
 
 
 def apply_chunks(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
-    """`text` with every hunk applied in order, or PatchError naming the hunk that did not fit."""
-    lines, ends = _split_lines(text)
+    """`text` with every hunk applied in order, or PatchError naming the hunk that did not fit. A
+    byte order mark is no part of the first line: it is set aside and put back, as Codex does."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    lines, ends = _split_lines(text[len(bom):])
     newline = next((end for end in ends if end), "\n")  # what an added line ends with: the file's first break
     edits: list[tuple[int, int, list[tuple[str, str]]]] = []
     cursor = 0
@@ -327,7 +328,7 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], path: str) -> str:
     result = list(zip(lines, ends, strict=True))
     for at, count, new in reversed(edits):
         result[at:at + count] = new
-    return "".join(line + (end or newline) for line, end in result)  # every line ends, the last one too
+    return bom + "".join(line + (end or newline) for line, end in result)  # every line ends, the last one too
 
 
 def _replacement(body: tuple[tuple[str, str], ...], lines: list[str], ends: list[str], at: int,

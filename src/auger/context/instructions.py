@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import datetime
 import functools
-import os
 import platform
 import re
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
 
 from auger.context.project_docs import find_repo_root
 
@@ -72,6 +70,9 @@ def base_instructions(model: str | None, override: str | None = None) -> str:
 # --- environment context ------------------------------------------------------------------------------
 
 
+COMMAND_SHELL = "bash"  # what the shell tools run every command with, whatever the user's login shell
+
+
 @dataclass(frozen=True)
 class EnvironmentContext:
     """What the model should know about where it runs. Fields that are None are left out of the block.
@@ -88,14 +89,15 @@ class EnvironmentContext:
     model: str | None = None
 
     @classmethod
-    def capture(cls, cwd: Path, mode: str | None, model: str | None, *, env: Mapping[str, str] | None = None,
+    def capture(cls, cwd: Path, mode: str | None, model: str | None, *,
                 today: datetime.date | None = None) -> EnvironmentContext:
-        """Read the environment now. `env` and `today` exist for tests and for callers that already
-        hold them; they default to the process environment and the local date."""
-        env = os.environ if env is None else env
-        shell = os.path.basename(env.get("SHELL", "") or "sh") or "sh"
+        """Read the environment now. `today` exists for tests; it defaults to the local date.
+
+        The shell named is the one commands run in, bash (`auger.tools.shell.bash_argv`), never the
+        user's login shell (`$SHELL`): a model told zsh or fish writes their syntax, which bash then
+        runs, or refuses."""
         system = " ".join(p for p in (platform.system(), platform.release()) if p) or None
-        return cls(cwd=str(cwd), shell=shell, os=system, date=(today or datetime.date.today()).isoformat(),
+        return cls(cwd=str(cwd), shell=COMMAND_SHELL, os=system, date=(today or datetime.date.today()).isoformat(),
                    git_branch=git_branch(Path(cwd)), trust_mode=mode or None, model=model or None)
 
     def render(self) -> str:

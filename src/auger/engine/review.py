@@ -12,21 +12,29 @@ Why it is built this way:
   malformed answer is a ReviewFailed that keeps both raw replies.
 * Findings are kept whatever they point at, but those naming a file or lines the diff does not touch
   are flagged (`outside_diff`): the model may be right about the surroundings, and the reader should know.
+* The session says it is a review: `entered_review_mode` (the change, the model) before its first turn,
+  `exited_review_mode` (the verdict and the number of findings, or the error) before it shuts down, so
+  any front end following it can tell the review apart from a conversation.
+* The model is `review_model` when configured (a reviewer may be another, stronger or cheaper model than
+  the one that wrote the change), else the session's: `review_client`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from auger.changes.review_change import MAX_DIFF_CHARS, Change, GitReader, ReviewError
+from auger.protocol.events import EnteredReviewMode, ExitedReviewMode
 from auger.protocol.ops import Shutdown
 
 if TYPE_CHECKING:
+    from auger.config import Config
     from auger.engine.sessions import SessionManager
     from auger.models.base import ModelClient
     from auger.protocol.envelope import Envelope
@@ -214,14 +222,26 @@ def repair_prompt(error: str) -> str:
             "schema above describes: no other text, no code fence.")
 
 
+def review_client(config: Config, env: Mapping[str, str] | None = None) -> ModelClient:
+    """The client a review runs with: `review_model` on the configured provider, else the configured model."""
+    from auger.models.registry import client_for
+
+    if config.review_model:
+        config = dataclasses.replace(config, model=config.review_model)
+    return client_for(config, env)
+
+
 async def run_review(sessions: SessionManager, client: ModelClient, change: Change, instructions: str = "",
                      on_envelope: Callable[[Envelope], None] | None = None) -> ReviewResult:
     """Review `change` in a new stored session in plan mode; the validated, flagged result. A malformed
     answer is sent back once to be repaired; a second one raises ReviewFailed (with both replies)."""
     session = await sessions.create(client, mode="plan")
-    await session.set_title(f"review: {change.target.describe()}")
+    target = change.target.describe()
+    await session.set_title(f"review: {target}")
     stream = session.subscribe()
+    session.emit(EnteredReviewMode(target, client.model))
     raw: list[str] = []
+    exited = ExitedReviewMode(target, error="the review did not finish")
     try:
         raw.append(await _ask(session, stream, review_prompt(change, instructions), on_envelope))
         try:
@@ -233,7 +253,12 @@ async def run_review(sessions: SessionManager, client: ModelClient, change: Chan
             except ReviewInvalid as second:
                 raise ReviewFailed(f"the model's review is not valid, also after one repair: {second}",
                                    session.id, raw) from None
+        exited = ExitedReviewMode(target, result.verdict, len(result.findings))
+    except ReviewFailed as exc:
+        exited = ExitedReviewMode(target, error=str(exc))
+        raise
     finally:
+        session.emit(exited)
         session.submit(Shutdown())
         async for envelope in stream:
             if on_envelope is not None:

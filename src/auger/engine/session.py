@@ -42,6 +42,7 @@ from auger.engine.pending_mode import (
 )
 from auger.engine.turn_changes import UNDO_TURN, ChangeTracker, UndoError, redo_turn, snapshot_opener, undo_turn
 from auger.engine.turn_changes import auger_paths
+from auger.engine.writable_roots import WritableRoots
 from auger.engine.tool_runtime import PlannedCall, Policy, ToolRuntime
 from auger.tools.router import ToolRouter
 from auger.engine.turn import Turn
@@ -197,7 +198,8 @@ class Session:
         mcp = await start_mcp_servers(config, router, tools_root, confinement, warnings)  # pending: the copy
         mode.listen(lambda _new, _previous: mcp.reconfine())  # servers confined as the mode now says
         await open_web_tools(config, client, router, warnings)
-        shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings))
+        roots = _writable_roots(workspace.root, tools_root, auger_paths(dirs, store), confinement)
+        shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings), roots)
         runtime = ToolRuntime(router, policy, shared=shared, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
@@ -207,6 +209,9 @@ class Session:
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=window, warnings=warnings, mcp=mcp)
         mcp.warn = lambda message: session.emit(WarningEvent(message))
+        roots.record = session.record
+        roots.warn = lambda turn_id, message: session.emit(WarningEvent(message, turn_id))
+        warnings.extend(roots.restore(history.items))
         if confinement is not None:  # its sandbox starts with the first command: problems then are warnings
             confinement.warn = lambda message: session.emit(WarningEvent(message))
         if interactive:
@@ -952,6 +957,18 @@ class Session:
         await self._stream.saved()
         if self._followers:
             await asyncio.wait(self._followers, timeout=FOLLOWER_GRACE)
+
+
+def _writable_roots(project: Path, tools_root: Path, own: tuple[Path, ...], confinement) -> WritableRoots:
+    """The session's writable roots, none granted yet: judged against the project (and the copy the tools
+    work on in pending mode), the user's homes and their credential paths, and auger's own files; bound
+    in the session's sandbox when it has one."""
+    from auger.policy.sandbox import default_hidden, user_homes
+
+    homes = user_homes(os.environ)
+    hidden = [path for home in homes for path in default_hidden(home)]
+    return WritableRoots(projects=(project, tools_root), homes=homes, own=own, hidden=hidden,
+                         bind=confinement.add_writable if confinement is not None else None)
 
 
 def _failure_message(exc: Exception, where: str) -> str:

@@ -4,7 +4,8 @@ whatever runs calls for the session next. Two things must hold whoever makes a c
     the user's and plugins' hooks (engine/hooks.py): a guard that blocks a command, or a redaction that
         hides a secret from the model, holds for a sub-agent's call as for the session's;
     the session's trust mode as it is *now*: `set_mode` takes effect for the next call decided anywhere —
-        in a running turn, in a running sub-agent — not at the next turn.
+        in a running turn, in a running sub-agent — not at the next turn;
+    the writable roots the user granted (engine/writable_roots.py), for the same reason.
 
 A `ToolRuntime` cannot be built without a `SessionShared` (it is a required argument, and a sub-agent's
 runtime is given its parent's), so a new path that runs calls cannot forget the hooks or decide with a
@@ -25,6 +26,7 @@ from auger.context.agents import stricter
 
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
+    from auger.engine.writable_roots import WritableRoots
 
 log = logging.getLogger("auger.session")
 
@@ -69,6 +71,7 @@ class SessionMode:
 class SessionShared:
     mode: SessionMode
     hooks: Hooks | None = None  # the user's and plugins' hooks; None when the session has none
+    roots: WritableRoots | None = None  # writable roots the user granted (None: none can be: a test's runtime)
 
 
 def effective_mode(shared: SessionShared, cap: str | None) -> str:

@@ -62,8 +62,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("auger.tools")
 
-APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, DENY_CALL, ABORT = (
-    "approve", "approve_session", "approve_always", "deny", "abort")
+APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, APPROVE_ROOT, DENY_CALL, ABORT = (
+    "approve", "approve_session", "approve_always", "approve_writable_root", "deny", "abort")
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,11 @@ class ToolRuntime:
         """The mode a call is decided in now: the session's current one, capped by `cap`."""
         return effective_mode(self.shared, self.cap)
 
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        """The writable roots the user granted the session (engine/writable_roots.py)."""
+        return self.shared.roots.paths if self.shared.roots is not None else ()
+
     def starts_early(self, call: ToolCall) -> bool:
         """Whether `call` may start before the reply that made it is complete (engine/reply_calls.py): a
         tool whose calls only read (`ToolSpec.starts_early`) and have no gate (a gate reads the conversation,
@@ -146,7 +151,8 @@ class ToolRuntime:
         if c.effect != Effect.READ_ONLY:
             return False
         policy = self.policy
-        decision = decide_call(spec.name, c, policy.rules, self.mode(), sandboxed=policy.sandboxed, grants=self.grants)
+        decision = decide_call(spec.name, c, policy.rules, self.mode(), sandboxed=policy.sandboxed, grants=self.grants,
+                               roots=self.roots)
         return decision.verdict == Verdict.ALLOW
 
     async def run(self, call: ToolCall, host: CallHost, *, turn_id: str) -> Outcome:
@@ -247,7 +253,8 @@ class ToolRuntime:
                       c: Classification, ctx: ToolContext) -> Denied | Aborted | None:
         """None when the call may run: policy allows it, a grant covers it, or the user approves it."""
         policy = self.policy
-        decision = decide_call(spec.name, c, policy.rules, mode, sandboxed=policy.sandboxed, grants=self.grants)
+        decision = decide_call(spec.name, c, policy.rules, mode, sandboxed=policy.sandboxed, grants=self.grants,
+                               roots=self.roots)
         if decision.verdict == Verdict.ALLOW:
             return None
         if decision.verdict == Verdict.ASK and self.deletes_own is not None and self.deletes_own(spec.name, args, c):
@@ -268,16 +275,25 @@ class ToolRuntime:
         options = [APPROVE, APPROVE_SESSION]
         if c.commands and c.effect != Effect.DESTRUCTIVE and self.policy.user_rules_path is not None:
             options.append(APPROVE_ALWAYS)
+        root = self.shared.roots.offer(c) if self.shared.roots is not None and c.commands else None
+        if root is not None:
+            options.append(APPROVE_ROOT)
+            details["writable_root"] = str(root)
         options += [DENY_CALL, ABORT]
         message = f"{spec.name} wants to run: {c.subject}" if c.commands else f"{spec.name} wants to change {c.subject}"
         answer = await host.ask(turn_id=turn_id, kind="tool", message=f"{message} ({decision.reason})",
                                 options=options, headless_default=DENY_CALL, details=details)
         if answer.decision == ABORT:
             return Aborted("The user aborted the turn at this approval.")
-        if answer.decision not in (APPROVE, APPROVE_SESSION, APPROVE_ALWAYS):
+        if answer.decision not in (APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, APPROVE_ROOT):
             feedback = f" The user said: {answer.feedback}" if answer.feedback else ""
             return Denied(f"The user denied this {spec.name} call ({c.subject}).{feedback}", Refusal.UNAPPROVED)
-        if answer.decision != APPROVE:
+        if answer.decision == APPROVE_ROOT:
+            assert root is not None and self.shared.roots is not None  # only ever offered with one
+            why = await self.shared.roots.grant(root, turn_id)
+            if why is not None:  # judged again as it is granted: something changed since it was offered
+                return Denied(f"Not run: {root} cannot be made writable ({why}).", Refusal.POLICY)
+        elif answer.decision != APPROVE:
             self.grants.add(spec.name, c)
             if answer.decision == APPROVE_ALWAYS:
                 self._remember(host, turn_id, c)

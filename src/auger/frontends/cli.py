@@ -14,7 +14,7 @@ from typing import Any
 
 from auger._version import __version__
 from auger.frontends.cli_support import (
-    CliError, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
+    CliError, JsonRenderer, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
@@ -583,7 +583,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
 
         loop.add_signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
         loop.add_signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
-        render = _JsonRenderer() if args.json else PlainRenderer()
+        render = JsonRenderer() if args.json else PlainRenderer()
         tally = RunTally()
 
         def on_envelope(envelope) -> None:
@@ -662,12 +662,3 @@ async def _cassette_from_session(store, session_id: str) -> str:
         f.write(dump_cassette(replies))
     return f.name
 
-
-class _JsonRenderer:
-    """One envelope per line: the event's fields, then the envelope's (seq, submission id…)."""
-
-    def __call__(self, envelope: Any) -> None:
-        from auger.protocol.jsontext import dumps
-
-        sys.stdout.write(dumps(envelope.to_json()) + "\n")
-        sys.stdout.flush()

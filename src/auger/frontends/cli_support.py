@@ -101,6 +101,16 @@ async def claim_session(store, session_id: str) -> None:
                        f"to finish, or continue a copy of it with `auger fork {session_id[:8]}`")
 
 
+class JsonRenderer:
+    """One envelope per line on stdout (`--json`): the event's fields, then the envelope's (seq, submission id…)."""
+
+    def __call__(self, envelope) -> None:
+        from auger.protocol.jsontext import dumps
+
+        sys.stdout.write(dumps(envelope.to_json()) + "\n")
+        sys.stdout.flush()
+
+
 class ToolProgress:
     """A line per tool call (and warning) of a command's own session on stderr while a person watches;
     nothing otherwise."""

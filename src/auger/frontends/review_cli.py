@@ -2,6 +2,10 @@
 findings are printed as a report (or as JSON). The engine side is engine/review.py, shared with any
 other front end; this module only parses options, opens the store and the model, and prints.
 
+With --json, the review session's events are printed as `auger exec --json` prints them (one envelope a
+line: `entered_review_mode` first, `exited_review_mode` before `shutdown_complete`), and the result (or
+the error) is the last line.
+
 Exit status: 0 when a review was given (whatever its verdict) or there was nothing to review; 1 when
 the model never gave a valid review (the raw reply is printed on stderr); 2 for a usage problem.
 """
@@ -23,7 +27,8 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     which.add_argument("--base", metavar="BRANCH", help="this branch's commits since its merge base with BRANCH")
     which.add_argument("--commit", metavar="SHA", help="one commit, against its parent")
     p.add_argument("--instructions", metavar="TEXT", default="", help="what the review should focus on")
-    p.add_argument("--json", action="store_true", help="print the findings as one JSON object")
+    p.add_argument("--json", action="store_true", help="print the review session's events, one JSON object a "
+                   "line, then the findings as one JSON object on the last line")
     p.add_argument("-m", "--model", help="model name")
     p.add_argument("-p", "--provider", help="provider name; `auger providers` lists them")
     p.add_argument("--base-url", help="base URL of an OpenAI-compatible API, e.g. http://localhost:11434/v1")
@@ -35,10 +40,13 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
 
 def _cmd_review(args: argparse.Namespace) -> int:
     import asyncio
+    import dataclasses
 
     from auger.frontends.cli_support import guard_store, load_cli_config
 
     config = load_cli_config(args)
+    if args.model:  # a model named on the command line is the one asked for, whatever `review_model` says
+        config = dataclasses.replace(config, review_model=None)
     return guard_store(lambda: asyncio.run(_review(args, config)))
 
 
@@ -89,21 +97,23 @@ async def _review(args: argparse.Namespace, config) -> int:
 
 
 async def _run(args, config, root, change):
-    """Open the model and the store, and run the review session."""
-    from auger.engine.review import run_review
+    """Open the model (`review_model`, else the configured one) and the store, and run the review session;
+    its events are printed with --json, else its tool calls shown while a person watches."""
+    from auger.engine.review import review_client, run_review
     from auger.engine.sessions import SessionManager
     from auger.engine.workspace import Workspace
-    from auger.frontends.cli_support import CliError, ToolProgress, open_store
-    from auger.models.registry import ProviderError, client_for
+    from auger.frontends.cli_support import CliError, JsonRenderer, ToolProgress, open_store
+    from auger.models.registry import ProviderError
 
     try:
-        client = client_for(config)
+        client = review_client(config)
     except ProviderError as exc:
         raise CliError(str(exc)) from None
     store = open_store(config)
     try:
         sessions = SessionManager(Workspace.open(root, config), store)
-        return await run_review(sessions, client, change, args.instructions, on_envelope=ToolProgress())
+        progress = JsonRenderer() if args.json else ToolProgress()
+        return await run_review(sessions, client, change, args.instructions, on_envelope=progress)
     finally:
         await store.aclose()
 

@@ -12,7 +12,8 @@ run for `sandbox_idle_timeout` seconds and nothing is left running in it (a back
 alive), the sandbox stops; the next command starts it again with the same policy — mounts, hidden
 paths, environment, egress allowlist, seccomp filter — so only the time differs. Per command, `spawn`
 decides whether it runs read-only (plan mode always; safe mode when the command was classified
-read-only) or with the project writable.
+read-only) or with the project writable. A writable root the user grants mid-session (`add_writable`)
+needs a new mount, so the sandbox starts again before the next command that may write.
 
 The egress proxy runs whenever the network policy is "proxy" and commands run, sandbox or not:
 without a sandbox, commands are pointed at it but nothing forces them through (the warning says so).
@@ -117,6 +118,13 @@ class Confinement:
         (a sub-agent may run in a stricter mode than the session); by default the session's, now."""
         mode = mode or self.mode()
         return mode == "plan" or (mode == "safe" and effect == READ_ONLY_EFFECT)
+
+    def add_writable(self, root: Path) -> None:
+        """Bind `root` writable for the commands that may write (a writable root the user granted), from the
+        next one on. A running sandbox cannot take a new mount: it is started again before that command
+        (`_start`), and every later start, after an idle stop too, has it."""
+        if root not in self.policy.granted:
+            self.policy = dataclasses.replace(self.policy, granted=(*self.policy.granted, root))
 
     def command_env(self, env: dict[str, str]) -> dict[str, str]:
         from auger.policy.sandbox import _proxy_env
@@ -249,6 +257,11 @@ class Confinement:
 
             raise SandboxGone("the session has ended")
         if self.box is not None and not self.box.alive:  # it died (killed from outside): start another
+            await self._stop()
+        if self.box is not None and writes and self._started_policy.granted != self.policy.granted:
+            if self._live:
+                self.warn("the sandbox starts again to make " + ", ".join(map(str, self.policy.granted)) +
+                          " writable: what still ran in it (background commands, MCP servers) was stopped")
             await self._stop()
         if self.sandbox is not None and writes:
             self._watch_git()  # its first walk runs while the sandbox starts

@@ -7,6 +7,9 @@ session grants in, a Decision out.
       → a call that continues an allowed one (`Classification.continues`) does not ask again
       → grants (an ask the user already approved for this session becomes allow)
 
+Outside paths that all lie beneath a writable root the user granted the session (policy/writable_roots.py)
+count as inside the project: the trust table decides the call as it would a change to the project.
+
 The tool runtime and `auger policy check` both call `decide_call`, so what the command line shows
 is what a session would do. Nothing here asks, runs or remembers: grants are passed in, and recorded
 by whoever got the user's answer.
@@ -14,9 +17,13 @@ by whoever got the user's answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from auger.policy.rules import RuleSet
 from auger.policy.trust import decide
 from auger.policy.types import Classification, Decision, Effect, Verdict
+from auger.policy.writable_roots import covered
 
 
 class Grants:
@@ -35,18 +42,21 @@ class Grants:
     def add(self, tool: str, c: Classification) -> None:
         self._keys.update(self._keys_of(tool, c))
 
-    def covers(self, tool: str, c: Classification) -> bool:
-        if c.effect == Effect.DESTRUCTIVE or c.outside_paths:
+    def covers(self, tool: str, c: Classification, outside: bool) -> bool:
+        """`outside`: the call touches paths outside the project and the session's writable roots."""
+        if c.effect == Effect.DESTRUCTIVE or outside:
             return False  # never covered by an earlier approval
         keys = self._keys_of(tool, c)
         return bool(keys) and keys <= self._keys
 
 
 def decide_call(tool: str, c: Classification, rules: RuleSet, mode: str, *, sandboxed: bool,
-                grants: Grants | None = None) -> Decision:
-    """The verdict for one call; the reason names the matching rule, if one decided."""
+                grants: Grants | None = None, roots: Sequence[Path] = ()) -> Decision:
+    """The verdict for one call; the reason names the matching rule, if one decided. `roots`: the
+    session's writable roots."""
     outcome = rules.evaluate([_unwrap(argv) for argv in c.commands]) if c.commands else None
-    decision = decide(mode, c.effect, outside=bool(c.outside_paths), rule=outcome.decision if outcome else None,
+    outside = bool(c.outside_paths) and not covered(roots, c)
+    decision = decide(mode, c.effect, outside=outside, rule=outcome.decision if outcome else None,
                       sandboxed=sandboxed)
     if decision.verdict == Verdict.ALLOW and c.asks:
         decision = Decision(Verdict.ASK, c.asks)
@@ -54,7 +64,7 @@ def decide_call(tool: str, c: Classification, rules: RuleSet, mode: str, *, sand
         decision = Decision(Verdict.ALLOW, c.continues)
     rule = outcome.rule.describe() if outcome and outcome.rule else ""
     reason = f"{decision.reason} [{rule}]" if rule else decision.reason
-    if decision.verdict == Verdict.ASK and grants is not None and grants.covers(tool, c):
+    if decision.verdict == Verdict.ASK and grants is not None and grants.covers(tool, c, outside):
         return Decision(Verdict.ALLOW, "approved earlier in this session", rule)
     return Decision(decision.verdict, reason, rule)
 

@@ -6,7 +6,8 @@ the strongest mechanism that works on this machine, and its `wrap()` turns a
 command line into one that runs confined:
 
 - **bubblewrap** (preferred): a new mount namespace where `/` is bound read-only,
-  the project root and the session's writable dirs are bound read-write, `/tmp`,
+  the project root, the session's writable dirs and the writable roots the user
+  granted it (`SandboxPolicy.granted`) are bound read-write, `/tmp`,
   `/run` and `/dev` are fresh, `.git` is bound over itself and its config, hooks,
   pack files and friends (and auger's installation) are bound read-only on top,
   and credential paths and auger's own files are covered (an empty tmpfs over
@@ -42,7 +43,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from auger.policy.paths import is_inside
 
@@ -91,6 +92,9 @@ class SandboxPolicy:
 
     root: Path                        # resolved project root: writable
     writable: tuple[Path, ...] = ()   # extra writable dirs (the session scratch dir); the temp dir always is
+    # Dirs outside the project the user let commands write beneath (policy/writable_roots.py): writable like
+    # the project, so for commands that may write only (a read-only command gets the scratch dirs alone).
+    granted: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()  # read-only even inside writable dirs (root/.git/hooks always added)
     hidden: tuple[Path, ...] = ()     # not readable, on top of DEFAULT_HIDDEN (auger's own dirs, say)
     exposed: tuple[Path, ...] = ()    # readable although inside a hidden path (what the session's commands need)
@@ -134,7 +138,7 @@ def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
-def _homes(env: dict[str, str]) -> list[Path]:
+def user_homes(env: Mapping[str, str]) -> list[Path]:
     """The command's HOME and the user's real home: secrets are hidden in both."""
     homes = []
     if env.get("HOME"):
@@ -155,7 +159,7 @@ def temp_dir(env: dict[str, str]) -> Path:
     candidate = env.get("TMPDIR", "")
     if candidate and os.path.isabs(candidate) and os.path.isdir(candidate):
         tmp = _real(candidate)
-        if tmp != Path("/") and not any(is_inside(tmp, home) for home in _homes(env)):
+        if tmp != Path("/") and not any(is_inside(tmp, home) for home in user_homes(env)):
             return tmp
     return _real(tempfile.gettempdir())
 
@@ -212,6 +216,7 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
         # not be bound (bwrap) or granted (Landlock).
         Path(extra).mkdir(parents=True, exist_ok=True)
         writable.append(_real(extra))
+    writable += [path for path in map(_real, policy.granted) if path.is_dir()]  # one removed since: not bound
     writable = sorted(set(writable), key=lambda p: len(p.parts))
 
     git = root / ".git"
@@ -225,7 +230,7 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
         read_only.extend(_pack_files(git))  # history: append-only where a mount can say so
 
     hidden: list[Path] = [*policy.hidden]
-    for home in _homes(env):
+    for home in user_homes(env):
         hidden.extend(default_hidden(home))
     hidden.extend(Path(p) for p in SYSTEM_HIDDEN)
     if env.get("SSH_AUTH_SOCK"):
@@ -326,7 +331,7 @@ class BwrapSandbox:
         credential file in it hidden, the session's worktree shown again inside auger's hidden data dir."""
         plan = _plan(env, policy, tmp=None)
         mounts: list[tuple[Path, int, list[str]]] = []  # (path, order at that path, arguments)
-        homes = _homes(env)
+        homes = user_homes(env)
         for home in homes:  # a home under /tmp or /run stays readable (its secrets hidden below)
             if home.parts[:2] in _FRESH and home.is_dir():
                 mounts.append((home, 1, ["--ro-bind", str(home), str(home)]))
@@ -767,7 +772,7 @@ def _outside_writable(path: str, policy: SandboxPolicy | None, cwd: Path | None)
     absolute = _absolute(path, policy, cwd)
     if absolute is None:
         return False
-    writable = [_real(policy.root), *(_real(w) for w in policy.writable)]
+    writable = [_real(policy.root), *(_real(w) for w in (*policy.writable, *policy.granted))]
     if any(is_inside(w, absolute) for w in writable):
         return _is_protected(path, policy, cwd)
     return True

@@ -46,3 +46,6 @@ class Classification:
     # already let run (keystrokes to an interactive process it allowed or the user approved). Plan mode and
     # rules still refuse what they refuse.
     continues: str = ""
+    # Each of `outside_paths` resolved to a real path ("" where that cannot be known, as `~user`): what a
+    # writable root the user granted must hold for the path to count as the session's to write.
+    outside_real: tuple[str, ...] = ()

@@ -235,6 +235,9 @@ class ApprovalDetails:
     findings: list[str] = field(default_factory=list)  # what the command analysis noticed
     outside_paths: list[str] = field(default_factory=list)  # paths outside the project it touches
     diff: str | None = None  # the change a file tool would make, when it can be previewed
+    # The directory `approve_writable_root` would let commands write beneath for the rest of the session
+    # (offered only with that option).
+    writable_root: str | None = None
 
 
 @dataclass
@@ -343,6 +346,25 @@ class StructuredOutput(Event):
 
     turn_id: str
     value: Any
+
+
+@tag("entered_review_mode")
+class EnteredReviewMode(Event):
+    """This session reviews a change (engine/review.py): read-only, answering with structured findings;
+    sent before the review's first turn."""
+
+    target: str  # the change, described (`ReviewTarget.describe`): the uncommitted changes, a branch, a commit
+    model: str  # the model that reviews (`review_model`, else the session's)
+
+
+@tag("exited_review_mode")
+class ExitedReviewMode(Event):
+    """The review is over: its verdict and how many findings it has, or `error` saying why there is none."""
+
+    target: str
+    verdict: str | None = None  # "correct" | "needs changes"; None when no valid review came
+    findings: int = 0
+    error: str | None = None
 
 
 @tag("turn_ended")

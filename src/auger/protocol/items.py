@@ -173,6 +173,14 @@ class SearchSources(Item):
     urls: list[str]
 
 
+@tag("writable_root")
+class WritableRoot(Item):
+    """A directory outside the project the user let commands write beneath for the rest of the session (at
+    an approval: engine/writable_roots.py), recorded so a resumed session keeps it. Never shown to the model."""
+
+    path: str  # resolved, absolute
+
+
 # Items that record the project's state for diff, undo and the file tracker, the session's settings, or
 # where a text came from; not conversation.
-RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings, SearchSources)
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings, SearchSources, WritableRoot)

@@ -42,6 +42,7 @@ class ApprovalOption(StrEnum):
     APPROVE = "approve"
     APPROVE_SESSION = "approve_session"
     APPROVE_ALWAYS = "approve_always"
+    APPROVE_WRITABLE_ROOT = "approve_writable_root"  # approve, and let commands write beneath the details' root
     DENY = "deny"
     ABORT = "abort"
     CONTINUE = "continue"  # the loop guard's question

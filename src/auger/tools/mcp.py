@@ -177,6 +177,9 @@ class McpToolset:
     async def list_resources(self) -> ToolResult:
         return await self._request("resources/list", lambda client: client.list_resources(), _resource_list)
 
+    async def list_resource_templates(self) -> ToolResult:
+        return await self._request("resources/templates/list", _all_templates, _template_list)
+
     async def read_resource(self, uri: str) -> ToolResult:
         return await self._request("resources/read", lambda client: client.read_resource(uri), _resource_text)
 
@@ -287,7 +290,7 @@ class McpToolset:
                     self._client = client
                     self._has_resources = False
                     if client.server_capabilities.resources is not None:
-                        self._has_resources = bool((await client.list_resources()).resources)
+                        self._has_resources = await _offers_resources(client)
                     self._learn(await _all_tools(client))
                     self._prompts = {}
                     if client.server_capabilities.prompts is not None:
@@ -423,8 +426,9 @@ class McpToolset:
 
 
 def resource_tools(servers: Callable[[], list[McpToolset]]) -> list[ToolSpec]:
-    """`list_mcp_resources {server?}` and `read_mcp_resource {server, uri}` across the servers that
-    `servers()` gives (tools/mcp_servers.py offers them only while one has resources)."""
+    """`list_mcp_resources {server?}`, `list_mcp_resource_templates {server?}` and `read_mcp_resource
+    {server, uri}` across the servers that `servers()` gives (tools/mcp_servers.py offers them only while
+    one has resources or resource templates)."""
 
     def find(name: str) -> McpToolset:
         for server in servers():
@@ -433,12 +437,19 @@ def resource_tools(servers: Callable[[], list[McpToolset]]) -> list[ToolSpec]:
         raise ToolError(f"no MCP server named {name!r} has resources; "
                         f"those that do: {', '.join(s.server.name for s in servers()) or 'none'}")
 
-    async def list_all(args: dict, ctx: ToolContext) -> ToolResult:
+    async def each(args: dict, listing: Callable[[McpToolset], Awaitable[ToolResult]]) -> ToolResult:
+        """One listing per server (the one named, or all), each under a `# server` heading."""
         chosen = [find(args["server"])] if args.get("server") else servers()
-        results = [(s.server.name, await s.list_resources()) for s in chosen]
+        results = [(s.server.name, await listing(s)) for s in chosen]
         text = "\n\n".join(f"# {name}\n{result.output}" for name, result in results)
         return ToolResult(text, ok=all(r.ok for _, r in results),
                           events=[e for _, r in results for e in r.events])
+
+    async def list_all(args: dict, ctx: ToolContext) -> ToolResult:
+        return await each(args, lambda server: server.list_resources())
+
+    async def list_templates(args: dict, ctx: ToolContext) -> ToolResult:
+        return await each(args, lambda server: server.list_resource_templates())
 
     async def read(args: dict, ctx: ToolContext) -> ToolResult:
         return await find(args["server"]).read_resource(args["uri"])
@@ -447,6 +458,11 @@ def resource_tools(servers: Callable[[], list[McpToolset]]) -> list[ToolSpec]:
         ToolSpec("list_mcp_resources", "List the resources the MCP servers offer (uri, name, type, description), "
                  "of one server or all.", {"type": "object", "properties": {"server": {"type": "string"}}},
                  list_all, effect=READ_ONLY, parallel_safe=True),
+        ToolSpec("list_mcp_resource_templates", "List the resource templates the MCP servers offer (uriTemplate, "
+                 "name, type, description), of one server or all; read one by filling in its uriTemplate "
+                 "(RFC 6570) and passing the uri to read_mcp_resource.",
+                 {"type": "object", "properties": {"server": {"type": "string"}}},
+                 list_templates, effect=READ_ONLY, parallel_safe=True),
         ToolSpec("read_mcp_resource", "Read one resource of an MCP server by its uri.",
                  {"type": "object", "properties": {"server": {"type": "string"}, "uri": {"type": "string"}},
                   "required": ["server", "uri"]}, read, effect=READ_ONLY, parallel_safe=True),
@@ -459,6 +475,23 @@ async def _all_tools(client: Any) -> list[Any]:
 
 async def _all_prompts(client: Any) -> list[Any]:
     return await _all_pages(client.list_prompts, "prompts")
+
+
+async def _all_templates(client: Any) -> list[Any]:
+    return await _all_pages(client.list_resource_templates, "resource_templates")
+
+
+async def _offers_resources(client: Any) -> bool:
+    """Whether a server with the resources capability lists any resource or resource template; a server
+    that does not answer `resources/templates/list` (an older one) has none."""
+    from mcp import MCPError
+
+    if (await client.list_resources()).resources:
+        return True
+    try:
+        return bool((await client.list_resource_templates()).resource_templates)
+    except MCPError:
+        return False
 
 
 async def _all_pages(list_page: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
@@ -557,6 +590,11 @@ def _image_url(block: Any) -> str | None:
 def _resource_list(result: Any) -> ToolResult:
     lines = [f"{r.uri}\t{r.name}\t{r.mime_type or ''}\t{(r.description or '').strip()}" for r in result.resources]
     return ToolResult("\n".join(lines) or "(no resources)")
+
+
+def _template_list(templates: list[Any]) -> ToolResult:
+    lines = [f"{t.uri_template}\t{t.name}\t{t.mime_type or ''}\t{(t.description or '').strip()}" for t in templates]
+    return ToolResult("\n".join(lines) or "(no resource templates)")
 
 
 def _resource_text(result: Any) -> ToolResult:

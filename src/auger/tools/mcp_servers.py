@@ -167,7 +167,8 @@ def _one_line(text: str) -> str:
 
 
 class _ResourceTools:
-    """`list_mcp_resources` / `read_mcp_resource` over the registry's servers that have resources."""
+    """`list_mcp_resources` / `list_mcp_resource_templates` / `read_mcp_resource` over the registry's servers
+    that have resources or resource templates."""
 
     def __init__(self, registry: ToolRegistry) -> None:
         from auger.tools.mcp import resource_tools

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from auger.context.instructions import COMMAND_SHELL
 from auger.policy.paths import PathEscape, display, resolve_inside
 from auger.tools.base import (
     LOCAL_MUTATION, READ_ONLY, Classification, ClientTerminal, SessionToolState, ToolContext, ToolError, ToolResult,
@@ -175,8 +176,9 @@ async def preview(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 def bash_argv(command: str) -> list[str]:
-    """bash, the shell whose grammar the classifier parses (dash would read the line differently)."""
-    bash = shutil.which("bash", path=SYSTEM_BIN)
+    """bash, the shell whose grammar the classifier parses (dash would read the line differently), and
+    the one the environment context names to the model (`COMMAND_SHELL`)."""
+    bash = shutil.which(COMMAND_SHELL, path=SYSTEM_BIN)
     if bash is None:
         raise ToolError("shell: bash is not installed (commands are run with bash, whose grammar auger checks); "
                         "install bash to run commands")
@@ -388,7 +390,7 @@ def classify(args: dict[str, Any], root) -> Classification:
         return Classification(LOCAL_MUTATION, args["command"])
     analysis = analyze_command(args["command"], root, cwd)
     return Classification(analysis.effect, args["command"], analysis.commands, analysis.outside_paths,
-                          analysis.reasons)
+                          analysis.reasons, outside_real=analysis.outside_real)
 
 
 SHELL = ToolSpec(

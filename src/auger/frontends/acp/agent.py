@@ -57,6 +57,7 @@ OPTIONS = {
     ApprovalOption.APPROVE: ("allow_once", "Allow once"),
     ApprovalOption.APPROVE_SESSION: ("allow_always", "Allow for this session"),
     ApprovalOption.APPROVE_ALWAYS: ("allow_always", "Always allow this command (saves a rule)"),
+    ApprovalOption.APPROVE_WRITABLE_ROOT: ("allow_always", "Allow, and writes beneath the directory for this session"),
     ApprovalOption.DENY: ("reject_once", "Reject"),
     ApprovalOption.ABORT: ("reject_once", "Reject and stop the turn"),
     ApprovalOption.CONTINUE: ("allow_once", "Continue"),
@@ -69,6 +70,13 @@ MODEL_OPTION = "model"  # the one session config option: the model (ACP's stable
 MODEL_REFUSED = "model switch refused"  # how the session's warning begins when it cannot switch
 STOP_REASONS = {"complete": "end_turn", "cancelled": "cancelled"}
 LIST_PAGE = 50  # sessions per session/list answer
+
+
+def option_name(option: ApprovalOption, details: ev.ApprovalDetails | None) -> str:
+    """An answer's label in the editor; the writable root one names its directory."""
+    if option == ApprovalOption.APPROVE_WRITABLE_ROOT and details is not None and details.writable_root:
+        return f"Allow, and writes beneath {details.writable_root} for this session"
+    return OPTIONS[option][1]
 
 
 def refuse(message: str) -> RequestError:
@@ -150,7 +158,7 @@ class AcpSession:
             self.session.submit(ApprovalDecision(request.request_id, ApprovalOption.DENY,
                                                  "the user rejected this for the rest of the session"))
             return
-        options = [PermissionOption(option_id=str(o), kind=OPTIONS[o][0], name=OPTIONS[o][1])  # type: ignore[arg-type]
+        options = [PermissionOption(option_id=str(o), kind=OPTIONS[o][0], name=option_name(o, details))  # type: ignore[arg-type]
                    for o in request.options if o in OPTIONS]
         if key is not None and ApprovalOption.DENY in request.options:
             options.append(PermissionOption(option_id=REJECT_ALWAYS, kind="reject_always",

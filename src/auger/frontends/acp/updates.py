@@ -96,6 +96,8 @@ class UpdateMapper:
             return [plan_update([{"step": s.step, "status": s.status} for s in event.plan])]
         if isinstance(event, ev.ModeChanged):
             return [helpers.update_current_mode(str(event.mode))]
+        if isinstance(event, (ev.EnteredReviewMode, ev.ExitedReviewMode)):
+            return []  # a review runs in a session of its own (`auger review`), never one an editor drives
         if isinstance(event, ev.TurnStarted):
             self.stop_hint = None
         if isinstance(event, ev.WarningEvent):

@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from auger.frontends.tui.feed import Approval, Feed
     from auger.frontends.tui.sessions import Sessions
 
-KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "deny": "n", "continue": "y", "stop": "n"}
+KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "approve_writable_root": "w", "deny": "n",
+        "continue": "y", "stop": "n"}
 LABELS = {"approve": "yes, once", "approve_session": "yes, this session", "approve_always": "always",
+          "approve_writable_root": "yes, and its dir this session",
           "deny": "no", "continue": "continue", "stop": "stop"}
 STYLE = Style.from_dict({
     "dim": "#888888", "running": "ansicyan", "queued": "ansiyellow", "card": "ansiyellow bold",
@@ -207,7 +209,7 @@ class Tui:
         def _(event):
             self.answer_choice(None)
 
-        for key in "ysan":
+        for key in "ysanw":
             @kb.add(key, filter=asking & empty)
             def _(event, key=key):
                 self.answer_key(key)
@@ -350,7 +352,8 @@ class Tui:
         self.feed.decide(a.request_id, decision, feedback)
         shown = {"abort": "aborted the turn", "deny": "denied"}.get(decision, LABELS.get(decision, decision))
         self.say(f"  → {shown}" + (f": {feedback}" if feedback else ""),
-                 "green" if decision in ("approve", "approve_session", "approve_always", "continue") else "yellow")
+                 "green" if decision in ("approve", "approve_session", "approve_always", "approve_writable_root",
+                                         "continue") else "yellow")
         self.approval = self.feedback_for = None
         self.redraw()
 
@@ -365,6 +368,9 @@ class Tui:
             body.append("why: " + clean(" · ".join(facts)) + "\n", style="")
         for finding in a.findings[:5]:
             body.append(f"  • {clean(finding)}\n", style="dim")
+        if a.writable_root:
+            body.append(f"[w] lets commands write beneath {clean(a.writable_root)} for the rest of the session\n",
+                        style="")
         if a.subject and a.tool == "shell":
             body.append(f"$ {clean(a.subject)}", style="bold magenta")
         body.rstrip()

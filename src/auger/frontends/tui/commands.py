@@ -255,12 +255,14 @@ _REVIEWS: set = set()  # running /review tasks (kept referenced until they end)
 
 async def _run_review(tui: Tui, target: Any, instructions: str) -> None:
     from auger.frontends.review_cli import render_report
-    from auger.frontends.tui.render import clean, no_color
+    from auger.frontends.tui.render import clean, no_color, review_line
     from auger.protocol import events as ev
 
     def progress(envelope: Any) -> None:
         event = envelope.event
-        if isinstance(event, ev.ToolCallStarted):
+        if isinstance(event, (ev.EnteredReviewMode, ev.ExitedReviewMode)):
+            tui.say(f"  {review_line(event)}", "dim")
+        elif isinstance(event, ev.ToolCallStarted):
             args = event.arguments if isinstance(event.arguments, dict) else {}
             detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:80]
             tui.say(clean(f"  review ▸ {event.name} {detail}"), "dim")

@@ -41,6 +41,7 @@ class Approval:
     reason: str
     diff: str
     findings: tuple[str, ...]
+    writable_root: str = ""  # what `approve_writable_root` would let commands write beneath
 
     @classmethod
     def of(cls, event: ev.ApprovalRequest) -> Approval:
@@ -48,7 +49,7 @@ class Approval:
         if d is None:  # not about a tool call (the loop guard's question, an MCP server's form)
             return cls(event.request_id, "", event.kind, event.message, tuple(event.options), "", "", "", "", "", ())
         return cls(event.request_id, d.call_id, event.kind, event.message, tuple(event.options), d.tool,
-                   d.subject, str(d.effect), d.reason, d.diff or "", tuple(d.findings))
+                   d.subject, str(d.effect), d.reason, d.diff or "", tuple(d.findings), d.writable_root or "")
 
 
 class Feed:

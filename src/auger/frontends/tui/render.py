@@ -270,6 +270,8 @@ class Renderer:
         if isinstance(event, ev.ModeChanged):
             self.mode = event.mode
             return a.styled(f"mode: {event.previous} → {event.mode}", "cyan")
+        if isinstance(event, (ev.EnteredReviewMode, ev.ExitedReviewMode)):
+            return a.styled(review_line(event), "cyan")
         if isinstance(event, ev.TurnContextChanged):
             self.effort = event.effort or ""
             return a.styled(f"next turns: reasoning effort {event.effort or 'default'} · summary "
@@ -405,3 +407,12 @@ def _line(parts: list[tuple[str, str]]):
     for chunk, style in parts:
         text.append(clean(chunk), style=style)
     return text
+
+
+def review_line(event: ev.EnteredReviewMode | ev.ExitedReviewMode) -> str:
+    """One line for a review session's start or end (the terminal UI's transcript and its /review)."""
+    if isinstance(event, ev.EnteredReviewMode):
+        return clean(f"review mode: reviewing {event.target} with {event.model}")
+    if event.verdict is None:
+        return clean(f"review mode over: no review of {event.target} ({event.error or 'no reason given'})")
+    return clean(f"review mode over: {event.target}: {event.verdict}, {event.findings} finding(s)")

@@ -93,14 +93,14 @@ class Sessions:
         """Review `target` in a read-only session of its own (engine/review.py, as `auger review` does):
         the change and the validated findings, or one line saying why there are none."""
         from auger.changes.review_change import ReviewError, collect_change
-        from auger.engine.review import ReviewFailed, run_review
-        from auger.models.registry import ProviderError, client_for
+        from auger.engine.review import ReviewFailed, review_client, run_review
+        from auger.models.registry import ProviderError
 
         try:
             change = await collect_change(Path(self.root), target)
             if change.empty:
                 return f"nothing to review: no {target.describe()}"
-            result = await run_review(await self._ensure(), client_for(self.config), change, instructions,
+            result = await run_review(await self._ensure(), review_client(self.config), change, instructions,
                                       on_envelope=on_envelope)
         except (ReviewError, ProviderError) as exc:
             return str(exc)

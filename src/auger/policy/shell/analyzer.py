@@ -76,6 +76,7 @@ class Analyzer:
         self.reasons: list[str] = []
         self.commands: list[tuple[str, ...]] = []
         self.outside: list[str] = []
+        self.outside_real: list[str] = []  # each outside path resolved ("": it cannot be known)
         self.errors: list[str] = []
         self.functions: set[str] = set()
         self.downloaded: set[str] = set()  # files written by a download earlier in the line
@@ -160,18 +161,19 @@ class Analyzer:
             if "://" in text or not (looks or self.cwd_outside):
                 return
         if tilde and path.startswith("~") and path != "~" and not path.startswith("~/"):
-            self.note_outside(text)  # ~user: another account's home
+            self.note_outside(text, "")  # ~user: another account's home
             return
         if path.startswith("/") and is_device(os.path.normpath(path), HARMLESS_DEVICES):
             return
         real = self.resolve_text(path, tilde)
         if real is None or self.inside(real) or self.in_temp(real) or is_device(real, HARMLESS_DEVICES):
             return
-        self.note_outside(text)
+        self.note_outside(text, real)
 
-    def note_outside(self, text: str) -> None:
+    def note_outside(self, text: str, real: str) -> None:
         if text not in self.outside:
             self.outside.append(text)
+            self.outside_real.append(real)
 
     def in_git_dir(self, word: Word) -> bool:
         """Whether `word` names a path inside a git directory (`.git` in any spelling, or a glob that

@@ -40,7 +40,8 @@ def analyze_command(command: str, root: Path, cwd: Path | None = None) -> Comman
                 analyzer.add(LOCAL_MUTATION, f"the command could not be parsed ({errors[0]}), "
                                              "so it counts as a change")
         return CommandAnalysis(analyzer.effect, tuple(analyzer.commands), tuple(analyzer.reasons),
-                               tuple(analyzer.outside), errors[0] if errors else None)
+                               tuple(analyzer.outside), errors[0] if errors else None,
+                               outside_real=tuple(analyzer.outside_real))
     except Exception as exc:  # a bug here must neither crash the turn nor let the command pass as harmless
         return CommandAnalysis(DESTRUCTIVE, (), (f"the command could not be analysed ({type(exc).__name__}), "
                                                  "so it counts as destructive",), (),

@@ -37,6 +37,7 @@ class CommandAnalysis:
     reasons: tuple[str, ...]  # one short sentence per non-read-only finding
     outside_paths: tuple[str, ...]  # path-like words resolving outside the project root, as written
     parse_error: str | None = None  # set when the line could not be parsed; effect is then >= LOCAL_MUTATION
+    outside_real: tuple[str, ...] = ()  # each of outside_paths resolved to a real path ("": cannot be known)
 
 
 class Finding(NamedTuple):

@@ -118,12 +118,14 @@ function statusLabel(entry) {
 
 const OPTION_LABELS = {
   approve: "Approve", approve_session: "Approve for this session", approve_always: "Always approve",
+  approve_writable_root: "Approve, and allow writes beneath the directory for this session",
   deny: "Deny", abort: "Deny and stop", continue: "Continue", stop: "Stop", accept: "Accept",
   decline: "Decline", cancel: "Cancel",
 };
 const PRIMARY = new Set(["approve", "continue", "accept"]);
 const ANSWERED = {
   approve: "Approved", approve_session: "Approved for the session", approve_always: "Always approved",
+  approve_writable_root: "Approved, with writes beneath the directory for the session",
   deny: "Denied", abort: "Denied and stopped", continue: "Continued", stop: "Stopped", accept: "Accepted",
   decline: "Declined", cancel: "Cancelled",
 };
@@ -155,16 +157,25 @@ function Approval({ entry, actions }) {
       ${d.reason ? html`<div class="reason">${d.reason}</div>` : null}
       ${d.findings?.length ? html`<ul class="findings">${d.findings.map((f) => html`<li>${f}</li>`)}</ul>` : null}
       ${d.outside_paths?.length ? html`<div class="outside">Outside the project: ${d.outside_paths.join(", ")}</div>` : null}
+      ${d.writable_root ? html`<div class="outside">Can be made writable for this session: ${d.writable_root}</div>` : null}
       ${d.diff ? html`<${DiffText} text=${d.diff} />` : null}
     </div>` : null}
     ${entry.form ? html`<pre class="args">${JSON.stringify(entry.form.schema, null, 2)}</pre>` : null}
     <input class="feedback" type="text" placeholder=${entry.form ? "Your answer (JSON)" : "Note to the agent (optional)"} />
     <div class="row wrap">
       ${entry.options.map((option) => html`<button class=${PRIMARY.has(option) ? "primary" : option === "abort" || option === "deny" ? "danger" : ""}
-        data-option=${option} disabled=${entry.sending} onClick=${(e) => answer(option, e.currentTarget)}>${OPTION_LABELS[option] || option}</button>`)}
+        data-option=${option} disabled=${entry.sending} onClick=${(e) => answer(option, e.currentTarget)}>${optionLabel(option, d)}</button>`)}
     </div>
     ${entry.failure ? html`<div class="error">${entry.failure}</div>` : null}
   </div>`;
+}
+
+/** An answer's button label; the writable root one names its directory. */
+function optionLabel(option, details) {
+  if (option === "approve_writable_root" && details?.writable_root) {
+    return `Approve, and allow writes beneath ${details.writable_root} for this session`;
+  }
+  return OPTION_LABELS[option] || option;
 }
 
 /** Who answered, shortly: "browser-1f2e3d… (web)" for a paired browser's long id. */

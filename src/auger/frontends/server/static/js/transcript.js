@@ -179,6 +179,13 @@ export class Transcript {
       case "model_changed":
         this.push({ kind: "notice", level: "info", turn: null, text: `Model: ${e.model} (${e.provider})` });
         break;
+      case "entered_review_mode":
+        this.push({ kind: "notice", level: "info", turn: null, text: `Review mode: reviewing ${e.target} with ${e.model}` });
+        break;
+      case "exited_review_mode":
+        this.push({ kind: "notice", level: e.verdict ? "info" : "warn", turn: null, text: e.verdict
+          ? `Review mode over: ${e.verdict}, ${e.findings} finding(s)` : `Review mode over: no review (${e.error || "no reason given"})` });
+        break;
       case "backend_changed":
         this.push({ kind: "notice", level: "info", turn: null, text: `Agent: ${e.label || e.backend || "auger"}` });
         break;
