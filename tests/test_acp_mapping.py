@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,9 +30,10 @@ def test_paths_shown_to_the_editor_stay_beneath_the_root(tmp_path: Path):
 def test_prompt_blocks_become_one_user_turn():
     session = SimpleNamespace(workspace=SimpleNamespace(prompts={"review": object()}),
                               skills=SimpleNamespace(get=lambda name: object() if name == "deploy" else None))
-    turn = user_turn([text_block("look at this"), image_block("aGk=", "image/png"),
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+    turn = user_turn([text_block("look at this"), image_block(png, "image/png"),
                       resource_block(TextResourceContents(uri="file:///p/a.py", text="print(1)"))], session)
-    assert turn.images == ["data:image/png;base64,aGk="]
+    assert turn.images == [f"data:image/png;base64,{png}"]
     assert turn.text == "look at this\n<file uri='file:///p/a.py'>\nprint(1)\n</file>"
     skill = user_turn([text_block("/deploy to staging")], session)
     assert (skill.text, skill.skills) == ("to staging", ["deploy"])
@@ -39,6 +41,9 @@ def test_prompt_blocks_become_one_user_turn():
     assert (prompt.text, prompt.skills) == ("/review a.py", [])
     with pytest.raises(RequestError):
         user_turn([text_block("   ")], session)
+    for data, mime in (("aGk=", "image/png"), (png, "image/jpeg"), (png, "image/svg+xml"), ("not base64!", "image/png")):
+        with pytest.raises(RequestError):  # an image block's bytes must be an image of the type it names
+            user_turn([text_block("look"), image_block(data, mime)], session)
 
 
 def test_mcp_servers_from_the_editor_as_config_tables():

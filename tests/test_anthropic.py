@@ -286,7 +286,7 @@ def test_reasoning_of_other_providers_is_dropped_and_thinking_waits_for_a_fresh_
 
 
 def test_images_are_sent_as_base64_blocks(project, mock, tmp_path):
-    png = tmp_path / "dot.png"
+    png = project / "dot.png"
     png.write_bytes(tiny_png())
     mock.add(Reply(text="A green dot."))
     run, _ = converse(project, mock, UserTurn("what is in this picture?", images=[str(png)]))

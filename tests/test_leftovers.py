@@ -86,7 +86,7 @@ def test_a_session_replayed_from_the_store_leaves_no_temp_cassette(project, serv
 def test_runs_that_never_got_a_reply_are_not_listed(project, server, auger_home):
     missing_image = auger_cli("exec", "--base-url", server.base_url, "-m", "m", "-i", "nope.png", "look",
                               home=auger_home, cwd=project)
-    assert missing_image.returncode == 1
+    assert missing_image.returncode == 2 and "nope.png: cannot read image" in missing_image.stderr  # read first
     unknown_skill = auger_cli("exec", "--base-url", server.base_url, "-m", "m", "--skill", "nope", "x",
                               home=auger_home, cwd=project)
     assert unknown_skill.returncode == 1

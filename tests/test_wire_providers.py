@@ -250,7 +250,7 @@ def _images_in(request) -> list[str]:
 
 
 def test_chat_completions_sends_images_as_data_urls(project, tmp_path):
-    image = tmp_path / "shot.png"
+    image = project / "shot.png"
     image.write_bytes(PNG)
     with MockChatServer([Reply(text="a pixel")]) as server:
         (run, _) = _run_with_image(project, server, image, db=tmp_path / "s.db")
@@ -259,7 +259,7 @@ def test_chat_completions_sends_images_as_data_urls(project, tmp_path):
 
 
 def test_chat_completions_refuses_images_for_a_text_only_model(project, tmp_path):
-    image = tmp_path / "shot.png"
+    image = project / "shot.png"
     image.write_bytes(PNG)
     tables = {"openai-compatible": {"models": {"mock-model": {"supports_images": False}}}}
 
@@ -278,7 +278,7 @@ def test_chat_completions_refuses_images_for_a_text_only_model(project, tmp_path
 
 
 def test_a_rejected_image_is_replaced_by_a_note_for_good(project, tmp_path):
-    image = tmp_path / "shot.png"
+    image = project / "shot.png"
     image.write_bytes(PNG)
     db = tmp_path / "img.db"
     reason = "Invalid content type. image_url is only supported by certain models."
@@ -291,7 +291,7 @@ def test_a_rejected_image_is_replaced_by_a_note_for_good(project, tmp_path):
         accepted = [r for r in server.chat_requests if not _images_in(r)]
         assert len(rejected) == 1 and len(accepted) == 2  # replaced after the first 400, never sent again
         user = [m for m in conversation(accepted[1].messages) if m["role"] == "user"][0]
-        assert "shot.png" in json.dumps(user) and "rejected" in json.dumps(user)
+        assert "inline image" in json.dumps(user) and "rejected" in json.dumps(user)
     with MockChatServer([Reply(text="resumed")], reject_images=reason) as server:  # resume never resends it
         run = run_session(project, server, "still there?", db=db, resume=session_id)
         assert run.ended.reason == "complete" and not _images_in(server.chat_requests[0])

@@ -22,7 +22,7 @@ import inspect
 import uuid
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping, Protocol, Sequence
 
-from auger._errors import ApprovalFailed, Refused, SessionClosed, TurnFailed, TurnInterrupted
+from auger._errors import ApprovalFailed, ConfigError, Refused, SessionClosed, TurnFailed, TurnInterrupted
 from auger._types import Approver, Decision, Diff, Result, TurnChange, cautious
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
@@ -96,7 +96,8 @@ class Session:
         """Send a prompt; iterate the returned `Run` for its events, or await it for its `Result`.
 
         `output_schema` (a JSON Schema) holds the final answer to it: `Result.output` is the checked value.
-        `images` are files or URLs sent with the prompt. Sent while another run's turn is running, the
+        `images` are image files on this machine (read here and sent as data, also to a server) or `data:`
+        URLs; one that cannot be sent is a `ConfigError`. Sent while another run's turn is running, the
         prompt is injected into that turn before its next model call, and both runs end with it."""
         op = UserTurn(prompt, images=list(images),
                       output_schema=dict(output_schema) if output_schema is not None else None)
@@ -202,6 +203,8 @@ class Run:
         self._started = asyncio.ensure_future(self._start(op))
 
     async def _start(self, op: UserTurn) -> AsyncGenerator[Envelope, None]:
+        if op.images:
+            op.images = await asyncio.to_thread(_image_data, op.images)
         cursor = await self._link.cursor()  # before the op: everything it causes comes after
         await self._link.submit(op, self.submission_id)
         return self._link.envelopes(cursor)
@@ -326,3 +329,14 @@ class Opening:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _image_data(refs: list[str]) -> list[str]:
+    """The caller's images as data URLs: its own files are read here, on its machine (a server is sent the
+    image, never a path for it to read)."""
+    from auger.models.images import ImageError, user_data_url
+
+    try:
+        return [user_data_url(ref) for ref in refs]
+    except ImageError as exc:
+        raise ConfigError(f"image not sent: {exc}") from None

@@ -175,9 +175,9 @@ class Turn:
         """Move queued user input into the conversation, so mid-turn input is never lost.
 
         Slash commands naming a custom prompt are expanded; requested skills are injected before
-        the message; images are checked first, so an unreadable one never enters the history."""
+        the message; images are taken first (as data: see `_images`), so an unreadable one never enters
+        the history."""
         from auger.context.prompts import expand_slash
-        from auger.models.images import ImageError, load_image
 
         ctx, host = self.ctx, self.host
         if not host.has_input():
@@ -187,11 +187,7 @@ class Turn:
             if op.images and not ctx.model_info.supports_images:
                 raise TurnStopped(f"message not sent: model '{ctx.model}' does not accept images "
                                   "(supports_images = false in its model description)")
-            for ref in op.images:
-                try:
-                    load_image(ref)
-                except ImageError as exc:
-                    raise TurnStopped(f"message not sent: {exc}") from None
+            images = await asyncio.to_thread(self._images, op.images) if op.images else []
             output = self._output_check(op.output_schema) if op.output_schema is not None else None
             for name in op.skills:
                 skill = skills.get(name)
@@ -201,13 +197,28 @@ class Turn:
                                                           "skill"))
             text = await self._expand_mcp_prompt(op.text) or expand_slash(op.text, ctx.workspace.prompts) or op.text
             await self._prompt_hooks(text)
-            await host.record(self.id, UserMessage(text, list(op.images)))
+            await host.record(self.id, UserMessage(text, images))
             if output is not None:  # the latest input's schema is the one the final answer answers
                 self.output = output
                 await output.tell(self.id, host)
             await host.set_title(op.text)
             if announce:
                 host.emit(ev.UserInputInjected(self.id, op.text))
+
+    def _images(self, refs: list[str]) -> list[str]:
+        """The message's images as checked data URLs, so the history and every model request carry the
+        image itself: a data URL whose bytes are an image of its type, or a file read beneath the project
+        root (never one outside it, nor through a symlink leading out)."""
+        from auger.models.images import ImageError, project_data_url
+        from auger.policy.fs import RootHandle
+
+        root = RootHandle(self.ctx.workspace.root)
+        try:
+            return [project_data_url(root, ref) for ref in refs]
+        except ImageError as exc:
+            raise TurnStopped(f"message not sent: {exc}") from None
+        finally:
+            root.close()
 
     @staticmethod
     def _output_check(schema: object) -> OutputCheck:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auger._version import __version__
 from auger.frontends.cli_support import (
     CliError, JsonRenderer, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )
+
+if TYPE_CHECKING:
+    from auger.protocol.ops import UserTurn
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 
@@ -486,15 +489,28 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
     import asyncio
 
     from auger.frontends.run_output import RunOutput, read_schema
+    from auger.protocol.ops import UserTurn
 
     schema = read_schema(getattr(args, "output_schema", None))  # refused before any session opens
     output = RunOutput(schema, getattr(args, "output_last_message", None))
+    images = _read_images(getattr(args, "image", None) or [])  # ...as are images that cannot be sent
     config, root = _session_config(args)
-    return guard_store(lambda: asyncio.run(_headless(args, config, root, prompt, from_session, fork_before,
-                                                     output)))
+    return guard_store(lambda: asyncio.run(_headless(args, config, root, UserTurn(
+        prompt, images=images, skills=list(getattr(args, "skill", None) or []), output_schema=output.schema),
+        from_session, fork_before, output)))
 
 
-async def _headless(args, config, root: str, prompt: str, resume_id: str | None, fork_before: int | None,
+def _read_images(paths: list[str]) -> list[str]:
+    """The `--image` files, read here (the user's own choice of file) and sent as data URLs."""
+    from auger.models.images import ImageError, user_data_url
+
+    try:
+        return [user_data_url(path) for path in paths]
+    except ImageError as exc:
+        raise CliError(str(exc)) from None
+
+
+async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | None, fork_before: int | None,
                     output) -> int:
     import asyncio
     import signal
@@ -504,7 +520,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
     from auger.engine.workspace import Workspace
     from auger.frontends.plain import PlainRenderer, RunTally
     from auger.models.registry import ProviderError, client_for
-    from auger.protocol.ops import Interrupt, UserTurn
+    from auger.protocol.ops import Interrupt
     from auger.store.base import StoreError
 
     from auger.frontends.worktree_cli import session_root
@@ -592,10 +608,7 @@ async def _headless(args, config, root: str, prompt: str, resume_id: str | None,
             output.see(envelope)
 
         try:
-            ended = (await run_prompt(session, UserTurn(prompt, images=list(getattr(args, "image", None) or []),
-                                                        skills=list(getattr(args, "skill", None) or []),
-                                                        output_schema=output.schema),
-                                      on_envelope=on_envelope))[-1]
+            ended = (await run_prompt(session, turn, on_envelope=on_envelope))[-1]
         except StoreError as exc:  # nothing more could be stored, so nothing more shown; the session is shut
             store_failure = str(exc)
         loop.remove_signal_handler(signal.SIGINT)

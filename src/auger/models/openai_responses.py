@@ -45,7 +45,7 @@ from auger.models.base import (
     TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
 )
 from auger.models.http import SseModelClient, openai_usage, stream_error, stream_json
-from auger.models.images import ImageError, data_url
+from auger.models.images import ImageError, attachments
 from auger.protocol.items import AssistantMessage, Item, Reasoning, ToolCall, ToolOutput, UserMessage
 
 WIRE = "openai_responses"  # the `provider` stamped on Reasoning items this client can send back
@@ -148,9 +148,10 @@ def to_input(items: list[Item]) -> list[dict[str, Any]]:
     `encrypted_content` a reasoning item cannot be resolved when `store` is false.
     """
     out: list[dict[str, Any]] = []
-    for item in items:
+    last_user = max((i for i, item in enumerate(items) if isinstance(item, UserMessage)), default=-1)
+    for index, item in enumerate(items):
         if isinstance(item, UserMessage):
-            out.append({"type": "message", "role": "user", "content": _user_content(item)})
+            out.append({"type": "message", "role": "user", "content": _user_content(item, strict=index == last_user)})
         elif isinstance(item, AssistantMessage):
             out.append({"type": "message", "role": "assistant",
                         "content": [{"type": "output_text", "text": item.text}]})
@@ -169,16 +170,18 @@ def to_input(items: list[Item]) -> list[dict[str, Any]]:
     return out
 
 
-def _user_content(item: UserMessage) -> list[dict[str, Any]]:
+def _user_content(item: UserMessage, *, strict: bool) -> list[dict[str, Any]]:
+    """The text, then `input_image` parts carrying data URLs (an image that is no longer available: a note)."""
+    try:
+        images, notes = attachments(item.images, strict=strict)
+    except ImageError as exc:
+        # The same history would fail the same way on every attempt: not retryable.
+        raise ModelError(f"cannot attach image: {exc}", retryable=False) from None
+    text = "\n".join([*notes, item.text] if item.text else notes)
     content: list[dict[str, Any]] = []
-    if item.text or not item.images:
-        content.append({"type": "input_text", "text": item.text})
-    for ref in item.images:
-        try:
-            content.append({"type": "input_image", "image_url": data_url(ref)})
-        except ImageError as exc:
-            # The same history would fail the same way on every attempt: not retryable.
-            raise ModelError(f"cannot attach image: {exc}", retryable=False) from None
+    if text or not images:
+        content.append({"type": "input_text", "text": text})
+    content += [{"type": "input_image", "image_url": f"data:{media};base64,{data}"} for media, data in images]
     return content
 
 

@@ -6,6 +6,7 @@ it was asked, so callers can tell a full disk from a bug."""
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,6 +34,10 @@ class SessionRecord:
     created_by: str = ""  # who opened it through `auger serve` (a user's name); "" for a local process
 
 
+_SESSION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
+_CURSOR_TIME = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?(e[+-]?[0-9]{1,3})?")  # what repr() of a time gives
+
+
 def page_cursor(record: SessionRecord) -> str:
     """Where a listing continues after `record` (its `updated/id`), for `list_sessions(before=…)`."""
     return f"{record.updated!r}/{record.id}"
@@ -56,15 +61,18 @@ def listed_sessions_filter(cwd: object | None, before: tuple[float, str] | None,
     return " AND ".join(where), params
 
 
+def is_session_id(text: object) -> bool:
+    """Whether `text` could name a session (a UUID as auger makes them, or an id of that alphabet), so a
+    client's NUL, `%` or megabyte of text never reaches a store's query."""
+    return isinstance(text, str) and _SESSION_ID.fullmatch(text) is not None
+
+
 def parse_page_cursor(cursor: object) -> tuple[float, str]:
     """A cursor `page_cursor` gave, as `list_sessions`' `before`; ValueError for anything else."""
     updated, _, session_id = cursor.partition("/") if isinstance(cursor, str) else ("", "", "")
-    try:
-        when = float(updated)
-    except ValueError:
-        when = float("nan")
-    if not session_id or when != when or when in (float("inf"), float("-inf")):
-        raise ValueError(f"not a listing cursor: {cursor!r}")
+    when = float(updated) if _CURSOR_TIME.fullmatch(updated) else float("nan")
+    if not is_session_id(session_id) or when != when or when in (float("inf"), float("-inf")):
+        raise ValueError(f"not a listing cursor: {cursor!r:.80}")
     return when, session_id
 
 

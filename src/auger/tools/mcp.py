@@ -570,21 +570,15 @@ def _tool_result(result: Any) -> ToolResult:
 
 
 def _image_url(block: Any) -> str | None:
-    """A data URL for an image block a model can be sent: a supported type, valid base64, within the size
-    limit of user images (models/images.py); None otherwise."""
-    import base64
-    import binascii
-
-    from auger.models.images import MAX_BYTES, SUPPORTED
+    """A data URL for an image block a model can be sent: a supported type, valid base64 whose bytes are an
+    image of that type, within the size limit of user images (models/images.py); None otherwise."""
+    from auger.models.images import ImageError, checked_data_url
 
     data = block.data if isinstance(block.data, str) else ""
-    if block.mime_type not in SUPPORTED or not data or len(data) * 3 // 4 > MAX_BYTES:
-        return None
     try:
-        base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
+        return checked_data_url(f"data:{block.mime_type};base64,{data}") if data else None
+    except ImageError:
         return None
-    return f"data:{block.mime_type};base64,{data}"
 
 
 def _resource_list(result: Any) -> ToolResult:

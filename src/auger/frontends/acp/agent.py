@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.schema import (
@@ -203,13 +203,15 @@ class AugerAgent:
 
     def __init__(self, config_for: Callable[[str], Any], store: Any, *, editor_terminals: bool = True,
                  editor_files: bool = True, project_dir: Callable[[Any], str] | None = None,
-                 max_mode: str | None = None) -> None:
+                 max_mode: str | None = None,
+                 open_refusal: Callable[[Any], Awaitable[str | None]] | None = None) -> None:
         self.config_for = config_for  # project dir -> its effective Config
         self.store = store
         self.editor_terminals = editor_terminals  # False: commands stay in auger's sandbox whatever the client offers
         self.editor_files = editor_files  # False: the files are read here, not through the editor (a remote editor)
         self.project_dir = project_dir or _project_dir  # a client's cwd -> the project root it may work in
         self.max_mode = max_mode  # the most permissive mode a client may switch to (None: any)
+        self.open_refusal = open_refusal  # a stored session's record -> why it may not be opened here (None: it may)
         self.conn: Any = None
         self.capabilities: Any = None
         self.sessions: dict[str, AcpSession] = {}
@@ -304,9 +306,11 @@ class AugerAgent:
         root = self.project_dir(cwd) if cwd is not None else None
         records = await self.store.list_sessions(LIST_PAGE + 1, cwd=root, before=_after(cursor))
         page = records[:LIST_PAGE]
+        shown = [r for r in page  # where a server runs it: only what it may open
+                 if self.open_refusal is None or await self.open_refusal(r) is None]
         sessions = [SessionInfo(session_id=r.id, cwd=r.cwd, title=r.title or None,
                                 updated_at=datetime.datetime.fromtimestamp(r.updated, datetime.UTC).isoformat())
-                    for r in page]
+                    for r in shown]
         more = len(records) > LIST_PAGE
         return ListSessionsResponse(sessions=sessions,
                                     next_cursor=page_cursor(page[-1]) if more else None)
@@ -392,12 +396,18 @@ class AugerAgent:
 
     # -- helpers --------------------------------------------------------------------------
     async def _stored(self, session_id: Any, root: str) -> Any:
-        """The stored session named exactly by `session_id`, which must belong to the project `root`."""
-        record = await self.store.get_session(session_id) if isinstance(session_id, str) else None
+        """The stored session named exactly by `session_id`, which must belong to the project `root` (and be
+        one this agent may open)."""
+        from auger.store.base import is_session_id
+
+        record = await self.store.get_session(session_id) if is_session_id(session_id) else None
         if record is None or record.id != session_id:
-            raise refuse(f"no stored session has the id {session_id!r}")
+            raise refuse(f"no stored session has the id {session_id!r:.80}")
         if os.path.realpath(record.cwd) != root:
             raise refuse(f"session {session_id} belongs to the project {record.cwd}, not {root}")
+        why = await self.open_refusal(record) if self.open_refusal is not None else None
+        if why is not None:
+            raise refuse(why)
         return record
 
     async def _reopen(self, cwd: Any, session_id: Any, mcp_servers: list[Any]) -> AcpSession:
@@ -523,9 +533,11 @@ def mcp_table(server: Any) -> tuple[str, dict | None]:
 
 
 def user_turn(blocks: list[Any], session: Any) -> UserTurn:
-    """The prompt's content blocks as one user turn: text, images (as data URLs), embedded files
-    (their text, tagged with the URI) and links. `/name` naming a skill (not a custom prompt, which
-    the engine expands) injects that skill."""
+    """The prompt's content blocks as one user turn: text, images (as data URLs whose bytes must be an
+    image of the type they name), embedded files (their text, tagged with the URI) and links. `/name`
+    naming a skill (not a custom prompt, which the engine expands) injects that skill."""
+    from auger.models.images import ImageError, checked_data_url
+
     texts: list[str] = []
     images: list[str] = []
     for block in blocks:
@@ -533,7 +545,10 @@ def user_turn(blocks: list[Any], session: Any) -> UserTurn:
         if kind == "text":
             texts.append(block.text)
         elif kind == "image":
-            images.append(f"data:{block.mime_type};base64,{block.data}")
+            try:
+                images.append(checked_data_url(f"data:{block.mime_type};base64,{block.data}"))
+            except ImageError as exc:
+                raise refuse(f"image {len(images) + 1} of the prompt: {exc}") from None
         elif kind == "resource" and hasattr(block.resource, "text"):
             texts.append(f"<file uri={block.resource.uri!r}>\n{block.resource.text}\n</file>")
         elif kind == "resource_link":

@@ -2,9 +2,11 @@
 through the ACP SDK's own ASGI WebSocket handler.
 
 Each connection gets its own `AugerAgent`, held to what the HTTP API is held to: projects inside the
-server's roots, no mode more permissive than the server's, and the editor's files and terminals left
-alone — they are on the editor's machine, not this one, so the tools work here, in auger's sandbox.
-When the socket closes, that connection's sessions are shut down (and their leases released).
+server's roots, stored sessions loaded, resumed, forked or listed only when the server may open them
+(`Hub.open_refusal`: inside the roots, no fleet task's), image blocks that really are images, no mode
+more permissive than the server's, and the editor's files and terminals left alone — they are on the
+editor's machine, not this one, so the tools work here, in auger's sandbox. When the socket closes,
+that connection's sessions are shut down (and their leases released).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class AcpOverWebSocket:
         from auger.frontends.acp.agent import AugerAgent
 
         agent = AugerAgent(self.config_for, self.store, editor_terminals=False, editor_files=False,
-                           project_dir=self._project_dir, max_mode=self.hub.mode)
+                           project_dir=self._project_dir, max_mode=self.hub.mode,
+                           open_refusal=self.hub.open_refusal)
         connection = _CONNECTION.get()
         if connection is not None:
             connection.append(agent)

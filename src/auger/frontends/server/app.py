@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,7 +26,7 @@ from auger.frontends.http_guard import Exposure, Guard, Keys, Pairing
 from auger.frontends.server.events import list_frames, session_frames
 from auger.frontends.server.sessions import Hub, Refused, Roots, describe
 from auger.frontends.server.sse import PING_S, SseResponse
-from auger.frontends.server.wire import parse_body, parse_op
+from auger.frontends.server.wire import MAX_INT, number, parse_body, parse_op, parse_query, read_body
 from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown
 from auger.store.base import page_cursor, parse_page_cursor
@@ -45,9 +46,13 @@ UI_HEADERS = [
     (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-cache")]
 LIST_PAGE = 50
+LIST_MAX = 500  # sessions or tasks in one page
 ITEMS_PAGE = 200
+ITEMS_MAX = 5000  # items in one page
 _SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _TASK_ID = re.compile(r"[0-9a-f]{32}")  # what fleet/tasks.py gives: uuid4().hex
+_PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_TURN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a turn's number, its id or an id prefix
 
 
 @dataclass
@@ -113,26 +118,28 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         yield
         await server.drain()
 
-    routes: list[BaseRoute] = [
-        Route("/api/openapi.json", _openapi, methods=["GET"]),
-        Route("/api/protocol.schema.json", _protocol_schema, methods=["GET"]),
-        Route("/api/pair", _pair, methods=["POST"]),
-        Route("/api/server", _server_info, methods=["GET"]),
-        Route("/api/sessions", _list_sessions, methods=["GET"]),
-        Route("/api/sessions", _create_session, methods=["POST"]),
-        Route("/api/sessions/{id}", _get_session, methods=["GET"]),
-        Route("/api/sessions/{id}/ops", _post_op, methods=["POST"]),
-        Route("/api/sessions/{id}/events", _session_events, methods=["GET"]),
-        Route("/api/sessions/{id}/items", _items, methods=["GET"]),
-        Route("/api/sessions/{id}/diff", _diff, methods=["GET"]),
-        Route("/api/sessions/{id}/pending", _pending, methods=["GET"]),
-        Route("/api/events", _list_events, methods=["GET"]),
-        Route("/api/fleet", _fleet, methods=["GET"]),
-        Route("/api/fleet/tasks/{id}/cancel", _cancel_task, methods=["POST"]),
-        Route("/api/fleet/tasks/{id}/retry", _retry_task, methods=["POST"]),
-        Route("/api/providers", _list_providers, methods=["GET"]),
-        Route("/api/providers/{name}/probe", _probe_provider, methods=["POST"]),
-        Route("/api/providers/{name}", _patch_provider, methods=["PATCH"]),
+    routes: list[BaseRoute] = [  # every API route's query parameters and body fields are part of its declaration
+        api("GET", "/api/openapi.json", _openapi),
+        api("GET", "/api/protocol.schema.json", _protocol_schema),
+        api("POST", "/api/pair", _pair, body=()),
+        api("GET", "/api/server", _server_info),
+        api("GET", "/api/sessions", _list_sessions, query={"cursor", "limit"}),
+        api("POST", "/api/sessions", _create_session,
+            body={"cwd", "mode", "model", "provider", "resume", "fork", "before", "before_seq"}),
+        api("GET", "/api/sessions/{id}", _get_session),
+        api("POST", "/api/sessions/{id}/ops", _post_op, body={"submission_id", "op"},
+            required={"submission_id", "op"}),
+        api("GET", "/api/sessions/{id}/events", _session_events, query={"after_seq"}),
+        api("GET", "/api/sessions/{id}/items", _items, query={"before", "limit"}),
+        api("GET", "/api/sessions/{id}/diff", _diff, query={"turn"}),
+        api("GET", "/api/sessions/{id}/pending", _pending),
+        api("GET", "/api/events", _list_events),
+        api("GET", "/api/fleet", _fleet, query={"limit"}),
+        api("POST", "/api/fleet/tasks/{id}/cancel", _cancel_task, body=()),
+        api("POST", "/api/fleet/tasks/{id}/retry", _retry_task, body=()),
+        api("GET", "/api/providers", _list_providers, query={"probe"}),
+        api("POST", "/api/providers/{name}/probe", _probe_provider, body=()),
+        api("PATCH", "/api/providers/{name}", _patch_provider, body={"enabled", "command", "args", "label"}),
     ]
     if options.acp:
         from auger.frontends.server.acp_ws import AcpOverWebSocket
@@ -144,6 +151,36 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
     app.state.server = server
     return Guard(app, server.keys, options.exposure, server.pairing, secure_cookie=options.secure_cookie), server
+
+
+# -- the routes' declarations ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Sent:
+    """What a client sent a route, checked against the route's declaration: its query parameters, and its
+    body's fields (an empty dict for a route that takes no body)."""
+
+    query: dict[str, str]
+    body: dict[str, Any]
+
+
+Handler = Callable[[Request, Sent], Awaitable[Response]]
+
+
+def api(method: str, path: str, handler: Handler, *, query: Iterable[str] = (), body: Iterable[str] | None = None,
+        required: Iterable[str] = ()) -> Route:
+    """One API route. Its query parameters (`query`) and body fields (`body`; None: it takes no body, and
+    none is read) are part of its declaration and checked before its handler runs — an unknown or
+    repeated one is 400, a body read only within the limits (wire.read_body) — so no route can forget."""
+    allowed = frozenset(query)
+    fields = None if body is None else frozenset(body)
+    needed = frozenset(required)
+
+    async def endpoint(request: Request) -> Response:
+        sent_query = parse_query(request.query_params.multi_items(), allowed)
+        sent_body = parse_body(await read_body(request), fields, needed) if fields is not None else {}
+        return await handler(request, Sent(sent_query, sent_body))
+
+    return Route(path, endpoint, methods=[method], name=f"{method} {path}")
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -178,61 +215,47 @@ async def _refused(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": exc.message}, status_code=exc.status)
 
 
-def _query(request: Request, allowed: set[str]) -> dict[str, str]:
-    unknown = set(request.query_params) - allowed
-    if unknown:
-        raise Refused(400, f"unknown query parameter(s) {', '.join(sorted(unknown))}")
-    return dict(request.query_params)
-
-
-def _int(value: str | None, name: str, default: int | None = None, low: int = 0) -> int | None:
-    if value is None:
-        return default
-    if not value.isdigit() or int(value) < low:
-        raise Refused(400, f"{name} must be an integer >= {low}, not {value!r}")
-    return int(value)
+def _number(query: dict[str, str], name: str, default: int, *, low: int = 0, high: int = MAX_INT) -> int:
+    """A number from the query (`default` when it is not given)."""
+    value = query.get(name)
+    return default if value is None else number(value, name, low=low, high=high)
 
 
 # -- routes -------------------------------------------------------------------------------
-async def _openapi(request: Request) -> Response:
+async def _openapi(request: Request, sent: Sent) -> Response:
     from auger.frontends.server.openapi import openapi_document
 
-    _query(request, set())
     return _json(openapi_document())
 
 
-async def _protocol_schema(request: Request) -> Response:
+async def _protocol_schema(request: Request, sent: Sent) -> Response:
     from auger.protocol.schema import protocol_schema
 
-    _query(request, set())
     return _json(protocol_schema())
 
 
-async def _pair(request: Request) -> Response:
+async def _pair(request: Request, sent: Sent) -> Response:
     """A new one-use pairing link, for another browser (a phone) of someone already signed in."""
     server = _server(request)
-    parse_body(await request.body(), set())
     code = server.pairing.new_code()
     origin = f"{server.options.exposure.scheme}://{request.headers.get('host', '')}"
     return _json({"url": f"{origin}/pair?code={code}", "expires_in": server.pairing.ttl}, 201)
 
 
-async def _server_info(request: Request) -> Response:
+async def _server_info(request: Request, sent: Sent) -> Response:
     """What a client needs to offer a new session: the roots (a session's directory lies inside one), the
     server's mode (new sessions get it; no client may ask for more), its model and provider."""
     server = _server(request)
-    _query(request, set())
     config = server.hub.config_for(server.options.roots[0])
     return _json({"roots": server.hub.roots.paths, "mode": server.options.mode, "model": config.model,
                   "provider": config.provider})
 
 
-async def _list_sessions(request: Request) -> Response:
+async def _list_sessions(request: Request, sent: Sent) -> Response:
     """Stored sessions within the roots, newest first, a page at a time (`next_cursor` continues)."""
     server = _server(request)
-    query = _query(request, {"cursor", "limit"})
-    limit = min(_int(query.get("limit"), "limit", LIST_PAGE, 1) or LIST_PAGE, 500)
-    before = _cursor(query.get("cursor"))
+    limit = _number(sent.query, "limit", LIST_PAGE, low=1, high=LIST_MAX)
+    before = _cursor(sent.query.get("cursor"))
     records = await server.hub.store.list_sessions(limit + 1, before=before)
     page = records[:limit]
     more = len(records) > limit
@@ -250,14 +273,13 @@ def _cursor(cursor: str | None) -> tuple[float, str] | None:
     try:
         return parse_page_cursor(cursor)
     except ValueError:
-        raise Refused(400, f"cursor {cursor!r} is not one this server gave; list again without it") from None
+        raise Refused(400, f"cursor {cursor[:80]!r} is not one this server gave; list again without it") from None
 
 
-async def _create_session(request: Request) -> Response:
+async def _create_session(request: Request, sent: Sent) -> Response:
     """A new session (201), a fork of a stored one (201), or a stored one opened here (200)."""
     server = _server(request)
-    body = parse_body(await request.body(), {"cwd", "mode", "model", "provider", "resume", "fork", "before",
-                                             "before_seq"})
+    body = sent.body
     if "resume" in body and "fork" in body:
         raise Refused(400, "give resume or fork, not both")
     cut = {key for key in ("before", "before_seq") if key in body}
@@ -288,19 +310,18 @@ async def _create_session(request: Request) -> Response:
     return _json(await server.hub.snapshot(session.meta), 201)
 
 
-async def _get_session(request: Request) -> Response:
+async def _get_session(request: Request, sent: Sent) -> Response:
     server = _server(request)
-    _query(request, set())
     return _json(await server.hub.snapshot(await server.hub.record(request.path_params["id"])))
 
 
-async def _post_op(request: Request) -> Response:
+async def _post_op(request: Request, sent: Sent) -> Response:
     """Submit one op under the client's submission id: 202, once. A repeat of the id answers as the first
     time and starts nothing; the id for another op is 409. An approval is answered here and now: the
     first valid answer wins, a later one is 409."""
     server = _server(request)
     hub = server.hub
-    body = parse_body(await request.body(), {"submission_id", "op"}, {"submission_id", "op"})
+    body = sent.body
     submission_id = body["submission_id"]
     if not isinstance(submission_id, str) or not _SUBMISSION_ID.fullmatch(submission_id):
         raise Refused(400, "submission_id must be 1-64 letters, digits or '_.:-'")
@@ -328,7 +349,7 @@ async def _post_op(request: Request) -> Response:
             await hub.store.record_submission(record.id, submission_id, op_json)
             return _json(accepted, 202)  # nothing runs here to interrupt or shut down
         if isinstance(op, SetModel):
-            hub.check_provider(record.cwd, op.provider)
+            hub.check_model(record.cwd, op.model, op.provider)
         session = await hub.open(record.id)
         if not session.accepts_ops:
             raise Refused(409, "the session is shutting down; send the op again once it has")
@@ -344,35 +365,32 @@ async def _post_op(request: Request) -> Response:
     return _json(accepted, 202)
 
 
-async def _session_events(request: Request) -> Response:
+async def _session_events(request: Request, sent: Sent) -> Response:
     """SSE: a `state` snapshot, then every envelope after the cursor (`Last-Event-ID`, else `after_seq`,
     else 0) with `id:` = seq. A cursor past the session's last event is 409, never a silent switch."""
     server = _server(request)
-    query = _query(request, {"after_seq"})
-    record = await server.hub.record(request.path_params["id"])
     header = request.headers.get("last-event-id")
-    after = _int(header, "Last-Event-ID") if header is not None else _int(query.get("after_seq"), "after_seq", 0)
+    after = number(header.strip(), "Last-Event-ID") if header is not None else _number(sent.query, "after_seq", 0)
+    record = await server.hub.record(request.path_params["id"])
     state = await server.hub.snapshot(record)
     last = state["state"]["last_seq"]
-    if after is not None and after > last:
+    if after > last:
         raise Refused(409, f"cursor {after} is past the last event of session {record.id} ({last}); "
                            "reload its state and follow from there")
-    frames = session_frames(server.hub, record.id, after or 0, state)
+    frames = session_frames(server.hub, record.id, after, state)
     return SseResponse(frames, server.closing, ping_s=server.options.ping_s)  # type: ignore[return-value]  # an ASGI response
 
 
-async def _list_events(request: Request) -> Response:
+async def _list_events(request: Request, sent: Sent) -> Response:
     server = _server(request)
-    _query(request, set())
     return SseResponse(list_frames(server.hub), server.closing,  # type: ignore[return-value]  # an ASGI response
                        ping_s=server.options.ping_s)
 
 
-async def _fleet(request: Request) -> Response:
+async def _fleet(request: Request, sent: Sent) -> Response:
     """The fleet's numbers (queue depth, running, done, failed, retried, tokens, cost) and its latest
     tasks, each with what it cost once finished; only a PostgreSQL store has a fleet."""
-    query = _query(request, {"limit"})
-    limit = min(_int(query.get("limit"), "limit", 50, 1) or 50, 500)
+    limit = _number(sent.query, "limit", LIST_PAGE, low=1, high=LIST_MAX)
     tasks = _fleet_tasks(request)
     recent = await tasks.recent(limit)
     costs = await tasks.costs([t.id for t in recent])
@@ -380,12 +398,10 @@ async def _fleet(request: Request) -> Response:
                   "tasks": [{**t.to_json(), "cost": costs.get(t.id)} for t in recent]})
 
 
-async def _cancel_task(request: Request) -> Response:
+async def _cancel_task(request: Request, sent: Sent) -> Response:
     """Cancel a task: a queued one is cancelled at once; a running one's worker is asked to interrupt its
     session (through the store) and records it cancelled. 409 for a task already finished."""
     tasks = _fleet_tasks(request)
-    _query(request, set())
-    parse_body(await request.body(), set())
     task_id = await _task_id(request, tasks)
     cancelled = await tasks.cancel(task_id)
     if cancelled is None:
@@ -393,13 +409,11 @@ async def _cancel_task(request: Request) -> Response:
     return _json(cancelled.to_json())
 
 
-async def _retry_task(request: Request) -> Response:
+async def _retry_task(request: Request, sent: Sent) -> Response:
     """Queue a failed or cancelled task again (delivered to a worker at once); 409 for any other."""
     from auger.fleet.submit import retry
 
     tasks = _fleet_tasks(request)
-    _query(request, set())
-    parse_body(await request.body(), set())
     task_id = await _task_id(request, tasks)
     again = await retry(tasks.store, task_id)
     if again is None:
@@ -436,29 +450,30 @@ async def _task_state(tasks: Tasks, task_id: str) -> str:
     return record.state if record is not None else "gone"
 
 
-async def _items(request: Request) -> Response:
+async def _items(request: Request, sent: Sent) -> Response:
     """The transcript, newest page first: items with seq < `before` (default: all), at most `limit`."""
     server = _server(request)
-    query = _query(request, {"before", "limit"})
+    before = _number(sent.query, "before", 0, low=1) or None
+    limit = _number(sent.query, "limit", ITEMS_PAGE, low=1, high=ITEMS_MAX)
     record = await server.hub.record(request.path_params["id"])
-    before = _int(query.get("before"), "before", None, 1)
-    limit = _int(query.get("limit"), "limit", ITEMS_PAGE, 1) or ITEMS_PAGE
     stored = [s for s in await server.hub.store.load_items(record.id) if before is None or s.seq < before]
     page = stored[-limit:]
     return _json({"items": [{"seq": s.seq, "turn_id": s.turn_id, "item": s.item.to_json()} for s in page],
                   "next_before": page[0].seq if len(stored) > len(page) else None})
 
 
-async def _diff(request: Request) -> Response:
+async def _diff(request: Request, sent: Sent) -> Response:
     """The turns that changed files, with their diffs; `turn` picks one (its number or an id prefix)."""
     from auger.engine.turn_changes import numbered_turns
 
     server = _server(request)
-    query = _query(request, {"turn"})
+    turn = sent.query.get("turn")
+    if turn is not None and not _TURN.fullmatch(turn):
+        raise Refused(400, f"turn must be a turn's number, its id or an id prefix, not {turn[:80]!r}")
     record = await server.hub.record(request.path_params["id"])
     items = [s.item for s in await server.hub.store.load_items(record.id)]
     try:
-        turns = numbered_turns(items, query.get("turn"))
+        turns = numbered_turns(items, turn)
     except LookupError as exc:
         raise Refused(404, str(exc)) from None
     return _json({"turns": [{"number": n, "turn_id": t.turn_id, "complete": bool(t.after),
@@ -466,17 +481,20 @@ async def _diff(request: Request) -> Response:
                              "diff": t.diff} for n, t in turns]})
 
 
-async def _pending(request: Request) -> Response:
-    """Pending mode's queue: each path, what it does to the real file, who proposed it."""
+async def _pending(request: Request, sent: Sent) -> Response:
+    """Pending mode's queue: each path, what it does to the real file, who proposed it. The real files are
+    read only in a directory inside the roots (409 for a session whose files are elsewhere: a fleet task's)."""
     from auger.changes.pending import rows
     from auger.policy.fs import RootHandle
 
     server = _server(request)
-    _query(request, set())
     record = await server.hub.record(request.path_params["id"])
     entries = await server.hub.store.load_pending(record.id)
     found = []
     if entries:
+        if not server.hub.roots.contains(record.cwd) or not os.path.isdir(record.cwd):
+            raise Refused(409, f"session {record.id} works in {record.cwd}, which is not among this server's "
+                               "directories: its pending changes are read where it runs")
         handle = RootHandle(Path(record.cwd))
         try:
             found = await asyncio.to_thread(rows, handle, entries)
@@ -487,21 +505,26 @@ async def _pending(request: Request) -> Response:
          "seqs": r.seqs} for r in found]})
 
 
-async def _list_providers(request: Request) -> Response:
+async def _list_providers(request: Request, sent: Sent) -> Response:
     server = _server(request)
-    query = _query(request, {"probe"})
-    if query.get("probe", "stale") != "stale":
+    if sent.query.get("probe", "stale") != "stale":
         raise Refused(400, "probe=stale is the one value: check the providers whose last check is too old")
-    return _json({"providers": await server.providers.rows(probe_stale="probe" in query)})
+    return _json({"providers": await server.providers.rows(probe_stale="probe" in sent.query)})
 
 
-async def _probe_provider(request: Request) -> Response:
+async def _probe_provider(request: Request, sent: Sent) -> Response:
     server = _server(request)
-    parse_body(await request.body(), set())
-    return _json(await server.providers.probe(request.path_params["name"]))
+    return _json(await server.providers.probe(_provider_name(request)))
 
 
-async def _patch_provider(request: Request) -> Response:
+async def _patch_provider(request: Request, sent: Sent) -> Response:
     server = _server(request)
-    body = parse_body(await request.body(), {"enabled", "command", "args", "label"})
-    return _json(await server.providers.patch(request.path_params["name"], body))
+    return _json(await server.providers.patch(_provider_name(request), sent.body))
+
+
+def _provider_name(request: Request) -> str:
+    """The provider or agent the path names: ASCII letters, digits, '-' and '_' (400 otherwise)."""
+    name = str(request.path_params["name"])
+    if not _PROVIDER_NAME.fullmatch(name):
+        raise Refused(400, "a provider or agent name is 1-64 ASCII letters, digits, '-' and '_'")
+    return name

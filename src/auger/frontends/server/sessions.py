@@ -1,6 +1,11 @@
 """The sessions `auger serve` runs: opened once, leased, within the roots and the mode ceiling, followed
 for the session list, and shut down together.
 
+A client may see more than the server opens. Sessions within the roots are seen and opened; a fleet
+task's session is seen and answered wherever its checkout is (on a worker's machine), but never opened,
+forked or resumed here: whatever the server opens — a new session, a fork, a stored one resumed by an op
+or by `/acp` — works inside its roots (`Hub.open_refusal`).
+
 A session is open at most once across processes: this server takes the store's lease before opening
 one, so a session `auger exec` (or another server) runs is refused (409) rather than run twice, and
 within the process `SessionManager.resume` refuses a second opening. Opening is serialised per
@@ -51,14 +56,24 @@ class Roots:
 
     def project(self, cwd: Any) -> str:
         """A client's cwd as a project directory inside a root (403 outside, 400 when it is no directory)."""
-        if not isinstance(cwd, str) or not cwd or "\x00" in cwd or not os.path.isabs(cwd):
-            raise Refused(400, f"cwd must be an absolute path to a project directory, not {cwd!r}")
+        if not isinstance(cwd, str) or not cwd or "\x00" in cwd or not os.path.isabs(cwd) or len(cwd) > 4096 \
+                or not _encodable(cwd):
+            raise Refused(400, f"cwd must be an absolute path to a project directory, not {cwd!r:.200}")
         real = os.path.realpath(cwd)
         if not self.contains(real):
-            raise Refused(403, f"cwd {cwd!r} is outside the directories this server may work in")
+            raise Refused(403, f"cwd {cwd!r:.200} is outside the directories this server may work in")
         if not os.path.isdir(real):
-            raise Refused(400, f"cwd {cwd!r} is not an existing directory")
+            raise Refused(400, f"cwd {cwd!r:.200} is not an existing directory")
         return real
+
+
+def _encodable(text: str) -> bool:
+    """Whether a file name can hold `text` (a lone surrogate cannot be encoded)."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Broadcast:
@@ -121,16 +136,34 @@ class Hub:
                 waiting.cancel()
 
     async def record(self, session_id: str) -> SessionRecord:
-        """The stored session named exactly by `session_id`, within the roots (404 otherwise)."""
-        record = await self.store.get_session(session_id) if isinstance(session_id, str) else None
+        """The stored session named exactly by `session_id`, within the roots (404 otherwise; a string no
+        session id looks like never reaches the store)."""
+        from auger.store.base import is_session_id
+
+        record = await self.store.get_session(session_id) if is_session_id(session_id) else None
         if record is None or record.id != session_id or not await self.visible(record):
-            raise Refused(404, f"no session has the id {session_id!r}")
+            raise Refused(404, f"no session has the id {session_id!r:.80}")
         return record
 
     async def visible(self, record: SessionRecord) -> bool:
         """Whether clients may see the session: it works within the roots, or it is a fleet task's (its
         checkout is on a worker's machine, beyond any root here; it is seen and answered, never opened)."""
         return self.roots.contains(record.cwd) or await self.runs_in_fleet(record.id)
+
+    async def open_refusal(self, record: SessionRecord) -> str | None:
+        """Why this server may not open, fork or resume the session (None: it may): its directory is outside
+        the roots, or a fleet task owns it (its worker runs it, in a checkout no root here contains)."""
+        if await self.runs_in_fleet(record.id):
+            return (f"session {record.id} is a fleet task's: it is followed and answered here, never opened, "
+                    "forked or resumed (its checkout is on a worker's machine)")
+        if not self.roots.contains(record.cwd):
+            return f"session {record.id} works in {record.cwd}, outside the directories this server may work in"
+        return None
+
+    async def _refuse_to_open(self, record: SessionRecord) -> None:
+        why = await self.open_refusal(record)
+        if why is not None:
+            raise Refused(403, why)
 
     async def runs_in_fleet(self, session_id: str) -> bool:
         from auger.store.postgres import PostgresStore
@@ -143,7 +176,7 @@ class Hub:
 
     def permitted(self, mode: Any) -> str:
         if mode not in MODE_ORDER:
-            raise Refused(400, f"unknown mode {mode!r}; auger's modes are {', '.join(MODE_ORDER)}")
+            raise Refused(400, f"unknown mode {mode!r:.40}; auger's modes are {', '.join(MODE_ORDER)}")
         if MODE_ORDER.index(mode) > MODE_ORDER.index(self.mode):
             raise Refused(403, f"mode {mode!r} is more permissive than this server allows ({self.mode!r})")
         return str(mode)
@@ -238,9 +271,10 @@ class Hub:
         from auger.engine.resume import ResumeRefused
 
         record = await self.record(source_id)
+        await self._refuse_to_open(record)
         chosen = self.permitted(mode) if mode is not None else self._ceiling(record.mode)
         if before is not None and (not isinstance(before, int) or isinstance(before, bool) or before < 1):
-            raise Refused(400, f"before must be a user message number >= 1, not {before!r}")
+            raise Refused(400, f"before must be a user message number >= 1, not {before!r:.40}")
         cut = await self._user_message_number(record.id, before_seq) if before_seq is not None else before
         try:
             session = await self._manager(record.cwd, self.config_for(record.cwd)).fork(
@@ -256,7 +290,7 @@ class Hub:
         from auger.protocol.items import UserMessage
 
         if not isinstance(seq, int) or isinstance(seq, bool):
-            raise Refused(400, f"before_seq must be the seq of a user message, not {seq!r}")
+            raise Refused(400, f"before_seq must be the seq of a user message, not {seq!r:.40}")
         users = [s.seq for s in await self.store.load_items(session_id) if isinstance(s.item, UserMessage)]
         if seq not in users:
             raise Refused(400, f"item {seq} of session {session_id} is not a user message")
@@ -280,6 +314,7 @@ class Hub:
         from auger.engine.resume import ResumeRefused
         from auger.engine.session import SessionAlreadyOpen
 
+        await self._refuse_to_open(record)
         if not os.path.isdir(record.cwd):
             raise Refused(409, f"session {record.id} was recorded in {record.cwd}, which is no directory any more")
         holder = await self.store.claim(record.id)
@@ -299,9 +334,9 @@ class Hub:
     def _ceiling(self, mode: str) -> str:
         return mode if mode in MODE_ORDER and MODE_ORDER.index(mode) <= MODE_ORDER.index(self.mode) else self.mode
 
-    def check_provider(self, root: str, provider: str | None) -> None:
-        """A set_model op names a configured provider (or none: the session's own); 400 otherwise."""
-        self._model_config(self.config_for(root), None, provider)
+    def check_model(self, root: str, model: str, provider: str | None) -> None:
+        """A set_model op names a model and a configured provider (or none: the session's own); 400 otherwise."""
+        self._model_config(self.config_for(root), model, provider)
 
     def _model_config(self, config: Config, model: Any, provider: Any) -> Config:
         """The config with the client's choice of model and provider — a configured provider only: a
@@ -310,7 +345,7 @@ class Hub:
 
         for name, value in (("model", model), ("provider", provider)):
             if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 200):
-                raise Refused(400, f"{name} must be a non-empty name, not {value!r}")
+                raise Refused(400, f"{name} must be a non-empty name of at most 200 characters, not {value!r:.80}")
         if provider is not None:
             try:
                 registry_for(config).get(provider)

@@ -492,6 +492,7 @@ class Tui:
     async def submit(self, text: str) -> None:
         from auger.frontends.tui.commands import pick_session, run_command
         from auger.frontends.tui.compose import compose
+        from auger.models.images import ImageError, user_data_url
 
         if self.feedback_for is not None:
             self.answer("deny", text.strip() or None)
@@ -517,13 +518,18 @@ class Tui:
             await add_note(self, text[1:].strip())
             return
         msg = compose(text, self.root)
+        try:  # the user's own files, read here and sent as data
+            images = await asyncio.to_thread(lambda: [user_data_url(path) for path in msg.images])
+        except ImageError as exc:
+            self.say(f"message not sent: {exc}", "yellow")
+            return
         if self.busy:
             self.queued.append(text)
         else:
             self.say(f"› {text}", "bold")
         for path in msg.attached + msg.images:
             self.say(f"  attached {os.path.relpath(path, self.root)}", "dim")
-        self.feed.send(msg.text, msg.images)
+        self.feed.send(msg.text, images)
         self.redraw()
 
     def user_shell(self, command: str) -> None:
