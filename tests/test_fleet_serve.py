@@ -124,8 +124,8 @@ async def _cancel_and_retry(project, model, url):
 
     async with in_process(project, model, url) as (client, server):
         store = server.hub.store
-        first = await submit_task(store, TaskSpec(prompt="task first", repo=str(project)))
-        second = await submit_task(store, TaskSpec(prompt="task second", repo=str(project)))
+        first, _ = await submit_task(store, TaskSpec(prompt="task first", repo=str(project)))
+        second, _ = await submit_task(store, TaskSpec(prompt="task second", repo=str(project)))
         before = await queue.depth(url)
         cancelled = await client.post(f"/api/fleet/tasks/{first.id}/cancel", json={})
         again_cancel = await client.post(f"/api/fleet/tasks/{first.id}/cancel")

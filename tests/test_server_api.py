@@ -159,10 +159,10 @@ def test_two_clients_answer_one_approval_one_wins_the_other_409_both_see_it_reso
     assert "already answered" in loser.json()["error"]
     winner = "phone" if answers[0].status_code == 202 else "laptop"
     assert resolved_a == resolved_b
-    assert resolved_a["by"] == f"api ({winner})" and resolved_a["submission_id"] == ("p1" if winner == "phone" else "l1")
+    assert resolved_a["by"] == f"owner ({winner})" and resolved_a["submission_id"] == ("p1" if winner == "phone" else "l1")
     assert (project / "a.txt").exists() == (winner == "phone")
     assert after["pending_approvals"] == [] and after["running_turn"] is None
-    assert len(stored) == 1 and stored[0].event.by == f"api ({winner})"
+    assert len(stored) == 1 and stored[0].event.by == f"owner ({winner})"
 
 
 def test_items_diff_and_pending_of_a_session_and_the_openapi_document(project, server, tmp_path):
@@ -252,7 +252,7 @@ def test_the_session_list_stream_tells_of_new_sessions_turns_and_waiting_approva
                                         "approval_resolved", "turn_ended"]
     assert all(e["session_id"] == sid for e in got) and "id" not in got[0]
     assert got[2]["title"] == "go"  # the provisional title, from the first prompt, has no event of its own
-    assert got[4]["by"] == "api" and got[4]["decision"] == "approve"
+    assert got[4]["by"] == "owner" and got[4]["decision"] == "approve"
     assert listed["sessions"][0]["id"] == sid and listed["sessions"][0]["open"] is True
 
 
@@ -373,7 +373,8 @@ def test_what_a_web_client_needs_roots_costs_the_running_turns_start_and_the_uis
             return info, listed, waiting, seen, page
 
     info, listed, waiting, seen, page = run(main())
-    assert info == {"roots": [str(project.resolve())], "mode": "safe", "model": "m", "provider": "priced"}
+    assert info == {"roots": [str(project.resolve())], "mode": "safe", "model": "m", "provider": "priced",
+                    "user": {"name": "owner", "role": "admin", "via": "token"}, "fleet": False}
     assert listed[0]["cost"] == pytest.approx(0.003)
     started = [e for e in seen if e["type"] == "turn_started"][-1]
     assert waiting["state"]["running_turn"] == started["turn_id"]

@@ -41,7 +41,7 @@ def submit_tasks(url: str, model, repo, *tasks: tuple[str, str, str]) -> list[st
         try:
             return [(await submit(store, TaskSpec(prompt=prompt, repo=str(repo), ref=ref, model="m",
                                                   mode="auto"),
-                                  queue_name=queue, max_attempts=1)).id
+                                  queue_name=queue, max_attempts=1))[0].id
                     for prompt, queue, ref in tasks]
         finally:
             await store.aclose()

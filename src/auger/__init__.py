@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from auger._remote import Client as Client, connect as connect
     from auger._session import Opening as Opening, Run as Run, Session as Session
     from auger._types import (
-        Approver as Approver, Decision as Decision, Diff as Diff, Result as Result, TurnChange as TurnChange,
+        Approver as Approver, Decision as Decision, Diff as Diff, Result as Result, Task as Task,
+        TurnChange as TurnChange,
     )
     from auger.protocol.events import ApprovalRequest as ApprovalRequest, Event as Event, Usage as Usage
 
@@ -48,7 +49,7 @@ __all__ = [
     # sessions on `auger serve`
     "connect", "Client",
     # what they are made of
-    "Session", "Run", "Opening", "Result", "Diff", "TurnChange", "Decision", "Approver",
+    "Session", "Run", "Opening", "Result", "Diff", "TurnChange", "Decision", "Approver", "Task",
     "ApprovalRequest", "Event", "Usage", "events",
     # errors
     "AugerError", "ConfigError", "SessionNotFound", "SessionBusy", "SessionClosed", "Refused", "StoreError",
@@ -62,7 +63,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "connect": ("auger._remote", "connect"), "Client": ("auger._remote", "Client"),
     "Session": ("auger._session", "Session"), "Run": ("auger._session", "Run"),
     "Opening": ("auger._session", "Opening"),
-    **{name: ("auger._types", name) for name in ("Result", "Diff", "TurnChange", "Decision", "Approver")},
+    **{name: ("auger._types", name) for name in ("Result", "Diff", "TurnChange", "Decision", "Approver", "Task")},
     **{name: ("auger.protocol.events", name) for name in ("ApprovalRequest", "Event", "Usage")},
     **{name: ("auger._errors", name) for name in (
         "AugerError", "ConfigError", "SessionNotFound", "SessionBusy", "SessionClosed", "Refused", "StoreError",

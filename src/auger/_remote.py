@@ -25,7 +25,7 @@ import httpx
 
 from auger._errors import AugerError, ConfigError, Refused, RemoteError, SessionBusy, SessionNotFound
 from auger._session import Opening, Session, new_id
-from auger._types import Approver, Result, TurnChange
+from auger._types import Approver, Result, Task, TurnChange
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import ApprovalRequest
 from auger.protocol.items import ChangedFile
@@ -84,6 +84,30 @@ class Client:
         async with self.open(cwd, model=model, provider=provider, mode=mode, approve=approve,
                              approve_all=approve_all) as session:
             return await session.run(prompt, output_schema=output_schema, images=images)
+
+    async def submit(self, prompt: str, *, repo: str, ref: str = "HEAD", model: str | None = None,
+                     provider: str | None = None, mode: str | None = None, token_budget: int | None = None,
+                     cost_budget: float | None = None, approval_timeout: float | None = None,
+                     labels: Sequence[str] = (), priority: int = 0, queue: str = "default", max_attempts: int = 3,
+                     submission_id: str | None = None) -> Task:
+        """Queue a task for the fleet's workers (a server on a PostgreSQL database), as `auger submit`
+        does: data only — the workers' operators decide everything else. It is posted under a submission
+        id (this client's, or `submission_id`), so a post whose answer was lost is posted again and
+        queues nothing twice; the same id for another task is `Refused`."""
+        body: dict[str, Any] = {"prompt": prompt, "repo": repo, "ref": ref, "labels": list(labels),
+                                "priority": priority, "queue": queue, "max_attempts": max_attempts,
+                                "submission_id": submission_id or new_id("task")}
+        body.update({key: value for key, value in (("model", model), ("provider", provider), ("mode", mode),
+                                                   ("token_budget", token_budget), ("cost_budget", cost_budget),
+                                                   ("approval_timeout_s", approval_timeout)) if value is not None})
+        record = await self.request("POST", "/api/fleet/tasks", json=body, repeatable=True,
+                                    statuses={409: Refused, 404: ConfigError})
+        return Task.of(record)
+
+    async def task(self, task_id: str) -> Task:
+        """A fleet task's record now (its full 32-digit id)."""
+        return Task.of(await self.request("GET", f"/api/fleet/tasks/{task_id}", repeatable=True,
+                                          statuses={404: Refused}))
 
     async def aclose(self) -> None:
         await self._http.aclose()

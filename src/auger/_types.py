@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable, Literal
 from auger.protocol.events import ApprovalRequest, Event, Usage
 from auger.protocol.items import ChangedFile
 
-__all__ = ["Approver", "Decision", "Diff", "Result", "TurnChange"]
+__all__ = ["Approver", "Decision", "Diff", "Result", "Task", "TurnChange"]
 
 Answer = Literal["approve", "approve_session", "deny", "abort"]
 
@@ -117,3 +117,28 @@ class Diff:
     def files(self) -> list[str]:
         """Every path a turn changed, once each, in the order first changed."""
         return list(dict.fromkeys(change.path for turn in self.turns for change in turn.files))
+
+
+@dataclass(frozen=True)
+class Task:
+    """A fleet task as `auger serve` reports it (`Client.submit`, `Client.task`): its id and state
+    (`queued`, `running`, `waiting` for an approval, `done`, `failed`, `cancelled`), what it runs, who
+    submitted it, and — once it ran — its session and why it ended. `record` is the server's whole record."""
+
+    id: str
+    state: str
+    prompt: str
+    repo: str
+    ref: str
+    submitted_by: str
+    session_id: str | None
+    exit_reason: str | None
+    error: str | None
+    record: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> Task:
+        spec = record.get("spec") or {}
+        return cls(str(record["id"]), str(record["state"]), str(spec.get("prompt", "")), str(spec.get("repo", "")),
+                   str(spec.get("ref", "")), str(record.get("submitted_by") or ""), record.get("session_id"),
+                   record.get("exit_reason"), record.get("error"), dict(record))

@@ -44,12 +44,14 @@ class SessionManager:
         return await self.store.list_sessions(limit, cwd=str(self.workspace.root))
 
     async def create(self, client: ModelClient, *, mode: str | None = None, interactive: bool = False,
-                     pending: bool = False, backend: str | None = None) -> Session:
+                     pending: bool = False, backend: str | None = None, created_by: str = "") -> Session:
         """A new session; `pending` (or config `pending`) queues its file changes for review (changes/pending.py);
-        `backend` names another agent to run its turns (backends/)."""
+        `backend` names another agent to run its turns (backends/); `created_by` names who asked for it (a
+        server's user), for the record."""
         now = time.time()
         record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.workspace.root),
-                               provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode)
+                               provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode,
+                               created_by=created_by)
         await self.store.create_session(record)
         hold(record.id)
         try:
@@ -63,7 +65,8 @@ class SessionManager:
 
     async def fork(self, source_id: str, *, client: ModelClient | None = None, switch: bool = False,
                    before_user_message: int | None = None, mode: str | None = None,
-                   interactive: bool = False, pending: bool = False, backend: str | None = None) -> Session:
+                   interactive: bool = False, pending: bool = False, backend: str | None = None,
+                   created_by: str = "") -> Session:
         """A new session starting from a copy of another's history, optionally cut just before its
         Nth user message (1-based), with what that history had used and cost (inherited: shown apart from
         the fork's own, counted by its budgets). The source is left untouched. The model follows the
@@ -83,7 +86,7 @@ class SessionManager:
         now = time.time()
         record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=source.cwd,
                                provider=client.provider, model=client.model, mode=mode or source.mode,
-                               title=f"fork of {source.title or source.id[:8]}"[:80])
+                               title=f"fork of {source.title or source.id[:8]}"[:80], created_by=created_by)
         await store.create_session(record)
         await store.copy_history(source.id, record.id, cut)
         await _copy_pending(store, source.id, record.id, whole=cut is None)

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "default", priority: int = 0,
-                 max_attempts: int = 3, submission_id: str | None = None, submitted_by: str = "") -> TaskRecord:
+                 max_attempts: int = 3, submission_id: str | None = None, submitted_by: str = ""
+                 ) -> tuple[TaskRecord, bool]:
     """Record the task and deliver it; a submission id used before for the same task returns the first
     task, delivered then (nothing is queued again) — unless it was recorded and never delivered (the
     submitter died between the two): a task still queued with no job in the queue is delivered now. (Two
@@ -29,7 +30,7 @@ async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "def
                                                 submitted_by=submitted_by)
     if created or (record.state == "queued" and not await _waiting(store.url, record.id)):
         await _deliver(store.url, record)
-    return record
+    return record, created
 
 
 async def _waiting(url: str, task_id: str) -> bool:

@@ -163,9 +163,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         from auger.fleet.tasks import SubmissionConflict
 
         try:
-            return await submit(tasks.store, spec, queue_name=args.queue, priority=args.priority,
-                                max_attempts=args.max_attempts, submission_id=args.submission_id,
-                                submitted_by=local_user())
+            record, _ = await submit(tasks.store, spec, queue_name=args.queue, priority=args.priority,
+                                     max_attempts=args.max_attempts, submission_id=args.submission_id,
+                                     submitted_by=local_user())
+            return record
         except SubmissionConflict as exc:
             raise CliError(str(exc)) from None
 

@@ -241,15 +241,15 @@ class Guard:
         headers = _headers(scope)
         method = scope.get("method", "GET")
         if headers.get("host", "").lower() not in self.exposed.hosts:
-            await _deny(scope, receive, send, 403, "this server does not answer to that Host name")
+            await deny(scope, receive, send, 403, "this server does not answer to that Host name")
             return
         origin = headers.get("origin")
         cors = origin is not None and origin in self.exposed.cors_origins
         if origin is not None and origin not in self.exposed.origins and not cors:
-            await _deny(scope, receive, send, 403, "cross-site requests are refused")
+            await deny(scope, receive, send, 403, "cross-site requests are refused")
             return
         if headers.get("sec-fetch-site") == "cross-site" and not cors:
-            await _deny(scope, receive, send, 403, "cross-site requests are refused")
+            await deny(scope, receive, send, 403, "cross-site requests are refused")
             return
         if cors and method == "OPTIONS" and scope["type"] == "http":
             await _preflight(send, origin or "")
@@ -263,10 +263,10 @@ class Guard:
             cookie = _cookies(headers).get(COOKIE)
             principal = await self.keys.cookie(cookie) if cookie else None
             if principal is not None and scope["type"] == "http" and method not in _SAFE_METHODS and origin is None:
-                await _deny(scope, receive, send, 403, "a browser's request must carry its Origin")
+                await deny(scope, receive, send, 403, "a browser's request must carry its Origin")
                 return
         if principal is None:
-            await _deny(scope, receive, send, 401, "authentication required: send 'Authorization: Bearer TOKEN'" + (
+            await deny(scope, receive, send, 401, "authentication required: send 'Authorization: Bearer TOKEN'" + (
                 ", or pair this browser with the link `auger serve` printed" if self.pairing is not None else ""))
             return
         scope["auger.user"] = principal
@@ -307,7 +307,8 @@ def _cookies(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-async def _deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+async def deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    """Refuse an http request or a websocket handshake with `status` and a one-line reason."""
     if scope["type"] == "http":
         await _plain(send, status, message)
         return

@@ -4,20 +4,30 @@ through the ACP SDK's own ASGI WebSocket handler.
 Each connection gets its own `AugerAgent`, held to what the HTTP API is held to: projects inside the
 server's roots, stored sessions loaded, resumed, forked or listed only when the server may open them
 (`Hub.open_refusal`: inside the roots, no fleet task's), image blocks that really are images, no mode
-more permissive than the server's, and the editor's files and terminals left alone — they are on the
-editor's machine, not this one, so the tools work here, in auger's sandbox. When the socket closes,
-that connection's sessions are shut down (and their leases released).
+more permissive than the server's, approvals that never save a rule in the operator's rules.toml, and
+the editor's files and terminals left alone — they are on the editor's machine, not this one, so the
+tools work here, in auger's sandbox. An ACP client answers its own sessions' permission requests, so
+only a user who may answer approvals (an approver or admin) may connect; the connection ends at once
+when that user is revoked. When the socket closes, that connection's sessions are shut down (and their
+leases released).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import dataclasses
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from auger.frontends.http_guard import deny
 from auger.frontends.server.sessions import Refused
+from auger.frontends.server.team import role_refusal
 
 if TYPE_CHECKING:
     from auger.frontends.server.sessions import Hub
+    from auger.frontends.server.team import Watch
+
+ROLE = "approver"  # an ACP client answers its own permission requests
 
 _CONNECTION: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("auger_acp_connection", default=None)
 
@@ -25,12 +35,13 @@ _CONNECTION: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("
 class AcpOverWebSocket:
     """An ASGI app for the websocket scope; `close` ends every connection's sessions."""
 
-    def __init__(self, config_for: Callable[[str], Any], store: Any, hub: Hub) -> None:
+    def __init__(self, config_for: Callable[[str], Any], store: Any, hub: Hub, watch: Watch | None = None) -> None:
         from acp.http.server import AcpServer
 
-        self.config_for = config_for
+        self.config_for = lambda root: dataclasses.replace(config_for(root), remote_approvals=True)
         self.store = store
         self.hub = hub
+        self.watch = watch
         self.server = AcpServer(self._agent)
         self.agents: set[Any] = set()
 
@@ -59,11 +70,30 @@ class AcpOverWebSocket:
                        send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         from acp.ws.server import handle_asgi_websocket
 
+        principal = scope.get("auger.user")
+        if principal is None or not principal.may(ROLE):
+            await deny(scope, receive, send, 403, role_refusal(principal, ROLE) if principal else "not signed in")
+            return
         agents: list[Any] = []
         token = _CONNECTION.set(agents)
+        revoked = self.watch.follow(principal) if self.watch is not None else asyncio.Event()
+        serving = asyncio.create_task(handle_asgi_websocket(self.server, scope, receive, send))
+        ended = asyncio.create_task(revoked.wait())
         try:
-            await handle_asgi_websocket(self.server, scope, receive, send)
+            await asyncio.wait({serving, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if not serving.done():  # the user was revoked: the connection ends now
+                serving.cancel()
+                await asyncio.gather(serving, return_exceptions=True)
+                try:
+                    await send({"type": "websocket.close", "code": 4401, "reason": "access revoked"})
+                except Exception:  # already closed under us
+                    pass
+            else:
+                serving.result()
         finally:
+            ended.cancel()
+            if self.watch is not None:
+                self.watch.forget(revoked)
             _CONNECTION.reset(token)
             for agent in agents:
                 self.agents.discard(agent)

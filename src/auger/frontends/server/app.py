@@ -13,28 +13,28 @@ import asyncio
 import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, WebSocketRoute
 
-from auger.frontends.http_guard import Exposure, Guard, Keys, Pairing
+from auger.frontends.http_guard import Guard
+from auger.frontends.server import fleet_routes, team_routes
 from auger.frontends.server.events import list_frames, session_frames
-from auger.frontends.server.sessions import Hub, Refused, Roots, describe
-from auger.frontends.server.sse import PING_S, SseResponse
-from auger.frontends.server.wire import MAX_INT, number, parse_body, parse_op, parse_query, read_body
+from auger.frontends.server.routing import Sent, api, json_response as _json, server_of as _server
+from auger.frontends.server.sessions import Refused, describe
+from auger.frontends.server.sse import SseResponse
+from auger.frontends.server.state import STATIC, Server, ServerOptions
+from auger.frontends.server.team import op_role, role_refusal
+from auger.frontends.server.wire import MAX_INT, number, parse_op
 from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown
 from auger.store.base import page_cursor, parse_page_cursor
 
-if TYPE_CHECKING:
-    from auger.fleet.tasks import Tasks
-
-STATIC = Path(__file__).parent / "static"  # the web UI, shipped as package data
+__all__ = ["STATIC", "Server", "ServerOptions", "create_app"]
 # The UI's files come with a strict policy: scripts and styles from this origin only (no inline code, no eval),
 # requests to this origin only, never framed. Model text is drawn as text nodes, so even a policy bypass would
 # find no HTML of the model's to run; the policy is the second wall. `no-cache`: revalidated by ETag, so a
@@ -50,55 +50,8 @@ LIST_MAX = 500  # sessions or tasks in one page
 ITEMS_PAGE = 200
 ITEMS_MAX = 5000  # items in one page
 _SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-_TASK_ID = re.compile(r"[0-9a-f]{32}")  # what fleet/tasks.py gives: uuid4().hex
 _PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TURN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a turn's number, its id or an id prefix
-
-
-@dataclass
-class ServerOptions:
-    store: Any
-    config_for: Callable[[str], Any]  # project dir -> its config (the server's flags on top)
-    roots: list[str]
-    mode: str  # the most permissive mode a client may ask for
-    token: str
-    exposure: Exposure
-    static_dir: Path = STATIC
-    ping_s: float = PING_S
-    secure_cookie: bool = False
-    pairing: Pairing = field(default_factory=Pairing)
-    acp: bool = True
-
-
-class Server:
-    """What the routes share: the sessions, the credentials, the provider probes, and whether it closes."""
-
-    def __init__(self, options: ServerOptions) -> None:
-        from auger.frontends.server.providers import Providers
-
-        self.options = options
-        self.hub = Hub(options.store, options.config_for, Roots(options.roots), options.mode)
-        self.keys = Keys(options.token)
-        self.pairing = options.pairing
-        self.closing = asyncio.Event()
-        self.providers = Providers(options.config_for, options.roots[0])
-        self._ops_locks: dict[str, asyncio.Lock] = {}
-        self.acp: Any = None
-        self._drained = False
-
-    async def drain(self) -> None:
-        """Graceful shutdown: turns interrupted and recorded, sessions shut down, then every stream told
-        the server is going away and closed; ACP connections closed."""
-        if self._drained:
-            return
-        self._drained = True
-        await self.hub.drain()
-        self.closing.set()
-        if self.acp is not None:
-            await self.acp.close()
-
-    def ops_lock(self, session_id: str) -> asyncio.Lock:
-        return self._ops_locks.setdefault(session_id, asyncio.Lock())
 
 
 def create_app(options: ServerOptions) -> tuple[Any, Server]:
@@ -118,69 +71,39 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         yield
         await server.drain()
 
-    routes: list[BaseRoute] = [  # every API route's query parameters and body fields are part of its declaration
-        api("GET", "/api/openapi.json", _openapi),
-        api("GET", "/api/protocol.schema.json", _protocol_schema),
-        api("POST", "/api/pair", _pair, body=()),
-        api("GET", "/api/server", _server_info),
-        api("GET", "/api/sessions", _list_sessions, query={"cursor", "limit"}),
-        api("POST", "/api/sessions", _create_session,
+    routes: list[BaseRoute] = [  # each API route's role, query parameters, body fields and audit are declared
+        api("GET", "/api/openapi.json", _openapi, role="viewer"),
+        api("GET", "/api/protocol.schema.json", _protocol_schema, role="viewer"),
+        api("POST", "/api/pair", _pair, role="viewer", body=(), audit="pair"),
+        api("GET", "/api/server", _server_info, role="viewer"),
+        api("GET", "/api/sessions", _list_sessions, role="viewer", query={"cursor", "limit"}),
+        api("POST", "/api/sessions", _create_session, role="member", audit="session.create",
             body={"cwd", "mode", "model", "provider", "resume", "fork", "before", "before_seq"}),
-        api("GET", "/api/sessions/{id}", _get_session),
-        api("POST", "/api/sessions/{id}/ops", _post_op, body={"submission_id", "op"},
+        api("GET", "/api/sessions/{id}", _get_session, role="viewer"),
+        api("POST", "/api/sessions/{id}/ops", _post_op, role="member", audit="op", body={"submission_id", "op"},
             required={"submission_id", "op"}),
-        api("GET", "/api/sessions/{id}/events", _session_events, query={"after_seq"}),
-        api("GET", "/api/sessions/{id}/items", _items, query={"before", "limit"}),
-        api("GET", "/api/sessions/{id}/diff", _diff, query={"turn"}),
-        api("GET", "/api/sessions/{id}/pending", _pending),
-        api("GET", "/api/events", _list_events),
-        api("GET", "/api/fleet", _fleet, query={"limit"}),
-        api("POST", "/api/fleet/tasks/{id}/cancel", _cancel_task, body=()),
-        api("POST", "/api/fleet/tasks/{id}/retry", _retry_task, body=()),
-        api("GET", "/api/providers", _list_providers, query={"probe"}),
-        api("POST", "/api/providers/{name}/probe", _probe_provider, body=()),
-        api("PATCH", "/api/providers/{name}", _patch_provider, body={"enabled", "command", "args", "label"}),
+        api("GET", "/api/sessions/{id}/events", _session_events, role="viewer", query={"after_seq"}),
+        api("GET", "/api/sessions/{id}/items", _items, role="viewer", query={"before", "limit"}),
+        api("GET", "/api/sessions/{id}/diff", _diff, role="viewer", query={"turn"}),
+        api("GET", "/api/sessions/{id}/pending", _pending, role="viewer"),
+        api("GET", "/api/events", _list_events, role="viewer"),
+        *fleet_routes.routes(),
+        api("GET", "/api/providers", _list_providers, role="viewer", query={"probe"}),
+        api("POST", "/api/providers/{name}/probe", _probe_provider, role="member", body=(), audit="provider.probe"),
+        api("PATCH", "/api/providers/{name}", _patch_provider, role="admin", audit="provider.change",
+            body={"enabled", "command", "args", "label"}),
+        *team_routes.routes(),
     ]
     if options.acp:
         from auger.frontends.server.acp_ws import AcpOverWebSocket
 
-        server.acp = AcpOverWebSocket(options.config_for, options.store, server.hub)
+        server.acp = AcpOverWebSocket(options.config_for, options.store, server.hub, server.watch)
         routes.append(WebSocketRoute("/acp", server.acp))
     routes.append(Mount("/", _with_headers(StaticFiles(directory=options.static_dir, html=True, check_dir=False),
                                            UI_HEADERS)))
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
     app.state.server = server
-    return Guard(app, server.keys, options.exposure, server.pairing, secure_cookie=options.secure_cookie), server
-
-
-# -- the routes' declarations ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Sent:
-    """What a client sent a route, checked against the route's declaration: its query parameters, and its
-    body's fields (an empty dict for a route that takes no body)."""
-
-    query: dict[str, str]
-    body: dict[str, Any]
-
-
-Handler = Callable[[Request, Sent], Awaitable[Response]]
-
-
-def api(method: str, path: str, handler: Handler, *, query: Iterable[str] = (), body: Iterable[str] | None = None,
-        required: Iterable[str] = ()) -> Route:
-    """One API route. Its query parameters (`query`) and body fields (`body`; None: it takes no body, and
-    none is read) are part of its declaration and checked before its handler runs — an unknown or
-    repeated one is 400, a body read only within the limits (wire.read_body) — so no route can forget."""
-    allowed = frozenset(query)
-    fields = None if body is None else frozenset(body)
-    needed = frozenset(required)
-
-    async def endpoint(request: Request) -> Response:
-        sent_query = parse_query(request.query_params.multi_items(), allowed)
-        sent_body = parse_body(await read_body(request), fields, needed) if fields is not None else {}
-        return await handler(request, Sent(sent_query, sent_body))
-
-    return Route(path, endpoint, methods=[method], name=f"{method} {path}")
+    return Guard(app, server.people, options.exposure, server.pairing, secure_cookie=options.secure_cookie), server
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -199,15 +122,6 @@ def _with_headers(app: Any, headers: list[tuple[bytes, bytes]]) -> Any:
 
     return wrapped
 
-
-
-def _server(request: Request) -> Server:
-    server: Server = request.app.state.server
-    return server
-
-
-def _json(data: Any, status: int = 200) -> Response:
-    return Response(dumps(data), status_code=status, media_type="application/json")
 
 
 async def _refused(request: Request, exc: Exception) -> Response:
@@ -237,18 +151,22 @@ async def _protocol_schema(request: Request, sent: Sent) -> Response:
 async def _pair(request: Request, sent: Sent) -> Response:
     """A new one-use pairing link, for another browser (a phone) of someone already signed in."""
     server = _server(request)
-    code = server.pairing.new_code()
+    code = server.pairing.new_code(sent.principal)
+    sent.note(target=sent.principal.name)
     origin = f"{server.options.exposure.scheme}://{request.headers.get('host', '')}"
     return _json({"url": f"{origin}/pair?code={code}", "expires_in": server.pairing.ttl}, 201)
 
 
 async def _server_info(request: Request, sent: Sent) -> Response:
     """What a client needs to offer a new session: the roots (a session's directory lies inside one), the
-    server's mode (new sessions get it; no client may ask for more), its model and provider."""
+    server's mode (new sessions get it; no client may ask for more), its model and provider; who the
+    caller is (their role says what they may do), and whether the server has a fleet."""
     server = _server(request)
     config = server.hub.config_for(server.options.roots[0])
+    me = sent.principal
     return _json({"roots": server.hub.roots.paths, "mode": server.options.mode, "model": config.model,
-                  "provider": config.provider})
+                  "provider": config.provider, "user": {"name": me.name, "role": me.role, "via": me.via},
+                  "fleet": fleet_routes.has_fleet(server.hub.store)})
 
 
 async def _list_sessions(request: Request, sent: Sent) -> Response:
@@ -295,18 +213,22 @@ async def _create_session(request: Request, sent: Sent) -> Response:
         if "cwd" in body and server.hub.roots.project(body["cwd"]) != record.cwd:
             raise Refused(400, f"session {record.id} belongs to {record.cwd}, not {body['cwd']}")
         if "resume" in body:
+            sent.note(action="session.resume", target=record.id)
             if "mode" in body or cut:
                 raise Refused(400, "a resumed session keeps its mode (switch it with a set_mode op) and its "
                                    "whole history (fork it to cut it)")
             session = await server.hub.open(record.id)
             return _json(await server.hub.snapshot(session.meta), 200)
+        sent.note(action="session.fork", source=record.id)
         session = await server.hub.fork(record.id, mode=body.get("mode"), before=body.get("before"),
-                                        before_seq=body.get("before_seq"))
+                                        before_seq=body.get("before_seq"), created_by=sent.principal.name)
     else:
         if "cwd" not in body:
             raise Refused(400, "missing field cwd")
+        sent.note(cwd=str(body["cwd"])[:300])
         session = await server.hub.create(body["cwd"], mode=body.get("mode"), model=body.get("model"),
-                                          provider=body.get("provider"))
+                                          provider=body.get("provider"), created_by=sent.principal.name)
+    sent.note(target=session.id, mode=session.mode)
     return _json(await server.hub.snapshot(session.meta), 201)
 
 
@@ -328,25 +250,37 @@ async def _post_op(request: Request, sent: Sent) -> Response:
     if isinstance(body["op"], dict) and body["op"].get("type") == "approval_decision" and "by" in body["op"]:
         raise Refused(400, "'by' is set by the server: it names the client that answered")
     op = parse_op(body["op"])
+    sent.note(target=request.path_params["id"], action=f"op.{op.TYPE}", submission_id=submission_id)
+    needed = op_role(op.TYPE)
+    if not sent.principal.may(needed):
+        raise Refused(403, role_refusal(sent.principal, needed))
     record = await hub.record(request.path_params["id"])
     if isinstance(op, SetMode):
         hub.permitted(str(op.mode))
+    if isinstance(op, ApprovalDecision):
+        sent.note(decision=str(op.decision), request_id=op.request_id)
     op_json = dumps(op.to_json())
     accepted = {"submission_id": submission_id}
+    actor = sent.principal.name
     async with server.ops_lock(record.id):
         first = await hub.store.submission(record.id, submission_id)
         if first is not None:
             if first != op_json:
                 raise Refused(409, f"submission id {submission_id!r} was already used for another op")
             return _json({**accepted, "repeated": True}, 202)
+        if isinstance(op, ApprovalDecision) and (parked := await hub.parked_task(record.id)) is not None:
+            await fleet_routes.answer_parked(request, fleet_routes.fleet_tasks(request), parked, op.request_id,
+                                             str(op.decision), op.feedback)  # any worker resumes it
+            await hub.store.record_submission(record.id, submission_id, op_json, actor)
+            return _json({**accepted, "relayed": True}, 202)
         if isinstance(op, (ApprovalDecision, Interrupt)) and await hub.runs_elsewhere(record.id):
             if isinstance(op, ApprovalDecision):
                 op.by = request.scope.get("auger.client", "")
-            await hub.store.record_submission(record.id, submission_id, op_json)
+            await hub.store.record_submission(record.id, submission_id, op_json, actor)
             await hub.store.post_op(record.id, dumps(op.to_json()))  # the process running it takes it from there
             return _json({**accepted, "relayed": True}, 202)
         if isinstance(op, (Interrupt, Shutdown)) and hub.live(record.id) is None:
-            await hub.store.record_submission(record.id, submission_id, op_json)
+            await hub.store.record_submission(record.id, submission_id, op_json, actor)
             return _json(accepted, 202)  # nothing runs here to interrupt or shut down
         if isinstance(op, SetModel):
             hub.check_model(record.cwd, op.model, op.provider)
@@ -358,9 +292,9 @@ async def _post_op(request: Request, sent: Sent) -> Response:
             problem = session.decide(op, submission_id)
             if problem is not None:
                 raise Refused(409 if "still waiting" not in problem else 400, problem)
-            await hub.store.record_submission(record.id, submission_id, op_json)
+            await hub.store.record_submission(record.id, submission_id, op_json, actor)
             return _json(accepted, 202)
-        await hub.store.record_submission(record.id, submission_id, op_json)  # durable before it acts
+        await hub.store.record_submission(record.id, submission_id, op_json, actor)  # durable before it acts
         session.submit(op, submission_id)
     return _json(accepted, 202)
 
@@ -378,76 +312,17 @@ async def _session_events(request: Request, sent: Sent) -> Response:
         raise Refused(409, f"cursor {after} is past the last event of session {record.id} ({last}); "
                            "reload its state and follow from there")
     frames = session_frames(server.hub, record.id, after, state)
-    return SseResponse(frames, server.closing, ping_s=server.options.ping_s)  # type: ignore[return-value]  # an ASGI response
+    return _stream(server, sent, frames)
 
 
 async def _list_events(request: Request, sent: Sent) -> Response:
-    server = _server(request)
-    return SseResponse(list_frames(server.hub), server.closing,  # type: ignore[return-value]  # an ASGI response
-                       ping_s=server.options.ping_s)
+    return _stream(_server(request), sent, list_frames(_server(request).hub))
 
 
-async def _fleet(request: Request, sent: Sent) -> Response:
-    """The fleet's numbers (queue depth, running, done, failed, retried, tokens, cost) and its latest
-    tasks, each with what it cost once finished; only a PostgreSQL store has a fleet."""
-    limit = _number(sent.query, "limit", LIST_PAGE, low=1, high=LIST_MAX)
-    tasks = _fleet_tasks(request)
-    recent = await tasks.recent(limit)
-    costs = await tasks.costs([t.id for t in recent])
-    return _json({"stats": await tasks.stats(),
-                  "tasks": [{**t.to_json(), "cost": costs.get(t.id)} for t in recent]})
-
-
-async def _cancel_task(request: Request, sent: Sent) -> Response:
-    """Cancel a task: a queued one is cancelled at once; a running one's worker is asked to interrupt its
-    session (through the store) and records it cancelled. 409 for a task already finished."""
-    tasks = _fleet_tasks(request)
-    task_id = await _task_id(request, tasks)
-    cancelled = await tasks.cancel(task_id)
-    if cancelled is None:
-        raise Refused(409, f"task {task_id} is {await _task_state(tasks, task_id)}: nothing to cancel")
-    return _json(cancelled.to_json())
-
-
-async def _retry_task(request: Request, sent: Sent) -> Response:
-    """Queue a failed or cancelled task again (delivered to a worker at once); 409 for any other."""
-    from auger.fleet.submit import retry
-
-    tasks = _fleet_tasks(request)
-    task_id = await _task_id(request, tasks)
-    again = await retry(tasks.store, task_id)
-    if again is None:
-        raise Refused(409, f"task {task_id} is {await _task_state(tasks, task_id)}: only a failed or cancelled "
-                           "task is retried")
-    return _json(again.to_json())
-
-
-def _fleet_tasks(request: Request) -> Tasks:
-    """The tasks table of the server's store; 404 on a store with no fleet."""
-    from auger.store.postgres import PostgresStore
-
-    store = _server(request).hub.store
-    if not isinstance(store, PostgresStore):
-        raise Refused(404, "this server's store has no fleet: serve a postgresql:// database")
-    from auger.fleet.tasks import Tasks
-
-    return Tasks(store)
-
-
-async def _task_id(request: Request, tasks: Tasks) -> str:
-    """The task the path names, exactly: 32 hex digits (never a prefix, never anything a query could read
-    otherwise), and a task that exists (404)."""
-    task_id = request.path_params["id"]
-    if not _TASK_ID.fullmatch(task_id):
-        raise Refused(400, "a task id is 32 hex digits")
-    if await tasks.get(task_id) is None:
-        raise Refused(404, f"no task has the id {task_id}")
-    return str(task_id)
-
-
-async def _task_state(tasks: Tasks, task_id: str) -> str:
-    record = await tasks.get(task_id)
-    return record.state if record is not None else "gone"
+def _stream(server: Server, sent: Sent, frames: AsyncIterator[bytes]) -> Response:
+    """An SSE response that ends when the server closes, or at once when the caller's user is revoked."""
+    return SseResponse(frames, server.closing, ping_s=server.options.ping_s,  # type: ignore[return-value]
+                       watch=server.watch, principal=sent.principal)
 
 
 async def _items(request: Request, sent: Sent) -> Response:

@@ -166,13 +166,24 @@ class Hub:
             raise Refused(403, why)
 
     async def runs_in_fleet(self, session_id: str) -> bool:
+        tasks = self._tasks()
+        return tasks is not None and await tasks.owns_session(session_id)
+
+    async def parked_task(self, session_id: str) -> str | None:
+        """The id of the waiting task whose session this is (parked at an approval), or None."""
+        tasks = self._tasks()
+        waiting = await tasks.waiting_for(session_id) if tasks is not None else None
+        return waiting.id if waiting is not None else None
+
+    def _tasks(self) -> Any:
+        """The fleet's tasks table, on a PostgreSQL store; None on SQLite."""
         from auger.store.postgres import PostgresStore
 
         if not isinstance(self.store, PostgresStore):
-            return False
+            return None
         from auger.fleet.tasks import Tasks
 
-        return await Tasks(self.store).owns_session(session_id)
+        return Tasks(self.store)
 
     def permitted(self, mode: Any) -> str:
         if mode not in MODE_ORDER:
@@ -197,7 +208,8 @@ class Hub:
         else:
             running = await self._stored_running_turn(record.id)
             state = {"open": False, "last_seq": await self.store.last_event_seq(record.id), "running_turn": running,
-                     "pending_approvals": await self._stored_approvals(record.id) if running else [],
+                     "pending_approvals": await self._stored_approvals(record.id) if running
+                     else await self._parked_approvals(record.id),
                      "pending_changes": pending, "mode": record.mode, "model": record.model,
                      "provider": record.provider, "backend": await recorded_backend(self.store, record.id) or ""}
         state["turn_started_seq"] = await self._turn_started_seq(record.id, running)
@@ -232,6 +244,13 @@ class Hub:
                 waiting.clear()
         return list(waiting.values())
 
+    async def _parked_approvals(self, session_id: str) -> list[dict[str, Any]]:
+        """The approval a waiting fleet task parked on: no process runs its session, yet it waits for an
+        answer (relayed to the task: fleet_routes.answer_parked)."""
+        tasks = self._tasks()
+        waiting = await tasks.waiting_for(session_id) if tasks is not None else None
+        return [waiting.parked["request"]] if waiting is not None and waiting.parked else []
+
     async def runs_elsewhere(self, session_id: str) -> bool:
         """Whether another process runs the session now (a turn the store shows started, not ended)."""
         return self.live(session_id) is None and await self._stored_running_turn(session_id) is not None
@@ -248,7 +267,8 @@ class Hub:
         return started.event.turn_id
 
     # -- opening ------------------------------------------------------------------------
-    async def create(self, cwd: Any, *, mode: Any = None, model: Any = None, provider: Any = None) -> Session:
+    async def create(self, cwd: Any, *, mode: Any = None, model: Any = None, provider: Any = None,
+                     created_by: str = "") -> Session:
         from auger.models.registry import ProviderError, client_for
 
         root = self.roots.project(cwd)
@@ -258,13 +278,14 @@ class Hub:
             client = client_for(config)
         except ProviderError as exc:
             raise Refused(400, str(exc)) from None
-        session = await self._manager(root, config).create(client, mode=chosen, interactive=True)
+        session = await self._manager(root, config).create(client, mode=chosen, interactive=True,
+                                                           created_by=created_by)
         await self.store.claim(session.id)
         self._adopt(session, "session_created")
         return session
 
     async def fork(self, source_id: str, *, mode: Any = None, before: Any = None,
-                   before_seq: Any = None) -> Session:
+                   before_seq: Any = None, created_by: str = "") -> Session:
         """A copy of a stored session's history — all of it, or what came before one of its user messages:
         the `before`th (1: the first), or the one stored under item seq `before_seq` (a client that paged only
         the newest items names an edited message so)."""
@@ -278,7 +299,7 @@ class Hub:
         cut = await self._user_message_number(record.id, before_seq) if before_seq is not None else before
         try:
             session = await self._manager(record.cwd, self.config_for(record.cwd)).fork(
-                record.id, mode=chosen, interactive=True, before_user_message=cut)
+                record.id, mode=chosen, interactive=True, before_user_message=cut, created_by=created_by)
         except (ResumeRefused, ValueError) as exc:
             raise Refused(409, str(exc)) from None
         await self.store.claim(session.id)
@@ -362,7 +383,8 @@ class Hub:
         from auger.engine.sessions import SessionManager
         from auger.engine.workspace import Workspace
 
-        return SessionManager(Workspace.open(root, config), self.store)
+        # Approvals here come from the server's clients, not from the person whose rules.toml it is.
+        return SessionManager(Workspace.open(root, dataclasses.replace(config, remote_approvals=True)), self.store)
 
     def _adopt(self, session: Session, kind: str) -> None:
         self._sessions[session.id] = session
@@ -438,4 +460,4 @@ def _coarse(event: ev.Event) -> dict[str, Any] | None:
 def describe(record: SessionRecord) -> dict[str, Any]:
     return {"id": record.id, "title": record.title, "cwd": record.cwd, "created": record.created,
             "updated": record.updated, "provider": record.provider, "model": record.model, "mode": record.mode,
-            "items": record.items}
+            "items": record.items, "created_by": record.created_by}

@@ -14,9 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from auger.protocol.jsontext import dumps
+
+if TYPE_CHECKING:
+    from auger.frontends.server.team import Watch
+    from auger.frontends.users import Principal
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -36,15 +40,18 @@ def frame(data: Any, *, event: str | None = None, seq: int | None = None) -> byt
 
 
 class SseResponse:
-    """Streams `frames` to the client until they end, the client leaves, or `closing` is set (then a final
-    `closing` event says the server is going away)."""
+    """Streams `frames` to the client until they end, the client leaves, `closing` is set (then a final
+    `closing` event says the server is going away), or — watched for `principal` — its user loses access
+    (the final word says so)."""
 
     def __init__(self, frames: AsyncIterator[bytes], closing: asyncio.Event, *, ping_s: float = PING_S,
-                 buffer: int = BUFFER) -> None:
+                 buffer: int = BUFFER, watch: Watch | None = None, principal: Principal | None = None) -> None:
         self.frames = frames
         self.closing = closing
         self.ping_s = ping_s
         self.buffer = buffer
+        self.watch = watch
+        self.principal = principal
         self.failure: str | None = None  # why the source broke off, told in the final `closing` event
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,12 +60,14 @@ class SseResponse:
             (b"x-accel-buffering", b"no")]})
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(self.buffer)
         lagged = asyncio.Event()
+        revoked = self.watch.follow(self.principal) if self.watch and self.principal else asyncio.Event()
         reader = asyncio.create_task(self._read(queue, lagged))
         gone = asyncio.create_task(_disconnected(receive))
         closing = asyncio.create_task(self.closing.wait())
+        ending = asyncio.create_task(revoked.wait())
         try:
             await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
-            final = await self._pump(send, queue, lagged, gone, closing)
+            final = await self._pump(send, queue, lagged, gone, closing, ending)
             if final is not None:
                 await send({"type": "http.response.body", "body": frame({"reason": final}, event="closing"),
                             "more_body": True})
@@ -66,23 +75,30 @@ class SseResponse:
         except OSError:  # the client went away mid-write
             pass
         finally:
-            for task in (reader, gone, closing):
+            if self.watch is not None:
+                self.watch.forget(revoked)
+            for task in (reader, gone, closing, ending):
                 task.cancel()
-            await asyncio.gather(reader, gone, closing, return_exceptions=True)
+            await asyncio.gather(reader, gone, closing, ending, return_exceptions=True)
 
     async def _pump(self, send: Send, queue: asyncio.Queue[bytes | None], lagged: asyncio.Event,
-                    gone: asyncio.Task[None], closing: asyncio.Task[bool]) -> str | None:
+                    gone: asyncio.Task[None], closing: asyncio.Task[bool], revoked: asyncio.Task[bool]
+                    ) -> str | None:
         """Send frames as they come; returns the reason for a final `closing` event, or None."""
         while True:
+            if revoked.done():
+                return "access revoked: this user's token no longer opens this server"
             if queue.empty() and lagged.is_set():
                 return "lagging: reconnect with Last-Event-ID to resume"
             getter = asyncio.create_task(queue.get())
-            done, _ = await asyncio.wait({getter, gone, closing}, timeout=self.ping_s,
+            done, _ = await asyncio.wait({getter, gone, closing, revoked}, timeout=self.ping_s,
                                          return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
+            if getter not in done or revoked in done:
                 getter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await getter
+                if revoked in done:
+                    return "access revoked: this user's token no longer opens this server"
                 if getter.cancelled() or not getter.done():
                     if gone in done:
                         return None

@@ -96,8 +96,8 @@ function App() {
   const close = () => setMenu(false);
   let view;
   if (failure) view = html`<section class="page"><${Bar} onMenu=${toggle} title="auger" /><div class="empty">${failure}</div></section>`;
+  else if (!serverInfo.value) view = null; // who this is (their role) decides what each page offers
   else if (r.view === "session") view = html`<${ChatView} key=${r.id} id=${r.id} onMenu=${toggle} />`;
-  else if (!serverInfo.value) view = null;
   else if (r.view === "settings") view = html`<${SettingsView} onMenu=${toggle} />`;
   else if (r.view === "tasks") view = html`<${TasksView} onMenu=${toggle} />`;
   else if (r.view === "new") view = html`<${NewSession} onMenu=${toggle} />`;

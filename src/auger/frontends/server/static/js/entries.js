@@ -5,7 +5,7 @@
 import { Component } from "../vendor/preact.mjs";
 import { useState } from "../vendor/hooks.mjs";
 import { markdown } from "./markdown.js";
-import { html, Spinner } from "./ui.js";
+import { html, may, Spinner } from "./ui.js";
 
 /** One entry; redrawn only when its `v` (or what the session can do with it) changed. */
 export class Entry extends Component {
@@ -15,7 +15,9 @@ export class Entry extends Component {
 
   render({ entry, actions, flags }) {
     const View = VIEWS[entry.kind];
-    return View ? html`<${View} entry=${entry} actions=${actions} flags=${flags} />` : null;
+    // The role is read here, not in the views: a view that reads a signal is redrawn only when its props
+    // change, and an entry changes in place.
+    return View ? html`<${View} entry=${entry} actions=${actions} flags=${flags} answers=${may("approver")} />` : null;
   }
 }
 
@@ -133,7 +135,7 @@ const ANSWERED = {
 // No local state here: an answer racing the session's own word on it (another client answered, the turn
 // ended) would leave a component with a pending state update drawing the card as it was. What is being sent
 // and what failed live on the entry, like everything else the card shows.
-function Approval({ entry, actions }) {
+function Approval({ entry, actions, answers }) {
   const d = entry.details;
   const answer = (option, button) => {
     const note = button.closest(".approval").querySelector("input.feedback").value.trim();
@@ -161,11 +163,12 @@ function Approval({ entry, actions }) {
       ${d.diff ? html`<${DiffText} text=${d.diff} />` : null}
     </div>` : null}
     ${entry.form ? html`<pre class="args">${JSON.stringify(entry.form.schema, null, 2)}</pre>` : null}
+    ${answers ? html`
     <input class="feedback" type="text" placeholder=${entry.form ? "Your answer (JSON)" : "Note to the agent (optional)"} />
     <div class="row wrap">
       ${entry.options.map((option) => html`<button class=${PRIMARY.has(option) ? "primary" : option === "abort" || option === "deny" ? "danger" : ""}
         data-option=${option} disabled=${entry.sending} onClick=${(e) => answer(option, e.currentTarget)}>${optionLabel(option, d)}</button>`)}
-    </div>
+    </div>` : html`<div class="meta">Waiting for someone who may answer approvals.</div>`}
     ${entry.failure ? html`<div class="error">${entry.failure}</div>` : null}
   </div>`;
 }

@@ -7,7 +7,7 @@ import { useEffect } from "../vendor/hooks.mjs";
 import { signal } from "../vendor/signals.mjs";
 import { api, sessionPath } from "./api.js";
 import { Follower } from "./stream.js";
-import { hasFleet, probeFleet } from "./tasks.js";
+import { hasFleet } from "./tasks.js";
 import { ago, html, money, route, shortPath } from "./ui.js";
 
 const sessions = signal([]); // rows: {id, title, cwd, updated, cost, open, running, waiting}
@@ -95,7 +95,6 @@ function state(s) {
 export function Sidebar({ open, onClose }) {
   useEffect(() => {
     list();
-    probeFleet();
     follower = new Follower({ url: () => "/api/events", onEvent, onReopen: list });
     follower.open();
     return () => follower.close();

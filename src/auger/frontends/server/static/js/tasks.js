@@ -1,28 +1,22 @@
 // The fleet's tasks, on a server whose store is PostgreSQL: the queue's numbers and the latest tasks from
 // /api/fleet, read again every few seconds while the page is visible (workers on other machines write
 // tasks straight to the database, so there is no event to wait for). Each task links to its session —
-// streamed from the store like any other — and a queued or running one can be cancelled, a failed or
-// cancelled one retried. A prompt is whatever its submitter wrote: drawn as text, like model text.
+// streamed from the store like any other — a queued or running one can be cancelled, a failed or
+// cancelled one retried, and a waiting one (parked at an approval) answered here; "New task" submits one.
+// A prompt is whatever its submitter wrote: drawn as text, like model text. What a button does is offered
+// only to a role that may do it (the server refuses the rest anyway).
 
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
-import { signal } from "../vendor/signals.mjs";
-import { api } from "./api.js";
-import { ago, Bar, html, money, shortPath, Spinner } from "./ui.js";
+import { computed } from "../vendor/signals.mjs";
+import { api, submissionId } from "./api.js";
+import { ago, allowedModes, Bar, html, may, money, serverInfo, shortPath, Spinner } from "./ui.js";
 
 const POLL_MS = 3000;
 const LIMIT = 50;
+const OPTION_LABELS = { approve: "Approve", approve_session: "Approve for the session", deny: "Deny", abort: "Abort" };
 
-/** Whether this server has a fleet (its /api/fleet answers; a SQLite store's is 404): null until asked. */
-export const hasFleet = signal(null);
-
-export async function probeFleet() {
-  try {
-    await api("/api/fleet?limit=1");
-    hasFleet.value = true;
-  } catch {
-    hasFleet.value = false;
-  }
-}
+/** Whether this server has a fleet: what /api/server says (a SQLite store has none, and is never asked). */
+export const hasFleet = computed(() => Boolean(serverInfo.value?.fleet));
 
 /** `load` now, then every POLL_MS while the page is visible, and at once when it becomes visible again. */
 function usePoll(load) {
@@ -52,11 +46,11 @@ export function TasksView({ onMenu }) {
     return inFlight.current;
   };
   usePoll(load);
-  const act = async (task, action) => {
+  const act = async (task, action, body = {}) => {
     setBusy(task.id);
     setError("");
     try {
-      await api(`/api/fleet/tasks/${encodeURIComponent(task.id)}/${action}`, { method: "POST", body: {} });
+      await api(`/api/fleet/tasks/${encodeURIComponent(task.id)}/${action}`, { method: "POST", body });
       await inFlight.current;
       await load();
     } catch (e) {
@@ -65,18 +59,85 @@ export function TasksView({ onMenu }) {
       setBusy(null);
     }
   };
+  const answer = (task, decision, feedback) => act(task, "answer", {
+    request_id: task.waiting_for.request_id, decision, ...(feedback ? { feedback } : {}) });
   return html`<section class="page">
     <${Bar} onMenu=${onMenu} title="Tasks" />
     <div class="page-body">
+      ${may("member") ? html`<${NewTask} onQueued=${load} />` : null}
       ${error ? html`<div class="error" role="alert">${error}</div>` : null}
       ${fleet ? html`<${Stats} stats=${fleet.stats} />
         <h2>Latest tasks</h2>
         ${fleet.tasks.length ? html`<ul class="tasks">
-          ${fleet.tasks.map((t) => html`<${TaskRow} key=${t.id} task=${t} busy=${busy === t.id} act=${act} />`)}
-        </ul>` : html`<p class="meta">No tasks yet: <code>auger submit</code> queues one.</p>`}`
+          ${fleet.tasks.map((t) => html`<${TaskRow} key=${t.id} task=${t} busy=${busy === t.id} act=${act}
+            answer=${answer} />`)}
+        </ul>` : html`<p class="meta">No tasks yet.</p>`}`
         : error ? null : html`<div class="empty"><${Spinner} /></div>`}
     </div>
   </section>`;
+}
+
+/** A new task: data only (prompt, repository and ref, mode, model, labels); the workers decide the rest. */
+function NewTask({ onQueued }) {
+  const [open, setOpen] = useState(false);
+  const [form, setForm] = useState({ prompt: "", repo: "", ref: "HEAD", mode: "", model: "", labels: "" });
+  const [error, setError] = useState("");
+  const [sending, setSending] = useState(false);
+  const id = useRef(submissionId());
+  if (!open) {
+    return html`<div class="row"><button data-role="new-task" onClick=${() => setOpen(true)}>New task</button></div>`;
+  }
+  const set = (key) => (e) => setForm({ ...form, [key]: e.target.value });
+  const send = async (e) => {
+    e.preventDefault();
+    setError("");
+    setSending(true);
+    const body = { prompt: form.prompt, repo: form.repo.trim(), ref: form.ref.trim() || "HEAD",
+      labels: form.labels.split(/[\s,]+/).filter(Boolean), submission_id: id.current };
+    if (form.mode) body.mode = form.mode;
+    if (form.model.trim()) body.model = form.model.trim();
+    try {
+      await api("/api/fleet/tasks", { method: "POST", body });
+      id.current = submissionId();
+      setForm({ ...form, prompt: "" });
+      setOpen(false);
+      await onQueued();
+    } catch (err) {
+      setError(err.message);
+    } finally {
+      setSending(false);
+    }
+  };
+  return html`<form class="card stack new-task" data-role="task-form" onSubmit=${send}>
+    <label>What should the task do?
+      <textarea data-field="prompt" required value=${form.prompt} onInput=${set("prompt")} rows="3"></textarea>
+    </label>
+    <label>Repository (a git URL, or a path on the workers' machines)
+      <input data-field="repo" type="text" required value=${form.repo} onInput=${set("repo")} />
+    </label>
+    <div class="row wrap">
+      <label>Base (branch, tag or commit)
+        <input data-field="ref" type="text" value=${form.ref} onInput=${set("ref")} />
+      </label>
+      <label>Mode
+        <select data-field="mode" value=${form.mode} onChange=${set("mode")}>
+          <option value="">the worker's</option>
+          ${allowedModes("auto").map((m) => html`<option value=${m}>${m}</option>`)}
+        </select>
+      </label>
+      <label>Model (optional)
+        <input data-field="model" type="text" value=${form.model} onInput=${set("model")} />
+      </label>
+      <label>Labels (optional)
+        <input data-field="labels" type="text" value=${form.labels} onInput=${set("labels")} placeholder="ci, nightly" />
+      </label>
+    </div>
+    ${error ? html`<div class="error" role="alert">${error}</div>` : null}
+    <div class="row">
+      <button type="submit" data-role="submit-task" disabled=${sending}>${sending ? "Queueing…" : "Queue task"}</button>
+      <button type="button" class="secondary" onClick=${() => setOpen(false)}>Cancel</button>
+    </div>
+  </form>`;
 }
 
 function Stats({ stats }) {
@@ -88,6 +149,7 @@ function Stats({ stats }) {
   return html`<div class="stats">
       ${tile("queued", "queued", stats.queued)}
       ${tile("running", "running", stats.running)}
+      ${tile("waiting", "waiting", stats.waiting ?? 0)}
       ${tile("done", "done", stats.done)}
       ${tile("failed", "failed", stats.failed)}
       ${tile("cancelled", "cancelled", stats.cancelled)}
@@ -98,9 +160,10 @@ function Stats({ stats }) {
     ${times ? html`<p class="meta">Finished tasks ${times} on average.</p>` : null}`;
 }
 
-function TaskRow({ task: t, busy, act }) {
+function TaskRow({ task: t, busy, act, answer }) {
   const { spec } = t;
   const stopping = t.state === "running" && t.cancel_requested;
+  const member = may("member");
   return html`<li class="task" data-role="task" data-state=${t.state} data-task=${t.id}>
     <div class="task-head">
       <span class=${`pill ${t.state}`}>${stopping ? "cancelling" : t.state}</span>
@@ -110,19 +173,38 @@ function TaskRow({ task: t, busy, act }) {
       <span class="repo" title=${`${spec.repo} @ ${spec.ref}`}>${shortPath(spec.repo)} @ ${spec.ref}</span>
       <span>attempt ${t.attempts}/${t.max_attempts}</span>
       ${t.worker ? html`<span class="worker" title=${t.worker}>${t.worker}</span>` : null}
+      ${t.submitted_by ? html`<span class="submitter" title="submitted by">by ${t.submitted_by}</span>` : null}
       <span title=${new Date(t.created * 1000).toLocaleString()}>${ago(t.created)}</span>
       ${typeof t.cost === "number" ? html`<span class="cost">${money(t.cost)}</span>` : null}
     </div>
     ${t.error ? html`<div class="task-error">${t.error}</div>` : null}
+    ${t.state === "waiting" && t.waiting_for ? html`<${Waiting} request=${t.waiting_for} busy=${busy}
+      onAnswer=${(decision, feedback) => answer(t, decision, feedback)} />` : null}
     <div class="row wrap">
       ${t.session_id ? html`<a class="button small" href=${`#/s/${encodeURIComponent(t.session_id)}`}>Session</a>` : null}
       ${busy ? html`<${Spinner} />` : html`
-        ${["queued", "running"].includes(t.state) && !stopping
+        ${member && ["queued", "running", "waiting"].includes(t.state) && !stopping
           ? html`<button class="small danger" data-action="cancel" onClick=${() => act(t, "cancel")}>Cancel</button>` : null}
-        ${["failed", "cancelled"].includes(t.state)
+        ${member && ["failed", "cancelled"].includes(t.state)
           ? html`<button class="small" data-action="retry" onClick=${() => act(t, "retry")}>Retry</button>` : null}`}
     </div>
   </li>`;
+}
+
+/** The approval a parked task waits for: what it asks, and — for an approver — its answers. */
+function Waiting({ request, busy, onAnswer }) {
+  const [note, setNote] = useState("");
+  const e = request.details;
+  return html`<div class="card approval waiting" data-role="task-approval" data-request=${request.request_id}>
+    <div class="approval-message">${request.message}</div>
+    ${e?.diff ? html`<pre class="diff">${e.diff}</pre>` : null}
+    ${may("approver") ? html`
+      <input class="feedback" type="text" placeholder="A note to the agent (optional)" value=${note}
+        onInput=${(ev) => setNote(ev.target.value)} />
+      <div class="row wrap">${(request.options || []).map((option) => html`<button class="small" data-option=${option}
+        disabled=${busy} onClick=${() => onAnswer(option, note.trim())}>${OPTION_LABELS[option] || option}</button>`)}
+      </div>` : html`<div class="meta">Waiting for an approver.</div>`}
+  </div>`;
 }
 
 function count(n) {

@@ -29,6 +29,15 @@ export function go(path) {
 /** What `/api/server` says: roots, mode, model, provider (null until it answered). */
 export const serverInfo = signal(null);
 
+const ROLES = ["viewer", "member", "approver", "admin"];
+
+/** Whether the signed-in user's role includes `role`'s rights (the server decides; this only hides what it
+ * would refuse). */
+export function may(role) {
+  const mine = serverInfo.value?.user?.role;
+  return mine ? ROLES.indexOf(mine) >= ROLES.indexOf(role) : false;
+}
+
 /** Providers and agents, as /api/providers lists them (shared with the settings page). */
 export const providers = signal(null);
 
