@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from auger._version import __version__
+from auger.extras import MissingExtra
 from auger.frontends.cli_support import (
     CliError, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
-    except CliError as exc:
+    except (CliError, MissingExtra) as exc:
         print(f"auger: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -636,6 +637,8 @@ def _choose_backend(args: argparse.Namespace, config: Any) -> None:
         why = catalog.errors.get(config.backend) or "no such backend"
         raise CliError(f"backend {config.backend!r}: {why}; `auger backends` lists them")
     row = status_of(spec)
+    if row.status == "error":
+        raise CliError(f"backend {config.backend!r} cannot run: {row.detail}")
     if row.status != "available":
         raise CliError(f"backend {config.backend!r} is {row.status}: {row.detail}")
 
