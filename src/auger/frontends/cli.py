@@ -59,6 +59,13 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `auger models | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:  # a store failure a command did not wrap (guard_store) is still its one line
+        from auger.store.base import StoreError
+
+        if not isinstance(exc, StoreError):
+            raise
+        print(f"auger: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[str]:

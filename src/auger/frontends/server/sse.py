@@ -17,6 +17,7 @@ import logging
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from auger.protocol.jsontext import dumps
+from auger.store.base import log_failure
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -105,7 +106,7 @@ class SseResponse:
                     return
             await queue.put(None)
         except Exception as exc:  # the source failed (a store that cannot be read): say so, then end
-            log.warning("event stream failed: %s", exc, exc_info=True)
+            log_failure(log, "an event stream", exc)
             self.failure = f"the stream failed: {exc}"
             await queue.put(None)
         finally:
