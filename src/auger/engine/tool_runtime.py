@@ -159,8 +159,9 @@ class ToolRuntime:
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
         spec = self.router.get(call.name)
         if spec is None:
-            return Failed(f"Error: there is no tool named {call.name!r}. Available tools: "
-                          f"{', '.join(self.router.names)}")
+            held_back = self.router.not_offered(call.name)
+            return Failed(f"Error: {held_back}" if held_back else f"Error: there is no tool named {call.name!r}. "
+                          f"Available tools: {', '.join(self.router.names)}")
         if isinstance(arguments, BadJSON):
             return Failed(f"Error: the arguments for {call.name} {arguments.reason}. "
                           "Send a JSON object that matches the tool's parameters.")
