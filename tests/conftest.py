@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mock_openai import MockChatServer
+from tests.support.plain_venv import plain_python  # noqa: F401  (session-scoped: a venv without the extras)
 from tests.support.schema_check import events_match_schema, pytest_terminal_summary  # noqa: F401
 
 

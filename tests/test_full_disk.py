@@ -4,7 +4,8 @@ session goes on once there is room.
 The disk is made "full" without root or a special filesystem, in the two ways SQLite meets it: the
 kernel refuses to grow the file (the running `auger` process's RLIMIT_FSIZE, which anyone may lower on
 their own processes, set to what its write-ahead log holds at that moment), or the database may not
-grow (`PRAGMA max_page_count`: SQLITE_FULL, what a full disk gives).
+grow (`PRAGMA max_page_count`: SQLITE_FULL, what a full disk gives). The moment is picked by the test
+(a fifo a tool reads) or by a `before_tool` hook, which runs just before a mutating tool's snapshot.
 """
 
 from __future__ import annotations
@@ -75,6 +76,38 @@ def test_a_store_that_fills_while_a_tool_runs_ends_the_run_with_one_clear_line(p
     resumed = json_events(again.stdout)
     assert resumed[0]["seq"] == max(stored) + 1 and resumed[-1]["type"] == "shutdown_complete"
     assert "back again" in [line.get("text") for line in resumed]
+
+
+FILL_HOOK = """import json, os, resource, sys
+json.load(sys.stdin)
+pid = os.getppid()  # the shell running this hook; the auger process is the first ancestor running auger
+while b"auger" not in open(f"/proc/{pid}/cmdline", "rb").read():
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+size = os.stat(sys.argv[1]).st_size
+resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
+"""
+
+
+def test_a_store_that_fills_as_a_mutating_tool_starts_ends_the_run_with_one_clear_line(project, server, auger_home,
+                                                                                       tmp_path):
+    """The disk fills after the call was decided and before it runs: the snapshot the turn takes before its
+    first change cannot be recorded. The tool does not run, and stderr is the one line that says why."""
+    db = tmp_path / "s.db"
+    hook = tmp_path / "fill.py"
+    hook.write_text(FILL_HOOK)
+    (auger_home / "config.toml").write_text(
+        f'[[hooks.before_tool]]\ncommand = "{sys.executable} {hook} {db}-wal"\nmatcher = "shell"\n')
+    (project / "notes.txt").write_text("notes\n")
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo changed > notes.txt"})]), Reply(text="never"))
+    result = auger_cli("exec", "--db", str(db), "--base-url", server.base_url, "-m", "mock-model", "--mode", "auto",
+                       "change the notes", home=auger_home, cwd=project)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"auger: error: cannot write the session store {db}: "), \
+        result.stderr
+    assert (project / "notes.txt").read_text() == "notes\n"  # no change without the snapshot that undoes it
+    assert len(server.chat_requests) == 1
 
 
 def test_a_tool_output_the_full_store_cannot_take_ends_the_turn_and_the_session_goes_on(project, server, tmp_path):

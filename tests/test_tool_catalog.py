@@ -215,3 +215,25 @@ def test_the_sub_agent_follow_ups_join_the_catalog_after_the_first_spawn(project
     assert offered[2] >= FOLLOW_UPS
     listed = requests[3].body["messages"][-1]
     assert listed["role"] == "tool" and "explore" in listed["content"]
+
+
+def test_a_follow_up_called_before_any_sub_agent_is_told_to_spawn_one_first(project, auger_home):
+    """A model may call wait_agent or list_agents before it has started a sub-agent: it reads that none has
+    been started yet and how to start one, while the follow-ups stay out of the requests."""
+    from tests.support.harness import auger_cli
+    from tests.support.mock_openai import MockChatServer, Reply, ToolCall
+
+    calls = [ToolCall("wait_agent", {}), ToolCall("list_agents", {}), ToolCall("send_input", {"agent_id": "a1",
+                                                                                              "message": "hi"})]
+    with MockChatServer([Reply(tool_calls=calls), Reply(text="done")]) as server:
+        result = auger_cli("exec", "--base-url", server.base_url, "-m", "mock-model", "-c", "generate_titles=false",
+                           "wait for your agents", home=auger_home, cwd=project)
+        requests = server.chat_requests
+    assert result.returncode == 0 and result.stdout == "done\n", result.stderr
+    outputs = [m["content"] for m in requests[1].body["messages"] if m["role"] == "tool"]
+    assert len(outputs) == 3
+    for name, output in zip(("wait_agent", "list_agents", "send_input"), outputs, strict=True):
+        assert output.startswith(f"Error: {name}: no sub-agent has been started in this session yet"), output
+        assert "Start one with spawn_agent" in output and "there is no tool named" not in output
+    for request in requests:
+        assert not FOLLOW_UPS & {t["function"]["name"] for t in request.body["tools"]}

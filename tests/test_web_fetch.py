@@ -151,6 +151,54 @@ def test_pdf_and_plain_text_are_shown_as_text(project):
     assert "application/octet-stream content, 3 bytes: not shown" in blob
 
 
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Widget docs</title>
+<meta name="description" content="META-DESCRIPTION"><link rel="stylesheet" href="/site.css">
+<style>.hidden { color: STYLE-RULE }</style><script>window.tracker = "SCRIPT-CODE";</script>
+<body><nav><a href="/">NAV-HOME</a></nav>
+<h1>Widgets</h1><p>A widget <b>turns</b>.<br>It also spins.
+<p>Read the <a href="/guide">install guide</a> first.
+<h2>Steps</h2><ul><li>open the box</li><li>turn the widget</li></ul>
+<noscript>NOSCRIPT-TEXT</noscript><template><p>TEMPLATE-TEXT</p></template>
+<script type="module">import "SCRIPT-MODULE";</script></body></html>"""
+HIDDEN = ("META-DESCRIPTION", "STYLE-RULE", "SCRIPT-CODE", "NAV-HOME", "NOSCRIPT-TEXT", "TEMPLATE-TEXT",
+          "SCRIPT-MODULE", "<p", "<script", "<b>", "&amp;")
+
+
+def _fetched_by_auger(project, home, page: Page, python=None) -> str:
+    """What the model reads after the real `auger exec` fetched the page (`python`: another install's)."""
+    with WebServer({"/widgets": page}) as docs:
+        url = docs.url("/widgets", host="docs.test")
+        with MockChatServer([Reply(tool_calls=[_fetch(url)]), Reply(text="done")]) as server:
+            result = auger_cli("exec", "--base-url", server.base_url, "-m", "mock-model", *(
+                arg for override in DOCS for arg in ("-c", override)), f"read {url}", home=home, cwd=project,
+                python=python)
+            assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+            output = _tool_messages(server.chat_requests[1].body)[0]
+        assert [r.path for r in docs.requests] == ["/widgets"]
+    return output.replace(f"http://docs.test:{docs.port}", "http://docs.test")
+
+
+def test_a_plain_install_reads_a_page_as_text_with_its_structure_without_scripts_or_styles(project, auger_home,
+                                                                                            plain_python):
+    """Without the `web` extra the standard library's parser reads the page: no script, style or head
+    metadata reaches the model, and headings, paragraphs, line breaks, lists and links keep their shape."""
+    text = _fetched_by_auger(project, auger_home, Page(PAGE), python=plain_python)
+    assert not [hidden for hidden in HIDDEN if hidden in text], text
+    body = text.split("\n\n", 1)[1]  # after the fetch's header line
+    assert body == ("# Widgets\n\nA widget turns.\nIt also spins.\n\n"
+                    "Read the [install guide](http://docs.test/guide) first.\n\n"
+                    "## Steps\n\n- open the box\n- turn the widget"), body
+    pdf = _fetched_by_auger(project, auger_home, Page(_tiny_pdf("Widgets"), "application/pdf"), python=plain_python)
+    assert "PDF: " in pdf and "pip install 'auger[web]'" in pdf
+
+
+def test_with_the_web_extra_a_page_is_markdown(project, auger_home):
+    text = _fetched_by_auger(project, auger_home, Page(PAGE))
+    assert not [hidden for hidden in HIDDEN if hidden in text], text
+    assert "# Widgets" in text and "A widget **turns**." in text and "## Steps" in text
+    assert "[install guide](http://docs.test/guide)" in text and "- open the box\n- turn the widget" in text
+
+
 def test_web_fetch_is_not_offered_when_turned_off(project):
     with MockChatServer([Reply(text="done")]) as server:
         run_session(project, server, "hi", overrides=("web_fetch=false",))

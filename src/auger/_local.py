@@ -206,6 +206,7 @@ def engine_errors() -> Iterator[None]:
     """The engine's exceptions as the public API's (auger/_errors.py)."""
     from auger.engine.session import SessionAlreadyOpen
     from auger.engine.sessions import SessionNotFound as NoSuchSession
+    from auger.extras import MissingExtra
     from auger.models.registry import ProviderError
     from auger.store.base import StoreError as StoreFailed
 
@@ -219,7 +220,7 @@ def engine_errors() -> Iterator[None]:
         raise SessionNotFound(str(exc)) from None
     except StoreFailed as exc:
         raise StoreError(str(exc)) from None
-    except NotADirectoryError as exc:
+    except (NotADirectoryError, MissingExtra) as exc:
         raise ConfigError(str(exc)) from None
 
 

@@ -172,9 +172,13 @@ def cli_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def auger_cli(*args: str, home: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-              input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run the real `auger` command in a subprocess with an isolated AUGER_HOME."""
-    return subprocess.run([sys.executable, "-m", "auger", *args], cwd=cwd, env=cli_env(home, env), input=input,
+              input: str | None = None, timeout: float = 60, python: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real `auger` command in a subprocess with an isolated AUGER_HOME; `python`: another
+    interpreter to run it with (the `plain_python` fixture's plain install: no PYTHONPATH then)."""
+    full_env = cli_env(home, env)
+    if python is not None:
+        full_env.pop("PYTHONPATH", None)
+    return subprocess.run([str(python or sys.executable), "-m", "auger", *args], cwd=cwd, env=full_env, input=input,
                           capture_output=True, text=True, timeout=timeout)
 
 

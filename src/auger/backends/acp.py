@@ -94,10 +94,15 @@ class AcpBackend:
             await self.dispose()
 
     async def _start(self, cwd: str) -> None:
-        import acp
-        from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
-
         from auger._version import __version__
+        from auger.extras import MissingExtra, importing
+
+        try:
+            with importing("acp", f"backend {self.spec.name!r}"):
+                import acp
+                from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+        except MissingExtra as exc:
+            raise BackendError(str(exc)) from None
 
         executable = shutil.which(self.spec.command)
         if executable is None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from auger.backends.base import BackendError, BackendSpec
 from auger.backends.config import load_backends
+from auger.extras import missing, needs
 
 WHICH_TTL_S = 30.0
 _which: dict[str, tuple[float, str | None]] = {}  # command -> (checked at, path)
@@ -55,6 +56,10 @@ def status_of(spec: BackendSpec) -> BackendStatus:
     found = which(spec.command)
     if found is None:
         return BackendStatus(spec.name, spec.title, command, "not installed", f"{spec.command!r} is not on PATH",
+                             spec.source)
+    module = missing("acp")
+    if module is not None:  # auger speaks to every agent over ACP
+        return BackendStatus(spec.name, spec.title, command, "error", needs("acp", "running another agent", module),
                              spec.source)
     return BackendStatus(spec.name, spec.title, command, "available", found, spec.source)
 

@@ -66,7 +66,7 @@ from auger.protocol.ops import (
     Redo, RemoveMcpServer, Rollback, RunShell, SetBackend, SetMode, SetModel, SetTurnContext, Shutdown, Undo, UserTurn,
 )
 from auger.protocol.vocab import ApprovalOption, Mode, TurnEndReason
-from auger.store.base import SessionRecord, Store, StoreError
+from auger.store.base import SessionRecord, Store, StoreError, log_failure
 from auger.tools.base import ExecLimits, SessionToolState, Transcript
 from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import end_processes
@@ -350,8 +350,19 @@ class Session:
 
     def follow(self, follower: Callable[[AsyncIterator[Envelope]], Coroutine[Any, Any, None]]) -> None:
         """Run `follower` over the envelopes from this session's first one, as a task `wait_closed` waits
-        for (a few seconds at most): an observer has handled shutdown_complete before the caller moves on."""
-        self._followers.append(asyncio.create_task(follower(self.subscribe()), name=f"follower-{self.id}"))
+        for (a few seconds at most): an observer has handled shutdown_complete before the caller moves on.
+        A stream the store could not keep ends it quietly (the session says why itself); an observer's bug
+        is logged."""
+
+        async def observe() -> None:
+            try:
+                await follower(self.subscribe())
+            except StoreError:
+                pass
+            except Exception as exc:
+                log_failure(log, f"an observer of session {self.id}", exc)
+
+        self._followers.append(asyncio.create_task(observe(), name=f"follower-{self.id}"))
 
     async def next_event(self) -> Event:
         """The next event for a caller that pulls them one at a time (one subscriber from the start,

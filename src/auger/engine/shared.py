@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from auger.context.agents import stricter
+from auger.store.base import log_failure
 
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
@@ -63,8 +64,8 @@ class SessionMode:
         for listener in list(self._listeners):
             try:
                 await listener(mode, previous)
-            except Exception:
-                log.exception("a listener of the mode change to %s failed", mode)
+            except Exception as exc:
+                log_failure(log, f"a listener of the mode change to {mode}", exc)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, ContextMessage, UserMessage
 from auger.protocol.ops import UserTurn
 from auger.protocol.vocab import TurnEndReason
-from auger.store.base import LinkRecord, SessionRecord
+from auger.store.base import LinkRecord, SessionRecord, StoreError
 from auger.tools.agents import FOLLOW_UPS, SPAWN, agent_toolset
 from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, Transcript
 from auger.tools.router import ToolRouter
@@ -374,6 +374,8 @@ class Control:
             run.status = "cancelled"
         except ToolError as exc:  # it could not start (its model cannot be used)
             run.status, run.answer = "failed", str(exc)
+        except StoreError as exc:  # a full disk: the child fails saying so, and its caller reads it
+            run.status, run.answer = "failed", str(exc)
         except Exception as exc:  # an engine bug: the child fails, the parent goes on
             log.exception("sub-agent %s failed", run.id)
             run.status, run.answer = "failed", f"internal error: {type(exc).__name__}: {exc}"
@@ -382,7 +384,10 @@ class Control:
                 run.accepting = False
             if child is not None:
                 await asyncio.shield(child.close())
-            await asyncio.shield(store.set_link_status(run.child_id, run.status))
+            try:
+                await asyncio.shield(store.set_link_status(run.child_id, run.status))
+            except StoreError as exc:  # the caller's own next write meets the same store and ends its turn
+                log.debug("sub-agent %s: its status was not stored: %s", run.id, exc)
 
 
 class Child:

@@ -8,9 +8,12 @@
     the model sees) → `after_mutation` hooks
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
-Failed (the call could not run: unknown tool, bad arguments, a ToolError, a tool bug: any exception a
-handler raises, on the loop or on its thread — see tools/threads.py — but a cancellation), Denied (policy
-or the user refused; the message says why) or Aborted (the user ended the turn at an approval).
+Failed (the call could not run: unknown tool — or one a toolset holds back, which says why — bad
+arguments, a ToolError, a tool bug: any exception a handler raises, on the loop or on its thread — see
+tools/threads.py — but a cancellation or a StoreError), Denied (policy or the user refused; the message
+says why) or Aborted (the user ended the turn at an approval). A StoreError (the store is full: a mutation
+hook could not record its snapshot) is the session's failure, not the tool's: it ends the turn with its
+one line.
 Nothing here records or announces the output: the turn does, in its durable order.
 
 Tools only declare what they need (effect, classifier, previewer); decisions are made here, in the
@@ -41,6 +44,7 @@ from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.vocab import Refusal
+from auger.store.base import StoreError
 from auger.tools.base import (
     CallsAborted,
     CommandSandbox,
@@ -161,8 +165,9 @@ class ToolRuntime:
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
         spec = self.router.get(call.name)
         if spec is None:
-            return Failed(f"Error: there is no tool named {call.name!r}. Available tools: "
-                          f"{', '.join(self.router.names)}")
+            held_back = self.router.not_offered(call.name)
+            return Failed(f"Error: {held_back}" if held_back else f"Error: there is no tool named {call.name!r}. "
+                          f"Available tools: {', '.join(self.router.names)}")
         if isinstance(arguments, BadJSON):
             return Failed(f"Error: the arguments for {call.name} {arguments.reason}. "
                           "Send a JSON object that matches the tool's parameters.")
@@ -205,6 +210,8 @@ class ToolRuntime:
         except ToolError as exc:
             return Failed(f"Error: {exc}")
         except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except StoreError:  # the session's failure, not the tool's (a snapshot it cannot record): the turn ends
             raise
         except BaseException as exc:  # a tool bug (SystemExit too) must not end the turn: the model tries another way
             log.error("tool %s failed", call.name, exc_info=exc)

@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from auger._version import __version__
+from auger.extras import MissingExtra
 from auger.frontends.cli_support import (
     CliError, JsonRenderer, claim_session, find_session, guard_store, load_cli_config, open_store, store_opts,
 )
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
-    except CliError as exc:
+    except (CliError, MissingExtra) as exc:
         print(f"auger: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -61,6 +62,13 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `auger models | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:  # a store failure a command did not wrap (guard_store) is still its one line
+        from auger.store.base import StoreError
+
+        if not isinstance(exc, StoreError):
+            raise
+        print(f"auger: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
@@ -652,6 +660,8 @@ def _choose_backend(args: argparse.Namespace, config: Any) -> None:
         why = catalog.errors.get(config.backend) or "no such backend"
         raise CliError(f"backend {config.backend!r}: {why}; `auger backends` lists them")
     row = status_of(spec)
+    if row.status == "error":
+        raise CliError(f"backend {config.backend!r} cannot run: {row.detail}")
     if row.status != "available":
         raise CliError(f"backend {config.backend!r} is {row.status}: {row.detail}")
 

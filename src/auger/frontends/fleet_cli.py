@@ -103,24 +103,23 @@ def _db_target(args: argparse.Namespace) -> str | None:
 
 
 def _postgres_url(args: argparse.Namespace) -> str:
+    from auger.extras import install_command, require
     from auger.store.factory import is_postgres_url
 
     target = _db_target(args)
     if not is_postgres_url(target):
         raise CliError("the task queue needs PostgreSQL: pass --db postgresql://… or set AUGER_DB "
-                       "(pip install 'auger[postgres]')")
+                       f"({install_command('postgres')})")
+    require("postgres", "the task queue")
     return str(target)
 
 
 def _with_tasks(url: str, body: Callable[[Any], Awaitable[T]]) -> T:
     """Run `body(Tasks)` over a store opened for it, a StoreError as the command's one-line error."""
-    try:
-        from auger.fleet.tasks import Tasks
-        from auger.store.postgres import PostgresStore
-    except ImportError as exc:
-        raise CliError(f"the fleet needs the postgres extra: pip install 'auger[postgres]' ({exc})") from None
-
     import asyncio
+
+    from auger.fleet.tasks import Tasks
+    from auger.store.postgres import PostgresStore
 
     async def main() -> T:
         store = PostgresStore(url)
@@ -332,10 +331,6 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
         return await asyncio.to_thread(migrate_file, Path(target) if target else default_db_path())
 
-    try:
-        before, after = guard_store(lambda: asyncio.run(migrate()))
-    except ImportError as exc:
-        raise CliError(f"a PostgreSQL database needs the postgres extra: pip install 'auger[postgres]' ({exc})") \
-            from None
+    before, after = guard_store(lambda: asyncio.run(migrate()))
     print(f"{where}: schema {after}" + (" (up to date)" if before == after else f" (was {before})"))
     return 0

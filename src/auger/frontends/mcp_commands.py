@@ -104,6 +104,12 @@ def _cmd_add(args: argparse.Namespace) -> int:
     path = user_config_path()
     replaced = _edit(lambda: set_table(path, "mcp_servers", args.name, table))
     print(f"{'replaced' if replaced else 'added'} MCP server {args.name!r} in {path}")
+    from auger.tools.mcp_servers import without_sdk
+
+    why = without_sdk()  # recorded all the same: sessions start it once the extra is installed
+    if why is not None:
+        print(f"auger: warning: {why} (the server is saved; sessions start it once the extra is installed)",
+              file=sys.stderr)
     return 0
 
 
@@ -170,7 +176,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_server(args: argparse.Namespace) -> int:
     from auger.config import load_config
+    from auger.extras import require
     from auger.frontends.mcp_server import CannotServe, Http, Limits, serve
+
+    require("mcp", "`auger mcp-server`")
 
     flags = {"db_path": args.db, "approve_all": args.approve_all}
 

@@ -51,11 +51,13 @@ def telemetry_follower(config: Config, environ: Mapping[str, str], warn: Callabl
         warn(problem)
     if settings is None:
         return None
+    from auger.extras import MissingExtra, importing
+
     try:
-        from auger.observe.otel import SessionTelemetry, exporter_for
-    except ImportError as exc:
-        warn(f"telemetry is configured but OpenTelemetry is not installed ({exc.name or exc}): "
-             "pip install 'auger[otel]'")
+        with importing("otel", "telemetry"):
+            from auger.observe.otel import SessionTelemetry, exporter_for
+    except MissingExtra as exc:
+        warn(f"{exc}; the session runs without it")
         return None
     try:
         exporter = exporter_for(settings)

@@ -8,16 +8,28 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
 
+if TYPE_CHECKING:
+    import logging
+
 
 class StoreError(Exception):
     """The store cannot be used: the file is unreadable, locked or of a newer schema, or a write failed (a
     full disk). The message names the file and the cause, in one line for the user."""
+
+
+def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
+    """Log that `what` failed. A StoreError is an expected failure (a full disk, a database gone) and its
+    message says it all: one line, never a traceback. Anything else is a bug, logged with its traceback."""
+    if isinstance(exc, StoreError):
+        log.error("%s: %s", what, exc)
+    else:
+        log.error("%s failed", what, exc_info=exc)
 
 
 @dataclass

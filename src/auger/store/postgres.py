@@ -1,8 +1,8 @@
 """The PostgreSQL store: the same contract as SQLite's, shared by processes on many machines.
 
 psycopg 3 with a connection pool (the `postgres` extra), imported only when a `postgresql://` URL is
-opened. Every write is one transaction. What must hold across machines is held by the database, never
-by a process's memory:
+opened; without the extra, making a store (or migrating) is MissingExtra, one line naming it. Every write
+is one transaction. What must hold across machines is held by the database, never by a process's memory:
 
 - **Sequence numbers.** An item's number is taken inside its transaction under a per-session advisory
   lock, and (session_id, seq) is the primary key of items and events, so concurrent writers — threads,
@@ -32,6 +32,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
+from auger.extras import require
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
@@ -78,6 +79,7 @@ def t(value: Any) -> str:
 class PostgresStore:
     def __init__(self, url: str, *, max_connections: int = 8, lease_timeout_s: float | None = None,
                  heartbeat_s: float | None = None) -> None:
+        require("postgres", "a PostgreSQL session database")
         self.url = url
         self.where = redact(url)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -614,6 +616,7 @@ class PostgresStore:
 async def migrate(url: str) -> tuple[int, int]:
     """Apply the migrations the database lacks, each in one transaction, under an advisory lock (many
     workers may start at once); (version before, version after). A newer schema is refused."""
+    require("postgres", "a PostgreSQL session database")
     import psycopg
 
     steps = migrations("postgres")

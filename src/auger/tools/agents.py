@@ -25,6 +25,8 @@ SPAWN, WAIT, SEND, CANCEL, LIST, APPLY = ("spawn_agent", "wait_agent", "send_inp
                                          "apply_agent_changes")
 NAMES = frozenset({SPAWN, WAIT, SEND, CANCEL, LIST, APPLY})
 FOLLOW_UPS = NAMES - {SPAWN}  # the tools about sub-agents that exist
+FOLLOW_UP_VERBS = {WAIT: "wait for", SEND: "send input to", CANCEL: "cancel", LIST: "list",
+                   APPLY: "apply the changes of"}
 WAIT_DEFAULT_S, WAIT_MAX_S = 30, 300
 
 
@@ -61,6 +63,16 @@ class OnDemand(StaticToolset):
         """Whether the list changed (the registry's protocol for toolsets whose tools change)."""
         offered, self._offered = self._offered, self._offered or self._started()
         return offered != self._offered
+
+    def not_offered(self, name: str) -> str | None:
+        """What a model that calls a follow-up before it is offered reads, as the call's error output."""
+        if name not in FOLLOW_UPS or self._offered:
+            return None
+        if self._started():  # the first sub-agent started after this request's catalog was sent
+            return f"{name} is offered from your next step on, now that a sub-agent has started; call it again then"
+        return (f"{name}: no sub-agent has been started in this session yet, so there is none to "
+                f"{FOLLOW_UP_VERBS[name]}. Start one with {SPAWN} (background=true returns its id at once, "
+                f"and {name} then works on it).")
 
 
 def agent_toolset(control: Callable[[], AgentControl], available: str) -> StaticToolset:

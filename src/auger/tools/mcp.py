@@ -249,8 +249,14 @@ class McpToolset:
             return await awaitable
 
     async def _connect(self) -> None:
-        import mcp.client.stdio  # noqa: F401  the SDK loads before the start-up clock runs: its import
-        import mcp.client.streamable_http  # noqa: F401  is auger's cost, not the server's
+        from auger.extras import MissingExtra, importing
+
+        try:  # tools/mcp_servers.py starts no server without the SDK; one too old to import fails here
+            with importing("mcp", "MCP"):
+                import mcp.client.stdio  # noqa: F401  the SDK loads before the start-up clock runs: its import
+                import mcp.client.streamable_http  # noqa: F401  is auger's cost, not the server's
+        except MissingExtra as exc:
+            raise ServerFailed(f"MCP server {self.server.name!r} could not be started: {exc}") from None
 
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()

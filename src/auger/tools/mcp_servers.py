@@ -1,7 +1,7 @@
 """A session's MCP servers: the configured ones started together at open, others added or removed
 while it runs. Each is a member of the session's tool registry (tools/router.py), so a change is
 offered from the next model call. tools/mcp.py (and with it the SDK) is imported only when there is
-a server to start.
+a server to start; without the `mcp` extra no server starts, and the session goes on without them.
 """
 
 from __future__ import annotations
@@ -44,8 +44,13 @@ class McpServers:
 
     async def start(self, servers: list[McpServerConfig]) -> None:
         """Start servers concurrently (each within its own start-up timeout); failures are warnings."""
-        if servers:
-            await self._offer_resources()
+        if not servers:
+            return
+        absent = not_started([server.name for server in servers])
+        if absent is not None:
+            self.warn(absent)
+            return
+        await self._offer_resources()
         await asyncio.gather(*(self._add(server) for server in servers))
 
     async def add(self, name: str, table: dict) -> str | None:
@@ -58,6 +63,9 @@ class McpServers:
             server = parse_server(name, table, source="session")
         except ValueError as exc:
             return str(exc)
+        absent = not_started([name])
+        if absent is not None:
+            return absent
         await self._offer_resources()
         await self._add(server)
         return None
@@ -97,6 +105,21 @@ class McpServers:
 
     async def _ask(self, server: str, message: str, schema: dict) -> tuple[str, str | None]:
         return ("decline", None) if self.elicit is None else await self.elicit(server, message, schema)
+
+
+def without_sdk() -> str | None:
+    """Why no MCP server can start here, when the `mcp` extra is not installed (None: it is)."""
+    from auger.extras import missing, needs
+
+    module = missing("mcp")
+    return None if module is None else needs("mcp", "MCP", module)
+
+
+def not_started(names: list[str]) -> str | None:
+    """The warning for servers that cannot start without the `mcp` extra (None: they can)."""
+    why = without_sdk()
+    listed = ", ".join(repr(name) for name in names)
+    return None if why is None else f"MCP server{'s' if len(names) > 1 else ''} {listed} not started: {why}"
 
 
 def prompt_commands(registry: ToolRegistry) -> list[tuple[str, str]]:

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 from auger.models.base import ToolSchema
 from auger.tools.base import ToolContext, ToolError, ToolResult, ToolSpec
-from auger.tools.toolset import Contribution, Toolset, contributions_of, render_contributions
+from auger.tools.toolset import Contribution, Toolset, contributions_of, render_contributions, why_not_offered
 
 log = logging.getLogger("auger.tools")
 
@@ -178,6 +178,12 @@ class ToolRouter:
     # -- routing calls --------------------------------------------------------------
     def get(self, name: str) -> ToolSpec | None:
         return self._current.specs.get(name)
+
+    def not_offered(self, name: str) -> str | None:
+        """Why a tool that is not in the catalog is held back by a source that has it (None: no source has it)."""
+        sources = [*([self._base] if self._overlay.include_base else []), *self.registry.members,
+                   *self._overlay.toolsets]
+        return next((why for why in (why_not_offered(source, name) for source in sources) if why), None)
 
     @property
     def names(self) -> list[str]:

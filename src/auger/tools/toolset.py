@@ -14,7 +14,9 @@ read-only sub-agent gets `read_only(toolset)`.
 A toolset may also say something in the system prompt: `contributions()` returns Contributions
 (an MCP server's `instructions`, a plugin's usage notes). A contribution tied to tools is shown
 only while one of them is in the catalog, so a filtered-out source says nothing. A toolset whose
-tools can change in place has an int `revision` that moves when they do.
+tools can change in place has an int `revision` that moves when they do. A toolset that holds a tool
+back until it makes sense (the sub-agent follow-ups before any sub-agent) says why in `not_offered(name)`,
+so a model that calls it anyway reads that instead of "there is no tool named …".
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ SLOTS = ("guidance", "tools")  # where contributions go, in prompt order; an unk
 def contributions_of(toolset: Toolset) -> Sequence[Contribution]:
     contributions = getattr(toolset, "contributions", None)
     return contributions() if contributions is not None else ()
+
+
+def why_not_offered(toolset: Toolset, name: str) -> str | None:
+    """Why `toolset` holds back a tool of that name it has (None: it has none, or offers it)."""
+    not_offered = getattr(toolset, "not_offered", None)
+    return not_offered(name) if not_offered is not None else None
 
 
 def render_contributions(base: str, contributions: Iterable[Contribution], tools: frozenset[str]) -> str:

@@ -2,7 +2,8 @@
 
 The converters are optional (the `web` extra: markdownify, which brings BeautifulSoup, and pypdf) and
 imported on the first page that needs them (~0.15 s each), never at start-up. Without them an HTML page
-is shown as its raw HTML and a PDF as a one-line note, each saying what to install.
+is read with the standard library's parser (tools/html_text.py: the text with its structure, links and
+headings kept, Markdown-like) and a PDF is a one-line note saying what to install.
 
 HTML loses what only a browser needs (head, scripts, styles, navigation, forms); its links are made
 absolute against the page's URL, so a link the model reads is one it can fetch as written.
@@ -14,19 +15,18 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
+from auger.tools.html_text import DROPPED
+
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "application/x-yaml",
               "application/yaml", "application/toml")
-DROPPED_TAGS = ("head", "script", "style", "noscript", "svg", "template", "iframe", "form", "nav", "footer", "aside",
-                "button", "canvas")
-INSTALL_HINT = "install auger's web extra: pip install 'auger[web]'"
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Converted:
-    kind: str  # "markdown" | "pdf" | "text" | "html" (not converted) | "binary"
+    kind: str  # "markdown" | "html-text" (HTML read without the web extra) | "pdf" | "text" | "binary"
     text: str
 
 
@@ -77,15 +77,20 @@ def _meta_charset(body: bytes) -> str | None:
 
 
 def _html(body: bytes, content_type: str, url: str) -> Converted:
+    from auger.extras import MissingExtra, importing
+
     text = decode(body, content_type)
     try:
-        from bs4 import BeautifulSoup
-        from markdownify import MarkdownConverter
-    except ImportError:
-        return Converted("html", f"[HTML not converted to Markdown: {INSTALL_HINT}]\n{text}")
+        with importing("web", "HTML as Markdown"):
+            from bs4 import BeautifulSoup
+            from markdownify import MarkdownConverter
+    except MissingExtra:
+        from auger.tools.html_text import html_to_text
+
+        return Converted("html-text", html_to_text(text, url))
     soup = BeautifulSoup(text, "html.parser")
     title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    for dropped in soup.find_all(DROPPED_TAGS):
+    for dropped in soup.find_all([*DROPPED, "title"]):  # the title is put back as a heading
         if not dropped.decomposed:  # a dropped tag inside another one went with it
             dropped.decompose()
     for name, attr in (("a", "href"), ("img", "src")):
@@ -102,11 +107,14 @@ def _html(body: bytes, content_type: str, url: str) -> Converted:
 
 
 def _pdf(body: bytes) -> Converted:
+    from auger.extras import MissingExtra, importing
+
     try:
-        from pypdf import PdfReader
-        from pypdf.errors import PyPdfError
-    except ImportError:
-        return Converted("pdf", f"[PDF: {len(body):,} bytes, not converted: {INSTALL_HINT}]")
+        with importing("web", "a PDF's text"):
+            from pypdf import PdfReader
+            from pypdf.errors import PyPdfError
+    except MissingExtra as exc:
+        return Converted("pdf", f"[PDF: {len(body):,} bytes, not converted: {exc}]")
     import io
 
     try:

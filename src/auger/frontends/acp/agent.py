@@ -38,6 +38,7 @@ from auger.frontends.acp.updates import (
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, SetMode, SetModel, Shutdown, UserTurn
 from auger.protocol.vocab import ApprovalOption, Mode
+from auger.store.base import StoreError, log_failure
 
 # A sub-agent's events the editor is not shown: its streamed text and answer (it is not the reply), its
 # turn's start and end (they do not end this prompt), its usage and plan (the session's own report them).
@@ -114,9 +115,10 @@ class AcpSession:
             async for envelope in self.session.subscribe():
                 if envelope.parent_call_id is None or not isinstance(envelope.event, _CHILDS_OWN):
                     await self.on_event(envelope.event)
-        except Exception:  # a broken connection or a mapping bug: the prompt waiting must not hang
-            log.exception("session %s: following its events failed", self.id)
-            self.finish("error", "auger lost track of the session's events (see its log on stderr)")
+        except Exception as exc:  # a broken connection or a mapping bug: the prompt waiting must not hang
+            log_failure(log, f"session {self.id}: following its events", exc)
+            self.finish("error", str(exc) if isinstance(exc, StoreError)
+                        else "auger lost track of the session's events (see its log on stderr)")
 
     async def on_event(self, event: ev.Event) -> None:
         """One of the session's events — or a sub-agent's tool call or approval, shown as the editor's own

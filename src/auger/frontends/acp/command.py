@@ -37,7 +37,8 @@ def _cmd_acp(args: argparse.Namespace) -> int:
     import logging
 
     from auger.config import load_config
-    from auger.frontends.cli_support import CliError, open_store
+    from auger.extras import require
+    from auger.frontends.cli_support import open_store
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="auger acp: %(levelname)s %(name)s: %(message)s")
@@ -50,10 +51,7 @@ def _cmd_acp(args: argparse.Namespace) -> int:
     config = config_for(os.getcwd())
     for line in config.diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
-    try:
-        import acp  # noqa: F401  (checked here for a clear message)
-    except ImportError:
-        raise CliError("`auger acp` needs the Agent Client Protocol SDK: pip install 'auger[acp]'") from None
+    require("acp", "`auger acp`")
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # from here on, anything written to stdout lands on stderr
     sys.stdout = sys.stderr

@@ -52,6 +52,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from auger.config import home_dirs, load_config, valid_base_url
+    from auger.extras import require
     from auger.frontends.cli_support import open_store
     from auger.frontends.http_guard import TokenError, is_loopback, load_token
 
@@ -77,12 +78,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     for line in config_for(roots[0]).diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
-    try:
-        import starlette  # noqa: F401  (checked here for a clear message)
-        import uvicorn  # noqa: F401
-        import websockets  # noqa: F401
-    except ImportError:
-        raise CliError("`auger serve` needs its web server: pip install 'auger[server]'") from None
+    require("server", "`auger serve`")
     try:
         token, token_source = load_token(os.environ, home_dirs()["data"])
     except TokenError as exc:

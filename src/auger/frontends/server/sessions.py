@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable
 
 from auger.protocol import events as ev
 from auger.protocol.ops import Interrupt, Shutdown
+from auger.store.base import log_failure
 
 if TYPE_CHECKING:
     from auger.config import Config
@@ -411,8 +412,8 @@ class Hub:
                 if session.meta.title != title:
                     title = session.meta.title
                     self.list_events.publish({"type": "session_updated", "session_id": session.id, "title": title})
-        except Exception:
-            log.exception("session %s: following it for the session list failed", session.id)
+        except Exception as exc:
+            log_failure(log, f"session {session.id}: following it for the session list", exc)
         finally:
             await session.wait_closed()
             if self._sessions.get(session.id) is session:

@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from auger.protocol.jsontext import dumps
+from auger.store.base import log_failure
 
 if TYPE_CHECKING:
     from auger.frontends.server.team import Watch
@@ -121,7 +122,7 @@ class SseResponse:
                     return
             await queue.put(None)
         except Exception as exc:  # the source failed (a store that cannot be read): say so, then end
-            log.warning("event stream failed: %s", exc, exc_info=True)
+            log_failure(log, "an event stream", exc)
             self.failure = f"the stream failed: {exc}"
             await queue.put(None)
         finally:
