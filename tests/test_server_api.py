@@ -187,9 +187,15 @@ def test_items_diff_and_pending_of_a_session_and_the_openapi_document(project, s
             unknown_query = await client.get(f"/api/sessions/{sid}/items", params={"evil": "1"})
             openapi = (await client.get("/api/openapi.json")).json()
             schema = (await client.get("/api/protocol.schema.json")).json()
-            return items, page, older, diff, missing, pending, unknown_query, openapi, schema
+            from starlette.routing import Route
 
-    items, page, older, diff, missing, pending, unknown_query, openapi, schema = run(main())
+            routes = {(r.path, method.lower()) for r in client._transport.app.app.routes if isinstance(r, Route)
+                      for method in r.methods or () if method != "HEAD"}
+            return items, page, older, diff, missing, pending, unknown_query, openapi, schema, routes
+
+    items, page, older, diff, missing, pending, unknown_query, openapi, schema, routes = run(main())
+    documented = {(path, method) for path, ops in openapi["paths"].items() for method in ops}
+    assert routes and routes <= documented, routes - documented  # every route the server has is in its document
     kinds = [i["item"]["type"] for i in items["items"]]
     assert "user_message" in kinds and "tool_call" in kinds and "assistant_message" in kinds
     assert [i["seq"] for i in page["items"]] == [i["seq"] for i in items["items"][-2:]]

@@ -152,3 +152,71 @@ def test_on_a_sqlite_store_the_page_offers_no_tasks_and_never_asks_for_them(brow
     finally:
         code, stderr = stop_process(proc)
     assert code == 0, stderr
+
+
+def test_a_task_queued_from_the_page_parks_is_answered_there_and_another_worker_finishes_it(
+        browser, postgres_url, isolated_home, project, tmp_path):
+    """A task waiting for a person holds no worker: queued from the page's form, parked at its approval, the
+    worker that started it gone, answered from the page — and finished once, by another worker."""
+    repo = make_repo(tmp_path / "repo")
+    with task_model() as model:
+        proc, url, printed = start_process(project, isolated_home, model, postgres_url)
+        first = start_worker(isolated_home, postgres_url, model, log=tmp_path / "a.log")
+        second = None
+        try:
+            errors: list[str] = []
+            page, _ = open_page(browser, pairing_link(printed), errors)
+            page.click('[data-role="tasks-link"]')
+            page.click('[data-role="new-task"]')
+            form = page.locator('[data-role="task-form"]')
+            form.locator('[data-field="prompt"]').fill("task parked")
+            form.locator('[data-field="repo"]').fill(str(repo))
+            form.locator('[data-field="mode"]').select_option("safe")
+            form.locator('[data-field="approval_timeout"]').fill("1")
+            form.locator('[data-role="submit-task"]').click()
+            first_holder = _first_worker(postgres_url)
+            waiting = page.locator(f'{TASK}[data-state="waiting"]')
+            waiting.wait_for(timeout=40_000)
+            task_id = waiting.get_attribute("data-task")
+            first.kill()  # the worker that started it is gone: it held the task no longer anyway
+            first.wait(10)
+            card = waiting.locator('[data-role="task-approval"]')
+            assert "parked.txt" in card.inner_text()
+            card.locator('[data-option="approve"]').click()
+            page.locator(f'{TASK}[data-task="{task_id}"][data-state="queued"]').wait_for()
+            second = start_worker(isolated_home, postgres_url, model, log=tmp_path / "b.log")
+            page.locator(f'{TASK}[data-task="{task_id}"][data-state="done"]').wait_for(timeout=40_000)
+            assert errors == []
+        finally:
+            for worker in (first, second):
+                if worker is not None and worker.poll() is None:
+                    worker.kill()
+                    worker.wait(10)
+            code, stderr = stop_process(proc)
+    assert code == 0, stderr
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        holder, submitted_by, session_id = conn.execute(
+            "SELECT worker, submitted_by, session_id FROM tasks WHERE id = %s", (task_id,)).fetchone()
+        diff = bytes(conn.execute("SELECT diff FROM task_results WHERE task_id = %s", (task_id,)).fetchone()[0])
+        outputs = conn.execute("SELECT data FROM items WHERE session_id = %s AND type = 'tool_output'",
+                               (session_id,)).fetchall()
+        by = conn.execute("SELECT data FROM events WHERE session_id = %s AND type = 'approval_resolved'",
+                          (session_id,)).fetchall()
+    assert holder != first_holder and submitted_by == "owner"
+    assert b"parked.txt" in diff and len(outputs) == 1 and "interrupted" not in outputs[0][0]  # it ran, once
+    assert len(by) == 1 and '"owner' in by[0][0]
+
+
+def _first_worker(url: str) -> str:
+    """The worker that took the one task, read while it runs (a parked task names no worker)."""
+    found: list[str] = []
+
+    def taken() -> bool:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT worker FROM tasks WHERE worker IS NOT NULL").fetchone()
+        if row:
+            found.append(row[0])
+        return bool(row)
+
+    wait_until(taken, what="a worker to take the task")
+    return found[0]

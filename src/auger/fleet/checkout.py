@@ -13,6 +13,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from auger.fleet.policy import is_remote
+
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C",
             "GIT_AUTHOR_NAME": "auger", "GIT_AUTHOR_EMAIL": "auger@localhost",
             "GIT_COMMITTER_NAME": "auger", "GIT_COMMITTER_EMAIL": "auger@localhost"}
@@ -47,14 +49,19 @@ async def checkout(repo: str, ref: str, where: Path) -> Checkout:
     where.parent.mkdir(parents=True, exist_ok=True)
     source = repo
     shared: list[str] = []
-    if "://" not in repo and not repo.startswith("git@"):
+    if not is_remote(repo):
         source = os.path.abspath(os.path.expanduser(repo))
         if not os.path.isdir(source):
             raise CheckoutError(f"repository {repo} is not a directory")
         shared = ["--shared"]
+    # Only the transport the repository names, no redirect to another host, no submodule fetched: what the
+    # operator's --allow-repo matched is what is cloned (fleet/policy.py has refused every other form).
+    transports = ["-c", "protocol.allow=never", "-c", "http.followRedirects=false"]
+    transports += [arg for name in (("file",) if shared else ("https", "http", "ssh", "git"))
+                   for arg in ("-c", f"protocol.{name}.allow=always")]
     try:
-        await _git(None, "clone", "--quiet", "--no-checkout", *shared, source, str(where))
-        base = (await _git(where, "rev-parse", "--verify", f"{ref}^{{commit}}")).strip()
+        await _git(None, *transports, "clone", "--quiet", "--no-checkout", *shared, source, str(where))
+        base = (await _git(where, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}")).strip()
         await _git(where, "checkout", "--quiet", "--detach", base)
     except CheckoutError:
         shutil.rmtree(where, ignore_errors=True)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from auger.frontends.cli_support import CliError, guard_store
+from auger.frontends.cli_support import CliError, guard_store, local_user
 
 T = TypeVar("T")
 
@@ -82,7 +82,11 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
                        ("retry", "queue a failed or cancelled task again")):
         t = tasks_sub.add_parser(name, help=text)
         t.add_argument("task_id", help="a task id or a unique prefix of one")
-    tasks_sub.add_parser("stats", help="queue depth, running, done, failed, retried, tokens and cost")
+    answer = tasks_sub.add_parser("answer", help="answer the approval a waiting (parked) task waits for")
+    answer.add_argument("task_id", help="a task id or a unique prefix of one")
+    answer.add_argument("decision", choices=("approve", "approve_session", "deny", "abort"))
+    answer.add_argument("--feedback", metavar="TEXT", help="a note to the agent (why, or what to do instead)")
+    tasks_sub.add_parser("stats", help="queue depth, running, waiting, done, failed, retried, tokens and cost")
     for t in tasks_sub.choices.values():
         t.add_argument("--json", action="store_true", help="print JSON")
         store_opts(t)
@@ -136,7 +140,6 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     """Queue a task. A task is data (fleet/policy.py): `-c` settings and `--base-url` would be the worker's
     configuration, so they are refused here, as the worker refuses them again."""
     from auger.fleet.policy import TaskRefused, check_row, check_spec, is_remote
-    from auger.frontends.cli_support import local_user
 
     refused = [f"-c {o.partition('=')[0]}" for o in args.overrides] + (["--base-url"] if args.base_url else [])
     if refused:
@@ -248,6 +251,8 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
             if done is None:
                 raise CliError(f"task {record.id[:12]} is {record.state}: nothing to cancel")
             return done
+        if command == "answer":
+            return await _answer(tasks, record, args)
         from auger.fleet.submit import retry
 
         again = await retry(tasks.store, record.id)
@@ -268,8 +273,24 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
             _print_show(record, result)
     else:
         print(json.dumps(out.to_json(), indent=2) if args.json else f"{out.id} {out.state}"
-              + (" (cancel asked: its worker interrupts it)" if command == "cancel" and out.state == "running" else ""))
+              + (" (cancel asked: its worker interrupts it)" if command == "cancel" and out.state == "running" else "")
+              + (" (answered: a worker resumes it)" if command == "answer" else ""))
     return 0
+
+
+async def _answer(tasks: Any, record: Any, args: argparse.Namespace) -> Any:
+    """Answer a parked task's approval from the command line, as `auger serve` does, and deliver it."""
+    from auger.fleet.submit import answer
+    from auger.fleet.tasks import AnswerRefused
+
+    waiting = (record.parked or {}).get("request") if record.state == "waiting" else None
+    if waiting is None:
+        raise CliError(f"task {record.id[:12]} is {record.state}: no approval waits for an answer")
+    try:
+        return await answer(tasks.store, record.id, waiting["request_id"], args.decision, args.feedback,
+                            local_user())
+    except AnswerRefused as exc:
+        raise CliError(str(exc)) from None
 
 
 def _print_list(records: list[Any], as_json: bool) -> None:
@@ -292,6 +313,9 @@ def _print_show(record: Any, result: Any) -> None:
         print(f"session   {record.session_id}")
     if record.error:
         print(f"error     {record.error}")
+    if record.state == "waiting" and record.parked:
+        print(f"waiting   for an answer: {record.parked['request'].get('message', '')}\n"
+              f"          (auger tasks answer {record.id[:12]} approve|deny, or from `auger serve`)")
     if result is not None:
         cost = "" if result.cost is None else f", ${result.cost:.4f}"
         print(f"exit      {result.exit_reason}\ntokens    {result.usage.input_tokens} in, "
@@ -307,7 +331,8 @@ def _print_stats(stats: dict[str, Any], as_json: bool) -> None:
         return
     tokens = stats["tokens"]
     cost = "unknown" if stats["cost"] is None else f"${stats['cost']:.4f}"
-    print(f"queued {stats['queued']}  running {stats['running']}  done {stats['done']}  failed {stats['failed']}  "
+    print(f"queued {stats['queued']}  running {stats['running']}  waiting {stats['waiting']}  done {stats['done']}  "
+          f"failed {stats['failed']}  "
           f"cancelled {stats['cancelled']}  retried {stats['retried']}")
     print(f"tokens {tokens['input']} in, {tokens['output']} out  cost {cost}")
 

@@ -27,8 +27,9 @@ def _ok(description: str, schema: dict[str, Any] | None = None, status: str = "2
     if schema is not None:
         body["content"] = {"application/json": {"schema": schema}}
     return {status: body, "400": _error("a field that is unknown, missing or ill-typed"),
-            "401": _error("no valid credentials"), "403": _error("refused: foreign Host or Origin, outside the roots, "
-                                                                 "or a mode beyond the server's")}
+            "401": _error("no valid credentials"), "403": _error("refused: a role short of the one needed, a "
+                                                                 "foreign Host or Origin, outside the roots, or a mode "
+                                                                 "beyond the server's")}
 
 
 def _sse(description: str) -> dict[str, Any]:
@@ -67,8 +68,9 @@ def openapi_document() -> dict[str, Any]:
                                                 "user message stored under this item seq"}}}}}},
                          "responses": {**_ok("the session's snapshot", snapshot, "201"),
                                        "409": _error("the session runs in another process")}}},
-            "/api/server": {"get": {"summary": "The roots sessions may work in, the server's mode and model",
-                                    "responses": _ok("roots, mode, model, provider")}},
+            "/api/server": {"get": {"summary": "The roots sessions may work in, the server's mode and model, "
+                                               "who is asking, whether there is a fleet",
+                                    "responses": _ok("roots, mode, model, provider, user, fleet")}},
             "/api/sessions/{id}": {"get": {"summary": "A session's record and state snapshot", "parameters": _ID,
                                            "responses": {**_ok("the snapshot", snapshot),
                                                          "404": _error("no such session")}}},
@@ -112,6 +114,54 @@ def openapi_document() -> dict[str, Any]:
                                    "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer"}}],
                                    "responses": {**_ok("stats, and tasks (each with its cost once finished)"),
                                                  "404": _error("the store has no fleet (SQLite)")}}},
+            "/api/fleet/tasks": {"post": {
+                "summary": "Submit a task (data only; a member's): 201, or 200 for a repeated submission id",
+                "requestBody": {"content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": False, "required": ["prompt", "repo"],
+                    "properties": {
+                        "prompt": {"type": "string"}, "repo": {"type": "string"}, "ref": {"type": "string"},
+                        "provider": {"type": "string"}, "model": {"type": "string"}, "mode": _ref("Mode"),
+                        "token_budget": {"type": "integer", "minimum": 1}, "cost_budget": {"type": "number"},
+                        "approval_timeout_s": {"type": "number", "minimum": 1},
+                        "labels": {"type": "array", "items": {"type": "string"}},
+                        "priority": {"type": "integer"}, "queue": {"type": "string"},
+                        "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20},
+                        "submission_id": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,64}$"}}}}}},
+                "responses": {**_ok("the task's record", None, "201"), "200": {"description": "the first task of "
+                                                                               "a repeated submission id"},
+                              "404": _error("no fleet"), "409": _error("the submission id names another task")}}},
+            "/api/fleet/tasks/{id}": {"get": {
+                "summary": "One task, with its stored result", "parameters": _TASK_ID,
+                "responses": {**_ok("the task's record and result"), "404": _error("no such task, or no fleet")}}},
+            "/api/fleet/tasks/{id}/answer": {"post": {
+                "summary": "Answer the approval a waiting (parked) task waits for (an approver's); any worker "
+                           "resumes it",
+                "parameters": _TASK_ID,
+                "requestBody": {"content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": False, "required": ["request_id", "decision"],
+                    "properties": {"request_id": {"type": "string"}, "decision": _ref("ApprovalOption"),
+                                   "feedback": {"type": ["string", "null"]}}}}}},
+                "responses": {**_ok("the task's record, queued again"), "404": _error("no such task, or no fleet"),
+                              "409": _error("nothing waits, or it was answered already")}}},
+            "/api/users": {
+                "get": {"summary": "Every user (an admin's)", "responses": _ok("users")},
+                "post": {"summary": "Add a user (an admin's): the token is in the answer, once",
+                         "requestBody": {"content": {"application/json": {"schema": {
+                             "type": "object", "additionalProperties": False, "required": ["name", "role"],
+                             "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9._-]{0,31}$"},
+                                            "role": {"enum": ["viewer", "member", "approver", "admin"]}}}}}},
+                         "responses": {**_ok("the user and its token", None, "201"),
+                                       "409": _error("the name is taken")}}},
+            "/api/users/{name}/revoke": {"post": {
+                "summary": "Revoke a user (an admin's): refused from the next request, open streams closed",
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _EMPTY, "responses": {**_ok("the user"), "404": _error("no such active user")}}},
+            "/api/audit": {"get": {
+                "summary": "Who did what, newest first (an admin's)",
+                "parameters": [{"name": name, "in": "query", "schema": {"type": kind}} for name, kind in (
+                    ("actor", "string"), ("action", "string"), ("target", "string"), ("before", "integer"),
+                    ("limit", "integer"))],
+                "responses": _ok("entries and next_before")}},
             "/api/fleet/tasks/{id}/cancel": {"post": {
                 "summary": "Cancel a task: a queued one at once, a running one through its worker",
                 "parameters": _TASK_ID, "requestBody": _EMPTY,

@@ -80,7 +80,7 @@ export function TasksView({ onMenu }) {
 /** A new task: data only (prompt, repository and ref, mode, model, labels); the workers decide the rest. */
 function NewTask({ onQueued }) {
   const [open, setOpen] = useState(false);
-  const [form, setForm] = useState({ prompt: "", repo: "", ref: "HEAD", mode: "", model: "", labels: "" });
+  const [form, setForm] = useState({ prompt: "", repo: "", ref: "HEAD", mode: "", model: "", labels: "", wait: "" });
   const [error, setError] = useState("");
   const [sending, setSending] = useState(false);
   const id = useRef(submissionId());
@@ -96,6 +96,7 @@ function NewTask({ onQueued }) {
       labels: form.labels.split(/[\s,]+/).filter(Boolean), submission_id: id.current };
     if (form.mode) body.mode = form.mode;
     if (form.model.trim()) body.model = form.model.trim();
+    if (form.wait.trim()) body.approval_timeout_s = Number(form.wait.trim());
     try {
       await api("/api/fleet/tasks", { method: "POST", body });
       id.current = submissionId();
@@ -130,6 +131,10 @@ function NewTask({ onQueued }) {
       </label>
       <label>Labels (optional)
         <input data-field="labels" type="text" value=${form.labels} onInput=${set("labels")} placeholder="ci, nightly" />
+      </label>
+      <label>Park after (seconds an approval may hold a worker)
+        <input data-field="approval_timeout" type="number" min="1" value=${form.wait} onInput=${set("wait")}
+          placeholder="600" />
       </label>
     </div>
     ${error ? html`<div class="error" role="alert">${error}</div>` : null}
