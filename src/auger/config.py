@@ -217,6 +217,8 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
                 key = "project_mcp_servers"
             if project and key == "hooks":  # listed apart: run only with trust_project_hooks
                 key = "project_hooks"
+            if project and key == "secrets":  # listed apart: a project may add protected files, never remove any
+                key = "project_secrets"
             if project and key == "otel":  # telemetry goes where the user sends it, with the user's headers
                 config.diagnostics.append(f"{path}: [otel] ignored: only your user config may configure telemetry")
                 continue
