@@ -41,16 +41,16 @@ def _layout(name: str, home: Path, monkeypatch) -> dict[str, Path]:
 
 
 def _other_project_session(tmp_path: Path, db: Path, *overrides: str) -> None:
-    """Another project's session: its conversation holds the secret, and it deletes a key file (which the
+    """Another project's session: its conversation holds the secret, and it deletes a file holding it (which the
     snapshot taken before the change keeps)."""
     other = tmp_path / "other"
     other.mkdir()
-    (other / "key.pem").write_text(SECRET + "\n")
+    (other / "deploy-notes.txt").write_text(SECRET + "\n")
     with MockChatServer() as server:
-        server.add(Reply(tool_calls=[ToolCall("shell", {"command": "rm key.pem"})]), Reply(text="done"))
-        run_session(other, server, f"the deploy password is {SECRET}; delete key.pem", db=db,
+        server.add(Reply(tool_calls=[ToolCall("shell", {"command": "rm deploy-notes.txt"})]), Reply(text="done"))
+        run_session(other, server, f"the deploy password is {SECRET}; delete deploy-notes.txt", db=db,
                     overrides=("sandbox=off", "mode=auto", "approve_all=true", *overrides))
-    assert not (other / "key.pem").exists()
+    assert not (other / "deploy-notes.txt").exists()
 
 
 def _attacks(dirs: dict[str, Path]) -> list[str]:

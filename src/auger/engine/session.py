@@ -161,6 +161,7 @@ class Session:
         from auger.policy.confinement import confine
         from auger.policy.env import command_env
         from auger.policy.rules import load_rules
+        from auger.secrets.protected import protected_files
 
         config = workspace.config
         warnings: list[str] = []
@@ -173,8 +174,12 @@ class Session:
         if queue is not None:
             state.root_handle = queue.handle
         mode = SessionMode(meta.mode)
+        state.protected = protected_files(config, tools_root)  # the file tools', the sandbox's, the snapshots'
+        secret_roots = [state.protected]
+        if queue is not None:  # commands can read the project itself too (through its absolute path)
+            secret_roots.append(protected_files(config, workspace.root))
         confinement = await confine(config, tools_root, state.scratch_dir, share_repository(queue),
-                                    warnings.append, mode=lambda: mode.now, dirs=dirs)
+                                    warnings.append, mode=lambda: mode.now, dirs=dirs, secrets=secret_roots)
         unshare_repository_unless_confined(queue, confinement)
         if queue is not None:
             warnings.extend(pending_warnings(queue, confinement))
@@ -209,7 +214,7 @@ class Session:
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=window, warnings=warnings, mcp=mcp)
         mcp.warn = lambda message: session.emit(WarningEvent(message))
-        roots.record = session.record
+        runtime.record = roots.record = session.record
         roots.warn = lambda turn_id, message: session.emit(WarningEvent(message, turn_id))
         warnings.extend(roots.restore(history.items))
         if confinement is not None:  # its sandbox starts with the first command: problems then are warnings
@@ -220,7 +225,8 @@ class Session:
         runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
-        snapshots = snapshot_opener(config, workspace.root, dirs["data"], auger_paths(dirs, store))
+        snapshots = snapshot_opener(config, workspace.root, dirs["data"], auger_paths(dirs, store),
+                                    protected=secret_roots[-1])
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
             if queue is None:  # in pending mode only an apply changes the project

@@ -4,8 +4,9 @@
     arguments are validated again) → the tool's gate (a check that needs the conversation: web_fetch's
     URL provenance; a refusal is final) → classify → decide (policy/decision.py, pure)
     → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
-    → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite the output
-    the model sees) → `after_mutation` hooks
+    → if it was refused only for protected files, say so and ask → re-run with those files granted for
+    this call alone → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite
+    the output the model sees) → `after_mutation` hooks
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
 Failed (the call could not run: unknown tool — or one a toolset holds back, which says why — bad
@@ -39,9 +40,9 @@ from auger.engine.call_outcome import Aborted, Denied, Failed, Outcome, Ran
 from auger.engine.shared import SessionShared, effective_mode
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
-from auger.policy.types import Classification, Effect, Mode, Verdict
+from auger.policy.types import PROTECTED_BLOCKED, Classification, Effect, Mode, Verdict
 from auger.protocol import events as ev
-from auger.protocol.items import ToolCall
+from auger.protocol.items import Item, ProtectedRead, ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.vocab import Refusal
 from auger.store.base import StoreError
@@ -49,6 +50,7 @@ from auger.tools.base import (
     CallsAborted,
     CommandSandbox,
     OutputArchive,
+    ProtectedFileRefused,
     SessionToolState,
     ToolCaller,
     ToolContext,
@@ -119,6 +121,7 @@ class ToolRuntime:
         # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
         self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
         self.transcript: Transcript | None = None  # the caller's conversation, for tools that check provenance
+        self.record: Callable[[str, Item], Awaitable[None]] | None = None  # commits an item to the session
 
     @property
     def hooks(self) -> Hooks | None:
@@ -195,7 +198,7 @@ class ToolRuntime:
             mutates = c.effect != Effect.READ_ONLY
             if mutates:
                 await _run_hooks(self.before_mutation, planned)
-            result = await self.router.call(spec, args, ctx)
+            result = await self._call(host, turn_id, spec, args, ctx)
             if result.sandbox_denial and await self._allow_unsandboxed(host, turn_id, mode, call.call_id, spec, c,
                                                                        result.sandbox_denial):
                 ctx.sandbox = None
@@ -216,6 +219,33 @@ class ToolRuntime:
         except BaseException as exc:  # a tool bug (SystemExit too) must not end the turn: the model tries another way
             log.error("tool %s failed", call.name, exc_info=exc)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
+
+    async def _call(self, host: CallHost, turn_id: str, spec: ToolSpec, args: dict[str, Any],
+                    ctx: ToolContext) -> ToolResult:
+        """Run the tool. One refused only for protected files is told to the user (without a byte of them);
+        in an interactive session the user may let this one call have them, and it runs again with them
+        granted (`ToolContext.protected_grant`). Headless — even with --approve-all — the refusal stands."""
+        try:
+            return await self.router.call(spec, args, ctx)
+        except ProtectedFileRefused as refused:
+            paths = ", ".join(refused.paths)
+            files = "files" if len(refused.paths) > 1 else "file"
+            host.emit(ev.WarningEvent(f"{spec.name} was refused: protected {files} {paths}", turn_id))
+            if not self.policy.interactive:
+                raise
+            details = {"call_id": ctx.call_id, "tool": spec.name, "effect": Effect.READ_ONLY, "subject": paths,
+                       "reason": "; ".join(r.describe() for r in refused.reasons)}
+            answer = await host.ask(
+                turn_id=turn_id, kind="protected_read", options=[APPROVE, DENY_CALL], headless_default=DENY_CALL,
+                message=f"{spec.name} wants to read or change the protected {files} {paths} ({details['reason']}). "
+                        "Allow this one call?", details=details)
+            if answer.decision != APPROVE:
+                raise
+            ctx.protected_grant = frozenset(refused.paths)
+            if self.record is not None:
+                await self.record(turn_id, ProtectedRead(ctx.call_id, spec.name, list(refused.paths)))
+            host.emit(ev.WarningEvent(f"{spec.name} may read {paths} for this one call (allowed by the user)", turn_id))
+            return await self.router.call(spec, args, ctx)
 
     def _inner_calls(self, host: CallHost, turn_id: str, call: ToolCall) -> ToolCaller:
         """The calls a tool that runs tools (run_code) makes for this call: each through `run`, as this call's
@@ -326,8 +356,9 @@ class ToolRuntime:
 
     async def _allow_unsandboxed(self, host: CallHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
                                  c: Classification, why: str) -> bool:
-        """After the sandbox blocked a command: may it run again outside? Only a person can say yes."""
-        if not self.policy.interactive or Mode.PLAN in (mode, self.mode()):
+        """After the sandbox blocked a command: may it run again outside? Only a person can say yes — and not
+        for a protected file (secrets/protected.py): those a command never reads, whoever approves."""
+        if not self.policy.interactive or Mode.PLAN in (mode, self.mode()) or PROTECTED_BLOCKED in why:
             return False
         answer = await host.ask(
             turn_id=turn_id, kind="unsandboxed", message=f"The sandbox blocked `{c.subject}`: {why}. "

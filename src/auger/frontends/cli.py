@@ -222,6 +222,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.users_cli import add_commands as add_users
 
     add_users(sub, store_opts)  # `users` (frontends/users_cli.py), parsed by the main parser
+    from auger.frontends.secrets_cli import add_commands as add_secrets
+
+    add_secrets(sub, store_opts)  # `secrets check` (frontends/secrets_cli.py)
     return parser, {"": p_chat, **runs, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 

@@ -23,14 +23,18 @@ What it can and cannot express, and therefore what this mode guarantees:
   `/`, except that a directory containing a denied path is not granted as a
   whole: its entries are granted one by one, skipping the denied ones
   (recursively, down to the denied path). The directories on that path keep
-  READ_DIR only, and READ_DIR is inherited by everything beneath, so *names*
-  inside a denied directory stay listable; the contents do not. Entries created
-  inside such a split directory while the command runs (the ruleset is built per
-  command) are not readable by it.
+  READ_DIR only (a writable one: every right but reading and executing files), and
+  READ_DIR is inherited by everything beneath, so *names* inside a denied
+  directory stay listable; the contents do not. Entries created inside such a
+  split directory while the ruleset holds are not readable under it (a command's
+  own ruleset is built as it starts: auger.policy.sandbox `command_argv`). Rules
+  hold inodes, not names: a denied file renamed or hard-linked within its
+  directory stays unreadable under the ruleset; moving a file out of a split
+  writable directory into a subdirectory with rename(2) fails with EXDEV (the
+  destination would grant more than the source; `mv` copies instead).
 - A grant cannot be taken back lower in the tree: a read-only path inside a
-  writable directory (`.git/hooks` in the project) and a denied path inside a
-  writable directory are NOT enforced. Callers must not present this mode as
-  protecting them.
+  writable directory (`.git/hooks` in the project) is NOT enforced. Callers must
+  not present this mode as protecting it.
 - The network: from ABI 4, `--restrict-net` with `--connect PORT`/`--bind PORT`
   limits TCP to those ports (on any host: port rules cannot tell the host's
   loopback from the internet); UDP is not mediated. From ABI 6, `--scope` blocks
@@ -191,13 +195,14 @@ def _inside(parent: str, path: str) -> bool:
 
 
 def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool, ro: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights)
-    or "ls" (READ_DIR only: the directories on the way to a denied path).
+    """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights),
+    "ls" (READ_DIR only: the directories on the way to a denied path) or "w" (everything but
+    reading and executing files: the writable directories on the way to a denied path).
 
     Paths are resolved first: Landlock attaches rules to the inodes the paths reach,
     so a symlink grants (or fails to deny) whatever it points at. A denied path inside
-    a writable dir splits that grant the same way (so the dirs on the way to it are
-    listable but take no new entries). A path named with `--rw` or `--ro` *inside* a
+    a writable dir splits that grant the same way (the dirs on the way to it stay
+    writable: new entries made there are unreadable under this ruleset). A path named with `--rw` or `--ro` *inside* a
     denied one is granted all the same (rules add up, and nothing above it grants
     anything): the deepest path decides, as it does under bubblewrap.
     """
@@ -224,7 +229,7 @@ def _split_rules(directory: str, denied: list[str], grant: str) -> Iterator[tupl
         yield directory, grant
         return
     # A denied path lies below: grant this level entry by entry.
-    yield directory, "ls"
+    yield directory, "w" if grant == "rw" else "ls"
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -252,7 +257,7 @@ def apply(rules: Sequence[tuple[str, str]], abi: int, net: dict[int, int] | None
     no signals to, and no abstract Unix sockets of, processes outside the sandbox.
     """
     handled = handled_rights(abi)
-    grants = {"rw": handled, "r": read_rights(abi), "ls": READ_DIR}
+    grants = {"rw": handled, "r": read_rights(abi), "ls": READ_DIR, "w": handled & ~(READ_FILE | EXECUTE)}
     attr = _RulesetAttr(handled_access_fs=handled)
     size = 8
     if net is not None and abi >= 4:

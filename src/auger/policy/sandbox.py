@@ -12,11 +12,17 @@ command line into one that runs confined:
   pack files and friends (and auger's installation) are bound read-only on top,
   and credential paths and auger's own files are covered (an empty tmpfs over
   directories, `/dev/null` over files), with what the session needs inside them
-  bound again on top. New user (as root), PID, IPC, UTS and cgroup namespaces; a
+  bound again on top. The project's protected files (`SandboxPolicy.secrets`,
+  secrets/protected.py) are covered the same way, files by an empty file nobody may
+  read (`cover`), so reading one fails with "Permission denied" instead of looking
+  empty; a mount point cannot be renamed, removed, linked or replaced either.
+  New user (as root), PID, IPC, UTS and cgroup namespaces; a
   new network namespace (loopback only) unless the network is "full".
 - **Landlock** (fallback): see `auger.policy.landlock`. Allow-rules only, so
   read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
   restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
+  The project's protected files are left out of a ruleset each command gets on top
+  of the session's (`command_argv`): what exists when it starts is unreadable to it.
 
 Sessions do not wrap each command: a session's sandbox (bwrap around a holder,
 `holder_argv`, or the Landlock ruleset, `supervisor_options`) holds a supervisor
@@ -43,9 +49,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Mapping, Protocol, Sequence
 
 from auger.policy.paths import is_inside
+from auger.policy.types import PROTECTED_BLOCKED
 
 NETWORK_MODES = ("none", "proxy", "full")
 PREFERENCES = ("auto", "bwrap", "landlock", "off")
@@ -102,6 +109,11 @@ class SandboxPolicy:
     proxy_sockets: tuple[tuple[int, Path], ...] = ()   # (port inside, unix socket on the host): HTTP, then SOCKS
     tmp: Path | None = None           # the session's own temp dir (Landlock; bwrap gives /tmp a fresh tmpfs)
     dev_ports: tuple[int, ...] = ()   # Landlock ABI 4+: local TCP ports commands may bind and connect to
+    # The project's protected files and directories (secrets/protected.py) found as the sandbox starts: bwrap
+    # covers them (files with `cover`, an empty file nobody may read; /dev/null without one); Landlock leaves
+    # them out of each command's own ruleset (`command_argv`) instead, found again for every command.
+    secrets: tuple[Path, ...] = ()
+    cover: Path | None = None
 
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
@@ -129,7 +141,8 @@ class Sandbox(Protocol):
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped: ...
 
-    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]: ...
+    def command_argv(self, argv: list[str], policy: SandboxPolicy, *, readonly: bool,
+                     secrets: Sequence[Path] = ()) -> tuple[list[str], bool]: ...
 
 
 # --- shared planning --------------------------------------------------------------------------
@@ -183,6 +196,7 @@ class _Plan:
     read_only: list[Path]
     hidden: list[Path]
     exposed: list[Path]  # read-only paths inside hidden ones that commands need (bwrap binds them, Landlock grants)
+    secrets: list[Path]  # the protected files among `hidden` (resolved): bwrap covers them with `policy.cover`
 
 
 # Pack files of the project's repository protected from deletion and rewriting (bwrap: each one a
@@ -229,7 +243,7 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
     elif git.is_dir():
         read_only.extend(_pack_files(git))  # history: append-only where a mount can say so
 
-    hidden: list[Path] = [*policy.hidden]
+    hidden: list[Path] = [*policy.hidden, *policy.secrets]
     for home in user_homes(env):
         hidden.extend(default_hidden(home))
     hidden.extend(Path(p) for p in SYSTEM_HIDDEN)
@@ -264,7 +278,9 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
     ro_final = [p for p in ro_final if shown(p)]
     exposed = sorted({v for v in needed if os.path.exists(v) and any(is_inside(h, v) and h != v for h in hidden_final)
                       and not any(is_inside(w, v) for w in writable)}, key=lambda p: len(p.parts))
-    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final, exposed=exposed)
+    secrets = {r for r in map(_real, policy.secrets) if r in hidden_final}
+    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final, exposed=exposed,
+                 secrets=sorted(secrets, key=lambda p: len(p.parts)))
 
 
 def _proxy_env(env: dict[str, str], policy: SandboxPolicy) -> dict[str, str]:
@@ -352,7 +368,8 @@ class BwrapSandbox:
             if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *homes]):
                 continue  # already a fresh, empty tmpfs here
             if not path.is_dir():
-                mounts.append((path, 2, ["--ro-bind", "/dev/null", str(path)]))
+                cover = policy.cover if policy.cover is not None and path in plan.secrets else "/dev/null"
+                mounts.append((path, 2, ["--ro-bind", str(cover), str(path)]))
                 continue
             perms: list[str] = []
             if self.version >= (0, 5):
@@ -386,9 +403,11 @@ class BwrapSandbox:
         args = [*self._base(policy.network, holder=True), *self._mounts(env, policy)]
         return [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
 
-    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
-        """(argv, whether the supervisor must make the mounts read-only itself)."""
-        return argv, True
+    def command_argv(self, argv: list[str], policy: SandboxPolicy, *, readonly: bool,
+                     secrets: Sequence[Path] = ()) -> tuple[list[str], bool]:
+        """(argv, whether the supervisor must make the mounts read-only itself): the mounts do it all (the
+        protected files were covered as the sandbox started)."""
+        return argv, readonly
 
     def probe(self) -> str | None:
         """Run `true` with the namespace flags a session's sandbox uses; None if it works, else why not."""
@@ -476,7 +495,8 @@ class LandlockSandbox:
         for path in plan.exposed:
             args += ["--ro", str(path)]
         for path in plan.hidden:  # inside a writable dir too: the helper splits that grant around it
-            args += ["--deny-read", str(path)]
+            if path not in plan.secrets:  # those are left out of each command's own ruleset (`command_argv`)
+                args += ["--deny-read", str(path)]
         if self.abi >= 4 and policy.network != "full":
             args.append("--restrict-net")
             ports = [port for port, _ in policy.proxy_sockets] if policy.network == "proxy" else []
@@ -501,13 +521,26 @@ class LandlockSandbox:
         """The session's ruleset, as the options the supervisor confines itself with (`landlock.confine_self`)."""
         return self._options(env, policy)[0]
 
-    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
-        """`argv` under a nested, stricter ruleset: nothing writable but the scratch dirs."""
+    def command_argv(self, argv: list[str], policy: SandboxPolicy, *, readonly: bool,
+                     secrets: Sequence[Path] = ()) -> tuple[list[str], bool]:
+        """`argv` under a nested ruleset when it needs one: `readonly`, nothing writable but the scratch dirs;
+        `secrets` (the protected files that exist now), those unreadable. The session's ruleset does not
+        leave them out itself: Landlock can only leave a file out by granting its directory's other entries
+        one by one, and an entry made after the ruleset would stay unreadable for the rest of the session;
+        a command's own ruleset is made as it starts."""
+        if not readonly and not secrets:
+            return argv, False
         args = [self.python, "-S", "-I", "-c", self.helper_source]
-        scratch = [*policy.writable, *([policy.tmp] if policy.tmp is not None else [])]
-        for path in [*scratch, *(Path(d) for d in LANDLOCK_DEVICES)]:
-            args += ["--rw", str(path)]
-        return [*args, "--ro-all", "--", *argv], False
+        if readonly:
+            scratch = [*policy.writable, *([policy.tmp] if policy.tmp is not None else [])]
+            for path in [*scratch, *(Path(d) for d in LANDLOCK_DEVICES)]:
+                args += ["--rw", str(path)]
+            args.append("--ro-all")
+        else:  # the session's ruleset decides what may be written: this one only takes the secrets away
+            args += ["--rw", "/"]
+        for path in secrets:
+            args += ["--deny-read", str(path)]
+        return [*args, "--", *argv], False
 
 
 # --- detection --------------------------------------------------------------------------------
@@ -670,6 +703,12 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
         quote = f" ({line[:160]})"
         path = _path_in(line)
         if "permission denied" in lowered or "no such file or directory" in lowered or "nonexistent" in lowered:
+            if path is not None and _is_secret(path, policy, cwd):
+                return PROTECTED_BLOCKED + quote
+            if kind == "landlock" and "permission denied" in lowered and path is not None \
+                    and _beside_secret(path, policy, cwd):
+                return ("blocked by the sandbox: under Landlock, a file a command creates in a directory that holds "
+                        "a protected file is unreadable to that same command; read it in a separate command" + quote)
             if path is not None and _is_hidden(path, policy, cwd):
                 return ("blocked by the sandbox: credential files and directories (~/.ssh, ~/.aws, tokens ...) "
                         "and auger's own files (its config, sessions and snapshots) are hidden from commands" + quote)
@@ -711,6 +750,7 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
 
 
 _WRITE_OUTSIDE = "writing outside the project, its temp and scratch dirs is not allowed"
+
 _CONNECT_FAILED = re.compile(r"connection refused|couldn't connect to server|failed to connect to"
                              r"|connection timed out", re.I)
 
@@ -750,6 +790,21 @@ def _is_hidden(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> boo
         return False
     absolute = _absolute(path, policy, cwd)
     return absolute is not None and any(is_inside(_real(h), absolute) for h in policy.hidden)
+
+
+def _is_secret(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    if policy is None or not policy.secrets:
+        return False
+    absolute = _absolute(path, policy, cwd)
+    return absolute is not None and any(is_inside(_real(p), absolute) for p in policy.secrets)
+
+
+def _beside_secret(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    """Whether `path` lies directly in a directory on the way to a protected file (Landlock splits its grant there)."""
+    if policy is None or not policy.secrets:
+        return False
+    absolute = _absolute(path, policy, cwd)
+    return absolute is not None and any(is_inside(absolute.parent, _real(p)) for p in policy.secrets)
 
 
 def _is_protected(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:

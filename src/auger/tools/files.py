@@ -45,11 +45,13 @@ from auger.tools.base import (
     READ_ONLY,
     ClientFiles,
     FileStamp,
+    ProtectedFileRefused,
     ToolContext,
     ToolError,
     ToolResult,
     ToolSpec,
 )
+from auger.tools.protection import refuse_protected
 from auger.tools.threads import in_thread
 
 DEFAULT_LIMIT = 2000  # lines read_file shows when no limit is given
@@ -86,6 +88,7 @@ class _Target:
     where: Resolved
     path: Path  # absolute, symlink-free: the key for read stamps and created files
     rel: str  # as shown to the model
+    spelled: str  # root-relative as the model wrote it (before links were followed): protected names count there too
 
     @property
     def dir_fd(self) -> int:
@@ -122,7 +125,7 @@ def _locate(ctx: ToolContext, raw: str, *, write: bool = False, make_parents: bo
     try:
         if write:
             _refuse_git(handle, where.rel)
-        yield _Target(where, path, display(ctx.root, path))
+        yield _Target(where, path, display(ctx.root, path), os.path.normpath(handle.relative(raw)))
     finally:
         os.close(where.parent_fd)
 
@@ -167,6 +170,11 @@ def _open_existing(t: _Target) -> int | None:
         if e.errno == errno.ELOOP:
             raise ToolError(f"{t.rel} was replaced by a symlink while being opened; refused") from None
         raise ToolError(f"cannot access {t.rel}: {e.strerror or e}") from None
+
+
+def _guard(ctx: ToolContext, tool: str, t: _Target, st: os.stat_result | None) -> None:
+    """Refuse a protected file: by its resolved path (and inode, `st`) or by the path as written."""
+    refuse_protected(ctx, tool, [(t.rel, st), (t.spelled, None)])
 
 
 def _missing(ctx: ToolContext, t: _Target, hint: str = "") -> ToolError:
@@ -399,6 +407,7 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 # Stamp before reading: if the file changes while we read, the stamp is the older
                 # one, so a later edit is refused rather than allowed on outdated content.
                 st = os.fstat(fd)
+                _guard(ctx, "read_file", t, st)
                 _require_regular_file(st, t.rel, "read_file")
                 head = os.pread(fd, BINARY_SNIFF_BYTES, 0)
                 if _is_binary(head):
@@ -446,13 +455,15 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult("\n".join(out), metadata=meta)
 
 
-def _read_existing(t: _Target, tool: str) -> tuple[os.stat_result, bytes] | None:
-    """(stat, bytes) of the regular file at the target, read through one descriptor; None if absent."""
+def _read_existing(ctx: ToolContext, t: _Target, tool: str) -> tuple[os.stat_result, bytes] | None:
+    """(stat, bytes) of the regular file at the target, read through one descriptor; None if absent. A protected
+    file is refused before a byte of it is read."""
     fd = _open_existing(t)
     if fd is None:
         return None
     try:
         st = os.fstat(fd)
+        _guard(ctx, tool, t, st)
         _require_regular_file(st, t.rel, tool)
         return st, read_fd(fd)
     finally:
@@ -472,7 +483,7 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
     def work() -> tuple[str, Path, bool, str | None]:
         with _locate(ctx, args["path"], write=True, make_parents=True) as t:
-            found = _read_existing(t, "write_file")
+            found = _read_existing(ctx, t, "write_file")
             old: str | None = ""
             if found is not None:
                 st, old_bytes = found
@@ -625,7 +636,7 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
     def work() -> tuple[str, Path, _Edit | None]:
         with _locate(ctx, args["path"], write=True) as t:
-            found = _read_existing(t, "edit_file")
+            found = _read_existing(ctx, t, "edit_file")
             if found is None:
                 raise _missing(ctx, t, "; use write_file to create a new file")
             st, data = found
@@ -669,9 +680,9 @@ async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
     def work() -> str:
         try:
             with _locate(ctx, args["path"]) as t:
-                found, rel = _read_existing(t, "preview"), t.rel
-        except ToolError:
-            if "content" not in args:  # an edit needs the file
+                found, rel = _read_existing(ctx, t, "preview"), t.rel
+        except ToolError as exc:
+            if "content" not in args or isinstance(exc, ProtectedFileRefused):  # an edit needs the file
                 raise
             found, rel = None, os.path.normpath(root_handle(ctx).relative(args["path"]))  # new directories too
         old = "" if found is None else found[1].decode(ENCODING, ERRORS)
