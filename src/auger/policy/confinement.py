@@ -50,6 +50,9 @@ if TYPE_CHECKING:  # imported when a sandbox starts, not when this module loads
     from auger.secrets.protected import ProtectedFiles
 
 READ_ONLY_EFFECT = "read_only"
+# Protected files hidden from commands, at most: each is a mount the supervisor makes (bwrap) or a path a
+# command's ruleset leaves out (Landlock), and the list travels in one message to the sandbox's template.
+MAX_HIDDEN = 2000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,15 +176,16 @@ class Confinement:
         env = self.command_env(env)
         writable: tuple[str, ...] = ()
         remount = False
-        secrets = self._secrets_now() if self.sandbox.kind == "landlock" else ()
-        argv, remount = self.sandbox.command_argv(argv, self.policy, readonly=readonly, secrets=secrets)
-        if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
-            writable = (*(str(p) for p in self.policy.writable), "/tmp")
+        if readonly:
+            argv, remount = self.sandbox.readonly_argv(argv, self.policy)
+            if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
+                writable = (*(str(p) for p in self.policy.writable), "/tmp")
+        layer = self.sandbox.secrets_layer(self._secrets_now()) if self.secrets and self.kind == "landlock" else None
         if self.kind == "bwrap":
             env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
         elif self.policy.tmp is not None:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
-        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty)
+        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty, landlock=layer)
         proc.readonly = readonly
         if not readonly:
             self._writers.append(proc)
@@ -307,21 +311,29 @@ class Confinement:
         """The protected files that exist, found by a new scan of each root (as the sandbox starts)."""
         for protected in self.secrets:
             protected.scan(again=True)
-        return self._secrets_now()
+        found = self._secrets_now()
+        if len(found) >= MAX_HIDDEN and found[-1] not in self._told:
+            self._told.add(found[-1])
+            self.warn(f"more than {MAX_HIDDEN:,} protected files: the {MAX_HIDDEN:,} nearest the project's root are "
+                      "hidden from commands, the others are not (auger's file tools refuse them all)")
+        return found
 
     def _secrets_now(self) -> tuple[Path, ...]:
         """The protected files that exist now: the last scan's, and those that appeared since where a new one is
-        looked for (`ProtectedFiles.look_again`)."""
+        looked for (`ProtectedFiles.look_again`); at most MAX_HIDDEN, the shallowest."""
+        if len(self.secrets) == 1:
+            return self.secrets[0].paths()[:MAX_HIDDEN]
         found = {path for protected in self.secrets for path in protected.paths()}
-        return tuple(sorted(path for path in found if os.path.lexists(path)))
+        return tuple(sorted(found, key=lambda p: (len(p.parts), p))[:MAX_HIDDEN])
 
     def _uncovered(self) -> bool:
         """Whether a protected file appeared that the running (bwrap) sandbox does not cover, and it may start
         again for it now (nothing runs in it); one it cannot is told once."""
         if not self.secrets:
             return False
-        new = set(self._secrets_now()) - set(self._started_policy.secrets)
-        if not new:
+        started = self._started_policy.secrets
+        now = self._secrets_now()
+        if now == started or not (new := set(now) - set(started)):
             return False
         if not self._live:
             return True

@@ -27,7 +27,7 @@ What it can and cannot express, and therefore what this mode guarantees:
   READ_DIR is inherited by everything beneath, so *names* inside a denied
   directory stay listable; the contents do not. Entries created inside such a
   split directory while the ruleset holds are not readable under it (a command's
-  own ruleset is built as it starts: auger.policy.sandbox `command_argv`). Rules
+  own ruleset is built as it starts: auger.policy.sandbox `secrets_layer`). Rules
   hold inodes, not names: a denied file renamed or hard-linked within its
   directory stays unreadable under the ruleset; moving a file out of a split
   writable directory into a subdirectory with rename(2) fails with EXDEV (the
@@ -62,7 +62,7 @@ import sys
 # (`platform`, `typing` and `argparse` would add ~10 ms).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from typing import NoReturn
 
 # Syscall numbers. Landlock arrived after the syscall tables were unified, so it
@@ -189,11 +189,6 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _inside(parent: str, path: str) -> bool:
-    """True if `path` is `parent` or beneath it (whole components)."""
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool, ro: Sequence[str] = ()) -> list[tuple[str, str]]:
     """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights),
     "ls" (READ_DIR only: the directories on the way to a denied path) or "w" (everything but
@@ -206,26 +201,37 @@ def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool, ro: Sequence
     denied one is granted all the same (rules add up, and nothing above it grants
     anything): the deepest path decides, as it does under bubblewrap.
     """
-    denied = sorted({_real(p) for p in deny_read})
+    denied = _Denied(_real(p) for p in deny_read)
     rules: list[tuple[str, str]] = []
     for p in rw:
-        rules.extend(_split_rules(_real(p), _below(_real(p), denied), "rw"))
+        rules.extend(_split_rules(_real(p), denied, "rw"))
     if ro_all:
         rules.extend(_split_rules("/", denied, "r"))
     for p in ro:
-        rules.extend(_split_rules(_real(p), _below(_real(p), denied), "r"))
+        rules.extend(_split_rules(_real(p), denied, "r"))
     return rules
 
 
-def _below(directory: str, denied: list[str]) -> list[str]:
-    """The denied paths strictly beneath `directory` (those above it do not cover an explicit grant)."""
-    return [d for d in denied if d != directory and _inside(directory, d)]
+class _Denied:
+    """The denied paths, and every directory above one: what splitting asks of each entry, at once (a
+    project may hold thousands of protected files)."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = set(paths)
+        self.above: set[str] = set()
+        for path in self.paths:
+            parent = os.path.dirname(path)
+            while parent not in self.above:
+                self.above.add(parent)
+                if parent == os.path.dirname(parent):
+                    break
+                parent = os.path.dirname(parent)
 
 
-def _split_rules(directory: str, denied: list[str], grant: str) -> Iterator[tuple[str, str]]:
-    if any(_inside(d, directory) for d in denied):
-        return
-    if not any(_inside(directory, d) for d in denied):
+def _split_rules(directory: str, denied: _Denied, grant: str) -> Iterator[tuple[str, str]]:
+    """`grant` on `directory`, but for the denied paths beneath it (one above it, or `directory` itself named
+    as a grant, does not cover the grant: the deepest path decides)."""
+    if directory not in denied.above:
         yield directory, grant
         return
     # A denied path lies below: grant this level entry by entry.
@@ -236,13 +242,13 @@ def _split_rules(directory: str, denied: list[str], grant: str) -> Iterator[tupl
         return
     for entry in entries:
         try:
-            if entry.is_symlink():
+            if entry.is_symlink() or entry.path in denied.paths:
                 # Access through a link is checked where it lands, which has its own rule
                 # (or none, when it lands in a denied path): nothing to grant here.
                 continue
             if entry.is_dir(follow_symlinks=False):
                 yield from _split_rules(entry.path, denied, grant)
-            elif not any(_inside(d, entry.path) for d in denied):
+            else:
                 yield entry.path, grant
         except OSError:
             continue

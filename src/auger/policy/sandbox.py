@@ -22,7 +22,7 @@ command line into one that runs confined:
   read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
   restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
   The project's protected files are left out of a ruleset each command gets on top
-  of the session's (`command_argv`): what exists when it starts is unreadable to it.
+  of the session's (`secrets_layer`): what exists when it starts is unreadable to it.
 
 Sessions do not wrap each command: a session's sandbox (bwrap around a holder,
 `holder_argv`, or the Landlock ruleset, `supervisor_options`) holds a supervisor
@@ -111,7 +111,7 @@ class SandboxPolicy:
     dev_ports: tuple[int, ...] = ()   # Landlock ABI 4+: local TCP ports commands may bind and connect to
     # The project's protected files and directories (secrets/protected.py) found as the sandbox starts: bwrap
     # covers them (files with `cover`, an empty file nobody may read; /dev/null without one); Landlock leaves
-    # them out of each command's own ruleset (`command_argv`) instead, found again for every command.
+    # them out of each command's own ruleset (`secrets_layer`) instead, found again for every command.
     secrets: tuple[Path, ...] = ()
     cover: Path | None = None
 
@@ -141,8 +141,9 @@ class Sandbox(Protocol):
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped: ...
 
-    def command_argv(self, argv: list[str], policy: SandboxPolicy, *, readonly: bool,
-                     secrets: Sequence[Path] = ()) -> tuple[list[str], bool]: ...
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]: ...
+
+    def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None: ...
 
 
 # --- shared planning --------------------------------------------------------------------------
@@ -260,25 +261,28 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
     # of those is dropped. A credential path inside the project stays hidden (a project that is
     # the home directory, or contains it), and the working directory plays no part: where a
     # command starts must not decide what it can read.
+    # Containment is looked up by ancestors in a set: a project may hold thousands of protected files.
     needed = [*_essential_paths(), *(_real(p) for p in policy.exposed)]
     hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
     hidden_final: list[Path] = []
+    kept: set[Path] = set()
     for h in hidden_real:
-        if h in writable or h in needed or any(is_inside(kept, h) for kept in hidden_final):
+        if h in writable or h in needed or h in kept or any(parent in kept for parent in h.parents):
             continue
         hidden_final.append(h)
+        kept.add(h)
 
     def shown(path: Path) -> bool:
         """Visible to commands: not hidden, or inside something shown again within the hidden path."""
-        cover = max((h for h in hidden_final if is_inside(h, path)), key=lambda h: len(h.parts), default=None)
+        cover = next((h for h in (path, *path.parents) if h in kept), None)
         return cover is None or any(is_inside(cover, v) and is_inside(v, path) for v in [*writable, *needed])
 
     ro_final = sorted({_real(p) for p in read_only if os.path.lexists(p) and not os.path.islink(p)},
                       key=lambda p: len(p.parts))
     ro_final = [p for p in ro_final if shown(p)]
-    exposed = sorted({v for v in needed if os.path.exists(v) and any(is_inside(h, v) and h != v for h in hidden_final)
+    exposed = sorted({v for v in needed if os.path.exists(v) and any(h in kept for h in v.parents)
                       and not any(is_inside(w, v) for w in writable)}, key=lambda p: len(p.parts))
-    secrets = {r for r in map(_real, policy.secrets) if r in hidden_final}
+    secrets = {r for r in map(_real, policy.secrets) if r in kept}
     return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final, exposed=exposed,
                  secrets=sorted(secrets, key=lambda p: len(p.parts)))
 
@@ -340,13 +344,17 @@ class BwrapSandbox:
             args += ["--tmpfs", "/var/run"]
         return args
 
-    def _mounts(self, env: dict[str, str], policy: SandboxPolicy) -> list[str]:
+    def _mounts(self, env: dict[str, str], policy: SandboxPolicy, *, secrets: bool = True) -> list[str]:
         """The mounts over the read-only `/`. A later mount covers an earlier one, so they go shallowest
         first (at one path: writable, then read-only, then hidden) and the deepest path decides (see
         `_Plan`): the project writable, `.git` bound over itself, its config and hooks read-only, a
         credential file in it hidden, the session's worktree shown again inside auger's hidden data dir."""
-        plan = _plan(env, policy, tmp=None)
+        return self._planned_mounts(_plan(env, policy, tmp=None), env, policy, secrets=secrets)
+
+    def _planned_mounts(self, plan: _Plan, env: dict[str, str], policy: SandboxPolicy, *, secrets: bool) -> list[str]:
+        """`_mounts` of a plan; `secrets=False` leaves the protected files to the supervisor (`holder_argv`)."""
         mounts: list[tuple[Path, int, list[str]]] = []  # (path, order at that path, arguments)
+        covered = set(plan.secrets)
         homes = user_homes(env)
         for home in homes:  # a home under /tmp or /run stays readable (its secrets hidden below)
             if home.parts[:2] in _FRESH and home.is_dir():
@@ -365,10 +373,12 @@ class BwrapSandbox:
                 mounts.append((sock_dir, 1, ["--ro-bind", str(sock_dir), str(sock_dir)]))
         shown = [*plan.writable, *plan.read_only, *plan.exposed]
         for path in plan.hidden:
+            if path in covered and not secrets:
+                continue
             if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *homes]):
                 continue  # already a fresh, empty tmpfs here
             if not path.is_dir():
-                cover = policy.cover if policy.cover is not None and path in plan.secrets else "/dev/null"
+                cover = policy.cover if policy.cover is not None and path in covered else "/dev/null"
                 mounts.append((path, 2, ["--ro-bind", str(cover), str(path)]))
                 continue
             perms: list[str] = []
@@ -397,17 +407,24 @@ class BwrapSandbox:
         return Wrapped(argv=args, env=_sandbox_env(env, policy, "/tmp"), kind=self.kind)
 
     def holder_argv(self, env: dict[str, str], policy: SandboxPolicy, holder: list[str], *, info_fd: int,
-                    seccomp_fd: int) -> list[str]:
+                    seccomp_fd: int) -> tuple[list[str], list[tuple[str, bool]]]:
         """The session's sandbox around `holder`, pid 1 of its PID namespace, under the seccomp filter
-        read from `seccomp_fd`; bwrap writes the holder's pid and namespaces to `info_fd` (see supervised.py)."""
-        args = [*self._base(policy.network, holder=True), *self._mounts(env, policy)]
-        return [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
+        read from `seccomp_fd`; bwrap writes the holder's pid and namespaces to `info_fd` (see supervised.py).
+        With it, the protected files the supervisor covers as it starts ((path, is a directory)): bwrap reads
+        the whole mount table for each mount it makes, so a thousand of them took it seconds, where the
+        supervisor's own mount calls take milliseconds."""
+        plan = _plan(env, policy, tmp=None)
+        args = [*self._base(policy.network, holder=True), *self._planned_mounts(plan, env, policy, secrets=False)]
+        argv = [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
+        return argv, [(str(path), path.is_dir()) for path in plan.secrets]
 
-    def command_argv(self, argv: list[str], policy: SandboxPolicy, *, readonly: bool,
-                     secrets: Sequence[Path] = ()) -> tuple[list[str], bool]:
-        """(argv, whether the supervisor must make the mounts read-only itself): the mounts do it all (the
-        protected files were covered as the sandbox started)."""
-        return argv, readonly
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
+        """(argv, whether the supervisor must make the mounts read-only itself)."""
+        return argv, True
+
+    def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None:
+        """None: the supervisor covered the protected files as the sandbox started (`holder_argv`)."""
+        return None
 
     def probe(self) -> str | None:
         """Run `true` with the namespace flags a session's sandbox uses; None if it works, else why not."""
@@ -495,7 +512,7 @@ class LandlockSandbox:
         for path in plan.exposed:
             args += ["--ro", str(path)]
         for path in plan.hidden:  # inside a writable dir too: the helper splits that grant around it
-            if path not in plan.secrets:  # those are left out of each command's own ruleset (`command_argv`)
+            if path not in plan.secrets:  # those are left out of each command's own ruleset (`secrets_layer`)
                 args += ["--deny-read", str(path)]
         if self.abi >= 4 and policy.network != "full":
             args.append("--restrict-net")
@@ -521,26 +538,24 @@ class LandlockSandbox:
         """The session's ruleset, as the options the supervisor confines itself with (`landlock.confine_self`)."""
         return self._options(env, policy)[0]
 
-    def command_argv(self, argv: list[str], policy: SandboxPolicy, *, readonly: bool,
-                     secrets: Sequence[Path] = ()) -> tuple[list[str], bool]:
-        """`argv` under a nested ruleset when it needs one: `readonly`, nothing writable but the scratch dirs;
-        `secrets` (the protected files that exist now), those unreadable. The session's ruleset does not
-        leave them out itself: Landlock can only leave a file out by granting its directory's other entries
-        one by one, and an entry made after the ruleset would stay unreadable for the rest of the session;
-        a command's own ruleset is made as it starts."""
-        if not readonly and not secrets:
-            return argv, False
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
+        """`argv` under a nested, stricter ruleset: nothing writable but the scratch dirs."""
         args = [self.python, "-S", "-I", "-c", self.helper_source]
-        if readonly:
-            scratch = [*policy.writable, *([policy.tmp] if policy.tmp is not None else [])]
-            for path in [*scratch, *(Path(d) for d in LANDLOCK_DEVICES)]:
-                args += ["--rw", str(path)]
-            args.append("--ro-all")
-        else:  # the session's ruleset decides what may be written: this one only takes the secrets away
-            args += ["--rw", "/"]
-        for path in secrets:
-            args += ["--deny-read", str(path)]
-        return [*args, "--", *argv], False
+        scratch = [*policy.writable, *([policy.tmp] if policy.tmp is not None else [])]
+        for path in [*scratch, *(Path(d) for d in LANDLOCK_DEVICES)]:
+            args += ["--rw", str(path)]
+        return [*args, "--ro-all", "--", *argv], False
+
+    def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None:
+        """The ruleset (`landlock.confine_self`'s options) a command gets on top of the session's, which the
+        supervisor applies in the command's process before it runs: everything the session's allows but reading
+        `secrets` (the protected files that exist as the command starts). The session's ruleset does not leave
+        them out itself: Landlock leaves a file out only by granting its directory's other entries one by one,
+        so an entry made after the ruleset stays unreadable under it; a command's own ruleset is made as it
+        starts. None when there is nothing to leave out."""
+        if not secrets:
+            return None
+        return ["--rw", "/", *(arg for path in secrets for arg in ("--deny-read", str(path)))]
 
 
 # --- detection --------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ snapshots ask of it:
   (by name) but not hidden from commands. A protected directory is one path (its contents are walked only
   for their inodes, or entry by entry when the user allows something inside it).
 * `look_again()` — the scan's paths plus protected names that appeared since in the directories a new one
-  is most likely in (the root, and each directory holding a protected path): cheap enough for every command.
+  is most likely in (the root, and each directory holding a protected path, at most WATCH_LIMIT of them, the
+  shallowest): cheap enough for every command.
 
 Stdlib only; nothing here runs a command or writes a file.
 """
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 IGNORE_LAYER = IGNORE_FILE  # where a pattern read from .augerignore comes from
 ALLOW_LAYER = "allowed in the user config"
 SCAN_LIMIT = 50_000  # directory entries one scan looks at, at most (see the module docstring)
+WATCH_LIMIT = 64  # directories `look_again` reads before each command, at most (the shallowest)
 IGNORE_FILE_MAX = 1 << 20  # a larger .augerignore is not read (its first MiB is)
 # Directories a scan walks after all others: dependencies and caches, often huge, rarely the user's secrets.
 BULK_DIRS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox", ".mypy_cache",
@@ -238,6 +240,7 @@ class ProtectedFiles:
         self.rules = Rules(self._base)
         self._inodes: dict[tuple[int, int], str] = {}  # (st_dev, st_ino) of a protected file -> its path
         self._scan: Scan | None = None
+        self._absolute: tuple[Scan | None, tuple[Path, ...]] = (None, ())  # `paths()` of a scan
 
     # -- patterns ------------------------------------------------------------------------------
 
@@ -342,28 +345,39 @@ class ProtectedFiles:
             if self.refresh() or self._scan is None:
                 return self.scan()
             scan = self._scan
-            known = {rel for rel in scan.paths if os.path.lexists(self.root / rel)}  # without those gone since
+            found = set(scan.paths)
             numbers = {ino for _, ino in self._inodes}
+            listed: dict[str, set[str]] = {}  # a watched directory -> the names in it now
             new = []
             for directory in scan.watched:
-                for entry in _entries(self.root / directory if directory else self.root):
+                entries = _entries(self.root / directory if directory else self.root)
+                listed[directory] = {entry.name for entry in entries}
+                for entry in entries:
                     rel = f"{directory}/{entry.name}" if directory else entry.name
-                    if rel in known or entry.name == ".git":
+                    if rel in found or entry.name == ".git":
                         continue
-                    if self.why(rel, entry.kind == "dir", refresh=False) is not None or (
+                    rule = self.rules.verdict(rel, entry.kind == "dir")  # the directory itself is not protected
+                    if (rule is not None and not rule.negated and self.allowed(rel) is None) or (
                             entry.kind == "file" and entry.inode in numbers and self._same_inode(rel)):
                         new.append(rel)  # a new protected file, or one renamed or linked where it was
+            known = {rel for rel in scan.paths  # without those gone from a watched directory since
+                     if os.path.basename(rel) in listed.get(os.path.dirname(rel), (os.path.basename(rel),))}
             if new or len(known) < len(scan.paths):
                 self._scan = scan = Scan(tuple(sorted(known | set(new))), scan.entries, scan.complete,
-                                         tuple(sorted(set(scan.watched) | {os.path.dirname(p) for p in new})),
+                                         tuple(sorted(set(scan.watched) | {os.path.dirname(p) for p in new},
+                                                      key=lambda d: (d.count("/"), d))[:WATCH_LIMIT]),
                                          scan.allowed)
                 for rel in new:
                     self._note(rel)
             return scan
 
     def paths(self) -> tuple[Path, ...]:
-        """The protected paths that exist, absolute (`look_again`'s)."""
-        return tuple(self.root / rel for rel in self.look_again().paths)
+        """The protected paths that exist, absolute (`look_again`'s), nearest the root first."""
+        scan = self.look_again()
+        if self._absolute[0] is not scan:
+            nearest = sorted(scan.paths, key=lambda p: (p.count("/"), p))
+            self._absolute = (scan, tuple(self.root / rel for rel in nearest))
+        return self._absolute[1]
 
     def _same_inode(self, rel: str) -> bool:
         """Whether `rel` is (a hard link to, or the renamed) protected file, and not allowed."""
@@ -453,7 +467,7 @@ class ProtectedFiles:
                 seen_inodes[key] = known[key]
         # a protected file gone from the tree (deleted) is forgotten: its inode number may be reused
         self._inodes = seen_inodes if complete else known
-        watched = sorted({"", *(os.path.dirname(p) for p in found)})
+        watched = sorted({"", *(os.path.dirname(p) for p in found)}, key=lambda d: (d.count("/"), d))[:WATCH_LIMIT]
         return Scan(tuple(sorted(found)), min(seen, self.scan_limit), complete, tuple(watched), tuple(allowed))
 
 
