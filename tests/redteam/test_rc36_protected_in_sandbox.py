@@ -113,3 +113,30 @@ def test_a_sandbox_start_with_many_protected_files_stays_fast(project, server, t
     assert time.monotonic() - started < 30
     assert not [e for e in envelopes.events(ev.WarningEvent) if "sandbox" in e.message.lower()
                 and "could not" in e.message.lower()]
+
+
+def _reads(project) -> str:
+    return f"cat .env id_rsa; cat {project}/.env {project}/secrets/prod.pem; grep -r PLANTED {project} 2>&1"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pending_mode_hides_the_copy_s_protected_files_and_the_project_s(project, server, tmp_path, kind):
+    """Pending mode's commands work in a copy of the project, and can still name the project by its absolute
+    path: the protected files of both are hidden."""
+    require(kind)
+    plant(project)
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": _reads(project)})]), Reply(text="done"))
+    run_parent(project, server, "go", overrides=(f"sandbox={kind}", "mode=auto", "pending=true"))
+    (out,) = [m["content"] for m in server.chat_requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "Permission denied" in out and leaks(server, tmp_path) == [], out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_worktree_child_gets_no_protected_file_and_cannot_read_the_project_s(project, server, tmp_path, kind):
+    """A child in a worktree runs in a sandbox of its own: its tree is made from a snapshot (which never holds a
+    protected file), and the project's protected files are hidden from it by their absolute paths."""
+    require(kind)
+    plant(project)
+    _, outs = run(project, server, kind, ("spawn_agent", {"prompt": "look", "isolation": "worktree"}),
+                  child=[Reply(tool_calls=[ToolCall("shell", {"command": _reads(project) + "; ls -a"})])])
+    assert leaks(server, tmp_path) == [], outs

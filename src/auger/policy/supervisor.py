@@ -244,7 +244,8 @@ def _cover(cover):
     each protected directory with an empty tmpfs of mode 000, read-only: in the sandbox's mount namespace,
     before the first command, so every command finds them there. bwrap could make these mounts, but it reads
     the whole mount table for each one it makes, which takes seconds for a thousand. A cover that cannot be
-    made stops the start: commands must not run where they would read the file."""
+    made stops the start: commands must not run where they would read the file (one the sandbox does not
+    show at all needs none)."""
     if not cover:
         return
     file, paths = cover
@@ -252,6 +253,10 @@ def _cover(cover):
     locked = _MountAttr(attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
     for path, is_dir in paths:
         target = _bytes(path)
+        try:
+            posix.lstat(target)
+        except (FileNotFoundError, NotADirectoryError):  # not in the sandbox (under the host's /tmp): nothing to cover
+            continue
         if is_dir:
             _check(libc.mount(b"tmpfs", target, b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC),
                               b"mode=000,size=4k,nr_inodes=1"), "mount(tmpfs, " + path + ")")

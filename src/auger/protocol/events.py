@@ -255,10 +255,12 @@ class ApprovalRequest(Event):
 
     turn_id: str
     request_id: str
-    kind: str  # "tool" | "unsandboxed" | "continue" (loop guard) | "elicitation" (an MCP server asks)
+    # "tool" | "unsandboxed" | "protected_read" (one call may read protected files) | "continue" (loop guard) |
+    # "elicitation" (an MCP server asks)
+    kind: str
     message: str
     options: list[ApprovalOption] = field(default_factory=list)
-    details: ApprovalDetails | None = None  # for "tool" and "unsandboxed"
+    details: ApprovalDetails | None = None  # for "tool", "unsandboxed" and "protected_read"
     form: ElicitationForm | None = None  # for "elicitation"
 
 
