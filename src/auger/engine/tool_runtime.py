@@ -198,7 +198,7 @@ class ToolRuntime:
             mutates = c.effect != Effect.READ_ONLY
             if mutates:
                 await _run_hooks(self.before_mutation, planned)
-            result = await self._call(host, turn_id, spec, args, ctx)
+            result = await self._call(host, turn_id, spec, args, ctx, c)
             if result.sandbox_denial and await self._allow_unsandboxed(host, turn_id, mode, call.call_id, spec, c,
                                                                        result.sandbox_denial):
                 ctx.sandbox = None
@@ -220,8 +220,8 @@ class ToolRuntime:
             log.error("tool %s failed", call.name, exc_info=exc)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
 
-    async def _call(self, host: CallHost, turn_id: str, spec: ToolSpec, args: dict[str, Any],
-                    ctx: ToolContext) -> ToolResult:
+    async def _call(self, host: CallHost, turn_id: str, spec: ToolSpec, args: dict[str, Any], ctx: ToolContext,
+                    c: Classification) -> ToolResult:
         """Run the tool. One refused only for protected files is told to the user (without a byte of them);
         in an interactive session the user may let this one call have them, and it runs again with them
         granted (`ToolContext.protected_grant`). Headless — even with --approve-all — the refusal stands."""
@@ -233,7 +233,7 @@ class ToolRuntime:
             host.emit(ev.WarningEvent(f"{spec.name} was refused: protected {files} {paths}", turn_id))
             if not self.policy.interactive:
                 raise
-            details = {"call_id": ctx.call_id, "tool": spec.name, "effect": Effect.READ_ONLY, "subject": paths,
+            details = {"call_id": ctx.call_id, "tool": spec.name, "effect": c.effect, "subject": paths,
                        "reason": "; ".join(r.describe() for r in refused.reasons)}
             answer = await host.ask(
                 turn_id=turn_id, kind="protected_read", options=[APPROVE, DENY_CALL], headless_default=DENY_CALL,

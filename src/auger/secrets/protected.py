@@ -305,8 +305,8 @@ class ProtectedFiles:
             if reason is not None:
                 self._inodes.setdefault(key, reason.path)
                 return reason
-            if self._scan is None:
-                self.scan()
+            if self._scan is None and st.st_nlink > 1:  # a hard link made before any scan: scan now to know
+                self.scan()  # (a rename a command makes comes after the sandbox's own scan, which notes inodes)
             found = self._inodes.get(key)
         if found is None or found == normalized(rel) or self.allowed(rel) is not None:
             return None
