@@ -39,6 +39,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from auger.changes.files import remove_beneath, write_beneath
 from auger.policy.fs import RootHandle, read_fd
@@ -449,7 +450,12 @@ class _Plan:
         self.modes[rel] = mode
 
 
-def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]:
+# Puts back what the patch's text stands for in a file: (the patch's text, the file's text now, its path) →
+# the text to apply. The session's redaction of secrets (tools/patch.py) passes one; it raises PatchError.
+Reveal = Callable[[str, str, str], str]
+
+
+def plan_patch(root: RootHandle, ops: list[FileOp], reveal: Reveal | None = None) -> tuple[_Plan, PatchResult]:
     """Every file's new content, computed in memory; PatchError if any part does not apply."""
     plan, result = _Plan(root), PatchResult()
     for op in ops:
@@ -460,7 +466,10 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
         rel = plan.resolve(op.path)
         now = plan.current(rel, op.path)
         if isinstance(op, AddFile):
-            plan.put(rel, op.content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
+            content = op.content
+            if reveal is not None:
+                content = reveal(content, "" if now is None else now[0].decode("utf-8", "surrogateescape"), op.path)
+            plan.put(rel, content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
             (result.added if now is None else result.modified).append(rel)
         elif isinstance(op, DeleteFile):
             if now is None:
@@ -471,7 +480,8 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
             if now is None:
                 raise PatchError(f"cannot update {op.path}: it does not exist")
             text = now[0].decode("utf-8", "surrogateescape")
-            data = apply_chunks(text, op.chunks, op.path).encode("utf-8", "surrogateescape")
+            chunks = op.chunks if reveal is None else _revealed(op, text, reveal)
+            data = apply_chunks(text, chunks, op.path).encode("utf-8", "surrogateescape")
             if op.move_to is None:
                 plan.put(rel, data, now[1])
                 result.modified.append(rel)
@@ -484,13 +494,21 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
     return plan, result
 
 
-def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None) -> tuple[_Plan, PatchResult]:
+def _revealed(op: UpdateFile, text: str, reveal: Reveal) -> tuple[Chunk, ...]:
+    """The update's hunks with what their lines stand for in the file (`text`) put back."""
+    return tuple(replace(chunk, headers=tuple(reveal(h, text, op.path) for h in chunk.headers),
+                         lines=tuple((tag, reveal(line, text, op.path)) for tag, line in chunk.lines))
+                 for chunk in op.chunks)
+
+
+def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None, reveal: Reveal | None = None
+                    ) -> tuple[_Plan, PatchResult]:
     """Parse `text` and plan it beneath `root`; with `workdir` (a `cd dir &&` before the patch), its
     paths are relative to that directory, which must lie inside the root."""
     ops = parse_patch(text)
     if workdir:
         ops = _beneath(ops, resolve_workdir(root, workdir))
-    return plan_patch(root, ops)
+    return plan_patch(root, ops, reveal)
 
 
 def resolve_workdir(root: RootHandle, raw: str) -> str:
@@ -531,10 +549,11 @@ def _beneath(ops: list[FileOp], base: str) -> list[FileOp]:
     return moved
 
 
-def apply_patch(root: RootHandle, text: str, workdir: str | None = None) -> PatchResult:
+def apply_patch(root: RootHandle, text: str, workdir: str | None = None, reveal: Reveal | None = None
+                ) -> PatchResult:
     """Parse and apply `text` beneath `root` (its paths relative to `workdir` when given), all or
     nothing. Raises PatchError (nothing changed)."""
-    plan, result = plan_patch_text(root, text, workdir)
+    plan, result = plan_patch_text(root, text, workdir, reveal)
     done: list[str] = []
     try:
         for rel, data in plan.new.items():

@@ -17,6 +17,7 @@ from auger.policy.types import Classification, Effect
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
     from auger.policy.fs import RootHandle
+    from auger.secrets.redact import Redactor
 
 # The effect vocabulary belongs to policy/types.py; tools name their static effect with these.
 READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
@@ -162,6 +163,9 @@ class ToolContext:
     cwd: Path | None = None  # where commands run unless told otherwise: the session's working directory (root: None)
     transcript: Transcript | None = None  # the caller's conversation (web_fetch's provenance check)
     call_tool: ToolCaller | None = None  # the caller's other tools, for a tool that runs them (run_code)
+    # the session's redaction of secret values: a file tool puts back the values of the markers the model
+    # kept (`reveal`), and refuses one it cannot (auger/secrets/redact.py); None: nothing was redacted
+    secrets: Redactor | None = None
 
 
 class ToolCaller(Protocol):
