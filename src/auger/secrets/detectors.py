@@ -140,6 +140,8 @@ def looks_secret(value: str) -> bool:
     no reference, call or marker in it, not a dotted name, not one character over and over, and a digit, a
     symbol or both cases in it."""
     value = value.rstrip(",;")
+    if "://" in value or value.startswith(("/", "./", "../", "~/")):  # a URL or a path names where one is
+        return False
     if re.search(r"[()\[\]{}<>$`%]", value) or _DOTTED.fullmatch(value):
         return False
     if len(set(value.lower())) <= 2 or value.lower() in _PLACEHOLDERS:
@@ -158,7 +160,7 @@ def _basic(value: str) -> bool:
         return False
 
 
-def _name_start(match: re.Match[str], before: str = " \t\r\n\0;'\"{,", inside: str = "_.-") -> int | None:
+def _name_start(match: re.Match[str], before: str = " \t\r\n\0;'\"{(,", inside: str = "_.-") -> int | None:
     """Where the name the match's word belongs to begins (letters, digits and `inside` before the word), or
     None when something other than a separator (`before`) comes before it."""
     text, begin = match.string, match.start()
@@ -233,7 +235,11 @@ DETECTORS: tuple[Finder, ...] = (
     NamedValue("aws-secret-key", ("secret",),
                rf"(?i:secret_?(?:access_?)?key)[\"']?\s*[:=,]\s*[\"']?(?P<secret>[{_B64}]{{40}})(?![{_B64}=])",
                _value(_mixed)),
-    # `password = "…"`, `"api_key": "…"` (code and configuration), and `password = …` alone on a line (ini)
+)
+
+# Values known by a setting's name alone (`password = "…"`, `"api_key": "…"` in code and configuration, and
+# `password = …` alone on a line, as in an ini file): looked at after the formats and the secret variables.
+SETTINGS: tuple[Finder, ...] = (
     NamedValue("secret-setting", _SECRET_WORDS,
                rf"{_WORD}[A-Za-z0-9_.-]{{0,40}}[\"']?\s*(?::|=|:=|=>)\s*(?P<q>[\"'])(?P<secret>[^\"'\s]{{8,512}})(?P=q)",
                lambda m: _name_start(m) is not None and looks_secret(m.group("secret"))),

@@ -259,9 +259,9 @@ class Redactor:
 
     def _shapes(self) -> tuple[Finder, ...]:
         if self._finders is None:  # the table is loaded by the first text that is looked at for shapes
-            from auger.secrets.detectors import DETECTORS, env_assignments
+            from auger.secrets.detectors import DETECTORS, SETTINGS, env_assignments
 
-            self._finders = (*DETECTORS, env_assignments(self._env_patterns))
+            self._finders = (*DETECTORS, env_assignments(self._env_patterns), *SETTINGS)
         return self._finders
 
     # -- streams -------------------------------------------------------------------------------------------
@@ -320,6 +320,23 @@ def _without_overlaps(spans: list[tuple[int, int, str]]) -> list[tuple[int, int,
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
+# How the formats that begin in lower case begin (secrets/detectors.py): a lower-case word that begins none of
+# them cannot be the start of a secret, so a stream need not hold it back.
+_LOWER_STARTS = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "xoxa-",
+                 "xoxo-", "xoxs-", "xoxr-", "xapp-", "sk-", "sk_", "rk_", "whsec_", "npm_", "pypi-", "hf_", "sq0csp-",
+                 "shpat_", "shpca_", "shppa_", "shpss_", "dop_v1_", "doo_v1_", "dor_v1_", "dapi")
+
+
+def _may_begin_secret(word: str) -> bool:
+    """Whether a stream's last word could be the start of a secret the next piece completes: anything but a
+    plain lower-case word that begins no format's prefix."""
+    if not word:
+        return False
+    if not (word.isalpha() and word.islower()):
+        return True
+    return any(start.startswith(word) for start in _LOWER_STARTS)
+
+
 class StreamRedactor:
     """One stream's redaction: `feed` each piece as it arrives and show what it returns; `flush` at the end.
 
@@ -353,13 +370,15 @@ class StreamRedactor:
         cut = min(redactor._known.tail(text, after), redactor._learned.tail(text, after))
         if self._shapes:
             line = text.rfind("\n") + 1
-            if len(text) - line <= LINE_HOLD:
+            rest = text[line:]
+            if len(rest) <= LINE_HOLD and ("=" in rest or ":" in rest):  # a setting may be cut after its name
                 cut = min(cut, line)
-            else:  # a very long line: hold back its last word
+            else:  # hold back the last word, when a secret could begin with it
                 word = len(text)
-                while word > len(text) - 512 and not text[word - 1].isspace():
+                while word > max(line, len(text) - 512) and not text[word - 1].isspace():
                     word -= 1
-                cut = min(cut, word)
+                if _may_begin_secret(text[word:]):
+                    cut = min(cut, word)
             block = text.rfind("-----BEGIN", max(0, len(text) - BLOCK_HOLD))
             if block >= 0 and "-----END" not in text[block:]:
                 cut = min(cut, block)
