@@ -241,7 +241,7 @@ class Turn:
         except PromptError as exc:
             raise TurnStopped(f"message not sent: {exc}") from None
         secrets = self.ctx.runtime.shared.secrets  # the server wrote it: text from outside, redacted in full
-        return secrets.redactor.redact(expanded).text if secrets is not None else expanded
+        return secrets.redactor.redact(expanded).text if secrets is not None and expanded else expanded
 
     async def _prompt_hooks(self, text: str) -> None:
         """`user_prompt` hooks (engine/hooks.py): a block stops the turn before the prompt is recorded;
