@@ -69,7 +69,7 @@ class Detector:
         if not any(need in text for need in self.needs):
             return []
         found = []
-        for match in re.compile(self.source, self.flags).finditer(text):  # compiled once: re's own cache
+        for match in _compiled(self.source, self.flags).finditer(text):
             begins = match.start()
             if self.word_start and begins > 0 and text[begins - 1] in _TOKEN_CHARS:
                 continue
@@ -91,15 +91,27 @@ class NamedValue:
 
     def spans(self, text: str, lowered: str) -> list[tuple[int, int]]:
         found: dict[int, tuple[int, int]] = {}
+        pattern = _compiled(self.source, self.flags)
         for word in self.words:
             at = lowered.find(word)
             while at >= 0:
-                match = re.compile(self.source, self.flags).match(text, at)
+                match = pattern.match(text, at)
                 if match is not None and self.valid(match):
                     span = _secret_span(match)
                     found.setdefault(span[0], span)
                 at = lowered.find(word, at + 1)
         return sorted(found.values())
+
+
+_PATTERNS: dict[tuple[str, int], re.Pattern[str]] = {}
+
+
+def _compiled(source: str, flags: int) -> re.Pattern[str]:
+    """A detector's pattern, compiled the first time a text needs it (most texts need few of them)."""
+    pattern = _PATTERNS.get((source, flags))
+    if pattern is None:
+        pattern = _PATTERNS[(source, flags)] = re.compile(source, flags)
+    return pattern
 
 
 # -- checks ------------------------------------------------------------------------------------------------
@@ -137,19 +149,21 @@ _PLACEHOLDERS = frozenset({"changeme", "password", "yourpassword", "your_passwor
 
 def looks_secret(value: str) -> bool:
     """Whether a value given to a secret-sounding name looks like a secret rather than code or a placeholder:
-    no reference, call or marker in it, not a dotted name, not one character over and over, and a digit, a
-    symbol or both cases in it."""
+    no reference, call or marker in it, not a URL, a path or a dotted name, not one character over and over,
+    and a digit, a symbol or both cases in it."""
     value = value.rstrip(",;")
     if "://" in value or value.startswith(("/", "./", "../", "~/")):  # a URL or a path names where one is
         return False
-    if re.search(r"[()\[\]{}<>$`%]", value) or _DOTTED.fullmatch(value):
+    if _CODE.search(value) or _DOTTED.fullmatch(value):
         return False
-    if len(set(value.lower())) <= 2 or value.lower() in _PLACEHOLDERS:
+    lower = value.lower()
+    if len(set(lower)) <= 2 or lower in _PLACEHOLDERS:
         return False
-    has_digit = any(c.isdigit() for c in value)
-    has_symbol = any(not c.isalnum() and c not in "_-." for c in value)
-    has_cases = any(c.isupper() for c in value) and any(c.islower() for c in value)
-    return has_digit or has_symbol or has_cases
+    return bool(_DIGIT_OR_SYMBOL.search(value)) or (lower != value and value.upper() != value)
+
+
+_CODE = re.compile(r"[()\[\]{}<>$`%]")
+_DIGIT_OR_SYMBOL = re.compile(r"[^A-Za-z_.\-]")
 
 
 def _basic(value: str) -> bool:

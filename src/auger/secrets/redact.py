@@ -5,7 +5,8 @@
         forms a command makes of them: base64 (at any alignment, wrapped or not), hex, reversed, JSON- and
         URL-escaped
     then the shapes (secrets/detectors.py), on the text as it is; a value found by its shape is known from
-        then on, in every form above
+        then on, in every form above (the session's first LEARNED of them: each one makes every later
+        search cost a few more `find`s, and an output of thousands of tokens must not make it quadratic)
 
 Each distinct text becomes `[secret:KIND#N]`: KIND says what it is (`github-token`, `env-openai-api-key`,
 `env-openai-api-key.base64`), N counts the distinct texts of that kind in the session, so the same text is
@@ -41,6 +42,7 @@ MARKER = re.compile(r"\[secret:([a-z0-9][a-z0-9.-]{0,80})#(\d{1,6})\]")
 ENCODED_CHARS = 256  # a value longer than this is looked for as written only (its encodings would be huge)
 LINE_HOLD = 4096  # a stream holds back an unfinished line of up to this many characters (the shapes need it)
 BLOCK_HOLD = 65536  # and an unfinished private key block of up to this many
+LEARNED = 64  # values found by their shape that are then looked for in every form (each costs ~10 `find`s)
 CLEAN_CACHED = 4096  # a text at least this long that a full redaction left clean is not searched again
 
 
@@ -104,23 +106,30 @@ class Needles:
 
     def __init__(self) -> None:
         self._kinds: dict[str, str] = {}  # text (no whitespace) -> kind
+        self._values: set[str] = set()  # the values added
         self._order: list[str] = []  # longest first: a value containing another is found whole
         self._prefixes: set[str] | None = None
 
     def __bool__(self) -> bool:
         return bool(self._kinds)
 
+    def __len__(self) -> int:
+        return len(self._values)
+
     def add(self, kind: str, value: str) -> bool:
         """Look for `value` (and its encodings) from now on; False when it was looked for already."""
-        added = False
+        if value in self._values:
+            return False
+        self._values.add(value)
         for form_kind, text in encodings(kind, value):
-            if text not in self._kinds:
-                self._kinds[text] = form_kind
-                added = True
-        if added:
-            self._order = sorted(self._kinds, key=len, reverse=True)
-            self._prefixes = None
-        return added
+            self._kinds.setdefault(text, form_kind)
+        self._order = sorted(self._kinds, key=len, reverse=True)
+        self._prefixes = None
+        return True
+
+    def has(self, value: str) -> bool:
+        """Whether `value` is one looked for (exactly, as added)."""
+        return value in self._values
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, kind) of each needle in `text`, whitespace inside it included in its span."""
@@ -232,9 +241,9 @@ class Redactor:
             out += [text[done:start], self.numbering.marker(kind, value)]
             kinds[kind] += 1
             done = end
-            found_by_shape = "." not in kind and not (self._known.first(value) or self._learned.first(value))
-            if found_by_shape and self._learned.add(kind, value):  # from now on, in every form
-                self._learned_count += 1
+            found_by_shape = "." not in kind and not (self._known.has(value) or self._learned.has(value))
+            if found_by_shape and len(self._learned) < LEARNED and self._learned.add(kind, value):
+                self._learned_count += 1  # from now on, in every form
         out.append(text[done:])
         redacted = "".join(out)
         if shapes and len(redacted) >= CLEAN_CACHED:
