@@ -21,9 +21,10 @@ from pathlib import Path
 
 from auger.protocol import events as ev
 from auger.protocol import items as it
+from auger.protocol.ops import RunShell, UserTurn
 from auger.store.sqlite import SqliteStore
 from tests.support.agents import Routes
-from tests.support.harness import run_session
+from tests.support.harness import Follow, follow_session, run_session
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall
 from tests.support.redteam import exposed
 from tests.support.web_server import Page, WebServer
@@ -205,3 +206,21 @@ def test_with_redaction_turned_off_the_same_checks_see_the_value(project):
     assert GITHUB in run.of(ev.ToolCallEnded)[0].output
     found = exposed([GITHUB], bodies=bodies, store_dir=project.parent, events=run.events)
     assert any("request" in f for f in found) and any(".db" in f for f in found) and any("event" in f for f in found)
+
+
+def test_the_users_own_command_output_is_redacted_before_the_model_sees_it(project, server):
+    """`run_shell` (`!cmd` in the terminal): the user ran it, but its output is text from outside all the same."""
+    _plant(project)
+    server.add(Reply(text="noted"))
+
+    async def steps(session, follow: Follow) -> None:
+        session.submit(RunShell("cat aws-profile.ini"))
+        await follow.until(ev.TurnEnded)
+        session.submit(UserTurn("what did I run?"))
+        await follow.until(ev.TurnEnded)
+
+    events = follow_session(project, server, steps, "sandbox=off")
+    bodies = [r.body for r in server.chat_requests]
+    assert "[secret:aws-access-key-id#1]" in json.dumps(bodies[0])
+    assert any(e.where == "tool_output" for e in events if isinstance(e, ev.SecretRedacted))
+    assert not exposed([AWS_ID, AWS_SECRET], bodies=bodies, store_dir=project.parent, events=events)
