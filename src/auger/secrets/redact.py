@@ -28,6 +28,7 @@ import base64
 import bisect
 import json
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
@@ -193,7 +194,8 @@ class _Unsqueeze:
 
 class Redactor:
     """The session's: what it knows, how it numbers, and the shapes it looks for (one per session, shared
-    by every runtime, sub-agent and stream of it)."""
+    by every runtime, sub-agent and stream of it). The file tools reveal on their threads while the loop
+    redacts: a lock keeps the numbering and the learned values whole."""
 
     def __init__(self, known: Iterable[KnownSecret], numbering: Numbering, env_patterns: tuple[str, ...],
                  enabled: bool = True) -> None:
@@ -208,6 +210,7 @@ class Redactor:
         # session's scrubber meets a tool's output again right after the runtime redacted it
         self._clean: dict[int, int] = {}
         self._learned_count = 0
+        self._lock = threading.RLock()
         for secret in known:
             self._known.add(secret.kind, secret.value)
             self._labels.setdefault(secret.kind, secret.label)
@@ -218,6 +221,10 @@ class Redactor:
         `shapes`, values recognised by their shape (which are learned)."""
         if not self.enabled or not text:
             return Redaction(text)
+        with self._lock:
+            return self._redact(text, shapes)
+
+    def _redact(self, text: str, shapes: bool) -> Redaction:
         long = len(text) >= CLEAN_CACHED
         if long and self._clean.get(hash(text)) == self._learned_count:
             return Redaction(text)
