@@ -68,6 +68,9 @@ def openapi_document() -> dict[str, Any]:
                                                 "user message stored under this item seq"}}}}}},
                          "responses": {**_ok("the session's snapshot", snapshot, "201"),
                                        "409": _error("the session runs in another process")}}},
+            "/api/openapi.json": {"get": {"summary": "This document", "responses": _ok("the OpenAPI document")}},
+            "/api/protocol.schema.json": {"get": {"summary": "The JSON Schema of ops, events (in their envelopes) "
+                                                             "and items", "responses": _ok("the schema")}},
             "/api/server": {"get": {"summary": "The roots sessions may work in, the server's mode and model, "
                                                "who is asking, whether there is a fleet",
                                     "responses": _ok("roots, mode, model, provider, user, fleet")}},
