@@ -100,7 +100,8 @@ function Header({ session, info, onMenu }) {
   const [open, setOpen] = useState(false);
   const modes = allowedModes(serverInfo.value?.mode || "safe");
   return html`<${Bar} onMenu=${onMenu} title=${html`<span class="title-text">${info.title || "New session"}</span>
-      <span class="sub">${shortPath(info.cwd)}</span>`}>
+      <span class="sub">${shortPath(info.cwd)}${info.created_by
+        ? html` · <span class="creator" title="who started it">${info.created_by}</span>` : null}</span>`}>
     <span class=${`dot ${status}`} title=${`events: ${status}`}></span>
     <button class="icon" aria-label="Session settings" aria-expanded=${open} onClick=${() => setOpen(!open)}>⋯</button>
     ${open ? html`<div class="backdrop" onClick=${() => setOpen(false)}></div>` : null}
