@@ -6,6 +6,8 @@
 * `scripted_session` runs a real session whose mock model makes the given tool calls, and returns
   the run and everything the model was sent, so a test can check what reached the provider.
 * `marker_in_requests` says whether a secret marker reached the model in any request.
+* `exposed` says where planted secret values (as written, or base64'd) can be read: request bodies, the
+  store's files, events.
 """
 
 from __future__ import annotations
