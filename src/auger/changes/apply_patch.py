@@ -458,7 +458,13 @@ class _Plan:
         self.modes[rel] = mode
 
 
-def plan_patch(root: RootHandle, ops: list[FileOp], guard: Guard | None = None) -> tuple[_Plan, PatchResult]:
+# Puts back what the patch's text stands for in a file: (the patch's text, the file's text now, its path) →
+# the text to apply. The session's redaction of secrets (tools/patch.py) passes one; it raises PatchError.
+Reveal = Callable[[str, str, str], str]
+
+
+def plan_patch(root: RootHandle, ops: list[FileOp], reveal: Reveal | None = None,
+               guard: Guard | None = None) -> tuple[_Plan, PatchResult]:
     """Every file's new content, computed in memory; PatchError if any part does not apply."""
     plan, result = _Plan(root, guard), PatchResult()
     for op in ops:
@@ -469,7 +475,10 @@ def plan_patch(root: RootHandle, ops: list[FileOp], guard: Guard | None = None) 
         rel = plan.resolve(op.path)
         now = plan.current(rel, op.path)
         if isinstance(op, AddFile):
-            plan.put(rel, op.content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
+            content = op.content
+            if reveal is not None:
+                content = reveal(content, "" if now is None else now[0].decode("utf-8", "surrogateescape"), op.path)
+            plan.put(rel, content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
             (result.added if now is None else result.modified).append(rel)
         elif isinstance(op, DeleteFile):
             if now is None:
@@ -480,7 +489,8 @@ def plan_patch(root: RootHandle, ops: list[FileOp], guard: Guard | None = None) 
             if now is None:
                 raise PatchError(f"cannot update {op.path}: it does not exist")
             text = now[0].decode("utf-8", "surrogateescape")
-            data = apply_chunks(text, op.chunks, op.path).encode("utf-8", "surrogateescape")
+            chunks = op.chunks if reveal is None else _revealed(op, text, reveal)
+            data = apply_chunks(text, chunks, op.path).encode("utf-8", "surrogateescape")
             if op.move_to is None:
                 plan.put(rel, data, now[1])
                 result.modified.append(rel)
@@ -493,11 +503,18 @@ def plan_patch(root: RootHandle, ops: list[FileOp], guard: Guard | None = None) 
     return plan, result
 
 
-def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None,
+def _revealed(op: UpdateFile, text: str, reveal: Reveal) -> tuple[Chunk, ...]:
+    """The update's hunks with what their lines stand for in the file (`text`) put back."""
+    return tuple(replace(chunk, headers=tuple(reveal(h, text, op.path) for h in chunk.headers),
+                         lines=tuple((tag, reveal(line, text, op.path)) for tag, line in chunk.lines))
+                 for chunk in op.chunks)
+
+
+def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None, reveal: Reveal | None = None,
                     guard: Guard | None = None) -> tuple[_Plan, PatchResult]:
     """Parse `text` and plan it beneath `root`; with `workdir` (a `cd dir &&` before the patch), its
     paths are relative to that directory, which must lie inside the root."""
-    return plan_patch(root, patch_ops(root, text, workdir), guard)
+    return plan_patch(root, patch_ops(root, text, workdir), reveal, guard)
 
 
 def patch_ops(root: RootHandle, text: str, workdir: str | None = None) -> list[FileOp]:
@@ -550,10 +567,11 @@ def _beneath(ops: list[FileOp], base: str) -> list[FileOp]:
     return moved
 
 
-def apply_patch(root: RootHandle, text: str, workdir: str | None = None, guard: Guard | None = None) -> PatchResult:
+def apply_patch(root: RootHandle, text: str, workdir: str | None = None, reveal: Reveal | None = None,
+                guard: Guard | None = None) -> PatchResult:
     """Parse and apply `text` beneath `root` (its paths relative to `workdir` when given), all or
     nothing. Raises PatchError (nothing changed), or what `guard` raises."""
-    plan, result = plan_patch_text(root, text, workdir, guard)
+    plan, result = plan_patch_text(root, text, workdir, reveal, guard)
     done: list[str] = []
     try:
         for rel, data in plan.new.items():

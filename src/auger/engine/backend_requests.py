@@ -146,7 +146,9 @@ class AgentRequests:
         self._refuse_protected(args["path"], "read")
         text = await asyncio.to_thread(agent_files.read_text, self._root_handle(), args["path"], args.get("offset"),
                                        args.get("limit"))
-        return await self.reported(call_id, READ_FILE.name, args, True, text)
+        text = await self.reported(call_id, READ_FILE.name, args, True, text)
+        secrets = self.ctx.runtime.shared.secrets  # the agent's model is outside auger: it reads markers too
+        return secrets.redactor.redact(text).text if secrets is not None else text
 
     async def _write(self, request: WriteRequested) -> None:
         from auger.backends.permissions import resolved
@@ -175,13 +177,31 @@ class AgentRequests:
             elif not await self._ask(call_id, WRITE_FILE.name, c, decision.reason,
                                      f"{self.agent} wants to write {rel}"):
                 raise agent_files.FileRefused(f"the user did not allow writing {rel}")
+        content = await asyncio.to_thread(self._revealed, handle, rel, args["content"])
         planned = PlannedCall(self.ctx.turn_id, call_id, WRITE_FILE.name, {"path": rel, "content": args["content"]}, c)
         await self.before_change(planned)
-        created = await asyncio.to_thread(agent_files.write_text, handle, rel, args["content"])
+        created = await asyncio.to_thread(agent_files.write_text, handle, rel, content)
         if created:
             runtime.state.created_files.add(runtime.root / rel)
         await self.after_change(planned)
         await self.reported(call_id, WRITE_FILE.name, planned.args, True, f"Wrote {rel}")
+
+    def _revealed(self, handle: RootHandle, rel: str, content: str) -> str:
+        """`content` with the secret markers it keeps from the file put back (the agent read the file redacted,
+        as auger's own model does: auger/secrets/redact.py `reveal`); FileRefused for one that cannot be."""
+        secrets = self.ctx.runtime.shared.secrets
+        if secrets is None or "[secret:" not in content:
+            return content
+        from auger.secrets.redact import Unrestorable
+
+        try:
+            current = agent_files.read_text(handle, rel)
+        except agent_files.FileRefused:
+            current = ""
+        try:
+            return secrets.redactor.reveal(content, current)
+        except Unrestorable as exc:
+            raise agent_files.FileRefused(f"not written: {exc.explain(rel)}") from None
 
     async def _checked(self, spec: ToolSpec, call_id: str, args: dict[str, Any], done: str) -> dict[str, Any]:
         """The arguments after the `before_tool` hooks (a rewrite validated as the tool's own); a block

@@ -6,7 +6,7 @@
     → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
     → if it was refused only for protected files, say so and ask → re-run with those files granted for
     this call alone → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite
-    the output the model sees) → `after_mutation` hooks
+    the output the model sees) → `after_mutation` hooks → redact the outcome's text (auger/secrets)
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
 Failed (the call could not run: unknown tool — or one a toolset holds back, which says why — bad
@@ -16,6 +16,15 @@ says why) or Aborted (the user ended the turn at an approval). A StoreError (the
 hook could not record its snapshot) is the session's failure, not the tool's: it ends the turn with its
 one line.
 Nothing here records or announces the output: the turn does, in its durable order.
+
+Redaction is the last step because this is where text from outside enters the session: whatever produced
+it — a command, a file, a fetched page, an MCP server, a sub-agent, a hook — a call's output (and the
+message of a call that failed or was refused) leaves here with its secret values replaced by markers, the
+model is told in a line, and a secret_redacted event follows the call's end. The calls a tool makes on its
+caller's behalf (run_code's) come through here too, so a program never holds a value it could encode past
+the redactor. Before anything runs, a call whose arguments carry a value the configuration or environment
+says is secret (secrets/known.py: a provider key, an MCP credential, a secret variable) is refused: auger
+never sends one anywhere, by web_fetch, an MCP server, a command or any other tool.
 
 Tools only declare what they need (effect, classifier, previewer); decisions are made here, in the
 mode the session is in at that moment (capped by a sub-agent's own: engine/shared.py), never one
@@ -30,6 +39,7 @@ they run only for calls that may change something (effect other than read-only).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -163,9 +173,18 @@ class ToolRuntime:
         return decision.verdict == Verdict.ALLOW
 
     async def run(self, call: ToolCall, host: CallHost, *, turn_id: str) -> Outcome:
+        return self._redacted(await self._run(call, host, turn_id), host, turn_id, call.call_id)
+
+    async def _run(self, call: ToolCall, host: CallHost, turn_id: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
         shown = call.arguments if isinstance(arguments, BadJSON) else arguments
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
+        secrets = self.shared.secrets
+        known = secrets.redactor.known_in(call.arguments) if secrets is not None else None
+        if known is not None:
+            assert secrets is not None
+            return Denied(f"Not run: the arguments of this {call.name} call carry {secrets.redactor.label(known)}, "
+                          "a secret auger never sends anywhere. Do the task without it.", Refusal.POLICY)
         spec = self.router.get(call.name)
         if spec is None:
             held_back = self.router.not_offered(call.name)
@@ -177,6 +196,7 @@ class ToolRuntime:
         ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
                           turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills, mode=self.mode,
                           cwd=self.cwd, transcript=self.transcript,
+                          secrets=self.shared.secrets.redactor if self.shared.secrets is not None else None,
                           call_tool=self._inner_calls(host, turn_id, call) if spec.calls_tools else None,
                           emit_output=lambda stream, text: host.emit(
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
@@ -246,6 +266,34 @@ class ToolRuntime:
                 await self.record(turn_id, ProtectedRead(ctx.call_id, spec.name, list(refused.paths)))
             host.emit(ev.WarningEvent(f"{spec.name} may read {paths} for this one call (allowed by the user)", turn_id))
             return await self.router.call(spec, args, ctx)
+
+    def _redacted(self, outcome: Outcome, host: CallHost, turn_id: str, call_id: str) -> Outcome:
+        """The outcome with the secret values in its text replaced by markers: a result's output (the model
+        told in a line) and full output, or the message of a call that did not run."""
+        secrets = self.shared.secrets
+        if secrets is None:
+            return outcome
+        redactor = secrets.redactor
+        if not isinstance(outcome, Ran):
+            redaction = redactor.redact(outcome.message)
+            if redaction.count:
+                host.emit(ev.SecretRedacted(turn_id, call_id, sorted(redaction.kinds), redaction.count))
+                return dataclasses.replace(outcome, message=redaction.text)
+            return outcome
+        result = outcome.result
+        redaction = redactor.redact(result.output)
+        kinds = redaction.kinds
+        result.output = redaction.text
+        if result.full_output is not None:
+            full = redactor.redact(result.full_output)
+            result.full_output = full.text
+            kinds = kinds | full.kinds  # the output is most often the full output's start: counted once
+        if kinds:
+            count = sum(kinds.values())
+            result.output += (f"\n[auger replaced {count} secret value{'s' if count > 1 else ''} with [secret:…] "
+                              "markers; an edit that keeps a marker in its place keeps the value]")
+            result.events.append(ev.SecretRedacted(turn_id, call_id, sorted(kinds), count))
+        return outcome
 
     def _inner_calls(self, host: CallHost, turn_id: str, call: ToolCall) -> ToolCaller:
         """The calls a tool that runs tools (run_code) makes for this call: each through `run`, as this call's

@@ -311,6 +311,30 @@ class WarningEvent(Event):
     turn_id: str | None = None
 
 
+@tag("secret_redacted")
+class SecretRedacted(Event):
+    """Secret values were replaced by markers (`[secret:KIND#N]`) before a text was recorded, shown or sent:
+    in a call's output (`call_id`), or elsewhere (`where`: tool_output, message, user_message, context,
+    agent, hook, diff, approval, warning, error). Never carries a value."""
+
+    turn_id: str | None
+    call_id: str | None
+    kinds: list[str]  # the markers' kinds (github-token, env-openai-api-key, …), each once
+    count: int  # how many values were replaced
+    where: str = "tool_output"
+
+    def describe(self) -> str:
+        """One line for a person (the terminal UI, `auger exec`'s stderr, the web UI says the same)."""
+        place = _REDACTED_WHERE.get(self.where, self.where.replace("_", " "))
+        values = "1 secret value" if self.count == 1 else f"{self.count} secret values"
+        return f"hid {values} ({', '.join(self.kinds)}) from {place}"
+
+
+_REDACTED_WHERE = {"tool_output": "the output", "message": "the conversation", "user_message": "your message",
+                   "context": "the context", "agent": "the agent's words", "hook": "a hook's output",
+                   "diff": "the diff", "approval": "the approval", "warning": "a warning", "error": "an error"}
+
+
 @tag("turn_diff")
 class TurnDiff(Event):
     """Everything the turn changed in the project, whichever tool or command changed it; sent before

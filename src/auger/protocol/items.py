@@ -191,7 +191,18 @@ class ProtectedRead(Item):
     paths: list[str]  # relative to the project root
 
 
+@tag("secret_marker")
+class SecretMarker(Item):
+    """A marker number the session gave a secret text (`[secret:KIND#N]`), with an HMAC of the kind and text
+    under a key kept in auger's data dir (secrets/numbering.py), never the text itself: a resumed session
+    gives the same text the same number. Never shown to the model."""
+
+    kind: str
+    number: int
+    digest: str
+
+
 # Items that record the project's state for diff, undo and the file tracker, the session's settings, or
 # where a text came from; not conversation.
 RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings, SearchSources, WritableRoot,
-                ProtectedRead)
+                ProtectedRead, SecretMarker)

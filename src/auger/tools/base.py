@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
     from auger.policy.fs import RootHandle
     from auger.secrets.protected import ProtectedFiles, Reason
+    from auger.secrets.redact import Redactor
 
 # The effect vocabulary belongs to policy/types.py; tools name their static effect with these.
 READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
@@ -181,6 +182,9 @@ class ToolContext:
     call_tool: ToolCaller | None = None  # the caller's other tools, for a tool that runs them (run_code)
     # protected files the user let this one call read or change (root-relative paths; tools/protection.py)
     protected_grant: frozenset[str] = frozenset()
+    # the session's redaction of secret values: a file tool puts back the values of the markers the model
+    # kept (`reveal`), and refuses one it cannot (auger/secrets/redact.py); None: nothing was redacted
+    secrets: Redactor | None = None
 
 
 class ToolCaller(Protocol):

@@ -473,15 +473,29 @@ def _read_existing(ctx: ToolContext, t: _Target, tool: str) -> tuple[os.stat_res
 # --------------------------------------------------------------------------- write_file
 
 
+def _revealed(ctx: ToolContext, text: str, original: str, rel: str) -> str:
+    """`text` (what the model wants written where `original` is now) with the values of the secret markers
+    it kept put back; a ToolError for a marker that cannot be (auger/secrets/redact.py `reveal`), so a
+    marker is never written into a file."""
+    if ctx.secrets is None or "[secret:" not in text:
+        return text
+    from auger.secrets.redact import Unrestorable
+
+    try:
+        return ctx.secrets.reveal(text, original)
+    except Unrestorable as exc:
+        raise ToolError(f"Not written: {exc.explain(rel)}.") from None
+
+
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Create or overwrite a whole file, atomically, refusing to clobber unseen changes."""
     content: str = args["content"]
-    data = _encode(content, "content")
+    _encode(content, "content")
     editor = _editor(ctx, writing=True)
     if editor is not None:
         _editor_text(content, "content")
 
-    def work() -> tuple[str, Path, bool, str | None]:
+    def work() -> tuple[str, Path, bool, str | None, str]:
         with _locate(ctx, args["path"], write=True, make_parents=True) as t:
             found = _read_existing(ctx, t, "write_file")
             old: str | None = ""
@@ -490,15 +504,18 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 _check_fresh(ctx, t.path, t.rel, st, "overwriting")
                 _check_writable(t.path, t.rel, st)
                 old = None if _is_binary(old_bytes) else old_bytes.decode(ENCODING, ERRORS)
+            text = _revealed(ctx, content, old or "", t.rel)
+            data = _encode(text, "content")
             if editor is not None:
-                return t.rel, t.path, found is None, old  # written by the editor, below
+                return t.rel, t.path, found is None, old, text  # written by the editor, below
             try:
                 _write(ctx, t, data, None if found is None else stat.S_IMODE(found[0].st_mode))
             except OSError as e:
                 raise ToolError(f"cannot write {t.rel}: {e.strerror or e}") from None
-            return t.rel, t.path, found is None, old
+            return t.rel, t.path, found is None, old, text
 
-    rel, path, created, old = await in_thread(work)
+    rel, path, created, old, content = await in_thread(work)
+    data = _encode(content, "content")
     if editor is not None:
         await editor.write_text(path, content)
         _stamp_disk(ctx, path)
@@ -646,7 +663,9 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             _check_writable(t.path, t.rel, st)
             if editor is not None:
                 return t.rel, t.path, None  # the editor's text is edited, below
-            edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, t.rel)
+            text = data.decode(ENCODING, ERRORS)
+            edit = _apply_edit(text, _revealed(ctx, old, text, t.rel), _revealed(ctx, new, text, t.rel), replace_all,
+                               t.rel)
             try:
                 _write(ctx, t, _encode(edit.new_text, "new_string"), stat.S_IMODE(st.st_mode))
             except OSError as e:
@@ -656,7 +675,8 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     rel, path, edit = await in_thread(work)
     if edit is None:
         assert editor is not None
-        edit = _apply_edit(await editor.read_text(path), old, new, replace_all, rel)
+        text = await editor.read_text(path)
+        edit = _apply_edit(text, _revealed(ctx, old, text, rel), _revealed(ctx, new, text, rel), replace_all, rel)
         await editor.write_text(path, _editor_text(edit.new_text, rel))
         _stamp_disk(ctx, path)
     first = _line_of(edit.new_text, edit.first_index)
@@ -687,8 +707,9 @@ async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
             found, rel = None, os.path.normpath(root_handle(ctx).relative(args["path"]))  # new directories too
         old = "" if found is None else found[1].decode(ENCODING, ERRORS)
         if "content" in args:
-            return _unified_diff(old, args["content"], rel, created=found is None)
-        edit = _apply_edit(old, args["old_string"], args["new_string"], args.get("replace_all", False), rel)
+            return _unified_diff(old, _revealed(ctx, args["content"], old, rel), rel, created=found is None)
+        edit = _apply_edit(old, _revealed(ctx, args["old_string"], old, rel),
+                           _revealed(ctx, args["new_string"], old, rel), args.get("replace_all", False), rel)
         return _unified_diff(edit.old_text, edit.new_text, rel)
 
     try:

@@ -444,8 +444,8 @@ def resource_tools(servers: Callable[[], list[McpToolset]]) -> list[ToolSpec]:
                         f"those that do: {', '.join(s.server.name for s in servers()) or 'none'}")
 
     async def each(args: dict, listing: Callable[[McpToolset], Awaitable[ToolResult]]) -> ToolResult:
-        """One listing per server (the one named, or all by name: not in the order they happened to start), each
-        under a `# server` heading."""
+        """One listing per server (the one named, or all, by name: the order servers came up in is chance),
+        each under a `# server` heading."""
         chosen = [find(args["server"])] if args.get("server") else sorted(servers(), key=lambda s: s.server.name)
         results = [(s.server.name, await listing(s)) for s in chosen]
         text = "\n\n".join(f"# {name}\n{result.output}" for name, result in results)

@@ -14,13 +14,16 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auger.policy.types import Classification
 from auger.tools.base import LOCAL_MUTATION, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.files import root_handle
 from auger.tools.protection import refuse_protected
 from auger.tools.threads import in_thread
+
+if TYPE_CHECKING:
+    from auger.changes.apply_patch import Reveal
 
 NAME = "apply_patch"
 
@@ -34,7 +37,7 @@ async def run_patch(patch: str, ctx: ToolContext, workdir: str | None = None) ->
 
     def work() -> Any:
         _refuse_protected(ctx, patch, workdir)
-        return apply_patch(handle, patch, workdir, _guard(ctx))
+        return apply_patch(handle, patch, workdir, _reveal(ctx), _guard(ctx))
 
     try:
         result = await in_thread(work)
@@ -45,6 +48,24 @@ async def run_patch(patch: str, ctx: ToolContext, workdir: str | None = None) ->
     return ToolResult(f"Applied the patch:\n{result.summary()}",
                       metadata={"added": result.added, "modified": result.modified, "deleted": result.deleted,
                                 "moved": [list(pair) for pair in result.moved]})
+
+
+def _reveal(ctx: ToolContext) -> Reveal | None:
+    """What puts back the values of the secret markers a patch keeps in a file, refusing one it cannot
+    (auger/secrets/redact.py `reveal`): a patch never writes a marker into a file."""
+    secrets = ctx.secrets
+    if secrets is None:
+        return None
+    from auger.changes.apply_patch import PatchError
+    from auger.secrets.redact import Unrestorable
+
+    def reveal(text: str, original: str, path: str) -> str:
+        try:
+            return secrets.reveal(text, original)
+        except Unrestorable as exc:
+            raise PatchError(exc.explain(path)) from None
+
+    return reveal
 
 
 def classify(args: dict[str, Any], root: Path) -> Classification:
@@ -119,7 +140,7 @@ async def preview_patch(patch: str, ctx: ToolContext, workdir: str | None = None
 
     def work() -> str:
         _refuse_protected(ctx, patch, workdir)
-        plan, _ = plan_patch_text(root_handle(ctx), patch, workdir, _guard(ctx))
+        plan, _ = plan_patch_text(root_handle(ctx), patch, workdir, _reveal(ctx), _guard(ctx))
         out: list[str] = []
         for rel, new in plan.new.items():
             old = plan.before.get(rel)
