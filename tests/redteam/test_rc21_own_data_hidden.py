@@ -72,7 +72,8 @@ def test_auger_own_files_are_not_readable(tmp_path, project, server, user_home, 
     (dirs["config"] / "config.toml").write_text(f'[mcp_servers.tracker]\nurl = "https://x"\nbearer_token = "{SECRET}"\n')
     dirs["cache"].mkdir(parents=True, exist_ok=True)
     (dirs["cache"] / "titles.json").write_text(f'{{"title": "{SECRET}"}}\n')
-    outs = shell(project, server, kind, *_attacks(dirs), db=db)
+    # redaction off: the sandbox alone is on trial here (redaction would also hide the token's value)
+    outs = shell(project, server, kind, *_attacks(dirs), db=db, tables={"secrets": {"redact": False}})
     leaked = [out for out in outs if SECRET in out]
     if kind == "off":  # control: every payload finds the secret when nothing hides it
         assert len(leaked) == len(outs), outs

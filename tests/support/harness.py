@@ -102,13 +102,13 @@ class Follow:
 
 
 def follow_session(project: Path, server: MockChatServer, steps, *overrides: str, timeout: float = 60,
-                   resume: str | None = None) -> list[ev.Event]:
-    """Open a session (`overrides` as config; `resume` a stored one), run `await steps(session, follow)`, shut
-    it down; every event it emitted, in order."""
+                   resume: str | None = None, tables: dict | None = None) -> list[ev.Event]:
+    """Open a session (`overrides` as config, `tables` as a config file's tables; `resume` a stored one), run
+    `await steps(session, follow)`, shut it down; every event it emitted, in order."""
 
     async def main() -> list[ev.Event]:
         session, store = await open_session(project, server, project.parent / "sessions.db", *overrides,
-                                            resume=resume)
+                                            resume=resume, tables=tables)
         follow = Follow(session)
         try:
             await asyncio.wait_for(steps(session, follow), timeout)
