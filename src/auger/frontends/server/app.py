@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, WebSocketRoute
 
 from auger.frontends.http_guard import Guard
 from auger.frontends.server import fleet_routes, team_routes
@@ -73,7 +73,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         await server.drain()
 
     routes: list[BaseRoute] = [  # each API route's role, query parameters, body fields and audit are declared
-        Route(HEALTH, _health, methods=["GET"]),  # for load balancers and probes: no credentials, no details
+        api("GET", HEALTH, _health, role=None),  # for load balancers and probes: no credentials, no details
         api("GET", "/api/openapi.json", _openapi, role="viewer"),
         api("GET", "/api/protocol.schema.json", _protocol_schema, role="viewer"),
         api("POST", "/api/pair", _pair, role="viewer", body=(), audit="pair"),
@@ -139,7 +139,7 @@ def _number(query: dict[str, str], name: str, default: int, *, low: int = 0, hig
 
 
 # -- routes -------------------------------------------------------------------------------
-async def _health(request: Request) -> Response:
+async def _health(request: Request, sent: Sent) -> Response:
     """`{"status": "ok", "version", "store": "ok"}`, or 503 with `"store": "unreachable"` (auger/health.py)."""
     from auger.health import health
 
