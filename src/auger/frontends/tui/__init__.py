@@ -16,9 +16,9 @@ def run_tui(config: Config, root: str, *, prompt: str | None = None, resume: str
 
     from auger.config import home_dirs
     from auger.frontends.tui.app import Tui
-    from auger.frontends.tui.sessions import Sessions
+    from auger.frontends.tui.sessions import LocalSessions
 
-    tui = Tui(Sessions(config, root, config.db_path), prompt=prompt, resume=resume, pick=pick,
+    tui = Tui(LocalSessions(config, root, config.db_path), prompt=prompt, resume=resume, pick=pick,
               history_path=home_dirs()["data"] / "prompt-history")
     asyncio.run(tui.run())
     return 1 if tui.failed else 0

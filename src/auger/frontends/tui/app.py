@@ -30,6 +30,7 @@ from auger.frontends.tui.render import Ansi, Renderer, clean
 
 if TYPE_CHECKING:
     from auger.frontends.tui.feed import Approval, Feed
+    from auger.protocol import events as ev
     from auger.frontends.tui.sessions import Sessions
 
 KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "approve_writable_root": "w", "deny": "n",
@@ -37,6 +38,7 @@ KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "approve_
 LABELS = {"approve": "yes, once", "approve_session": "yes, this session", "approve_always": "always",
           "approve_writable_root": "yes, and its dir this session",
           "deny": "no", "continue": "continue", "stop": "stop"}
+APPROVING = ("approve", "approve_session", "approve_always", "approve_writable_root", "continue")
 STYLE = Style.from_dict({
     "dim": "#888888", "running": "ansicyan", "queued": "ansiyellow", "card": "ansiyellow bold",
     "prompt": "bold", "status": "#888888", "status.warn": "ansiyellow",
@@ -98,6 +100,7 @@ class Tui:
         self.attention = Attention()  # focus reports, for desktop notifications (tui/notify.py)
         self.alert = escape_for(os.environ) if sessions.config.tui_notifications else None
         self.turn_started = time.monotonic()
+        self.seen_seq = 0  # the last envelope of the session this UI has shown
 
     # -- output ----------------------------------------------------------------------------
     @property
@@ -351,9 +354,7 @@ class Tui:
             return
         self.feed.decide(a.request_id, decision, feedback)
         shown = {"abort": "aborted the turn", "deny": "denied"}.get(decision, LABELS.get(decision, decision))
-        self.say(f"  → {shown}" + (f": {feedback}" if feedback else ""),
-                 "green" if decision in ("approve", "approve_session", "approve_always", "approve_writable_root",
-                                         "continue") else "yellow")
+        self.say(f"  → {shown}" + (f": {feedback}" if feedback else ""), "green" if decision in APPROVING else "yellow")
         self.approval = self.feedback_for = None
         self.redraw()
 
@@ -382,19 +383,27 @@ class Tui:
             self.renderer.diffs.pop(a.call_id, None)  # shown here: not again when the call succeeds
 
     async def events(self, feed: Feed) -> None:
-        """Render one session's events until it shuts down."""
+        """Render one session's events until it shuts down (a server's: until this UI leaves it)."""
         from auger.frontends.tui.feed import Approval
         from auger.protocol import events as ev
 
-        async for event, parent in feed.events():
-            if parent is not None and not isinstance(event, ev.ApprovalRequest):  # a sub-agent's activity
-                self.out(self.renderer.handle_child(parent, event))
+        async for envelope in feed.events():
+            event, parent = envelope.event, envelope.parent_call_id
+            self.seen_seq = envelope.seq
+            history = envelope.seq <= feed.replayed  # shown again on attaching: nothing to notify
+            if parent is not None and isinstance(event, ev.TurnStarted):
+                continue  # a sub-agent's turn is not this session's (its end says whether it was cut short)
+            if parent is not None and not isinstance(event, (ev.ApprovalRequest, ev.ApprovalResolved)):
+                self.out(self.renderer.handle_child(parent, event))  # a sub-agent's activity
                 self.redraw()
                 continue
             if isinstance(event, ev.TurnStarted):
                 self.busy = True
                 self.turn_started = time.monotonic()
-                if self.queued:  # a message queued as the last turn ended starts this one
+                prompt = await feed.prompt_of(envelope)  # sent by another client of the session's server
+                if prompt is not None:
+                    self.say(f"› {prompt}", "bold")
+                elif self.queued:  # a message queued as the last turn ended starts this one
                     self.say(f"› {self.queued.pop(0)}", "bold")
             elif isinstance(event, ev.TurnEnded):
                 self.busy = False
@@ -408,19 +417,34 @@ class Tui:
             if isinstance(event, ev.ApprovalRequest):
                 self.approval = Approval.of(event)
                 self.show_card(self.approval)
-                self.notify(f"approval needed: {self.approval.subject or self.approval.message}")
+                if not history:
+                    self.notify(f"approval needed: {self.approval.subject or self.approval.message}")
+            elif isinstance(event, ev.ApprovalResolved):
+                self.resolved(event)
             else:
                 self.out(self.renderer.handle(event))
             if isinstance(event, ev.TurnEnded):
                 self.branch = git_branch(self.root)
-                if event.reason != "cancelled":  # an interrupted turn: whoever interrupted it is here
+                if event.reason != "cancelled" and not history:  # interrupted: whoever interrupted it is here
                     self.notify("turn complete" if event.reason == "complete" else
                                 f"turn failed: {event.message or ''}")
             self.redraw()
 
+    def resolved(self, event: ev.ApprovalResolved) -> None:
+        """An approval answered somewhere else (another client of the server, a browser): the card goes,
+        and the transcript says what was answered, and by whom. (What this UI answers it says at once.)"""
+        a = self.approval
+        if a is None or a.request_id != event.request_id:
+            return
+        decision = str(event.decision) if event.decision is not None else ""
+        shown = {"abort": "aborted the turn", "deny": "denied", "": "withdrawn"}.get(
+            decision, LABELS.get(decision, decision))
+        self.say(f"  → {shown}" + (f" (by {event.by})" if event.by else ""),
+                 "green" if decision in APPROVING else "yellow")
+        self.approval = self.feedback_for = None
+
     async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool:
         """Close the current session (if any) and open another; False (and said why) if it failed."""
-        from auger.frontends.tui.feed import Feed
         from auger.frontends.tui.sessions import OpenError
 
         if self.busy:
@@ -428,17 +452,22 @@ class Tui:
             return False
         await self.close_session()
         try:
-            session = await self.sessions.open(resume=resume, fork=fork)
+            feed = await self.sessions.open(resume=resume, fork=fork)
         except OpenError as exc:
             self.say(f"✗ {exc}", "red")
             if self.feed is None and not (resume or fork):
                 raise
             return False
-        self.feed = Feed(session)
-        self.renderer = Renderer(self.width)
-        self.pump = asyncio.create_task(self.events(self.feed))
-        await asyncio.sleep(0)
+        self.follow(feed)
+        await asyncio.sleep(0)  # the pump subscribes before anything is sent
         return True
+
+    def follow(self, feed: Feed) -> None:
+        """Show `feed`'s session from now on (its events drawn by a task of their own)."""
+        self.feed = feed
+        self.seen_seq = 0
+        self.renderer = Renderer(self.width)
+        self.pump = asyncio.create_task(self.events(feed))
 
     async def close_session(self) -> None:
         if self.feed is not None:

@@ -72,10 +72,14 @@ def _open(tui: Tui) -> Feed:
 
 
 async def run_command(tui: Tui, line: str) -> None:
+    from auger.frontends.tui.feed import NotHere
+
     try:
         await _run_command(tui, line)
     except _NoSession:
         tui.say(f"{line.split()[0]} needs the session, which is not open yet", "yellow")
+    except NotHere as exc:
+        tui.say(f"{line.split()[0]}: {exc}", "yellow")
 
 
 async def _run_command(tui: Tui, line: str) -> None:
