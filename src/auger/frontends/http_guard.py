@@ -67,14 +67,14 @@ def load_token(env: Mapping[str, str], data_dir: Path) -> tuple[str, str]:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
-        return _kept_token(path), str(path)
+        return kept_token(path), str(path)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         token = secrets.token_urlsafe(32)
         handle.write(token + "\n")
     return token, str(path)
 
 
-def _kept_token(path: Path) -> str:
+def kept_token(path: Path) -> str:
     info = path.lstat()
     if not path.is_file() or path.is_symlink() or info.st_mode & 0o077 or info.st_uid != os.getuid():
         raise TokenError(f"{path} must be a regular file of yours readable by you alone (chmod 600 {path})")

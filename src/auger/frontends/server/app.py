@@ -181,6 +181,7 @@ async def _list_sessions(request: Request, sent: Sent) -> Response:
     for record in page:
         if await server.hub.visible(record):
             rows.append({**describe(record), "open": server.hub.live(record.id) is not None,
+                         "running": await server.hub.running_turn(record.id) is not None,
                          "cost": await server.hub.cost(record)})
     return _json({"sessions": rows, "next_cursor": page_cursor(page[-1]) if more else None})
 

@@ -252,6 +252,11 @@ class Hub:
         waiting = await tasks.waiting_for(session_id) if tasks is not None else None
         return [waiting.parked["request"]] if waiting is not None and waiting.parked else []
 
+    async def running_turn(self, session_id: str) -> str | None:
+        """The id of the turn running in the session now — here, or in another process on the store — or None."""
+        live = self.live(session_id)
+        return live.running_turn_id if live is not None else await self._stored_running_turn(session_id)
+
     async def runs_elsewhere(self, session_id: str) -> bool:
         """Whether another process runs the session now (a turn the store shows started, not ended)."""
         return self.live(session_id) is None and await self._stored_running_turn(session_id) is not None

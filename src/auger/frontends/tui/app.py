@@ -101,6 +101,7 @@ class Tui:
         self.alert = escape_for(os.environ) if sessions.config.tui_notifications else None
         self.turn_started = time.monotonic()
         self.seen_seq = 0  # the last envelope of the session this UI has shown
+        self.last_id = ""  # the session left last (for the farewell line)
 
     # -- output ----------------------------------------------------------------------------
     @property
@@ -471,6 +472,7 @@ class Tui:
 
     async def close_session(self) -> None:
         if self.feed is not None:
+            self.last_id = self.feed.id
             self.feed.shutdown()
             if self.pump is not None:
                 await self.pump
@@ -630,8 +632,14 @@ class Tui:
                 await self.sessions.aclose()
         sys.stdout.write(FOCUS_OFF)
         if self.renderer.model:
-            sys.stdout.write(Ansi(self.width).styled("auger: session saved; continue it with `auger resume --last`",
-                                                     "dim"))
+            sys.stdout.write(Ansi(self.width).styled(self.farewell(), "dim"))
+
+    def farewell(self) -> str:
+        """The last line: how to come back to the session just left."""
+        where, short = self.sessions.where, self.last_id[:8]
+        if not where:
+            return "auger: session saved; continue it with `auger resume --last`"
+        return f"auger: detached; session {short} goes on in {where} (`auger attach {short} --connect {where}`)"
 
 
 def _focus_reports_are_keys() -> None:

@@ -523,11 +523,20 @@ async def _cd(tui: Tui, arg: str) -> None:
     _after_turn(tui, f"/cd {arg}", lambda: feed.set_turn_context(cwd=target))
 
 
-@command("quit", "leave (the session is saved)")
+@command("quit", "leave (the session is saved; a server's goes on running there)")
 async def _quit(tui: Tui, arg: str) -> None:
     tui.done = True
     if tui.ps.app.is_running:
         tui.ps.app.exit(exception=EOFError())
+
+
+@command("detach", "leave a server's session running there (as Ctrl-D does)")
+async def _detach(tui: Tui, arg: str) -> None:
+    if not tui.sessions.where:
+        tui.say("this session runs in this terminal: /handoff moves it into a server first, then /detach "
+                "leaves it running there", "yellow")
+        return
+    await _quit(tui, arg)
 
 
 # -- the session picker ----------------------------------------------------------------
@@ -536,18 +545,21 @@ def _session_rows(records, tui: Tui) -> list[str]:
     for i, r in enumerate(records, 1):
         current = " (this one)" if tui.feed is not None and r.id == _open(tui).id else ""
         when = time.strftime("%m-%d %H:%M", time.localtime(r.updated))
-        rows.append(f"  {i:>2}. {r.id[:8]}  {when}  {(r.title or '(untitled)')[:50]}{current}")
+        running = " (running)" if r.running else ""
+        rows.append(f"  {i:>2}. {r.id[:8]}  {when}  {(r.title or '(untitled)')[:50]}{running}{current}")
     return rows
 
 
 async def offer_sessions(tui: Tui) -> bool:
     """Print the picker; True when there was something to pick (the answer comes as the next input)."""
     records = await tui.sessions.recent(10)
+    where = tui.sessions.where
     if not records:
-        tui.say("no stored sessions in this project")
+        tui.say(f"no sessions in {where}" if where else "no stored sessions in this project")
         return False
     tui.picking = records
-    tui.say("recent sessions in this project:\n" + "\n".join(_session_rows(records, tui)))
+    tui.say((f"sessions in {where} (running first):\n" if where else "recent sessions in this project:\n")
+            + "\n".join(_session_rows(records, tui)))
     tui.redraw()
     return True
 
