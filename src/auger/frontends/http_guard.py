@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -41,9 +42,11 @@ TOKEN_ENV = "AUGER_SERVER_TOKEN"
 TOKEN_FILE = "server-token"
 MIN_TOKEN_CHARS = 16
 COOKIE = "auger_auth"
+SHARE_COOKIE = "auger_share"  # a share link's token, once its link was opened in this browser
 PAIRING_TTL_S = 600.0  # a printed pairing link works for ten minutes, once
 CLIENT_HEADER = "x-auger-client"  # a client may name itself (shown as who answered an approval)
 _SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+_SESSION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -121,12 +124,14 @@ class Pairing:
 
 
 class Credentials(Protocol):
-    """Who a credential names: a bearer token, a browser's cookie; and the cookie for a paired browser."""
+    """Who a credential names: a bearer token, a browser's cookie, a share link's token; and the cookie for a
+    paired browser."""
 
     owner: Principal
 
     async def bearer(self, token: str) -> Principal | None: ...
     async def cookie(self, value: str) -> Principal | None: ...
+    async def share(self, token: str) -> Principal | None: ...
     def new_cookie(self, principal: Principal) -> str: ...
 
 
@@ -197,6 +202,9 @@ class Keys:
         browser = secrets.token_hex(8)
         return f"{browser}.{self._mac(browser)}"
 
+    async def share(self, token: str) -> Principal | None:
+        return None  # one token, no share links
+
     async def cookie(self, value: str) -> Principal | None:
         browser, _, mac = value.partition(".")
         if not browser or not mac or not hmac.compare_digest(mac.encode(), self._mac(browser).encode()):
@@ -243,6 +251,9 @@ class Guard:
         if headers.get("host", "").lower() not in self.exposed.hosts:
             await deny(scope, receive, send, 403, "this server does not answer to that Host name")
             return
+        if self.pairing is not None and scope["type"] == "http" and scope["path"] == "/share" and method == "GET":
+            await self._share(scope, send)  # a link opened from anywhere (a chat, a mail): read-only, one session
+            return
         origin = headers.get("origin")
         cors = origin is not None and origin in self.exposed.cors_origins
         if origin is not None and origin not in self.exposed.origins and not cors:
@@ -260,8 +271,10 @@ class Guard:
         token = bearer_token(headers.get("authorization"))
         principal = await self.keys.bearer(token) if token is not None else None
         if principal is None and self.pairing is not None:
-            cookie = _cookies(headers).get(COOKIE)
-            principal = await self.keys.cookie(cookie) if cookie else None
+            cookies = _cookies(headers)
+            principal = await self.keys.cookie(cookies[COOKIE]) if cookies.get(COOKIE) else None
+            if principal is None and cookies.get(SHARE_COOKIE):
+                principal = await self.keys.share(cookies[SHARE_COOKIE])
             if principal is not None and scope["type"] == "http" and method not in _SAFE_METHODS and origin is None:
                 await deny(scope, receive, send, 403, "a browser's request must carry its Origin")
                 return
@@ -276,7 +289,10 @@ class Guard:
     async def _pair(self, scope: Scope, send: Send, pairing: Pairing) -> None:
         from urllib.parse import parse_qs
 
-        code = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("code") or [""])[0]
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        code = (query.get("code") or [""])[0]
+        session = (query.get("session") or [""])[0]  # the page to land on: a session's, or the home page
+        landing = f"/#/s/{session}" if _SESSION_ID.fullmatch(session) else "/"
         live, principal = pairing.redeem(code) if code else (False, None)
         if not live:
             await _plain(send, 403, "this pairing link is used up or expired; ask `auger serve` for a new one "
@@ -286,9 +302,34 @@ class Guard:
         if self.secure_cookie:
             cookie += "; Secure"
         await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode()), (b"cache-control", b"no-store"),
+                    "headers": [(b"location", landing.encode()), (b"set-cookie", cookie.encode()),
+                                (b"cache-control", b"no-store"),
                                 (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
+
+
+    async def _share(self, scope: Scope, send: Send) -> None:
+        """Open a share link: its token becomes this browser's share cookie, and a page that takes it on to the
+        session (a same-origin step, so a link followed from another site lands signed in)."""
+        from urllib.parse import parse_qs
+
+        code = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("code") or [""])[0]
+        principal = await self.keys.share(code) if code else None
+        if principal is None or principal.session is None or not _SESSION_ID.fullmatch(principal.session):
+            await _plain(send, 403, "this share link was revoked, has expired, or is not one")
+            return
+        cookie = f"{SHARE_COOKIE}={code}; Path=/; HttpOnly; SameSite=Strict"
+        if self.secure_cookie:
+            cookie += "; Secure"
+        landing = f"/#/s/{principal.session}"
+        body = (f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={landing}">'
+                f'<title>auger</title><a href="{landing}">Open the shared session</a>').encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"), (b"set-cookie", cookie.encode()),
+            (b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer"),
+            (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
 
 def _headers(scope: Scope) -> dict[str, str]:

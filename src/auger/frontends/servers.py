@@ -20,9 +20,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 from urllib.parse import urlsplit
 
+if TYPE_CHECKING:
+    from auger._remote import Client
+
+CLIENT_NAME = "terminal"  # how a server's records name this user's terminal (approval_resolved.by, the audit)
 TOKEN_ENV = "AUGER_SERVER_TOKEN"
 URL_ENV = "AUGER_SERVER_URL"
 TOKENS_FILE = "server-tokens.json"
@@ -92,6 +96,20 @@ def token_for(url: str, env: Mapping[str, str], config_dir: Path, data_dir: Path
         except TokenError as exc:
             raise ServerError(str(exc)) from None
     return None
+
+
+def client_for(url: str) -> Client:
+    """A client of the server at `url`, with the token for it, naming itself the terminal (ServerError, saying
+    how to get a token, without one)."""
+    from auger import connect
+    from auger.config import home_dirs
+
+    dirs = home_dirs()
+    key = server_key(url)
+    token = token_for(key, os.environ, dirs["config"], dirs["data"])
+    if not token:
+        raise ServerError(f"no token for {key}: `auger login {key}` keeps one, or set {TOKEN_ENV}")
+    return connect(key, token=token, name=CLIENT_NAME)
 
 
 def _read_tokens(path: Path) -> dict[str, str]:

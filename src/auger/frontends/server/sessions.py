@@ -10,6 +10,11 @@ A session is open at most once across processes: this server takes the store's l
 one, so a session `auger exec` (or another server) runs is refused (409) rather than run twice, and
 within the process `SessionManager.resume` refuses a second opening. Opening is serialised per
 session, so two requests that race to open the same stored session open it once.
+
+A session may also be handed over (`hand_over`): opened now if no process holds it, else adopted as soon
+as the process that runs it lets it go — a terminal at its turn's end, told by a note in the store. While
+it waits, its clients' ops are left in the store for that process (frontends/relay.py); what is still
+there when the server opens it, the server applies.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ log = logging.getLogger("auger.serve")
 
 MODE_ORDER = ("plan", "safe", "auto")  # from the strictest; the server's mode is the most a client may ask for
 LIST_BUFFER = 256  # coarse events a list subscriber may have unread before it is dropped
+ADOPT_POLL_S = 0.25  # how often a session being handed over is tried while another process holds it
 DRAIN_S = 10.0  # how long shutdown waits for each session to record its interrupted turn
 
 
@@ -116,6 +122,7 @@ class Hub:
         self._opening: dict[str, asyncio.Lock] = {}
         self._opened: dict[str, asyncio.Event] = {}
         self._followers: set[asyncio.Task[None]] = set()
+        self._adopting: dict[str, asyncio.Task[None]] = {}
         self.closing = False
 
     # -- reading ------------------------------------------------------------------------
@@ -272,7 +279,63 @@ class Hub:
                 return None
         return started.event.turn_id
 
+    def adopting(self, session_id: str) -> bool:
+        """Whether the session is being handed over to this server: another process still runs it, and the
+        ops its clients send are left in the store for that process."""
+        return session_id in self._adopting
+
     # -- opening ------------------------------------------------------------------------
+    async def hand_over(self, record: SessionRecord, url: str) -> bool:
+        """Take the session over from whoever runs it: opened now when no process holds it (True), else
+        adopted once the process holding it lets it go (False) — told so by a note in the store, which a
+        terminal running it acts on at its turn's end. 403 for a session this server may not open."""
+        from auger.frontends.relay import handoff_note
+
+        await self._refuse_to_open(record)
+        if self.live(record.id) is not None:
+            return True
+        if record.id in self._adopting:
+            return False
+        if await self.store.claim(record.id) is None:  # nobody runs it: open it here now
+            try:
+                await self.open(record.id)
+            except Refused:
+                await self.store.release(record.id)
+                raise
+            return True
+        await self.store.post_op(record.id, handoff_note(url))
+        task = asyncio.create_task(self._take_over(record.id), name=f"serve-adopt-{record.id}")
+        self._adopting[record.id] = task
+        return False
+
+    async def _take_over(self, session_id: str) -> None:
+        """Open the session here as soon as no live process holds its lease, then apply the ops its clients
+        sent meanwhile that the process running it did not take."""
+        from auger.frontends import relay
+
+        try:
+            while not self.closing:
+                if await self.store.claim(session_id) is None:
+                    break
+                await asyncio.sleep(ADOPT_POLL_S)
+            else:
+                return
+            try:
+                session = await self.open(session_id)
+            except Refused as exc:
+                await self.store.release(session_id)
+                log.warning("session %s was handed over but cannot be opened here: %s", session_id, exc.message)
+                return
+            for text in await self.store.take_ops(session_id):
+                relayed = relay.read(text)
+                problem = relay.apply(session, relayed) if relayed is not None else None
+                if problem:
+                    log.info("session %s: %s", session_id[:8], problem)
+        except Exception as exc:
+            log_failure(log, f"session {session_id}: taking it over", exc)
+        finally:
+            self._adopting.pop(session_id, None)
+
     async def create(self, cwd: Any, *, mode: Any = None, model: Any = None, provider: Any = None,
                      created_by: str = "") -> Session:
         from auger.models.registry import ProviderError, client_for
@@ -430,6 +493,8 @@ class Hub:
     async def drain(self, reason: str = "the server is shutting down") -> None:
         """Interrupt every running turn (recorded as interrupted, with `reason`), shut every session down."""
         self.closing = True
+        for adopting in list(self._adopting.values()):
+            adopting.cancel()
         sessions = [s for s in self._sessions.values() if not s.shut_down]
         for session in sessions:
             try:

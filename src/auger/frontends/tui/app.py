@@ -30,6 +30,7 @@ from auger.frontends.tui.render import Ansi, Renderer, clean
 
 if TYPE_CHECKING:
     from auger.frontends.tui.feed import Approval, Feed
+    from auger.frontends.tui.relay import StoreRelay
     from auger.protocol import events as ev
     from auger.frontends.tui.sessions import Sessions
 
@@ -102,6 +103,8 @@ class Tui:
         self.turn_started = time.monotonic()
         self.seen_seq = 0  # the last envelope of the session this UI has shown
         self.last_id = ""  # the session left last (for the farewell line)
+        self.relay: StoreRelay | None = None  # ops a server leaves for this terminal's session (tui/handoff.py)
+        self.handing: asyncio.Task | None = None  # a session handed to a server, until this process lets it go
 
     # -- output ----------------------------------------------------------------------------
     @property
@@ -465,10 +468,28 @@ class Tui:
 
     def follow(self, feed: Feed) -> None:
         """Show `feed`'s session from now on (its events drawn by a task of their own)."""
-        self.feed = feed
+        from auger.frontends.tui.feed import LocalFeed
+
         self.seen_seq = 0
         self.renderer = Renderer(self.width)
+        if isinstance(feed, LocalFeed):
+            from auger.frontends.tui.handoff import start_relay
+
+            self.relay = start_relay(self, feed)
+        self.feed = feed
         self.pump = asyncio.create_task(self.events(feed))
+
+    async def stop_following(self) -> None:
+        """Stop drawing the session's events (`seen_seq` is the last one drawn), to go on from there."""
+        if self.pump is not None:
+            self.pump.cancel()
+            await asyncio.gather(self.pump, return_exceptions=True)
+
+    def continue_with(self, feed: Feed, sessions: Sessions) -> None:
+        """The same session, now from another feed (handed to a server): drawn on from where it stopped."""
+        self.feed, self.sessions, self.relay = feed, sessions, None
+        self.pump = asyncio.create_task(self.events(feed))
+        self.redraw()
 
     async def close_session(self) -> None:
         if self.feed is not None:
@@ -630,6 +651,10 @@ class Tui:
                 await asyncio.gather(worker, return_exceptions=True)
                 await self.close_session()
                 await self.sessions.aclose()
+                if self.handing is not None and not self.handing.done():
+                    self.say("the turn still runs in this process: waiting for it to end, then the server goes on "
+                             "with it (ctrl-c stops it here)", "yellow")
+                    await self.handing
         sys.stdout.write(FOCUS_OFF)
         if self.renderer.model:
             sys.stdout.write(Ansi(self.width).styled(self.farewell(), "dim"))

@@ -3,42 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from auger.frontends.tui.view import Tui
 
 if TYPE_CHECKING:
     from auger.frontends.tui.feed import Feed
-    from auger.frontends.tui.render import Renderer
-    from auger.frontends.tui.sessions import Sessions
 
-
-class Tui(Protocol):
-    """What a command may use of the terminal UI (app.Tui; named here so the app can import this module)."""
-
-    feed: Feed | None
-    sessions: Sessions
-    renderer: Renderer
-    busy: bool
-    after_turn: list[tuple[str, Callable[[], None]]]
-    branch: str
-    root: Path
-    picking: list | None
-    done: bool
-    ps: Any
-
-    def say(self, text: str, style: str = "cyan") -> None: ...
-
-    def out(self, text: str) -> None: ...
-
-    def redraw(self) -> None: ...
-
-    async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool: ...
-
-    async def send_initial(self) -> None: ...
-
-    async def choose(self, question: str, options: list[tuple[str, str]]) -> str | None: ...
-
-    async def edit(self, path: Path) -> int: ...
 
 Handler = Callable[["Tui", str], Awaitable[None]]
 COMMANDS: dict[str, tuple[str, Handler]] = {}
@@ -528,6 +499,13 @@ async def _quit(tui: Tui, arg: str) -> None:
     tui.done = True
     if tui.ps.app.is_running:
         tui.ps.app.exit(exception=EOFError())
+
+
+@command("handoff", "move this session into the auger serve on its store (or /handoff URL) and follow it there")
+async def _handoff(tui: Tui, arg: str) -> None:
+    from auger.frontends.tui.handoff import hand_off
+
+    await hand_off(tui, arg.strip() or None)
 
 
 @command("detach", "leave a server's session running there (as Ctrl-D does)")

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from auger.protocol.envelope import Envelope
     from auger.tools.mcp_servers import ServerStatus
 
-CLIENT_NAME = "terminal"  # how the server's records name this client (approval_resolved.by, the audit)
 ITEMS_PAGE = 5000
 SEND_DRAIN_S = 10.0  # how long leaving waits for ops still being posted
 
