@@ -108,7 +108,7 @@ class Session:
         await self._link.submit(Interrupt(), new_id("interrupt"))
 
     async def submit(self, op: Op, submission_id: str | None = None) -> str:
-        """Send any protocol op (`auger.protocol.ops`: a mode switch, a compaction, an approval decision…)
+        """Send any op (`auger.ops`: a mode switch, a compaction, an approval decision…)
         under a submission id — yours, or a fresh one — which the envelopes of the events it causes carry;
         the id. On a server an id sent again starts nothing twice. A client that follows the session with
         `follow` drives it this way; `run` is the way for a prompt whose result you want."""
