@@ -455,6 +455,11 @@ class Hub:
         # Approvals here come from the server's clients, not from the person whose rules.toml it is.
         return SessionManager(Workspace.open(root, dataclasses.replace(config, remote_approvals=True)), self.store)
 
+    def share(self, session: Session) -> None:
+        """A session another front end of this server opened (an editor over `/acp`, under its lease): from now
+        on every client drives it, as one this hub opened."""
+        self._adopt(session, "session_opened")
+
     def _adopt(self, session: Session, kind: str) -> None:
         self._sessions[session.id] = session
         self._opened.pop(session.id, asyncio.Event()).set()  # wake the store readers of this session
