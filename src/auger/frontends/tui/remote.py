@@ -119,13 +119,12 @@ class RemoteFeed:
 
         stream = self.session.follow(self.after)
         leaving = asyncio.ensure_future(self._left.wait())
+        step: asyncio.Future[Envelope] | None = None
         try:
             while not self._left.is_set():
                 step = asyncio.ensure_future(anext(stream))
                 await asyncio.wait({step, leaving}, return_when=asyncio.FIRST_COMPLETED)
                 if not step.done():
-                    step.cancel()
-                    await asyncio.gather(step, return_exceptions=True)
                     return
                 try:
                     envelope = step.result()
@@ -137,8 +136,11 @@ class RemoteFeed:
                 self.after = envelope.seq
                 self._see(envelope)
                 yield envelope
-        finally:
+        finally:  # (also when the UI stops drawing it: the read under way is cancelled before the stream closes)
             leaving.cancel()
+            if step is not None and not step.done():
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
             await stream.aclose()  # type: ignore[attr-defined]  # an async generator
 
     def _see(self, envelope: Envelope) -> None:
