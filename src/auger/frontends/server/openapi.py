@@ -92,9 +92,10 @@ def openapi_document() -> dict[str, Any]:
                 "parameters": _ID,
                 "requestBody": {"content": {"application/json": {"schema": {
                     "type": "object", "additionalProperties": False, "properties": {
-                        "expires_in": {"type": "integer", "minimum": 60, "maximum": 2592000,
-                                       "description": "seconds (default 86400)"}}}}}},
-                "responses": {**_ok("id, session_id, url (with the token, shown this once), expires, created_by",
+                        "expires_in": {"type": ["integer", "string"],
+                                       "description": "seconds (60 to 2592000; default 86400), or a duration: "
+                                                      "30m, 1h, 7d"}}}}}},
+                "responses": {**_ok("id, session_id, url and token (shown this once), expires, created_by",
                                     None, "201"), "404": _error("no such session")}}},
             "/api/shares": {"get": {
                 "summary": "The share links made (a member's), newest first, never their tokens",

@@ -10,6 +10,7 @@ the token, and the store keeps the token's hash only. The browser that opens it 
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from typing import Any
@@ -25,6 +26,7 @@ from auger.frontends.users import new_share_token, token_hash
 DEFAULT_EXPIRES_S = 24 * 3600
 MAX_EXPIRES_S = 30 * 24 * 3600
 MIN_EXPIRES_S = 60
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def routes() -> list[Route]:
@@ -43,19 +45,28 @@ def share_json(share: Any, now: float | None = None) -> dict[str, Any]:
 
 
 async def create_share(request: Request, sent: Sent) -> Response:
-    """A new read-only link to the session (201): its URL carries the token, shown this once."""
+    """A new read-only link to the session (201): its URL carries the token, shown this once (also alone, as
+    `token`, for a program that sends it as a bearer token)."""
     server = server_of(request)
     record = await server.hub.record(request.path_params["id"])
-    expires_in = sent.body.get("expires_in", DEFAULT_EXPIRES_S)
-    if not isinstance(expires_in, int) or isinstance(expires_in, bool) \
-            or not MIN_EXPIRES_S <= expires_in <= MAX_EXPIRES_S:
-        raise Refused(400, f"expires_in is a number of seconds from {MIN_EXPIRES_S} to {MAX_EXPIRES_S} (30 days)")
+    expires_in = _seconds(sent.body.get("expires_in", DEFAULT_EXPIRES_S))
+    if expires_in is None or not MIN_EXPIRES_S <= expires_in <= MAX_EXPIRES_S:
+        raise Refused(400, f"expires_in is a number of seconds from {MIN_EXPIRES_S} to {MAX_EXPIRES_S} (30 days), "
+                           "or a duration such as 30m, 1h or 7d")
     token = new_share_token()
     share = await server.hub.store.add_share(secrets.token_hex(5), record.id, token_hash(token), sent.principal.name,
                                              time.time() + expires_in)
     sent.note(target=record.id, share=share.id, expires_in=expires_in)
     origin = f"{server.options.exposure.scheme}://{request.headers.get('host', '')}"
-    return json_response({**share_json(share), "url": f"{origin}/share?code={token}"}, 201)
+    return json_response({**share_json(share), "token": token, "url": f"{origin}/share?code={token}"}, 201)
+
+
+def _seconds(value: Any) -> int | None:
+    """Seconds, from a number of them or a duration (`90s`, `30m`, `1h`, `7d`); None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    found = re.fullmatch(r"([0-9]{1,6})([smhd])", value.strip()) if isinstance(value, str) else None
+    return int(found.group(1)) * UNITS[found.group(2)] if found else None
 
 
 async def list_shares(request: Request, sent: Sent) -> Response:

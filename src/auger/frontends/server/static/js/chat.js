@@ -116,8 +116,8 @@ function Header({ session, info, onMenu }) {
     <span class=${`dot ${status}`} title=${`events: ${status}`}></span>
     ${permission.value === "default" ? html`<button class="icon" data-role="notify" onClick=${() => ask()}
       title="Notify me when this session needs an answer or finishes a turn" aria-label="Notify me">🔔</button>` : null}
-    ${member ? html`<button class="icon" data-role="share" aria-expanded=${sharing} onClick=${() => setSharing(!sharing)}
-      title="A read-only link to this session" aria-label="Share">⇪</button>` : null}
+    ${member ? html`<button class="small ghost" data-role="share" aria-expanded=${sharing} onClick=${() => setSharing(!sharing)}
+      title="A read-only link to this session">Share</button>` : null}
     ${sharing ? html`<div class="backdrop" onClick=${() => setSharing(false)}></div>
       <${ShareDialog} sessionId=${session.id} />` : null}
     ${member ? html`<button class="icon" aria-label="Session settings" aria-expanded=${open} onClick=${() => setOpen(!open)}>⋯</button>` : null}
