@@ -173,3 +173,123 @@ def test_sessions_opened_over_acp_are_in_the_session_list_and_its_stream_and_ans
     assert [(s["id"], s["open"]) for s in listed_open] == [(sid, True)]
     assert snapshot["state"]["open"] is True and snapshot["state"]["running_turn"] is None
     assert [(s["id"], s["open"]) for s in listed_closed] == [(sid, False)]
+
+
+
+class SlowEditor(Editor):
+    """An editor whose user answers a permission request only when told (`answer_now`)."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__(answer)
+        self.answer_now = asyncio.Event()
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
+                                 **kwargs: Any) -> RequestPermissionResponse:
+        self.permissions.append((tool_call, [o.option_id for o in options]))
+        await self.answer_now.wait()
+        return RequestPermissionResponse(outcome=AllowedOutcome(option_id=self.answer, outcome="selected"))
+
+
+def test_an_editor_a_browser_and_a_script_drive_one_session_and_see_each_other(project, server, tmp_path):
+    from tests.support.serve import sse_events
+
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "touch together.txt"})]), Reply(text="done together"),
+               Reply(text="the editor's answer"))
+
+    async def main():
+        async with served(project, server, tmp_path / "s.db") as srv:
+            transport = await create_websocket_stream(srv.url.replace("http", "ws") + "/acp",
+                                                      headers={"Authorization": f"Bearer {TOKEN}"})
+            editor = SlowEditor("approve")
+            conn = connect_to_agent(editor, transport)
+            await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities())
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            browser = srv.another_client("web")
+            snap = (await browser.get(f"/api/sessions/{sid}")).json()
+            assert snap["state"]["open"] is True  # the editor's session is the server's
+            events: list[dict] = []
+            async with srv.events(sid, client=browser) as stream:
+                async def read() -> None:
+                    async for event in stream:
+                        if "data" in event and event.get("id"):
+                            events.append(event["data"])
+
+                reader = asyncio.create_task(read())
+                # a prompt typed in the browser: the editor sees its turn, and is asked the approval too
+                await browser.post(f"/api/sessions/{sid}/ops", json={"submission_id": "web-1",
+                                                                    "op": {"type": "user_turn", "text": "touch it"}})
+                for _ in range(400):
+                    if editor.permissions:
+                        break
+                    await asyncio.sleep(0.05)
+                assert editor.permissions, "the editor was not asked"
+                waiting = (await browser.get(f"/api/sessions/{sid}")).json()["state"]["pending_approvals"][0]
+                answered = await browser.post(f"/api/sessions/{sid}/ops", json={"submission_id": "web-2", "op": {
+                    "type": "approval_decision", "request_id": waiting["request_id"], "decision": "approve"}})
+                assert answered.status_code == 202  # the browser answered first...
+                editor.answer_now.set()  # ...the editor's answer comes second and changes nothing
+                for _ in range(400):
+                    if any(e["type"] == "turn_ended" for e in events):
+                        break
+                    await asyncio.sleep(0.05)
+                # a mode switched by a script shows in the editor
+                await srv.client.post(f"/api/sessions/{sid}/ops", json={"submission_id": "script-1", "op": {
+                    "type": "set_mode", "mode": "plan"}})
+                # the editor's prompt: the browser's stream shows its turn
+                reply = await conn.prompt(prompt=[text_block("and you?")], session_id=sid)
+                for _ in range(200):
+                    if sum(e["type"] == "turn_ended" for e in events) >= 2:
+                        break
+                    await asyncio.sleep(0.05)
+                reader.cancel()
+            await conn.close()
+            await transport.close()
+            return events, editor, reply
+
+    events, editor, reply = asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+    resolved = [e for e in events if e["type"] == "approval_resolved"]
+    assert [r["by"] for r in resolved] == ["owner (web)"]  # one answer: the first
+    assert (project / "together.txt").exists()
+    modes = [u.current_mode_id for u in editor.updates if u.session_update == "current_mode_update"]
+    assert modes == ["plan"]
+    text = "".join(u.content.text for u in editor.updates if u.session_update == "agent_message_chunk")
+    assert "done together" in text and "the editor's answer" in text  # the browser's turn, and its own
+    assert reply.stop_reason == "end_turn"
+    assert [e["type"] for e in events].count("turn_started") == 2
+
+
+def test_an_editor_joins_a_session_the_server_runs_and_leaving_leaves_it_running(project, server, tmp_path):
+    server.add(Reply(text="before the editor"), Reply(text="after the editor joined"))
+
+    async def main():
+        async with served(project, server, tmp_path / "s.db") as srv:
+            sid = (await srv.client.post("/api/sessions", json={"cwd": str(project)})).json()["id"]
+            await srv.client.post(f"/api/sessions/{sid}/ops", json={"submission_id": "a", "op": {
+                "type": "user_turn", "text": "first"}})
+            for _ in range(200):
+                if (await srv.client.get(f"/api/sessions/{sid}")).json()["state"]["last_seq"] > 6 and \
+                        srv.server.hub.live(sid) is not None and not srv.server.hub.live(sid).turn_running:
+                    break
+                await asyncio.sleep(0.05)
+            live = srv.server.hub.live(sid)
+            transport = await create_websocket_stream(srv.url.replace("http", "ws") + "/acp",
+                                                      headers={"Authorization": f"Bearer {TOKEN}"})
+            editor = Editor("approve")
+            conn = connect_to_agent(editor, transport)
+            await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities())
+            await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
+            joined = srv.server.hub.live(sid)
+            reply = await conn.prompt(prompt=[text_block("from the editor")], session_id=sid)
+            await conn.close()
+            await transport.close()
+            for _ in range(100):
+                if not srv.server.acp.agents:
+                    break
+                await asyncio.sleep(0.05)
+            return live, joined, srv.server.hub.live(sid), reply, editor
+
+    live, joined, after, reply, editor = asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+    assert live is not None and joined is live and after is live  # one Session object, still running after
+    assert reply.stop_reason == "end_turn"
+    text = "".join(u.content.text for u in editor.updates if u.session_update == "agent_message_chunk")
+    assert "before the editor" in text and "after the editor joined" in text  # replayed, then live

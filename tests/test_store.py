@@ -329,6 +329,31 @@ def test_users_are_kept_by_token_hash_revoked_at_once_and_never_renamed(db_targe
     assert run(db_target, body) == [("alice", True), ("bob", False)]
 
 
+def test_shares_are_kept_by_token_hash_with_an_expiry_and_revoked_at_once(db_target):
+    import time
+
+    async def body(store):
+        assert await store.shares_changed() == 0.0
+        now = time.time()
+        one = await store.add_share("aa11", "session-1", "h-one", "alice", now + 3600)
+        await store.add_share("bb22", "session-2", "h-two", "bob", now - 1)  # already expired
+        with pytest.raises(StoreError):
+            await store.add_share("cc33", "session-1", "h-one", "alice", now + 60)  # a token hash is one share's
+        found = await store.share_by_token("h-one")
+        assert (found.id, found.session_id, found.created_by, found.revoked) == ("aa11", "session-1", "alice", None)
+        assert found.live(time.time()) and not (await store.share_by_token("h-two")).live(time.time())
+        assert await store.share_by_token("nothing") is None
+        assert await store.shares_changed() >= one.created
+        revoked = await store.revoke_share("aa11")
+        assert revoked.revoked is not None and not revoked.live(time.time())
+        assert await store.revoke_share("aa11") is None  # already
+        assert (await store.get_share("aa11")).revoked == revoked.revoked
+        assert await store.shares_changed() >= revoked.revoked
+        return [s.id for s in await store.list_shares()], [s.id for s in await store.list_shares("session-1")]
+
+    assert run(db_target, body) == (["bb22", "aa11"], ["aa11"])
+
+
 def test_the_audit_is_paged_newest_first_and_filtered(db_target):
     async def body(store):
         for n in range(5):

@@ -15,7 +15,8 @@
         async with server.open(cwd="/srv/project") as session: ...
 
 The names listed in `__all__` are the API (docs/library.md is its reference); every other module is
-private, and may change without notice. The events are in `auger.events`.
+private, and may change without notice. The events are in `auger.events`, the ops `Session.submit` takes
+in `auger.ops`.
 
 Importing this module is cheap on purpose: the names are loaded when first used (`__getattr__`), so
 `auger --version` and `import auger` never pay for the engine.
@@ -27,6 +28,7 @@ from auger._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from auger import events as events
+    from auger import ops as ops
     from auger._errors import (
         ApprovalFailed as ApprovalFailed, AugerError as AugerError, ConfigError as ConfigError, Refused as Refused,
         RemoteError as RemoteError, SessionBusy as SessionBusy, SessionClosed as SessionClosed,
@@ -50,7 +52,7 @@ __all__ = [
     "connect", "Client",
     # what they are made of
     "Session", "Run", "Opening", "Result", "Diff", "TurnChange", "Decision", "Approver", "Task",
-    "ApprovalRequest", "Event", "Usage", "events",
+    "ApprovalRequest", "Event", "Usage", "events", "ops",
     # errors
     "AugerError", "ConfigError", "SessionNotFound", "SessionBusy", "SessionClosed", "Refused", "StoreError",
     "RemoteError", "TurnError", "TurnFailed", "TurnInterrupted", "ApprovalFailed",
@@ -74,8 +76,8 @@ if not TYPE_CHECKING:  # for a type checker every name is imported above; an unk
     def __getattr__(name: str):
         import importlib
 
-        if name == "events":
-            return importlib.import_module("auger.events")
+        if name in ("events", "ops"):
+            return importlib.import_module(f"auger.{name}")
         where = _LAZY.get(name)
         if where is None:
             raise AttributeError(f"module 'auger' has no attribute {name!r}")

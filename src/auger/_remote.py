@@ -109,6 +109,32 @@ class Client:
         return Task.of(await self.request("GET", f"/api/fleet/tasks/{task_id}", repeatable=True,
                                           statuses={404: Refused}))
 
+    async def info(self) -> dict[str, Any]:
+        """What the server says of itself and of you (`GET /api/server`): its roots, its mode (the most a
+        session may get), its model and provider, and `user` — your name and role."""
+        info: dict[str, Any] = await self.request("GET", "/api/server", repeatable=True)
+        return info
+
+    async def sessions(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The server's stored sessions, newest first, as it lists them: `id`, `title`, `cwd`, `updated`,
+        `created_by`, `open` (running in the server), `running` (a turn runs now), `cost`."""
+        listed = await self.request("GET", "/api/sessions", params={"limit": str(limit)}, repeatable=True)
+        return list(listed["sessions"])
+
+    async def describe(self, session_id: str) -> dict[str, Any]:
+        """A session's record and its state now (`GET /api/sessions/{id}`): `state.last_seq`,
+        `state.running_turn`, `state.pending_approvals`, `state.mode`, `state.model`…"""
+        snapshot: dict[str, Any] = await self.request("GET", f"/api/sessions/{session_id}", repeatable=True)
+        return snapshot
+
+    async def attach(self, session_id: str, *, approve: Approver | None = None,
+                     approve_all: bool | None = None) -> Session:
+        """A session of the server as it is — running a turn, waiting for an approval, or stored — to follow
+        (`Session.follow`) and drive alongside its other clients; the server opens it when an op needs it.
+        Leaving it without `close()` leaves it as it is (`close()` shuts it down)."""
+        snapshot = await self.describe(session_id)
+        return Session(_RemoteLink(self, snapshot), approve if approve is not None else _policy(bool(approve_all)))
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

@@ -107,6 +107,21 @@ class Session:
         """Stop the running turn (its run ends with `TurnInterrupted`); background sub-agents run on."""
         await self._link.submit(Interrupt(), new_id("interrupt"))
 
+    async def submit(self, op: Op, submission_id: str | None = None) -> str:
+        """Send any op (`auger.ops`: a mode switch, a compaction, an approval decision…)
+        under a submission id — yours, or a fresh one — which the envelopes of the events it causes carry;
+        the id. On a server an id sent again starts nothing twice. A client that follows the session with
+        `follow` drives it this way; `run` is the way for a prompt whose result you want."""
+        submission_id = submission_id or new_id(op.TYPE)
+        await self._link.submit(op, submission_id)
+        return submission_id
+
+    def follow(self, after_seq: int = 0) -> AsyncIterator[Envelope]:
+        """Every envelope of the session with a seq above `after_seq`, in order, each once — whoever caused
+        it: this client, another one, another device. A session in this process is followed until it shuts
+        down; one on a server without end (a dropped stream is resumed by cursor), until you stop reading."""
+        return self._link.envelopes(after_seq)
+
     def fork(self, *, before: int | None = None, mode: str | None = None,
              approve: Approver | None = None) -> Opening:
         """A new session starting from a copy of this one's history — cut just before its `before`th user

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.support.mock_openai import Reply, ToolCall
+from tests.tui.conftest import both_ways
 
 
 def _shell(command: str) -> Reply:
@@ -50,12 +51,14 @@ def test_each_approval_key(term, server, project, auger_home):
     assert (project / "always").exists()
 
 
-def test_the_approval_prompt_fits_80_columns(term, server, project):
+@both_ways
+def test_the_approval_prompt_fits_80_columns(term, server, project, way):
     server.add(_shell("touch narrow"), Reply(text="done narrow"))
     t = term("--mode", "safe", width=80, height=24)
     t.ready()
     t.submit("make it")
-    shown = t.wait_for("approve? [y] [s] [a] [n] [f] [esc]")
+    # a server's session never saves a rule in its operator's rules.toml: no "always" there
+    shown = t.wait_for("approve? [y] [s] [n] [f] [esc]" if way == "remote" else "approve? [y] [s] [a] [n] [f] [esc]")
     assert all(len(line) <= 80 for line in shown.splitlines())
     t.send("y")
     t.wait_for("done narrow")

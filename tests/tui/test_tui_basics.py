@@ -6,10 +6,12 @@ import re
 import time
 
 from tests.support.mock_openai import Reply, ToolCall
+from tests.tui.conftest import both_ways
 from tests.tui.terminal import status_line
 
 
-def test_a_prompt_streams_an_answer_and_quitting_leaves_the_transcript(term, server):
+@both_ways
+def test_a_prompt_streams_an_answer_and_quitting_leaves_the_transcript(term, server, way):
     server.add(Reply(text="First paragraph with **bold**.\n\n```python\nprint('hi')\n```\n\nThe end."))
     t = term()
     t.ready()
@@ -24,6 +26,7 @@ def test_a_prompt_streams_an_answer_and_quitting_leaves_the_transcript(term, ser
     after = t.wait_for("AUGER-EXITED:0", whole=True)
     assert "› say hello" in after and "The end." in after  # the transcript stays in the scrollback
     assert after.index("The end.") < after.index("AUGER-EXITED")
+    assert ("auger: detached; session" if way == "remote" else "session saved") in after
 
 
 def test_ctrl_c_twice_at_an_empty_prompt_quits(term, server):
@@ -35,7 +38,8 @@ def test_ctrl_c_twice_at_an_empty_prompt_quits(term, server):
     t.wait_for("AUGER-EXITED:0", whole=True)
 
 
-def test_escape_interrupts_a_running_shell_command_within_a_second(term, server):
+@both_ways
+def test_escape_interrupts_a_running_shell_command_within_a_second(term, server, way):
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo started; sleep 30"})]), Reply(text="unused"))
     t = term()
     t.ready()
@@ -51,7 +55,8 @@ def test_escape_interrupts_a_running_shell_command_within_a_second(term, server)
     assert len(server.chat_requests) == 1  # no model call after the interrupt
 
 
-def test_a_message_typed_during_a_turn_is_queued_and_injected(term, server):
+@both_ways
+def test_a_message_typed_during_a_turn_is_queued_and_injected(term, server, way):
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "sleep 3; echo slept"})]), Reply(text="saw both"))
     t = term()
     t.ready()
@@ -94,7 +99,8 @@ def test_a_session_that_cannot_open_is_one_line_and_a_failing_exit(term, server,
     assert "✗ cannot start a session" in shown and "Traceback" not in shown
 
 
-def test_a_prompt_on_the_command_line_is_sent_first(term, server):
+@both_ways
+def test_a_prompt_on_the_command_line_is_sent_first(term, server, way):
     server.add(Reply(text="answer to the argument"))
     t = term("explain this project")
     t.wait_for("answer to the argument")
@@ -102,7 +108,8 @@ def test_a_prompt_on_the_command_line_is_sent_first(term, server):
     assert server.chat_requests[-1].messages[-1]["content"] == "explain this project"
 
 
-def test_ctrl_o_shows_reasoning_in_full_and_each_calls_output(term, server):
+@both_ways
+def test_ctrl_o_shows_reasoning_in_full_and_each_calls_output(term, server, way):
     thoughts = "\n".join(f"thought {i}" for i in range(1, 7))
     shell = ToolCall("shell", {"command": "for i in 1 2 3 4 5 6; do echo out-line-$i; done"})
     server.add(Reply(reasoning=thoughts, tool_calls=[shell]), Reply(text="first done"),

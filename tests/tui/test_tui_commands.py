@@ -7,10 +7,12 @@ import time
 from pathlib import Path
 
 from tests.support.mock_openai import Reply, ToolCall
+from tests.tui.conftest import both_ways
 from tests.tui.terminal import status_line
 
 
-def test_model_mode_compact_and_unavailable_commands(term, server):
+@both_ways
+def test_model_mode_compact_and_unavailable_commands(term, server, way):
     server.add(Reply(text="one answer"), Reply(text="The summary of it all."), Reply(text="answered by other"))
     t = term()
     t.ready()
@@ -47,7 +49,8 @@ def test_a_model_switch_typed_during_a_turn_is_applied_as_it_ends(term, server):
     assert server.chat_requests[-1].body["model"] == "other-model"
 
 
-def test_resume_picks_a_session_of_this_project(term, server):
+@both_ways
+def test_resume_picks_a_session_of_this_project(term, server, way):
     server.add(Reply(text="remember the word pelican"), Reply(text="it was pelican"))
     t = term()
     t.ready()
@@ -60,7 +63,11 @@ def test_resume_picks_a_session_of_this_project(term, server):
     shown = t.wait_for("resume which session?")
     assert "a word please" in shown  # the first session's title
     t.submit("1")
-    t.wait_for("auger · resumed")
+    if way == "remote":  # attached to the server's session as it is: its transcript is shown again
+        t.wait_until(lambda s: "› a word please" in s and s.count("remember the word pelican") == 2,
+                     "the first session's transcript shown again")
+    else:
+        t.wait_for("auger · resumed")
     t.submit("which word?")
     t.wait_for("it was pelican")
     sent = [m.get("content") for m in server.chat_requests[-1].messages]
@@ -126,7 +133,8 @@ def test_the_other_commands_answer(term, server, project):
     t.wait_for("AUGER-EXITED:0", whole=True)
 
 
-def test_diff_and_undo_of_a_turn_that_wrote_a_file(term, server, project):
+@both_ways
+def test_diff_and_undo_of_a_turn_that_wrote_a_file(term, server, project, way):
     server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "greeting.txt", "content": "hello there\n"})]),
                Reply(text="wrote the greeting"))
     t = term("--mode", "auto")

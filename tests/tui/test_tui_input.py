@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from tests.support.mock_openai import Reply
+from tests.tui.conftest import both_ways
 
 
-def test_at_mention_attaches_a_project_file_but_nothing_outside(term, server, project, tmp_path):
+@both_ways
+def test_at_mention_attaches_a_project_file_but_nothing_outside(term, server, project, tmp_path, way):
     (project / "notes.txt").write_text("the secret sauce is basil\n")
     (tmp_path / "outside.txt").write_text("not for the model\n")
     server.add(Reply(text="got it"))
@@ -19,7 +21,8 @@ def test_at_mention_attaches_a_project_file_but_nothing_outside(term, server, pr
     assert "not for the model" not in sent
 
 
-def test_bang_runs_a_shell_command_and_the_model_sees_it(term, server, project):
+@both_ways
+def test_bang_runs_a_shell_command_and_the_model_sees_it(term, server, project, way):
     server.add(Reply(text="I see the output"))
     t = term()
     t.ready()
@@ -32,7 +35,8 @@ def test_bang_runs_a_shell_command_and_the_model_sees_it(term, server, project):
     assert any("I ran this shell command myself" in u and "from-the-user" in u for u in users)
 
 
-def test_control_sequences_from_the_model_are_not_passed_to_the_terminal(term, server):
+@both_ways
+def test_control_sequences_from_the_model_are_not_passed_to_the_terminal(term, server, way):
     server.add(Reply(text="before \x1b[2J\x1b[H\x1b]0;pwned\x07after"))
     t = term()
     t.ready()

@@ -196,6 +196,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                                      description="Work with the agent interactively in this project "
                                                  "(without a terminal: like `auger exec`).")
     p_chat.add_argument("prompt", nargs="?", help="a first prompt to send")
+    p_chat.add_argument("--connect", metavar="URL",
+                        help="the terminal UI on a session in the `auger serve` at URL (its token: `auger login URL` "
+                             "or AUGER_SERVER_TOKEN); leaving it leaves it running there")
     p_chat.set_defaults(run=_cmd_interactive)
     from auger.frontends.agents_cli import add_commands as add_agent_commands
     from auger.frontends.acp.command import add_commands as add_acp_commands
@@ -229,6 +232,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.secrets_cli import add_commands as add_secrets
 
     add_secrets(sub, store_opts)  # `secrets check` (frontends/secrets_cli.py)
+    from auger.frontends.connect_cli import add_commands as add_connect
+
+    changes.update(add_connect(sub, store_opts))  # `login`, `attach` (frontends/connect_cli.py)
     return parser, {"": p_chat, **runs, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 
@@ -239,6 +245,10 @@ def _cmd_exec(args: argparse.Namespace) -> int:
 
 
 def _cmd_interactive(args: argparse.Namespace) -> int:
+    if args.connect:
+        from auger.frontends.connect_cli import run_connected
+
+        return run_connected(args, args.connect, prompt=args.prompt)
     if not _terminal():
         return _run_headless(args, _read_prompt(args.prompt))
     return _run_interactive(args, prompt=args.prompt)

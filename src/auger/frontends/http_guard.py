@@ -31,6 +31,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -43,9 +44,11 @@ TOKEN_ENV = "AUGER_SERVER_TOKEN"
 TOKEN_FILE = "server-token"
 MIN_TOKEN_CHARS = 16
 COOKIE = "auger_auth"
+SHARE_COOKIE = "auger_share"  # a share link's token, once its link was opened in this browser
 PAIRING_TTL_S = 600.0  # a printed pairing link works for ten minutes, once
 CLIENT_HEADER = "x-auger-client"  # a client may name itself (shown as who answered an approval)
 _SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+_SESSION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -69,14 +72,14 @@ def load_token(env: Mapping[str, str], data_dir: Path) -> tuple[str, str]:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
-        return _kept_token(path), str(path)
+        return kept_token(path), str(path)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         token = secrets.token_urlsafe(32)
         handle.write(token + "\n")
     return token, str(path)
 
 
-def _kept_token(path: Path) -> str:
+def kept_token(path: Path) -> str:
     info = path.lstat()
     if not path.is_file() or path.is_symlink() or info.st_mode & 0o077 or info.st_uid != os.getuid():
         raise TokenError(f"{path} must be a regular file of yours readable by you alone (chmod 600 {path})")
@@ -123,12 +126,14 @@ class Pairing:
 
 
 class Credentials(Protocol):
-    """Who a credential names: a bearer token, a browser's cookie; and the cookie for a paired browser."""
+    """Who a credential names: a bearer token, a browser's cookie, a share link's token; and the cookie for a
+    paired browser."""
 
     owner: Principal
 
     async def bearer(self, token: str) -> Principal | None: ...
     async def cookie(self, value: str) -> Principal | None: ...
+    async def share(self, token: str) -> Principal | None: ...
     def new_cookie(self, principal: Principal) -> str: ...
 
 
@@ -199,6 +204,9 @@ class Keys:
         browser = secrets.token_hex(8)
         return f"{browser}.{self._mac(browser)}"
 
+    async def share(self, token: str) -> Principal | None:
+        return None  # one token, no share links
+
     async def cookie(self, value: str) -> Principal | None:
         browser, _, mac = value.partition(".")
         if not browser or not mac or not hmac.compare_digest(mac.encode(), self._mac(browser).encode()):
@@ -246,6 +254,9 @@ class Guard:
         if headers.get("host", "").lower() not in self.exposed.hosts:
             await deny(scope, receive, send, 403, "this server does not answer to that Host name")
             return
+        if self.pairing is not None and scope["type"] == "http" and scope["path"] == "/share" and method == "GET":
+            await self._share(scope, send)  # a link opened from anywhere (a chat, a mail): read-only, one session
+            return
         origin = headers.get("origin")
         cors = origin is not None and origin in self.exposed.cors_origins
         if origin is not None and origin not in self.exposed.origins and not cors:
@@ -266,8 +277,10 @@ class Guard:
         token = bearer_token(headers.get("authorization"))
         principal = await self.keys.bearer(token) if token is not None else None
         if principal is None and self.pairing is not None:
-            cookie = _cookies(headers).get(COOKIE)
-            principal = await self.keys.cookie(cookie) if cookie else None
+            cookies = _cookies(headers)
+            principal = await self.keys.cookie(cookies[COOKIE]) if cookies.get(COOKIE) else None
+            if principal is None and cookies.get(SHARE_COOKIE):
+                principal = await self.keys.share(cookies[SHARE_COOKIE])
             if principal is not None and scope["type"] == "http" and method not in _SAFE_METHODS and origin is None:
                 await deny(scope, receive, send, 403, "a browser's request must carry its Origin")
                 return
@@ -282,7 +295,10 @@ class Guard:
     async def _pair(self, scope: Scope, send: Send, pairing: Pairing) -> None:
         from urllib.parse import parse_qs
 
-        code = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("code") or [""])[0]
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        code = (query.get("code") or [""])[0]
+        session = (query.get("session") or [""])[0]  # the page to land on: a session's, or the home page
+        landing = f"/#/s/{session}" if _SESSION_ID.fullmatch(session) else "/"
         live, principal = pairing.redeem(code) if code else (False, None)
         if not live:
             await _plain(send, 403, "this pairing link is used up or expired; ask `auger serve` for a new one "
@@ -292,9 +308,34 @@ class Guard:
         if self.secure_cookie:
             cookie += "; Secure"
         await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode()), (b"cache-control", b"no-store"),
+                    "headers": [(b"location", landing.encode()), (b"set-cookie", cookie.encode()),
+                                (b"cache-control", b"no-store"),
                                 (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
+
+
+    async def _share(self, scope: Scope, send: Send) -> None:
+        """Open a share link: its token becomes this browser's share cookie, and a page that takes it on to the
+        session (a same-origin step, so a link followed from another site lands signed in)."""
+        from urllib.parse import parse_qs
+
+        code = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("code") or [""])[0]
+        principal = await self.keys.share(code) if code else None
+        if principal is None or principal.session is None or not _SESSION_ID.fullmatch(principal.session):
+            await _plain(send, 403, "this share link was revoked, has expired, or is not one")
+            return
+        cookie = f"{SHARE_COOKIE}={code}; Path=/; HttpOnly; SameSite=Strict"
+        if self.secure_cookie:
+            cookie += "; Secure"
+        landing = f"/#/s/{principal.session}"
+        body = (f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={landing}">'
+                f'<title>auger</title><a href="{landing}">Open the shared session</a>').encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"), (b"set-cookie", cookie.encode()),
+            (b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer"),
+            (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -17,6 +17,10 @@ Roles, each able to do what the one before it can:
 A browser pairs as the user who asked for the link (its cookie names the user, MAC'd under the
 owner's token), so it is that user, with that role, until the user is revoked or the owner's token
 changes.
+
+Below the roles is a **share** (`auger share ID`, a link a member makes): not a person but a read-only
+view of one session — its snapshot, transcript, diffs and live events, nothing else — until it expires or
+is revoked. Its token (`augs_…`) is kept as its SHA-256, like a user's, and looked up at every request.
 """
 
 from __future__ import annotations
@@ -25,15 +29,19 @@ import hashlib
 import hmac
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from auger.store.base import TeamStore
+    from auger.store.base import ShareRecord, Store
 
 ROLES = ("viewer", "member", "approver", "admin")
+SHARE = "share"  # a share link's rank: below a viewer, held to one session
+RANKS = (SHARE, *ROLES)
 OWNER = "owner"  # the name the server's own token goes by
 TOKEN_PREFIX = "aug_"
+SHARE_PREFIX = "augs_"
 _NAME = re.compile(r"[a-z][a-z0-9._-]{0,31}")
 
 
@@ -49,10 +57,12 @@ class Principal:
     name: str
     role: str
     via: str = "token"
+    session: str | None = None  # a share's: the one session it shows
+    expires: float | None = None  # a share's: when it stops working
 
     def may(self, role: str) -> bool:
         """Whether this principal's role includes `role`'s rights."""
-        return ROLES.index(self.role) >= ROLES.index(role)
+        return RANKS.index(self.role) >= RANKS.index(role)
 
     def label(self, client: str = "") -> str:
         """How the record names them: the user, the browser if it was one, the name the client gave."""
@@ -72,6 +82,14 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
+def new_share_token() -> str:
+    return SHARE_PREFIX + secrets.token_urlsafe(32)
+
+
+def share_principal(share: ShareRecord) -> Principal:
+    return Principal(f"share-{share.id}", SHARE, "share", share.session_id, share.expires)
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -81,7 +99,7 @@ class People:
     browsers' cookies. Nothing is cached: each request is looked up, so revoking a user takes effect at
     the next request (open event streams are watched: server/app.py)."""
 
-    def __init__(self, owner_token: str, store: TeamStore | None) -> None:
+    def __init__(self, owner_token: str, store: Store | None) -> None:
         self._owner_token = owner_token
         self.store = store
         self.owner = Principal(OWNER, "admin")
@@ -89,13 +107,27 @@ class People:
     async def bearer(self, token: str) -> Principal | None:
         if hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._owner_token.encode()):
             return self.owner
-        if self.store is None or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        if self.store is None or len(token) > 200:
+            return None
+        if token.startswith(SHARE_PREFIX):
+            return await self.share(token)
+        if not token.startswith(TOKEN_PREFIX):
             return None
         user = await self.store.user_by_token(token_hash(token))
         return Principal(user.name, user.role) if user is not None else None
 
+    async def share(self, token: str) -> Principal | None:
+        """The read-only principal a live share token names (None: no such share, expired or revoked)."""
+        if self.store is None or not token.startswith(SHARE_PREFIX) or len(token) > 200:
+            return None
+        found = await self.store.share_by_token(token_hash(token))
+        return share_principal(found) if found is not None and found.live(time.time()) else None
+
     async def current(self, principal: Principal) -> Principal | None:
-        """The principal as it stands now: None once its user is revoked."""
+        """The principal as it stands now: None once its user (or its share) is revoked or expired."""
+        if principal.role == SHARE:
+            found = await self.store.get_share(principal.name.removeprefix("share-")) if self.store else None
+            return principal if found is not None and found.live(time.time()) else None
         if principal.name == OWNER:
             return Principal(OWNER, self.owner.role, principal.via)
         user = await self.store.get_user(principal.name) if self.store is not None else None

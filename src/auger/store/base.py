@@ -207,7 +207,39 @@ def audit_filter(before: int | None, actor: str | None, action: str | None, targ
     return (" AND ".join(where) or "1=1"), params
 
 
-class Store(PendingStore, TeamStore, Protocol):
+@dataclass(frozen=True)
+class ShareRecord:
+    """A read-only link to one session: who made it, until when it works, whether it was revoked. Its token
+    is never kept: only its hash, looked up by it."""
+
+    id: str
+    session_id: str
+    created: float
+    created_by: str
+    expires: float
+    revoked: float | None = None
+
+    def live(self, now: float) -> bool:
+        return self.revoked is None and now < self.expires
+
+
+class ShareStore(Protocol):
+    """Read-only links to sessions (`auger share`)."""
+
+    async def add_share(self, share_id: str, session_id: str, token_hash: str, created_by: str,
+                        expires: float) -> ShareRecord: ...
+    async def share_by_token(self, token_hash: str) -> ShareRecord | None:
+        """The share whose token has this hash — expired or revoked ones too (the caller says which)."""
+    async def get_share(self, share_id: str) -> ShareRecord | None: ...
+    async def list_shares(self, session_id: str | None = None) -> list[ShareRecord]:
+        """Every share (of one session, when given), newest first."""
+    async def revoke_share(self, share_id: str) -> ShareRecord | None:
+        """Revoke a share at once (the record stays, marked); None when there is no such unrevoked share."""
+    async def shares_changed(self) -> float:
+        """When a share was last made or revoked (an open viewer's watch reads this)."""
+
+
+class Store(PendingStore, TeamStore, ShareStore, Protocol):
     holder: str  # who this store's leases name: one process (SQLite), one store instance (PostgreSQL)
 
     async def ping(self) -> None:

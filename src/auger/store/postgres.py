@@ -38,8 +38,8 @@ from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import (
-    AuditRecord, LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, UserExists, UserRecord,
-    audit_filter, listed_sessions_filter,
+    AuditRecord, LinkRecord, PendingRecord, SessionRecord, ShareRecord, StoredItem, StoreError, UserExists,
+    UserRecord, audit_filter, listed_sessions_filter,
 )
 from auger.store.migrations import Migration, migrations, newer_schema
 
@@ -289,6 +289,37 @@ class PostgresStore:
 
     async def users_changed(self) -> float:
         rows = await self._read("SELECT GREATEST(MAX(created), COALESCE(MAX(revoked), 0)) FROM users")
+        return float(rows[0][0] or 0.0)
+
+    # -- shares ---------------------------------------------------------------------------------
+    async def add_share(self, share_id: str, session_id: str, token_hash: str, created_by: str,
+                        expires: float) -> ShareRecord:
+        record = ShareRecord(share_id, session_id, time.time(), created_by, expires)
+        await self._exec("INSERT INTO shares (id, session_id, token_hash, created, created_by, expires) "
+                         "VALUES (%s,%s,%s,%s,%s,%s)", (share_id, session_id, token_hash, record.created, created_by,
+                                                        expires))
+        return record
+
+    async def share_by_token(self, token_hash: str) -> ShareRecord | None:
+        rows = await self._read(f"SELECT {_SHARE_COLUMNS} FROM shares WHERE token_hash = %s", (token_hash,))
+        return ShareRecord(*rows[0]) if rows else None
+
+    async def get_share(self, share_id: str) -> ShareRecord | None:
+        rows = await self._read(f"SELECT {_SHARE_COLUMNS} FROM shares WHERE id = %s", (share_id,))
+        return ShareRecord(*rows[0]) if rows else None
+
+    async def list_shares(self, session_id: str | None = None) -> list[ShareRecord]:
+        where, params = ("WHERE session_id = %s", (session_id,)) if session_id is not None else ("", ())
+        rows = await self._read(f"SELECT {_SHARE_COLUMNS} FROM shares {where} ORDER BY created DESC", params)
+        return [ShareRecord(*r) for r in rows]
+
+    async def revoke_share(self, share_id: str) -> ShareRecord | None:
+        rows = await self._read(f"UPDATE shares SET revoked = %s WHERE id = %s AND revoked IS NULL "
+                                f"RETURNING {_SHARE_COLUMNS}", (time.time(), share_id))
+        return ShareRecord(*rows[0]) if rows else None
+
+    async def shares_changed(self) -> float:
+        rows = await self._read("SELECT GREATEST(MAX(created), COALESCE(MAX(revoked), 0)) FROM shares")
         return float(rows[0][0] or 0.0)
 
     async def record_audit(self, actor: str, action: str, target: str, detail: dict[str, object],
@@ -666,6 +697,7 @@ def _cause(exc: BaseException) -> str:
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
                    "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id), s.created_by FROM sessions s")
 _USER_COLUMNS = "name, role, created, created_by, revoked"
+_SHARE_COLUMNS = "id, session_id, created, created_by, expires, revoked"
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:

@@ -31,8 +31,8 @@ from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.migrations import migrations, newer_schema
 from auger.store.base import (
-    AuditRecord, LinkRecord, PendingRecord, SessionRecord, StoredItem, StoreError, UserExists, UserRecord,
-    audit_filter, listed_sessions_filter,
+    AuditRecord, LinkRecord, PendingRecord, SessionRecord, ShareRecord, StoredItem, StoreError, UserExists,
+    UserRecord, audit_filter, listed_sessions_filter,
 )
 
 __all__ = ["SqliteStore", "StoreError"]
@@ -232,6 +232,55 @@ class SqliteStore:
             rows = conn.execute(f"SELECT id, time, actor, action, target, detail, status FROM audit WHERE {where} "
                                 "ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
             return [AuditRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
+
+        return await self._run(select)
+
+    # -- shares -------------------------------------------------------------------
+    async def add_share(self, share_id: str, session_id: str, token_hash: str, created_by: str,
+                        expires: float) -> ShareRecord:
+        record = ShareRecord(share_id, session_id, time.time(), created_by, expires)
+
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO shares (id, session_id, token_hash, created, created_by, expires) "
+                         "VALUES (?,?,?,?,?,?)",
+                         (share_id, session_id, token_hash, record.created, created_by, expires))
+
+        await self._write(insert)
+        return record
+
+    async def share_by_token(self, token_hash: str) -> ShareRecord | None:
+        return await self._one_share("token_hash = ?", token_hash)
+
+    async def get_share(self, share_id: str) -> ShareRecord | None:
+        return await self._one_share("id = ?", share_id)
+
+    async def _one_share(self, where: str, value: str) -> ShareRecord | None:
+        def select(conn: sqlite3.Connection) -> ShareRecord | None:
+            row = conn.execute(f"SELECT {_SHARE_COLUMNS} FROM shares WHERE {where}", (value,)).fetchone()
+            return ShareRecord(*row) if row else None
+
+        return await self._run(select)
+
+    async def list_shares(self, session_id: str | None = None) -> list[ShareRecord]:
+        def select(conn: sqlite3.Connection) -> list[ShareRecord]:
+            where, params = ("WHERE session_id = ?", (session_id,)) if session_id is not None else ("", ())
+            rows = conn.execute(f"SELECT {_SHARE_COLUMNS} FROM shares {where} ORDER BY created DESC", params)
+            return [ShareRecord(*r) for r in rows]
+
+        return await self._run(select)
+
+    async def revoke_share(self, share_id: str) -> ShareRecord | None:
+        def update(conn: sqlite3.Connection) -> ShareRecord | None:
+            row = conn.execute(f"UPDATE shares SET revoked = ? WHERE id = ? AND revoked IS NULL "
+                               f"RETURNING {_SHARE_COLUMNS}", (time.time(), share_id)).fetchone()
+            return ShareRecord(*row) if row else None
+
+        return await self._write(update)
+
+    async def shares_changed(self) -> float:
+        def select(conn: sqlite3.Connection) -> float:
+            row = conn.execute("SELECT MAX(MAX(created), COALESCE(MAX(revoked), 0)) FROM shares").fetchone()
+            return float(row[0] or 0.0)
 
         return await self._run(select)
 
@@ -639,6 +688,7 @@ _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.mode
 
 
 _USER_COLUMNS = "name, role, created, created_by, revoked"
+_SHARE_COLUMNS = "id, session_id, created, created_by, expires, revoked"
 
 
 def _session(row: Any) -> SessionRecord:

@@ -10,6 +10,11 @@ the turn ends. When the editor offers files and terminals, the session's tools u
 Anything a client sends is hostile until checked: a cwd must be an absolute, existing directory; a
 session id must name a stored session exactly; a mode must be one of auger's. A turn that fails
 ends its prompt with a JSON-RPC error; the process and the other sessions carry on.
+
+Behind `auger serve` (`/acp`) the sessions are the server's (`SessionHost`): one this agent opens is
+registered there, so browsers, terminals and scripts drive the same Session object; loading one the
+server already runs joins it — its events from now on, the editor's prompts queued beside theirs —
+and leaving it (the socket's end, `session/close`) leaves it running for them.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from acp import PROTOCOL_VERSION, RequestError, helpers
 from acp.schema import (
@@ -84,12 +89,22 @@ def refuse(message: str) -> RequestError:
     return RequestError.invalid_params({"message": message})
 
 
+class SessionHost(Protocol):
+    """Where a server keeps the sessions its clients share (server/sessions.py's Hub)."""
+
+    def live(self, session_id: str) -> Any:
+        """The session if it runs there now, else None."""
+    def share(self, session: Any, *, new: bool = False) -> None:
+        """Register a session this agent opened (`new`: created or forked), for the server's other clients."""
+
+
 class AcpSession:
     """One editor session: the auger Session, its update mapping, the prompt waiting for its turn."""
 
-    def __init__(self, agent: AugerAgent, session: Any) -> None:
+    def __init__(self, agent: AugerAgent, session: Any, *, joined: bool = False) -> None:
         self.agent = agent
         self.session = session
+        self.joined = joined  # the server ran it already: its events from now on; leaving it leaves it running
         self.mapper = UpdateMapper(session.workspace.root)
         self.waiting: asyncio.Future[tuple[str, str | None]] | None = None
         self.rejected: set[tuple[str, str]] = set()  # (tool, subject) refused for the rest of the session
@@ -112,7 +127,7 @@ class AcpSession:
         workspace = self.session.workspace
         try:
             await self.send(available_commands(dict(workspace.prompts), list(self.session.skills.skills)))
-            async for envelope in self.session.subscribe():
+            async for envelope in self.session.subscribe(self.session.last_seq if self.joined else None):
                 if envelope.parent_call_id is None or not isinstance(envelope.event, _CHILDS_OWN):
                     await self.on_event(envelope.event)
         except Exception as exc:  # a broken connection or a mapping bug: the prompt waiting must not hang
@@ -192,6 +207,11 @@ class AcpSession:
     async def close(self) -> None:
         for task in list(self.asking.values()):
             task.cancel()
+        if self.joined:  # the server's other clients go on with it
+            if self.pump is not None:
+                self.pump.cancel()
+                await asyncio.gather(self.pump, return_exceptions=True)
+            return
         try:
             self.session.submit(Shutdown())
         except RuntimeError:
@@ -209,7 +229,7 @@ class AugerAgent:
                  editor_files: bool = True, project_dir: Callable[[Any], str] | None = None,
                  max_mode: str | None = None,
                  open_refusal: Callable[[Any], Awaitable[str | None]] | None = None,
-                 opened: Callable[[Any, bool], None] | None = None) -> None:
+                 host: SessionHost | None = None) -> None:
         self.config_for = config_for  # project dir -> its effective Config
         self.store = store
         self.editor_terminals = editor_terminals  # False: commands stay in auger's sandbox whatever the client offers
@@ -217,7 +237,7 @@ class AugerAgent:
         self.project_dir = project_dir or _project_dir  # a client's cwd -> the project root it may work in
         self.max_mode = max_mode  # the most permissive mode a client may switch to (None: any)
         self.open_refusal = open_refusal  # a stored session's record -> why it may not be opened here (None: it may)
-        self.opened = opened  # told of each session opened, and whether it is new (where a server runs the agent)
+        self.host = host  # a server's sessions, shared with its other clients (None: this agent's own)
         self.conn: Any = None
         self.capabilities: Any = None
         self.sessions: dict[str, AcpSession] = {}
@@ -256,10 +276,11 @@ class AugerAgent:
             raise refuse(str(exc)) from None
         session = await manager.create(client, interactive=True)
         await self.store.claim(session.id)
+        self._share(session, new=True)
         acp_session = await self._attach(session, mcp_servers or [])
         response = NewSessionResponse(session_id=session.id, modes=_modes(session.mode),
                                       config_options=_config_options(session))
-        self._start(acp_session, new=True)
+        self._start(acp_session)
         return response
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
@@ -271,14 +292,14 @@ class AugerAgent:
             await acp_session.send(update)
         if session.runtime.state.plan:
             await acp_session.send(plan_update(session.runtime.state.plan))
-        self._start(acp_session, new=False)
+        self._start(acp_session)
         return LoadSessionResponse(modes=_modes(session.mode), config_options=_config_options(session))
 
     async def resume_session(self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None,
                              **kwargs: Any) -> ResumeSessionResponse:
         """Continue a stored conversation without replaying it (the editor still shows it)."""
         acp_session = await self._reopen(cwd, session_id, mcp_servers or [])
-        self._start(acp_session, new=False)
+        self._start(acp_session)
         return ResumeSessionResponse(modes=_modes(acp_session.session.mode),
                                      config_options=_config_options(acp_session.session))
 
@@ -296,8 +317,9 @@ class AugerAgent:
         except (ResumeRefused, SessionNotFound, ValueError) as exc:
             raise refuse(str(exc)) from None
         await self.store.claim(session.id)
+        self._share(session, new=True)
         acp_session = await self._attach(session, mcp_servers or [])
-        self._start(acp_session, new=True)
+        self._start(acp_session)
         return ForkSessionResponse(session_id=session.id, modes=_modes(session.mode),
                                    config_options=_config_options(session))
 
@@ -430,6 +452,9 @@ class AugerAgent:
             raise refuse(f"session {session_id} is already open in this connection")
         self._opening.add(record.id)
         try:
+            running = self.host.live(record.id) if self.host is not None else None
+            if running is not None:  # the server runs it for its other clients: join it
+                return await self._attach(running, mcp_servers, joined=True)
             holder = await self.store.claim(record.id)
             if holder is not None:
                 raise refuse(f"session {session_id} is running in another auger process ({holder})")
@@ -440,6 +465,7 @@ class AugerAgent:
             except (ResumeRefused, SessionNotFound, ValueError) as exc:
                 await self.store.release(record.id)
                 raise refuse(str(exc)) from None
+            self._share(session)
             return await self._attach(session, mcp_servers)
         finally:
             self._opening.discard(record.id)
@@ -456,9 +482,13 @@ class AugerAgent:
             raise refuse(f"no open session has the id {session_id!r}; create or load it first")
         return found
 
-    async def _attach(self, session: Any, mcp_servers: list[Any]) -> AcpSession:
+    def _share(self, session: Any, *, new: bool = False) -> None:
+        if self.host is not None:
+            self.host.share(session, new=new)
+
+    async def _attach(self, session: Any, mcp_servers: list[Any], *, joined: bool = False) -> AcpSession:
         """Give the session the editor's files and terminals (if offered) and the editor's MCP servers."""
-        acp_session = AcpSession(self, session)
+        acp_session = AcpSession(self, session, joined=joined)
         self.sessions[session.id] = acp_session
         caps = self.capabilities
         fs = getattr(caps, "fs", None)
@@ -482,13 +512,11 @@ class AugerAgent:
                 session.emit(ev.WarningEvent(f"MCP server from the editor not added: {problem}"))
         return acp_session
 
-    def _start(self, acp_session: AcpSession, *, new: bool) -> None:
-        """Start following the session (and tell `opened` of it). Called last before the handler returns,
-        with no await in between: the SDK queues the response before this task first runs, so the editor
-        learns the session id before any update for it arrives."""
+    def _start(self, acp_session: AcpSession) -> None:
+        """Start following the session. Called last before the handler returns, with no await in between:
+        the SDK queues the response before this task first runs, so the editor learns the session id before
+        any update for it arrives."""
         acp_session.pump = asyncio.create_task(acp_session.follow(), name=f"acp-{acp_session.id}")
-        if self.opened is not None:
-            self.opened(acp_session.session, new)
 
 
 def _project_dir(cwd: Any) -> str:

@@ -22,7 +22,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, WebSocketRoute
 
 from auger.frontends.http_guard import Guard
-from auger.frontends.server import fleet_routes, team_routes
+from auger.frontends.relay import relayed_op
+from auger.frontends.server import fleet_routes, share_routes, team_routes
 from auger.frontends.server.events import list_frames, session_frames
 from auger.frontends.server.routing import Sent, api, json_response as _json, server_of as _server
 from auger.frontends.server.sessions import Refused, describe
@@ -77,16 +78,17 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         api("GET", "/api/openapi.json", _openapi, role="viewer"),
         api("GET", "/api/protocol.schema.json", _protocol_schema, role="viewer"),
         api("POST", "/api/pair", _pair, role="viewer", body=(), audit="pair"),
-        api("GET", "/api/server", _server_info, role="viewer"),
+        api("GET", "/api/server", _server_info, role="share"),
         api("GET", "/api/sessions", _list_sessions, role="viewer", query={"cursor", "limit"}),
         api("POST", "/api/sessions", _create_session, role="member", audit="session.create",
             body={"cwd", "mode", "model", "provider", "resume", "fork", "before", "before_seq"}),
-        api("GET", "/api/sessions/{id}", _get_session, role="viewer"),
+        api("GET", "/api/sessions/{id}", _get_session, role="share"),
+        api("POST", "/api/sessions/{id}/handoff", _handoff, role="member", body=(), audit="session.handoff"),
         api("POST", "/api/sessions/{id}/ops", _post_op, role="member", audit="op", body={"submission_id", "op"},
             required={"submission_id", "op"}),
-        api("GET", "/api/sessions/{id}/events", _session_events, role="viewer", query={"after_seq"}),
-        api("GET", "/api/sessions/{id}/items", _items, role="viewer", query={"before", "limit"}),
-        api("GET", "/api/sessions/{id}/diff", _diff, role="viewer", query={"turn"}),
+        api("GET", "/api/sessions/{id}/events", _session_events, role="share", query={"after_seq"}),
+        api("GET", "/api/sessions/{id}/items", _items, role="share", query={"before", "limit"}),
+        api("GET", "/api/sessions/{id}/diff", _diff, role="share", query={"turn"}),
         api("GET", "/api/sessions/{id}/pending", _pending, role="viewer"),
         api("GET", "/api/events", _list_events, role="viewer"),
         *fleet_routes.routes(),
@@ -95,6 +97,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         api("PATCH", "/api/providers/{name}", _patch_provider, role="admin", audit="provider.change",
             body={"enabled", "command", "args", "label"}),
         *team_routes.routes(),
+        *share_routes.routes(),
     ]
     if options.acp:
         from auger.frontends.server.acp_ws import AcpOverWebSocket
@@ -174,8 +177,11 @@ async def _server_info(request: Request, sent: Sent) -> Response:
     server's mode (new sessions get it; no client may ask for more), its model and provider; who the
     caller is (their role says what they may do), and whether the server has a fleet."""
     server = _server(request)
-    config = server.hub.config_for(server.options.roots[0])
     me = sent.principal
+    if me.session is not None:  # a share link learns which session it shows, until when, and nothing else
+        return _json({"user": {"name": me.name, "role": me.role, "via": me.via},
+                      "share": {"session": me.session, "expires": me.expires}})
+    config = server.hub.config_for(server.options.roots[0])
     return _json({"roots": server.hub.roots.paths, "mode": server.options.mode, "model": config.model,
                   "provider": config.provider, "user": {"name": me.name, "role": me.role, "via": me.via},
                   "fleet": fleet_routes.has_fleet(server.hub.store)})
@@ -193,6 +199,7 @@ async def _list_sessions(request: Request, sent: Sent) -> Response:
     for record in page:
         if await server.hub.visible(record):
             rows.append({**describe(record), "open": server.hub.live(record.id) is not None,
+                         "running": await server.hub.running_turn(record.id) is not None,
                          "cost": await server.hub.cost(record)})
     return _json({"sessions": rows, "next_cursor": page_cursor(page[-1]) if more else None})
 
@@ -249,6 +256,20 @@ async def _get_session(request: Request, sent: Sent) -> Response:
     return _json(await server.hub.snapshot(await server.hub.record(request.path_params["id"])))
 
 
+async def _handoff(request: Request, sent: Sent) -> Response:
+    """Take a session over from the process running it (a terminal on the same store): opened here now
+    (200) when nobody runs it, else as soon as that process lets it go (202; a terminal does at its turn's
+    end). The answer has the session's page and a one-use link that pairs a phone as the caller and opens it."""
+    server = _server(request)
+    record = await server.hub.record(request.path_params["id"])
+    origin = f"{server.options.exposure.scheme}://{request.headers.get('host', '')}"
+    opened = await server.hub.hand_over(record, origin)
+    code = server.pairing.new_code(sent.principal)
+    return _json({"id": record.id, "open": opened, "url": f"{origin}/#/s/{record.id}",
+                  "pair": f"{origin}/pair?code={code}&session={record.id}", "expires_in": server.pairing.ttl},
+                 200 if opened else 202)
+
+
 async def _post_op(request: Request, sent: Sent) -> Response:
     """Submit one op under the client's submission id: 202, once. A repeat of the id answers as the first
     time and starts nothing; the id for another op is 409. An approval is answered here and now: the
@@ -284,6 +305,12 @@ async def _post_op(request: Request, sent: Sent) -> Response:
             await fleet_routes.answer_parked(request, fleet_routes.fleet_tasks(request), parked, op.request_id,
                                              str(op.decision), op.feedback)  # any worker resumes it
             await hub.store.record_submission(record.id, submission_id, op_json, actor)
+            return _json({**accepted, "relayed": True}, 202)
+        if hub.adopting(record.id):  # handed over: the process still running it takes it, or this server later
+            if isinstance(op, ApprovalDecision):
+                op.by = request.scope.get("auger.client", "")
+            await hub.store.record_submission(record.id, submission_id, op_json, actor)
+            await hub.store.post_op(record.id, relayed_op(op, submission_id))
             return _json({**accepted, "relayed": True}, 202)
         if isinstance(op, (ApprovalDecision, Interrupt)) and await hub.runs_elsewhere(record.id):
             if isinstance(op, ApprovalDecision):

@@ -125,6 +125,10 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
                                            token=token, exposure=exposed, secure_cookie=tls))
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"{exposed.scheme}://{'127.0.0.1' if shown in ('0.0.0.0', '[::]') else shown}:{port}"
+    from auger.config import home_dirs
+    from auger.frontends.servers import announce, store_name
+
+    where = announce(home_dirs()["data"], url, store_name(config_for(roots[0]).db_path))  # for /handoff, attach
     print(f"auger serve: listening on {url}/ (sessions in {', '.join(roots)}; mode at most {args.mode})", flush=True)
     print(f"auger serve: pair a browser: {url}/pair?code={server.pairing.new_code()} "
           f"(works once, for {int(server.pairing.ttl // 60)} minutes)", flush=True)
@@ -139,6 +143,7 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
         with announced(port):  # no session's sandbox may reach this port through its egress proxy
             await _draining_server(config, server.drain).serve(sockets=[sock])
     finally:
+        where.unlink(missing_ok=True)
         await store.aclose()
 
 

@@ -39,7 +39,8 @@ async def session_envelopes(hub: Hub, session_id: str, after: int) -> AsyncItera
         for envelope in found:
             yield envelope
             cursor = envelope.seq
-        poll = STORE_POLL_S if found else min(poll * 2, STORE_POLL_MAX_S)  # a quiet session is read less often
+        # a quiet session is read less often; one being handed over here is about to go on here
+        poll = STORE_POLL_S if found or hub.adopting(session_id) else min(poll * 2, STORE_POLL_MAX_S)
         await hub.wait_opened(session_id, poll)
 
 

@@ -87,6 +87,40 @@ def openapi_document() -> dict[str, Any]:
             "/api/sessions/{id}": {"get": {"summary": "A session's record and state snapshot", "parameters": _ID,
                                            "responses": {**_ok("the snapshot", snapshot),
                                                          "404": _error("no such session")}}},
+            "/api/sessions/{id}/handoff": {"post": {
+                "summary": "Take a session over from the process running it (a terminal on the same store; a "
+                           "member's): opened now (200), or once that process lets it go at its turn's end (202)",
+                "parameters": _ID, "requestBody": _EMPTY,
+                "responses": {**_ok("id, open, url (its page), pair (a one-use link that pairs a phone as the "
+                                    "caller and opens it), expires_in"),
+                              "202": {"description": "the same, while the process running it still has it"},
+                              "403": _error("a session this server may not open"),
+                              "404": _error("no such session")}}},
+            "/api/sessions/{id}/shares": {"post": {
+                "summary": "A read-only link to the session (a member's): its snapshot, transcript, diffs and live "
+                           "events, until it expires or is revoked",
+                "parameters": _ID,
+                "requestBody": {"content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": False, "properties": {
+                        "expires_in": {"type": ["integer", "string"],
+                                       "description": "seconds (60 to 2592000; default 86400), or a duration: "
+                                                      "30m, 1h, 7d"}}}}}},
+                "responses": {**_ok("id, session_id, url and token (shown this once), expires, created_by",
+                                    None, "201"), "404": _error("no such session")}}},
+            "/api/shares": {"get": {
+                "summary": "The share links made (a member's), newest first, never their tokens",
+                "parameters": [{"name": "session", "in": "query", "schema": {"type": "string"}}],
+                "responses": _ok("shares: id, session_id, created, created_by, expires, revoked, live")}},
+            "/api/shares/{share}/revoke": {"post": {
+                "summary": "Revoke a share link (a member's): refused from its next request, its streams closed now",
+                "parameters": [{"name": "share", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "requestBody": _EMPTY, "responses": {**_ok("the share"), "404": _error("no such unrevoked share")}}},
+            "/share": {"get": {"summary": "Open a share link: sets the browser's read-only cookie for the session and "
+                                          "takes it to the session's page", "security": [],
+                               "parameters": [{"name": "code", "in": "query", "required": True,
+                                               "schema": {"type": "string"}}],
+                               "responses": {"200": {"description": "a page that goes on to the session"},
+                                             "403": _error("revoked, expired, or not a share link")}}},
             "/api/sessions/{id}/ops": {"post": {
                 "summary": "Submit one op under a client-chosen submission id (a repeat starts nothing)",
                 "parameters": _ID,
@@ -201,8 +235,10 @@ def openapi_document() -> dict[str, Any]:
             "/api/pair": {"post": {"summary": "A new one-use pairing link for another browser",
                                    "responses": _ok("url and expires_in", None, "201")}},
             "/pair": {"get": {"summary": "Redeem a pairing code: sets the browser's cookie, redirects to /",
-                              "security": [], "parameters": [{"name": "code", "in": "query", "required": True,
-                                                              "schema": {"type": "string"}}],
+                              "security": [], "parameters": [
+                                  {"name": "code", "in": "query", "required": True, "schema": {"type": "string"}},
+                                  {"name": "session", "in": "query", "schema": {"type": "string"},
+                                   "description": "the session whose page to land on"}],
                               "responses": {"303": {"description": "signed in"},
                                             "403": _error("used up or expired")}}},
             "/acp": {"get": {"summary": "The Agent Client Protocol over a WebSocket (JSON-RPC text frames)",

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from auger.frontends.server.sessions import Refused
-from auger.frontends.server.team import role_refusal
+from auger.frontends.server.team import SHARE_REFUSAL, role_refusal
 from auger.frontends.server.wire import parse_body, parse_query, read_body
 from auger.frontends.users import Principal
 from auger.protocol.jsontext import dumps
@@ -54,7 +54,8 @@ ANONYMOUS = Principal("anonymous", "viewer", "public")  # who calls a public rou
 def api(method: str, path: str, handler: Handler, *, role: str | None, query: Iterable[str] = (),
         body: Iterable[str] | None = None, required: Iterable[str] = (), audit: str = "") -> Route:
     """One API route. `role`: the least role that may call it (None: a public route, which the Guard lets
-    through without credentials and which is never audited). Its query parameters (`query`) and body
+    through without credentials and which is never audited; `share`: a share link too, for its own session —
+    the `id` in the path — and no other). Its query parameters (`query`) and body
     fields (`body`; None: it takes no body, and none is read) are part of its declaration and checked
     before its handler runs. `audit`: the action's name in the audit (none for a read)."""
     allowed = frozenset(query)
@@ -69,6 +70,8 @@ def api(method: str, path: str, handler: Handler, *, role: str | None, query: It
         try:
             if role is not None and (signed_in is None or not principal.may(role)):
                 raise Refused(403, role_refusal(principal, role) if signed_in else "not signed in")
+            if principal.session is not None and request.path_params.get("id", principal.session) != principal.session:
+                raise Refused(403, SHARE_REFUSAL)  # a share: its own session, no other
             sent.query = parse_query(request.query_params.multi_items(), allowed)
             sent.body = parse_body(await read_body(request), fields, needed) if fields is not None else {}
             response = await handler(request, sent)

@@ -14,6 +14,11 @@ A session is open at most once across processes: this server takes the store's l
 one, so a session `auger exec` (or another server) runs is refused (409) rather than run twice, and
 within the process `SessionManager.resume` refuses a second opening. Opening is serialised per
 session, so two requests that race to open the same stored session open it once.
+
+A session may also be handed over (`hand_over`): opened now if no process holds it, else adopted as soon
+as the process that runs it lets it go — a terminal at its turn's end, told by a note in the store. While
+it waits, its clients' ops are left in the store for that process (frontends/relay.py); what is still
+there when the server opens it, the server applies.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ log = logging.getLogger("auger.serve")
 
 MODE_ORDER = ("plan", "safe", "auto")  # from the strictest; the server's mode is the most a client may ask for
 LIST_BUFFER = 256  # coarse events a list subscriber may have unread before it is dropped
+ADOPT_POLL_S = 0.25  # how often a session being handed over is tried while another process holds it
 DRAIN_S = 10.0  # how long shutdown waits for each session to record its interrupted turn
 
 
@@ -120,6 +126,7 @@ class Hub:
         self._opening: dict[str, asyncio.Lock] = {}
         self._opened: dict[str, asyncio.Event] = {}
         self._followers: set[asyncio.Task[None]] = set()
+        self._adopting: dict[str, asyncio.Task[None]] = {}
         self.closing = False
 
     # -- reading ------------------------------------------------------------------------
@@ -256,6 +263,11 @@ class Hub:
         waiting = await tasks.waiting_for(session_id) if tasks is not None else None
         return [waiting.parked["request"]] if waiting is not None and waiting.parked else []
 
+    async def running_turn(self, session_id: str) -> str | None:
+        """The id of the turn running in the session now — here, or in another process on the store — or None."""
+        live = self.live(session_id)
+        return live.running_turn_id if live is not None else await self._stored_running_turn(session_id)
+
     async def runs_elsewhere(self, session_id: str) -> bool:
         """Whether another process runs the session now (a turn the store shows started, not ended)."""
         return self.live(session_id) is None and await self._stored_running_turn(session_id) is not None
@@ -271,7 +283,63 @@ class Hub:
                 return None
         return started.event.turn_id
 
+    def adopting(self, session_id: str) -> bool:
+        """Whether the session is being handed over to this server: another process still runs it, and the
+        ops its clients send are left in the store for that process."""
+        return session_id in self._adopting
+
     # -- opening ------------------------------------------------------------------------
+    async def hand_over(self, record: SessionRecord, url: str) -> bool:
+        """Take the session over from whoever runs it: opened now when no process holds it (True), else
+        adopted once the process holding it lets it go (False) — told so by a note in the store, which a
+        terminal running it acts on at its turn's end. 403 for a session this server may not open."""
+        from auger.frontends.relay import handoff_note
+
+        await self._refuse_to_open(record)
+        if self.live(record.id) is not None:
+            return True
+        if record.id in self._adopting:
+            return False
+        if await self.store.claim(record.id) is None:  # nobody runs it: open it here now
+            try:
+                await self.open(record.id)
+            except Refused:
+                await self.store.release(record.id)
+                raise
+            return True
+        await self.store.post_op(record.id, handoff_note(url))
+        task = asyncio.create_task(self._take_over(record.id), name=f"serve-adopt-{record.id}")
+        self._adopting[record.id] = task
+        return False
+
+    async def _take_over(self, session_id: str) -> None:
+        """Open the session here as soon as no live process holds its lease, then apply the ops its clients
+        sent meanwhile that the process running it did not take."""
+        from auger.frontends import relay
+
+        try:
+            while not self.closing:
+                if await self.store.claim(session_id) is None:
+                    break
+                await asyncio.sleep(ADOPT_POLL_S)
+            else:
+                return
+            try:
+                session = await self.open(session_id)
+            except Refused as exc:
+                await self.store.release(session_id)
+                log.warning("session %s was handed over but cannot be opened here: %s", session_id, exc.message)
+                return
+            for text in await self.store.take_ops(session_id):
+                relayed = relay.read(text)
+                problem = relay.apply(session, relayed) if relayed is not None else None
+                if problem:
+                    log.info("session %s: %s", session_id[:8], problem)
+        except Exception as exc:
+            log_failure(log, f"session {session_id}: taking it over", exc)
+        finally:
+            self._adopting.pop(session_id, None)
+
     async def create(self, cwd: Any, *, mode: Any = None, model: Any = None, provider: Any = None,
                      created_by: str = "") -> Session:
         from auger.models.registry import ProviderError, client_for
@@ -391,23 +459,22 @@ class Hub:
         # Approvals here come from the server's clients, not from the person whose rules.toml it is.
         return SessionManager(Workspace.open(root, dataclasses.replace(config, remote_approvals=True)), self.store)
 
-    def adopt(self, session: Session, *, new: bool) -> None:
-        """A session another part of this server opened — the ACP agent on `/acp`, which holds its lease and
-        shuts it down — known here like the Hub's own: in the session list and its stream, followed and
-        answered by the routes (`new`: created or forked, else a stored one opened)."""
-        self._adopt(session, "session_created" if new else "session_opened", leased=False)
+    def share(self, session: Session, *, new: bool = False) -> None:
+        """A session another front end of this server opened (an editor over `/acp`, under its lease; `new`:
+        created or forked, else a stored one opened): from now on every client drives it, as one this hub
+        opened."""
+        self._adopt(session, "session_created" if new else "session_opened")
 
-    def _adopt(self, session: Session, kind: str, *, leased: bool = True) -> None:
-        """Know the session as open here; `leased`: the Hub took its lease, and lets it go when it closes."""
+    def _adopt(self, session: Session, kind: str) -> None:
         self._sessions[session.id] = session
         self._opened.pop(session.id, asyncio.Event()).set()  # wake the store readers of this session
-        task = asyncio.create_task(self._follow(session, leased), name=f"serve-{session.id}")
+        task = asyncio.create_task(self._follow(session), name=f"serve-{session.id}")
         self._followers.add(task)
         task.add_done_callback(self._followers.discard)
         self.list_events.publish({"type": kind, "session_id": session.id, "cwd": str(session.workspace.root),
                                   "title": session.meta.title, "mode": session.mode, "model": session.client.model})
 
-    async def _follow(self, session: Session, leased: bool) -> None:
+    async def _follow(self, session: Session) -> None:
         """Tell the session list what happens in the session; when it shuts down, let it go. A title set
         without an event of its own (the provisional one, from the first prompt) is told as it is noticed."""
         title = session.meta.title
@@ -429,14 +496,15 @@ class Hub:
             await session.wait_closed()
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
-            if leased:
-                await self.store.release(session.id)
+            await self.store.release(session.id)
             self.list_events.publish({"type": "session_closed", "session_id": session.id})
 
     # -- ending -------------------------------------------------------------------------
     async def drain(self, reason: str = "the server is shutting down") -> None:
         """Interrupt every running turn (recorded as interrupted, with `reason`), shut every session down."""
         self.closing = True
+        for adopting in list(self._adopting.values()):
+            adopting.cancel()
         sessions = [s for s in self._sessions.values() if not s.shut_down]
         for session in sessions:
             try:

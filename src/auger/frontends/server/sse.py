@@ -88,7 +88,7 @@ class SseResponse:
         """Send frames as they come; returns the reason for a final `closing` event, or None."""
         while True:
             if revoked.done():
-                return "access revoked: this user's token no longer opens this server"
+                return self.revoked_reason()
             if queue.empty() and lagged.is_set():
                 return "lagging: reconnect with Last-Event-ID to resume"
             getter = asyncio.create_task(queue.get())
@@ -99,7 +99,7 @@ class SseResponse:
                 with contextlib.suppress(asyncio.CancelledError):
                     await getter
                 if revoked in done:
-                    return "access revoked: this user's token no longer opens this server"
+                    return self.revoked_reason()
                 if getter.cancelled() or not getter.done():
                     if gone in done:
                         return None
@@ -111,6 +111,11 @@ class SseResponse:
             if chunk is None:
                 return self.failure
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    def revoked_reason(self) -> str:
+        if self.principal is not None and self.principal.session is not None:
+            return "access revoked: this share link was revoked or has expired"
+        return "access revoked: this user's token no longer opens this server"
 
     async def _read(self, queue: asyncio.Queue[bytes | None], lagged: asyncio.Event) -> None:
         try:

@@ -10,16 +10,18 @@ the role it needs, and written in the audit like any other action.
 Revocation is immediate for requests (each one is looked up: users.People). Open event streams and ACP
 connections outlive their first check, so each registers here; a revocation through the API ends its
 user's at once, and one made elsewhere (`auger users revoke` on the same database, another server) is
-noticed within `WATCH_S` seconds — the users table's last change is read that often while anything is open.
+noticed within `WATCH_S` seconds — the users and shares tables' last change is read that often while
+anything is open. A share's stream also ends the moment the share expires.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
-from auger.frontends.users import ROLES, Principal
+from auger.frontends.users import ROLES, SHARE, Principal
 
 if TYPE_CHECKING:
     from auger.frontends.users import People
@@ -29,6 +31,8 @@ log = logging.getLogger("auger.serve")
 
 WATCH_S = 1.0  # how often the users table is read while a stream or ACP connection is open
 OP_ROLES = {"approval_decision": "approver", "add_mcp_server": "admin", "remove_mcp_server": "admin"}
+SHARE_REFUSAL = ("a share link shows one session, read-only: its transcript, diffs and live events, and nothing "
+                 "else")
 
 
 def op_role(op_type: str) -> str:
@@ -49,22 +53,30 @@ class Watch:
         self.people = people
         self.store = store
         self._open: dict[asyncio.Event, Principal] = {}
+        self._expiries: dict[asyncio.Event, asyncio.TimerHandle] = {}
         self._task: asyncio.Task[None] | None = None
-        self._seen: float | None = None
+        self._seen: tuple[float, float] | None = None
 
     def follow(self, principal: Principal) -> asyncio.Event:
-        """An event set when `principal` loses access; `forget` it when the stream ends."""
+        """An event set when `principal` loses access (a share: also when it expires); `forget` it when the
+        stream ends."""
         ended = asyncio.Event()
         self._open[ended] = principal
+        if principal.expires is not None:
+            loop = asyncio.get_running_loop()
+            self._expiries[ended] = loop.call_later(max(0.0, principal.expires - time.time()), ended.set)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._watch(), name="serve-revocations")
         return ended
 
     def forget(self, ended: asyncio.Event) -> None:
         self._open.pop(ended, None)
+        timer = self._expiries.pop(ended, None)
+        if timer is not None:
+            timer.cancel()
 
     def revoked(self, name: str) -> None:
-        """A user was revoked here: end their streams now."""
+        """A user (or a share, `share-ID`) was revoked here: end their streams now."""
         for ended, principal in list(self._open.items()):
             if principal.name == name:
                 ended.set()
@@ -72,7 +84,7 @@ class Watch:
     async def _watch(self) -> None:
         while self._open:
             try:
-                changed = await self.store.users_changed()
+                changed = (await self.store.users_changed(), await self.store.shares_changed())
                 if self._seen is not None and changed != self._seen:
                     await self._check()
                 self._seen = changed
@@ -103,5 +115,7 @@ def audit_json(entry: AuditRecord) -> dict[str, Any]:
 
 def role_refusal(principal: Principal, needed: str) -> str:
     """Why a principal's role does not reach `needed`, in the 403's words."""
+    if principal.role == SHARE:
+        return SHARE_REFUSAL
     return (f"{principal.name} is a {principal.role}: this needs the {needed} role "
             f"({', '.join(ROLES[ROLES.index(needed):])})")

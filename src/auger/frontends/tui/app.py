@@ -30,6 +30,8 @@ from auger.frontends.tui.render import Ansi, Renderer, clean
 
 if TYPE_CHECKING:
     from auger.frontends.tui.feed import Approval, Feed
+    from auger.frontends.tui.relay import StoreRelay
+    from auger.protocol import events as ev
     from auger.frontends.tui.sessions import Sessions
 
 KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "approve_writable_root": "w", "deny": "n",
@@ -37,6 +39,7 @@ KEYS = {"approve": "y", "approve_session": "s", "approve_always": "a", "approve_
 LABELS = {"approve": "yes, once", "approve_session": "yes, this session", "approve_always": "always",
           "approve_writable_root": "yes, and its dir this session",
           "deny": "no", "continue": "continue", "stop": "stop"}
+APPROVING = ("approve", "approve_session", "approve_always", "approve_writable_root", "continue")
 STYLE = Style.from_dict({
     "dim": "#888888", "running": "ansicyan", "queued": "ansiyellow", "card": "ansiyellow bold",
     "prompt": "bold", "status": "#888888", "status.warn": "ansiyellow",
@@ -98,6 +101,10 @@ class Tui:
         self.attention = Attention()  # focus reports, for desktop notifications (tui/notify.py)
         self.alert = escape_for(os.environ) if sessions.config.tui_notifications else None
         self.turn_started = time.monotonic()
+        self.seen_seq = 0  # the last envelope of the session this UI has shown
+        self.last_id = ""  # the session left last (for the farewell line)
+        self.relay: StoreRelay | None = None  # ops a server leaves for this terminal's session (tui/handoff.py)
+        self.handing: asyncio.Task | None = None  # a session handed to a server, until this process lets it go
 
     # -- output ----------------------------------------------------------------------------
     @property
@@ -351,9 +358,7 @@ class Tui:
             return
         self.feed.decide(a.request_id, decision, feedback)
         shown = {"abort": "aborted the turn", "deny": "denied"}.get(decision, LABELS.get(decision, decision))
-        self.say(f"  → {shown}" + (f": {feedback}" if feedback else ""),
-                 "green" if decision in ("approve", "approve_session", "approve_always", "approve_writable_root",
-                                         "continue") else "yellow")
+        self.say(f"  → {shown}" + (f": {feedback}" if feedback else ""), "green" if decision in APPROVING else "yellow")
         self.approval = self.feedback_for = None
         self.redraw()
 
@@ -382,19 +387,27 @@ class Tui:
             self.renderer.diffs.pop(a.call_id, None)  # shown here: not again when the call succeeds
 
     async def events(self, feed: Feed) -> None:
-        """Render one session's events until it shuts down."""
+        """Render one session's events until it shuts down (a server's: until this UI leaves it)."""
         from auger.frontends.tui.feed import Approval
         from auger.protocol import events as ev
 
-        async for event, parent in feed.events():
-            if parent is not None and not isinstance(event, ev.ApprovalRequest):  # a sub-agent's activity
-                self.out(self.renderer.handle_child(parent, event))
+        async for envelope in feed.events():
+            event, parent = envelope.event, envelope.parent_call_id
+            self.seen_seq = envelope.seq
+            history = envelope.seq <= feed.replayed  # shown again on attaching: nothing to notify
+            if parent is not None and isinstance(event, ev.TurnStarted):
+                continue  # a sub-agent's turn is not this session's (its end says whether it was cut short)
+            if parent is not None and not isinstance(event, (ev.ApprovalRequest, ev.ApprovalResolved)):
+                self.out(self.renderer.handle_child(parent, event))  # a sub-agent's activity
                 self.redraw()
                 continue
             if isinstance(event, ev.TurnStarted):
                 self.busy = True
                 self.turn_started = time.monotonic()
-                if self.queued:  # a message queued as the last turn ended starts this one
+                prompt = await feed.prompt_of(envelope)  # sent by another client of the session's server
+                if prompt is not None:
+                    self.say(f"› {prompt}", "bold")
+                elif self.queued:  # a message queued as the last turn ended starts this one
                     self.say(f"› {self.queued.pop(0)}", "bold")
             elif isinstance(event, ev.TurnEnded):
                 self.busy = False
@@ -408,19 +421,34 @@ class Tui:
             if isinstance(event, ev.ApprovalRequest):
                 self.approval = Approval.of(event)
                 self.show_card(self.approval)
-                self.notify(f"approval needed: {self.approval.subject or self.approval.message}")
+                if not history:
+                    self.notify(f"approval needed: {self.approval.subject or self.approval.message}")
+            elif isinstance(event, ev.ApprovalResolved):
+                self.resolved(event)
             else:
                 self.out(self.renderer.handle(event))
             if isinstance(event, ev.TurnEnded):
                 self.branch = git_branch(self.root)
-                if event.reason != "cancelled":  # an interrupted turn: whoever interrupted it is here
+                if event.reason != "cancelled" and not history:  # interrupted: whoever interrupted it is here
                     self.notify("turn complete" if event.reason == "complete" else
                                 f"turn failed: {event.message or ''}")
             self.redraw()
 
+    def resolved(self, event: ev.ApprovalResolved) -> None:
+        """An approval answered somewhere else (another client of the server, a browser): the card goes,
+        and the transcript says what was answered, and by whom. (What this UI answers it says at once.)"""
+        a = self.approval
+        if a is None or a.request_id != event.request_id:
+            return
+        decision = str(event.decision) if event.decision is not None else ""
+        shown = {"abort": "aborted the turn", "deny": "denied", "": "withdrawn"}.get(
+            decision, LABELS.get(decision, decision))
+        self.say(f"  → {shown}" + (f" (by {event.by})" if event.by else ""),
+                 "green" if decision in APPROVING else "yellow")
+        self.approval = self.feedback_for = None
+
     async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool:
         """Close the current session (if any) and open another; False (and said why) if it failed."""
-        from auger.frontends.tui.feed import Feed
         from auger.frontends.tui.sessions import OpenError
 
         if self.busy:
@@ -428,20 +456,44 @@ class Tui:
             return False
         await self.close_session()
         try:
-            session = await self.sessions.open(resume=resume, fork=fork)
+            feed = await self.sessions.open(resume=resume, fork=fork)
         except OpenError as exc:
             self.say(f"✗ {exc}", "red")
             if self.feed is None and not (resume or fork):
                 raise
             return False
-        self.feed = Feed(session)
-        self.renderer = Renderer(self.width)
-        self.pump = asyncio.create_task(self.events(self.feed))
-        await asyncio.sleep(0)
+        self.follow(feed)
+        await asyncio.sleep(0)  # the pump subscribes before anything is sent
         return True
+
+    def follow(self, feed: Feed) -> None:
+        """Show `feed`'s session from now on (its events drawn by a task of their own)."""
+        from auger.frontends.tui.feed import LocalFeed
+
+        self.seen_seq = 0
+        self.renderer = Renderer(self.width)
+        if isinstance(feed, LocalFeed):
+            from auger.frontends.tui.handoff import start_relay
+
+            self.relay = start_relay(self, feed)
+        self.feed = feed
+        self.pump = asyncio.create_task(self.events(feed))
+
+    async def stop_following(self) -> None:
+        """Stop drawing the session's events (`seen_seq` is the last one drawn), to go on from there."""
+        if self.pump is not None:
+            self.pump.cancel()
+            await asyncio.gather(self.pump, return_exceptions=True)
+
+    def continue_with(self, feed: Feed, sessions: Sessions) -> None:
+        """The same session, now from another feed (handed to a server): drawn on from where it stopped."""
+        self.feed, self.sessions, self.relay = feed, sessions, None
+        self.pump = asyncio.create_task(self.events(feed))
+        self.redraw()
 
     async def close_session(self) -> None:
         if self.feed is not None:
+            self.last_id = self.feed.id
             self.feed.shutdown()
             if self.pump is not None:
                 await self.pump
@@ -599,10 +651,20 @@ class Tui:
                 await asyncio.gather(worker, return_exceptions=True)
                 await self.close_session()
                 await self.sessions.aclose()
+                if self.handing is not None and not self.handing.done():
+                    self.say("the turn still runs in this process: waiting for it to end, then the server goes on "
+                             "with it (ctrl-c stops it here)", "yellow")
+                    await self.handing
         sys.stdout.write(FOCUS_OFF)
         if self.renderer.model:
-            sys.stdout.write(Ansi(self.width).styled("auger: session saved; continue it with `auger resume --last`",
-                                                     "dim"))
+            sys.stdout.write(Ansi(self.width).styled(self.farewell(), "dim"))
+
+    def farewell(self) -> str:
+        """The last line: how to come back to the session just left."""
+        where, short = self.sessions.where, self.last_id[:8]
+        if not where:
+            return "auger: session saved; continue it with `auger resume --last`"
+        return f"auger: detached; session {short} goes on in {where} (`auger attach {short} --connect {where}`)"
 
 
 def _focus_reports_are_keys() -> None:

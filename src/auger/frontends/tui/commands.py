@@ -3,42 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from auger.frontends.tui.view import Tui
 
 if TYPE_CHECKING:
     from auger.frontends.tui.feed import Feed
-    from auger.frontends.tui.render import Renderer
-    from auger.frontends.tui.sessions import Sessions
 
-
-class Tui(Protocol):
-    """What a command may use of the terminal UI (app.Tui; named here so the app can import this module)."""
-
-    feed: Feed | None
-    sessions: Sessions
-    renderer: Renderer
-    busy: bool
-    after_turn: list[tuple[str, Callable[[], None]]]
-    branch: str
-    root: Path
-    picking: list | None
-    done: bool
-    ps: Any
-
-    def say(self, text: str, style: str = "cyan") -> None: ...
-
-    def out(self, text: str) -> None: ...
-
-    def redraw(self) -> None: ...
-
-    async def switch(self, *, resume: str | None = None, fork: str | None = None) -> bool: ...
-
-    async def send_initial(self) -> None: ...
-
-    async def choose(self, question: str, options: list[tuple[str, str]]) -> str | None: ...
-
-    async def edit(self, path: Path) -> int: ...
 
 Handler = Callable[["Tui", str], Awaitable[None]]
 COMMANDS: dict[str, tuple[str, Handler]] = {}
@@ -72,10 +43,14 @@ def _open(tui: Tui) -> Feed:
 
 
 async def run_command(tui: Tui, line: str) -> None:
+    from auger.frontends.tui.feed import NotHere
+
     try:
         await _run_command(tui, line)
     except _NoSession:
         tui.say(f"{line.split()[0]} needs the session, which is not open yet", "yellow")
+    except NotHere as exc:
+        tui.say(f"{line.split()[0]}: {exc}", "yellow")
 
 
 async def _run_command(tui: Tui, line: str) -> None:
@@ -519,11 +494,27 @@ async def _cd(tui: Tui, arg: str) -> None:
     _after_turn(tui, f"/cd {arg}", lambda: feed.set_turn_context(cwd=target))
 
 
-@command("quit", "leave (the session is saved)")
+@command("quit", "leave (the session is saved; a server's goes on running there)")
 async def _quit(tui: Tui, arg: str) -> None:
     tui.done = True
     if tui.ps.app.is_running:
         tui.ps.app.exit(exception=EOFError())
+
+
+@command("handoff", "move this session into the auger serve on its store (or /handoff URL) and follow it there")
+async def _handoff(tui: Tui, arg: str) -> None:
+    from auger.frontends.tui.handoff import hand_off
+
+    await hand_off(tui, arg.strip() or None)
+
+
+@command("detach", "leave a server's session running there (as Ctrl-D does)")
+async def _detach(tui: Tui, arg: str) -> None:
+    if not tui.sessions.where:
+        tui.say("this session runs in this terminal: /handoff moves it into a server first, then /detach "
+                "leaves it running there", "yellow")
+        return
+    await _quit(tui, arg)
 
 
 # -- the session picker ----------------------------------------------------------------
@@ -532,18 +523,21 @@ def _session_rows(records, tui: Tui) -> list[str]:
     for i, r in enumerate(records, 1):
         current = " (this one)" if tui.feed is not None and r.id == _open(tui).id else ""
         when = time.strftime("%m-%d %H:%M", time.localtime(r.updated))
-        rows.append(f"  {i:>2}. {r.id[:8]}  {when}  {(r.title or '(untitled)')[:50]}{current}")
+        running = " (running)" if r.running else ""
+        rows.append(f"  {i:>2}. {r.id[:8]}  {when}  {(r.title or '(untitled)')[:50]}{running}{current}")
     return rows
 
 
 async def offer_sessions(tui: Tui) -> bool:
     """Print the picker; True when there was something to pick (the answer comes as the next input)."""
     records = await tui.sessions.recent(10)
+    where = tui.sessions.where
     if not records:
-        tui.say("no stored sessions in this project")
+        tui.say(f"no sessions in {where}" if where else "no stored sessions in this project")
         return False
     tui.picking = records
-    tui.say("recent sessions in this project:\n" + "\n".join(_session_rows(records, tui)))
+    tui.say((f"sessions in {where} (running first):\n" if where else "recent sessions in this project:\n")
+            + "\n".join(_session_rows(records, tui)))
     tui.redraw()
     return True
 

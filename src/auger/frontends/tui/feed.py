@@ -1,14 +1,17 @@
-"""The terminal UI's one seam to the engine: how it follows a session's events and sends it ops.
+"""The terminal UI's one seam to a session: how it follows a session's events and sends it ops.
 
-Everything the TUI knows about the Session object's API lives here, so moving to another event API
-(e.g. a subscription with sequence numbers) changes this module and nothing else.
+`Feed` is what the UI needs of a session, wherever it runs. `LocalFeed` is a session in this process
+(everything the TUI knows of the engine's Session API lives here); `tui/remote.py` has the other, a
+session in `auger serve` followed through the public client. What only the session's own machine can
+answer (its instruction files, its sub-agents' runs, its MCP servers' state) a remote feed refuses with
+`NotHere`, which a command says in one line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Protocol
 
 from auger.protocol import events as ev
 from auger.protocol.vocab import ApprovalOption, Mode
@@ -23,7 +26,13 @@ if TYPE_CHECKING:
     from auger.context.memory import InstructionFile
     from auger.engine.session import Session
     from auger.engine.subagent_host import AgentRun
+    from auger.protocol.envelope import Envelope
     from auger.tools.mcp_servers import ServerStatus
+
+
+class NotHere(Exception):
+    """What a command asked for can only be had on the machine where the session runs; the message says so
+    in one line."""
 
 
 @dataclass(frozen=True)
@@ -52,21 +61,87 @@ class Approval:
                    d.subject, str(d.effect), d.reason, d.diff or "", tuple(d.findings), d.writable_root or "")
 
 
-class Feed:
-    """One open session as the TUI drives it."""
+class Feed(Protocol):
+    """One open session as the TUI drives it: here (`LocalFeed`) or in a server (`remote.RemoteFeed`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def where(self) -> str:
+        """"" for a session in this process; the server's URL for one in `auger serve`."""
+    @property
+    def replayed(self) -> int:
+        """The seq up to which the events are history the UI is shown again (0: none): no notification for
+        them."""
+    @property
+    def model(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def cwd(self) -> str: ...
+    @property
+    def turn_running(self) -> bool: ...
+    @property
+    def effort(self) -> str | None: ...
+    @property
+    def backend(self) -> str: ...
+
+    def events(self) -> AsyncIterator[Envelope]:
+        """The session's envelopes in order, each once, until it shuts down (a local one) or the UI leaves
+        it (a remote one)."""
+    async def prompt_of(self, envelope: Envelope) -> str | None:
+        """The user's message that started the turn `envelope` (a `turn_started`) announces, when another
+        client sent it (this UI shows what it sent itself); None otherwise."""
+    def memory_files(self) -> list[InstructionFile]: ...
+    def note_targets(self) -> list[tuple[str, str, Path, str]]: ...
+    def skills(self) -> list[tuple[str, str]]: ...
+    def prompts(self) -> list[tuple[str, str]]: ...
+    def agents(self) -> tuple[list[AgentDef], list[AgentRun]]: ...
+    def running_agents(self) -> int: ...
+    def live_processes(self) -> int: ...
+    def backends(self) -> list[BackendStatus]: ...
+    async def pending_lines(self) -> list[str] | None: ...
+    def mcp_servers(self) -> list[ServerStatus]: ...
+    def usage(self) -> tuple[int, float | None]: ...
+    def send(self, text: str, images: list[str] | None = None, skills: list[str] | None = None) -> None: ...
+    def interrupt(self) -> None: ...
+    def cancel_agents(self, ids: list[str]) -> None: ...
+    def decide(self, request_id: str, decision: str, feedback: str | None = None) -> None: ...
+    def set_mode(self, mode: str) -> None: ...
+    def set_model(self, model: str, provider: str | None = None) -> None: ...
+    def set_turn_context(self, *, effort: str | None = None, cwd: str | None = None) -> None: ...
+    def set_backend(self, name: str) -> None: ...
+    def compact(self) -> None: ...
+    def rollback(self, turns: int) -> None: ...
+    def undo(self, *, redo: bool = False, force: bool = False) -> None: ...
+    def pending(self, action: str, paths: list[str]) -> None: ...
+    def add_mcp_server(self, name: str, table: dict) -> None: ...
+    def remove_mcp_server(self, name: str) -> None: ...
+    def run_shell(self, command: str) -> None: ...
+    def shutdown(self) -> None:
+        """Leave the session: a local one is shut down; a remote one keeps running in its server."""
+    async def closed(self) -> None:
+        """Once left: wait until it is stored and its observers have seen its end (local), or the
+        connection is closed (remote)."""
+
+
+class LocalFeed:
+    """A session in this process."""
+
+    where = ""
+    replayed = 0
 
     def __init__(self, session: Session) -> None:
         self.session = session
 
     # -- reading ---------------------------------------------------------------------
-    async def events(self) -> AsyncIterator[tuple[ev.Event, str | None]]:
-        """(event, parent call id): None for the session's own events, the spawn call's id for a
-        sub-agent's (whose turn start is left out: it is not this session's turn; its end says whether it
-        was cut short)."""
-        async for envelope in self.session.subscribe():
-            if envelope.parent_call_id and isinstance(envelope.event, ev.TurnStarted):
-                continue
-            yield envelope.event, envelope.parent_call_id
+    def events(self) -> AsyncIterator[Envelope]:
+        return self.session.subscribe()
+
+    async def prompt_of(self, envelope: Envelope) -> str | None:
+        return None  # only this UI sends it prompts
 
     @property
     def id(self) -> str:

@@ -1,20 +1,21 @@
-"""Opening, switching and closing the TUI's sessions: new, resumed, forked, each claimed in the store
-so no other auger process runs the same session at once."""
+"""Opening, switching and closing the TUI's sessions. `Sessions` is what the UI needs, wherever the
+sessions live; `LocalSessions` are this machine's store's — new, resumed, forked, each claimed in the
+store so no other auger process runs the same session at once. (A server's are in tui/remote.py.)"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
     from auger.config import Config
     from auger.changes.review_change import Change, ReviewTarget
     from auger.engine.init_doc import InitDraft
     from auger.engine.review import ReviewResult
+    from auger.frontends.tui.feed import Feed
     from auger.protocol.envelope import Envelope
-    from auger.engine.session import Session
     from auger.engine.sessions import SessionManager
-    from auger.store.base import SessionRecord
     from auger.store.base import Store
 
 
@@ -22,7 +23,42 @@ class OpenError(Exception):
     """A one-line reason a session could not be opened."""
 
 
-class Sessions:
+@dataclass(frozen=True)
+class Listed:
+    """A session as the picker lists it."""
+
+    id: str
+    title: str
+    updated: float
+    running: bool = False  # a turn runs in it now (a server's sessions say so)
+
+
+class Sessions(Protocol):
+    """Where the UI's sessions come from: listed, found by an id prefix, opened as a Feed."""
+
+    config: Config
+    root: str
+
+    @property
+    def where(self) -> str:
+        """"" for this machine's store; the server's URL for a server's sessions."""
+    async def recent(self, limit: int = 10) -> list[Listed]: ...
+    async def find(self, prefix: str) -> Listed: ...
+    async def open(self, *, resume: str | None = None, fork: str | None = None) -> Feed:
+        """A new session, or `resume`/`fork` of a stored one (a full id); OpenError says why not."""
+    async def review(self, target: ReviewTarget, instructions: str,
+                     on_envelope: Callable[[Envelope], None]) -> tuple[Change, ReviewResult] | str: ...
+    async def draft_agents_md(self, on_envelope: Callable[[Envelope], None]) -> InitDraft | str: ...
+    async def release(self) -> None:
+        """Let go of the session the last `open` gave (its lease, here)."""
+    async def aclose(self) -> None: ...
+
+
+class LocalSessions:
+    """The sessions of this machine's store, run in this process."""
+
+    where = ""
+
     def __init__(self, config: Config, root: str, db_path: str | None) -> None:
         self.config = config
         self.root = root
@@ -50,23 +86,24 @@ class Sessions:
         assert self._store is not None, "opened by _ensure"
         return self._store
 
-    async def recent(self, limit: int = 10) -> list[SessionRecord]:
+    async def recent(self, limit: int = 10) -> list[Listed]:
         """The latest sessions recorded in this project directory, newest first."""
         manager = await self._ensure()
-        return await manager.list(limit)
+        return [Listed(r.id, r.title, r.updated) for r in await manager.list(limit)]
 
-    async def find(self, prefix: str) -> SessionRecord:
+    async def find(self, prefix: str) -> Listed:
         await self._ensure()
         found = await self._opened_store().find_sessions(prefix)
         if len(found) != 1:
             raise OpenError(f"no stored session matches '{prefix}'" if not found else
                             f"'{prefix}' matches {len(found)} sessions; give more of the id")
-        return found[0]
+        return Listed(found[0].id, found[0].title, found[0].updated)
 
-    async def open(self, *, resume: str | None = None, fork: str | None = None) -> Session:
+    async def open(self, *, resume: str | None = None, fork: str | None = None) -> Feed:
         """A new session, or `resume`/`fork` of a stored one (a full id)."""
         from auger.engine.resume import ResumeRefused
         from auger.engine.sessions import SessionNotFound
+        from auger.frontends.tui.feed import LocalFeed
         from auger.models.registry import ProviderError, client_for
         from auger.store.sqlite import StoreError
 
@@ -75,7 +112,7 @@ class Sessions:
             if resume:
                 await self._claim(resume)
                 try:
-                    return await manager.resume(resume, interactive=True)
+                    return LocalFeed(await manager.resume(resume, interactive=True))
                 except BaseException:
                     await self.release()
                     raise
@@ -84,7 +121,7 @@ class Sessions:
             else:
                 session = await manager.create(client_for(self.config), interactive=True)
             await self._claim(session.id)
-            return session
+            return LocalFeed(session)
         except (ProviderError, ResumeRefused, SessionNotFound, StoreError, ValueError) as exc:
             raise OpenError(str(exc)) from None
 

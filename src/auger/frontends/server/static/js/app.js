@@ -10,7 +10,7 @@ import { handoff } from "./session.js";
 import { SettingsView } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { TasksView } from "./tasks.js";
-import { allowedModes, Bar, Composer, go, html, loadProviders, providers, route, serverInfo, shortPath } from "./ui.js";
+import { allowedModes, Bar, Composer, go, html, loadProviders, providers, route, serverInfo, shared, shortPath } from "./ui.js";
 
 /** Create a session and hand it its first prompt (sent once its page has loaded). */
 async function start(body, prompt) {
@@ -88,22 +88,24 @@ function App() {
   const [failure, setFailure] = useState("");
   useEffect(() => {
     api("/api/server").then((info) => { serverInfo.value = info; }).catch((e) => setFailure(e.status === 401
-      ? "This browser is not paired with the server. Open the pairing link `auger serve` printed (or make one on a paired device, under Settings)."
+      ? "This browser is not paired with the server (or the share link it was opened with was revoked or has expired). Open the pairing link `auger serve` printed (or make one on a paired device, under Settings)."
       : e.message));
   }, []);
   const r = route.value;
   const toggle = () => setMenu(!menu);
   const close = () => setMenu(false);
+  const share = shared();
   let view;
   if (failure) view = html`<section class="page"><${Bar} onMenu=${toggle} title="auger" /><div class="empty">${failure}</div></section>`;
   else if (!serverInfo.value) view = null; // who this is (their role) decides what each page offers
+  else if (share) view = html`<${ChatView} key=${share.session} id=${share.session} onMenu=${null} />`; // the one it shows
   else if (r.view === "session") view = html`<${ChatView} key=${r.id} id=${r.id} onMenu=${toggle} />`;
   else if (r.view === "settings") view = html`<${SettingsView} onMenu=${toggle} />`;
   else if (r.view === "tasks") view = html`<${TasksView} onMenu=${toggle} />`;
   else if (r.view === "new") view = html`<${NewSession} onMenu=${toggle} />`;
   else view = html`<${Home} onMenu=${toggle} />`;
-  return html`<div class="app">
-    ${failure ? null : html`<${Sidebar} open=${menu} onClose=${close} />`}
+  return html`<div class=${share ? "app alone" : "app"}>
+    ${failure || share ? null : html`<${Sidebar} open=${menu} onClose=${close} />`}
     ${menu ? html`<div class="scrim" onClick=${close}></div>` : null}
     <main>${view}</main>
   </div>`;

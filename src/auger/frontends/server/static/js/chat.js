@@ -3,16 +3,18 @@
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "../vendor/hooks.mjs";
 import { Entry } from "./entries.js";
+import { ask, permission } from "./notify.js";
 import { SessionController } from "./session.js";
-import { allowedModes, Bar, Composer, html, loadProviders, money, providers, serverInfo, shortPath, Spinner } from "./ui.js";
+import { ShareDialog } from "./share.js";
+import { allowedModes, Bar, Composer, html, loadProviders, may, money, providers, serverInfo, shared, shortPath, Spinner } from "./ui.js";
 
 // -- the view ------------------------------------------------------------------------------------------
 // What an entry may offer, given where it stands: one shared object per combination, so an entry whose
 // flags did not change is not drawn again.
 const flagCache = new Map();
-function flags(canEdit, last, idle, closing) {
-  const key = `${canEdit}${last}${idle}${closing}`;
-  if (!flagCache.has(key)) flagCache.set(key, { canEdit, last, idle, closing });
+function flags(canEdit, last, idle, closing, member) {
+  const key = `${canEdit}${last}${idle}${closing}${member}`;
+  if (!flagCache.has(key)) flagCache.set(key, { canEdit, last, idle, closing, member });
   return flagCache.get(key);
 }
 
@@ -78,6 +80,7 @@ export function ChatView({ id, onMenu }) {
 
   const entries = session.t.entries;
   const idle = !info.running;
+  const member = may("member"); // a viewer, or a share link, reads and follows; it sends nothing
   let lastAgent = -1;
   for (let i = entries.length - 1; i >= 0; i--) {
     if (entries[i].kind === "user") break;
@@ -89,29 +92,43 @@ export function ChatView({ id, onMenu }) {
       <div class="transcript">
         <div ref=${sentinel} class="older">${session.t.nextBefore != null ? html`<${Spinner} />` : entries.length ? html`<span>Start of the session</span>` : null}</div>
         ${entries.map((entry, i) => html`<${Entry} key=${entry.key} entry=${entry} v=${entry.v} actions=${session}
-          flags=${flags(entry.kind === "user" && Boolean(entry.turn || entry.seq), i === lastAgent, idle, closing(entries, i))} />`)}
+          flags=${flags(member && entry.kind === "user" && Boolean(entry.turn || entry.seq), member && i === lastAgent, idle,
+            closing(entries, i), member)} />`)}
         ${!entries.length && idle ? html`<div class="empty">Nothing here yet. Ask something below.</div>` : null}
         ${info.running ? html`<div class="working"><${Spinner} /> ${info.retrying
           || (entries.some((e) => e.kind === "approval" && !e.resolved) ? "Waiting for an answer" : "Working…")}</div>` : null}
       </div>
     </div>
-    ${info.pendingChanges ? html`<${Pending} session=${session} />` : null}
+    ${info.pendingChanges && member ? html`<${Pending} session=${session} />` : null}
     ${session.error.value ? html`<div class="error bar" role="alert">${session.error.value}
       <button class="link" onClick=${() => { session.error.value = ""; }}>Dismiss</button></div>` : null}
-    <${Composer} onSend=${(text) => { stick.current = true; return session.send(text); }}
-      running=${Boolean(info.running)} onStop=${() => session.interrupt()} />
+    ${session.ended.value ? html`<div class="error bar" role="alert" data-role="ended">This view has ended: ${
+      session.ended.value.replace(/^access revoked: /, "")}.</div>` : null}
+    ${member ? html`<${Composer} onSend=${(text) => { stick.current = true; return session.send(text); }}
+      running=${Boolean(info.running)} onStop=${() => session.interrupt()} />`
+      : html`<div class="read-only" data-role="read-only">${shared()
+        ? `A read-only view of this session, shared with you until ${new Date(shared().expires * 1000).toLocaleString()}.`
+        : "You can follow this session; your role does not let you send to it."}</div>`}
   </section>`;
 }
 
 function Header({ session, info, onMenu }) {
   const status = session.status.value;
   const [open, setOpen] = useState(false);
+  const [sharing, setSharing] = useState(false);
   const modes = allowedModes(serverInfo.value?.mode || "safe");
+  const member = may("member");
   return html`<${Bar} onMenu=${onMenu} title=${html`<span class="title-text">${info.title || "New session"}</span>
       <span class="sub">${shortPath(info.cwd)}${info.created_by
         ? html` · <span class="creator" title="who started it">${info.created_by}</span>` : null}</span>`}>
     <span class=${`dot ${status}`} title=${`events: ${status}`}></span>
-    <button class="icon" aria-label="Session settings" aria-expanded=${open} onClick=${() => setOpen(!open)}>⋯</button>
+    ${permission.value === "default" ? html`<button class="icon" data-role="notify" onClick=${() => ask()}
+      title="Notify me when this session needs an answer or finishes a turn" aria-label="Notify me">🔔</button>` : null}
+    ${member ? html`<button class="small ghost" data-role="share" aria-expanded=${sharing} onClick=${() => setSharing(!sharing)}
+      title="A read-only link to this session">Share</button>` : null}
+    ${sharing ? html`<div class="backdrop" onClick=${() => setSharing(false)}></div>
+      <${ShareDialog} sessionId=${session.id} />` : null}
+    ${member ? html`<button class="icon" aria-label="Session settings" aria-expanded=${open} onClick=${() => setOpen(!open)}>⋯</button>` : null}
     ${open ? html`<div class="backdrop" onClick=${() => setOpen(false)}></div>` : null}
     ${open ? html`<div class="popover">
       <label>Mode

@@ -214,7 +214,7 @@ function TurnDiff({ entry, actions, flags }) {
   return html`<div class="card diff-card ${entry.undone ? "undone" : ""}">
     <div class="card-title row">
       <span>${entry.files.length} file${entry.files.length === 1 ? "" : "s"} changed <span class="add">+${added}</span> <span class="del">−${removed}</span>${entry.undone ? " — undone" : ""}</span>
-      ${flags.idle && entry.turn ? html`<button class="small" onClick=${() => actions.undo(entry, entry.undone)}>${entry.undone ? "Redo" : "Undo"}</button>` : null}
+      ${flags.idle && flags.member && entry.turn ? html`<button class="small" onClick=${() => actions.undo(entry, entry.undone)}>${entry.undone ? "Redo" : "Undo"}</button>` : null}
     </div>
     ${entry.files.map((f) => html`<details class="file">
       <summary><span class="kind">${f.kind}</span> <span class="path">${f.path}</span>

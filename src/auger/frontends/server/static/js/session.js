@@ -7,6 +7,7 @@
 
 import { signal } from "../vendor/signals.mjs";
 import { api, ApiError, sessionPath, submissionId, submit } from "./api.js";
+import { tell } from "./notify.js";
 import { Follower } from "./stream.js";
 import { Transcript } from "./transcript.js";
 import { go } from "./ui.js";
@@ -24,6 +25,8 @@ export class SessionController {
     this.tick = signal(0);
     this.info = signal(null); // the snapshot's record and state, kept current by the envelopes
     this.status = signal("connecting");
+    this.ended = signal(""); // why the server ended this page's stream for good (a revoked or expired share)
+    this.liveFrom = Infinity; // events after this seq are news (those up to it were drawn as the page loaded)
     this.error = signal("");
     this.pendingFiles = signal(null);
     this.olderLoading = false;
@@ -42,6 +45,7 @@ export class SessionController {
       const handed = handoff.get(this.id);
       handoff.delete(this.id);
       this.t.lastSeq = handed ? 0 : startedAt ? startedAt - 1 : snap.state.last_seq;
+      this.liveFrom = snap.state.last_seq;
       this.t.prepend(page, { liveTurn: live });
       if (!live) this.t.waiting(snap.state.pending_approvals);
       this.redraw();
@@ -49,7 +53,7 @@ export class SessionController {
         url: () => sessionPath(this.id, `/events?after_seq=${this.t.lastSeq}`),
         onEvent: (e) => this.t.apply(e),
         onState: (s) => this.onState(s),
-        onStatus: (s) => { this.status.value = s; },
+        onStatus: (s, reason) => { this.status.value = s; if (s === "ended") this.ended.value = reason; },
       });
       this.follower.open();
       if (snap.state.pending_changes) this.loadPending();
@@ -85,6 +89,7 @@ export class SessionController {
   /** What the session-level parts of the page learn from an envelope. */
   follow(e) {
     const info = this.info.value;
+    if (info && e.seq > this.liveFrom) this.notify(e, info);
     if (!info || e.parent_call_id) return;
     const set = (fields) => { this.info.value = { ...this.info.value, ...fields }; };
     switch (e.type) {
@@ -102,6 +107,17 @@ export class SessionController {
       default: break;
     }
     if (this.t.missingUser.has(e.turn_id) && e.type !== "turn_started" && !this.filling) this.fillUsers();
+  }
+
+  /** A browser notification when the session needs its people (an approval waits) or a turn ends, while the
+   * page is not looked at (notify.js decides). */
+  notify(e, info) {
+    const name = info.title || "auger";
+    if (e.type === "approval_request") tell(`Approval needed: ${name}`, e.message, `approval-${e.request_id}`, this.id);
+    else if (e.type === "turn_ended" && !e.parent_call_id) {
+      const how = e.reason === "complete" ? "finished" : e.reason === "cancelled" ? "was interrupted" : "failed";
+      tell(`${name}: the turn ${how}`, e.message || "", `turn-${this.id}`, this.id);
+    }
   }
 
   async fillUsers() {

@@ -18,7 +18,8 @@ for (const [target, type] of [[document, "visibilitychange"], [window, "online"]
 export class Follower {
   /**
    * url(): where to connect now; onEvent(data): a numbered or unnumbered data event; onState(data): the
-   * `state` event; onStatus(text): "connecting" | "live" | "reconnecting" | "offline"; onReopen(): called
+   * `state` event; onStatus(text, reason): "connecting" | "live" | "reconnecting" | "offline", or "ended" (with
+   * the server's reason: this user or share link lost access; the stream is not opened again); onReopen(): called
    * after a reopen that had no cursor to resume from (the owner reloads what it shows).
    */
   constructor({ url, onEvent, onState = () => {}, onStatus = () => {}, onReopen = null }) {
@@ -37,7 +38,15 @@ export class Follower {
     source.onopen = () => { this.failures = 0; this.onStatus("live"); };
     source.onmessage = (message) => this.onEvent(parse(message.data));
     source.addEventListener("state", (message) => this.onState(parse(message.data)));
-    source.addEventListener("closing", () => this.onStatus("reconnecting"));
+    source.addEventListener("closing", (message) => {
+      const reason = parse(message.data)?.reason || "";
+      if (reason.startsWith("access revoked")) { // the credential opens nothing any more: stop here, say why
+        this.close();
+        this.onStatus("ended", reason);
+      } else {
+        this.onStatus("reconnecting");
+      }
+    });
     source.onerror = () => {
       if (source !== this.source) return;
       if (source.readyState === EventSource.CLOSED) { // refused (an HTTP error): try again, more slowly each time

@@ -38,6 +38,10 @@ export function may(role) {
   return mine ? ROLES.indexOf(mine) >= ROLES.indexOf(role) : false;
 }
 
+/** The share link this page was opened with ({session, expires}), or null: then it shows that one session,
+ * read-only, and nothing else. */
+export const shared = () => serverInfo.value?.share || null;
+
 /** Providers and agents, as /api/providers lists them (shared with the settings page). */
 export const providers = signal(null);
 
@@ -80,7 +84,7 @@ export function Spinner() {
 
 export function Bar({ onMenu, title, children }) {
   return html`<header class="bar">
-    <button class="icon menu" onClick=${onMenu} aria-label="Sessions">☰</button>
+    ${onMenu ? html`<button class="icon menu" onClick=${onMenu} aria-label="Sessions">☰</button>` : null}
     <div class="bar-title">${title}</div>
     ${children}
   </header>`;
