@@ -284,16 +284,18 @@ class SessionSandbox:
             raise SandboxGone(f"the session sandbox is not running ({exc.strerror or exc})") from None
 
     async def run(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                  readonly: bool, writable: tuple[str, ...] = (), tty: bool = False) -> SupervisedProcess:
+                  readonly: bool, writable: tuple[str, ...] = (), tty: bool = False,
+                  offline: bool = False) -> SupervisedProcess:
         """Start a command in the sandbox with the given stdin/stdout/stderr fds (the caller keeps its copies);
-        `tty`: stdin is a pseudo-terminal, made the controlling terminal of the command's session."""
+        `tty`: stdin is a pseudo-terminal, made the controlling terminal of the command's session; `offline`:
+        in a network namespace of its own (bubblewrap only: the supervisor can make one there)."""
         await self.ready()
         self._next += 1
         request_id = self._next
         future = asyncio.get_running_loop().create_future()
         self._started[request_id] = future
         self._send({"op": "run", "id": request_id, "argv": argv, "cwd": str(cwd), "env": env,
-                    "readonly": readonly, "writable": list(writable), "tty": tty}, stdio)
+                    "readonly": readonly, "writable": list(writable), "tty": tty, "offline": offline}, stdio)
         return await future
 
     async def left_running(self) -> int:

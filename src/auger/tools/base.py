@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, Sequence
 
 from auger.policy.types import Classification, Effect
+from auger.protocol.events import Diagnostic
 
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
@@ -41,6 +42,8 @@ class ToolResult:
     events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
     sandbox_denial: str | None = None  # why the sandbox blocked the command, when it did (the runtime may ask)
     images: list[str] = field(default_factory=list)  # data URLs for the model, sent after the output (engine/turn.py)
+    # what the language servers found this call's change introduced (protocol Diagnostics; the output says it too)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
 class OutputArchive(Protocol):
@@ -181,7 +184,7 @@ class CommandSandbox(Protocol):
     """Confines a command (see auger.policy.confinement.Confinement)."""
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str, mode: str | None = None, tty: bool = False) -> Any: ...
+                    effect: str, mode: str | None = None, tty: bool = False, offline: bool = False) -> Any: ...
 
     def open_log(self) -> tuple[int, Path]: ...
 
