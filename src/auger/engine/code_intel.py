@@ -101,7 +101,7 @@ class SessionCodeIntel:
         late = self._diagnostics.late() if self._diagnostics is not None else None
         texts = [render(report) if report is not None else "", render(late, late=True) if late is not None else ""]
         text = "\n".join(t for t in texts if t)
-        if text:
+        if text:  # it begins "Diagnostics": front ends that show `diagnostics` apart find it (DIAGNOSTICS_MARK)
             result.output = f"{result.output.rstrip()}\n\n{text}"
         for found in (report, late):
             if found is not None:

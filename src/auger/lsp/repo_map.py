@@ -4,13 +4,15 @@ As Aider's repository map does: each file's definitions come from tree-sitter (l
 uses from its identifiers; a file that uses a name another file defines points to it, weighted by how
 often (square root), by how few files define the name (a name defined everywhere says little) and down for
 private names (`_x`); PageRank over those links, biased toward the `focus` files and names, ranks the
-files, and each file's rank flows to the definitions its users use. The map is the largest prefix of the
+files, and each file's rank flows to the definitions its users use. The focus's own definitions (of its
+files, of its names) come first, then what they use, by rank. The map is the largest prefix of the
 definitions by rank that fits the budget (binary search), shown file by file: each definition's line, with
 its line number.
 
 The index (per file: size, modification time, definitions, names used) is kept in auger's cache dir, one
-file per project, so a later session reads only what changed since — per commit and per edit alike: a file
-is parsed again when its size or time changed, dropped when it is gone. Files larger than MAX_FILE are
+file per project, with the ranking made from it, so a later session reads only what changed since — per
+commit and per edit alike: a file is parsed again when its size or time changed, dropped when it is gone,
+and the ranking is made again only when something did. Files larger than MAX_FILE are
 left out (generated code, data). Names used are read with a regular expression rather than the parse tree:
 ten times faster, and a word in a comment that happens to name a definition moves a rank a little, which a
 map can afford.
@@ -20,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import json
 import math
 import os
 import re
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +40,10 @@ MAX_FILES = 20_000
 CACHE_VERSION = 1
 BYTES_PER_TOKEN = 4  # as engine/tokens.py estimates
 _NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_DAMPING, _ROUNDS = 0.85, 30
+_DAMPING, _ROUNDS, _SETTLED = 0.85, 40, 1e-6
 MIN_NAME = 3  # shorter names link nothing (loop variables, minified code)
+MAX_DEFINERS = 12  # a name more files than this define links nothing either
+MAX_LINKS = 32  # a file's strongest links to the files it uses are kept (PageRank's cost is their number)
 MINIFIED = 300  # characters per line on average: generated or minified, left out
 _FAMILIES = {"typescript": "js", "tsx": "js", "javascript": "js", "c": "c", "cpp": "c"}  # files that import each other
 
@@ -75,6 +80,7 @@ class RepoMap:
         self.cache = cache_dir / f"{hashlib.sha256(str(root).encode()).hexdigest()[:24]}.json"
         self._files: dict[str, list[Any]] | None = None  # rel -> [mtime_ns, size, definitions, names used]
         self._lock = asyncio.Lock()
+        self._ranked: dict[Focus, list[tuple[str, str, int, str]]] = {}  # while the index is unchanged
         self.parsed = 0  # files parsed at the last update (for the benchmark and tests)
 
     @property
@@ -87,24 +93,26 @@ class RepoMap:
             return await asyncio.to_thread(self._render, budget, focus)
 
     def _render(self, budget: int, focus: Focus) -> str:
-        self._update()
-        assert self._files is not None
-        ranked = rank(self._files, focus)
+        if self._update():
+            self._ranked.clear()
+        files = self.files
+        if focus not in self._ranked:
+            self._ranked[focus] = rank(files, focus)
+            if focus == Focus():
+                self._save()  # the ranking too: a later session with nothing changed reads it
+        ranked = self._ranked[focus]
         if not ranked:
             return "No source files with definitions were found in the project."
-        low, high = 0, len(ranked)
-        while low < high:  # the most definitions whose map fits
-            middle = (low + high + 1) // 2
-            if _tokens(_show(ranked[:middle], self._files, len(ranked))) <= budget:
-                low = middle
-            else:
-                high = middle - 1
-        if low == 0:
+        count = _fitting(ranked, budget, len(files))
+        while count and _tokens(_show(ranked[:count], files, len(ranked))) > budget:
+            count -= 1  # the estimate's rounding, rarely more than a step
+        if count == 0:
             return f"The budget of {budget} tokens holds no entry of the map; ask for more."
-        return _show(ranked[:low], self._files, len(ranked))
+        return _show(ranked[:count], files, len(ranked))
 
-    def _update(self) -> None:
-        """Bring the index up to date with the tree: parse what changed, drop what is gone, save."""
+    def _update(self) -> bool:
+        """Bring the index up to date with the tree: parse what changed, drop what is gone, save; whether
+        anything changed."""
         from auger.lsp.tags import GRAMMARS, tags
 
         if self._files is None:
@@ -128,7 +136,7 @@ class RepoMap:
             text = read_text(self.root, rel)
             if text is None or len(text) > MINIFIED * (text.count("\n") + 1):
                 continue
-            found = tags(rel, text)
+            found = tags(rel, text, references=False)
             if found is None:
                 continue
             files[rel] = [info.st_mtime_ns, info.st_size, [[d.name, d.kind, d.line, d.text] for d in found.definitions],
@@ -142,6 +150,7 @@ class RepoMap:
                 changed = True
         if changed:
             self._save()
+        return changed
 
     def _load(self) -> dict[str, list[Any]]:
         try:
@@ -151,7 +160,16 @@ class RepoMap:
         if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or data.get("root") != str(self.root):
             return {}
         files = data.get("files")
-        return files if isinstance(files, dict) else {}
+        if not isinstance(files, dict):
+            return {}
+        ranked = data.get("ranked")
+        if isinstance(ranked, list) and data.get("of") == _fingerprint(files):
+            try:
+                self._ranked[Focus()] = [(str(rel), str(name), int(line), str(text))
+                                         for rel, name, line, text in ranked]
+            except (TypeError, ValueError):  # not as auger writes it: ranked again
+                pass
+        return files
 
     def _save(self) -> None:
         """Write the index atomically (a temp file renamed over it); a cache that cannot be written is only
@@ -159,12 +177,22 @@ class RepoMap:
         try:
             self.cache.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=self.cache.parent, prefix=".repo-map-")
+            ranked = self._ranked.get(Focus())
+            data = {"version": CACHE_VERSION, "root": str(self.root), "files": self._files,
+                    **({"ranked": ranked, "of": _fingerprint(self.files)} if ranked is not None else {})}
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"version": CACHE_VERSION, "root": str(self.root), "files": self._files}, f,
-                          separators=(",", ":"))
+                json.dump(data, f, separators=(",", ":"))
             os.replace(name, self.cache)
         except OSError:
             pass
+
+
+def _fingerprint(files: dict[str, list[Any]]) -> str:
+    """Which index a ranking was made from: every file's path, time and size."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(f"{rel}\0{files[rel][0]}\0{files[rel][1]}\0".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
 
 
 def _names(text: str) -> dict[str, int]:
@@ -180,48 +208,54 @@ def rank(files: dict[str, list[Any]], focus: Focus = Focus()) -> list[tuple[str,
     from auger.lsp.tags import GRAMMARS
 
     family = {rel: _FAMILIES.get(GRAMMARS.get(os.path.splitext(rel)[1].lower(), ""), "") for rel in files}
-    definers: dict[tuple[str, str], set[str]] = defaultdict(set)  # (language family, name) -> files
+    definers: dict[tuple[str, str], list[str]] = defaultdict(list)  # (language family, name) -> files
     for rel, (_, _, definitions, _) in files.items():
-        for name, *_ in definitions:
+        for name in {d[0] for d in definitions}:
             if len(name) >= MIN_NAME:
-                definers[(family[rel], name)].add(rel)
+                definers[(family[rel], name)].append(rel)
+    for key in [key for key, rels in definers.items() if len(rels) > MAX_DEFINERS]:
+        del definers[key]  # `get`, `run`, `__init__`: defined everywhere, they link nothing in particular
     focused = {rel for rel in files if any(rel == p or rel.startswith(p.rstrip("/") + "/") for p in focus.paths)}
     focus_names = set(focus.names)
-    edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    uses: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)  # (definer, name) -> user -> weight
-    spreads: dict[tuple[str, str], int] = defaultdict(int)  # how many files use a defined name
+    used: dict[str, list[tuple[tuple[str, str], int]]] = {}  # file -> the defined names it uses, how often
+    spreads: Counter[tuple[str, str]] = Counter()  # how many files use a defined name
     for user, (_, _, _, names) in files.items():
-        for name in names:
-            if (family[user], name) in definers:
-                spreads[(family[user], name)] += 1
+        mine = [((family[user], name), count) for name, count in names.items() if (family[user], name) in definers]
+        used[user] = mine
+        spreads.update(key for key, _ in mine)
     spread = math.log(len(files) + 1)
-    for user, (_, _, _, names) in files.items():
-        for name, count in names.items():
-            targets = definers.get((family[user], name))
-            if not targets:
-                continue
-            # a name nearly every file uses (`name`, `TYPE_CHECKING`) says little about any one of them
-            rarity = math.log((len(files) + 1) / spreads[(family[user], name)]) / spread
-            weight = math.sqrt(count) * rarity * _weight(name, len(targets), name in focus_names)
-            for definer in targets:
-                if definer == user:
-                    continue
-                edges[user][definer] += weight
-                uses[(definer, name)][user] = weight
+    edges: dict[str, dict[str, float]] = {}  # user -> definer -> weight (a file's strongest links only)
+    uses: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)  # (definer, name) -> user -> weight
+    # what one use of a name says: a name nearly every file uses (`name`, `TYPE_CHECKING`) says little
+    factor = {key: math.log((len(files) + 1) / n) / spread * _weight(key[1], len(definers[key]), key[1] in focus_names)
+              for key, n in spreads.items()}
+    for user, mine in used.items():
+        links: dict[str, float] = defaultdict(float)
+        for key, count in mine:
+            weight = math.sqrt(count) * factor[key]
+            for definer in definers[key]:
+                links[definer] += weight
+        links.pop(user, None)
+        if not links:
+            continue
+        kept = edges[user] = dict(heapq.nlargest(MAX_LINKS, links.items(), key=lambda link: link[1]))
+        for key, count in mine:
+            for definer in definers[key]:
+                if definer in kept and definer != user:
+                    uses[(definer, key[1])][user] = math.sqrt(count) * factor[key]
     defining = {rel for (_, name), rels in definers.items() if name in focus_names for rel in rels}
     score = _pagerank(list(files), edges, focused | defining)
-    rated: list[tuple[float, str, str, int, str]] = []
+    rated: list[tuple[bool, float, str, str, int, str]] = []
     out_weight = {user: sum(targets.values()) for user, targets in edges.items()}
     for rel, (_, _, definitions, _) in files.items():
         for name, _kind, line, text in definitions:
             used_by = uses.get((rel, name), {})
-            value = sum(score[user] * w / out_weight[user] for user, w in used_by.items() if out_weight.get(user))
+            value = sum(score[user] * w / out_weight[user] for user, w in used_by.items())
             value += score[rel] * 1e-3  # a file's own rank orders what nobody uses yet
-            if name in focus_names or rel in focused:
-                value *= 10
-            rated.append((value, rel, name, line, text))
-    rated.sort(key=lambda r: (-r[0], r[1], r[3]))
-    return [(rel, name, line, text) for _, rel, name, line, text in rated]
+            # the focus itself first (its files' definitions, the names asked for), then by rank
+            rated.append((not (name in focus_names or rel in focused), -value, rel, name, line, text))
+    rated.sort(key=lambda r: (r[0], r[1], r[2], r[4]))
+    return [(rel, name, line, text) for _, _, rel, name, line, text in rated]
 
 
 def _weight(name: str, definers: int, focused: bool) -> float:
@@ -238,24 +272,35 @@ def _weight(name: str, definers: int, focused: bool) -> float:
 
 
 def _pagerank(nodes: list[str], edges: dict[str, dict[str, float]], personal: set[str]) -> dict[str, float]:
+    """PageRank with a personalization toward `personal` (every node alike when it is empty), until it
+    settles (or _ROUNDS rounds)."""
     if not nodes:
         return {}
-    base = {node: (1.0 if node in personal else 0.0) for node in nodes} if personal else {node: 1.0 for node in nodes}
-    total = sum(base.values())
-    base = {node: value / total for node, value in base.items()}
-    score = dict(base)
-    outgoing = {node: sum(targets.values()) for node, targets in edges.items()}
+    index = {node: i for i, node in enumerate(nodes)}
+    weights = [1.0 if not personal or node in personal else 0.0 for node in nodes]
+    total = sum(weights) or 1.0
+    base = [w / total for w in weights]
+    links = []
+    for node, targets in edges.items():
+        out = sum(targets.values())
+        if out > 0:
+            links.append((index[node], [(index[t], w / out) for t, w in targets.items()]))
+    linked = {i for i, _ in links}
+    dangling = [i for i in range(len(nodes)) if i not in linked]
+    score = list(base)
     for _ in range(_ROUNDS):
-        following = {node: (1 - _DAMPING) * base[node] for node in nodes}
-        dangling = sum(score[node] for node in nodes if not outgoing.get(node))
-        for node, targets in edges.items():
-            share = _DAMPING * score[node] / outgoing[node]
-            for target, weight in targets.items():
-                following[target] += share * weight
-        for node in nodes:
-            following[node] += _DAMPING * dangling * base[node]
+        following = [(1 - _DAMPING) * b for b in base]
+        lost = _DAMPING * sum(score[i] for i in dangling)
+        for i, shares in links:
+            share = _DAMPING * score[i]
+            for j, w in shares:
+                following[j] += share * w
+        following = [f + lost * b for f, b in zip(following, base, strict=True)]
+        moved = sum(abs(f - s) for f, s in zip(following, score, strict=True))
         score = following
-    return score
+        if moved < _SETTLED:
+            break
+    return {node: score[i] for node, i in index.items()}
 
 
 def _show(entries: list[tuple[str, str, int, str]], files: dict[str, list[Any]], total: int) -> str:
@@ -272,6 +317,24 @@ def _show(entries: list[tuple[str, str, int, str]], files: dict[str, list[Any]],
     if left > 0:
         out.append(f"({left} more definitions in {others} more files not shown; a larger budget shows more)")
     return "\n".join(out)
+
+
+def _fitting(entries: list[tuple[str, str, int, str]], budget: int, files: int) -> int:
+    """How many of the best entries `_show` fits in `budget` tokens, counted as it writes them (a file's
+    line once, each entry's line, the closing line) without writing them."""
+    limit = budget * BYTES_PER_TOKEN
+    seen: set[str] = set()
+    size = 0
+    for count, (rel, _name, line, text) in enumerate(entries, 1):
+        if rel not in seen:
+            seen.add(rel)
+            size += len(f"{rel}:".encode()) + 1
+        size += len(f"  {line}: {text}".encode()) + 1
+        closing = len(f"({len(entries) - count} more definitions in {files - len(seen)} more files not shown; "
+                      "a larger budget shows more)") if count < len(entries) else 0
+        if size + closing > limit:
+            return count - 1
+    return len(entries)
 
 
 def _tokens(text: str) -> int:

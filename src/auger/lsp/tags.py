@@ -129,14 +129,15 @@ def _tools(language: str) -> tuple[Any, Any, Any]:
     return cache[language]
 
 
-def tags(path: str, text: str) -> FileTags | None:
-    """The file's definitions and references, or None for a language without a grammar here."""
+def tags(path: str, text: str, *, references: bool = True) -> FileTags | None:
+    """The file's definitions and (unless `references` is false: the map reads names its own way, much
+    faster) references, or None for a language without a grammar here."""
     language = grammar_for(path)
     if language is None:
         return None
     with importing("lsp", "code_nav without a language server, and repo_map,"):
         from tree_sitter import QueryCursor
-    parser, definitions, references = _tools(language)
+    parser, definitions, references_query = _tools(language)
     data = text.encode("utf-8", "surrogateescape")
     tree = parser.parse(data)
     lines = text.splitlines()
@@ -151,7 +152,7 @@ def tags(path: str, text: str) -> FileTags | None:
             found.append(Definition(name, kind, row + 1, _chars(lines, row, col) + 1, line_text))
             places.add((row, col))
     used: dict[str, list[int]] = {}
-    for nodes in QueryCursor(references).captures(tree.root_node).values():
+    for nodes in QueryCursor(references_query).captures(tree.root_node).values() if references else ():
         for node in nodes:
             if node.start_point in places:
                 continue

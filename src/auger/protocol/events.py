@@ -124,6 +124,9 @@ class ToolOutputDelta(Event):
     text: str
 
 
+DIAGNOSTICS_MARK = "\n\nDiagnostics"  # where the text about a call's diagnostics begins in its output
+
+
 @dataclass
 class Diagnostic:
     """One problem a language server found in a file (lsp/: the session's servers, after a change)."""
@@ -149,6 +152,13 @@ class ToolCallEnded(Event):
     # The problems the language servers found that this call's change introduced (the output tells them, and
     # those it fixed, in words); also those of an earlier change the servers finished checking only now.
     diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def plain_output(self) -> str:
+        """`output` without the diagnostics text the model read at its end, for a front end that shows
+        `diagnostics` apart."""
+        if self.diagnostics and DIAGNOSTICS_MARK in self.output:
+            return self.output[:self.output.rindex(DIAGNOSTICS_MARK)]
+        return self.output
 
 
 @tag("retrying")

@@ -272,6 +272,13 @@ def _validate_object(tool: str, schema: dict[str, Any], args: Any) -> dict[str, 
 def _coerce(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
     """Accept what models commonly send (\"10\" for 10, \"true\" for true); refuse the rest."""
     kind = prop.get("type")
+    if isinstance(kind, list):  # one of several types: the first that takes the value
+        for option in kind:
+            try:
+                return _coerce(tool, name, {**prop, "type": option}, value)
+            except ToolError:
+                continue
+        raise ToolError(f"{tool}: argument '{name}' must be {_describe(prop)}, got {value!r}")
     bad = ToolError(f"{tool}: argument '{name}' must be {_describe(prop)}, got {value!r}")
     if kind == "string":
         if not isinstance(value, str):
@@ -326,5 +333,9 @@ def _check_encodable(tool: str, name: str, value: str) -> None:
 def _describe(prop: dict[str, Any]) -> str:
     if "enum" in prop:
         return "one of " + ", ".join(repr(v) for v in prop["enum"])
-    return {"string": "a string", "integer": "an integer", "boolean": "true or false",
-            "array": "an array", "object": "an object"}.get(prop.get("type", ""), "valid")
+    kinds = prop.get("type", "")
+    names = {"string": "a string", "integer": "an integer", "boolean": "true or false", "array": "an array",
+             "object": "an object"}
+    if isinstance(kinds, list):
+        return " or ".join(names.get(kind, str(kind)) for kind in kinds)
+    return names.get(kinds, "valid")
