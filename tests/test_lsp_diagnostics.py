@@ -1,5 +1,5 @@
-"""After an edit the model reads the errors that edit introduced, from real language servers (pyright and
-`ruff server` for Python, typescript-language-server for TypeScript: tests/support/lsp_servers.py), in the
+"""After an edit the model reads the errors that edit introduced, from real language servers (basedpyright or
+pyright and `ruff server` for Python, typescript-language-server for TypeScript: tests/support/lsp_servers.py), in the
 tool's result and typed on its `tool_call_ended`; pre-existing errors are not repeated, a fix says so, a
 dead or slow server costs at most the bounded wait and one notice, and a session that never edits starts
 no server.
@@ -12,6 +12,7 @@ wait use small servers of their own (tests/support/fake_lsp.py) that are dead or
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -56,6 +57,10 @@ def run(project: Path, server, *overrides: str, tables: dict | None = None, prom
                 return (await asyncio.wait_for(drive(session, *prompts), 600)).events
             follow = Follow(session)
             await asyncio.wait_for(steps(session, follow), 600)
+            from auger.protocol.ops import Shutdown
+
+            session.submit(Shutdown())
+            await session.wait_closed()
             return follow.events
         finally:
             await store.aclose()
@@ -87,7 +92,7 @@ def test_a_type_error_in_a_caller_in_another_file_is_told(python_project, server
     server.add(edit("shapes.py", "h: int)", "h: int, depth: int)"), Reply(text="done"))
     call = ended(run(python_project, server, WAIT))[0]
     assert [(d.path, d.line) for d in call.diagnostics] == [("report.py", 3)]
-    assert "depth" in call.diagnostics[0].message and call.diagnostics[0].source.lower() == "pyright"
+    assert "depth" in call.diagnostics[0].message and call.diagnostics[0].source.lower() in ("pyright", "basedpyright")
     assert "report.py:3:7: error:" in call.output
 
 
@@ -225,3 +230,83 @@ def test_a_project_config_cannot_name_a_language_server(tmp_path):
     config = load_config([], env={}, config_file=tmp_path / "none.toml", project_dir=project)
     assert "lsp" not in config.tables
     assert any("[lsp] ignored: a project may not choose commands auger starts" in w for w in config.warnings)
+
+
+# --- the servers' lives ---------------------------------------------------------------------------------------
+
+
+def test_a_server_that_died_is_started_again_and_ends_with_the_session(python_project, server):
+    """Killed between two edits, the server is started again for the second, with a notice; the session's
+    end leaves none running."""
+    import signal
+
+    from tests.support.agents import pids_of
+
+    marker = f"marker-{python_project.name}-{time.monotonic_ns()}"
+    server.add(edit("shapes.py", "w * h", "w * h  # BROKEN"), Reply(text="one"),
+               edit("report.py", "print(area(2, 3))", "print(area(2, 3))  # BROKEN"), Reply(text="two"))
+
+    async def steps(session, follow):
+        from auger.protocol.ops import UserTurn
+
+        session.submit(UserTurn("first"))
+        await follow.until(ev.TurnEnded)
+        (pid,) = pids_of(marker)
+        os.kill(pid, signal.SIGKILL)
+        session.submit(UserTurn("second"))
+        await follow.until(ev.TurnEnded)
+        assert session.code_intel.servers.starts == 2
+
+    events = run(python_project, server, "diagnostics_wait=30", tables=only(fake=fake_server("pull", marker)),
+                 steps=steps)
+    first, second = ended(events)
+    assert [d.path for d in first.diagnostics] == ["shapes.py"]
+    assert [d.path for d in second.diagnostics] == ["report.py"]
+    assert "fake stopped" in second.output and "starting it again" in second.output
+    assert pids_of(marker) == []
+
+
+def test_an_idle_server_stops_and_the_next_edit_starts_it(python_project, server):
+    from tests.support.agents import pids_of
+
+    marker = f"marker-{python_project.name}-{time.monotonic_ns()}"
+    server.add(edit("shapes.py", "w * h", "w * h  # BROKEN"), Reply(text="one"),
+               edit("report.py", "print(area(2, 3))", "print(area(2, 3))  # BROKEN"), Reply(text="two"))
+
+    async def steps(session, follow):
+        from auger.protocol.ops import UserTurn
+
+        session.submit(UserTurn("first"))
+        await follow.until(ev.TurnEnded)
+        assert len(pids_of(marker)) == 1
+        deadline = time.monotonic() + 20
+        while pids_of(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert pids_of(marker) == []  # stopped once idle
+        session.submit(UserTurn("second"))
+        await follow.until(ev.TurnEnded)
+        assert session.code_intel.servers.starts == 2
+
+    events = run(python_project, server, "diagnostics_wait=30", "lsp_idle_timeout=1",
+                 tables=only(fake=fake_server("pull", marker)), steps=steps)
+    assert [d.path for d in ended(events)[1].diagnostics] == ["report.py"]
+    assert "Diagnostics: fake" not in ended(events)[1].output  # an idle stop is no failure
+
+
+def test_a_sub_agent_in_the_sessions_tree_shares_its_servers(python_project, server):
+    from tests.support.agents import Routes, run_parent, spawn
+
+    marker = f"marker-{python_project.name}-{time.monotonic_ns()}"
+    Routes({
+        "go": [edit("shapes.py", "w * h", "w * h  # BROKEN"), Reply(tool_calls=[spawn("fix the report")]),
+               Reply(text="done")],
+        "fix the report": [edit("report.py", "print(area(2, 3))", "print(area(2, 3))  # BROKEN"),
+                           Reply(text="edited")],
+    }).install(server)
+    seen = run_parent(python_project, server, "go", overrides=(*AUTO, "diagnostics_wait=30"),
+                      tables=only(fake=fake_server("pull", marker)))
+    by_child = {e.event.call_id: (e.parent_call_id, e.event) for e in seen if isinstance(e.event, ev.ToolCallEnded)
+                and e.event.name == "edit_file"}
+    paths = sorted((parent is not None, [d.path for d in event.diagnostics]) for parent, event in by_child.values())
+    assert paths == [(False, ["shapes.py"]), (True, ["report.py"])]
+    assert sum(1 for e in seen if isinstance(e.event, ev.ToolCallEnded) and "did not start" in e.event.output) == 0

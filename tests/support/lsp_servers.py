@@ -1,7 +1,8 @@
-"""Real language servers for the code-intelligence tests: pyright, typescript-language-server and typescript
-from npm, installed once into the user's cache dir (.ci/run fetches them beforehand; a test fetches them
-again when they are missing, and is skipped, saying why, only when npm is missing or the registry cannot be
-reached), and `ruff server` from the dev extra. `servers_path` is a PATH with their programs first.
+"""Real language servers for the code-intelligence tests: basedpyright and `ruff server` from the dev extra
+(beside the venv's python, where auger finds them), and typescript-language-server with typescript — and
+pyright, for a machine without basedpyright — from npm, installed once into the user's cache dir (.ci/run
+fetches them beforehand; a test fetches them again when they are missing, and is skipped, saying why, only
+when npm is missing or the registry cannot be reached). `servers_path` is a PATH with their programs first.
 
 `fake_server` writes a language server of a few lines for the tests of what auger does with one that is
 dead, slow, or misbehaves (tests/support/fake_lsp.py).

@@ -94,10 +94,13 @@ class SessionCodeIntel:
         from auger.lsp.diagnostics import Report, render
 
         report: Report | None = None
-        if call.classification.effect != Effect.READ_ONLY and result.ok:
+        # a file tool that failed changed nothing (they are all or nothing); a command that failed may have
+        if call.classification.effect != Effect.READ_ONLY and (result.ok or call.tool not in FILE_TOOLS):
             changed = await self._changed(call)
             if changed is not None:
                 report = await self.diagnostics.check(call.call_id, changed or None)
+        elif self._diagnostics is not None:
+            self._diagnostics.forget(call.call_id)
         late = self._diagnostics.late() if self._diagnostics is not None else None
         texts = [render(report) if report is not None else "", render(late, late=True) if late is not None else ""]
         text = "\n".join(t for t in texts if t)

@@ -89,6 +89,10 @@ class ChangeDiagnostics:
     def remembers(self, key: str) -> bool:
         return key in self._before
 
+    def forget(self, key: str) -> None:
+        """The call changed nothing after all (a file tool that failed)."""
+        self._before.pop(key, None)
+
     def serves(self, rel: str) -> bool:
         """Whether some configured server reads this file (found on this machine or not)."""
         return any(spec.serves(rel) is not None for spec in self.servers.specs)
@@ -130,7 +134,8 @@ class ChangeDiagnostics:
             report.notices.append(f"{name} did not finish within {self.wait:g} s"
                                   f"{' (it is starting)' if not self._started(name) else ''}; what it finds comes "
                                   "with a later result")
-        report.notices[:0], self._notices = self._notices, []
+        report.notices[:0] = self._notices  # the manager's (a server missing or failing), told once
+        self._notices.clear()
         report.introduced = _once(_syntax_first(report.introduced))
         report.fixed = _once(report.fixed)
         return report
@@ -170,7 +175,8 @@ class ChangeDiagnostics:
             merged.notices += report.notices
         merged.introduced = _once(_syntax_first(merged.introduced))
         merged.files = sorted(set(merged.files))
-        merged.notices[:0], self._notices = self._notices, []
+        merged.notices[:0] = self._notices
+        self._notices.clear()
         return merged if merged.introduced or merged.notices else None
 
     async def close(self) -> None:
