@@ -164,7 +164,8 @@ async def cost_run(path: str) -> None:
     print(f"| each later edit | {max(durations[1:]) / 1000:.2f} s at most |")
     for program, kb in sorted(servers.items()):
         print(f"| RSS of the {program} processes | {kb / 1024:.1f} MB |")
-    print(f"| auger's own RSS growth over the session (lsp/ loaded, the session's state) | {(after - before) / 1024:.1f} MB |")
+    growth = (after - before) / 1024
+    print(f"| auger's own RSS growth over the session (lsp/ loaded, the session's state) | {growth:.1f} MB |")
 
 
 # --- 3. the repository map ----------------------------------------------------------------------------------
@@ -218,7 +219,8 @@ def map_table(files: int) -> None:
         for budget in (512, 1024, 2048, 4096):
             shown = asyncio.run(later.render(budget))
             entries = sum(1 for line in shown.splitlines() if line.startswith("  "))
-            print(f"| map within {budget:,} tokens | {(len(shown.encode()) + 3) // 4:,} tokens, {entries} definitions |")
+            size = (len(shown.encode()) + 3) // 4
+            print(f"| map within {budget:,} tokens | {size:,} tokens, {entries} definitions |")
         focused = asyncio.run(later.render(1024, parse_focus(str(touched.relative_to(root)))))
         print(f"| with a focus file, its definitions first | {focused.splitlines()[0]} |")
         del text
@@ -227,9 +229,9 @@ def map_table(files: int) -> None:
 # --- 4. the first request ----------------------------------------------------------------------------------
 
 
-async def first_request(project: Path, *settings: str) -> int:
+async def first_request(project: Path, db: Path, *settings: str) -> int:
     with MockChatServer([Reply(text="done")]) as server:
-        session, store = await open_session(project, server, project.parent / f"s{len(settings)}.db", *settings)
+        session, store = await open_session(project, server, db, *settings)
         try:
             await drive(session, "hi")
         finally:
@@ -238,6 +240,9 @@ async def first_request(project: Path, *settings: str) -> int:
 
 
 def request_table() -> None:
+    from auger.config import home_dirs
+    from auger.lsp.repo_map import RepoMap
+
     with tempfile.TemporaryDirectory() as tmp:
         small = Path(tmp) / "small"
         task_project(small)
@@ -247,13 +252,24 @@ def request_table() -> None:
                 ("code_nav = false, repo_map = \"off\" (the catalog before them)", small,
                  ("code_nav=false", "repo_map=off")),
                 ("default, in a 400-file project", large, ()),
-                ("repo_map = \"auto\" in that unfamiliar 400-file project (the map in the first turn)", large,
+                ("repo_map = \"auto\", that unfamiliar project, its map not built yet (not ready within 3 s)", large,
+                 ("repo_map=auto",)),
+                ("repo_map = \"auto\", the map built by an earlier run (the map in the first turn)", large,
                  ("repo_map=auto",))]
         print("\n4. the first request (Chat Completions)")
         print("| configuration | bytes |")
         print("| --- | --- |")
-        for label, project, settings in rows:
-            print(f"| {label} | {asyncio.run(first_request(project, *settings)):,} |")
+        sizes = []
+        for n, (label, project, settings) in enumerate(rows):
+            if n == len(rows) - 1:  # what a first session left in the cache dir
+                asyncio.run(RepoMap(project, home_dirs()["cache"] / "repo-map").render(1024))
+            sizes.append(asyncio.run(first_request(project, Path(tmp) / f"s{n}.db", *settings)))
+            print(f"| {label} | {sizes[-1]:,} |")
+        carried = (sizes[-1] - sizes[2]) // 4
+        print(f"\nThe map costs {carried:,} tokens on every request of the session (it stays in the history); asked "
+              "for with the tool it costs one round trip, and the same tokens from then on. So `auto` pays only "
+              "where the model would have asked for a map, or explored with round trips of its own, in the first "
+              f"turn: in a 20-request session an unused map costs {20 * carried:,} tokens.")
 
 
 def main() -> None:

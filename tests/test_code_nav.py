@@ -135,7 +135,7 @@ def test_a_rename_preview_applies_cleanly_with_apply_patch(py_project, server, s
 def test_without_a_server_tree_sitter_answers_by_name_and_says_so(py_project, server):
     (call,) = calls(py_project, server, nav(op="references", symbol="area", path="geometry.py"), tables=NONE)
     assert call.ok and "matched by name with tree-sitter" in call.output
-    assert EXPECTED_PY <= places(call.output)  # every use, and the method of the same name too (by name)
+    assert places(call.output) >= EXPECTED_PY  # every use, and the method of the same name too (by name)
     assert ("rooms.py", 2) in places(call.output)
 
 

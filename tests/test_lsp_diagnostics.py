@@ -97,9 +97,8 @@ def test_a_type_error_in_a_caller_in_another_file_is_told(python_project, server
 
 
 def test_a_syntax_error_is_told_once_not_as_a_cascade(python_project, server, servers):
-    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "shapes.py",
-                                                         "content": "def area(w: int, h: int -> int:\n    return w * h\n"})]),
-               Reply(text="done"))
+    broken = "def area(w: int, h: int -> int:\n    return w * h\n"
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "shapes.py", "content": broken})]), Reply(text="done"))
     call = ended(run(python_project, server, WAIT))[0]
     assert len(call.diagnostics) == 1, call.output
     syntax = call.diagnostics[0]
@@ -310,3 +309,49 @@ def test_a_sub_agent_in_the_sessions_tree_shares_its_servers(python_project, ser
     paths = sorted((parent is not None, [d.path for d in event.diagnostics]) for parent, event in by_child.values())
     assert paths == [(False, ["shapes.py"]), (True, ["report.py"])]
     assert sum(1 for e in seen if isinstance(e.event, ev.ToolCallEnded) and "did not start" in e.event.output) == 0
+
+
+# --- every kind of change, the caps, a missing server -------------------------------------------------------
+
+
+def test_a_patch_and_a_program_are_checked_like_any_edit(python_project, server):
+    """apply_patch (offered to an OpenAI model) names its files; run_code's program writes one itself (found by
+    the turn's snapshots)."""
+    patch = ("*** Begin Patch\n*** Update File: shapes.py\n@@\n-    return w * h\n+    return w * h  # BROKEN\n"
+             "*** Add File: extra.py\n+y = 2  # BROKEN\n*** End Patch\n")
+    program = "import pathlib\npathlib.Path('report.py').write_text('print(1)  # BROKEN\\n')\nprint('wrote')\n"
+    server.add(Reply(tool_calls=[ToolCall("apply_patch", {"patch": patch})]),
+               Reply(tool_calls=[ToolCall("run_code", {"code": program})]), Reply(text="done"))
+    patched, programmed = ended(run(python_project, server, "diagnostics_wait=30", "code_mode=true", "model=gpt-5",
+                                    tables=only(fake=fake_server("pull"))))
+    assert [(d.path, d.line) for d in patched.diagnostics] == [("extra.py", 1), ("shapes.py", 2)], patched.output
+    assert [(d.path, d.line) for d in programmed.diagnostics] == [("report.py", 1)], programmed.output
+
+
+def test_many_problems_are_capped_and_the_rest_counted(python_project, server):
+    content = "".join(f"x{n} = {n}  # BROKEN\n" for n in range(30))
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "many.py", "content": content})]), Reply(text="done"))
+    call = ended(run(python_project, server, "diagnostics_wait=30", tables=only(fake=fake_server("pull"))))[0]
+    told = call.output[call.output.index("Diagnostics"):].splitlines()
+    assert told[0] == "Diagnostics: this change introduced 30 errors:"
+    assert len(told) == 22 and told[-1] == "… and 10 more (10 in many.py)", told
+    assert len(call.diagnostics) == 30  # the event carries them all
+
+
+def test_a_language_without_a_server_here_is_one_notice(project, server):
+    (project / "main.go").write_text("package main\n")
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "main.go", "content": "package main\n\n"})]),
+               Reply(tool_calls=[ToolCall("write_file", {"path": "main.go", "content": "package main\n"})]),
+               Reply(text="done"))
+    first, second = ended(run(project, server, tables=lsp_table(gopls={"command": ["gopls-not-installed-here"]})))
+    assert first.output.endswith("Diagnostics: no Go language server found: install one of gopls-not-installed-here, "
+                                 "or name one in [lsp.NAME] command = [...]")
+    assert "Diagnostics" not in second.output
+
+
+def test_a_server_that_only_publishes_is_waited_for_by_version(python_project, server):
+    server.add(edit("shapes.py", "w * h", "w * h  # BROKEN"), edit("shapes.py", "  # BROKEN", ""),
+               Reply(text="done"))
+    broke, fixed = ended(run(python_project, server, "diagnostics_wait=30", tables=only(fake=fake_server("push"))))
+    assert [(d.path, d.line) for d in broke.diagnostics] == [("shapes.py", 2)], broke.output
+    assert "this change fixed 1 error" in fixed.output

@@ -9,7 +9,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from auger.lsp.repo_map import Focus, RepoMap, parse_focus
+from auger.lsp.repo_map import NO_FOCUS, Focus, RepoMap, parse_focus
 from auger.protocol import events as ev
 from tests.support.harness import drive, open_session
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall
@@ -34,7 +34,7 @@ def layered_project(root: Path) -> Path:
     return root
 
 
-def render(repo_map: RepoMap, budget: int, focus: Focus = Focus()) -> str:
+def render(repo_map: RepoMap, budget: int, focus: Focus = NO_FOCUS) -> str:
     return asyncio.run(repo_map.render(budget, focus))
 
 

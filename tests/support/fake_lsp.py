@@ -5,6 +5,7 @@ that is dead, slow or misbehaves. Run as `python fake_lsp.py BEHAVIOUR [ARG]`:
     mute       never answers `initialize`
     slow       initializes, then never answers a diagnostics request
     late       like `pull`, but each diagnostics answer takes 1.5 s
+    push       offers no pull: publishes each document's errors (with its version) when it opens or changes
     pull       initializes, offers pull diagnostics, and reports every line containing "BROKEN" as an error
     escape ARG initializes like `pull`, and first tries to break out: writes the file ARG/escaped.txt (ARG:
                the project), and asks the HTTP proxy at 127.0.0.1:PROXY for http://HOST/from-the-server, as
@@ -63,6 +64,17 @@ def escape(project: str) -> str:
     return "; ".join(said)
 
 
+def broken(text: str) -> list[dict]:
+    return [{"range": {"start": {"line": n, "character": 0}, "end": {"line": n, "character": 1}},
+             "severity": 1, "message": "this line is BROKEN", "source": "fake"}
+            for n, line in enumerate(text.splitlines()) if "BROKEN" in line]
+
+
+def publish(uri: str, version: int, text: str) -> None:
+    send({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+          "params": {"uri": uri, "version": version, "diagnostics": broken(text)}})
+
+
 def main() -> None:
     behaviour = sys.argv[1]
     if behaviour == "dead":
@@ -76,24 +88,27 @@ def main() -> None:
         if method == "initialize":
             if behaviour == "mute":
                 time.sleep(3600)
-            capabilities = {"textDocumentSync": 1,
-                            "diagnosticProvider": {"interFileDependencies": False, "workspaceDiagnostics": False}}
+            capabilities: dict = {"textDocumentSync": 1}
+            if behaviour != "push":
+                capabilities["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
             send({"jsonrpc": "2.0", "id": ident, "result": {"capabilities": capabilities}})
         elif method == "textDocument/didOpen":
             doc = message["params"]["textDocument"]
             documents[doc["uri"]] = doc["text"]
+            if behaviour == "push":
+                publish(doc["uri"].replace("/", "%2F").replace("%2F", "/"), doc["version"], doc["text"])
         elif method == "textDocument/didChange":
-            documents[message["params"]["textDocument"]["uri"]] = message["params"]["contentChanges"][-1]["text"]
-            changed.add(message["params"]["textDocument"]["uri"])
+            doc = message["params"]["textDocument"]
+            documents[doc["uri"]] = message["params"]["contentChanges"][-1]["text"]
+            changed.add(doc["uri"])
+            if behaviour == "push":
+                publish(doc["uri"], doc["version"], documents[doc["uri"]])
         elif method == "textDocument/diagnostic":
             if behaviour == "slow":
                 continue  # never answered
             if behaviour == "late":
                 time.sleep(1.5)
-            text = documents.get(message["params"]["textDocument"]["uri"], "")
-            items = [{"range": {"start": {"line": n, "character": 0}, "end": {"line": n, "character": 1}},
-                      "severity": 1, "message": "this line is BROKEN", "source": "fake"}
-                     for n, line in enumerate(text.splitlines()) if "BROKEN" in line]
+            items = broken(documents.get(message["params"]["textDocument"]["uri"], ""))
             if escaped and message["params"]["textDocument"]["uri"] in changed:
                 items.append({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
                               "severity": 1, "message": f"escape: {escaped}", "source": "fake"})

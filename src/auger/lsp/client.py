@@ -31,6 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from auger.lsp.jsonrpc import Connection, RpcError
 from auger.lsp.servers import ServerSpec
@@ -42,6 +43,7 @@ INITIALIZE_TIMEOUT = 60.0  # seconds a server may take to answer `initialize` (t
 STOP_TIMEOUT = 1.0  # seconds `shutdown` and the exit that follows get before the process group is killed
 MAX_DOCUMENT = 2 * 1024 * 1024  # bytes: a larger file is not sent to a server
 TSSERVER_REQUEST = "typescript.tsserverRequest"
+PUSH_SETTLE = 0.3  # seconds a pushing server gets to republish the files that use a changed one
 CAPABILITIES: dict[str, Any] = {
     "general": {"positionEncodings": ["utf-16"]},
     "workspace": {"configuration": True, "workspaceFolders": True, "symbol": {"dynamicRegistration": False}},
@@ -245,6 +247,9 @@ class LanguageServer:
         uri, items = params.get("uri"), params.get("diagnostics")
         if not isinstance(uri, str) or not isinstance(items, list):
             return
+        uri = next((d.uri for d in self.documents.values() if _same_file(d.uri, uri)), None)
+        if uri is None:
+            return  # only what auger opened is kept: a server cannot fill memory with made-up files
         version = params.get("version")
         self.seq += 1
         self.published[uri] = Published(self.seq, version if isinstance(version, int) else None,
@@ -323,14 +328,15 @@ class LanguageServer:
 
     # --- diagnostics ------------------------------------------------------------------------------
 
-    async def diagnostics(self, rels: list[str], since: int, found: dict[str, list[dict[str, Any]]]) -> None:
+    async def diagnostics(self, rels: list[str], since: int, found: dict[str, list[dict[str, Any]]],
+                          fresh: set[str] | None = None) -> None:
         """Put into `found` the server's diagnostics (LSP objects) of each open document in `rels` as it has
         them now, each as soon as it answers for it: when the caller's deadline cancels the wait, what is
-        missing was not answered. `since`: `seq` before the changes were sent (the push strategy waits for
-        later publications)."""
+        missing was not answered. `since`: `seq` before the changes were sent; `fresh`: the documents sent
+        since (all of `rels` by default) — the push strategy waits for their publications."""
         wanted = [rel for rel in rels if rel in self.documents]
         while self.strategy == "push":
-            if await self._pushed(wanted, since, found):
+            if await self._pushed(wanted, since, set(wanted) if fresh is None else fresh, found):
                 return
         strategy = self.strategy  # it may have become pull while we waited (a dynamic registration)
         await asyncio.gather(*(self._pull(rel, strategy, found) for rel in wanted if rel not in found))
@@ -355,8 +361,13 @@ class LanguageServer:
             told += [_from_tsserver(d, syntax=syntax) for d in body or [] if isinstance(d, dict)]
         found[rel] = told
 
-    async def _pushed(self, rels: list[str], since: int, found: dict[str, list[dict[str, Any]]]) -> bool:
-        """Wait for publications; True once every file has one, False when the server turned to pull."""
+    async def _pushed(self, rels: list[str], since: int, fresh: set[str],
+                      found: dict[str, list[dict[str, Any]]]) -> bool:
+        """Wait for publications: True once every file in `fresh` (sent since) has one of its version, and
+        the others had PUSH_SETTLE seconds for one more (a server may republish a file that uses a changed
+        one, or not: then its last publication stands); False when the server turned to pull."""
+        loop = asyncio.get_running_loop()
+        settled_at: float | None = None
         while self.strategy == "push":
             for rel in rels:
                 document = self.documents[rel]
@@ -365,10 +376,22 @@ class LanguageServer:
                     found[rel] = got.diagnostics
             if all(rel in found for rel in rels):
                 return True
+            if all(rel in found for rel in rels if rel in fresh):
+                settled_at = settled_at or loop.time() + PUSH_SETTLE
+                if loop.time() >= settled_at:
+                    for rel in rels:
+                        if rel not in found:
+                            last = self.published.get(self.documents[rel].uri)
+                            found[rel] = last.diagnostics if last is not None else []
+                    return True
             if not self.alive:
                 raise ServerFailed(f"{self.spec.name} stopped ({self.failure() or 'no reason given'})")
             self._published.clear()
-            await self._published.wait()
+            try:
+                async with asyncio.timeout(None if settled_at is None else max(0.0, settled_at - loop.time())):
+                    await self._published.wait()
+            except TimeoutError:
+                pass
         return False
 
 
@@ -382,6 +405,13 @@ def _from_tsserver(d: dict[str, Any], *, syntax: bool) -> dict[str, Any]:
                                 "character": int(offset) - 1 if isinstance(offset, int) else 0}},
             "severity": severity, "message": str(d.get("text", "")), "code": d.get("code"), "source": "typescript",
             "syntax": syntax}
+
+
+def _same_file(ours: str, theirs: str) -> bool:
+    """Whether two file URIs name one path (servers spell them their own way: %-escapes, case of hex)."""
+    if ours == theirs:
+        return True
+    return unquote(urlparse(ours).path) == unquote(urlparse(theirs).path)
 
 
 def utf16_column(line_text: str, chars: int) -> int:

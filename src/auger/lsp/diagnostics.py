@@ -248,7 +248,7 @@ class ChangeDiagnostics:
             return
         interest = [rel for rel in [*changed, *dependents] if rel in server.documents]
         found = {}
-        await server.diagnostics(interest, since, found)
+        await server.diagnostics(interest, since, found, fresh=set(moved))
         for rel in interest:
             now = self._convert(server, rel, found.get(rel, []))
             introduced, fixed = difference(server.known.get(rel, []), now)

@@ -56,11 +56,14 @@ class Focus:
     names: tuple[str, ...] = ()
 
 
+NO_FOCUS = Focus()
+
+
 def parse_focus(raw: Any) -> Focus:
     """`focus` as the tool takes it: a string (words separated by spaces or commas) or a list of strings;
     an entry with a `/` or a file extension is a path, anything else a name."""
     if raw is None or raw == "":
-        return Focus()
+        return NO_FOCUS
     if isinstance(raw, str):
         entries = [e for e in re.split(r"[\s,]+", raw) if e]
     elif isinstance(raw, list) and all(isinstance(e, str) for e in raw):
@@ -88,7 +91,7 @@ class RepoMap:
         """The index as last brought up to date (empty before the first use)."""
         return self._files or {}
 
-    async def render(self, budget: int, focus: Focus = Focus()) -> str:
+    async def render(self, budget: int, focus: Focus = NO_FOCUS) -> str:
         async with self._lock:
             return await asyncio.to_thread(self._render, budget, focus)
 
@@ -98,7 +101,7 @@ class RepoMap:
         files = self.files
         if focus not in self._ranked:
             self._ranked[focus] = rank(files, focus)
-            if focus == Focus():
+            if focus == NO_FOCUS:
                 self._save()  # the ranking too: a later session with nothing changed reads it
         ranked = self._ranked[focus]
         if not ranked:
@@ -165,7 +168,7 @@ class RepoMap:
         ranked = data.get("ranked")
         if isinstance(ranked, list) and data.get("of") == _fingerprint(files):
             try:
-                self._ranked[Focus()] = [(str(rel), str(name), int(line), str(text))
+                self._ranked[NO_FOCUS] = [(str(rel), str(name), int(line), str(text))
                                          for rel, name, line, text in ranked]
             except (TypeError, ValueError):  # not as auger writes it: ranked again
                 pass
@@ -177,7 +180,7 @@ class RepoMap:
         try:
             self.cache.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=self.cache.parent, prefix=".repo-map-")
-            ranked = self._ranked.get(Focus())
+            ranked = self._ranked.get(NO_FOCUS)
             data = {"version": CACHE_VERSION, "root": str(self.root), "files": self._files,
                     **({"ranked": ranked, "of": _fingerprint(self.files)} if ranked is not None else {})}
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -203,7 +206,7 @@ def _names(text: str) -> dict[str, int]:
     return dict(counts)
 
 
-def rank(files: dict[str, list[Any]], focus: Focus = Focus()) -> list[tuple[str, str, int, str]]:
+def rank(files: dict[str, list[Any]], focus: Focus = NO_FOCUS) -> list[tuple[str, str, int, str]]:
     """The definitions of the map, best first: (file, name, line, line text)."""
     from auger.lsp.tags import GRAMMARS
 
