@@ -96,13 +96,15 @@ class RepoMap:
             return await asyncio.to_thread(self._render, budget, focus)
 
     def _render(self, budget: int, focus: Focus) -> str:
-        if self._update():
+        changed = self._update()
+        if changed:
             self._ranked.clear()
         files = self.files
         if focus not in self._ranked:
             self._ranked[focus] = rank(files, focus)
-            if focus == NO_FOCUS:
-                self._save()  # the ranking too: a later session with nothing changed reads it
+            changed = changed or focus == NO_FOCUS  # the ranking is kept too: a later session reads it
+        if changed:
+            self._save()
         ranked = self._ranked[focus]
         if not ranked:
             return "No source files with definitions were found in the project."
@@ -114,8 +116,8 @@ class RepoMap:
         return _show(ranked[:count], files, len(ranked))
 
     def _update(self) -> bool:
-        """Bring the index up to date with the tree: parse what changed, drop what is gone, save; whether
-        anything changed."""
+        """Bring the index up to date with the tree: parse what changed, drop what is gone; whether anything
+        changed (the caller saves it)."""
         from auger.lsp.tags import GRAMMARS, tags
 
         if self._files is None:
@@ -151,8 +153,6 @@ class RepoMap:
             if rel not in seen:
                 del files[rel]
                 changed = True
-        if changed:
-            self._save()
         return changed
 
     def _load(self) -> dict[str, list[Any]]:
@@ -184,7 +184,7 @@ class RepoMap:
             data = {"version": CACHE_VERSION, "root": str(self.root), "files": self._files,
                     **({"ranked": ranked, "of": _fingerprint(self.files)} if ranked is not None else {})}
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, separators=(",", ":"))
+                f.write(json.dumps(data, separators=(",", ":")))  # the C encoder: json.dump's is Python
             os.replace(name, self.cache)
         except OSError:
             pass
