@@ -117,12 +117,10 @@ class SessionCodeIntel:
             return {} if self._diagnostics is not None and self._diagnostics.remembers(call.call_id) else None
         if self.changes is None or not self.servers.available():
             return None
-        found = await self.changes.changed_since(call.turn_id)
+        found = await self.changes.changed_since(call.turn_id, self.diagnostics.serves)
         if not found:
             return None
-        served = {rel: old for rel, old in found.items() if self.diagnostics.serves(rel)}
-        return {rel: old.decode("utf-8", "surrogateescape") if old is not None else None
-                for rel, old in served.items()} or None
+        return {rel: old.decode("utf-8", "surrogateescape") if old is not None else None for rel, old in found.items()}
 
     def _paths(self, tool: str, args: dict[str, Any]) -> list[str]:
         """The project-relative files a file tool names (a patch's every file, its moves' targets too)."""

@@ -161,10 +161,11 @@ class ChangeTracker:
         await self._record(turn_id, item)
         return item
 
-    async def changed_since(self, turn_id: str) -> dict[str, bytes | None] | None:
-        """The files changed since this was last asked in the turn (since the turn's snapshot, the first time),
-        with their content then (None: the file is new): what a command changed, for the diagnostics of its
-        change (engine/code_intel.py). One snapshot more per call; None when the turn has no snapshot."""
+    async def changed_since(self, turn_id: str, wanted: Callable[[str], bool]) -> dict[str, bytes | None] | None:
+        """The `wanted` files changed since this was last asked in the turn (since the turn's snapshot, the
+        first time), with their content then (None: the file is new): what a command changed, for the
+        diagnostics of its change (engine/code_intel.py). Two listings against the snapshot index say whether
+        a wanted file may have changed; only then one snapshot more. None when the turn has no snapshot."""
         from auger.changes.diff import changes
         from auger.changes.snapshots import SnapshotError
 
@@ -173,6 +174,12 @@ class ChangeTracker:
             return None
         commit, _tree = self._looked.get(turn_id, (before.commit, before.tree))
         try:
+            if not any(wanted(path) for path in await self.snapshots.touched()):
+                return {}
+        except (SnapshotError, OSError) as exc:
+            log.debug("what a call changed could not be listed: %s", exc)
+            return None
+        try:
             async with self._lock:
                 now = await self.snapshots.snapshot(f"auger {self.session_id} turn {turn_id}: after a call")
             found = await changes(self.snapshots, commit, now.commit, renames=False)
@@ -180,12 +187,13 @@ class ChangeTracker:
             if not found:
                 return {}
             entries = await self.snapshots.entries(commit)
-            wanted = {c.path: entries[c.path].oid for c in found if c.path in entries and c.kind != "added"}
-            blobs = await self.snapshots.blobs(list(wanted.values()))
+            oids = {c.path: entries[c.path].oid for c in found
+                    if c.path in entries and c.kind != "added" and wanted(c.path)}
+            blobs = await self.snapshots.blobs(list(oids.values()))
         except (SnapshotError, OSError) as exc:
             log.debug("what a call changed could not be compared: %s", exc)
             return None
-        return {c.path: blobs.get(wanted[c.path]) if c.path in wanted else None for c in found}
+        return {c.path: blobs.get(oids[c.path]) if c.path in oids else None for c in found if wanted(c.path)}
 
     async def end_turn(self, turn_id: str) -> None:
         """Record and announce what the turn changed, if it snapshotted (call before turn_ended)."""
