@@ -77,6 +77,7 @@ class ChangeDiagnostics:
         self._before: dict[str, dict[str, str | None]] = {}  # call -> its files' texts before it ran
         self._busy: dict[str, asyncio.Task[Report]] = {}  # server name -> its check still running
         self._late: list[Report] = []
+        self._told: set[tuple[str, int, int]] = set()  # places of problems told, since their file last changed
         self._notices: list[str] = []
         servers.notice = self._notices.append
 
@@ -105,6 +106,7 @@ class ChangeDiagnostics:
         """What the call `key` introduced: `changed` maps each changed file to its text before (None: it was
         new); without it, the files `remember` read before the call. Waits at most `wait` seconds."""
         before = self._before.pop(key, {}) if changed is None else changed
+        self._told = {spot for spot in self._told if spot[0] not in before}  # those files are told anew
         report = Report(files=sorted(before))
         targets: dict[str, dict[str, str | None]] = {}
         for rel, old in before.items():
@@ -138,6 +140,7 @@ class ChangeDiagnostics:
         self._notices.clear()
         report.introduced = _once(_syntax_first(report.introduced))
         report.fixed = _once(report.fixed)
+        self._told |= {(d.path, d.line, d.column) for d in report.introduced}
         return report
 
     def _started(self, name: str) -> bool:
@@ -168,7 +171,8 @@ class ChangeDiagnostics:
                 current.setdefault(rel, Counter()).update(_key(d) for d in known)
         merged = Report()
         for report in reports:
-            still = [d for d in report.introduced if current.get(d.path, Counter())[_key(d)] > 0]
+            still = [d for d in report.introduced if current.get(d.path, Counter())[_key(d)] > 0
+                     and (d.path, d.line, d.column) not in self._told]  # another server told it in time
             merged.introduced += still
             merged.files += report.files
             merged.checked += report.checked
