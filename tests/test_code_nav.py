@@ -132,6 +132,25 @@ def test_a_rename_preview_applies_cleanly_with_apply_patch(py_project, server, s
             assert after[name] == re.sub(r"\barea\b", "surface", text), name
 
 
+def test_a_typescript_rename_preview_applies_cleanly_too(ts_project, server, servers):
+    before = {p.name: p.read_text() for p in ts_project.glob("*.ts")}
+
+    def apply_preview(body: dict) -> Reply:
+        preview = body["messages"][-1]["content"]
+        patch = preview[preview.index("*** Begin Patch"):preview.index("*** End Patch") + len("*** End Patch")]
+        return Reply(tool_calls=[ToolCall("shell", {"command": f"apply_patch <<'EOF'\n{patch}\nEOF"})])
+
+    preview, applied = calls(ts_project, server, nav(op="rename", path="geometry.ts", line=1, symbol="area",
+                                                     new_name="surface"), apply_preview)
+    assert preview.ok and "in 6 files" in preview.output, preview.output
+    assert applied.ok, applied.output
+    after = {p.name: p.read_text() for p in ts_project.glob("*.ts")}
+    assert after["rooms.ts"] == before["rooms.ts"]
+    for name, text in before.items():
+        if name != "rooms.ts":
+            assert after[name] == re.sub(r"\barea\b", "surface", text), name
+
+
 def test_without_a_server_tree_sitter_answers_by_name_and_says_so(py_project, server):
     (call,) = calls(py_project, server, nav(op="references", symbol="area", path="geometry.py"), tables=NONE)
     assert call.ok and "matched by name with tree-sitter" in call.output

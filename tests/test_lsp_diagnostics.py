@@ -130,11 +130,13 @@ def test_typescript_a_broken_caller_in_another_file(project, server, servers):
     (project / "shapes.ts").write_text("export function area(w: number, h: number): number {\n  return w * h;\n}\n")
     (project / "report.ts").write_text('import { area } from "./shapes";\nconsole.log(area(2, 3));\n'
                                        'const before: number = "a pre-existing error";\n')
-    server.add(edit("shapes.ts", "h: number)", "h: number, d: number)"), Reply(text="done"))
-    call = ended(run(project, server, WAIT))[0]
+    server.add(edit("shapes.ts", "h: number)", "h: number, d: number)"),
+               edit("shapes.ts", "return w * h;", "return (w * h;"), Reply(text="done"))
+    call, syntax = ended(run(project, server, WAIT))
     assert [(d.path, d.line, d.source) for d in call.diagnostics] == [("report.ts", 2, "typescript")], call.output
     assert "Expected 3 arguments, but got 2" in call.diagnostics[0].message
     assert "pre-existing" not in call.output
+    assert [(d.path, d.line, d.code) for d in syntax.diagnostics] == [("shapes.ts", 2, "syntax")], syntax.output
 
 
 def test_diagnostics_off_starts_no_server(python_project, server, servers):
