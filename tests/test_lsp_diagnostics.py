@@ -357,3 +357,13 @@ def test_a_server_that_only_publishes_is_waited_for_by_version(python_project, s
     broke, fixed = ended(run(python_project, server, "diagnostics_wait=30", tables=only(fake=fake_server("push"))))
     assert [(d.path, d.line) for d in broke.diagnostics] == [("shapes.py", 2)], broke.output
     assert "this change fixed 1 error" in fixed.output
+
+
+def test_pending_mode_checks_the_copy_its_tools_change(python_project, server):
+    """In pending mode the tools change a copy of the project; the servers read that copy, and the real
+    file stays as it was."""
+    server.add(edit("shapes.py", "w * h", "w * h  # BROKEN"), Reply(text="done"))
+    call = ended(run(python_project, server, "pending=true", "diagnostics_wait=30",
+                     tables=only(fake=fake_server("pull"))))[0]
+    assert [(d.path, d.line) for d in call.diagnostics] == [("shapes.py", 2)], call.output
+    assert "BROKEN" not in (python_project / "shapes.py").read_text()
