@@ -465,26 +465,26 @@ def test_first_snapshot_of_many_files_packs_them(tmp_path: Path, bulk: bool) -> 
 def test_an_ignored_file_a_turn_deletes_comes_back_and_what_cannot_is_named(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     make_project(root, git=True)
-    (root / ".gitignore").write_text("build/\n*.log\n.env\nnode_modules/\nbig.dat\n")
-    (root / ".env").write_text("TOKEN=secret\n")
-    (root / ".env").chmod(0o600)
+    (root / ".gitignore").write_text("build/\n*.log\nlocal.cfg\nnode_modules/\nbig.dat\n")
+    (root / "local.cfg").write_text("TOKEN=secret\n")
+    (root / "local.cfg").chmod(0o600)
     (root / "big.dat").write_bytes(b"x" * 5000)
     sh(root, "mkdir -p node_modules/a && echo 1 > node_modules/a/i.js")
     store = store_for(tmp_path, root, ignored_max_file_bytes=4096)
     before_tree = tree(root)
     before = asyncio.run(store.snapshot())
-    assert ".env" in asyncio.run(store.entries(before))
-    sh(root, "rm -f .env big.dat && rm -rf node_modules build && echo more >> app.log")
+    assert "local.cfg" in asyncio.run(store.entries(before))
+    sh(root, "rm -f local.cfg big.dat && rm -rf node_modules build && echo more >> app.log")
     after = asyncio.run(store.snapshot())
     found = {c.path: c.kind for c in asyncio.run(changes(store, before, after))}
-    assert found == {".env": "deleted", "app.log": "modified"}
+    assert found == {"local.cfg": "deleted", "app.log": "modified"}
     lost = asyncio.run(unrecorded_changes(store, before, after))
     assert [line.split(":")[0] for line in lost] == ["big.dat", "build/", "node_modules/"]
     assert "over the 4 KB limit for ignored files" in lost[0] and "removed" in lost[2]
     result = asyncio.run(undo(store, before, after))
     assert not result.failed
     restored = tree(root)
-    assert restored[".env"] == before_tree[".env"] and restored["app.log"] == before_tree["app.log"]
+    assert restored["local.cfg"] == before_tree["local.cfg"] and restored["app.log"] == before_tree["app.log"]
     assert not (root / "big.dat").exists() and not (root / "node_modules").exists()
 
 

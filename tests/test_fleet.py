@@ -280,3 +280,45 @@ def test_a_task_whose_base_cannot_be_checked_out_fails_and_can_be_retried(fleet,
     assert retried.returncode == 0 and retried.stdout.strip() == f"{task_id} queued"
     assert [t["id"] for t in json.loads(listed.stdout)] == [task_id]
     assert json.loads(stats.stdout)["failed"] == 1 and json.loads(stats.stdout)["retried"] == 1
+
+
+def test_the_workers_health_port_answers_while_it_runs_a_task_and_imports_no_web_framework(fleet, tmp_path):
+    import socket
+
+    import httpx
+
+    from auger._version import __version__
+
+    home, url, repo = fleet
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    def asked(path: str = "/health", method: str = "GET") -> tuple[int, dict] | None:
+        try:
+            answer = httpx.request(method, f"http://127.0.0.1:{port}{path}", timeout=10)
+        except httpx.TransportError:
+            return None
+        return answer.status_code, answer.json()
+
+    with task_model(delay=2.0) as model:
+        worker = start_worker(home, url, model, "--health-port", str(port), log=tmp_path / "w.log")
+        try:
+            idle = wait_for(asked, 30, "the health port")
+            submit(home, url, model, repo, "task watched")
+            wait_for(lambda: model.chat_requests, what="the task to start")
+            busy = asked()
+            elsewhere, posted = asked("/api/sessions"), asked(method="POST")
+            wait_for(lambda: all_final(url, 1), 40, "the task to end")
+            after = asked()
+            loaded = subprocess.run([sys.executable, "-c", "import sys, auger.frontends.fleet_cli, auger.fleet.worker; "
+                                     "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn'}))"],
+                                    capture_output=True, text=True, timeout=60)
+        finally:
+            stop(worker)
+    ok = {"status": "ok", "version": __version__, "store": "ok"}
+    assert idle == (200, {**ok, "running": 0})
+    assert busy == (200, {**ok, "running": 1})
+    assert after == (200, {**ok, "running": 0})
+    assert elsewhere is not None and elsewhere[0] == 404 and posted is not None and posted[0] == 405
+    assert loaded.stdout.strip() == "[]", loaded.stderr

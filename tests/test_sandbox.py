@@ -453,7 +453,7 @@ def test_a_session_sandbox_gives_no_process_bwrap_starts_a_capability(bwrap_box:
     the sandbox's namespaces from outside, has any (supervisor.py)."""
     sandbox = _sandbox("bwrap")
     one_shot = sandbox.wrap(["true"], bwrap_box.root, dict(bwrap_box.env), bwrap_box.policy).argv
-    session = sandbox.holder_argv(dict(bwrap_box.env), bwrap_box.policy, ["sh"], info_fd=5, seccomp_fd=6)
+    session, _ = sandbox.holder_argv(dict(bwrap_box.env), bwrap_box.policy, ["sh"], info_fd=5, seccomp_fd=6)
     assert "--cap-add" not in one_shot and "--cap-add" not in session
     assert session[session.index("--cap-drop") + 1] == "ALL" and "--as-pid-1" in session
     assert session[session.index("--seccomp") + 1] == "6" and session[session.index("--info-fd") + 1] == "5"

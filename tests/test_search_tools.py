@@ -49,7 +49,7 @@ PROJECT_FILES: dict[str, str | bytes] = {
     ".git/info/exclude": "secret.txt\n",
     ".git/config": "needle in git config\n",
     ".git/HEAD": "ref: refs/heads/main\n",
-    ".env": "TOKEN=needle\n",
+    ".envrc": "TOKEN=needle\n",
     ".hidden/notes.txt": "a hidden needle\n",
     "README.md": "# Project\nThe needle is here.\n",
     "top_only.txt": "needle top\n",  # ignored: anchored root rule
@@ -79,14 +79,14 @@ PROJECT_FILES: dict[str, str | bytes] = {
 }
 
 VISIBLE_FILES = sorted([
-    ".env", ".gitignore", ".hidden/notes.txt", "README.md", "data/blob.bin", "data/bom.txt",
+    ".envrc", ".gitignore", ".hidden/notes.txt", "README.md", "data/blob.bin", "data/bom.txt",
     "data/crlf.txt", "data/latin1.txt", "data/long.txt", "docs/guide.md", "keep.log",
     "src/Needle.py", "src/app.py", "src/lib/.gitignore", "src/lib/util.py",
     "src/sub/top_only.txt", "src/x.tmp", "tests/test_app.py", "x/keep.txt",
 ])
 
 NEEDLE_LINES = [
-    ".env:1:TOKEN=needle",
+    ".envrc:1:TOKEN=needle",
     ".hidden/notes.txt:1:a hidden needle",
     "README.md:2:The needle is here.",
     "data/bom.txt:1:needle bom",
@@ -217,7 +217,7 @@ def test_walker_skips_dot_git_and_special_files(root: Path) -> None:
 def test_walker_order_is_dirs_first_then_by_name(root: Path) -> None:
     top = [e.rel for e in walk(root, max_depth=1, include_dirs=True, include_symlinks=True)]
     assert top == [".hidden", "data", "docs", "src", "tests", "x",
-                   ".env", ".gitignore", "README.md", "keep.log", "link_file", "link_out"]
+                   ".envrc", ".gitignore", "README.md", "keep.log", "link_file", "link_out"]
 
 
 def test_ignore_rules_work_without_a_repository(tmp_path: Path) -> None:
@@ -329,7 +329,7 @@ def test_glob_matcher_errors_are_glob_errors() -> None:
 
 def test_list_dir_tree(root: Path) -> None:
     assert run(LIST_DIR, {"depth": 1}, root).output == "\n".join([
-        "./", "  .hidden/", "  data/", "  docs/", "  src/", "  tests/", "  x/", "  .env",
+        "./", "  .hidden/", "  data/", "  docs/", "  src/", "  tests/", "  x/", "  .envrc",
         "  .gitignore", "  README.md", "  keep.log", "  link_file -> ../outside/secret.txt",
         "  link_out -> ../outside",
     ])

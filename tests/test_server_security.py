@@ -82,6 +82,53 @@ def test_a_foreign_origin_or_host_is_refused_even_with_the_token(project, server
     assert run(main()) == (403, 403, 403, 403, 200)
 
 
+def test_the_health_route_answers_without_a_token_with_its_status_alone_and_only_to_the_bound_host(
+        project, server, tmp_path):
+    from auger._version import __version__
+
+    async def main():
+        async with in_process(project, server, tmp_path / "s.db") as (client, _):
+            bare = httpx.AsyncClient(transport=client._transport, base_url="http://127.0.0.1:8765")
+            ok = await bare.get("/api/health")
+            head = await bare.head("/api/health")
+            foreign = await bare.get("/api/health", headers={"host": "attacker.example:8765"})
+            cross = await bare.get("/api/health", headers={"origin": "https://evil.example"})
+            others = [(await bare.request(method, path)).status_code for method, path in (
+                ("POST", "/api/health"), ("GET", "/api/health/"), ("GET", "/api/healthz"),
+                ("GET", "/api/health/../sessions"), ("GET", "/api/sessions"))]
+            await bare.aclose()
+            return ok, head, foreign, cross, others
+
+    ok, head, foreign, cross, others = run(main())
+    assert ok.status_code == 200 and ok.json() == {"status": "ok", "version": __version__, "store": "ok"}
+    assert ok.headers["content-type"] == "application/json" and str(tmp_path) not in ok.text
+    assert head.status_code == 200 and head.content == b""
+    assert foreign.status_code == 403 and cross.status_code == 403  # still behind the Host and Origin checks
+    assert others == [401] * 5  # the one path, read only: everything else still needs the token
+
+
+def test_the_health_route_answers_503_while_the_database_is_down_and_names_no_url(project, server, tmp_path,
+                                                                                  postgres_server, postgres_url):
+    async def main():
+        async with served(project, server, postgres_url) as srv:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30) as bare:
+                up = await bare.get("/api/health")
+                postgres_server.stop()
+                try:
+                    down = await bare.get("/api/health")
+                finally:
+                    postgres_server.start()
+                back = await bare.get("/api/health")
+            return up, down, back
+
+    up, down, back = run(main())
+    assert up.status_code == 200 and up.json()["store"] == "ok"
+    assert down.status_code == 503 and set(down.json()) == {"status", "version", "store"}
+    assert down.json()["status"] == "unavailable" and down.json()["store"] == "unreachable"
+    assert "postgres" not in down.text and str(postgres_server.dir) not in down.text
+    assert back.status_code == 200 and back.json()["store"] == "ok"
+
+
 def test_a_pairing_code_signs_a_browser_in_once_and_expires(project, server, tmp_path):
     now = [1000.0]
     pairing = Pairing(ttl=60, clock=lambda: now[0])

@@ -301,31 +301,31 @@ def _exec(project: Path, server, auger_home: Path, *args: str) -> list[dict]:
 
 def test_an_ignored_file_removed_in_auto_mode_comes_back_and_undo_names_what_it_cannot(project, server,
                                                                                      auger_home):
-    (project / ".gitignore").write_text(".env\nnode_modules/\n*.bin\n")
-    (project / ".env").write_text("TOKEN=secret\n")
+    (project / ".gitignore").write_text("local.cfg\nnode_modules/\n*.bin\n")
+    (project / "local.cfg").write_text("TOKEN=secret\n")
     (project / "big.bin").write_bytes(b"x" * (2 << 20))  # over the limit for an ignored file
     (project / "node_modules/a").mkdir(parents=True)
     (project / "node_modules/a/index.js").write_text("module.exports = 1\n")
     git(project, "init", "-q", "-b", "main")
     git(project, "add", "-A")
     git(project, "commit", "-qm", "initial")
-    removal = "rm -f .env big.bin node_modules/a/index.js && rmdir node_modules/a node_modules"  # not asked in auto
+    removal = "rm -f local.cfg big.bin node_modules/a/index.js && rmdir node_modules/a node_modules"  # not asked in auto
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": removal})]),
                Reply(text="cleaned"))
     lines = _exec(project, server, auger_home, "-c", "mode=auto", "clean up")
-    assert not (project / ".env").exists()
+    assert not (project / "local.cfg").exists()
     diff = next(line for line in lines if line["type"] == "turn_diff")
-    assert [(f["kind"], f["path"]) for f in diff["files"]] == [("deleted", ".env")]
+    assert [(f["kind"], f["path"]) for f in diff["files"]] == [("deleted", "local.cfg")]
     told = [line["message"] for line in lines if line["type"] == "warning"]
     assert len(told) == 1 and "undo cannot restore" in told[0], told
     assert "big.bin: removed; an ignored file over the 1 MB limit" in told[0] and "node_modules/: removed" in told[0]
 
     shown = auger_cli("diff", lines[0]["session_id"][:8], home=auger_home, cwd=project).stdout
-    assert "diff --git a/.env b/.env\ndeleted file mode" in shown
+    assert "diff --git a/local.cfg b/local.cfg\ndeleted file mode" in shown
     assert "not in the snapshots, so undo cannot restore it: node_modules/: removed" in shown
 
     undone = auger_cli("undo", lines[0]["session_id"][:8], home=auger_home, cwd=project)
-    assert (project / ".env").read_text() == "TOKEN=secret\n"
+    assert (project / "local.cfg").read_text() == "TOKEN=secret\n"
     assert undone.returncode == 1 and "undid turn 1" in undone.stdout
     assert "not restored: big.bin: removed" in undone.stderr and "not restored: node_modules/: removed" in undone.stderr
     assert "Not restored: big.bin" in undone.stdout  # what the model is told

@@ -226,13 +226,13 @@ def test_on_a_phone_nothing_scrolls_sideways_and_enter_makes_a_new_line(browser,
 
     page.click(".bar .menu")  # the session list slides in over the page
     page.locator(".sidebar.open .session").first.wait_for()
-    page.click(".scrim")
+    page.click(".scrim", position={"x": 375, "y": 420})  # beside the list, where a thumb closes it
     page.locator(".sidebar.open").wait_for(state="detached")  # and out again
     assert errors == []
 
 
-def test_a_long_session_draws_its_newest_page_and_older_ones_as_the_reader_scrolls_up(browser, serve, project,
-                                                                                     tmp_path):
+def test_a_long_session_draws_its_newest_page_and_one_scroll_to_the_top_loads_every_older_one(
+        browser, serve, project, tmp_path):
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
@@ -241,7 +241,7 @@ def test_a_long_session_draws_its_newest_page_and_older_ones_as_the_reader_scrol
     async def make() -> str:
         store = SqliteStore(tmp_path / "s.db")
         try:
-            return await long_session(store, project, 60)
+            return await long_session(store, project, 500)  # 2,000 items: 25 pages
         finally:
             await store.aclose()
 
@@ -249,18 +249,32 @@ def test_a_long_session_draws_its_newest_page_and_older_ones_as_the_reader_scrol
         sid = pool.submit(asyncio.run, make()).result()
     served = serve()
     errors: list[str] = []
-    page, _ = open_page(browser, served.pair, errors)
-    page.goto(f"{served.url}/#/s/{sid}")
-    page.locator(AGENT, has_text="Module 59 defines").wait_for()
-    first = page.locator(AGENT).count()
-    assert first == 20  # the newest 80 items: 20 turns
-    for _ in range(10):
-        page.eval_on_selector(".scroller", "el => { el.scrollTop = 0; }")
-        page.wait_for_timeout(400)
-        if page.locator(AGENT, has_text="Module 0 defines").count():
-            break
-    assert page.locator(AGENT).count() == 60
-    assert page.locator(".older", has_text="Start of the session").count() == 1
+
+    def opened(pairing: str, slower: int = 1, **context) -> object:
+        page, _ = open_page(browser, pairing, errors, **context)
+        if slower > 1:  # a busy machine: the page's CPU `slower` times slower
+            page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": slower})
+        page.goto(f"{served.url}/#/s/{sid}")
+        page.locator(AGENT, has_text="Module 499 defines").wait_for()
+        assert page.locator(AGENT).count() == 20  # the newest 80 items: 20 turns
+        return page
+
+    def one_scroll_reaches_the_start(page) -> None:
+        page.eval_on_selector(".scroller", "el => { el.scrollTop = 0; }")  # once: never scrolled away and back
+        page.locator(".older", has_text="Start of the session").wait_for(timeout=60_000)
+        assert page.locator(AGENT).count() == 500
+        assert page.locator(AGENT).first.inner_text().startswith("Module 0 defines")
+
+    page = opened(served.pair)
+    # near the top, not at it: the older page comes and the reader stays on what they read
+    read = page.locator(AGENT, has_text="Module 480 defines")
+    seen_at = page.eval_on_selector(".scroller", """(el) => { el.scrollTop = 200;
+      return [...el.querySelectorAll('[data-role="agent-message"]')][0].getBoundingClientRect().top; }""")
+    page.wait_for_function(f"() => document.querySelectorAll('{AGENT}').length === 40")
+    assert abs(read.bounding_box()["y"] - seen_at) < 2
+    one_scroll_reaches_the_start(page)
+
+    one_scroll_reaches_the_start(opened(served.new_pairing(), slower=4, **chromium_support.PHONE))  # a busy phone
     assert errors == []
 
 

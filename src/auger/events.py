@@ -21,7 +21,7 @@ from auger.protocol.events import (
     ElicitationForm, EnteredReviewMode, Event, ExitedReviewMode, ItemEnded, ItemStarted, LoopDetected, MessageDelta,
     ModeChanged, ModelChanged,
     PendingChanged, PlanStep, PlanUpdated, RateLimits, RateLimitWindow, ReasoningDelta, Retrying, RolledBack,
-    SessionConfigured, SessionTitle, ShutdownComplete, StructuredOutput, TokenUsage, ToolCallEnded,
+    SecretRedacted, SessionConfigured, SessionTitle, ShutdownComplete, StructuredOutput, TokenUsage, ToolCallEnded,
     ToolCallStarted, ToolOutputDelta, TurnContextChanged, TurnDiff, TurnEnded, TurnStarted, TurnUndone, Usage,
     UserInputInjected, WarningEvent,
 )
@@ -34,7 +34,8 @@ __all__ = [
     "Event", "ExitedReviewMode", "ItemEnded", "ItemStarted",
     "LoopDetected", "MessageDelta", "Mode", "ModeChanged", "ModelChanged", "PendingChanged", "PlanStatus",
     "PlanStep", "PlanUpdated", "RateLimitWindow", "RateLimits", "ReasoningDelta", "Refusal", "Retrying",
-    "RolledBack", "SessionConfigured", "SessionTitle", "Severity", "ShutdownComplete", "StructuredOutput", "TokenUsage",
+    "RolledBack", "SecretRedacted", "SessionConfigured", "SessionTitle", "Severity", "ShutdownComplete",
+    "StructuredOutput", "TokenUsage",
     "ToolCallEnded", "ToolCallStarted", "ToolOutputDelta", "TurnContextChanged", "TurnDiff", "TurnEndReason",
     "TurnEnded", "TurnStarted", "TurnUndone", "Usage", "UserInputInjected", "WarningEvent",
 ]

@@ -41,16 +41,16 @@ def _layout(name: str, home: Path, monkeypatch) -> dict[str, Path]:
 
 
 def _other_project_session(tmp_path: Path, db: Path, *overrides: str) -> None:
-    """Another project's session: its conversation holds the secret, and it deletes a key file (which the
+    """Another project's session: its conversation holds the secret, and it deletes a file holding it (which the
     snapshot taken before the change keeps)."""
     other = tmp_path / "other"
     other.mkdir()
-    (other / "key.pem").write_text(SECRET + "\n")
+    (other / "deploy-notes.txt").write_text(SECRET + "\n")
     with MockChatServer() as server:
-        server.add(Reply(tool_calls=[ToolCall("shell", {"command": "rm key.pem"})]), Reply(text="done"))
-        run_session(other, server, f"the deploy password is {SECRET}; delete key.pem", db=db,
+        server.add(Reply(tool_calls=[ToolCall("shell", {"command": "rm deploy-notes.txt"})]), Reply(text="done"))
+        run_session(other, server, f"the deploy password is {SECRET}; delete deploy-notes.txt", db=db,
                     overrides=("sandbox=off", "mode=auto", "approve_all=true", *overrides))
-    assert not (other / "key.pem").exists()
+    assert not (other / "deploy-notes.txt").exists()
 
 
 def _attacks(dirs: dict[str, Path]) -> list[str]:
@@ -72,7 +72,8 @@ def test_auger_own_files_are_not_readable(tmp_path, project, server, user_home, 
     (dirs["config"] / "config.toml").write_text(f'[mcp_servers.tracker]\nurl = "https://x"\nbearer_token = "{SECRET}"\n')
     dirs["cache"].mkdir(parents=True, exist_ok=True)
     (dirs["cache"] / "titles.json").write_text(f'{{"title": "{SECRET}"}}\n')
-    outs = shell(project, server, kind, *_attacks(dirs), db=db)
+    # redaction off: the sandbox alone is on trial here (redaction would also hide the token's value)
+    outs = shell(project, server, kind, *_attacks(dirs), db=db, tables={"secrets": {"redact": False}})
     leaked = [out for out in outs if SECRET in out]
     if kind == "off":  # control: every payload finds the secret when nothing hides it
         assert len(leaked) == len(outs), outs

@@ -92,7 +92,8 @@ def test_a_sandbox_started_again_is_as_confined_as_the_first(project, server, up
 
     follow_session(project, server, steps, f"sandbox={kind}", "sandbox_idle_timeout=0.2", "mode=auto",
                    "approve_all=true", 'egress_allow=["mirror.test"]',
-                   'egress_hosts={ "mirror.test" = "127.0.0.1", "evil.test" = "127.0.0.1" }')
+                   'egress_hosts={ "mirror.test" = "127.0.0.1", "evil.test" = "127.0.0.1" }',
+                   tables={"secrets": {"redact": False}})  # the sandbox alone is on trial (redaction hides tokens too)
     _user_commits(project / "sub")
     _user_commits(project)
     if kind == "off":  # control: unconfined, the same attacks succeed

@@ -102,13 +102,13 @@ class Follow:
 
 
 def follow_session(project: Path, server: MockChatServer, steps, *overrides: str, timeout: float = 60,
-                   resume: str | None = None) -> list[ev.Event]:
-    """Open a session (`overrides` as config; `resume` a stored one), run `await steps(session, follow)`, shut
-    it down; every event it emitted, in order."""
+                   resume: str | None = None, tables: dict | None = None) -> list[ev.Event]:
+    """Open a session (`overrides` as config, `tables` as a config file's tables; `resume` a stored one), run
+    `await steps(session, follow)`, shut it down; every event it emitted, in order."""
 
     async def main() -> list[ev.Event]:
         session, store = await open_session(project, server, project.parent / "sessions.db", *overrides,
-                                            resume=resume)
+                                            resume=resume, tables=tables)
         follow = Follow(session)
         try:
             await asyncio.wait_for(steps(session, follow), timeout)
@@ -124,12 +124,12 @@ def follow_session(project: Path, server: MockChatServer, steps, *overrides: str
 def run_session(project: Path, server: MockChatServer, *prompts: str, db: Path | None = None,
                 overrides: tuple[str, ...] = (), resume: str | None = None, turns: int | None = None,
                 on_event=None, interactive: bool = False, until: type | None = None,
-                provider_tables: dict | None = None, tools=None) -> Run:
+                provider_tables: dict | None = None, tools=None, tables: dict | None = None) -> Run:
     db = db or project.parent / "sessions.db"
 
     async def main() -> Run:
         session, store = await open_session(project, server, db, *overrides, resume=resume, interactive=interactive,
-                                            provider_tables=provider_tables, tools=tools)
+                                            provider_tables=provider_tables, tools=tools, tables=tables)
         try:
             return await asyncio.wait_for(drive(session, *prompts, turns=turns, on_event=on_event, until=until), 60)
         finally:

@@ -6,6 +6,8 @@
 * `scripted_session` runs a real session whose mock model makes the given tool calls, and returns
   the run and everything the model was sent, so a test can check what reached the provider.
 * `marker_in_requests` says whether a secret marker reached the model in any request.
+* `exposed` says where planted secret values (as written, or base64'd) can be read: request bodies, the
+  store's files, events.
 """
 
 from __future__ import annotations
@@ -134,3 +136,20 @@ async def run_many(spec: Any, args_list: list[dict[str, Any]], ctx: Any) -> list
 def text_of(result: Any) -> str:
     """A tool result's output, or a ToolError's message."""
     return str(result) if isinstance(result, Exception) else result.output
+
+
+def exposed(values: list[str], *, bodies: list[dict] | None = None, store_dir: Path | None = None,
+            events: list | None = None) -> list[str]:
+    """Where any of `values` — as written, or in base64 as `base64` prints it — can be read: in a model request
+    body, the store's files (SQLite's database and its WAL, as bytes), or an event's JSON. One line per find."""
+    import base64 as b64
+
+    forms = {v: [v, b64.b64encode(v.encode()).decode().rstrip("=")[:-2]] for v in values}
+    places: list[tuple[str, str]] = [(f"request {n}", json.dumps(b, ensure_ascii=False))
+                                     for n, b in enumerate(bodies or [])]
+    if store_dir is not None:
+        for path in sorted(store_dir.glob("*.db*")):
+            places.append((path.name, path.read_bytes().decode("latin-1")))
+    places += [(f"event {e.TYPE}", json.dumps(e.to_json(), ensure_ascii=False)) for e in events or []]
+    return [f"{value[:12]}… ({'base64' if form != value else 'as is'}) in {where}"
+            for value, candidates in forms.items() for form in candidates for where, text in places if form in text]

@@ -83,3 +83,24 @@ def test_w_lets_commands_write_beneath_the_directory_for_the_session(term, serve
         assert t.history().count("approval needed") == 1
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_protected_file_read_is_said_and_asked_once(term, server, project):
+    """A read of a protected file is refused with a warning naming it; the card lets one call have it (y) and no
+    other (the next read asks again: n)."""
+    (project / ".env.local").write_text("TOKEN=tui-protected-value\n")
+    read = Reply(tool_calls=[ToolCall("read_file", {"path": ".env.local"})])
+    server.add(read, read, Reply(text="read once"))
+    t = term("--mode", "auto", width=160)
+    t.ready()
+    t.submit("read the env")
+    t.wait_for("read_file was refused: protected file .env.local")
+    t.wait_for("wants to read or change the protected file .env.local")
+    t.wait_for("[y] yes, once")
+    t.send("y")
+    t.wait_for("read_file may read .env.local for this one call")
+    t.wait_for("[n] no")
+    t.send("n")
+    t.wait_for("read once")
+    tool_messages = [m["content"] for m in server.chat_requests[-1].messages if m["role"] == "tool"]
+    assert "tui-protected-value" in tool_messages[0] and "tui-protected-value" not in tool_messages[1]

@@ -28,6 +28,7 @@ class BackendStatus:
     status: str  # available | disabled | not installed | error
     detail: str = ""
     source: str = "built-in"
+    checked: float | None = None  # seconds since a probe found this (models/status.py keeps what probes find)
 
 
 def which(command: str, ttl: float = WHICH_TTL_S) -> str | None:

@@ -30,6 +30,9 @@ Why it is built this way:
   `cd dir &&` before a patch sent as a command names, itself walked beneath the root), opened
   beneath the root handle (`auger.policy.fs`, never by name) and refused inside any git directory
   (`auger.policy.gitguard`). Absolute paths are refused. Writes are atomic and a file keeps its mode.
+* A caller may pass a `guard`, shown each existing file (its resolved path, the path as the patch wrote it,
+  its stat) before a byte of it is read: the tool refuses protected files there (tools/patch.py), so a hunk
+  that does not match never shows the lines of one.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from auger.changes.files import remove_beneath, write_beneath
 from auger.policy.fs import RootHandle, read_fd
@@ -53,6 +57,8 @@ UPDATE = "*** Update File: "
 MOVE = "*** Move to: "
 EOF_MARK = "*** End of File"
 MAX_FILE_BYTES = 32 << 20  # a file larger than this is not something a patch should rewrite in memory
+
+Guard = Callable[[str, str, os.stat_result], None]  # (resolved path, path as written, stat): raises to refuse
 
 
 class PatchError(Exception):
@@ -371,6 +377,7 @@ class _Plan:
     """New content per resolved path (None: remove), the original content and mode of each."""
 
     root: RootHandle
+    guard: Guard | None = None
     new: dict[str, bytes | None] = field(default_factory=dict)
     modes: dict[str, int | None] = field(default_factory=dict)  # None: a new file, the umask decides
     before: dict[str, tuple[bytes, int | None] | None] = field(default_factory=dict)
@@ -422,6 +429,8 @@ class _Plan:
             raise PatchError(f"{raw}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
         try:
             st = os.fstat(fd)
+            if self.guard is not None:
+                self.guard(rel, raw, st)
             if not stat.S_ISREG(st.st_mode):
                 raise PatchError(f"{raw} is not a regular file")
             if st.st_size > MAX_FILE_BYTES:
@@ -449,9 +458,15 @@ class _Plan:
         self.modes[rel] = mode
 
 
-def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]:
+# Puts back what the patch's text stands for in a file: (the patch's text, the file's text now, its path) →
+# the text to apply. The session's redaction of secrets (tools/patch.py) passes one; it raises PatchError.
+Reveal = Callable[[str, str, str], str]
+
+
+def plan_patch(root: RootHandle, ops: list[FileOp], reveal: Reveal | None = None,
+               guard: Guard | None = None) -> tuple[_Plan, PatchResult]:
     """Every file's new content, computed in memory; PatchError if any part does not apply."""
-    plan, result = _Plan(root), PatchResult()
+    plan, result = _Plan(root, guard), PatchResult()
     for op in ops:
         if isinstance(op, DeleteFile) and plan.is_link(rel := plan.resolve(op.path, follow=False)):
             plan.put(rel, None, None)  # the link goes, never the file it points to
@@ -460,7 +475,10 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
         rel = plan.resolve(op.path)
         now = plan.current(rel, op.path)
         if isinstance(op, AddFile):
-            plan.put(rel, op.content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
+            content = op.content
+            if reveal is not None:
+                content = reveal(content, "" if now is None else now[0].decode("utf-8", "surrogateescape"), op.path)
+            plan.put(rel, content.encode("utf-8", "surrogateescape"), None if now is None else now[1])
             (result.added if now is None else result.modified).append(rel)
         elif isinstance(op, DeleteFile):
             if now is None:
@@ -471,7 +489,8 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
             if now is None:
                 raise PatchError(f"cannot update {op.path}: it does not exist")
             text = now[0].decode("utf-8", "surrogateescape")
-            data = apply_chunks(text, op.chunks, op.path).encode("utf-8", "surrogateescape")
+            chunks = op.chunks if reveal is None else _revealed(op, text, reveal)
+            data = apply_chunks(text, chunks, op.path).encode("utf-8", "surrogateescape")
             if op.move_to is None:
                 plan.put(rel, data, now[1])
                 result.modified.append(rel)
@@ -484,13 +503,30 @@ def plan_patch(root: RootHandle, ops: list[FileOp]) -> tuple[_Plan, PatchResult]
     return plan, result
 
 
-def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None) -> tuple[_Plan, PatchResult]:
+def _revealed(op: UpdateFile, text: str, reveal: Reveal) -> tuple[Chunk, ...]:
+    """The update's hunks with what their lines stand for in the file (`text`) put back."""
+    return tuple(replace(chunk, headers=tuple(reveal(h, text, op.path) for h in chunk.headers),
+                         lines=tuple((tag, reveal(line, text, op.path)) for tag, line in chunk.lines))
+                 for chunk in op.chunks)
+
+
+def plan_patch_text(root: RootHandle, text: str, workdir: str | None = None, reveal: Reveal | None = None,
+                    guard: Guard | None = None) -> tuple[_Plan, PatchResult]:
     """Parse `text` and plan it beneath `root`; with `workdir` (a `cd dir &&` before the patch), its
     paths are relative to that directory, which must lie inside the root."""
+    return plan_patch(root, patch_ops(root, text, workdir), reveal, guard)
+
+
+def patch_ops(root: RootHandle, text: str, workdir: str | None = None) -> list[FileOp]:
+    """The operations of `text`, their paths relative to the root (`workdir` joined in front)."""
     ops = parse_patch(text)
-    if workdir:
-        ops = _beneath(ops, resolve_workdir(root, workdir))
-    return plan_patch(root, ops)
+    return _beneath(ops, resolve_workdir(root, workdir)) if workdir else ops
+
+
+def op_paths(ops: list[FileOp]) -> list[str]:
+    """Every path the operations name (a move's destination too), once each, in order."""
+    paths = [op.path for op in ops] + [op.move_to for op in ops if isinstance(op, UpdateFile) and op.move_to]
+    return list(dict.fromkeys(paths))
 
 
 def resolve_workdir(root: RootHandle, raw: str) -> str:
@@ -531,10 +567,11 @@ def _beneath(ops: list[FileOp], base: str) -> list[FileOp]:
     return moved
 
 
-def apply_patch(root: RootHandle, text: str, workdir: str | None = None) -> PatchResult:
+def apply_patch(root: RootHandle, text: str, workdir: str | None = None, reveal: Reveal | None = None,
+                guard: Guard | None = None) -> PatchResult:
     """Parse and apply `text` beneath `root` (its paths relative to `workdir` when given), all or
-    nothing. Raises PatchError (nothing changed)."""
-    plan, result = plan_patch_text(root, text, workdir)
+    nothing. Raises PatchError (nothing changed), or what `guard` raises."""
+    plan, result = plan_patch_text(root, text, workdir, reveal, guard)
     done: list[str] = []
     try:
         for rel, data in plan.new.items():

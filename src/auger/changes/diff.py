@@ -4,7 +4,8 @@ Both come from git comparing the two snapshot trees (`diff-tree`), so renames, m
 binary files are reported as git reports them, and the comparison costs nothing but the changed
 blobs. The tree "now" is simply a fresh snapshot. External diff drivers and textconv filters are
 never run: the snapshot repository reads no configuration that could name them. auger's own files
-are never part of a diff, even where an earlier snapshot recorded one. What the snapshots leave
+and protected files (secrets/protected.py) are never part of a diff, even where an earlier snapshot
+recorded one. What the snapshots leave
 out (ignored directories, ignored files over the limits) is compared apart: `unrecorded_changes`.
 """
 
@@ -40,7 +41,14 @@ def _id(snapshot: Snapshot | str) -> str:
 
 async def changes(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str, *,
                   renames: bool = True) -> list[FileChange]:
-    """The files that differ from `old` to `new`, in path order."""
+    """The files that differ from `old` to `new`, in path order; protected files left out."""
+    protects = await store.protects()
+    return [c for c in await _all_changes(store, old, new, renames=renames)
+            if not protects(c.path) and not (c.old_path and protects(c.old_path))]
+
+
+async def _all_changes(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str, *,
+                       renames: bool = True) -> list[FileChange]:
     args = ["diff-tree", "-r", "-z", "--no-ext-diff", "--no-textconv", "--raw", "--numstat",
             "-M" if renames else "--no-renames", _id(old), _id(new), *store.own_pathspec()]
     fields = (await store.git(*args)).split(b"\0")
@@ -82,12 +90,24 @@ async def changes(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str
 
 async def unified_diff(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str, *,
                        color: bool = False, context: int = 3, renames: bool = True) -> str:
-    """The unified diff from `old` to `new` as git writes it (binary files say "Binary files … differ").
+    """The unified diff from `old` to `new` as git writes it (binary files say "Binary files … differ"),
+    protected files left out.
 
     Undecodable bytes appear as U+FFFD: the text is for showing, the snapshots keep the bytes."""
+    protects = await store.protects()
+    hidden = sorted({p for c in await _all_changes(store, old, new, renames=renames)
+                     for p in (c.path, c.old_path) if p and protects(p)})
+    return await _diff_text(store, old, new, color=color, context=context, renames=renames, hidden=hidden)
+
+
+async def _diff_text(store: SnapshotStore, old: Snapshot | str, new: Snapshot | str, *, color: bool, context: int,
+                     renames: bool, hidden: list[str]) -> str:
+    """The unified diff, without auger's own paths and `hidden`."""
+    exclude = store.own_pathspec() or (["--", "."] if hidden else [])
+    exclude += [f":(exclude,literal){path}" for path in hidden]
     args = ["diff-tree", "-r", "-p", "--no-ext-diff", "--no-textconv", f"-U{int(context)}",
             "-M" if renames else "--no-renames", "--color=always" if color else "--no-color",
-            _id(old), _id(new), *store.own_pathspec()]
+            _id(old), _id(new), *exclude]
     return (await store.git(*args)).decode("utf-8", "replace")
 
 
@@ -105,8 +125,13 @@ async def diff_since(store: SnapshotStore, since: Snapshot | str, *, color: bool
     now = await store.snapshot("diff")
     if isinstance(since, Snapshot) and since.tree == now.tree:
         return TurnDiff(now, [], "")
-    listed, text = await asyncio.gather(changes(store, since, now), unified_diff(store, since, now, color=color))
-    return TurnDiff(now, listed, text)
+    protects = await store.protects()
+    every, text = await asyncio.gather(_all_changes(store, since, now),
+                                       _diff_text(store, since, now, color=color, context=3, renames=True, hidden=[]))
+    hidden = sorted({p for c in every for p in (c.path, c.old_path) if p and protects(p)})
+    if hidden:  # a file protected since the turn began (an earlier snapshot holds it): out of the diff too
+        text = await _diff_text(store, since, now, color=color, context=3, renames=True, hidden=hidden)
+    return TurnDiff(now, [c for c in every if c.path not in hidden and c.old_path not in hidden], text)
 
 
 def summary(file_changes: list[FileChange]) -> str:

@@ -31,6 +31,11 @@ Why this way:
   beside it, auger's data and config directories) when they lie inside the project. They are kept
   in the repository (`auger-own.json`), so every later user of it leaves them out too; an earlier
   snapshot that held one is never restored over it, nor shown in a diff.
+* Protected files (secrets/protected.py: `.env`, keys, what `.augerignore` lists, and hard links to them) are
+  never recorded either: a secret the agent may not read must not sit in auger's own store, where a diff, a
+  worktree or an undo could bring it back. A path recorded before it was protected is dropped from the index
+  at the next snapshot; an earlier snapshot that holds one is never restored over it nor deleted by undo, and
+  diffs leave it out.
 * Git records only whether a file is executable. The other permission bits (a private 0600 file,
   a read-only 0444 one) are kept in the commit message for the files whose bits are not the
   project's usual ones, so an undo never restores a private file readable by all.
@@ -59,9 +64,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from auger.policy.fs import read_fd
+from auger.secrets.protected import ProtectedFiles, default_protected
 
 DEFAULT_MAX_FILE_BYTES = 10 << 20
 DEFAULT_MAX_DIR_FILES = 5000
@@ -147,12 +153,16 @@ class SnapshotStore:
     def __init__(self, root: Path, snapdir: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                  max_dir_files: int = DEFAULT_MAX_DIR_FILES, perms: tuple[int, int] = DEFAULT_PERMS,
                  own: Iterable[Path] = (), ignored_max_file_bytes: int = IGNORED_MAX_FILE_BYTES,
-                 ignored_max_files: int = IGNORED_MAX_FILES, ignored_max_bytes: int = IGNORED_MAX_BYTES) -> None:
+                 ignored_max_files: int = IGNORED_MAX_FILES, ignored_max_bytes: int = IGNORED_MAX_BYTES,
+                 protected: ProtectedFiles | None = None) -> None:
         """`perms`: the usual permission bits of a plain and an executable file in this project (what
         the user's umask gives, e.g. (0o640, 0o750) under umask 027); only files with other bits
         have them written down in each snapshot. `own`: auger's own files and directories, left out
-        of every snapshot when they lie inside the project."""
+        of every snapshot when they lie inside the project. `protected`: the project's protected files (by
+        default, as the defaults and its `.augerignore` say), never recorded."""
         self.root = Path(os.path.realpath(root))
+        self.protected = protected if protected is not None else default_protected(self.root)
+        self._purged_for: object = None  # the protection rules the index was last cleared of protected paths by
         self.perms = perms
         self.bulk_files = BULK_FILES
         self.snapdir = Path(snapdir)
@@ -269,6 +279,13 @@ class SnapshotStore:
             os.replace(tmp, self.snapdir / _OWN)
         return new
 
+    async def protects(self) -> Callable[[str], bool]:
+        """Whether a path (relative to the root) is protected, as things stand now: by its name, or as a hard link
+        to (or a renamed) protected file the project's scan found."""
+        found = set((await asyncio.to_thread(self.protected.look_again)).paths)
+        why = self.protected.why
+        return lambda path: path in found or why(path) is not None
+
     def own_pathspec(self) -> list[str]:
         """Arguments that keep a git diff away from auger's own paths (none when there are none)."""
         if not self.own:
@@ -311,12 +328,21 @@ class SnapshotStore:
                     os.unlink(self.snapdir / "auger-index")
                 kept = _Kept({}, [])
             started = int(time.time())
+            protects = await self.protects()
+            if not self.indexed:  # nothing recorded yet: nothing to clear out of the index
+                self._purged_for = self.protected.rules
             changed, new, ignored = await self._listing()
-            recorded, unrecorded = self._ignored(ignored)
-            pick = self._select(changed | set(kept.recheck), new, recorded)
+            recorded, unrecorded = self._ignored([p for p in ignored if not protects(p.rstrip("/"))])
+            pick = self._select({p for p in changed | set(kept.recheck) if not protects(p)},
+                                [p for p in new if not protects(p.rstrip("/"))], recorded)
             if new_own:  # auger's own files that an earlier snapshot recorded: out of the index
                 held = await self.git("ls-files", "-z", "-c", "--", *(f":(literal){rel}" for rel in new_own))
                 pick.odd += [os.fsdecode(p) for p in held.split(b"\0") if p]
+            if self._purged_for is not self.protected.rules or any(map(protects, changed)):
+                # protected files an earlier snapshot (or an earlier rule set) recorded: out of the index
+                held = await self.git("ls-files", "-z", "-c")
+                pick.odd += [path for path in (os.fsdecode(p) for p in held.split(b"\0") if p) if protects(path)]
+                self._purged_for = self.protected.rules
             for path in pick.gone + pick.odd + pick.present:
                 kept.files.pop(path, None)
             kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})

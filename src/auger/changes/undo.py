@@ -12,8 +12,9 @@ How, and why:
   turn's end, any path that differs from it makes undo refuse, with the list, before changing
   anything — unless forced. An ignored file that changed since (a log, a coverage file: rewritten
   by every test run) does not stop the undo: it is left as it is, and listed as not restored.
-* auger's own files (the session database, its data directory) are never touched, even where an
-  earlier snapshot holds one.
+* auger's own files (the session database, its data directory) and protected files (secrets/protected.py)
+  are never touched, even where an earlier snapshot holds one: undo neither restores nor removes a file the
+  snapshots did not record.
 * The snapshot of "now" is returned as the redo point: restoring it undoes the undo.
 * Files are written beneath the root handle, never through a symlink, never into a git directory.
   A path that cannot be restored is listed in `failed`; the rest are still restored.
@@ -60,10 +61,12 @@ async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Sna
     """Make the tree what `target` recorded. With `expected` (the tree the caller believes is current,
     e.g. the snapshot at the turn's end), refuse with UndoRefused if the tree differs from it."""
     now = await store.snapshot("before restore")
+    protects = await store.protects()
     left: set[str] = set()  # ignored files changed after the turn: left as they are
     if expected is not None and not force:
         expected_tree = expected.tree if isinstance(expected, Snapshot) else None
-        drift = {path for path in await _permission_changes(store, now, expected, set()) if not store.is_own(path)}
+        drift = {path for path in await _permission_changes(store, now, expected, set())
+                 if not store.is_own(path) and not protects(path)}
         if expected_tree != now.tree:
             drift |= {c.path for c in await changes(store, expected, now, renames=False)}
         left = await store.ignored(sorted(drift))
@@ -73,7 +76,8 @@ async def restore(store: SnapshotStore, target: Snapshot | str, *, expected: Sna
     result.failed += [f"{path}: an ignored file changed after the turn; left as it is" for path in sorted(left)]
     diff = [c for c in await changes(store, now, target, renames=False) if c.path not in left]
     chmods = await _permission_changes(store, now, target, {c.path for c in diff})
-    chmods = {path: bits for path, bits in chmods.items() if path not in left and not store.is_own(path)}
+    chmods = {path: bits for path, bits in chmods.items()
+              if path not in left and not store.is_own(path) and not protects(path)}
     if not diff and not chmods:
         return result
     wanted = await store.entries(target)

@@ -54,6 +54,7 @@ from auger.changes.snapshots import (
 from auger.policy.fs import RootHandle
 from auger.policy.gitguard import git_write_refusal
 from auger.policy.paths import PathEscape
+from auger.secrets.protected import ProtectedFiles
 
 WORKTREES = "worktrees"  # under auger's data directory
 KIND = "worktree"  # owned_temp_dir kind: auger-worktree-<pid>-XXXX
@@ -176,16 +177,18 @@ class Worktree:
 
 
 def create_worktree(project_root: Path, *, base: str = "HEAD", name: str, data_dir: Path | None = None,
-                    persistent: bool = False) -> Worktree:
+                    persistent: bool = False, protected: ProtectedFiles | None = None) -> Worktree:
     """A new worktree of `project_root` at `base` (a revision, or "snapshot"). `name` (any text) only
     labels it. `data_dir` defaults to auger's; `persistent` keeps it past this process."""
     return _blocking(create_worktree_async(project_root, base=base, name=name, data_dir=data_dir,
-                                           persistent=persistent))
+                                           persistent=persistent, protected=protected))
 
 
 async def create_worktree_async(project_root: Path, *, base: str = "HEAD", name: str,
-                                data_dir: Path | None = None, persistent: bool = False) -> Worktree:
-    """See `create_worktree`."""
+                                data_dir: Path | None = None, persistent: bool = False,
+                                protected: ProtectedFiles | None = None) -> Worktree:
+    """See `create_worktree`. `protected`: the project's protected files (by default as the defaults and its
+    `.augerignore` say), which a worktree made from a snapshot does not get."""
     from auger.process import owned_temp_dir
 
     root = Path(os.path.realpath(project_root))
@@ -198,7 +201,7 @@ async def create_worktree_async(project_root: Path, *, base: str = "HEAD", name:
     area = owned_temp_dir(KIND, parent, remove=lambda path: _discard(Path(path), data))
     try:
         tree = area / _label(root.name or "root")
-        base_commit, head = await _checkout(root, repo, base, tree, data)
+        base_commit, head = await _checkout(root, repo, base, tree, data, protected)
         if persistent:  # out of reach of the dead-process cleanup, before anything is keyed by its path
             kept = parent / f"{KEPT_PREFIX}{_label(name)}-{area.name.rsplit('-', 1)[-1]}"
             area.rename(kept)
@@ -231,13 +234,13 @@ def open_worktree(path: Path, data_dir: Path | None = None) -> Worktree | None:
 
 
 async def _checkout(root: Path, repo: _Repo | None, base: str, tree: Path,
-                    data: Path) -> tuple[str, str | None]:
+                    data: Path, protected: ProtectedFiles | None = None) -> tuple[str, str | None]:
     """Make `tree` a repository borrowing the project's objects, its files those of `base`.
     Returns the base commit and the HEAD it is detached at (None: no commit yet)."""
     alternates: list[str] = []
     bits: dict[str, int] = {}
     if base == SNAPSHOT:
-        project = SnapshotStore(root, snapshot_dir(data, root))
+        project = SnapshotStore(root, snapshot_dir(data, root), protected=protected)
         try:
             snap = await project.snapshot("worktree base")
             _, bits = await project.modes(snap)

@@ -32,6 +32,7 @@ from typing import Literal
 
 from auger.context.skills import parse_front_matter
 from auger.policy.fs import RootHandle, read_beneath
+from auger.secrets.protected import refused_beneath
 
 DEFAULT_MAX_MODEL_CALLS = 30
 MAX_FILE_BYTES = 256 * 1024
@@ -145,6 +146,8 @@ def _load(path: Path, source: Source, beneath: RootHandle | None, base_mode: str
     try:
         if beneath is None:
             data = path.read_bytes()[:MAX_FILE_BYTES + 1]
+        elif refused_beneath(beneath, path.relative_to(beneath.path)) is not None:
+            return bad("a protected file (or a link to one)")
         else:
             data = read_beneath(beneath, path.relative_to(beneath.path), limit=MAX_FILE_BYTES)
     except ValueError:  # PathEscape: a symlink out of the project

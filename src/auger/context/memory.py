@@ -24,6 +24,7 @@ from auger.context.project_docs import (
     ProjectDocs, discover_project_docs, doc_path, file_docs, global_doc_path, global_docs,
 )
 from auger.policy.fs import RootHandle, read_beneath
+from auger.secrets.settings import secrets_settings
 
 if TYPE_CHECKING:
     from auger.config import Config
@@ -53,7 +54,7 @@ def instruction_files(root: Path, config_dir: Path, config: Config, cwd: Path | 
     max_bytes = config.project_doc_max_bytes
     personal = global_docs(config_dir, max_bytes)
     project = discover_project_docs(cwd or root, fallback_names=config.project_doc_fallback_filenames,
-                                    max_bytes=max_bytes, project=root)
+                                    max_bytes=max_bytes, project=root, secrets=secrets_settings(config))
     found = [_entry("global", global_doc_path(config_dir)), *(_entry("imported", p) for p in personal.imports)]
     own = doc_path(root, config.project_doc_fallback_filenames)
     sources = project.sources if own in project.sources else [own, *project.sources]

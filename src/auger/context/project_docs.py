@@ -18,6 +18,10 @@ warning instead of being sent to the model — even when the project sits inside
 A doc may import other files with a line holding only `@path` (context/doc_imports.py), read beneath
 the same handle as the doc itself (the global doc's: the user's config dir); the imports count
 towards the same byte budget.
+
+A protected file (secrets/protected.py: `.env`, keys, what `.augerignore` lists) is never read as a doc or
+an import outside the user's config dir, by its name, where a symlink leads or its inode: an `AGENTS.md`
+that is a link to `.env`, or an `@.env` line, would put the secret in the model's first request.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import Sequence
 
 from auger.context.doc_imports import ImportMissing, ImportRefused, expand_imports
 from auger.policy.fs import RootHandle, read_beneath
+from auger.secrets.protected import ProtectedFiles
+from auger.secrets.settings import SecretsSettings
 
 OVERRIDE_NAME = "AGENTS.override.md"
 DOC_NAME = "AGENTS.md"
@@ -65,7 +71,8 @@ def find_repo_root(cwd: Path, stop_at: Path | None = None) -> Path | None:
 
 
 def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_bytes: int = DEFAULT_MAX_BYTES,
-                          stop_at: Path | None = None, project: Path | None = None) -> ProjectDocs:
+                          stop_at: Path | None = None, project: Path | None = None,
+                          secrets: SecretsSettings | None = None) -> ProjectDocs:
     """Collect the project docs that apply in `cwd`, root first, capped at `max_bytes` of doc content.
 
     The root is the repository root (the first directory with `.git` walking up); without one it is
@@ -73,6 +80,7 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
     which parent directories belong to the project, and reading a stray `~/AGENTS.md` would surprise.
     `project` (default: `stop_at`, else `cwd`) is the directory whose handle docs inside it are read
     beneath: a session working in a subdirectory still reads its project's docs as the project's.
+    `secrets`: the configuration's `[secrets]` (default: auger's defaults), whose protected files are not read.
     """
     cwd = _absolute(cwd)
     warnings: list[str] = []
@@ -104,10 +112,13 @@ def discover_project_docs(cwd: Path, *, fallback_names: Sequence[str] = (), max_
             warnings.append(f"{directory}: cannot open ({exc.strerror or exc}); its docs are skipped")
             continue
         try:
-            found = _first_doc(handle, directory.relative_to(handle.path).as_posix(), names, warnings, follow=inside)
+            guard = ProtectedFiles(handle.path, secrets)
+            found = _first_doc(handle, directory.relative_to(handle.path).as_posix(), names, warnings, follow=inside,
+                               guard=guard)
             if found is not None:
                 text = _with_imports(found[0], _read_doc(found[0], found[1], warnings), handle, max_bytes,
-                                     follow=inside, root_name="the project", warnings=warnings, imported=imports)
+                                     follow=inside, root_name="the project", warnings=warnings, imported=imports,
+                                     guard=guard)
                 files.append((found[0], found[0].relative_to(root).as_posix(), text))
         finally:
             handle.close()
@@ -129,10 +140,11 @@ def file_docs(root: Path, rel: str, label: str, max_bytes: int = DEFAULT_MAX_BYT
     except OSError as exc:
         return ProjectDocs(warnings=[f"{root}: cannot open ({exc.strerror or exc}); {rel} is not read"])
     try:
-        found = _first_doc(handle, rel_dir or ".", [name], warnings, follow=True)
+        guard = ProtectedFiles(handle.path)
+        found = _first_doc(handle, rel_dir or ".", [name], warnings, follow=True, guard=guard)
         text = None if found is None else _with_imports(
             found[0], _read_doc(found[0], found[1], warnings), handle, max_bytes, follow=True,
-            root_name="the project", warnings=warnings, imported=imports)
+            root_name="the project", warnings=warnings, imported=imports, guard=guard)
     finally:
         handle.close()
     docs = _concatenate([(root / rel, label, text)], max_bytes)
@@ -158,13 +170,16 @@ def plain_file_name(name: object) -> bool:
 
 
 def _first_doc(handle: RootHandle, rel_dir: str, names: list[str], warnings: list[str],
-               *, follow: bool) -> tuple[Path, bytes | OSError] | None:
+               *, follow: bool, guard: ProtectedFiles | None = None) -> tuple[Path, bytes | OSError] | None:
     """The first of `names` in the directory that is a regular file beneath the handle, read at once
     (so what was checked is what is read); a name leading out is skipped with a warning. With
-    `follow=False` no symlink is followed at all."""
+    `follow=False` no symlink is followed at all. With `guard`, a protected file is skipped with a warning."""
     for name in names:
         rel = name if rel_dir == "." else f"{rel_dir}/{name}"
         try:
+            if guard is not None and guard.beneath(handle, rel, follow=follow):
+                warnings.append(f"{handle.path / rel}: a protected file (a secret the agent may not read); skipped")
+                continue
             return handle.path / rel, read_beneath(handle, rel, follow=follow)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             continue
@@ -228,16 +243,21 @@ def user_instructions(*docs: ProjectDocs) -> str | None:
 
 # --- internals ---------------------------------------------------------------------------------------
 
+
 _Doc = tuple[Path, str, str | None]  # (path, label, text: None when it could not be read)
 
 
 def _with_imports(path: Path, text: str | None, handle: RootHandle, max_bytes: int, *, follow: bool,
-                  root_name: str, warnings: list[str], imported: list[Path]) -> str | None:
-    """The doc's text with its `@path` imports expanded, each read beneath `handle` as the doc was."""
+                  root_name: str, warnings: list[str], imported: list[Path],
+                  guard: ProtectedFiles | None = None) -> str | None:
+    """The doc's text with its `@path` imports expanded, each read beneath `handle` as the doc was (a protected
+    file, with `guard`, refused)."""
     if text is None:
         return None
 
     def read(rel: str) -> str:
+        if guard is not None and guard.beneath(handle, rel, follow=follow):
+            raise ImportRefused("a protected file (a secret the agent may not read)")
         try:
             data = read_beneath(handle, rel, limit=max(0, max_bytes), follow=follow)
         except ValueError:  # PathEscape

@@ -22,6 +22,7 @@ from typing import Literal, Mapping
 
 from auger.context.skills import parse_front_matter
 from auger.policy.fs import RootHandle, read_beneath
+from auger.secrets.protected import refused_beneath
 
 _PLACEHOLDER = re.compile(r"\$(\$|ARGUMENTS|[1-9])")
 _SLASH = re.compile(r"/(\S+)(?:\s+|$)")
@@ -100,6 +101,10 @@ def _load_dir(base: Path, source: Literal["project", "user"], warnings: list[str
             continue  # cannot be typed as /name
         try:
             if not path.is_file():
+                continue
+            if beneath is not None and refused_beneath(beneath, path.relative_to(beneath.path)) is not None:
+                if warnings is not None:
+                    warnings.append(f"{path}: a protected file (or a link to one); prompt ignored")
                 continue
             data = path.read_bytes() if beneath is None else read_beneath(beneath, path.relative_to(beneath.path))
             text = data.decode("utf-8-sig", errors="replace")

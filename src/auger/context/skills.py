@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from auger.policy.fs import RootHandle, read_beneath
+from auger.secrets.protected import refused_beneath
 
 SKILL_FILE = "SKILL.md"
 MAX_DESCRIPTION = 200
@@ -149,6 +150,8 @@ def _read(path: Path, beneath: RootHandle | None) -> bytes:
     if beneath is None:
         return path.read_bytes()
     try:
+        if refused_beneath(beneath, path.relative_to(beneath.path)) is not None:
+            raise PermissionError(f"{path} is (or leads to) a protected file")
         return read_beneath(beneath, path.relative_to(beneath.path))
     except ValueError as exc:  # PathEscape: a symlink out of the project
         raise PermissionError(f"{path} leads out of the project ({exc})") from None

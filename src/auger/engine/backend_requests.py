@@ -7,13 +7,14 @@ the turn's task:
                 → the user's `before_tool` hooks (a block rejects it; so does a rewrite, because auger
                 cannot change what the agent runs) → `decide_call` (rules, trust mode, session grants)
                 → ask the client (headless: refused unless approve_all) → "allow once" or "reject once"
-    fs read     `before_tool` hooks (as `read_file`) → read beneath the session's root handle
-                → `after_tool` hooks, which may rewrite the text the agent is given
+    fs read     `before_tool` hooks (as `read_file`) → a protected file refused (secrets/protected.py)
+                → read beneath the session's root handle → `after_tool` hooks, which may rewrite the text
+                the agent is given
     fs write    `before_tool` hooks (as `write_file`; a rewrite is checked like the agent's own input)
-                → path and git guard → `decide_call` as for native `write_file` (a file the agent got
-                permission to change in this prompt is not asked about twice) → the session's mutation
-                hooks around an atomic write (the turn's snapshot, the session's own files, pending
-                mode's queue) → `after_tool` hooks
+                → path and git guard → an existing protected file refused → `decide_call` as for native
+                `write_file` (a file the agent got permission to change in this prompt is not asked about
+                twice) → the session's mutation hooks around an atomic write (the turn's snapshot, the
+                session's own files, pending mode's queue) → `after_tool` hooks
 
 Files are opened beneath the root handle the session's tools use, on the directory they work on: in
 pending mode that is the copy (the project's absolute paths name its files), so the agent's writes
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import os
 from typing import TYPE_CHECKING, Any
 
 from auger.backends import files as agent_files
@@ -141,9 +143,12 @@ class AgentRequests:
         if request.limit is not None:
             args["limit"] = request.limit
         args = await self._checked(READ_FILE, call_id, args, "read")
+        self._refuse_protected(args["path"], "read")
         text = await asyncio.to_thread(agent_files.read_text, self._root_handle(), args["path"], args.get("offset"),
                                        args.get("limit"))
-        return await self.reported(call_id, READ_FILE.name, args, True, text)
+        text = await self.reported(call_id, READ_FILE.name, args, True, text)
+        secrets = self.ctx.runtime.shared.secrets  # the agent's model is outside auger: it reads markers too
+        return secrets.redactor.redact(text).text if secrets is not None else text
 
     async def _write(self, request: WriteRequested) -> None:
         from auger.backends.permissions import resolved
@@ -157,6 +162,7 @@ class AgentRequests:
         rel, refusal = agent_files.write_refusal(handle, args["path"])
         if refusal:
             raise agent_files.FileRefused(refusal)
+        self._refuse_protected(rel, "written")
         c = WRITE_FILE.classify({"path": rel}, runtime.root)
         decision = decide_call(WRITE_FILE.name, c, runtime.policy.rules, self.ctx.mode,
                                sandboxed=runtime.policy.sandboxed, grants=runtime.grants)
@@ -171,13 +177,31 @@ class AgentRequests:
             elif not await self._ask(call_id, WRITE_FILE.name, c, decision.reason,
                                      f"{self.agent} wants to write {rel}"):
                 raise agent_files.FileRefused(f"the user did not allow writing {rel}")
+        content = await asyncio.to_thread(self._revealed, handle, rel, args["content"])
         planned = PlannedCall(self.ctx.turn_id, call_id, WRITE_FILE.name, {"path": rel, "content": args["content"]}, c)
         await self.before_change(planned)
-        created = await asyncio.to_thread(agent_files.write_text, handle, rel, args["content"])
+        created = await asyncio.to_thread(agent_files.write_text, handle, rel, content)
         if created:
             runtime.state.created_files.add(runtime.root / rel)
         await self.after_change(planned)
         await self.reported(call_id, WRITE_FILE.name, planned.args, True, f"Wrote {rel}")
+
+    def _revealed(self, handle: RootHandle, rel: str, content: str) -> str:
+        """`content` with the secret markers it keeps from the file put back (the agent read the file redacted,
+        as auger's own model does: auger/secrets/redact.py `reveal`); FileRefused for one that cannot be."""
+        secrets = self.ctx.runtime.shared.secrets
+        if secrets is None or "[secret:" not in content:
+            return content
+        from auger.secrets.redact import Unrestorable
+
+        try:
+            current = agent_files.read_text(handle, rel)
+        except agent_files.FileRefused:
+            current = ""
+        try:
+            return secrets.redactor.reveal(content, current)
+        except Unrestorable as exc:
+            raise agent_files.FileRefused(f"not written: {exc.explain(rel)}") from None
 
     async def _checked(self, spec: ToolSpec, call_id: str, args: dict[str, Any], done: str) -> dict[str, Any]:
         """The arguments after the `before_tool` hooks (a rewrite validated as the tool's own); a block
@@ -198,6 +222,24 @@ class AgentRequests:
             raise agent_files.FileRefused(f"not {done}: {exc} (in the arguments a before_tool hook rewrote)") from None
         rewritten["path"] = agent_files.relative(self._root_handle(), rewritten["path"])
         return rewritten
+
+    def _refuse_protected(self, rel: str, done: str) -> None:
+        """A protected file (secrets/protected.py) that exists is neither read nor overwritten for the agent, as for
+        auger's own file tools (by its name, where a link leads, or its inode); the user is told."""
+        protected = self.ctx.runtime.state.protected
+        if protected is None:
+            return
+        path = protected.root / rel
+        try:
+            st = os.stat(path)
+        except OSError:
+            return  # nothing there to read or overwrite
+        real = os.path.relpath(os.path.realpath(path), protected.root)
+        reason = protected.check(rel, st) or (protected.check(real, st) if not real.startswith("..") else None)
+        if reason is not None:
+            self._warn(f"{self.agent} was refused: protected file {reason.path}")
+            raise agent_files.FileRefused(f"not {done}: {reason.describe()}; the agent may not read or change "
+                                          "protected files (the user can allow one in [secrets] allow)")
 
     # -- the session's parts ------------------------------------------------------------
     async def before_change(self, planned: PlannedCall) -> None:

@@ -7,6 +7,10 @@ tool_call_started/ended events; plans and usage become plan_updated and token_us
 and the event stream look the same whoever ran the turn, and the next turn (native or another
 agent) sees the whole conversation.
 
+What the agent says is text from outside auger's model: its words, thoughts, plans and tool calls are
+redacted in full (auger/secrets) before they are recorded or shown, its text as it streams (a value split
+across two chunks is never shown in parts), and a secret_redacted event says so.
+
 The agent's requests (permission, file reads and writes) are answered in the turn's task by
 engine/backend_requests.py, through the session's policy, approvals, hooks and path guard. The agent
 works in the directory the session's tools work on (in pending mode, the copy): what it changes there
@@ -21,8 +25,9 @@ import contextlib
 import json
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from auger.backends.base import (
     AgentBackend, BackendError, BackendEvent, PermissionAsked, PlanChanged, ReadRequested, TextChunk, ThoughtChunk,
@@ -41,6 +46,9 @@ from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, ContextMessage, Reasoning, ToolCall, ToolOutput, TurnAborted, \
     UserMessage
 from auger.protocol.vocab import PlanStatus
+
+if TYPE_CHECKING:
+    from auger.secrets.redact import StreamRedactor
 
 NO_RESULT = "the agent did not report a result for this call"
 HANDOFF_CHARS = 16_000  # how much of the earlier conversation a newly started agent session is told
@@ -69,6 +77,10 @@ class BackendTurn:
         self._items = StreamedItems(host.emit, self.id)  # the ids the text and thoughts stream under
         self._open: dict[str, _OpenCall] = {}  # by the agent's call id
         self.requests = AgentRequests(ctx, host, link.name)
+        self._secrets = ctx.runtime.shared.secrets
+        self._said = self._secrets.redactor.stream(shapes=True) if self._secrets is not None else None
+        self._thought = self._secrets.redactor.stream(shapes=True) if self._secrets is not None else None
+        self._redacted: Counter[str] = Counter()  # what was replaced in the agent's words since the last report
 
     async def run(self) -> tuple[str, str | None]:
         """Run to the end; (reason, message) for turn_ended, as Turn.run."""
@@ -171,30 +183,55 @@ class BackendTurn:
     async def _handle(self, event: BackendEvent) -> None:
         if isinstance(event, TextChunk):
             await self._flush_reasoning()
-            self._text.append(event.text)
-            self._items.text(event.text)
+            self._say(self._text, self._items.text, self._shown(self._said, event.text))
         elif isinstance(event, ThoughtChunk):
             await self._flush_text()
-            self._reasoning.append(event.text)
-            self._items.reasoning(event.text)
+            self._say(self._reasoning, self._items.reasoning, self._shown(self._thought, event.text))
         elif isinstance(event, ToolStarted):
             await self._call_started(event)
         elif isinstance(event, ToolFinished):
             await self._call_reported(event)
         elif isinstance(event, PlanChanged):
-            steps = [ev.PlanStep(text, PlanStatus(status)) for text, status in event.steps
+            steps = [ev.PlanStep(self._outside(text), PlanStatus(status)) for text, status in event.steps
                      if status in PlanStatus.__members__.values()]
             self.host.emit(ev.PlanUpdated(self.id, steps))
+            self._report()
         elif isinstance(event, UsageReported):
             await self._usage(event)
         elif isinstance(event, (PermissionAsked, ReadRequested, WriteRequested)):
             await self.requests.answer(event)
 
+    # -- what the agent says, redacted ------------------------------------------------------
+    @staticmethod
+    def _say(parts: list[str], stream: Callable[[str], None], text: str) -> None:
+        if text:
+            parts.append(text)
+            stream(text)
+
+    def _shown(self, stream: StreamRedactor | None, text: str, *, end: bool = False) -> str:
+        """What of the agent's streamed text may be shown now (`end`: the rest of it)."""
+        if stream is None:
+            return text
+        redaction = stream.flush() if end else stream.feed(text)
+        self._redacted.update(redaction.kinds)
+        return redaction.text
+
+    def _outside(self, value: Any) -> Any:
+        """A value the agent sent (a title, a call's arguments, a plan step) with its secret values redacted."""
+        return self._secrets.outside(value, self._redacted) if self._secrets is not None else value
+
+    def _report(self) -> None:
+        if self._redacted:
+            kinds, self._redacted = self._redacted, Counter()
+            self.host.emit(ev.SecretRedacted(self.id, None, sorted(kinds), sum(kinds.values()), "agent"))
+
     async def _flush_reasoning(self) -> None:
+        self._say(self._reasoning, self._items.reasoning, self._shown(self._thought, "", end=True))
         if self._reasoning:
             text, self._reasoning = "".join(self._reasoning), []
             await self.host.record(self.id, Reasoning(text))
             self._items.end(REASONING)
+            self._report()
 
     async def _flush(self) -> None:
         """Commit what the agent thought and said so far (before a tool call, at the end)."""
@@ -202,10 +239,12 @@ class BackendTurn:
         await self._flush_text()
 
     async def _flush_text(self) -> None:
+        self._say(self._text, self._items.text, self._shown(self._said, "", end=True))
         if self._text:
             text, self._text = "".join(self._text), []
             await self.host.record(self.id, AssistantMessage(text))
             self.host.emit(ev.AgentMessage(self.id, text, self._items.end(MESSAGE)))
+            self._report()
 
     async def _settle(self, unfinished: str) -> None:
         """Commit the text, and close the calls the agent left open (`unfinished` is their output)."""
@@ -223,7 +262,8 @@ class BackendTurn:
         if call_id in known:  # ids must stay unique in the session; another agent session may reuse them
             call_id = f"{call_id}_{len(known)}"
         name = tool_name(event.kind)
-        arguments = {"title": event.title, "input": event.arguments}
+        arguments = self._outside({"title": event.title, "input": event.arguments})
+        self._report()
         await self.host.record(self.id, ToolCall(call_id, name, json.dumps(arguments, ensure_ascii=False)))
         self._open[event.call_id] = _OpenCall(call_id, name, arguments, time.monotonic())
         self.host.emit(ev.ToolCallStarted(self.id, call_id, name, arguments))

@@ -20,6 +20,7 @@ from auger.context.instructions import EnvironmentContext
 from auger.context.project_docs import discover_project_docs, global_docs, user_instructions
 from auger.context.skills import SkillIndex
 from auger.protocol.items import ContextMessage, Item
+from auger.secrets.settings import secrets_settings
 
 
 INSTRUCTIONS_CHANGED = ("<instructions_changed>The instructions were edited during this session; these replace "
@@ -35,7 +36,7 @@ def read_instructions(root: Path, config_dir: Path, skills: SkillIndex, config: 
     `memory` is on, the skills list; "" for none."""
     max_bytes = config.project_doc_max_bytes
     project = discover_project_docs(cwd or root, fallback_names=config.project_doc_fallback_filenames,
-                                    max_bytes=max_bytes, project=root)
+                                    max_bytes=max_bytes, project=root, secrets=secrets_settings(config))
     personal = global_docs(config_dir, max_bytes)
     memory = None
     if config.memory:  # the memory file's module only where the user turned it on

@@ -35,7 +35,9 @@ from auger.engine.stream import EventStream
 from auger.engine.host import CONTEXT_TURN
 from auger.engine.own_files import OwnFiles
 from auger.engine.session_backend import SessionBackend
-from auger.engine.session_setup import learn_model_window, open_plugins, open_web_tools, start_mcp_servers
+from auger.engine.session_setup import (
+    learn_model_window, open_plugins, open_secrets, open_web_tools, start_mcp_servers,
+)
 from auger.engine.shared import SessionMode, SessionShared
 from auger.engine.pending_mode import (
     capture_pending, open_pending, pending_op, pending_warnings, share_repository, tell_pending_mode,
@@ -55,8 +57,8 @@ from auger.models.registry import ModelInfo
 from auger.models.retry import RetryPolicy
 from auger.protocol.events import (
     ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ElicitationForm, Event, ModeChanged,
-    ModelChanged, RateLimits, RolledBack, SessionConfigured, SessionTitle, ShutdownComplete, TurnContextChanged,
-    TurnEnded, TurnStarted, Usage,
+    ModelChanged, RateLimits, RolledBack, SecretRedacted, SessionConfigured, SessionTitle, ShutdownComplete,
+    TurnContextChanged, TurnEnded, TurnStarted, Usage,
     WarningEvent,
 )
 from auger.protocol.envelope import Envelope
@@ -163,6 +165,7 @@ class Session:
         from auger.policy.confinement import confine
         from auger.policy.env import command_env
         from auger.policy.rules import load_rules
+        from auger.secrets.protected import protected_files
 
         config = workspace.config
         warnings: list[str] = []
@@ -175,8 +178,12 @@ class Session:
         if queue is not None:
             state.root_handle = queue.handle
         mode = SessionMode(meta.mode)
+        state.protected = protected_files(config, tools_root)  # the file tools', the sandbox's, the snapshots'
+        secret_roots = [state.protected]
+        if queue is not None:  # commands can read the project itself too (through its absolute path)
+            secret_roots.append(protected_files(config, workspace.root))
         confinement = await confine(config, tools_root, state.scratch_dir, share_repository(queue),
-                                    warnings.append, mode=lambda: mode.now, dirs=dirs)
+                                    warnings.append, mode=lambda: mode.now, dirs=dirs, secrets=secret_roots)
         unshare_repository_unless_confined(queue, confinement)
         if queue is not None:
             warnings.extend(pending_warnings(queue, confinement))
@@ -201,7 +208,8 @@ class Session:
         mode.listen(lambda _new, _previous: mcp.reconfine())  # servers confined as the mode now says
         await open_web_tools(config, client, router, warnings)
         roots = _writable_roots(workspace.root, tools_root, auger_paths(dirs, store), confinement)
-        shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings), roots)
+        shared = SessionShared(mode, await open_plugins(workspace, router, env, meta.id, warnings), roots,
+                               open_secrets(config, os.environ, dirs["data"], history.items))
         runtime = ToolRuntime(router, policy, shared=shared, root=tools_root, state=state,
                               archive=_Archive(store, meta.id), env=env, sandbox=confinement,
                               skills=workspace.skills)
@@ -211,7 +219,7 @@ class Session:
                       ledger=ledger or UsageLedger(), runtime=runtime, confinement=confinement,
                       window=window, warnings=warnings, mcp=mcp)
         mcp.warn = lambda message: session.emit(WarningEvent(message))
-        roots.record = session.record
+        runtime.record = roots.record = session.record
         roots.warn = lambda turn_id, message: session.emit(WarningEvent(message, turn_id))
         warnings.extend(roots.restore(history.items))
         if confinement is not None:  # its sandbox starts with the first command: problems then are warnings
@@ -222,7 +230,8 @@ class Session:
         runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
-        snapshots = snapshot_opener(config, workspace.root, dirs["data"], auger_paths(dirs, store))
+        snapshots = snapshot_opener(config, workspace.root, dirs["data"], auger_paths(dirs, store),
+                                    protected=secret_roots[-1])
         if snapshots is not None:
             session.changes = ChangeTracker(snapshots, meta.id, session.record, session.emit)
             if queue is None:  # in pending mode only an apply changes the project
@@ -396,19 +405,51 @@ class Session:
         """Emit a sub-agent's event: its envelope names the spawn call it came from."""
         if isinstance(event, RateLimits):
             self.rate_limits = event
-        self._stream.emit(event, _SUBMISSION.get(), parent_call_id)
+        for shown in self._shown(event):
+            self._stream.emit(shown, _SUBMISSION.get(), parent_call_id)
+
+    def _shown(self, event: Event) -> list[Event]:
+        """What is emitted for `event`: with its secret values redacted (auger/secrets/scrub.py)."""
+        secrets = self.shared.secrets
+        return secrets.event(event) if secrets is not None else [event]
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None,
                      tool_name: str = "", arguments: str = "") -> None:
         """Commit an item to the store, then to the in-memory history (store first: nothing is half-recorded).
         The events emitted before it are queued for writing first, so they are never lost while it is kept;
-        once they could not be stored, nothing more is recorded (StoreError)."""
+        once they could not be stored, nothing more is recorded (StoreError). What is kept has its secret
+        values redacted (auger/secrets/scrub.py), and the marker numbers it uses are recorded before it."""
         self._stream.flush()
         if self._stream.failure is not None:
             raise self._stream.failure
+        item, full_output, arguments, report = self.kept(turn_id, item, full_output, arguments)
+        await self.keep_markers(turn_id)
         await self.store.append(self.id, turn_id, item, full_output=full_output, tool_name=tool_name,
                                 arguments=arguments)
         self.history.append(item)
+        if report is not None:
+            self.emit(report)
+
+    def kept(self, turn_id: str, item: Item, full_output: str | None, arguments: str
+             ) -> tuple[Item, str | None, str, SecretRedacted | None]:
+        """An item, its full output and its call's arguments as they may be stored (this session's or a
+        sub-agent's), and the event saying what was redacted in them (None: nothing)."""
+        secrets = self.shared.secrets
+        if secrets is None:
+            return item, full_output, arguments, None
+        item, report = secrets.item(item, turn_id)
+        if full_output is not None:
+            full_output = secrets.text(full_output, outside=True)
+        return item, full_output, secrets.text(arguments, outside=False) if arguments else arguments, report
+
+    async def keep_markers(self, turn_id: str) -> None:
+        """Record the marker numbers given since the last item (secrets/numbering.py): before the item that
+        uses them, so a resumed session never gives a recorded number to another text."""
+        secrets = self.shared.secrets
+        for kind, number, digest in secrets.redactor.numbering.take_new() if secrets is not None else ():
+            marker = it.SecretMarker(kind, number, digest)
+            await self.store.append(self.id, turn_id, marker)
+            self.history.append(marker)
 
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
                   details: dict | None = None, form: ElicitationForm | None = None,
@@ -422,10 +463,13 @@ class Session:
         if not self.interactive:
             return ApprovalDecision(request_id, ApprovalOption(headless_default))
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
-        envelope = self._stream.emit(ApprovalRequest(turn_id, request_id, kind, message,
-                                                     [ApprovalOption(o) for o in options],
-                                                     ApprovalDetails(**details) if details else None, form),
-                                     _SUBMISSION.get(), parent_call_id)
+        envelope = None
+        for shown in self._shown(ApprovalRequest(turn_id, request_id, kind, message,
+                                                 [ApprovalOption(o) for o in options],
+                                                 ApprovalDetails(**details) if details else None, form)):
+            emitted = self._stream.emit(shown, _SUBMISSION.get(), parent_call_id)
+            if isinstance(shown, ApprovalRequest):
+                envelope = emitted
         if envelope is None:  # the store failed: nobody can be asked, and the turn is ending
             return ApprovalDecision(request_id, ApprovalOption(headless_default))
         self._approvals[request_id] = _Waiting(future, options, envelope)
@@ -440,6 +484,8 @@ class Session:
         if self.meta.title:
             return
         title = " ".join(text.split())[:80]
+        if self.shared.secrets is not None:
+            title = self.shared.secrets.text(title, outside=False)
         self.meta.title = title
         await self.store.update_session(self.id, title=title)
 
@@ -883,6 +929,8 @@ class Session:
         except Exception:  # never let a title affect the session
             log.debug("title generation failed", exc_info=True)
             return
+        if title and self.shared.secrets is not None:
+            title = self.shared.secrets.text(title, outside=False)
         if title:
             self.meta.title = title
             await self.store.update_session(self.id, title=title)

@@ -7,11 +7,12 @@ the session opens without waiting for it). Each problem becomes a warning the se
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from auger.config import Config
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
+from auger.protocol.items import Item, SecretMarker
 from auger.tools.base import CommandSandbox
 from auger.tools.mcp_servers import McpServers
 from auger.tools.router import ToolRouter
@@ -19,6 +20,7 @@ from auger.tools.router import ToolRouter
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
     from auger.models.context_window import LearnedWindow
+    from auger.secrets.scrub import Scrubber
 
 
 async def start_mcp_servers(config: Config, router: ToolRouter, root: Path, confinement: CommandSandbox | None,
@@ -76,3 +78,22 @@ def learn_model_window(client: ModelClient, config: Config, cache_dir: Path) -> 
 
     described = any(client.model in p.models for p in registry_for(config).providers.values())
     return learn_window(client, explicit=bool(config.model_context_window) or described, cache_dir=cache_dir)
+
+
+def open_secrets(config: Config, env: Mapping[str, str], data_dir: Path, items: Iterable[Item]) -> Scrubber:
+    """The session's redaction of secret values (auger/secrets): the values its configuration and environment
+    say are secret, the marker numbers it gave before (its `secret_marker` items), and the numbering key in
+    auger's data dir. With `[secrets] redact = false`, a scrubber that changes nothing."""
+    from auger.models.registry import secret_key_envs
+    from auger.secrets.known import known_secrets
+    from auger.secrets.numbering import Numbering, load_key
+    from auger.secrets.redact import Redactor
+    from auger.secrets.scrub import Scrubber
+    from auger.secrets.settings import secrets_settings
+
+    settings = secrets_settings(config)
+    if not settings.redact:
+        return Scrubber(Redactor((), Numbering(None), settings.env_patterns, enabled=False))
+    recorded = [(i.kind, i.number, i.digest) for i in items if isinstance(i, SecretMarker)]
+    known = known_secrets(config, env, secret_key_envs(config))
+    return Scrubber(Redactor(known, Numbering(load_key(data_dir), recorded), settings.env_patterns))

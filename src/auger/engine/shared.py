@@ -1,11 +1,13 @@
 """What every tool runtime of one session shares: the session's own, each sub-agent's at any depth, and
-whatever runs calls for the session next. Two things must hold whoever makes a call:
+whatever runs calls for the session next. These must hold whoever makes a call:
 
     the user's and plugins' hooks (engine/hooks.py): a guard that blocks a command, or a redaction that
         hides a secret from the model, holds for a sub-agent's call as for the session's;
     the session's trust mode as it is *now*: `set_mode` takes effect for the next call decided anywhere —
         in a running turn, in a running sub-agent — not at the next turn;
-    the writable roots the user granted (engine/writable_roots.py), for the same reason.
+    the writable roots the user granted (engine/writable_roots.py), for the same reason;
+    the session's redaction of secret values (auger/secrets): one numbering, one set of values learned, so a
+        marker means the same text in a sub-agent's output as in the session's.
 
 A `ToolRuntime` cannot be built without a `SessionShared` (it is a required argument, and a sub-agent's
 runtime is given its parent's), so a new path that runs calls cannot forget the hooks or decide with a
@@ -28,6 +30,7 @@ from auger.store.base import log_failure
 if TYPE_CHECKING:
     from auger.engine.hooks import Hooks
     from auger.engine.writable_roots import WritableRoots
+    from auger.secrets.scrub import Scrubber
 
 log = logging.getLogger("auger.session")
 
@@ -73,6 +76,7 @@ class SessionShared:
     mode: SessionMode
     hooks: Hooks | None = None  # the user's and plugins' hooks; None when the session has none
     roots: WritableRoots | None = None  # writable roots the user granted (None: none can be: a test's runtime)
+    secrets: Scrubber | None = None  # redaction of secret values (None: a test's runtime, which redacts nothing)
 
 
 def effective_mode(shared: SessionShared, cap: str | None) -> str:

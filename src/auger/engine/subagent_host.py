@@ -57,6 +57,11 @@ class ParentSession(Protocol):
 
     def emit_for(self, event: ev.Event, parent_call_id: str | None) -> None: ...
 
+    def kept(self, turn_id: str, item: Item, full_output: str | None, arguments: str
+             ) -> tuple[Item, str | None, str, ev.SecretRedacted | None]: ...
+
+    async def keep_markers(self, turn_id: str) -> None: ...
+
     async def ask(self, *, turn_id: str, kind: str, message: str, options: list[str], headless_default: str,
                   details: dict[str, Any] | None = None, parent_call_id: str | None = None) -> ApprovalDecision: ...
 
@@ -133,9 +138,15 @@ class ChildHost:
 
     async def record(self, turn_id: str, item: Item, *, full_output: str | None = None, tool_name: str = "",
                      arguments: str = "") -> None:
+        """Kept as the parent session keeps its own: secret values redacted, the markers' numbers (the
+        session's) recorded in the session first."""
+        item, full_output, arguments, report = self.session.kept(turn_id, item, full_output, arguments)
+        await self.session.keep_markers(turn_id)
         await self.session.store.append(self.run.child_id, turn_id, item, full_output=full_output,
                                         tool_name=tool_name, arguments=arguments)
         self.history.append(item)
+        if report is not None:
+            self.emit(report)
 
     def emit(self, event: ev.Event) -> None:
         self.session.emit_for(event, self.run.parent_call_id)

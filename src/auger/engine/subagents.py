@@ -49,7 +49,7 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from auger.config import Config
 from auger.context.agents import AgentDef, AgentIndex, discover_agents
@@ -64,6 +64,7 @@ from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, ContextMessage, UserMessage
 from auger.protocol.ops import UserTurn
 from auger.protocol.vocab import TurnEndReason
+from auger.secrets.protected import ProtectedFiles
 from auger.store.base import LinkRecord, SessionRecord, StoreError
 from auger.tools.agents import FOLLOW_UPS, SPAWN, agent_toolset
 from auger.tools.base import OutputArchive, SessionToolState, ToolContext, ToolError, ToolResult, Transcript
@@ -172,7 +173,7 @@ class Control:
             return ToolResult(f"(cached result of an identical earlier run of agent {agent.name}; nothing has "
                               f"changed since it started)\n{cached[1]}", metadata={"cached": True})
         self._count_start(ctx.turn_id)
-        tree = await _worktree(ctx.root) if isolated else None
+        tree = await _worktree(ctx.root, ctx.state.protected) if isolated else None
         run = await self._create(agent, prompt, ctx, parent_ctx, bool(args.get("background")))
         run.tree, run.isolated = tree, isolated
         root = Path(tree.path) if tree is not None else ctx.root
@@ -422,20 +423,26 @@ class Child:
         router = await ToolRouter.open(Combined([CatalogView(prt.router, allowed), agent_tools,
                                                  *_code_mode(agent, allowed)]))
         same_root = root == prt.root
+        protected = prt.state.protected
+        if not same_root and protected is not None:  # a worktree: the same patterns, about its own files
+            protected = ProtectedFiles(root, protected.settings)
         state = SessionToolState(scratch_dir=prt.state.scratch_dir,
                                  root_handle=prt.state.root_handle if same_root else None,
-                                 exec_limits=prt.state.exec_limits)
+                                 exec_limits=prt.state.exec_limits, protected=protected)
         shared = prt.shared  # the session's hooks and mode, whoever runs the call
         policy = prt.policy
         confinement = None
         if not same_root:  # its own sandbox, whose guarantees decide whether auto asks (as its warning says)
+            secrets = [p for p in (protected, prt.state.protected) if p is not None]  # its tree's and the project's
             confinement = await _confine_worktree(config, root, run, prt.state.scratch_dir,
                                                   lambda: effective_mode(shared, run.cap),
-                                                  lambda event: pool.session.emit_for(event, run.parent_call_id))
+                                                  lambda event: pool.session.emit_for(event, run.parent_call_id),
+                                                  secrets)
             policy = dataclasses.replace(policy, sandboxed=confinement is not None and confinement.enforced)
         runtime = ToolRuntime(router, policy, shared=shared, root=root, state=state,
                               archive=pool.archive(run.child_id), env=prt.env,
                               sandbox=prt.sandbox if same_root else confinement, skills=prt.skills, cap=run.cap)
+        runtime.record = prt.record  # a protected file the user let one of its calls read is the session's record
         if same_root:  # the parent's hooks (snapshots, own files) and approvals are about this tree
             runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
             runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
@@ -506,9 +513,10 @@ def _code_mode(agent: AgentDef, allowed: Callable[[str], bool]) -> list[StaticTo
 
 
 async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_parent: Path, mode: Callable[[], str],
-                            emit: Callable[[ev.Event], None]) -> Confinement | None:
+                            emit: Callable[[ev.Event], None], secrets: Sequence[ProtectedFiles]) -> Confinement | None:
     """A sandbox of the child's own around its worktree: the session's is rooted at the project and hides
-    auger's data dir (where worktrees live), so the child's commands could not reach its tree."""
+    auger's data dir (where worktrees live), so the child's commands could not reach its tree. It hides the
+    protected files of the worktree and of the project (readable through its absolute path)."""
     from auger.config import home_dirs
     from auger.policy.confinement import confine
 
@@ -516,7 +524,7 @@ async def _confine_worktree(config: Config, root: Path, run: AgentRun, scratch_p
     scratch.mkdir(parents=True, exist_ok=True)
     return await confine(config, root, scratch, (),
                          lambda message: emit(ev.WarningEvent(f"agent {run.agent.name} ({run.id}): {message}")),
-                         mode=mode, dirs=home_dirs())
+                         mode=mode, dirs=home_dirs(), secrets=secrets)
 
 async def _cancel(runs: Iterable[AgentRun], reason: str) -> None:
     """Cancel the runs still going and wait until each has cleaned up (its commands killed, its status
@@ -559,13 +567,15 @@ def _client_for(agent: AgentDef, config: Config) -> ModelClient:
         raise ToolError(f"agent {agent.name!r} cannot use its model: {exc}") from None
 
 
-async def _worktree(root: Path) -> Any:
+async def _worktree(root: Path, protected: ProtectedFiles | None) -> Any:
     """A worktree for the child to work in (changes/worktree.py), made from a snapshot of the caller's tree
-    as it is now (what this turn already changed included; a project that is not a git repository too)."""
+    as it is now (what this turn already changed included; a project that is not a git repository too),
+    without its protected files."""
     from auger.changes.worktree import WorktreeError, create_worktree_async
 
     try:
-        return await create_worktree_async(root, base="snapshot", name=f"agent-{uuid.uuid4().hex[:8]}")
+        return await create_worktree_async(root, base="snapshot", name=f"agent-{uuid.uuid4().hex[:8]}",
+                                           protected=protected)
     except (WorktreeError, OSError) as exc:  # a tree that cannot have a worktree: the model can go without one
         raise ToolError(f"cannot create a worktree: {exc}") from None
 

@@ -4,9 +4,10 @@
     arguments are validated again) → the tool's gate (a check that needs the conversation: web_fetch's
     URL provenance; a refusal is final) → classify → decide (policy/decision.py, pure)
     → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
-    → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite the output
-    the model sees) → `after_mutation` hooks → `after_call` hooks (the diagnostics: what the change
-    introduced, appended to the result)
+    → if it was refused only for protected files, say so and ask → re-run with those files granted for
+    this call alone → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite
+    the output the model sees) → `after_mutation` hooks → `after_call` hooks (the diagnostics: what the
+    change introduced, appended to the result) → redact the outcome's text (auger/secrets)
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
 Failed (the call could not run: unknown tool — or one a toolset holds back, which says why — bad
@@ -16,6 +17,15 @@ says why) or Aborted (the user ended the turn at an approval). A StoreError (the
 hook could not record its snapshot) is the session's failure, not the tool's: it ends the turn with its
 one line.
 Nothing here records or announces the output: the turn does, in its durable order.
+
+Redaction is the last step because this is where text from outside enters the session: whatever produced
+it — a command, a file, a fetched page, an MCP server, a sub-agent, a hook — a call's output (and the
+message of a call that failed or was refused) leaves here with its secret values replaced by markers, the
+model is told in a line, and a secret_redacted event follows the call's end. The calls a tool makes on its
+caller's behalf (run_code's) come through here too, so a program never holds a value it could encode past
+the redactor. Before anything runs, a call whose arguments carry a value the configuration or environment
+says is secret (secrets/known.py: a provider key, an MCP credential, a secret variable) is refused: auger
+never sends one anywhere, by web_fetch, an MCP server, a command or any other tool.
 
 Tools only declare what they need (effect, classifier, previewer); decisions are made here, in the
 mode the session is in at that moment (capped by a sub-agent's own: engine/shared.py), never one
@@ -32,6 +42,7 @@ introduced, and what a check that outlasted an earlier call found since).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -42,9 +53,9 @@ from auger.engine.call_outcome import Aborted, Denied, Failed, Outcome, Ran
 from auger.engine.shared import SessionShared, effective_mode
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
-from auger.policy.types import Classification, Effect, Mode, Verdict
+from auger.policy.types import PROTECTED_BLOCKED, Classification, Effect, Mode, Verdict
 from auger.protocol import events as ev
-from auger.protocol.items import ToolCall
+from auger.protocol.items import Item, ProtectedRead, ToolCall
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.protocol.vocab import Refusal
 from auger.store.base import StoreError
@@ -52,6 +63,7 @@ from auger.tools.base import (
     CallsAborted,
     CommandSandbox,
     OutputArchive,
+    ProtectedFileRefused,
     SessionToolState,
     ToolCaller,
     ToolContext,
@@ -124,6 +136,7 @@ class ToolRuntime:
         # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
         self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
         self.transcript: Transcript | None = None  # the caller's conversation, for tools that check provenance
+        self.record: Callable[[str, Item], Awaitable[None]] | None = None  # commits an item to the session
 
     @property
     def hooks(self) -> Hooks | None:
@@ -165,9 +178,18 @@ class ToolRuntime:
         return decision.verdict == Verdict.ALLOW
 
     async def run(self, call: ToolCall, host: CallHost, *, turn_id: str) -> Outcome:
+        return self._redacted(await self._run(call, host, turn_id), host, turn_id, call.call_id)
+
+    async def _run(self, call: ToolCall, host: CallHost, turn_id: str) -> Outcome:
         arguments = parse_arguments(call.arguments)
         shown = call.arguments if isinstance(arguments, BadJSON) else arguments
         host.emit(ev.ToolCallStarted(turn_id, call.call_id, call.name, shown))
+        secrets = self.shared.secrets
+        known = secrets.redactor.known_in(call.arguments) if secrets is not None else None
+        if known is not None:
+            assert secrets is not None
+            return Denied(f"Not run: the arguments of this {call.name} call carry {secrets.redactor.label(known)}, "
+                          "a secret auger never sends anywhere. Do the task without it.", Refusal.POLICY)
         spec = self.router.get(call.name)
         if spec is None:
             held_back = self.router.not_offered(call.name)
@@ -179,6 +201,7 @@ class ToolRuntime:
         ctx = ToolContext(root=self.root, state=self.state, call_id=call.call_id, archive=self.archive,
                           turn_id=turn_id, env=self.env, sandbox=self.sandbox, skills=self.skills, mode=self.mode,
                           cwd=self.cwd, transcript=self.transcript,
+                          secrets=self.shared.secrets.redactor if self.shared.secrets is not None else None,
                           call_tool=self._inner_calls(host, turn_id, call) if spec.calls_tools else None,
                           emit_output=lambda stream, text: host.emit(
                               ev.ToolOutputDelta(turn_id, call.call_id, stream, text)))
@@ -200,7 +223,7 @@ class ToolRuntime:
             mutates = c.effect != Effect.READ_ONLY
             if mutates:
                 await _run_hooks(self.before_mutation, planned)
-            result = await self.router.call(spec, args, ctx)
+            result = await self._call(host, turn_id, spec, args, ctx, c)
             if result.sandbox_denial and await self._allow_unsandboxed(host, turn_id, mode, call.call_id, spec, c,
                                                                        result.sandbox_denial):
                 ctx.sandbox = None
@@ -223,6 +246,63 @@ class ToolRuntime:
         except BaseException as exc:  # a tool bug (SystemExit too) must not end the turn: the model tries another way
             log.error("tool %s failed", call.name, exc_info=exc)
             return Failed(f"Error: internal error in tool {call.name}: {type(exc).__name__}: {exc}")
+
+    async def _call(self, host: CallHost, turn_id: str, spec: ToolSpec, args: dict[str, Any], ctx: ToolContext,
+                    c: Classification) -> ToolResult:
+        """Run the tool. One refused only for protected files is told to the user (without a byte of them);
+        in an interactive session the user may let this one call have them, and it runs again with them
+        granted (`ToolContext.protected_grant`). Headless — even with --approve-all — the refusal stands."""
+        try:
+            return await self.router.call(spec, args, ctx)
+        except ProtectedFileRefused as refused:
+            paths = ", ".join(refused.paths)
+            files = "files" if len(refused.paths) > 1 else "file"
+            host.emit(ev.WarningEvent(f"{spec.name} was refused: protected {files} {paths}", turn_id))
+            if not self.policy.interactive:
+                raise
+            details = {"call_id": ctx.call_id, "tool": spec.name, "effect": c.effect, "subject": paths,
+                       "reason": "; ".join(r.describe() for r in refused.reasons)}
+            answer = await host.ask(
+                turn_id=turn_id, kind="protected_read", options=[APPROVE, DENY_CALL], headless_default=DENY_CALL,
+                message=f"{spec.name} wants to read or change the protected {files} {paths} ({details['reason']}). "
+                        "Allow this one call?", details=details)
+            if answer.decision != APPROVE:
+                raise
+            ctx.protected_grant = frozenset(refused.paths)
+            if self.record is not None:
+                await self.record(turn_id, ProtectedRead(ctx.call_id, spec.name, list(refused.paths)))
+            host.emit(ev.WarningEvent(f"{spec.name} may read {paths} for this one call (allowed by the user)", turn_id))
+            return await self.router.call(spec, args, ctx)
+
+    def _redacted(self, outcome: Outcome, host: CallHost, turn_id: str, call_id: str) -> Outcome:
+        """The outcome with the secret values in its text replaced by markers: a result's output (the model
+        told in a line) and full output, or the message of a call that did not run."""
+        secrets = self.shared.secrets
+        if secrets is None:
+            return outcome
+        redactor = secrets.redactor
+        if not isinstance(outcome, Ran):
+            redaction = redactor.redact(outcome.message)
+            if redaction.count:
+                host.emit(ev.SecretRedacted(turn_id, call_id, sorted(redaction.kinds), redaction.count))
+                return dataclasses.replace(outcome, message=redaction.text)
+            return outcome
+        result = outcome.result
+        redaction = redactor.redact(result.output)
+        kinds = redaction.kinds
+        result.output = redaction.text
+        if result.full_output is not None:
+            full = redactor.redact(result.full_output)
+            result.full_output = full.text
+            kinds = kinds | full.kinds  # the output is most often the full output's start: counted once
+        for problem in result.diagnostics:  # a language server's words, told in the output too: counted once
+            problem.message = redactor.redact(problem.message).text
+        if kinds:
+            count = sum(kinds.values())
+            result.output += (f"\n[auger replaced {count} secret value{'s' if count > 1 else ''} with [secret:…] "
+                              "markers; an edit that keeps a marker in its place keeps the value]")
+            result.events.append(ev.SecretRedacted(turn_id, call_id, sorted(kinds), count))
+        return outcome
 
     def _inner_calls(self, host: CallHost, turn_id: str, call: ToolCall) -> ToolCaller:
         """The calls a tool that runs tools (run_code) makes for this call: each through `run`, as this call's
@@ -333,8 +413,9 @@ class ToolRuntime:
 
     async def _allow_unsandboxed(self, host: CallHost, turn_id: str, mode: str, call_id: str, spec: ToolSpec,
                                  c: Classification, why: str) -> bool:
-        """After the sandbox blocked a command: may it run again outside? Only a person can say yes."""
-        if not self.policy.interactive or Mode.PLAN in (mode, self.mode()):
+        """After the sandbox blocked a command: may it run again outside? Only a person can say yes — and not
+        for a protected file (secrets/protected.py): those a command never reads, whoever approves."""
+        if not self.policy.interactive or Mode.PLAN in (mode, self.mode()) or PROTECTED_BLOCKED in why:
             return False
         answer = await host.ask(
             turn_id=turn_id, kind="unsandboxed", message=f"The sandbox blocked `{c.subject}`: {why}. "

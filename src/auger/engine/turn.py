@@ -237,9 +237,11 @@ class Turn:
         from auger.tools.mcp_servers import PromptError, expand_prompt
 
         try:
-            return await expand_prompt(self.ctx.runtime.router.registry, text)
+            expanded = await expand_prompt(self.ctx.runtime.router.registry, text)
         except PromptError as exc:
             raise TurnStopped(f"message not sent: {exc}") from None
+        secrets = self.ctx.runtime.shared.secrets  # the server wrote it: text from outside, redacted in full
+        return secrets.redactor.redact(expanded).text if secrets is not None and expanded else expanded
 
     async def _prompt_hooks(self, text: str) -> None:
         """`user_prompt` hooks (engine/hooks.py): a block stops the turn before the prompt is recorded;

@@ -32,6 +32,7 @@ from auger.protocol.events import Event, TurnDiff, TurnUndone, WarningEvent
 from auger.protocol.items import ChangedFile, ContextMessage, Item, TurnChanges, TurnSnapshot
 
 if TYPE_CHECKING:
+    from auger.secrets.protected import ProtectedFiles
     from auger.changes.snapshots import SnapshotStore
     from auger.config import Config
     from auger.engine.tool_runtime import PlannedCall
@@ -56,18 +57,21 @@ def snapshot_store(config: Config, root: Path, data_dir: Path, own: Sequence[Pat
     return None if opener is None else opener()
 
 
-def snapshot_opener(config: Config, root: Path, data_dir: Path,
-                    own: Sequence[Path] = ()) -> Callable[[], SnapshotStore] | None:
+def snapshot_opener(config: Config, root: Path, data_dir: Path, own: Sequence[Path] = (),
+                    protected: ProtectedFiles | None = None) -> Callable[[], SnapshotStore] | None:
     """What opens `snapshot_store`'s repository, or None when snapshots are off: a session opens it (and
-    loads auger.changes) at its first snapshot, never on its way to the first model request."""
+    loads auger.changes) at its first snapshot, never on its way to the first model request. `protected`: the
+    project's protected files (the session's; by default as `config` says), which it never records."""
     if not config.snapshots:
         return None
 
     def open_store() -> SnapshotStore:
         from auger.changes.snapshots import SnapshotStore, snapshot_dir
+        from auger.secrets.protected import protected_files
 
         return SnapshotStore(root, snapshot_dir(data_dir, root), max_file_bytes=config.snapshot_max_file_bytes,
-                             max_dir_files=config.snapshot_max_dir_files, own=own)
+                             max_dir_files=config.snapshot_max_dir_files, own=own,
+                             protected=protected or protected_files(config, root))
 
     return open_store
 

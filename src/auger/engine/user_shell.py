@@ -43,4 +43,6 @@ async def run_user_shell(runtime: ToolRuntime, host: TurnHost, *, turn_id: str, 
     output = outcome.result.output if isinstance(outcome, Ran) else outcome.message
     host.emit(ev.ToolCallEnded(turn_id, call.call_id, "shell", ok, output, int((time.monotonic() - started) * 1000)))
     await host.record(turn_id, UserMessage(f"I ran this shell command myself:\n$ {command}\n{output}"))
+    for event in outcome.result.events if isinstance(outcome, Ran) else ():  # secret_redacted, when it was
+        host.emit(event)
     return "complete", None

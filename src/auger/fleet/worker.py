@@ -90,6 +90,8 @@ class WorkerOptions:
     cap_mode: bool = False  # a task asking for more runs at the ceiling instead of being refused
     allow_repos: tuple[str, ...] = ()  # --allow-repo patterns
     allow_providers: tuple[str, ...] = ()  # providers a task may name besides the worker's own and its tables
+    health_port: int | None = None  # where `GET /health` is answered (auger/health.py); None: nowhere
+    health_host: str = "127.0.0.1"
 
 
 @dataclass
@@ -121,14 +123,34 @@ class Worker:
         self.completed = 0
 
     async def run(self) -> None:
-        """Consume until `terminate`; then wait for the running tasks to be recorded."""
-        await queue.install(self.options.url)
+        """Consume until `terminate`; then wait for the running tasks to be recorded. Health checks are
+        answered meanwhile, on the health port if one is set (HealthPortError when it cannot be had)."""
+        from auger.health import serve_health
+
+        options = self.options
+        await queue.install(options.url)
+        health = None if options.health_port is None else await serve_health(options.health_host,
+                                                                              options.health_port, self.health)
         try:
             await self.consumer.run()
             while self._running:
                 await asyncio.sleep(0.1)
         finally:
+            if health is not None:
+                health.close()
+                await health.wait_closed()
             await self.store.aclose()
+
+    @property
+    def running(self) -> int:
+        """How many tasks this worker runs now."""
+        return len(self._running)
+
+    async def health(self) -> tuple[int, dict[str, Any]]:
+        """What `GET /health` answers: the store's reachability and the running tasks' count."""
+        from auger.health import health
+
+        return await health(self.store, running=self.running)
 
     def terminate(self) -> None:
         """Take no new task; give the running ones `drain_s` to end, then interrupt them."""

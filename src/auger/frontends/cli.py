@@ -168,6 +168,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_providers = sub.add_parser("providers", help="list model providers and whether they are usable")
     store_opts(p_providers)
     p_providers.add_argument("--json", action="store_true", help="print JSON")
+    p_providers.add_argument("--probe", nargs="?", const="stale", choices=("stale", "now"),
+                             help="ask each available provider's server whether it answers and takes the key: "
+                                  "those not checked in the last 5 minutes (by this command or `auger serve`), "
+                                  "or all of them with `--probe now`")
     p_providers.set_defaults(run=_cmd_providers)
 
     p_models = sub.add_parser("models", help="list known models: context window, output limit, prices")
@@ -222,6 +226,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.users_cli import add_commands as add_users
 
     add_users(sub, store_opts)  # `users` (frontends/users_cli.py), parsed by the main parser
+    from auger.frontends.secrets_cli import add_commands as add_secrets
+
+    add_secrets(sub, store_opts)  # `secrets check` (frontends/secrets_cli.py)
     return parser, {"": p_chat, **runs, "sessions": p_sessions,
                     "providers": p_providers, "models": p_models, "demo": p_demo, **changes, **agents}
 
@@ -415,27 +422,30 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_providers(args: argparse.Namespace) -> int:
+    """The providers as `auger serve` shows them (models/status.py): the presence check, and what a check of
+    their servers found lately — by this command's --probe or a server's — kept in the user's cache dir."""
+    import asyncio
     import json
 
+    from auger.config import home_dirs
     from auger.models.registry import registry_for
+    from auger.models.status import ProbeCache, statuses
+    from auger.protocol.jsontext import printable
 
     config = load_cli_config(args)
-    registry = registry_for(config)
-    for line in registry.diagnostics:
+    for line in registry_for(config).diagnostics:
         print(f"auger: warning: {line}", file=sys.stderr)
-    rows = []
-    for name, p in registry.providers.items():
-        status = registry.status(name)
-        note = registry.errors.get(name) or (f"set {p.key_env}" if status == "key missing" else "")
-        rows.append({"name": name, "wire": p.wire, "base_url": p.base_url, "key_env": p.key_env, "status": status,
-                     "default_model": p.default_model, "source": p.source, "note": note})
+    rows = asyncio.run(statuses(config, ProbeCache(home_dirs()["cache"]), args.probe))
     if args.json:
-        for row in rows:
-            print(json.dumps(row))
+        for r in rows:
+            print(json.dumps({"name": r.name, "label": r.label, "wire": r.wire, "base_url": r.base_url,
+                              "key_env": r.key_env, "default_model": r.default_model, "source": r.source,
+                              "status": r.status, "detail": r.detail, "checked": r.checked}))
         return EXIT_OK
-    print(f"{'PROVIDER':<18} {'STATUS':<14} {'WIRE':<17} {'BASE URL':<32} NOTE")
+    print(f"{'PROVIDER':<18} {'STATUS':<14} {'WIRE':<17} DETAIL")
     for r in rows:
-        print(f"{r['name']:<18} {r['status']:<14} {r['wire']:<17} {(r['base_url'] or '-'):<32} {r['note']}")
+        checked = f" (checked {r.checked:.0f}s ago)" if r.checked is not None else ""
+        print(printable(f"{r.name:<18} {r.status:<14} {(r.wire or '-'):<17} {r.detail}{checked}"))
     return EXIT_OK
 
 

@@ -69,6 +69,11 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     p_worker.add_argument("--allow-provider", action="append", default=[], metavar="NAME",
                           help="another configured provider tasks may name (repeatable; always offered: the "
                                "worker's own and those its config file describes)")
+    p_worker.add_argument("--health-port", type=int, metavar="PORT",
+                          help="answer GET /health on this port (status, version, whether the database answers, "
+                               "running tasks) for systemd or Kubernetes probes (default: no health port)")
+    p_worker.add_argument("--health-host", default="127.0.0.1", metavar="HOST",
+                          help="the address the health port listens on (default 127.0.0.1)")
     store_opts(p_worker)
     p_worker.set_defaults(run=_cmd_worker)
 
@@ -185,6 +190,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     from auger.config import home_dirs, valid_base_url
     from auger.fleet.worker import Worker, WorkerOptions
+    from auger.health import HealthPortError
     from auger.store.postgres import LEASE_TIMEOUT_S
 
     url = _postgres_url(args)
@@ -192,6 +198,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         raise CliError("--concurrency must be at least 1")
     if args.base_url and not valid_base_url(args.base_url):
         raise CliError(f"--base-url {args.base_url!r} is not an http:// or https:// URL")
+    if args.health_port is not None and not 0 < args.health_port < 65536:
+        raise CliError(f"--health-port must be a port number (1-65535), not {args.health_port}")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="auger worker: %(levelname)s %(name)s: %(message)s")
     data_dir = Path(args.data_dir) if args.data_dir else home_dirs()["data"] / "worker"
@@ -202,7 +210,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                             drain_s=args.drain, overrides=list(args.overrides),
                             flags={k: v for k, v in flags.items() if v is not None}, mode=args.mode,
                             cap_mode=args.cap_mode, allow_repos=tuple(args.allow_repo),
-                            allow_providers=tuple(args.allow_provider))
+                            allow_providers=tuple(args.allow_provider), health_port=args.health_port,
+                            health_host=args.health_host)
 
     async def main() -> int:
         worker = Worker(options)
@@ -222,10 +231,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signal.SIGINT, on_signal)
         policy = worker.policy
         repos = ", ".join(policy.allow_repos) if policy.allow_repos else "remote ones only"
+        health = "" if options.health_port is None else \
+            f"; health checks: http://{options.health_host}:{options.health_port}/health"
         print(f"auger worker: taking tasks of queue '{options.queue}' ({options.concurrency} at once; mode at most "
-              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))})",
+              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))}{health})",
               file=sys.stderr, flush=True)
-        await worker.run()
+        try:
+            await worker.run()
+        except HealthPortError as exc:
+            raise CliError(str(exc)) from None
         return 0
 
     return guard_store(lambda: asyncio.run(main()))

@@ -12,7 +12,9 @@ So every request — each route, the SSE streams, a WebSocket, the web UI — sh
 3. a credential (401): `Authorization: Bearer TOKEN` (API clients), or — where the server pairs
    browsers — the cookie a browser got by redeeming a one-use pairing code at `/pair?code=…`
    (`HttpOnly; SameSite=Strict`). A token in the query string is never read, since URLs end up in logs
-   and browser history. Secrets are compared in constant time.
+   and browser history. Secrets are compared in constant time. The one exception is a `GET` (or `HEAD`)
+   of a path the server names public — `auger serve`'s health check, which tells nothing but "ok", the
+   version and whether the store answers — and it still passes 1 and 2.
 
 Which credentials name whom is the `Credentials` given: `Keys`, the server's one token (`auger
 mcp-server --http`), or `users.People` — the owner's token and each user's (`auger serve`). The
@@ -227,12 +229,13 @@ class Guard:
     configured origins are answered here. The caller's identity is put in `scope["auger.client"]`."""
 
     def __init__(self, app: Any, keys: Credentials, exposed: Exposure, pairing: Pairing | None = None, *,
-                 secure_cookie: bool = False) -> None:
+                 secure_cookie: bool = False, public: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.keys = keys
         self.exposed = exposed
         self.pairing = pairing
         self.secure_cookie = secure_cookie
+        self.public = public  # paths a GET or HEAD reaches without credentials (Host and Origin still checked)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -256,6 +259,9 @@ class Guard:
             return
         if self.pairing is not None and scope["type"] == "http" and scope["path"] == "/pair" and method == "GET":
             await self._pair(scope, send, self.pairing)
+            return
+        if scope["type"] == "http" and scope["path"] in self.public and method in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
             return
         token = bearer_token(headers.get("authorization"))
         principal = await self.keys.bearer(token) if token is not None else None

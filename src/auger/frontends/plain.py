@@ -3,8 +3,9 @@
 stdout carries only the final answer (or, with `--json`, the events). On stderr, progress — each tool
 call as it starts, each retry (a failure that stays one ends the run with its own error line) — is for
 a person watching a terminal, and stays quiet otherwise. What changes how the run must be read is
-written wherever stderr goes, a terminal or a CI log: warnings, loops, and every call that was
-refused (a headless run has nobody to approve what would be asked).
+written wherever stderr goes, a terminal or a CI log: warnings, loops, secret values hidden from the
+model (never the values), and every call that was refused (a headless run has nobody to approve what
+would be asked).
 Colours only on a terminal; elsewhere each line starts with `auger:` like the command's other
 messages.
 
@@ -71,6 +72,8 @@ class PlainRenderer:
                           "33")
         elif isinstance(event, ev.WarningEvent):
             self._tell("warning", event.message)
+        elif isinstance(event, ev.SecretRedacted):
+            self._tell("redacted", event.describe())
         elif isinstance(event, ev.LoopDetected):
             self._tell("warning", f"{event.tool} repeated {event.repeats}x")
 

@@ -47,9 +47,11 @@ def session_root(config: Any, root: str, wanted: bool | None, *, new: bool = Tru
 
     from auger.changes.worktree import SNAPSHOT, WorktreeError, create_worktree
     from auger.frontends.cli_support import CliError
+    from auger.secrets.protected import protected_files
 
-    try:
-        worktree = create_worktree(Path(root), base=SNAPSHOT, name="session", persistent=True)
+    try:  # without the project's protected files, as the user's configuration names them
+        worktree = create_worktree(Path(root), base=SNAPSHOT, name="session", persistent=True,
+                                   protected=protected_files(config, root))
     except WorktreeError as exc:
         raise CliError(f"cannot work in a worktree: {exc}") from None
     print(f"auger: working in a worktree of {root}: {worktree.path}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import httpx
 
@@ -180,6 +180,9 @@ class SseModelClient:
         self.url = url
         self._key_env = key_env
         self._http = make_http_client(url, {"accept": "text/event-stream", **headers}, idle_timeout)
+        # the last check on a body before it leaves (secrets/outgoing.py; set by registry.create_client):
+        # None, or why the request is not sent
+        self.outgoing: Callable[[str], str | None] | None = None
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
@@ -192,7 +195,11 @@ class SseModelClient:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # Serialised here, not by httpx: its encoder fails on a lone surrogate the model sent earlier.
-        body = json_dumps(self.build_body(request), compact=True).encode("utf-8")  # every byte rides on every request
+        text = json_dumps(self.build_body(request), compact=True)
+        refused = self.outgoing(text) if self.outgoing is not None else None
+        if refused is not None:
+            raise ModelError(refused, retryable=False)
+        body = text.encode("utf-8")  # every byte rides on every request
         try:
             async with self._http.stream("POST", self.url, content=body,
                                          headers={"content-type": "application/json"}) as response:

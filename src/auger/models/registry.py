@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypedDict
 
 from auger.models.base import ModelClient
 from auger.protocol.events import Usage
@@ -369,6 +369,16 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
             tls.context()  # made once here, so a broken SSL_CERT_FILE is this one line, not a traceback
         except tls.TlsError as exc:
             raise ProviderError(str(exc)) from None
+    client = _wire_client(provider, model, common, info, config)
+    from auger.models.http import SseModelClient  # loaded by the wire client already
+
+    if isinstance(client, SseModelClient):
+        client.outgoing = outgoing_check(config, env)
+    return client
+
+
+def _wire_client(provider: Provider, model: str, common: _ClientArgs, info: ModelInfo, config: Config | None
+                 ) -> ModelClient:
     if provider.wire == "openai_chat":
         from auger.models.openai_chat import OpenAIChatClient
 
@@ -393,6 +403,25 @@ def create_client(provider: Provider, model: str | None, *, idle_timeout: float 
     if provider.wire == "replay":
         return _replay_client(provider, model, config)
     raise ProviderError(f"provider '{provider.name}' uses wire API '{provider.wire}', which this build cannot speak")
+
+
+def secret_key_envs(config: Config | None) -> list[str]:
+    """The variables every configured provider reads its key from: their values are secrets auger knows
+    (secrets/known.py)."""
+    registry = registry_for(config) if config is not None else load_registry()
+    return sorted({p.key_env for p in registry.providers.values() if p.key_env})
+
+
+def outgoing_check(config: Config | None, env: Mapping[str, str]) -> Callable[[str], str | None] | None:
+    """The last check on a model request's body (secrets/outgoing.py): None when redaction is off."""
+    from auger.secrets.known import known_secrets
+    from auger.secrets.outgoing import OutgoingCheck
+    from auger.secrets.settings import secrets_settings
+
+    if config is not None and not secrets_settings(config).redact:
+        return None
+    check = OutgoingCheck(known_secrets(config, env, secret_key_envs(config)))
+    return check if check else None
 
 
 def hosted_search(config: Config | None) -> bool:

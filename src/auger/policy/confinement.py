@@ -15,6 +15,14 @@ decides whether it runs read-only (plan mode always; safe mode when the command 
 read-only) or with the project writable. A writable root the user grants mid-session (`add_writable`)
 needs a new mount, so the sandbox starts again before the next command that may write.
 
+The project's protected files (secrets/protected.py) are found again each time the sandbox starts (a bounded
+walk, `ProtectedFiles.scan`) and hidden from every command in it: bubblewrap covers them with mounts; under
+Landlock each command gets a ruleset of its own without them. A protected file that appears while the sandbox
+runs (a command made one) is looked for before each command, in the directories where one is most likely
+(`ProtectedFiles.look_again`): Landlock leaves it out of that command's ruleset; bubblewrap needs a new mount,
+so the sandbox starts again first when nothing runs in it — while a background command or an MCP server keeps
+it running, the file stays readable to commands until it stops (a warning says so).
+
 The egress proxy runs whenever the network policy is "proxy" and commands run, sandbox or not:
 without a sandbox, commands are pointed at it but nothing forces them through (the warning says so).
 If the proxy cannot start, sandboxed commands have no network.
@@ -26,7 +34,7 @@ import asyncio
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -39,8 +47,12 @@ if TYPE_CHECKING:  # imported when a sandbox starts, not when this module loads
     from auger.policy.gitsweep import GitWatch
     from auger.policy.sandbox import Sandbox, SandboxPolicy
     from auger.policy.supervised import LocalProcess, SessionSandbox, SupervisedProcess
+    from auger.secrets.protected import ProtectedFiles
 
 READ_ONLY_EFFECT = "read_only"
+# Protected files hidden from commands, at most: each is a mount the supervisor makes (bwrap) or a path a
+# command's ruleset leaves out (Landlock), and the list travels in one message to the sandbox's template.
+MAX_HIDDEN = 2000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +67,7 @@ class Confinement:
     def __init__(self, sandbox: Sandbox | None, policy: SandboxPolicy, *, description: str = "",
                  mode: Callable[[], str] = lambda: "auto", missing: tuple[str, ...] = (),
                  proxy: ProxySettings | None = None, idle_timeout: float = 300.0,
-                 warn: Callable[[str], None] = lambda message: None) -> None:
+                 warn: Callable[[str], None] = lambda message: None, secrets: Sequence[ProtectedFiles] = ()) -> None:
         self.sandbox = sandbox  # None: no sandbox, only the proxy
         self.policy = policy  # as planned; the running sandbox's adds the proxy's sockets and the private dir
         self.description = description
@@ -81,6 +93,8 @@ class Confinement:
         self._stopping: asyncio.Task[None] | None = None
         self._preparing: asyncio.Task[None] | None = None
         self._closed = False
+        self.secrets = tuple(secrets)  # the protected files of the root (and of the project, when it differs)
+        self._told: set[Path] = set()  # protected files said to be readable until the sandbox starts again
 
     @property
     def kind(self) -> str:
@@ -169,11 +183,12 @@ class Confinement:
             argv, remount = self.sandbox.readonly_argv(argv, self.policy, offline)
             if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
                 writable = (*(str(p) for p in self.policy.writable), "/tmp")
+        layer = self.sandbox.secrets_layer(self._secrets_now()) if self.secrets and self.kind == "landlock" else None
         if self.kind == "bwrap":
             env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
         elif self.policy.tmp is not None:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
-        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty,
+        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty, landlock=layer,
                              offline=offline and self.kind == "bwrap")
         proc.readonly = readonly
         if not readonly:
@@ -267,6 +282,8 @@ class Confinement:
                 self.warn("the sandbox starts again to make " + ", ".join(map(str, self.policy.granted)) +
                           " writable: what still ran in it (background commands, MCP servers) was stopped")
             await self._stop()
+        if self.box is not None and self.kind == "bwrap" and self._uncovered():
+            await self._stop()  # a protected file appeared: the next start covers it
         if self.sandbox is not None and writes:
             self._watch_git()  # its first walk runs while the sandbox starts
         if not self.running:
@@ -281,7 +298,9 @@ class Confinement:
             return
         from auger.policy.supervised import SessionSandbox
 
-        policy = dataclasses.replace(self._started_policy, read_only=(*self.policy.read_only, self._private()))
+        secrets = await asyncio.to_thread(self._scan_secrets)
+        policy = dataclasses.replace(self._started_policy, read_only=(*self.policy.read_only, self._private()),
+                                     secrets=secrets, cover=self._cover() if secrets else None)
         if self.sandbox.kind == "landlock" and policy.tmp is not None:
             Path(policy.tmp).mkdir(parents=True, exist_ok=True)
         self._started_policy = policy
@@ -291,6 +310,50 @@ class Confinement:
         except BaseException:
             await self._stop()
             raise
+
+    def _scan_secrets(self) -> tuple[Path, ...]:
+        """The protected files that exist, found by a new scan of each root (as the sandbox starts)."""
+        for protected in self.secrets:
+            protected.scan(again=True)
+        found = self._secrets_now()
+        if len(found) >= MAX_HIDDEN and found[-1] not in self._told:
+            self._told.add(found[-1])
+            self.warn(f"more than {MAX_HIDDEN:,} protected files: the {MAX_HIDDEN:,} nearest the project's root are "
+                      "hidden from commands, the others are not (auger's file tools refuse them all)")
+        return found
+
+    def _secrets_now(self) -> tuple[Path, ...]:
+        """The protected files that exist now: the last scan's, and those that appeared since where a new one is
+        looked for (`ProtectedFiles.look_again`); at most MAX_HIDDEN, the shallowest."""
+        if len(self.secrets) == 1:
+            return self.secrets[0].paths()[:MAX_HIDDEN]
+        found = {path for protected in self.secrets for path in protected.paths()}
+        return tuple(sorted(found, key=lambda p: (len(p.parts), p))[:MAX_HIDDEN])
+
+    def _uncovered(self) -> bool:
+        """Whether a protected file appeared that the running (bwrap) sandbox does not cover, and it may start
+        again for it now (nothing runs in it); one it cannot is told once."""
+        if not self.secrets:
+            return False
+        started = self._started_policy.secrets
+        now = self._secrets_now()
+        if now == started or not (new := set(now) - set(started)):
+            return False
+        if not self._live:
+            return True
+        untold = sorted(new - self._told)
+        if untold:
+            self._told.update(untold)
+            self.warn("protected files appeared while background commands or MCP servers run in the sandbox: "
+                      + ", ".join(map(str, untold)) + "; commands can read them until the sandbox starts again")
+        return False
+
+    def _cover(self) -> Path:
+        """An empty file nobody may read, bound over each protected file (bwrap): reading one fails."""
+        path = self._private() / "protected-file"
+        if not os.path.lexists(path):  # auger's own private dir: no command can write there
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0))
+        return path
 
     def _watch_git(self) -> None:
         from auger.policy.gitsweep import GitWatch
@@ -398,13 +461,14 @@ class Confinement:
 
 async def confine(config: Config, root: Path, scratch_dir: Path, protected: tuple[Path, ...],
                   warn: Callable[[str], None], mode: Callable[[], str] = lambda: "auto", *,
-                  dirs: Mapping[str, Path]) -> Confinement | None:
+                  dirs: Mapping[str, Path], secrets: Sequence[ProtectedFiles] = ()) -> Confinement | None:
     """The session's confinement, decided but not started (see the module docstring). Without a working
     sandbox: the proxy alone (network "proxy"), or None; either way with one warning saying what is and
     is not enforced.
 
     `protected`: paths commands may read but not write. `dirs`: auger's config, data and cache dirs
-    (`config.home_dirs()`), hidden from commands with the session database (policy/own_data.py)."""
+    (`config.home_dirs()`), hidden from commands with the session database (policy/own_data.py). `secrets`: the
+    protected files of the root (and of the project, in pending mode or for a worktree), hidden from commands."""
     from auger.policy.own_data import exposed_paths, hidden_paths
     from auger.policy.sandbox import SandboxPolicy, detect
 
@@ -436,7 +500,7 @@ async def confine(config: Config, root: Path, scratch_dir: Path, protected: tupl
         warn(f"the {sandbox.kind} sandbox cannot enforce here: {'; '.join(missing)}. "
              "auto mode will ask before changes, as safe mode does")
     return Confinement(sandbox, policy, description=description, mode=mode, missing=missing, proxy=proxy,
-                       idle_timeout=config.sandbox_idle_timeout, warn=warn)
+                       idle_timeout=config.sandbox_idle_timeout, warn=warn, secrets=secrets)
 
 
 

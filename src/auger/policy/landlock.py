@@ -23,14 +23,18 @@ What it can and cannot express, and therefore what this mode guarantees:
   `/`, except that a directory containing a denied path is not granted as a
   whole: its entries are granted one by one, skipping the denied ones
   (recursively, down to the denied path). The directories on that path keep
-  READ_DIR only, and READ_DIR is inherited by everything beneath, so *names*
-  inside a denied directory stay listable; the contents do not. Entries created
-  inside such a split directory while the command runs (the ruleset is built per
-  command) are not readable by it.
+  READ_DIR only (a writable one: every right but reading and executing files), and
+  READ_DIR is inherited by everything beneath, so *names* inside a denied
+  directory stay listable; the contents do not. Entries created inside such a
+  split directory while the ruleset holds are not readable under it (a command's
+  own ruleset is built as it starts: auger.policy.sandbox `secrets_layer`). Rules
+  hold inodes, not names: a denied file renamed or hard-linked within its
+  directory stays unreadable under the ruleset; moving a file out of a split
+  writable directory into a subdirectory with rename(2) fails with EXDEV (the
+  destination would grant more than the source; `mv` copies instead).
 - A grant cannot be taken back lower in the tree: a read-only path inside a
-  writable directory (`.git/hooks` in the project) and a denied path inside a
-  writable directory are NOT enforced. Callers must not present this mode as
-  protecting them.
+  writable directory (`.git/hooks` in the project) is NOT enforced. Callers must
+  not present this mode as protecting it.
 - The network: from ABI 4, `--restrict-net` with `--connect PORT`/`--bind PORT`
   limits TCP to those ports (on any host: port rules cannot tell the host's
   loopback from the internet); UDP is not mediated. From ABI 6, `--scope` blocks
@@ -58,7 +62,7 @@ import sys
 # (`platform`, `typing` and `argparse` would add ~10 ms).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from typing import NoReturn
 
 # Syscall numbers. Landlock arrived after the syscall tables were unified, so it
@@ -185,59 +189,66 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _inside(parent: str, path: str) -> bool:
-    """True if `path` is `parent` or beneath it (whole components)."""
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def plan(rw: Sequence[str], deny_read: Sequence[str], ro_all: bool, ro: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights)
-    or "ls" (READ_DIR only: the directories on the way to a denied path).
+    """The rules to add, as (path, grant) with grant "rw" (everything), "r" (read_rights),
+    "ls" (READ_DIR only: the directories on the way to a denied path) or "w" (everything but
+    reading and executing files: the writable directories on the way to a denied path).
 
     Paths are resolved first: Landlock attaches rules to the inodes the paths reach,
     so a symlink grants (or fails to deny) whatever it points at. A denied path inside
-    a writable dir splits that grant the same way (so the dirs on the way to it are
-    listable but take no new entries). A path named with `--rw` or `--ro` *inside* a
+    a writable dir splits that grant the same way (the dirs on the way to it stay
+    writable: new entries made there are unreadable under this ruleset). A path named with `--rw` or `--ro` *inside* a
     denied one is granted all the same (rules add up, and nothing above it grants
     anything): the deepest path decides, as it does under bubblewrap.
     """
-    denied = sorted({_real(p) for p in deny_read})
+    denied = _Denied(_real(p) for p in deny_read)
     rules: list[tuple[str, str]] = []
     for p in rw:
-        rules.extend(_split_rules(_real(p), _below(_real(p), denied), "rw"))
+        rules.extend(_split_rules(_real(p), denied, "rw"))
     if ro_all:
         rules.extend(_split_rules("/", denied, "r"))
     for p in ro:
-        rules.extend(_split_rules(_real(p), _below(_real(p), denied), "r"))
+        rules.extend(_split_rules(_real(p), denied, "r"))
     return rules
 
 
-def _below(directory: str, denied: list[str]) -> list[str]:
-    """The denied paths strictly beneath `directory` (those above it do not cover an explicit grant)."""
-    return [d for d in denied if d != directory and _inside(directory, d)]
+class _Denied:
+    """The denied paths, and every directory above one: what splitting asks of each entry, at once (a
+    project may hold thousands of protected files)."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = set(paths)
+        self.above: set[str] = set()
+        for path in self.paths:
+            parent = os.path.dirname(path)
+            while parent not in self.above:
+                self.above.add(parent)
+                if parent == os.path.dirname(parent):
+                    break
+                parent = os.path.dirname(parent)
 
 
-def _split_rules(directory: str, denied: list[str], grant: str) -> Iterator[tuple[str, str]]:
-    if any(_inside(d, directory) for d in denied):
-        return
-    if not any(_inside(directory, d) for d in denied):
+def _split_rules(directory: str, denied: _Denied, grant: str) -> Iterator[tuple[str, str]]:
+    """`grant` on `directory`, but for the denied paths beneath it (one above it, or `directory` itself named
+    as a grant, does not cover the grant: the deepest path decides)."""
+    if directory not in denied.above:
         yield directory, grant
         return
     # A denied path lies below: grant this level entry by entry.
-    yield directory, "ls"
+    yield directory, "w" if grant == "rw" else "ls"
     try:
         entries = list(os.scandir(directory))
     except OSError:
         return
     for entry in entries:
         try:
-            if entry.is_symlink():
+            if entry.is_symlink() or entry.path in denied.paths:
                 # Access through a link is checked where it lands, which has its own rule
                 # (or none, when it lands in a denied path): nothing to grant here.
                 continue
             if entry.is_dir(follow_symlinks=False):
                 yield from _split_rules(entry.path, denied, grant)
-            elif not any(_inside(d, entry.path) for d in denied):
+            else:
                 yield entry.path, grant
         except OSError:
             continue
@@ -252,7 +263,7 @@ def apply(rules: Sequence[tuple[str, str]], abi: int, net: dict[int, int] | None
     no signals to, and no abstract Unix sockets of, processes outside the sandbox.
     """
     handled = handled_rights(abi)
-    grants = {"rw": handled, "r": read_rights(abi), "ls": READ_DIR}
+    grants = {"rw": handled, "r": read_rights(abi), "ls": READ_DIR, "w": handled & ~(READ_FILE | EXECUTE)}
     attr = _RulesetAttr(handled_access_fs=handled)
     size = 8
     if net is not None and abi >= 4:

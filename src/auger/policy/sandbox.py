@@ -12,11 +12,17 @@ command line into one that runs confined:
   pack files and friends (and auger's installation) are bound read-only on top,
   and credential paths and auger's own files are covered (an empty tmpfs over
   directories, `/dev/null` over files), with what the session needs inside them
-  bound again on top. New user (as root), PID, IPC, UTS and cgroup namespaces; a
+  bound again on top. The project's protected files (`SandboxPolicy.secrets`,
+  secrets/protected.py) are covered the same way, files by an empty file nobody may
+  read (`cover`), so reading one fails with "Permission denied" instead of looking
+  empty; a mount point cannot be renamed, removed, linked or replaced either.
+  New user (as root), PID, IPC, UTS and cgroup namespaces; a
   new network namespace (loopback only) unless the network is "full".
 - **Landlock** (fallback): see `auger.policy.landlock`. Allow-rules only, so
   read-only paths inside the writable project (`.git`) are *not* enforced; TCP is
   restricted by port from ABI 4, signals and abstract sockets scoped from ABI 6.
+  The project's protected files are left out of a ruleset each command gets on top
+  of the session's (`secrets_layer`): what exists when it starts is unreadable to it.
 
 Sessions do not wrap each command: a session's sandbox (bwrap around a holder,
 `holder_argv`, or the Landlock ruleset, `supervisor_options`) holds a supervisor
@@ -43,9 +49,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Mapping, Protocol, Sequence
 
 from auger.policy.paths import is_inside
+from auger.policy.types import PROTECTED_BLOCKED
 
 NETWORK_MODES = ("none", "proxy", "full")
 PREFERENCES = ("auto", "bwrap", "landlock", "off")
@@ -102,6 +109,11 @@ class SandboxPolicy:
     proxy_sockets: tuple[tuple[int, Path], ...] = ()   # (port inside, unix socket on the host): HTTP, then SOCKS
     tmp: Path | None = None           # the session's own temp dir (Landlock; bwrap gives /tmp a fresh tmpfs)
     dev_ports: tuple[int, ...] = ()   # Landlock ABI 4+: local TCP ports commands may bind and connect to
+    # The project's protected files and directories (secrets/protected.py) found as the sandbox starts: bwrap
+    # covers them (files with `cover`, an empty file nobody may read; /dev/null without one); Landlock leaves
+    # them out of each command's own ruleset (`secrets_layer`) instead, found again for every command.
+    secrets: tuple[Path, ...] = ()
+    cover: Path | None = None
 
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
@@ -132,6 +144,8 @@ class Sandbox(Protocol):
     def readonly_argv(self, argv: list[str], policy: SandboxPolicy, offline: bool = False) -> tuple[list[str], bool]:
         """(argv to run read-only, whether the supervisor must make the mounts read-only itself); `offline`:
         without network too, where this sandbox does that in the argv."""
+
+    def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None: ...
 
 
 # --- shared planning --------------------------------------------------------------------------
@@ -185,6 +199,7 @@ class _Plan:
     read_only: list[Path]
     hidden: list[Path]
     exposed: list[Path]  # read-only paths inside hidden ones that commands need (bwrap binds them, Landlock grants)
+    secrets: list[Path]  # the protected files among `hidden` (resolved): bwrap covers them with `policy.cover`
 
 
 # Pack files of the project's repository protected from deletion and rewriting (bwrap: each one a
@@ -231,7 +246,7 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
     elif git.is_dir():
         read_only.extend(_pack_files(git))  # history: append-only where a mount can say so
 
-    hidden: list[Path] = [*policy.hidden]
+    hidden: list[Path] = [*policy.hidden, *policy.secrets]
     for home in user_homes(env):
         hidden.extend(default_hidden(home))
     hidden.extend(Path(p) for p in SYSTEM_HIDDEN)
@@ -248,25 +263,30 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
     # of those is dropped. A credential path inside the project stays hidden (a project that is
     # the home directory, or contains it), and the working directory plays no part: where a
     # command starts must not decide what it can read.
+    # Containment is looked up by ancestors in a set: a project may hold thousands of protected files.
     needed = [*_essential_paths(), *(_real(p) for p in policy.exposed)]
     hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
     hidden_final: list[Path] = []
+    kept: set[Path] = set()
     for h in hidden_real:
-        if h in writable or h in needed or any(is_inside(kept, h) for kept in hidden_final):
+        if h in writable or h in needed or h in kept or any(parent in kept for parent in h.parents):
             continue
         hidden_final.append(h)
+        kept.add(h)
 
     def shown(path: Path) -> bool:
         """Visible to commands: not hidden, or inside something shown again within the hidden path."""
-        cover = max((h for h in hidden_final if is_inside(h, path)), key=lambda h: len(h.parts), default=None)
+        cover = next((h for h in (path, *path.parents) if h in kept), None)
         return cover is None or any(is_inside(cover, v) and is_inside(v, path) for v in [*writable, *needed])
 
     ro_final = sorted({_real(p) for p in read_only if os.path.lexists(p) and not os.path.islink(p)},
                       key=lambda p: len(p.parts))
     ro_final = [p for p in ro_final if shown(p)]
-    exposed = sorted({v for v in needed if os.path.exists(v) and any(is_inside(h, v) and h != v for h in hidden_final)
+    exposed = sorted({v for v in needed if os.path.exists(v) and any(h in kept for h in v.parents)
                       and not any(is_inside(w, v) for w in writable)}, key=lambda p: len(p.parts))
-    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final, exposed=exposed)
+    secrets = {r for r in map(_real, policy.secrets) if r in kept}
+    return _Plan(writable=writable, read_only=ro_final, hidden=hidden_final, exposed=exposed,
+                 secrets=sorted(secrets, key=lambda p: len(p.parts)))
 
 
 def _proxy_env(env: dict[str, str], policy: SandboxPolicy) -> dict[str, str]:
@@ -326,13 +346,17 @@ class BwrapSandbox:
             args += ["--tmpfs", "/var/run"]
         return args
 
-    def _mounts(self, env: dict[str, str], policy: SandboxPolicy) -> list[str]:
+    def _mounts(self, env: dict[str, str], policy: SandboxPolicy, *, secrets: bool = True) -> list[str]:
         """The mounts over the read-only `/`. A later mount covers an earlier one, so they go shallowest
         first (at one path: writable, then read-only, then hidden) and the deepest path decides (see
         `_Plan`): the project writable, `.git` bound over itself, its config and hooks read-only, a
         credential file in it hidden, the session's worktree shown again inside auger's hidden data dir."""
-        plan = _plan(env, policy, tmp=None)
+        return self._planned_mounts(_plan(env, policy, tmp=None), env, policy, secrets=secrets)
+
+    def _planned_mounts(self, plan: _Plan, env: dict[str, str], policy: SandboxPolicy, *, secrets: bool) -> list[str]:
+        """`_mounts` of a plan; `secrets=False` leaves the protected files to the supervisor (`holder_argv`)."""
         mounts: list[tuple[Path, int, list[str]]] = []  # (path, order at that path, arguments)
+        covered = set(plan.secrets)
         homes = user_homes(env)
         for home in homes:  # a home under /tmp or /run stays readable (its secrets hidden below)
             if home.parts[:2] in _FRESH and home.is_dir():
@@ -351,10 +375,13 @@ class BwrapSandbox:
                 mounts.append((sock_dir, 1, ["--ro-bind", str(sock_dir), str(sock_dir)]))
         shown = [*plan.writable, *plan.read_only, *plan.exposed]
         for path in plan.hidden:
+            if path in covered and not secrets:
+                continue
             if path.parts[:2] in _FRESH and not any(is_inside(w, path) for w in [*plan.writable, *homes]):
                 continue  # already a fresh, empty tmpfs here
             if not path.is_dir():
-                mounts.append((path, 2, ["--ro-bind", "/dev/null", str(path)]))
+                cover = policy.cover if policy.cover is not None and path in covered else "/dev/null"
+                mounts.append((path, 2, ["--ro-bind", str(cover), str(path)]))
                 continue
             perms: list[str] = []
             if self.version >= (0, 5):
@@ -382,16 +409,25 @@ class BwrapSandbox:
         return Wrapped(argv=args, env=_sandbox_env(env, policy, "/tmp"), kind=self.kind)
 
     def holder_argv(self, env: dict[str, str], policy: SandboxPolicy, holder: list[str], *, info_fd: int,
-                    seccomp_fd: int) -> list[str]:
+                    seccomp_fd: int) -> tuple[list[str], list[tuple[str, bool]]]:
         """The session's sandbox around `holder`, pid 1 of its PID namespace, under the seccomp filter
-        read from `seccomp_fd`; bwrap writes the holder's pid and namespaces to `info_fd` (see supervised.py)."""
-        args = [*self._base(policy.network, holder=True), *self._mounts(env, policy)]
-        return [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
+        read from `seccomp_fd`; bwrap writes the holder's pid and namespaces to `info_fd` (see supervised.py).
+        With it, the protected files the supervisor covers as it starts ((path, is a directory)): bwrap reads
+        the whole mount table for each mount it makes, so a thousand of them took it seconds, where the
+        supervisor's own mount calls take milliseconds."""
+        plan = _plan(env, policy, tmp=None)
+        args = [*self._base(policy.network, holder=True), *self._planned_mounts(plan, env, policy, secrets=False)]
+        argv = [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
+        return argv, [(str(path), path.is_dir()) for path in plan.secrets]
 
     def readonly_argv(self, argv: list[str], policy: SandboxPolicy, offline: bool = False) -> tuple[list[str], bool]:
         """(argv, whether the supervisor must make the mounts read-only itself); the supervisor also gives an
         offline command its own network namespace (SessionSandbox.run's `offline`)."""
         return argv, True
+
+    def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None:
+        """None: the supervisor covered the protected files as the sandbox started (`holder_argv`)."""
+        return None
 
     def probe(self) -> str | None:
         """Run `true` with the namespace flags a session's sandbox uses; None if it works, else why not."""
@@ -479,7 +515,8 @@ class LandlockSandbox:
         for path in plan.exposed:
             args += ["--ro", str(path)]
         for path in plan.hidden:  # inside a writable dir too: the helper splits that grant around it
-            args += ["--deny-read", str(path)]
+            if path not in plan.secrets:  # those are left out of each command's own ruleset (`secrets_layer`)
+                args += ["--deny-read", str(path)]
         if self.abi >= 4 and policy.network != "full":
             args.append("--restrict-net")
             ports = [port for port, _ in policy.proxy_sockets] if policy.network == "proxy" else []
@@ -514,6 +551,17 @@ class LandlockSandbox:
         if offline and self.abi >= 4:
             args.append("--restrict-net")
         return [*args, "--ro-all", "--", *argv], False
+
+    def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None:
+        """The ruleset (`landlock.confine_self`'s options) a command gets on top of the session's, which the
+        supervisor applies in the command's process before it runs: everything the session's allows but reading
+        `secrets` (the protected files that exist as the command starts). The session's ruleset does not leave
+        them out itself: Landlock leaves a file out only by granting its directory's other entries one by one,
+        so an entry made after the ruleset stays unreadable under it; a command's own ruleset is made as it
+        starts. None when there is nothing to leave out."""
+        if not secrets:
+            return None
+        return ["--rw", "/", *(arg for path in secrets for arg in ("--deny-read", str(path)))]
 
 
 # --- detection --------------------------------------------------------------------------------
@@ -676,6 +724,12 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
         quote = f" ({line[:160]})"
         path = _path_in(line)
         if "permission denied" in lowered or "no such file or directory" in lowered or "nonexistent" in lowered:
+            if path is not None and _is_secret(path, policy, cwd):
+                return PROTECTED_BLOCKED + quote
+            if kind == "landlock" and "permission denied" in lowered and path is not None \
+                    and _beside_secret(path, policy, cwd):
+                return ("blocked by the sandbox: under Landlock, a file a command creates in a directory that holds "
+                        "a protected file is unreadable to that same command; read it in a separate command" + quote)
             if path is not None and _is_hidden(path, policy, cwd):
                 return ("blocked by the sandbox: credential files and directories (~/.ssh, ~/.aws, tokens ...) "
                         "and auger's own files (its config, sessions and snapshots) are hidden from commands" + quote)
@@ -717,6 +771,7 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
 
 
 _WRITE_OUTSIDE = "writing outside the project, its temp and scratch dirs is not allowed"
+
 _CONNECT_FAILED = re.compile(r"connection refused|couldn't connect to server|failed to connect to"
                              r"|connection timed out", re.I)
 
@@ -756,6 +811,21 @@ def _is_hidden(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> boo
         return False
     absolute = _absolute(path, policy, cwd)
     return absolute is not None and any(is_inside(_real(h), absolute) for h in policy.hidden)
+
+
+def _is_secret(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    if policy is None or not policy.secrets:
+        return False
+    absolute = _absolute(path, policy, cwd)
+    return absolute is not None and any(is_inside(_real(p), absolute) for p in policy.secrets)
+
+
+def _beside_secret(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:
+    """Whether `path` lies directly in a directory on the way to a protected file (Landlock splits its grant there)."""
+    if policy is None or not policy.secrets:
+        return False
+    absolute = _absolute(path, policy, cwd)
+    return absolute is not None and any(is_inside(absolute.parent, _real(p)) for p in policy.secrets)
 
 
 def _is_protected(path: str, policy: SandboxPolicy | None, cwd: Path | None) -> bool:

@@ -141,11 +141,14 @@ class SessionSandbox:
         landlock = None
         if isinstance(sandbox, BwrapSandbox):
             sh = shutil.which("sh", path=SYSTEM_BIN) or "/bin/sh"
-            argv = await asyncio.to_thread(sandbox.holder_argv, env, policy, [sh, "-c", HOLDER_SCRIPT],
-                                           info_fd=3, seccomp_fd=4)
+            argv, covers = await asyncio.to_thread(sandbox.holder_argv, env, policy, [sh, "-c", HOLDER_SCRIPT],
+                                                   info_fd=3, seccomp_fd=4)
             request = {"op": "start", "kind": "bwrap", "argv": argv,
                        "bridge": [[port, os.path.realpath(path)] for port, path in policy.proxy_sockets]
-                       if policy.network == "proxy" else []}
+                       if policy.network == "proxy" else [],
+                       # the protected files, covered by the supervisor before it serves (supervisor.py `_cover`)
+                       "cover": [str(policy.cover), [[path, is_dir] for path, is_dir in covers]]
+                       if covers and policy.cover is not None else None}
             keep_r, keep = os.pipe()
             seccomp = os.memfd_create("auger-seccomp", os.MFD_CLOEXEC)
             os.write(seccomp, seccomp_program())
@@ -285,17 +288,23 @@ class SessionSandbox:
 
     async def run(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
                   readonly: bool, writable: tuple[str, ...] = (), tty: bool = False,
-                  offline: bool = False) -> SupervisedProcess:
+                  landlock: list[str] | None = None, offline: bool = False) -> SupervisedProcess:
         """Start a command in the sandbox with the given stdin/stdout/stderr fds (the caller keeps its copies);
-        `tty`: stdin is a pseudo-terminal, made the controlling terminal of the command's session; `offline`:
-        in a network namespace of its own (bubblewrap only: the supervisor can make one there)."""
+        `tty`: stdin is a pseudo-terminal, made the controlling terminal of the command's session; `landlock`:
+        options of a ruleset of the command's own (`LandlockSandbox.secrets_layer`), applied before it runs;
+        `offline`: in a network namespace of its own (bubblewrap only: the supervisor can make one there)."""
         await self.ready()
         self._next += 1
         request_id = self._next
         future = asyncio.get_running_loop().create_future()
         self._started[request_id] = future
-        self._send({"op": "run", "id": request_id, "argv": argv, "cwd": str(cwd), "env": env,
-                    "readonly": readonly, "writable": list(writable), "tty": tty, "offline": offline}, stdio)
+        request = {"op": "run", "id": request_id, "argv": argv, "cwd": str(cwd), "env": env,
+                   "readonly": readonly, "writable": list(writable), "tty": tty}
+        if landlock:
+            request["landlock"] = landlock
+        if offline:
+            request["offline"] = True
+        self._send(request, stdio)
         return await future
 
     async def left_running(self) -> int:

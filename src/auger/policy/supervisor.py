@@ -21,8 +21,8 @@ It runs as code auger compiled and sends (never loaded from a path a command can
   the supervisor's are JSON, which is all auger reads from it):
 
       auger -> {"op": "run", "id": N, "argv": [...], "cwd": "/abs", "env": {...},
-                "readonly": bool, "writable": ["/abs", ...], "tty": bool, "offline": bool}
-                                                   + stdin, stdout, stderr fds
+                "readonly": bool, "writable": ["/abs", ...], "tty": bool, "offline": bool,
+                "landlock": [options]}  + stdin, stdout, stderr fds   (landlock, offline: optional, see below)
       auger -> {"op": "kill", "id": N, "sig": 15}
     auger -> {"op": "left", "id": N}       how many processes run below the supervisor
       sup   -> {"ready": true}                  serving
@@ -47,10 +47,12 @@ auger opened) becomes that session's controlling terminal, so Ctrl-C typed into 
 foreground job —, with "offline" given a network namespace of its own (no route anywhere, not even the
 sandbox's loopback and its bridge: a language server needs no network), optionally made read-only (a
 private mount namespace whose every mount is read-only except the `writable` dirs, under bubblewrap;
-under Landlock auger wraps the argv in a nested read-only ruleset instead, which also takes TCP away
-for "offline"), stripped of every capability, put under
-the seccomp filter, and exec'd. The supervisor is a child subreaper, so daemons that double-fork are
-reparented to it; when auger closes the socket, or dies (the kernel closes it then), it kills every
+under Landlock auger wraps the argv in a nested read-only ruleset instead, which also takes TCP away for
+"offline"), under Landlock given a ruleset of its own without the project's protected files (`landlock`:
+auger.policy.landlock's options; under bubblewrap the supervisor covered them with mounts as it started,
+`cover` in the start request), stripped of every capability, put under the seccomp filter, and exec'd.
+The supervisor is a child subreaper, so daemons that double-fork are reparented to it; when auger closes
+the socket, or dies (the kernel closes it then), it kills every
 process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once would orphan those
 processes instead.) Under bubblewrap the holder is pid 1: when auger closes its stdin, or dies (the
 kernel closes it then), the holder ends and the kernel kills everything in the namespace. Nothing may
@@ -102,6 +104,8 @@ CLONE_NEWNET = 0x40000000
 AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
 MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC = 0x2, 0x4, 0x8
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND = 0x2, 0x4, 0x8, 0x1000
 MS_PRIVATE = 1 << 18
 SYS_MOUNT_SETATTR = 442  # the same in every syscall table that has it
 TIOCSCTTY = 0x540E  # the same on every architecture in ARCHES
@@ -236,6 +240,36 @@ def _limit_capabilities(keep=()):
     _check(_c().capset(_CapHeader(LINUX_CAPABILITY_VERSION_3, 0), data), "capset")
 
 
+# --- the protected files (once, as a bwrap sandbox's supervisor starts) ----------------------------
+
+def _cover(cover):
+    """Cover each of the project's protected files (auger.secrets.protected) with `file` (empty, mode 000) and
+    each protected directory with an empty tmpfs of mode 000, read-only: in the sandbox's mount namespace,
+    before the first command, so every command finds them there. bwrap could make these mounts, but it reads
+    the whole mount table for each one it makes, which takes seconds for a thousand. A cover that cannot be
+    made stops the start: commands must not run where they would read the file (one the sandbox does not
+    show at all needs none)."""
+    if not cover:
+        return
+    file, paths = cover
+    libc = _c()
+    locked = _MountAttr(attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
+    for path, is_dir in paths:
+        target = _bytes(path)
+        try:
+            posix.lstat(target)
+        except (FileNotFoundError, NotADirectoryError):  # not in the sandbox (under the host's /tmp): nothing to cover
+            continue
+        if is_dir:
+            _check(libc.mount(b"tmpfs", target, b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                              b"mode=000,size=4k,nr_inodes=1"), "mount(tmpfs, " + path + ")")
+        else:
+            _check(libc.mount(_bytes(file), target, None, ctypes.c_ulong(MS_BIND), None), "mount(" + path + ")")
+        _check(libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), target, ctypes.c_uint(0),
+                            ctypes.byref(locked), ctypes.c_size_t(ctypes.sizeof(locked))),
+               "mount_setattr(" + path + ", read-only)")
+
+
 # --- per command (in the forked child) -------------------------------------------------------
 
 def _make_read_only(writable):
@@ -270,6 +304,8 @@ def _child(request, fds, filtered):
             _check(_c().unshare(ctypes.c_int(CLONE_NEWNET)), "unshare(CLONE_NEWNET)")
         if request.get("readonly"):
             _make_read_only(request.get("writable", []))
+        if request.get("landlock"):  # Landlock: the command's own ruleset, without the protected files
+            _landlock["confine_self"](request["landlock"])
         _limit_capabilities()
         if not filtered:
             install_seccomp()
@@ -816,6 +852,7 @@ def _start(request, sock_fd, log_fd):
             posix._exit(0)
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _limit_capabilities(SUPERVISOR_CAPS)
+        _cover(request.get("cover"))
         _check(_prctl(PR_SET_NO_NEW_PRIVS, 1), "prctl(NO_NEW_PRIVS)")
         _check(_prctl(PR_SET_DUMPABLE, 0), "prctl(SET_DUMPABLE)")
         bridge = [(int(port), path) for port, path in request.get("bridge", [])]

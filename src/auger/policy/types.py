@@ -49,3 +49,9 @@ class Classification:
     # Each of `outside_paths` resolved to a real path ("" where that cannot be known, as `~user`): what a
     # writable root the user granted must hold for the path to count as the session's to write.
     outside_real: tuple[str, ...] = ()
+
+
+# Why a command could not read a protected file (secrets/protected.py), as the sandbox explains a failure
+# (policy/sandbox.py); the tool runtime offers no unsandboxed re-run for it.
+PROTECTED_BLOCKED = ("blocked by the sandbox: this is a protected file (a secret the agent may not read: .env, keys, "
+                     "what .augerignore lists); the user can allow one with `[secrets] allow` in their user config")

@@ -281,10 +281,12 @@ class ApprovalRequest(Event):
 
     turn_id: str
     request_id: str
-    kind: str  # "tool" | "unsandboxed" | "continue" (loop guard) | "elicitation" (an MCP server asks)
+    # "tool" | "unsandboxed" | "protected_read" (one call may read protected files) | "continue" (loop guard) |
+    # "elicitation" (an MCP server asks)
+    kind: str
     message: str
     options: list[ApprovalOption] = field(default_factory=list)
-    details: ApprovalDetails | None = None  # for "tool" and "unsandboxed"
+    details: ApprovalDetails | None = None  # for "tool", "unsandboxed" and "protected_read"
     form: ElicitationForm | None = None  # for "elicitation"
 
 
@@ -333,6 +335,30 @@ class LoopDetected(Event):
 class WarningEvent(Event):
     message: str
     turn_id: str | None = None
+
+
+@tag("secret_redacted")
+class SecretRedacted(Event):
+    """Secret values were replaced by markers (`[secret:KIND#N]`) before a text was recorded, shown or sent:
+    in a call's output (`call_id`), or elsewhere (`where`: tool_output, message, user_message, context,
+    agent, hook, diff, approval, warning, error). Never carries a value."""
+
+    turn_id: str | None
+    call_id: str | None
+    kinds: list[str]  # the markers' kinds (github-token, env-openai-api-key, …), each once
+    count: int  # how many values were replaced
+    where: str = "tool_output"
+
+    def describe(self) -> str:
+        """One line for a person (the terminal UI, `auger exec`'s stderr, the web UI says the same)."""
+        place = _REDACTED_WHERE.get(self.where, self.where.replace("_", " "))
+        values = "1 secret value" if self.count == 1 else f"{self.count} secret values"
+        return f"hid {values} ({', '.join(self.kinds)}) from {place}"
+
+
+_REDACTED_WHERE = {"tool_output": "the output", "message": "the conversation", "user_message": "your message",
+                   "context": "the context", "agent": "the agent's words", "hook": "a hook's output",
+                   "diff": "the diff", "approval": "the approval", "warning": "a warning", "error": "an error"}
 
 
 @tag("turn_diff")

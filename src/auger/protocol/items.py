@@ -181,6 +181,28 @@ class WritableRoot(Item):
     path: str  # resolved, absolute
 
 
+@tag("protected_read")
+class ProtectedRead(Item):
+    """Protected files (secrets/protected.py) the user let one tool call read or change, at an approval: a record
+    of who allowed what. It grants nothing to any other call, nor to this one again. Never shown to the model."""
+
+    call_id: str
+    tool: str
+    paths: list[str]  # relative to the project root
+
+
+@tag("secret_marker")
+class SecretMarker(Item):
+    """A marker number the session gave a secret text (`[secret:KIND#N]`), with an HMAC of the kind and text
+    under a key kept in auger's data dir (secrets/numbering.py), never the text itself: a resumed session
+    gives the same text the same number. Never shown to the model."""
+
+    kind: str
+    number: int
+    digest: str
+
+
 # Items that record the project's state for diff, undo and the file tracker, the session's settings, or
 # where a text came from; not conversation.
-RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings, SearchSources, WritableRoot)
+RECORDS_ONLY = (TurnSnapshot, TurnChanges, CreatedFile, WorktreeChanges, TurnSettings, SearchSources, WritableRoot,
+                ProtectedRead, SecretMarker)

@@ -33,6 +33,8 @@ DEFAULT_ENV_PATTERNS = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*"
                         "*AUTH*")
 MIN_VALUE_CHARS = 8  # a known value shorter than this is not redacted (it would match too much)
 IGNORE_FILE = ".augerignore"
+# Where a protected-file pattern comes from (`auger secrets check` says so)
+DEFAULT_LAYER, USER_LAYER, PROJECT_LAYER = "default", "user config", "project config"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class SecretsSettings:
     """What the configuration says about secrets, merged across its layers."""
 
     files: tuple[str, ...] = DEFAULT_FILES  # protected-file patterns: defaults, user's, project's (in order)
+    # where each of `files` comes from, in the same order: DEFAULT_LAYER, USER_LAYER or PROJECT_LAYER
+    file_sources: tuple[str, ...] = (DEFAULT_LAYER,) * len(DEFAULT_FILES)
     allow: tuple[str, ...] = ()  # patterns the user unprotected (user config only)
     env_patterns: tuple[str, ...] = DEFAULT_ENV_PATTERNS
     redact: bool = True
@@ -63,17 +67,23 @@ def _merge(user: Any, project: Any) -> SecretsSettings:
         problems.append(f"the project's [secrets]: '{key}' ignored: a project may only add protected files")
     for key in sorted(set(user) - {"files", "allow", "env", "redact"}):
         problems.append(f"[secrets]: unknown key '{key}' ignored (files, allow, env, redact)")
-    files = (*DEFAULT_FILES, *_strings(user.get("files"), "[secrets] files", problems),
-             *_strings(project.get("files"), "the project's [secrets] files", problems))
-    project_files = set(_strings(project.get("files"), "", []))
-    # a project's `!pattern` would unprotect: it may only add
-    files = tuple(p for p in files if not (p.startswith("!") and p in project_files and p not in DEFAULT_FILES))
+    project_files = []
+    for pattern in _strings(project.get("files"), "the project's [secrets] files", problems):
+        if pattern.startswith("!"):  # it would unprotect: a project may only add
+            problems.append(f"the project's [secrets] files: '{pattern}' ignored: a project may only add protected "
+                            "files")
+        else:
+            project_files.append(pattern)
+    layered = [*((p, DEFAULT_LAYER) for p in DEFAULT_FILES),
+               *((p, USER_LAYER) for p in _strings(user.get("files"), "[secrets] files", problems)),
+               *((p, PROJECT_LAYER) for p in project_files)]
     env = _strings(user.get("env"), "[secrets] env", problems) if "env" in user else DEFAULT_ENV_PATTERNS
     redact = user.get("redact", True)
     if not isinstance(redact, bool):
         problems.append(f"[secrets] redact must be true or false, not {redact!r} (redaction stays on)")
         redact = True
-    return SecretsSettings(files=files, allow=_strings(user.get("allow"), "[secrets] allow", problems),
+    return SecretsSettings(files=tuple(p for p, _ in layered), file_sources=tuple(source for _, source in layered),
+                           allow=_strings(user.get("allow"), "[secrets] allow", problems),
                            env_patterns=tuple(env), redact=redact, diagnostics=tuple(problems))
 
 

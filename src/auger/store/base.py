@@ -210,6 +210,9 @@ def audit_filter(before: int | None, actor: str | None, action: str | None, targ
 class Store(PendingStore, TeamStore, Protocol):
     holder: str  # who this store's leases name: one process (SQLite), one store instance (PostgreSQL)
 
+    async def ping(self) -> None:
+        """One round trip to the database, for a health check; StoreError when it cannot be reached."""
+
     async def create_session(self, record: SessionRecord) -> None: ...
     async def update_session(self, session_id: str, **fields: object) -> None: ...
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None: ...

@@ -207,6 +207,9 @@ class PostgresStore:
             self._pool = None
 
     # -- sessions -----------------------------------------------------------------------
+    async def ping(self) -> None:
+        await self._read("SELECT 1")
+
     async def create_session(self, record: SessionRecord) -> None:
         await self._exec("INSERT INTO sessions (id, created, updated, cwd, provider, model, mode, title, created_by) "
                          "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",

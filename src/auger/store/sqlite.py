@@ -104,6 +104,9 @@ class SqliteStore:
             await self._run(close)
         self._executor.shutdown(wait=False)
 
+    async def ping(self) -> None:
+        await self._run(lambda conn: conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall())
+
     # -- sessions -----------------------------------------------------------------
     async def create_session(self, record: SessionRecord) -> None:
         def insert(conn: sqlite3.Connection) -> None:

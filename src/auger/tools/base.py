@@ -18,6 +18,8 @@ from auger.protocol.events import Diagnostic
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
     from auger.policy.fs import RootHandle
+    from auger.secrets.protected import ProtectedFiles, Reason
+    from auger.secrets.redact import Redactor
 
 # The effect vocabulary belongs to policy/types.py; tools name their static effect with these.
 READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
@@ -26,6 +28,21 @@ READ_ONLY, LOCAL_MUTATION, REMOTE_ACTION, DESTRUCTIVE = (
 
 class ToolError(Exception):
     """A failure the model caused and can fix; its message is shown to the model."""
+
+
+class ProtectedFileRefused(ToolError):
+    """A call refused only because it would read or change protected files (secrets/protected.py). The tool
+    runtime says so (a warning) and, in an interactive session, may ask the user to allow this one call."""
+
+    def __init__(self, tool: str, reasons: Sequence[Reason]) -> None:
+        self.tool = tool
+        self.reasons = tuple(reasons)
+        self.paths = tuple(dict.fromkeys(r.path for r in reasons))
+        described = "; ".join(r.describe() for r in self.reasons)
+        super().__init__(
+            f"{described}. The agent may not read or change protected files: the user can allow one call when asked "
+            "(interactive sessions), or allow the file in their user config (`[secrets] allow = [\"PATH\"]`); "
+            "`auger secrets check` lists what is protected and why. Do not try to read it another way.")
 
 
 class CallsAborted(Exception):
@@ -128,6 +145,7 @@ class SessionToolState:
     root_handle: RootHandle | None = None  # the project root, opened once (see auger.policy.fs)
     client_files: ClientFiles | None = None  # an editor's buffers, when a front end offers them (ACP)
     client_terminal: ClientTerminal | None = None  # an editor's terminals, likewise
+    protected: ProtectedFiles | None = None  # the root's protected files (made at first use: tools/protection.py)
 
 
 @dataclass(frozen=True)
@@ -165,6 +183,11 @@ class ToolContext:
     cwd: Path | None = None  # where commands run unless told otherwise: the session's working directory (root: None)
     transcript: Transcript | None = None  # the caller's conversation (web_fetch's provenance check)
     call_tool: ToolCaller | None = None  # the caller's other tools, for a tool that runs them (run_code)
+    # protected files the user let this one call read or change (root-relative paths; tools/protection.py)
+    protected_grant: frozenset[str] = frozenset()
+    # the session's redaction of secret values: a file tool puts back the values of the markers the model
+    # kept (`reveal`), and refuses one it cannot (auger/secrets/redact.py); None: nothing was redacted
+    secrets: Redactor | None = None
 
 
 class ToolCaller(Protocol):

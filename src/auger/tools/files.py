@@ -45,11 +45,13 @@ from auger.tools.base import (
     READ_ONLY,
     ClientFiles,
     FileStamp,
+    ProtectedFileRefused,
     ToolContext,
     ToolError,
     ToolResult,
     ToolSpec,
 )
+from auger.tools.protection import refuse_protected
 from auger.tools.threads import in_thread
 
 DEFAULT_LIMIT = 2000  # lines read_file shows when no limit is given
@@ -86,6 +88,7 @@ class _Target:
     where: Resolved
     path: Path  # absolute, symlink-free: the key for read stamps and created files
     rel: str  # as shown to the model
+    spelled: str  # root-relative as the model wrote it (before links were followed): protected names count there too
 
     @property
     def dir_fd(self) -> int:
@@ -122,7 +125,7 @@ def _locate(ctx: ToolContext, raw: str, *, write: bool = False, make_parents: bo
     try:
         if write:
             _refuse_git(handle, where.rel)
-        yield _Target(where, path, display(ctx.root, path))
+        yield _Target(where, path, display(ctx.root, path), os.path.normpath(handle.relative(raw)))
     finally:
         os.close(where.parent_fd)
 
@@ -167,6 +170,11 @@ def _open_existing(t: _Target) -> int | None:
         if e.errno == errno.ELOOP:
             raise ToolError(f"{t.rel} was replaced by a symlink while being opened; refused") from None
         raise ToolError(f"cannot access {t.rel}: {e.strerror or e}") from None
+
+
+def _guard(ctx: ToolContext, tool: str, t: _Target, st: os.stat_result | None) -> None:
+    """Refuse a protected file: by its resolved path (and inode, `st`) or by the path as written."""
+    refuse_protected(ctx, tool, [(t.rel, st), (t.spelled, None)])
 
 
 def _missing(ctx: ToolContext, t: _Target, hint: str = "") -> ToolError:
@@ -399,6 +407,7 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                 # Stamp before reading: if the file changes while we read, the stamp is the older
                 # one, so a later edit is refused rather than allowed on outdated content.
                 st = os.fstat(fd)
+                _guard(ctx, "read_file", t, st)
                 _require_regular_file(st, t.rel, "read_file")
                 head = os.pread(fd, BINARY_SNIFF_BYTES, 0)
                 if _is_binary(head):
@@ -446,13 +455,15 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult("\n".join(out), metadata=meta)
 
 
-def _read_existing(t: _Target, tool: str) -> tuple[os.stat_result, bytes] | None:
-    """(stat, bytes) of the regular file at the target, read through one descriptor; None if absent."""
+def _read_existing(ctx: ToolContext, t: _Target, tool: str) -> tuple[os.stat_result, bytes] | None:
+    """(stat, bytes) of the regular file at the target, read through one descriptor; None if absent. A protected
+    file is refused before a byte of it is read."""
     fd = _open_existing(t)
     if fd is None:
         return None
     try:
         st = os.fstat(fd)
+        _guard(ctx, tool, t, st)
         _require_regular_file(st, t.rel, tool)
         return st, read_fd(fd)
     finally:
@@ -462,32 +473,49 @@ def _read_existing(t: _Target, tool: str) -> tuple[os.stat_result, bytes] | None
 # --------------------------------------------------------------------------- write_file
 
 
+def _revealed(ctx: ToolContext, text: str, original: str, rel: str) -> str:
+    """`text` (what the model wants written where `original` is now) with the values of the secret markers
+    it kept put back; a ToolError for a marker that cannot be (auger/secrets/redact.py `reveal`), so a
+    marker is never written into a file."""
+    if ctx.secrets is None or "[secret:" not in text:
+        return text
+    from auger.secrets.redact import Unrestorable
+
+    try:
+        return ctx.secrets.reveal(text, original)
+    except Unrestorable as exc:
+        raise ToolError(f"Not written: {exc.explain(rel)}.") from None
+
+
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Create or overwrite a whole file, atomically, refusing to clobber unseen changes."""
     content: str = args["content"]
-    data = _encode(content, "content")
+    _encode(content, "content")
     editor = _editor(ctx, writing=True)
     if editor is not None:
         _editor_text(content, "content")
 
-    def work() -> tuple[str, Path, bool, str | None]:
+    def work() -> tuple[str, Path, bool, str | None, str]:
         with _locate(ctx, args["path"], write=True, make_parents=True) as t:
-            found = _read_existing(t, "write_file")
+            found = _read_existing(ctx, t, "write_file")
             old: str | None = ""
             if found is not None:
                 st, old_bytes = found
                 _check_fresh(ctx, t.path, t.rel, st, "overwriting")
                 _check_writable(t.path, t.rel, st)
                 old = None if _is_binary(old_bytes) else old_bytes.decode(ENCODING, ERRORS)
+            text = _revealed(ctx, content, old or "", t.rel)
+            data = _encode(text, "content")
             if editor is not None:
-                return t.rel, t.path, found is None, old  # written by the editor, below
+                return t.rel, t.path, found is None, old, text  # written by the editor, below
             try:
                 _write(ctx, t, data, None if found is None else stat.S_IMODE(found[0].st_mode))
             except OSError as e:
                 raise ToolError(f"cannot write {t.rel}: {e.strerror or e}") from None
-            return t.rel, t.path, found is None, old
+            return t.rel, t.path, found is None, old, text
 
-    rel, path, created, old = await in_thread(work)
+    rel, path, created, old, content = await in_thread(work)
+    data = _encode(content, "content")
     if editor is not None:
         await editor.write_text(path, content)
         _stamp_disk(ctx, path)
@@ -625,7 +653,7 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
     def work() -> tuple[str, Path, _Edit | None]:
         with _locate(ctx, args["path"], write=True) as t:
-            found = _read_existing(t, "edit_file")
+            found = _read_existing(ctx, t, "edit_file")
             if found is None:
                 raise _missing(ctx, t, "; use write_file to create a new file")
             st, data = found
@@ -635,7 +663,9 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
             _check_writable(t.path, t.rel, st)
             if editor is not None:
                 return t.rel, t.path, None  # the editor's text is edited, below
-            edit = _apply_edit(data.decode(ENCODING, ERRORS), old, new, replace_all, t.rel)
+            text = data.decode(ENCODING, ERRORS)
+            edit = _apply_edit(text, _revealed(ctx, old, text, t.rel), _revealed(ctx, new, text, t.rel), replace_all,
+                               t.rel)
             try:
                 _write(ctx, t, _encode(edit.new_text, "new_string"), stat.S_IMODE(st.st_mode))
             except OSError as e:
@@ -645,7 +675,8 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     rel, path, edit = await in_thread(work)
     if edit is None:
         assert editor is not None
-        edit = _apply_edit(await editor.read_text(path), old, new, replace_all, rel)
+        text = await editor.read_text(path)
+        edit = _apply_edit(text, _revealed(ctx, old, text, rel), _revealed(ctx, new, text, rel), replace_all, rel)
         await editor.write_text(path, _editor_text(edit.new_text, rel))
         _stamp_disk(ctx, path)
     first = _line_of(edit.new_text, edit.first_index)
@@ -669,15 +700,16 @@ async def preview_change(args: dict[str, Any], ctx: ToolContext) -> str:
     def work() -> str:
         try:
             with _locate(ctx, args["path"]) as t:
-                found, rel = _read_existing(t, "preview"), t.rel
-        except ToolError:
-            if "content" not in args:  # an edit needs the file
+                found, rel = _read_existing(ctx, t, "preview"), t.rel
+        except ToolError as exc:
+            if "content" not in args or isinstance(exc, ProtectedFileRefused):  # an edit needs the file
                 raise
             found, rel = None, os.path.normpath(root_handle(ctx).relative(args["path"]))  # new directories too
         old = "" if found is None else found[1].decode(ENCODING, ERRORS)
         if "content" in args:
-            return _unified_diff(old, args["content"], rel, created=found is None)
-        edit = _apply_edit(old, args["old_string"], args["new_string"], args.get("replace_all", False), rel)
+            return _unified_diff(old, _revealed(ctx, args["content"], old, rel), rel, created=found is None)
+        edit = _apply_edit(old, _revealed(ctx, args["old_string"], old, rel),
+                           _revealed(ctx, args["new_string"], old, rel), args.get("replace_all", False), rel)
         return _unified_diff(edit.old_text, edit.new_text, rel)
 
     try:

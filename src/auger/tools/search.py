@@ -42,6 +42,7 @@ from auger.policy.fs import RootHandle, read_beneath
 from auger.policy.paths import PathEscape, display
 from auger.tools.base import READ_ONLY, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.files import root_handle
+from auger.tools.protection import WalkFilter, refuse_protected, skipped_note
 from auger.tools.threads import in_thread
 from auger.tools.walk import GlobError, PathFilter, WalkEntry, glob_matcher, path_sort_key, walk
 
@@ -79,6 +80,16 @@ def _resolve_dir(root: RootHandle, tool: str, raw: str) -> Path:
     if not is_dir:
         raise ToolError(f"{tool}: {raw!r} is a file, not a directory")
     return target
+
+
+def _refuse_target(ctx: ToolContext, tool: str, handle: RootHandle, target: Path, raw: str) -> None:
+    """Refuse a protected file or directory named as the target (resolved, and as written)."""
+    try:
+        st: os.stat_result | None = os.lstat(target)
+    except OSError:
+        st = None
+    spelled = os.path.normpath(handle.relative(raw))
+    refuse_protected(ctx, tool, [(_rel(handle, target), st), (spelled, None)])
 
 
 def _walk_beneath(root: RootHandle, target: Path, **kw: Any) -> Iterator[WalkEntry]:
@@ -119,13 +130,17 @@ def _compile_glob(tool: str, pattern: str) -> Callable[[str], bool]:
 # ---------------------------------------------------------------------- list_dir
 
 
-def _list_dir(handle: RootHandle, raw_path: str, depth: int) -> ToolResult:
+def _list_dir(ctx: ToolContext, handle: RootHandle, raw_path: str, depth: int) -> ToolResult:
     root = handle.path
     target = _resolve_dir(handle, "list_dir", raw_path)
+    _refuse_target(ctx, "list_dir", handle, target, raw_path)
+    hidden = WalkFilter(ctx)
     header = display(root, target).rstrip("/") + "/"
     lines = [header]
     total = 0
     for entry in _walk_beneath(handle, target, max_depth=depth, include_dirs=True, include_symlinks=True):
+        if hidden.excludes(display(root, Path(entry.path)), entry.kind == "dir"):
+            continue
         total += 1
         if total > LIST_DIR_MAX_ENTRIES:
             continue  # keep walking only to count what is not shown
@@ -143,15 +158,17 @@ def _list_dir(handle: RootHandle, raw_path: str, depth: int) -> ToolResult:
             f"… {total - LIST_DIR_MAX_ENTRIES} more entries not shown; "
             "list a subdirectory or use a smaller depth"
         )
+    if hidden.left_out:
+        lines.append(hidden.note())
     return ToolResult(
         "\n".join(lines),
-        metadata={"entries": total, "truncated": total > LIST_DIR_MAX_ENTRIES},
+        metadata={"entries": total, "truncated": total > LIST_DIR_MAX_ENTRIES, "protected": len(hidden.left_out)},
     )
 
 
 async def _list_dir_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return await in_thread(
-        _list_dir, root_handle(ctx), args.get("path", "."), args.get("depth", 2)
+        _list_dir, ctx, root_handle(ctx), args.get("path", "."), args.get("depth", 2)
     )
 
 
@@ -190,31 +207,36 @@ LIST_DIR = ToolSpec(
 # -------------------------------------------------------------------------- glob
 
 
-def _glob(handle: RootHandle, pattern: str, raw_path: str) -> ToolResult:
+def _glob(ctx: ToolContext, handle: RootHandle, pattern: str, raw_path: str) -> ToolResult:
     root = handle.path
     target = _resolve_dir(handle, "glob", raw_path)
+    _refuse_target(ctx, "glob", handle, target, raw_path)
+    hidden = WalkFilter(ctx)
     pattern = _clean_glob("glob", pattern)
     matches = _compile_glob("glob", pattern)
     found = sorted(
-        (display(root, Path(e.path)) for e in _walk_beneath(handle, target) if matches(e.rel)),
+        (shown for e in _walk_beneath(handle, target)
+         if matches(e.rel) and not hidden.excludes(shown := display(root, Path(e.path)))),
         key=path_sort_key,
     )
+    note = [hidden.note()] if hidden.left_out else []
     if not found:
         where = "" if target == root else f" under {display(root, target)}/"
-        return ToolResult(f"No files match {pattern}{where}", metadata={"files": 0})
+        return ToolResult("\n".join([f"No files match {pattern}{where}", *note]),
+                          metadata={"files": 0, "protected": len(hidden.left_out)})
     lines = found[:GLOB_MAX_RESULTS]
     if len(found) > GLOB_MAX_RESULTS:
         lines.append(
             f"… {len(found) - GLOB_MAX_RESULTS} more files not shown; narrow the pattern or path"
         )
     return ToolResult(
-        "\n".join(lines),
-        metadata={"files": len(found), "truncated": len(found) > GLOB_MAX_RESULTS},
+        "\n".join([*lines, *note]),
+        metadata={"files": len(found), "truncated": len(found) > GLOB_MAX_RESULTS, "protected": len(hidden.left_out)},
     )
 
 
 async def _glob_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return await in_thread(_glob, root_handle(ctx), args["pattern"], args.get("path", "."))
+    return await in_thread(_glob, ctx, root_handle(ctx), args["pattern"], args.get("path", "."))
 
 
 GLOB = ToolSpec(
@@ -267,6 +289,7 @@ class _GrepJob:
     max_results: int
     backend: str  # "ripgrep" or "python"
     rg: str | None  # the rg executable when backend == "ripgrep"
+    hidden: WalkFilter  # protected files: never searched, whatever the backend
 
 
 _UNSUPPORTED_OPS = {
@@ -385,11 +408,12 @@ def _choose_backend() -> tuple[str, str | None]:
     return ("ripgrep", rg) if rg else ("python", None)
 
 
-def _prepare_grep(handle: RootHandle, args: dict[str, Any]) -> _GrepJob:
+def _prepare_grep(ctx: ToolContext, handle: RootHandle, args: dict[str, Any]) -> _GrepJob:
     pattern: str = args["pattern"]
     case_insensitive = bool(args.get("case_insensitive", False))
     regex, prefilter = _compile_regex(pattern, case_insensitive)
     target, is_dir = _resolve(handle, "grep", args.get("path", "."))
+    _refuse_target(ctx, "grep", handle, target, args.get("path", "."))
     is_file = not is_dir
     glob = args.get("glob")
     matches_glob = None
@@ -413,6 +437,7 @@ def _prepare_grep(handle: RootHandle, args: dict[str, Any]) -> _GrepJob:
         max_results=int(args.get("max_results", 100)),
         backend=backend,
         rg=rg,
+        hidden=WalkFilter(ctx),
     )
 
 
@@ -424,7 +449,8 @@ def _python_search(job: _GrepJob) -> tuple[list[Match], list[str]]:
         paths: Any = [str(job.target)]
     else:
         paths = (e.path for e in _walk_beneath(job.handle, job.target)
-                 if job.matches_glob is None or job.matches_glob(e.rel))
+                 if (job.matches_glob is None or job.matches_glob(e.rel))
+                 and not job.hidden.excludes_file(display(job.root, Path(e.path))))
     search = job.regex.search
     for path in paths:
         try:
@@ -563,6 +589,36 @@ def _names_a_file_beneath(job: _GrepJob, line: str) -> bool:
     return False
 
 
+def _unprotected(job: _GrepJob, matches: list[Match]) -> list[Match]:
+    """ripgrep's matches in files that are not protected (it reads them by itself: their lines go no further)."""
+    verdicts: dict[str, bool] = {}
+    kept = []
+    for match in matches:
+        if match[0] not in verdicts:
+            verdicts[match[0]] = job.hidden.excludes_file(match[0])
+        if not verdicts[match[0]]:
+            kept.append(match)
+    return kept
+
+
+def _left_out(job: _GrepJob) -> int:
+    """How many protected paths the search left out: those the last scan found under the target that a walk
+    would search (not ignored, matching the glob). Counted from the scan, never from what the files hold, so
+    the number says nothing of their content and is the same with either backend."""
+    if job.is_file:
+        return 0
+    included = PathFilter(job.target)
+    count = 0
+    for rel in sorted(job.hidden.found):
+        path = job.root / rel
+        if path == job.target or job.target not in path.parents or rel in job.hidden.grant:
+            continue
+        inner = path.relative_to(job.target).as_posix()
+        if included.includes(inner) and (job.matches_glob is None or job.matches_glob(inner)):
+            count += 1
+    return count
+
+
 def _format_grep(job: _GrepJob, matches: list[Match], errors: list[str]) -> ToolResult:
     matches.sort(key=lambda m: (path_sort_key(m[0]), m[1]))
     lines: list[str] = []
@@ -581,6 +637,9 @@ def _format_grep(job: _GrepJob, matches: list[Match], errors: list[str]) -> Tool
     if errors:
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         lines.append(f"(some files could not be searched: {'; '.join(errors[:3])}{more})")
+    left_out = _left_out(job)
+    if left_out:
+        lines.append(skipped_note(left_out))
     return ToolResult(
         "\n".join(lines),
         metadata={
@@ -588,6 +647,7 @@ def _format_grep(job: _GrepJob, matches: list[Match], errors: list[str]) -> Tool
             "matches": len(matches),
             "files": len({m[0] for m in matches}),
             "truncated": len(matches) > job.max_results,
+            "protected": left_out,
         },
     )
 
@@ -602,13 +662,13 @@ def _binary_target(job: _GrepJob) -> bool:
         raise ToolError(f"grep: cannot read {display(job.root, job.target)}: {exc.strerror}") from None
 
 
-def _prepare_and_check(root: RootHandle, args: dict[str, Any]) -> tuple[_GrepJob, bool]:
-    job = _prepare_grep(root, args)
+def _prepare_and_check(ctx: ToolContext, root: RootHandle, args: dict[str, Any]) -> tuple[_GrepJob, bool]:
+    job = _prepare_grep(ctx, root, args)
     return job, _binary_target(job)
 
 
 async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    job, binary = await in_thread(_prepare_and_check, root_handle(ctx), args)
+    job, binary = await in_thread(_prepare_and_check, ctx, root_handle(ctx), args)
     if binary:
         return ToolResult(
             f"{display(job.root, job.target)} is a binary file; not searched",
@@ -616,7 +676,7 @@ async def _grep_handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         )
     if job.rg is not None:
         matches, errors = await _rg_search(job.rg, job)
-        matches, errors = await in_thread(_confirmed, job, matches, errors)
+        matches, errors = await in_thread(_confirmed, job, _unprotected(job, matches), errors)
     else:
         matches, errors = await in_thread(_python_search, job)
     return await in_thread(_format_grep, job, matches, errors)

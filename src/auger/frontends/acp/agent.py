@@ -93,7 +93,7 @@ class AcpSession:
         self.mapper = UpdateMapper(session.workspace.root)
         self.waiting: asyncio.Future[tuple[str, str | None]] | None = None
         self.rejected: set[tuple[str, str]] = set()  # (tool, subject) refused for the rest of the session
-        self.asking: set[asyncio.Task[None]] = set()
+        self.asking: dict[str, asyncio.Task[None]] = {}  # request id -> the permission request put to the editor
         self.pump: asyncio.Task[None] | None = None
         self.model_switch: asyncio.Future[str | None] | None = None  # None: switched; else why not
         self.sending = asyncio.Lock()  # updates leave in the order they were made: a held output never after its end
@@ -130,8 +130,10 @@ class AcpSession:
             self.flushing = asyncio.create_task(self.flush_held())
         if isinstance(event, ev.ApprovalRequest):
             task = asyncio.create_task(self.ask(event))  # the stream goes on while the editor asks
-            self.asking.add(task)
-            task.add_done_callback(self.asking.discard)
+            self.asking[event.request_id] = task
+            task.add_done_callback(lambda _: self.asking.pop(event.request_id, None))
+        elif isinstance(event, ev.ApprovalResolved) and event.request_id in self.asking:
+            self.asking[event.request_id].cancel()  # answered elsewhere (a server's web UI) or withdrawn
         elif isinstance(event, ev.TurnEnded):
             self.finish(str(event.reason), event.message)
         elif self.model_switch is not None and not self.model_switch.done():
@@ -188,7 +190,7 @@ class AcpSession:
         self.session.submit(ApprovalDecision(request.request_id, decision))
 
     async def close(self) -> None:
-        for task in list(self.asking):
+        for task in list(self.asking.values()):
             task.cancel()
         try:
             self.session.submit(Shutdown())
@@ -206,7 +208,8 @@ class AugerAgent:
     def __init__(self, config_for: Callable[[str], Any], store: Any, *, editor_terminals: bool = True,
                  editor_files: bool = True, project_dir: Callable[[Any], str] | None = None,
                  max_mode: str | None = None,
-                 open_refusal: Callable[[Any], Awaitable[str | None]] | None = None) -> None:
+                 open_refusal: Callable[[Any], Awaitable[str | None]] | None = None,
+                 opened: Callable[[Any, bool], None] | None = None) -> None:
         self.config_for = config_for  # project dir -> its effective Config
         self.store = store
         self.editor_terminals = editor_terminals  # False: commands stay in auger's sandbox whatever the client offers
@@ -214,6 +217,7 @@ class AugerAgent:
         self.project_dir = project_dir or _project_dir  # a client's cwd -> the project root it may work in
         self.max_mode = max_mode  # the most permissive mode a client may switch to (None: any)
         self.open_refusal = open_refusal  # a stored session's record -> why it may not be opened here (None: it may)
+        self.opened = opened  # told of each session opened, and whether it is new (where a server runs the agent)
         self.conn: Any = None
         self.capabilities: Any = None
         self.sessions: dict[str, AcpSession] = {}
@@ -255,7 +259,7 @@ class AugerAgent:
         acp_session = await self._attach(session, mcp_servers or [])
         response = NewSessionResponse(session_id=session.id, modes=_modes(session.mode),
                                       config_options=_config_options(session))
-        self._start(acp_session)
+        self._start(acp_session, new=True)
         return response
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
@@ -267,14 +271,14 @@ class AugerAgent:
             await acp_session.send(update)
         if session.runtime.state.plan:
             await acp_session.send(plan_update(session.runtime.state.plan))
-        self._start(acp_session)
+        self._start(acp_session, new=False)
         return LoadSessionResponse(modes=_modes(session.mode), config_options=_config_options(session))
 
     async def resume_session(self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None,
                              **kwargs: Any) -> ResumeSessionResponse:
         """Continue a stored conversation without replaying it (the editor still shows it)."""
         acp_session = await self._reopen(cwd, session_id, mcp_servers or [])
-        self._start(acp_session)
+        self._start(acp_session, new=False)
         return ResumeSessionResponse(modes=_modes(acp_session.session.mode),
                                      config_options=_config_options(acp_session.session))
 
@@ -293,7 +297,7 @@ class AugerAgent:
             raise refuse(str(exc)) from None
         await self.store.claim(session.id)
         acp_session = await self._attach(session, mcp_servers or [])
-        self._start(acp_session)
+        self._start(acp_session, new=True)
         return ForkSessionResponse(session_id=session.id, modes=_modes(session.mode),
                                    config_options=_config_options(session))
 
@@ -387,7 +391,7 @@ class AugerAgent:
         acp_session = self.sessions.get(session_id)
         if acp_session is None:
             return  # a notification: nothing to answer, nothing to cancel
-        for task in list(acp_session.asking):
+        for task in list(acp_session.asking.values()):
             task.cancel()
         acp_session.session.submit(Interrupt())
 
@@ -415,6 +419,7 @@ class AugerAgent:
     async def _reopen(self, cwd: Any, session_id: Any, mcp_servers: list[Any]) -> AcpSession:
         """A stored session of the project `cwd`, resumed in this process and attached (not yet followed)."""
         from auger.engine.resume import ResumeRefused
+        from auger.engine.session import SessionAlreadyOpen
         from auger.engine.sessions import SessionNotFound
 
         root = self.project_dir(cwd)
@@ -430,6 +435,8 @@ class AugerAgent:
                 raise refuse(f"session {session_id} is running in another auger process ({holder})")
             try:
                 session = await self._manager(root).resume(record.id, interactive=True)
+            except SessionAlreadyOpen as exc:  # open in this process already (a server's HTTP side): its lease stays
+                raise refuse(str(exc)) from None
             except (ResumeRefused, SessionNotFound, ValueError) as exc:
                 await self.store.release(record.id)
                 raise refuse(str(exc)) from None
@@ -475,11 +482,13 @@ class AugerAgent:
                 session.emit(ev.WarningEvent(f"MCP server from the editor not added: {problem}"))
         return acp_session
 
-    def _start(self, acp_session: AcpSession) -> None:
-        """Start following the session. Called last before the handler returns, with no await in
-        between: the SDK queues the response before this task first runs, so the editor learns the
-        session id before any update for it arrives."""
+    def _start(self, acp_session: AcpSession, *, new: bool) -> None:
+        """Start following the session (and tell `opened` of it). Called last before the handler returns,
+        with no await in between: the SDK queues the response before this task first runs, so the editor
+        learns the session id before any update for it arrives."""
         acp_session.pump = asyncio.create_task(acp_session.follow(), name=f"acp-{acp_session.id}")
+        if self.opened is not None:
+            self.opened(acp_session.session, new)
 
 
 def _project_dir(cwd: Any) -> str:

@@ -100,6 +100,8 @@ class UpdateMapper:
             return [helpers.update_current_mode(str(event.mode))]
         if isinstance(event, (ev.EnteredReviewMode, ev.ExitedReviewMode)):
             return []  # a review runs in a session of its own (`auger review`), never one an editor drives
+        if isinstance(event, ev.SecretRedacted):
+            return []  # the markers in the call's output say it where the editor shows it; no text is added
         if isinstance(event, ev.TurnStarted):
             self.stop_hint = None
         if isinstance(event, ev.WarningEvent):

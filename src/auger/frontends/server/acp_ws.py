@@ -8,8 +8,9 @@ more permissive than the server's, approvals that never save a rule in the opera
 the editor's files and terminals left alone — they are on the editor's machine, not this one, so the
 tools work here, in auger's sandbox. An ACP client answers its own sessions' permission requests, so
 only a user who may answer approvals (an approver or admin) may connect; the connection ends at once
-when that user is revoked. When the socket closes, that connection's sessions are shut down (and their
-leases released).
+when that user is revoked. The agent tells the Hub of each session it opens, so the session list and its
+stream show them like the HTTP API's own (the agent keeps their leases). When the socket closes, that
+connection's sessions are shut down (and their leases released).
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ class AcpOverWebSocket:
 
         agent = AugerAgent(self.config_for, self.store, editor_terminals=False, editor_files=False,
                            project_dir=self._project_dir, max_mode=self.hub.mode,
-                           open_refusal=self.hub.open_refusal)
+                           open_refusal=self.hub.open_refusal, opened=self._opened)
         connection = _CONNECTION.get()
         if connection is not None:
             connection.append(agent)
         self.agents.add(agent)
         return agent
+
+    def _opened(self, session: Any, new: bool) -> None:
+        self.hub.adopt(session, new=new)
 
     def _project_dir(self, cwd: Any) -> str:
         from auger.frontends.acp.agent import refuse

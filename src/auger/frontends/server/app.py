@@ -52,6 +52,7 @@ ITEMS_MAX = 5000  # items in one page
 _SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TURN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a turn's number, its id or an id prefix
+HEALTH = "/api/health"  # the one API route served without credentials (Guard `public`: Host and Origin still checked)
 
 
 def create_app(options: ServerOptions) -> tuple[Any, Server]:
@@ -72,6 +73,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         await server.drain()
 
     routes: list[BaseRoute] = [  # each API route's role, query parameters, body fields and audit are declared
+        api("GET", HEALTH, _health, role=None),  # for load balancers and probes: no credentials, no details
         api("GET", "/api/openapi.json", _openapi, role="viewer"),
         api("GET", "/api/protocol.schema.json", _protocol_schema, role="viewer"),
         api("POST", "/api/pair", _pair, role="viewer", body=(), audit="pair"),
@@ -103,7 +105,8 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
                                            UI_HEADERS)))
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
     app.state.server = server
-    return Guard(app, server.people, options.exposure, server.pairing, secure_cookie=options.secure_cookie), server
+    return Guard(app, server.people, options.exposure, server.pairing, secure_cookie=options.secure_cookie,
+                 public=frozenset({HEALTH})), server
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -136,6 +139,15 @@ def _number(query: dict[str, str], name: str, default: int, *, low: int = 0, hig
 
 
 # -- routes -------------------------------------------------------------------------------
+async def _health(request: Request, sent: Sent) -> Response:
+    """`{"status": "ok", "version", "store": "ok"}`, or 503 with `"store": "unreachable"` (auger/health.py)."""
+    from auger.health import health
+
+    status, body = await health(_server(request).hub.store)
+    return Response(dumps(body), status_code=status, media_type="application/json",
+                    headers={"cache-control": "no-store"})
+
+
 async def _openapi(request: Request, sent: Sent) -> Response:
     from auger.frontends.server.openapi import openapi_document
 

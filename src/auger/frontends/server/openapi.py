@@ -69,8 +69,18 @@ def openapi_document() -> dict[str, Any]:
                          "responses": {**_ok("the session's snapshot", snapshot, "201"),
                                        "409": _error("the session runs in another process")}}},
             "/api/openapi.json": {"get": {"summary": "This document", "responses": _ok("the OpenAPI document")}},
-            "/api/protocol.schema.json": {"get": {"summary": "The JSON Schema of ops, events (in their envelopes) "
-                                                             "and items", "responses": _ok("the schema")}},
+            "/api/protocol.schema.json": {"get": {"summary": "The JSON Schema of every op, event and item, generated "
+                                                             "from the code (docs/protocol.schema.json)",
+                                                  "responses": _ok("the protocol's JSON Schema")}},
+            "/api/health": {"get": {
+                "summary": "For load balancers and probes: no credentials (the Host is still checked), no details",
+                "security": [],
+                "responses": {
+                    "200": {"description": "the server answers and so does its store", "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
+                    "503": {"description": "the store does not answer", "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
+                    "403": _error("a foreign Host or Origin")}}},
             "/api/server": {"get": {"summary": "The roots sessions may work in, the server's mode and model, "
                                                "who is asking, whether there is a fleet",
                                     "responses": _ok("roots, mode, model, provider, user, fleet")}},
@@ -203,6 +213,9 @@ def openapi_document() -> dict[str, Any]:
                                 "cookie": {"type": "apiKey", "in": "cookie", "name": "auger_auth"}},
             "schemas": {
                 "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+                "Health": {"type": "object", "additionalProperties": False, "required": ["status", "version", "store"],
+                           "properties": {"status": {"enum": ["ok", "unavailable"]}, "version": {"type": "string"},
+                                          "store": {"enum": ["ok", "unreachable"]}}},
                 "Snapshot": {"type": "object", "properties": {
                     "id": {"type": "string"}, "title": {"type": "string"}, "cwd": {"type": "string"},
                     "provider": {"type": "string"}, "model": {"type": "string"}, "mode": _ref("Mode"),

@@ -1,9 +1,11 @@
 """Every model provider and backend agent, with a status a person can act on, for `GET /api/providers`.
 
-Two tiers. The presence check is cheap and always runs: is the provider configured, enabled, is its
-key set; is the agent's command on PATH. The reachability check does the real thing — asks a model
-server for its model list, starts an ACP agent and runs `initialize` — and is cached for `ttl`
-seconds, per provider, refreshed on request (`POST /api/providers/NAME/probe`, or `?probe=stale`).
+Two tiers, as `auger providers` and `auger backends` have them (models/status.py, backends/status.py: the
+same code). The presence check is cheap and always runs: is the provider configured, enabled, is its key
+set; is the agent's command on PATH. The reachability check does the real thing — asks a model server for
+its model list, starts an ACP agent and runs `initialize` — on request (`POST /api/providers/NAME/probe`,
+or `?probe=stale` for those not checked lately); what it finds is kept for 5 minutes in the user's cache
+dir, shared with `auger providers --probe`.
 
 A model provider's row names the models it is known to serve (`models`: the server's own model first
 for its provider, then the provider's default and described ones), for a model picker.
@@ -16,41 +18,48 @@ config.toml (never a project's).
 from __future__ import annotations
 
 import asyncio
-import time
+from pathlib import Path
 from typing import Any, Callable
 
 from auger.frontends.server.sessions import Refused
-
-PROBE_TTL_S = 300.0
-PROBE_TIMEOUT_S = 10.0
+from auger.models.status import PROBE_TIMEOUT_S, ProbeCache, ProviderStatus, check, overlay, probe_key, statuses
 
 
 class Providers:
-    def __init__(self, config_for: Callable[[str], Any], cwd: str, *, ttl: float = PROBE_TTL_S) -> None:
+    def __init__(self, config_for: Callable[[str], Any], cwd: str, *, cache_dir: Path | None = None) -> None:
+        from auger.config import home_dirs
+
         self.config_for = config_for
         self.cwd = cwd  # where an agent is started for its probe
-        self.ttl = ttl
-        self._probed: dict[str, tuple[float, str, str]] = {}  # name -> (when, status, detail)
+        self.cache = ProbeCache(cache_dir if cache_dir is not None else home_dirs()["cache"])
 
     async def rows(self, probe_stale: bool = False) -> list[dict[str, Any]]:
-        rows = self._presence()
-        if probe_stale:
-            stale = [r["name"] for r in rows if r["status"] == "available" and not self._fresh(r["name"])]
-            await asyncio.gather(*(self.probe(name) for name in stale))
-        for row in rows:
-            self._overlay(row)
-        return rows
+        from auger.backends.status import statuses as agent_statuses
+
+        config = self.config_for(self.cwd)
+        models = await statuses(config, self.cache, "stale" if probe_stale else None)
+        agents = agent_statuses(config.tables)
+        due = [a for a in agents if probe_stale and a.status == "available" and self.cache.found(_agent_key(a)) is None]
+        for agent in agents:
+            if agent not in due:
+                overlay(agent, _agent_key(agent), self.cache)
+        await asyncio.gather(*(self._probe_agent(a) for a in due))
+        return [*(_model_row(m) for m in models), *(_agent_row(a) for a in agents)]
 
     async def probe(self, name: str) -> dict[str, Any]:
         """Check one provider or agent for real now; its row, with the result."""
-        row = next((r for r in self._presence() if r["name"] == name), None)
-        if row is None:
+        from auger.backends.status import statuses as agent_statuses
+
+        config = self.config_for(self.cwd)
+        model = next((m for m in await statuses(config, self.cache) if m.name == name), None)
+        if model is not None:
+            await check(config, model, self.cache)
+            return _model_row(model)
+        agent = next((a for a in agent_statuses(config.tables) if a.name == name), None)
+        if agent is None:
             raise Refused(404, f"no provider or backend agent is named {name!r}")
-        if row["status"] == "available":
-            status, detail = await (self._probe_model(name) if row["kind"] == "model" else self._probe_agent(name))
-            self._probed[name] = (time.monotonic(), status, detail)
-        self._overlay(row)
-        return row
+        await self._probe_agent(agent)
+        return _agent_row(agent)
 
     async def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """Enable or disable a provider or agent (`enabled`), or add a custom ACP agent (`command`, `args`,
@@ -91,99 +100,33 @@ class Providers:
             set_table(path, section, name, table or None)
         except ConfigEditError as exc:
             raise Refused(409, str(exc)) from None
-        self._probed.pop(name, None)
-        return await self.probe(name) if any(r["name"] == name for r in self._presence()) else {"name": name}
-
-    # -- presence -----------------------------------------------------------------------
-    def _presence(self) -> list[dict[str, Any]]:
-        from auger.backends.status import statuses
-        from auger.models.registry import registry_for
-
-        config = self.config_for(self.cwd)
-        registry = registry_for(config)
-        rows = []
-        for name, provider in registry.providers.items():
-            status = registry.status(name)
-            detail = registry.errors.get(name, "")
-            base_url = _base_url(config, name, provider.base_url)
-            if status == "needs base_url" and base_url:
-                status = "configured"
-            if status == "configured":
-                status, detail = "available", base_url or provider.wire
-            elif status == "key missing":
-                detail = f"set {provider.key_env}"
-            elif status == "needs base_url":
-                status, detail = "error", "no base URL: set base_url (or start the server with --base-url)"
-            elif status == "config error":
-                status = "error"
-            models = [provider.default_model] if provider.default_model else []
-            if name == config.provider and config.model:
-                models.insert(0, config.model)  # the server's own model comes first
-            models += [m for m in provider.models if m not in models]
-            rows.append({"name": name, "kind": "model", "label": provider.label, "wire": provider.wire,
-                         "source": provider.source, "status": status, "detail": detail,
-                         "models": list(dict.fromkeys(models))})
-        for name, problem in registry.errors.items():
-            if name not in registry.providers:
-                rows.append({"name": name, "kind": "model", "label": name, "wire": "", "source": "config",
-                             "status": "error", "detail": problem})
-        for agent in statuses(config.tables):
-            rows.append({"name": agent.name, "kind": "agent", "label": agent.label, "command": agent.command,
-                         "source": agent.source, "status": agent.status, "detail": agent.detail})
-        return rows
-
-    def _fresh(self, name: str) -> bool:
-        probed = self._probed.get(name)
-        return probed is not None and time.monotonic() - probed[0] < self.ttl
-
-    def _overlay(self, row: dict[str, Any]) -> None:
-        """Put a fresh probe's finding on an available row (and say when it was checked)."""
-        probed = self._probed.get(row["name"])
-        row["checked"] = None
-        if probed is not None and self._fresh(row["name"]) and row["status"] == "available":
-            row["status"], row["detail"] = probed[1], probed[2]
-            row["checked"] = round(time.monotonic() - probed[0], 1)  # seconds ago
-
-    # -- reachability -------------------------------------------------------------------
-    async def _probe_model(self, name: str) -> tuple[str, str]:
-        """Ask the provider's server for its models: does it answer, does it take the key."""
-        import os
-
-        import httpx
-
-        from auger.models.registry import registry_for
-
-        config = self.config_for(self.cwd)
-        provider = registry_for(config).providers[name]
-        if provider.wire == "replay":
-            return "available", "replays recordings; nothing to reach"
-        key = os.environ.get(provider.key_env) if provider.key_env else None
-        base = _base_url(config, name, provider.base_url).rstrip("/")
-        if provider.wire == "anthropic":
-            url = f"{base}/v1/models"
-            headers = {"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})}
-        else:
-            url, headers = f"{base}/models", ({"authorization": f"Bearer {key}"} if key else {})
         try:
-            async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S) as client:
-                response = await client.get(url, headers=headers)
-        except httpx.HTTPError as exc:
-            return "unreachable", f"{url}: {type(exc).__name__}: {exc}"
-        if response.status_code in (401, 403):
-            return "error", f"{url} refused the key (HTTP {response.status_code})"
-        if response.status_code >= 400:
-            return "error", f"{url} answered HTTP {response.status_code}"
-        return "available", f"{url} answers"
+            return await self.probe(name)
+        except Refused:  # what was removed was all there was of it
+            return {"name": name}
 
-    async def _probe_agent(self, name: str) -> tuple[str, str]:
+    async def _probe_agent(self, agent: Any) -> None:
+        """Start an available agent and run `initialize`: what it finds is shown on the row, and kept."""
         from auger.backends.config import load_backends
         from auger.backends.status import probe
 
-        spec = load_backends(self.config_for(self.cwd).tables).specs[name]
-        row = await probe(spec, self.cwd, timeout=PROBE_TIMEOUT_S)
-        return row.status, row.detail
+        if agent.status != "available":
+            return
+        spec = load_backends(self.config_for(self.cwd).tables).specs[agent.name]
+        found = await probe(spec, self.cwd, timeout=PROBE_TIMEOUT_S)
+        agent.status, agent.detail, agent.checked = found.status, found.detail, 0.0
+        self.cache.keep(_agent_key(agent), found.status, found.detail)
 
 
-def _base_url(config: Any, name: str, registered: str) -> str:
-    """Where the provider's requests go: the server's --base-url for its own provider, else the registry's."""
-    return config.base_url if name == config.provider and config.base_url else registered
+def _agent_key(agent: Any) -> str:
+    return probe_key("agent", agent.name, agent.command)
+
+
+def _model_row(row: ProviderStatus) -> dict[str, Any]:
+    return {"name": row.name, "kind": "model", "label": row.label, "wire": row.wire, "source": row.source,
+            "status": row.status, "detail": row.detail, "models": row.models, "checked": row.checked}
+
+
+def _agent_row(row: Any) -> dict[str, Any]:
+    return {"name": row.name, "kind": "agent", "label": row.label, "command": row.command, "source": row.source,
+            "status": row.status, "detail": row.detail, "checked": row.checked}

@@ -35,7 +35,7 @@ class Sent:
 
     query: dict[str, str]
     body: dict[str, Any]
-    principal: Principal
+    principal: Principal  # a public route's (the health check) is ANONYMOUS
     action: str = ""
     target: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
@@ -48,11 +48,13 @@ class Sent:
 
 
 Handler = Callable[[Request, Sent], Awaitable[Response]]
+ANONYMOUS = Principal("anonymous", "viewer", "public")  # who calls a public route: never in a request's scope
 
 
-def api(method: str, path: str, handler: Handler, *, role: str, query: Iterable[str] = (),
+def api(method: str, path: str, handler: Handler, *, role: str | None, query: Iterable[str] = (),
         body: Iterable[str] | None = None, required: Iterable[str] = (), audit: str = "") -> Route:
-    """One API route. `role`: the least role that may call it. Its query parameters (`query`) and body
+    """One API route. `role`: the least role that may call it (None: a public route, which the Guard lets
+    through without credentials and which is never audited). Its query parameters (`query`) and body
     fields (`body`; None: it takes no body, and none is read) are part of its declaration and checked
     before its handler runs. `audit`: the action's name in the audit (none for a read)."""
     allowed = frozenset(query)
@@ -60,12 +62,13 @@ def api(method: str, path: str, handler: Handler, *, role: str, query: Iterable[
     needed = frozenset(required)
 
     async def endpoint(request: Request) -> Response:
-        principal: Principal = request.scope["auger.user"]
-        sent = Sent({}, {}, principal, audit)
+        signed_in: Principal | None = request.scope.get("auger.user")
+        principal = signed_in or ANONYMOUS
+        sent = Sent({}, {}, principal, audit if role is not None else "")
         status = 500
         try:
-            if not principal.may(role):
-                raise Refused(403, role_refusal(principal, role))
+            if role is not None and (signed_in is None or not principal.may(role)):
+                raise Refused(403, role_refusal(principal, role) if signed_in else "not signed in")
             sent.query = parse_query(request.query_params.multi_items(), allowed)
             sent.body = parse_body(await read_body(request), fields, needed) if fields is not None else {}
             response = await handler(request, sent)
@@ -76,7 +79,7 @@ def api(method: str, path: str, handler: Handler, *, role: str, query: Iterable[
             sent.detail.setdefault("error", exc.message[:300])
             raise
         finally:
-            if sent.action:
+            if sent.action and signed_in is not None:
                 await server_of(request).audit(principal, sent.action, sent.target or path_target(request),
                                                sent.detail, status)
 

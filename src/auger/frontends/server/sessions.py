@@ -6,6 +6,10 @@ task's session is seen and answered wherever its checkout is (on a worker's mach
 forked or resumed here: whatever the server opens — a new session, a fork, a stored one resumed by an op
 or by `/acp` — works inside its roots (`Hub.open_refusal`).
 
+The Hub is the one place that knows which sessions this server has open, however they were opened: the
+ACP agent on `/acp` opens its own through its SessionManager and tells the Hub of each (`adopt`), so they
+are in the session list, its stream and the routes like any other.
+
 A session is open at most once across processes: this server takes the store's lease before opening
 one, so a session `auger exec` (or another server) runs is refused (409) rather than run twice, and
 within the process `SessionManager.resume` refuses a second opening. Opening is serialised per
@@ -346,7 +350,7 @@ class Hub:
             session = await self._manager(record.cwd, self.config_for(record.cwd)).resume(
                 record.id, mode=self._ceiling(record.mode), interactive=True)
         except SessionAlreadyOpen:
-            raise Refused(409, f"session {record.id} is open elsewhere in this server (over ACP)") from None
+            raise Refused(409, f"session {record.id} is being opened elsewhere in this server (over ACP)") from None
         except (ResumeRefused, ValueError) as exc:
             await self.store.release(record.id)
             raise Refused(409, str(exc)) from None
@@ -387,16 +391,23 @@ class Hub:
         # Approvals here come from the server's clients, not from the person whose rules.toml it is.
         return SessionManager(Workspace.open(root, dataclasses.replace(config, remote_approvals=True)), self.store)
 
-    def _adopt(self, session: Session, kind: str) -> None:
+    def adopt(self, session: Session, *, new: bool) -> None:
+        """A session another part of this server opened — the ACP agent on `/acp`, which holds its lease and
+        shuts it down — known here like the Hub's own: in the session list and its stream, followed and
+        answered by the routes (`new`: created or forked, else a stored one opened)."""
+        self._adopt(session, "session_created" if new else "session_opened", leased=False)
+
+    def _adopt(self, session: Session, kind: str, *, leased: bool = True) -> None:
+        """Know the session as open here; `leased`: the Hub took its lease, and lets it go when it closes."""
         self._sessions[session.id] = session
         self._opened.pop(session.id, asyncio.Event()).set()  # wake the store readers of this session
-        task = asyncio.create_task(self._follow(session), name=f"serve-{session.id}")
+        task = asyncio.create_task(self._follow(session, leased), name=f"serve-{session.id}")
         self._followers.add(task)
         task.add_done_callback(self._followers.discard)
         self.list_events.publish({"type": kind, "session_id": session.id, "cwd": str(session.workspace.root),
                                   "title": session.meta.title, "mode": session.mode, "model": session.client.model})
 
-    async def _follow(self, session: Session) -> None:
+    async def _follow(self, session: Session, leased: bool) -> None:
         """Tell the session list what happens in the session; when it shuts down, let it go. A title set
         without an event of its own (the provisional one, from the first prompt) is told as it is noticed."""
         title = session.meta.title
@@ -418,7 +429,8 @@ class Hub:
             await session.wait_closed()
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
-            await self.store.release(session.id)
+            if leased:
+                await self.store.release(session.id)
             self.list_events.publish({"type": "session_closed", "session_id": session.id})
 
     # -- ending -------------------------------------------------------------------------

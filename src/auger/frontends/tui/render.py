@@ -234,6 +234,8 @@ class Renderer:
                             f"{event.reason}", "yellow")
         if isinstance(event, ev.WarningEvent):
             return a.styled(f"! {event.message}", "yellow")
+        if isinstance(event, ev.SecretRedacted):
+            return a.styled(f"⊘ {event.describe()}", "magenta")
         if isinstance(event, ev.LoopDetected):
             return a.styled(f"! {event.tool} repeated {event.repeats} times", "yellow")
         if isinstance(event, ev.PlanUpdated):
@@ -326,6 +328,8 @@ class Renderer:
             return f"answer: {first}"[: self.ansi.width - 8]
         if isinstance(event, ev.WarningEvent):
             return clean(f"! {event.message}")[: self.ansi.width - 8]
+        if isinstance(event, ev.SecretRedacted):
+            return clean(f"⊘ {event.describe()}")[: self.ansi.width - 8]
         if isinstance(event, ev.TurnEnded) and event.reason != "complete":
             return clean(f"■ {event.reason}: {event.message or 'no reason given'}")[: self.ansi.width - 8]
         return ""

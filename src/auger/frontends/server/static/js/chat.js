@@ -29,37 +29,45 @@ export function ChatView({ id, onMenu }) {
   const sentinel = useRef(null);
   const stick = useRef(true);
   const anchor = useRef(null);
+  const scrolledTo = useRef(null); // where the reader's last scroll left the transcript (null: never scrolled)
   session.tick.value; // redraw on every batch of changes
   const info = session.info.value;
 
   useLayoutEffect(() => { // keep the reader where they were: at the bottom, or on what they read
     const el = scroller.current;
     if (!el) return;
-    if (anchor.current) {
-      el.scrollTop = anchor.current.top + (el.scrollHeight - anchor.current.height);
+    const kept = anchor.current;
+    if (kept && kept.before !== session.t.nextBefore) { // the older page is drawn (not some other change)
+      // at the very top the reader stays at the top and sees the older page, as the browser's own scroll
+      // anchoring does; anywhere else they stay on what they read
+      const top = scrolledTo.current;
+      el.scrollTop = top === 0 ? 0 : (top ?? 0) + (el.scrollHeight - kept.height);
       anchor.current = null;
-    } else if (stick.current) {
+    } else if (!kept && stick.current) {
       el.scrollTop = el.scrollHeight;
     }
   });
 
-  useEffect(() => { // the older page when the top comes into view
+  // The older page when the top comes into view. The observer is made again once each page is drawn: its
+  // first report is the sentinel as it is then, so a top still in view (the reader at the very top, a short
+  // page, a report missed while the page was busy) loads the next page, until the start of the session.
+  useEffect(() => {
     const el = sentinel.current;
     if (!el || !scroller.current) return undefined;
     const observer = new IntersectionObserver(async ([seen]) => {
-      if (!seen.isIntersecting || session.t.nextBefore == null || !session.t.entries.length) return;
-      const box = scroller.current;
-      const before = { top: box.scrollTop, height: box.scrollHeight };
+      const t = session.t;
+      if (!seen.isIntersecting || session.olderLoading || t.nextBefore == null || !t.entries.length) return;
       stick.current = false;
-      anchor.current = before;
+      anchor.current = { height: scroller.current.scrollHeight, before: t.nextBefore };
       if (!(await session.loadOlder())) anchor.current = null;
     }, { root: scroller.current, rootMargin: "400px 0px 0px 0px" });
     observer.observe(el);
     return () => observer.disconnect();
-  }, [session, info !== null]);
+  }, [session, info !== null, session.t.nextBefore]);
 
   const onScroll = (e) => {
     const el = e.currentTarget;
+    scrolledTo.current = el.scrollTop;
     stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
   };
 

@@ -114,6 +114,7 @@ export class SessionController {
     }
   }
 
+  /** The next older page, drawn above; false when none came (one is loading, there is none, it failed). */
   async loadOlder() {
     if (this.olderLoading || this.t.nextBefore == null) return false;
     this.olderLoading = true;
@@ -122,6 +123,9 @@ export class SessionController {
       this.t.prepend(page);
       this.redraw();
       return true;
+    } catch (error) {
+      this.error.value = `Older messages did not load: ${error.message}`;
+      return false;
     } finally {
       this.olderLoading = false;
     }

@@ -164,6 +164,9 @@ export class Transcript {
       case "warning":
         this.push({ kind: "notice", level: "warn", turn, text: e.message });
         break;
+      case "secret_redacted":
+        this.push({ kind: "notice", level: "info", turn, text: redactedText(e) });
+        break;
       case "loop_detected":
         this.push({ kind: "notice", level: "warn", turn, text: `${e.tool} was called ${e.repeats} times the same way.` });
         break;
@@ -237,6 +240,9 @@ export class Transcript {
         break;
       case "warning":
         this.pushInto(parent, { kind: "notice", level: "warn", text: e.message });
+        break;
+      case "secret_redacted":
+        this.pushInto(parent, { kind: "notice", level: "info", text: redactedText(e) });
         break;
       default:
         break;
@@ -369,4 +375,16 @@ export class Transcript {
 function parseArgs(text) {
   if (typeof text !== "string") return text ?? {};
   try { return JSON.parse(text); } catch { return text; }
+}
+
+const REDACTED_WHERE = {
+  tool_output: "the output", message: "the conversation", user_message: "your message", context: "the context",
+  agent: "the agent's words", hook: "a hook's output", diff: "the diff", approval: "the approval",
+  warning: "a warning", error: "an error",
+};
+
+/** One line for a secret_redacted event, as the terminal says it: never a value, only its kinds. */
+export function redactedText(e) {
+  const values = e.count === 1 ? "1 secret value" : `${e.count} secret values`;
+  return `Hid ${values} (${(e.kinds || []).join(", ")}) from ${REDACTED_WHERE[e.where] || e.where}.`;
 }
