@@ -367,3 +367,15 @@ def test_pending_mode_checks_the_copy_its_tools_change(python_project, server):
                      tables=only(fake=fake_server("pull"))))[0]
     assert [(d.path, d.line) for d in call.diagnostics] == [("shapes.py", 2)], call.output
     assert "BROKEN" not in (python_project / "shapes.py").read_text()
+
+
+def test_a_secret_a_server_quotes_is_redacted_in_the_event_as_in_the_output(python_project, server):
+    """A server reads the project: what it says is text from outside, redacted like any output — the typed
+    diagnostics on tool_call_ended included."""
+    token = "ghp_R7x2Kq9LmN4pV8sT1wY6zB3cD5fG0hJ2kL4m"
+    server.add(Reply(tool_calls=[ToolCall("write_file", {"path": "creds.py", "content": f'T = "{token}"  # BROKEN\n'})]),
+               Reply(text="done"))
+    events = run(python_project, server, "diagnostics_wait=30", tables=only(fake=fake_server("quote")))
+    call = ended(events)[0]
+    assert len(call.diagnostics) == 1 and "[secret:github-token" in call.diagnostics[0].message
+    assert token not in call.diagnostics[0].message and token not in call.output

@@ -6,6 +6,7 @@ that is dead, slow or misbehaves. Run as `python fake_lsp.py BEHAVIOUR [ARG]`:
     slow       initializes, then never answers a diagnostics request
     late       like `pull`, but each diagnostics answer takes 1.5 s
     push       offers no pull: publishes each document's errors (with its version) when it opens or changes
+    quote      like `pull`, its message quoting the line ("this line is BROKEN: <line>")
     pull       initializes, offers pull diagnostics, and reports every line containing "BROKEN" as an error
     escape ARG initializes like `pull`, and first tries to break out: writes the file ARG/escaped.txt (ARG:
                the project), and asks the HTTP proxy at 127.0.0.1:PROXY for http://HOST/from-the-server, as
@@ -64,9 +65,10 @@ def escape(project: str) -> str:
     return "; ".join(said)
 
 
-def broken(text: str) -> list[dict]:
+def broken(text: str, quote: bool = False) -> list[dict]:
     return [{"range": {"start": {"line": n, "character": 0}, "end": {"line": n, "character": 1}},
-             "severity": 1, "message": "this line is BROKEN", "source": "fake"}
+             "severity": 1, "message": f"this line is BROKEN: {line}" if quote else "this line is BROKEN",
+             "source": "fake"}
             for n, line in enumerate(text.splitlines()) if "BROKEN" in line]
 
 
@@ -108,7 +110,7 @@ def main() -> None:
                 continue  # never answered
             if behaviour == "late":
                 time.sleep(1.5)
-            items = broken(documents.get(message["params"]["textDocument"]["uri"], ""))
+            items = broken(documents.get(message["params"]["textDocument"]["uri"], ""), quote=behaviour == "quote")
             if escaped and message["params"]["textDocument"]["uri"] in changed:
                 items.append({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
                               "severity": 1, "message": f"escape: {escaped}", "source": "fake"})
