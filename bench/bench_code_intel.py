@@ -189,6 +189,7 @@ def copied_sources(root: Path, count: int) -> int:
 
 
 def map_table(files: int) -> None:
+    from auger.lsp.files import Project
     from auger.lsp.repo_map import RepoMap, parse_focus
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -198,7 +199,7 @@ def map_table(files: int) -> None:
         print(f"\n3. the repository map of {files:,} Python files ({size / 1e6:.1f} MB of source)")
         print("| measure | value |")
         print("| --- | --- |")
-        repo_map = RepoMap(root, cache)
+        repo_map = RepoMap(Project(root), cache)
         before = rss_kb(os.getpid())
         started = time.perf_counter()
         text = asyncio.run(repo_map.render(1024))
@@ -206,7 +207,7 @@ def map_table(files: int) -> None:
               f"{time.perf_counter() - started:.1f} s |")
         print(f"| auger's RSS growth for it (grammar, index) | {(rss_kb(os.getpid()) - before) / 1024:.1f} MB |")
         print(f"| index on disk | {sum(p.stat().st_size for p in cache.iterdir()) / 1e6:.1f} MB |")
-        later = RepoMap(root, cache)
+        later = RepoMap(Project(root), cache)
         started = time.perf_counter()
         asyncio.run(later.render(1024))
         print(f"| a later session, nothing changed (index read, tree walked, ranked) | "
@@ -241,6 +242,7 @@ async def first_request(project: Path, db: Path, *settings: str) -> int:
 
 def request_table() -> None:
     from auger.config import home_dirs
+    from auger.lsp.files import Project
     from auger.lsp.repo_map import RepoMap
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,7 +264,7 @@ def request_table() -> None:
         sizes = []
         for n, (label, project, settings) in enumerate(rows):
             if n == len(rows) - 1:  # what a first session left in the cache dir
-                asyncio.run(RepoMap(project, home_dirs()["cache"] / "repo-map").render(1024))
+                asyncio.run(RepoMap(Project(project), home_dirs()["cache"] / "repo-map").render(1024))
             sizes.append(asyncio.run(first_request(project, Path(tmp) / f"s{n}.db", *settings)))
             print(f"| {label} | {sizes[-1]:,} |")
         carried = (sizes[-1] - sizes[2]) // 4

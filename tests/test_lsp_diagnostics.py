@@ -379,3 +379,20 @@ def test_a_secret_a_server_quotes_is_redacted_in_the_event_as_in_the_output(pyth
     call = ended(events)[0]
     assert len(call.diagnostics) == 1 and "[secret:github-token" in call.diagnostics[0].message
     assert token not in call.diagnostics[0].message and token not in call.output
+
+
+def test_a_protected_file_is_never_read_sent_to_a_server_or_mapped(python_project, server):
+    """A `.py` file the project protects (.augerignore) changed by a command: no server is told of it, and
+    neither repo_map nor code_nav's name matching shows what it holds."""
+    (python_project / ".augerignore").write_text("vault.py\n")
+    (python_project / "vault.py").write_text("def secret_helper_name():\n    return 1\n")
+    server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo 'x = 1  # BROKEN' >> vault.py"})]),
+               Reply(tool_calls=[ToolCall("repo_map", {"budget": 2000}),
+                                 ToolCall("code_nav", {"op": "workspace_symbols", "symbol": "secret_helper"})]),
+               Reply(text="done"))
+    calls = ended(run(python_project, server, "diagnostics_wait=30", tables=only(fake=fake_server("pull"))))
+    (changed,), (mapped,), (searched,) = ([c for c in calls if c.name == name]
+                                          for name in ("shell", "repo_map", "code_nav"))
+    assert changed.diagnostics == [] and "Diagnostics" not in changed.output
+    assert "vault.py" not in mapped.output and "shapes.py" in mapped.output
+    assert "secret_helper_name" not in searched.output

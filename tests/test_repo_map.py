@@ -9,6 +9,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from auger.lsp.files import Project
 from auger.lsp.repo_map import NO_FOCUS, Focus, RepoMap, parse_focus
 from auger.protocol import events as ev
 from tests.support.harness import drive, open_session
@@ -40,7 +41,7 @@ def render(repo_map: RepoMap, budget: int, focus: Focus = NO_FOCUS) -> str:
 
 def test_the_most_used_definitions_come_first_within_the_budget(tmp_path):
     root = layered_project(tmp_path / "p")
-    repo_map = RepoMap(root, tmp_path / "cache")
+    repo_map = RepoMap(Project(root), tmp_path / "cache")
     small, large = render(repo_map, 64), render(repo_map, 2000)
     assert tokens(small) <= 64 and tokens(large) <= 2000 and len(large) > len(small)
     assert small.startswith("core.py:\n  1: class StorageEngine:\n  5: def open_storage_engine() -> StorageEngine:")
@@ -50,7 +51,7 @@ def test_the_most_used_definitions_come_first_within_the_budget(tmp_path):
 
 
 def test_a_focus_ranks_around_its_files_and_names(tmp_path):
-    repo_map = RepoMap(layered_project(tmp_path / "p"), tmp_path / "cache")
+    repo_map = RepoMap(Project(layered_project(tmp_path / "p")), tmp_path / "cache")
     assert render(repo_map, 64, parse_focus("app_2.py")).startswith("app_2.py:\n  4: def main_2() -> None:")
     assert render(repo_map, 64, parse_focus(["run_service_4"])).startswith("service_4.py:\n  4: def run_service_4")
     assert parse_focus("src/a.py, Engine") == Focus(("src/a.py",), ("Engine",))
@@ -58,10 +59,10 @@ def test_a_focus_ranks_around_its_files_and_names(tmp_path):
 
 def test_the_index_is_kept_and_updated_by_what_changed(tmp_path):
     root = layered_project(tmp_path / "p")
-    first = RepoMap(root, tmp_path / "cache")
+    first = RepoMap(Project(root), tmp_path / "cache")
     render(first, 500)
     assert first.parsed == 10
-    again = RepoMap(root, tmp_path / "cache")  # a later session: the index from the cache dir
+    again = RepoMap(Project(root), tmp_path / "cache")  # a later session: the index from the cache dir
     render(again, 500)
     assert again.parsed == 0
     (root / "service_3.py").write_text("def brand_new_function() -> int:\n    return 3\n")

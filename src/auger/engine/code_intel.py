@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from auger.engine.tool_runtime import PlannedCall, ToolRuntime
     from auger.engine.turn_changes import ChangeTracker
     from auger.lsp.diagnostics import ChangeDiagnostics
+    from auger.lsp.files import Project
     from auger.lsp.manager import LanguageServers
+    from auger.secrets.protected import ProtectedFiles
 
 log = logging.getLogger("auger.lsp")
 
@@ -46,9 +48,10 @@ class SessionCodeIntel:
     """What a session's code intelligence holds: its language servers and diagnostics, made at first need."""
 
     def __init__(self, config: Config, root: Path, *, sandbox: CommandSandbox | None, env: dict[str, str] | None,
-                 scratch: Path, changes: ChangeTracker | None) -> None:
+                 scratch: Path, changes: ChangeTracker | None, protected: ProtectedFiles | None = None) -> None:
         self.config = config
         self.root = root
+        self.protected = protected  # the session's protected files: never read, sent to a server or mapped
         self.sandbox = sandbox
         self.env = env
         self.scratch = scratch
@@ -76,7 +79,7 @@ class SessionCodeIntel:
         if self._diagnostics is None:
             from auger.lsp.diagnostics import ChangeDiagnostics
 
-            self._diagnostics = ChangeDiagnostics(self.servers, self.root, self.config.diagnostics_wait)
+            self._diagnostics = ChangeDiagnostics(self.servers, self.project(self.root), self.config.diagnostics_wait)
             self._diagnostics.tell(self.warnings)
         return self._diagnostics
 
@@ -147,11 +150,21 @@ class SessionCodeIntel:
 
     # --- the tools -------------------------------------------------------------------------------
 
+    def project(self, root: Path) -> Project:
+        """The project beneath `root` as lsp/ reads it: protected files left out (the session's, for its own
+        root; the defaults and `.augerignore` for a sub-agent's worktree)."""
+        from auger.lsp.files import Project
+        from auger.secrets.protected import default_protected
+
+        protected = self.protected if root == self.root and self.protected is not None else default_protected(root)
+        return Project(root, lambda rel: protected.check(rel) is not None)
+
     async def code_nav(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         from auger.lsp.nav import navigate
 
-        servers = self.servers if Path(ctx.root) == self.root else None
-        return await navigate(args, Path(ctx.root), servers, wait=max(self.config.diagnostics_wait, 10.0))
+        root = Path(ctx.root)
+        servers = self.servers if root == self.root else None
+        return await navigate(args, self.project(root), servers, wait=max(self.config.diagnostics_wait, 10.0))
 
     async def repo_map(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         from auger.extras import MissingExtra
@@ -172,7 +185,7 @@ class SessionCodeIntel:
         from auger.lsp.repo_map import RepoMap
 
         if root not in self._maps:
-            self._maps[root] = RepoMap(root, _cache_dir())
+            self._maps[root] = RepoMap(self.project(root), _cache_dir())
         return self._maps[root]
 
     # --- repo_map = "auto" -------------------------------------------------------------------------
@@ -228,7 +241,7 @@ async def open_code_intel(config: Config, runtime: ToolRuntime, changes: ChangeT
     if not (nav or mapped or config.diagnostics):
         return None
     intel = SessionCodeIntel(config, runtime.root, sandbox=runtime.sandbox, env=runtime.env, scratch=scratch,
-                             changes=changes)
+                             changes=changes, protected=runtime.state.protected)
     if nav or mapped:
         await add_tools(runtime.router, intel, nav=nav, repo_map=mapped)
     if config.diagnostics:

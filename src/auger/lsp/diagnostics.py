@@ -25,11 +25,10 @@ import os
 import posixpath
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Awaitable
 
 from auger.lsp.client import LanguageServer, ServerFailed, char_column
-from auger.lsp.files import mentioning, read_text
+from auger.lsp.files import Project
 from auger.lsp.jsonrpc import RpcError
 from auger.lsp.manager import LanguageServers
 from auger.lsp.servers import ServerSpec
@@ -70,9 +69,9 @@ class Report:
 class ChangeDiagnostics:
     """One session's diagnostics after changes (engine/code_intel.py calls it around mutating calls)."""
 
-    def __init__(self, servers: LanguageServers, root: Path, wait: float) -> None:
+    def __init__(self, servers: LanguageServers, project: Project, wait: float) -> None:
         self.servers = servers
-        self.root = root
+        self.project = project
         self.wait = wait
         self._before: dict[str, dict[str, str | None]] = {}  # call -> its files' texts before it ran
         self._busy: dict[str, asyncio.Task[Report]] = {}  # server name -> its check still running
@@ -83,7 +82,7 @@ class ChangeDiagnostics:
 
     def remember(self, key: str, rels: list[str]) -> None:
         """Before a file tool runs: its files' texts now (None: absent), the baseline of its change."""
-        served = {rel: read_text(self.root, rel) for rel in rels if self.serves(rel)}
+        served = {rel: self.project.read(rel) for rel in rels if self.serves(rel)}
         if served:
             self._before[key] = served
 
@@ -95,8 +94,8 @@ class ChangeDiagnostics:
         self._before.pop(key, None)
 
     def serves(self, rel: str) -> bool:
-        """Whether some configured server reads this file (found on this machine or not)."""
-        return any(spec.serves(rel) is not None for spec in self.servers.specs)
+        """Whether some configured server reads this file (found on this machine or not), and it may be read."""
+        return any(spec.serves(rel) is not None for spec in self.servers.specs) and not self.project.refused(rel)
 
     def tell(self, messages: list[str]) -> None:
         """Notices for the next result (problems in the [lsp] tables)."""
@@ -215,7 +214,7 @@ class ChangeDiagnostics:
             name = module_name(rel)
             if not name:
                 continue
-            for other in await mentioning(self.root, name, extensions, DEPENDENTS_MAX + len(changed)):
+            for other in await self.project.mentioning(name, extensions, DEPENDENTS_MAX + len(changed)):
                 if other not in changed and other not in found and len(found) < DEPENDENTS_MAX:
                     found.append(other)
         return found
@@ -230,7 +229,7 @@ class ChangeDiagnostics:
                 server.sync(rel, old, languages[rel])
                 opened.append(rel)
         for rel in dependents:
-            text = read_text(self.root, rel) if rel not in server.documents else None
+            text = self.project.read(rel) if rel not in server.documents else None
             if text is not None:
                 server.sync(rel, text, languages[rel])
                 opened.append(rel)
@@ -242,13 +241,13 @@ class ChangeDiagnostics:
         since = server.seq
         moved = []
         for rel in changed:
-            text = read_text(self.root, rel)
+            text = self.project.read(rel)
             if text is None:  # gone (or unreadable now): what it said is no longer there
                 server.forget(rel)
                 server.known.pop(rel, None)
             elif server.sync(rel, text, languages[rel]):
                 moved.append(rel)
-        if not moved and not any(old is not None and read_text(self.root, rel) is None for rel, old in changed.items()):
+        if not moved and not any(old is not None and self.project.read(rel) is None for rel, old in changed.items()):
             return
         interest = [rel for rel in [*changed, *dependents] if rel in server.documents]
         found = {}

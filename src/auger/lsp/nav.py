@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 
 from auger.extras import MissingExtra
 from auger.lsp.client import LanguageServer, ServerFailed, char_column, utf16_column
-from auger.lsp.files import mentioning, read_text, source_files
+from auger.lsp.files import Project
 from auger.lsp.jsonrpc import RpcError
 from auger.lsp.manager import LanguageServers
 from auger.lsp.servers import ServerSpec
@@ -53,11 +53,12 @@ class Target:
     text: str  # the file's text
 
 
-async def navigate(args: dict[str, Any], root: Path, servers: LanguageServers | None, *, wait: float) -> ToolResult:
+async def navigate(args: dict[str, Any], project: Project, servers: LanguageServers | None, *,
+                   wait: float) -> ToolResult:
     op = args["op"]
     if op == "workspace_symbols":
-        return await _workspace_symbols(args, root, servers, wait)
-    target = await _locate(args, root)
+        return await _workspace_symbols(args, project, servers, wait)
+    target = await _locate(args, project)
     if op == "rename" and not str(args.get("new_name") or "").strip():
         raise ToolError("code_nav: rename needs `new_name`")
     why = ""
@@ -69,14 +70,14 @@ async def navigate(args: dict[str, Any], root: Path, servers: LanguageServers | 
             try:
                 async with asyncio.timeout(wait):
                     async with server.lock:
-                        return await _ask(server, spec, op, target, args, root)
+                        return await _ask(server, spec, op, target, args, project)
             except (TimeoutError, RpcError, ServerFailed) as exc:
                 why = f"{spec.name}: {exc or 'no answer within ' + format(wait, 'g') + ' s'}"
     if op == "rename":
         raise ToolError(f"code_nav: rename needs a language server for {target.rel}"
                         f"{' (' + why + ')' if why else ', and none runs for it'}")
     try:
-        text = await asyncio.to_thread(_by_name, op, target, root)
+        text = await asyncio.to_thread(_by_name, op, target, project)
     except MissingExtra as exc:
         return ToolResult(f"{why + '; ' if why else 'No language server answers for this file; '}{exc}", ok=False)
     note = f"(no language server{': ' + why if why else ''}; matched by name with tree-sitter)"
@@ -101,15 +102,15 @@ async def _ready(servers: LanguageServers, spec: ServerSpec, op: str,
 # --- where the symbol is ---------------------------------------------------------------------------
 
 
-async def _locate(args: dict[str, Any], root: Path) -> Target:
+async def _locate(args: dict[str, Any], project: Project) -> Target:
     name = str(args.get("symbol") or "").strip()
     raw = args.get("path")
     if not raw:
         if not name:
             raise ToolError("code_nav: name the symbol: `path` and `line` (and `column`), or `symbol`")
-        return await asyncio.to_thread(_find_definition, root, name)
-    rel = _relative(root, str(raw))
-    text = read_text(root, rel)
+        return await asyncio.to_thread(_find_definition, project, name)
+    rel = _relative(project.root, str(raw))
+    text = project.read(rel)
     if text is None:
         raise ToolError(f"code_nav: {raw} is not a readable file in the project")
     lines = text.splitlines()
@@ -175,13 +176,13 @@ def _defines(line_text: str, name: str) -> bool:
         bool(re.match(rf"\s*{re.escape(name)}\s*[:=]", line_text))
 
 
-def _find_definition(root: Path, name: str) -> Target:
+def _find_definition(project: Project, name: str) -> Target:
     """The first definition named `name` in the project (tree-sitter), else its first occurrence."""
     from auger.lsp.tags import GRAMMARS, tags
 
-    files = source_files(root, frozenset(GRAMMARS))
+    files = project.files(frozenset(GRAMMARS))
     for rel in files:
-        text = read_text(root, rel)
+        text = project.read(rel)
         if text is None or name not in text:
             continue
         found = tags(rel, text)
@@ -195,7 +196,7 @@ def _find_definition(root: Path, name: str) -> Target:
 
 
 async def _ask(server: LanguageServer, spec: ServerSpec, op: str, target: Target, args: dict[str, Any],
-               root: Path) -> ToolResult:
+               project: Project) -> ToolResult:
     language = spec.serves(target.rel) or spec.languages[0]
     server.sync(target.rel, target.text, language)
     document = {"uri": server.uri(target.rel)}
@@ -208,34 +209,34 @@ async def _ask(server: LanguageServer, spec: ServerSpec, op: str, target: Target
                                    target.rel))
     if op == "definition":
         found = await server.request("textDocument/definition", where)
-        return ToolResult(_locations(found, root, f"definition of {target.name or 'the symbol'}", spec.name))
+        return ToolResult(_locations(found, project, f"definition of {target.name or 'the symbol'}", spec.name))
     if op == "hover":
         found = await server.request("textDocument/hover", where)
         return ToolResult(_hover(found) or f"{spec.name} has nothing to say about {target.name or 'that position'}.")
-    opened = await _open_candidates(server, spec, target, root)  # references and rename: the other files
+    opened = await _open_candidates(server, spec, target, project)  # references and rename: the other files
     try:
         if op == "references":
             found = await server.request("textDocument/references", {**where, "context": {"includeDeclaration": True}})
-            return ToolResult(_references(found, root, target.name, spec.name))
+            return ToolResult(_references(found, project, target.name, spec.name))
         new_name = str(args["new_name"]).strip()
         edit = await server.request("textDocument/rename", {**where, "newName": new_name})
-        return ToolResult(_rename_patch(edit, root, target.name, new_name, spec.name))
+        return ToolResult(_rename_patch(edit, project, target.name, new_name, spec.name))
     finally:
         for rel in opened:
             server.forget(rel)
 
 
-async def _open_candidates(server: LanguageServer, spec: ServerSpec, target: Target, root: Path) -> list[str]:
+async def _open_candidates(server: LanguageServer, spec: ServerSpec, target: Target, project: Project) -> list[str]:
     """Open the files that mention the name: servers look for references among the files they have open
     (pyright checking open files only, tsserver without a tsconfig); the ones opened here, to close after."""
     if not target.name:
         return []
     extensions = frozenset(ext for language in spec.languages for ext in _extensions(language)) | set(spec.extensions)
     opened = []
-    for rel in await mentioning(root, target.name, extensions, CANDIDATES_MAX):
+    for rel in await project.mentioning(target.name, extensions, CANDIDATES_MAX):
         if rel in server.documents:
             continue
-        text = read_text(root, rel)
+        text = project.read(rel)
         if text is not None:
             server.sync(rel, text, spec.serves(rel) or spec.languages[0])
             opened.append(rel)
@@ -258,9 +259,9 @@ def _path(uri: str, root: Path) -> str:
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
-def _line_of(root: Path, rel: str, line: int, cache: dict[str, list[str]]) -> str:
+def _line_of(project: Project, rel: str, line: int, cache: dict[str, list[str]]) -> str:
     if rel not in cache:
-        text = read_text(root, rel) if not os.path.isabs(rel) else None
+        text = project.read(rel) if not os.path.isabs(rel) else None
         cache[rel] = text.splitlines() if text is not None else []
     lines = cache[rel]
     return lines[line].strip()[:160] if 0 <= line < len(lines) else ""
@@ -286,18 +287,18 @@ def _kind(value: Any) -> str:
     return _KINDS.get(value, "symbol") if isinstance(value, int) else "symbol"
 
 
-def _locations(found: Any, root: Path, what: str, server: str) -> str:
+def _locations(found: Any, project: Project, what: str, server: str) -> str:
     spots = _spots(found)
     if not spots:
         return f"{server} found no {what}."
     cache: dict[str, list[str]] = {}
-    lines = [f"{_path(uri, root)}:{line + 1}: {_line_of(root, _path(uri, root), line, cache)}"
+    lines = [f"{_path(uri, project.root)}:{line + 1}: {_line_of(project, _path(uri, project.root), line, cache)}"
              for uri, line, _ in spots[:20]]
     return "\n".join(lines)
 
 
-def _references(found: Any, root: Path, name: str, server: str) -> str:
-    spots = sorted({(_path(uri, root), line) for uri, line, _ in _spots(found)},
+def _references(found: Any, project: Project, name: str, server: str) -> str:
+    spots = sorted({(_path(uri, project.root), line) for uri, line, _ in _spots(found)},
                    key=lambda spot: (spot[0], spot[1]))
     if not spots:
         return f"{server} found no references of {name or 'the symbol'}."
@@ -306,7 +307,7 @@ def _references(found: Any, root: Path, name: str, server: str) -> str:
            f"file{'s' if len(files) > 1 else ''} ({server}):"]
     cache: dict[str, list[str]] = {}
     for rel, line in spots[:MAX_REFERENCES]:
-        out.append(f"{rel}:{line + 1}: {_line_of(root, rel, line, cache)}")
+        out.append(f"{rel}:{line + 1}: {_line_of(project, rel, line, cache)}")
     if len(spots) > MAX_REFERENCES:
         out.append(f"… and {len(spots) - MAX_REFERENCES} more")
     return "\n".join(out)
@@ -348,7 +349,7 @@ def _symbols(found: Any, rel: str) -> str:
 # --- workspace symbols ---------------------------------------------------------------------------------
 
 
-async def _workspace_symbols(args: dict[str, Any], root: Path, servers: LanguageServers | None,
+async def _workspace_symbols(args: dict[str, Any], project: Project, servers: LanguageServers | None,
                              wait: float) -> ToolResult:
     query = str(args.get("symbol") or "").strip()
     if not query:
@@ -356,7 +357,7 @@ async def _workspace_symbols(args: dict[str, Any], root: Path, servers: Language
     specs: list[ServerSpec] = []
     if servers is not None:
         if args.get("path"):
-            specs = servers.specs_for(_relative(root, str(args["path"])))
+            specs = servers.specs_for(_relative(project.root, str(args["path"])))
         else:
             specs = [server.spec for server in servers.live]
     lines: list[str] = []
@@ -377,13 +378,14 @@ async def _workspace_symbols(args: dict[str, Any], root: Path, servers: Language
             location = location if isinstance(location, dict) else {}
             spot = _spots(location)
             kind = _kind(item.get("kind"))
-            where = f"{_path(spot[0][0], root)}:{spot[0][1] + 1}" if spot else _path(str(location.get("uri", "")), root)
+            where = (f"{_path(spot[0][0], project.root)}:{spot[0][1] + 1}" if spot
+                     else _path(str(location.get("uri", "")), project.root))
             lines.append(f"{where} {kind} {item.get('name', '?')}")
         if lines:
             return ToolResult(f"{len(lines)} symbol{'s' if len(lines) > 1 else ''} matching {query!r} "
                               f"({spec.name}):\n" + "\n".join(lines))
     try:
-        text = await asyncio.to_thread(_symbols_by_name, root, query)
+        text = await asyncio.to_thread(_symbols_by_name, project, query)
     except MissingExtra as exc:
         return ToolResult(str(exc), ok=False)
     return ToolResult(f"{text}\n(no language server answered; matched by name with tree-sitter)")
@@ -392,7 +394,7 @@ async def _workspace_symbols(args: dict[str, Any], root: Path, servers: Language
 # --- tree-sitter, by name ------------------------------------------------------------------------------
 
 
-def _by_name(op: str, target: Target, root: Path) -> str:
+def _by_name(op: str, target: Target, project: Project) -> str:
     from auger.lsp.tags import GRAMMARS, occurrences, tags
 
     if op == "symbols":
@@ -408,8 +410,8 @@ def _by_name(op: str, target: Target, root: Path) -> str:
     related = frozenset(ext for ext, lang in GRAMMARS.items() if _family(lang) == _family(language))
     definitions: list[str] = []
     places: list[tuple[str, int, str]] = []
-    for rel in source_files(root, related or frozenset({extension})):
-        text = read_text(root, rel)
+    for rel in project.files(related or frozenset({extension})):
+        text = project.read(rel)
         if text is None or name not in text:
             continue
         lines = text.splitlines()
@@ -453,13 +455,13 @@ def _docstring(lines: list[str], line: int) -> str:
     return ("\n    " + "\n    ".join(following)) if following else ""
 
 
-def _symbols_by_name(root: Path, query: str) -> str:
+def _symbols_by_name(project: Project, query: str) -> str:
     from auger.lsp.tags import GRAMMARS, tags
 
     lowered = query.lower()
     found = []
-    for rel in source_files(root, frozenset(GRAMMARS)):
-        text = read_text(root, rel)
+    for rel in project.files(frozenset(GRAMMARS)):
+        text = project.read(rel)
         if text is None or lowered not in text.lower():
             continue
         result = tags(rel, text)
@@ -476,7 +478,7 @@ def _symbols_by_name(root: Path, query: str) -> str:
 # --- rename ---------------------------------------------------------------------------------------------
 
 
-def _rename_patch(edit: Any, root: Path, old: str, new: str, server: str) -> str:
+def _rename_patch(edit: Any, project: Project, old: str, new: str, server: str) -> str:
     """The server's WorkspaceEdit as a patch apply_patch applies to the files as they are now."""
     from auger.changes.apply_patch import PatchError, UpdateFile, apply_chunks, parse_patch
 
@@ -493,10 +495,10 @@ def _rename_patch(edit: Any, root: Path, old: str, new: str, server: str) -> str
     sections = []
     count = 0
     for uri, edits in sorted(per_file.items()):
-        rel = _path(uri, root)
+        rel = _path(uri, project.root)
         if os.path.isabs(rel):
             raise ToolError(f"code_nav: the rename would change {rel}, outside the project; not offered")
-        text = read_text(root, rel)
+        text = project.read(rel)
         if text is None:
             raise ToolError(f"code_nav: the rename changes {rel}, which cannot be read")
         changed = _apply_edits(text, edits)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from auger.lsp.files import read_text, source_files
+from auger.lsp.files import Project
 
 MAX_FILE = 512 * 1024  # bytes: larger files are left out of the map
 MAX_FILES = 20_000
@@ -78,9 +78,10 @@ def parse_focus(raw: Any) -> Focus:
 class RepoMap:
     """One project's map: its index, loaded and brought up to date at each use."""
 
-    def __init__(self, root: Path, cache_dir: Path) -> None:
-        self.root = root
-        self.cache = cache_dir / f"{hashlib.sha256(str(root).encode()).hexdigest()[:24]}.json"
+    def __init__(self, project: Project, cache_dir: Path) -> None:
+        self.project = project
+        self.root = project.root
+        self.cache = cache_dir / f"{hashlib.sha256(str(self.root).encode()).hexdigest()[:24]}.json"
         self._files: dict[str, list[Any]] | None = None  # rel -> [mtime_ns, size, definitions, names used]
         self._lock = asyncio.Lock()
         self._ranked: dict[Focus, list[tuple[str, str, int, str]]] = {}  # while the index is unchanged
@@ -123,7 +124,7 @@ class RepoMap:
         if self._files is None:
             self._files = self._load()
         files = self._files
-        now = source_files(self.root, frozenset(GRAMMARS), MAX_FILES)
+        now = self.project.files(frozenset(GRAMMARS), MAX_FILES)
         changed = False
         self.parsed = 0
         seen = set()
@@ -138,7 +139,7 @@ class RepoMap:
             if known is not None and known[0] == info.st_mtime_ns and known[1] == info.st_size:
                 seen.add(rel)
                 continue
-            text = read_text(self.root, rel)
+            text = self.project.read(rel)
             if text is None or len(text) > MINIFIED * (text.count("\n") + 1):
                 continue
             found = tags(rel, text, references=False)
