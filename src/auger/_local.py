@@ -176,7 +176,7 @@ def _config(project: str | None, settings: _Settings) -> Config:
     config = load_config(flags=settings.flags(), project_dir=Path(project) if project and os.path.isdir(project)
                          else None)
     problems = []
-    for line in config.diagnostics:
+    for line in config.warnings:
         if line.startswith("--"):  # one of ours: load_config names a flag `--key`
             problems.append(line.partition(": ")[2].removesuffix(" (ignored)"))
         else:

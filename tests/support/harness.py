@@ -46,7 +46,7 @@ def make_config(*overrides: str) -> Config:
     # A missing user config inside the test's own AUGER_HOME (see isolated_home): never a path whose
     # existence depends on the machine.
     config = load_config([*FAST, *overrides], env={}, config_file=home_dirs()["config"] / "absent-config.toml")
-    assert not config.diagnostics, config.diagnostics
+    assert not config.warnings, config.warnings
     return config
 
 

@@ -30,7 +30,7 @@ SOURCE = Path(auger.__file__).resolve().parent.parent  # the `src` directory aug
 PYPROJECT = SOURCE.parent / "pyproject.toml"
 # The top-level modules every optional extra of pyproject.toml brings (what auger imports from them).
 EXTRA_MODULES = ("mcp", "acp", "starlette", "uvicorn", "websockets", "markdownify", "bs4", "pypdf", "psycopg",
-                 "psycopg_pool", "pgqueuer", "opentelemetry")
+                 "psycopg_pool", "pgqueuer", "opentelemetry", "tree_sitter", "tree_sitter_language_pack")
 
 
 def core_requirements() -> list[Requirement]:

@@ -53,4 +53,5 @@ def call_ended(turn_id: str, call: ToolCall, result: ToolResult, outcome: Outcom
     """The call's `tool_call_ended` (`started`: time.monotonic() when it began)."""
     refused = outcome.cause if isinstance(outcome, Denied) else None
     return ev.ToolCallEnded(turn_id, call.call_id, call.name, result.ok, result.output,
-                            int((time.monotonic() - started) * 1000), denied=refused)
+                            int((time.monotonic() - started) * 1000), denied=refused,
+                            diagnostics=list(result.diagnostics))

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Corou
 
 from auger.context.skills import SkillIndex
 from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
+from auger.engine.code_intel import SessionCodeIntel, open_code_intel
 from auger.engine.history import History
 from auger.engine.stream import EventStream
 from auger.engine.host import CONTEXT_TURN
@@ -147,6 +148,7 @@ class Session:
         self.agents: AgentPool | None = None  # sub-agents (engine/subagents.py), once one was called for
         self.agent_index: AgentIndex | None = None  # the agent definitions the model is offered; set by `open`
         self.pending: PendingChanges | None = None  # pending mode: the queue and the copy the tools work on
+        self.code_intel: SessionCodeIntel | None = None  # language servers, diagnostics, code_nav, repo_map
         self.backends = SessionBackend(meta.id, store, workspace.config)  # the agent that runs the turns
         self.rate_limits: RateLimits | None = None  # what the provider last said of its limits (for snapshots)
         self.settings = recorded_settings(history.items)  # effort, summary, working directory (set_turn_context)
@@ -235,6 +237,10 @@ class Session:
             if queue is None:  # in pending mode only an apply changes the project
                 runtime.before_mutation.append(session.changes.before_mutation)
             session.changes.start()
+        session.code_intel = await open_code_intel(config, runtime, session.changes if queue is None else None,
+                                                   state.scratch_dir)
+        if session.code_intel is not None and config.repo_map == "auto" and not resumed and not len(history):
+            session.code_intel.warm_map()
         await session._open_agents(resumed, warnings)
         if queue is not None:
             session.pending = queue
@@ -507,6 +513,8 @@ class Session:
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         await self._refresh(turn_id)
+        if self.workspace.config.repo_map == "auto" and self.code_intel is not None:
+            await self._first_turn_map(turn_id)
         if self.agents is not None:
             await self.agents.root.deliver(turn_id, self.record)
         if self.pending is not None:  # the user's own edits since, into the tools' copy
@@ -570,6 +578,19 @@ class Session:
         if item is not None:
             await self.record(turn_id, item)
         await self.update_environment(turn_id)
+
+    async def _first_turn_map(self, turn_id: str) -> None:
+        """repo_map = "auto": the repository's map, once, before the first prompt of a session in an
+        unfamiliar large project (engine/code_intel.py says when)."""
+        from auger.engine.code_intel import REPO_MAP, map_told
+
+        assert self.code_intel is not None
+        if map_told(self.history.items):
+            return
+        earlier = [s for s in await self.store.list_sessions(2, cwd=self.meta.cwd) if s.id != self.id]
+        text = await self.code_intel.first_turn_map(len(earlier))
+        if text is not None:
+            await self.record(turn_id, it.ContextMessage(text, REPO_MAP))
 
     async def _hook(self, event: str, data: dict, warn, turn_id: str = CONTEXT_TURN) -> None:
         """Run the hooks of a session-level event (engine/hooks.py); context they add is recorded for the
@@ -920,8 +941,8 @@ class Session:
         full disk while recording the worktree's changes must not leave a sandbox or a server running)."""
         self._closed = True
         try:
-            for step in (self._stop_work, self._report_worktree, self.backends.aclose, self._close_changes,
-                         self.runtime.router.close, self._close_sandbox):
+            for step in (self._stop_work, self._report_worktree, self.backends.aclose, self._close_code_intel,
+                         self._close_changes, self.runtime.router.close, self._close_sandbox):
                 try:
                     await step()
                 except Exception as exc:
@@ -941,6 +962,11 @@ class Session:
         if self.agents is not None:
             await self.agents.cancel_all("the session ended")
         await end_processes(self.runtime.state)
+
+    async def _close_code_intel(self) -> None:
+        """Stop the language servers (before the sandbox they run in)."""
+        if self.code_intel is not None:
+            await self.code_intel.close()
 
     async def _close_changes(self) -> None:
         """Close the snapshots (and start the daily clean-up) and the pending copy."""

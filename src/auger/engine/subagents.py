@@ -56,7 +56,7 @@ from auger.context.agents import AgentDef, AgentIndex, discover_agents
 from auger.engine.accounting import UsageLedger
 from auger.engine.shared import effective_mode, narrower
 from auger.engine.subagent_host import RUNNING, AgentRun, CatalogView, ChildHost, ParentSession, Record, RollupLedger
-from auger.engine.tool_runtime import MutationHook, PlannedCall, ToolRuntime
+from auger.engine.tool_runtime import MutationHook, PlannedCall, ResultHook, ToolRuntime
 from auger.engine.turn import Turn
 from auger.engine.turn_context import TurnContext
 from auger.models.base import ModelClient
@@ -446,6 +446,7 @@ class Child:
         if same_root:  # the parent's hooks (snapshots, own files) and approvals are about this tree
             runtime.before_mutation = [_in_turn(hook, parent_turn) for hook in prt.before_mutation]
             runtime.after_mutation = [_in_turn(hook, parent_turn) for hook in prt.after_mutation]
+            runtime.after_call = [_result_in_turn(hook, parent_turn) for hook in prt.after_call]
             runtime.deletes_own = prt.deletes_own
             runtime.grants = prt.grants  # what the user approved for the session holds for its agents
             runtime.cwd = prt.cwd  # commands run where the session's do
@@ -542,6 +543,15 @@ def _in_turn(hook: MutationHook, turn_id: str) -> MutationHook:
 
     async def run(call: PlannedCall) -> None:
         await hook(dataclasses.replace(call, turn_id=turn_id))
+
+    return run
+
+
+def _result_in_turn(hook: ResultHook, turn_id: str) -> ResultHook:
+    """A parent's after-call hook (diagnostics), seeing a child's call as one of the spawning turn's."""
+
+    async def run(call: PlannedCall, result: ToolResult) -> None:
+        await hook(dataclasses.replace(call, turn_id=turn_id), result)
 
     return run
 

@@ -6,7 +6,8 @@
     → allow, deny, or grant-or-ask the user → `before_mutation` hooks → run (sandboxed)
     → if it was refused only for protected files, say so and ask → re-run with those files granted for
     this call alone → if the sandbox blocked it, ask → re-run outside → `after_tool` hooks (may rewrite
-    the output the model sees) → `after_mutation` hooks → redact the outcome's text (auger/secrets)
+    the output the model sees) → `after_mutation` hooks → `after_call` hooks (the diagnostics: what the
+    change introduced, appended to the result) → redact the outcome's text (auger/secrets)
 
 and returns a typed outcome: Ran (the tool ran; its result may still be an error the model reads),
 Failed (the call could not run: unknown tool — or one a toolset holds back, which says why — bad
@@ -33,7 +34,9 @@ shared by every runtime of the session and run for every call here (and for a ba
 requests, engine/backend_requests.py); a hook never gets
 around policy, because what it rewrites is checked after it.
 Mutation hooks are the engine's own async callables (snapshots for undo, the session's own files);
-they run only for calls that may change something (effect other than read-only).
+they run only for calls that may change something (effect other than read-only). `after_call` hooks see
+every call that ran, with its result, which they may add to (engine/code_intel.py: the errors a change
+introduced, and what a check that outlasted an earlier call found since).
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class PlannedCall:
 
 
 MutationHook = Callable[[PlannedCall], Awaitable[None]]
+ResultHook = Callable[[PlannedCall, ToolResult], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ class ToolRuntime:
         self.grants = Grants()
         self.before_mutation: list[MutationHook] = []
         self.after_mutation: list[MutationHook] = []
+        self.after_call: list[ResultHook] = []
         # (tool, args, classification) -> the call only deletes files this session created (engine/own_files.py)
         self.deletes_own: Callable[[str, dict[str, Any], Classification], bool] | None = None
         self.transcript: Transcript | None = None  # the caller's conversation, for tools that check provenance
@@ -227,6 +232,8 @@ class ToolRuntime:
             await self._after_tool(host, turn_id, call.call_id, spec.name, args, result)
             if mutates:
                 await _run_hooks(self.after_mutation, planned)
+            for hook in self.after_call:
+                await hook(planned, result)
             return Ran(result)
         except CallsAborted as exc:
             return Aborted(f"{exc} (at the approval of a call {call.name} made)")
@@ -288,6 +295,8 @@ class ToolRuntime:
             full = redactor.redact(result.full_output)
             result.full_output = full.text
             kinds = kinds | full.kinds  # the output is most often the full output's start: counted once
+        for problem in result.diagnostics:  # a language server's words, told in the output too: counted once
+            problem.message = redactor.redact(problem.message).text
         if kinds:
             count = sum(kinds.values())
             result.output += (f"\n[auger replaced {count} secret value{'s' if count > 1 else ''} with [secret:…] "

@@ -100,6 +100,7 @@ class ChangeTracker:
         self._record = record
         self._emit = emit
         self._before: dict[str, TurnSnapshot | None] = {}  # turn id -> its snapshot (None: it failed)
+        self._looked: dict[str, tuple[str, str]] = {}  # turn id -> (commit, tree) `changed_since` last compared with
         self._lock = asyncio.Lock()
         self._warm: asyncio.Task[None] | None = None
         self._needed = asyncio.Event()  # a change is about to be made: warm up now, not after the delay
@@ -164,11 +165,46 @@ class ChangeTracker:
         await self._record(turn_id, item)
         return item
 
+    async def changed_since(self, turn_id: str, wanted: Callable[[str], bool]) -> dict[str, bytes | None] | None:
+        """The `wanted` files changed since this was last asked in the turn (since the turn's snapshot, the
+        first time), with their content then (None: the file is new): what a command changed, for the
+        diagnostics of its change (engine/code_intel.py). Two listings against the snapshot index say whether
+        a wanted file may have changed; only then one snapshot more. None when the turn has no snapshot."""
+        from auger.changes.diff import changes
+        from auger.changes.snapshots import SnapshotError
+
+        before = self._before.get(turn_id)
+        if before is None:
+            return None
+        commit, _tree = self._looked.get(turn_id, (before.commit, before.tree))
+        try:
+            if not any(wanted(path) for path in await self.snapshots.touched()):
+                return {}
+        except (SnapshotError, OSError) as exc:
+            log.debug("what a call changed could not be listed: %s", exc)
+            return None
+        try:
+            async with self._lock:
+                now = await self.snapshots.snapshot(f"auger {self.session_id} turn {turn_id}: after a call")
+            found = await changes(self.snapshots, commit, now.commit, renames=False)
+            self._looked[turn_id] = (now.commit, now.tree)
+            if not found:
+                return {}
+            entries = await self.snapshots.entries(commit)
+            oids = {c.path: entries[c.path].oid for c in found
+                    if c.path in entries and c.kind != "added" and wanted(c.path)}
+            blobs = await self.snapshots.blobs(list(oids.values()))
+        except (SnapshotError, OSError) as exc:
+            log.debug("what a call changed could not be compared: %s", exc)
+            return None
+        return {c.path: blobs.get(oids[c.path]) if c.path in oids else None for c in found if wanted(c.path)}
+
     async def end_turn(self, turn_id: str) -> None:
         """Record and announce what the turn changed, if it snapshotted (call before turn_ended)."""
         from auger.changes.diff import diff_since, unrecorded_changes
         from auger.changes.snapshots import Snapshot, SnapshotError
 
+        self._looked.pop(turn_id, None)
         before = self._before.pop(turn_id, None)
         if before is None:
             return

@@ -215,7 +215,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         worker = Worker(options)
-        for line in worker.own.diagnostics:
+        for line in worker.own.warnings:
             print(f"auger worker: warning: {line}", file=sys.stderr)
         loop = asyncio.get_running_loop()
         signals = 0

@@ -40,6 +40,7 @@ _OUTSIDE: dict[type, frozenset[str]] = {
     ev.TurnEnded: frozenset({"message"}),
     ev.TurnDiff: frozenset({"diff"}),
     ev.ApprovalDetails: frozenset({"diff"}),
+    ev.Diagnostic: frozenset({"message"}),  # a language server's words about the project
     ev.ExitedReviewMode: frozenset({"error"}),
 }
 _SKIPPED = frozenset({"encrypted", "images", "digest"})  # opaque provider state, data URLs, HMACs
