@@ -25,7 +25,7 @@ from tests.support.lsp_servers import fake_server, lsp_table, servers_path
 from tests.support.mock_openai import Reply, ToolCall
 
 WAIT = "diagnostics_wait=180"  # real servers on a busy machine: their first analysis may take a while
-AUTO = ("mode=auto", "approve_all=true")
+AUTO = ("mode=auto", "approve_all=true", "diagnostics=true")
 
 SHAPES = "def area(w: int, h: int) -> int:\n    return w * h\n\n\nold_mistake = not_defined_anywhere\n"
 REPORT = "from shapes import area\n\nprint(area(2, 3))\nprint(undefined_before)\n"

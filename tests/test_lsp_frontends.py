@@ -72,7 +72,8 @@ def test_the_web_ui_shows_them_under_the_call(project, server, isolated_home, tm
     (isolated_home / "config.toml").write_text(CONFIG)
     (project / "app.py").write_text("x = 1\n")
     server.add(Reply(tool_calls=[BREAK]), Reply(text="done"))
-    proc, url, printed = start_process(project, isolated_home, server, tmp_path / "s.db", "--mode", "auto")
+    proc, url, printed = start_process(project, isolated_home, server, tmp_path / "s.db", "--mode", "auto",
+                                       "-c", "diagnostics=true")
     served = Served(url, pairing_link(printed), proc)
     try:
         with chromium_support.for_tests() as browser:

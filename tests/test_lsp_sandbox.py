@@ -61,7 +61,7 @@ def test_a_language_server_cannot_write_the_project_nor_reach_the_network(projec
 
     async def main() -> list[ev.Event]:
         session, store = await open_session(project, server, project.parent / "s.db", f"sandbox={kind}",
-                                            "mode=auto", "approve_all=true", "diagnostics_wait=60",
+                                            "mode=auto", "approve_all=true", "diagnostics=true", "diagnostics_wait=60",
                                             'egress_hosts={ "mirror.test" = "127.0.0.1" }',
                                             'egress_allow=["mirror.test"]', tables=tables)
         follow = Follow(session)

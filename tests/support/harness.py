@@ -22,7 +22,9 @@ from auger.store.sqlite import SqliteStore
 from tests.support.mock_openai import MockChatServer
 from tests.support.schema_check import check_envelope
 
-FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false"]
+# No background titles, quick retries, and no language servers after edits (a test of diagnostics turns them
+# on: starting a type checker costs a session seconds, which every other test would pay for nothing).
+FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false", "diagnostics=false"]
 
 
 @dataclass
