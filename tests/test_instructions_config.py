@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from auger.config import load_config
-from auger.engine.compact import SUMMARY_PROMPT
+from auger.engine.turn.compact import SUMMARY_PROMPT
 from auger.protocol import events as ev
 from auger.protocol.ops import Compact
 from tests.support.harness import auger_cli, run_session

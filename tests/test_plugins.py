@@ -163,7 +163,7 @@ def test_a_plugin_whose_tools_fail_to_open_is_a_warning(project, server):
 def test_a_plugin_toolset_whose_revision_moves_is_listed_again_before_the_next_request(project, server):
     import dataclasses
 
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.store.sqlite import SqliteStore

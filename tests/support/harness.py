@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auger.config import Config, home_dirs, load_config
-from auger.engine.sessions import SessionManager, run_prompt
+from auger.engine.session.sessions import SessionManager, run_prompt
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev

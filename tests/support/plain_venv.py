@@ -112,7 +112,7 @@ def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = build(tmp_path_factory.mktemp("plain-install") / "venv")
     present = [module for module, absent in modules_missing(python).items() if not absent]
     assert not present, f"the plain venv can import {present}: it is not a plain install"
-    core = subprocess.run([str(python), "-c", "import auger.frontends.cli, auger.engine.session, jsonschema, rich"],
+    core = subprocess.run([str(python), "-c", "import auger.frontends.cli, auger.engine.session.session, jsonschema, rich"],
                           capture_output=True, text=True, env=plain_env(), timeout=60)
     assert core.returncode == 0, core.stderr
     return python

@@ -51,8 +51,8 @@ from auger.store.postgres import PostgresStore
 
 if TYPE_CHECKING:
     from auger.config import Config
-    from auger.engine.session import Session
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.session import Session
+    from auger.engine.session.sessions import SessionManager
     from auger.models.base import ModelClient
 
 log = logging.getLogger("auger.fleet")
@@ -215,7 +215,7 @@ class Worker:
         """One attempt: a fresh session on a fresh checkout — or, for a parked task that was answered
         (`parked_diff` given), its session resumed on a checkout of the same base brought to where the
         parked attempt left it, continued with the answer."""
-        from auger.engine.sessions import SessionManager
+        from auger.engine.session.sessions import SessionManager
         from auger.engine.workspace import Workspace
         from auger.models.registry import ProviderError, client_for
 
@@ -337,7 +337,7 @@ class Worker:
         task: the turn stops without the request being withdrawn, and the task waits in the database,
         holding no worker, until someone answers it. Anything else unanswered that long (a sub-agent's
         question, the loop guard's, an MCP server's) is denied, by `timeout`."""
-        from auger.engine.sessions import run_prompt
+        from auger.engine.session.sessions import run_prompt
         from auger.models.registry import stored_cost
 
         final = ""

@@ -11,6 +11,6 @@
     tags.py         tree-sitter definitions and references by name (the `lsp` extra)
     repo_map.py     a ranked outline of the project within a token budget, cached and updated incrementally
 
-Nothing here is imported before a session first needs it (engine/code_intel.py), and no server starts
+Nothing here is imported before a session first needs it (engine/session/code_intel.py), and no server starts
 before a change or a code_nav call needs one.
 """

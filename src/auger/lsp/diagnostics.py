@@ -67,7 +67,7 @@ class Report:
 
 
 class ChangeDiagnostics:
-    """One session's diagnostics after changes (engine/code_intel.py calls it around mutating calls)."""
+    """One session's diagnostics after changes (engine/session/code_intel.py calls it around mutating calls)."""
 
     def __init__(self, servers: LanguageServers, project: Project, wait: float) -> None:
         self.servers = servers

@@ -38,7 +38,7 @@ from auger.lsp.files import Project
 MAX_FILE = 512 * 1024  # bytes: larger files are left out of the map
 MAX_FILES = 20_000
 CACHE_VERSION = 1
-BYTES_PER_TOKEN = 4  # as engine/tokens.py estimates
+BYTES_PER_TOKEN = 4  # as engine/turn/tokens.py estimates
 _NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _DAMPING, _ROUNDS, _SETTLED = 0.85, 40, 1e-6
 MIN_NAME = 3  # shorter names link nothing (loop variables, minified code)

@@ -402,7 +402,7 @@ class StructuredOutput(Event):
 
 @tag("entered_review_mode")
 class EnteredReviewMode(Event):
-    """This session reviews a change (engine/review.py): read-only, answering with structured findings;
+    """This session reviews a change (engine/agents/review.py): read-only, answering with structured findings;
     sent before the review's first turn."""
 
     target: str  # the change, described (`ReviewTarget.describe`): the uncommitted changes, a branch, a commit

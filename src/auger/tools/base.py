@@ -58,7 +58,7 @@ class ToolResult:
     metadata: dict[str, Any] = field(default_factory=dict)  # informational, for events and tests
     events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
     sandbox_denial: str | None = None  # why the sandbox blocked the command, when it did (the runtime may ask)
-    images: list[str] = field(default_factory=list)  # data URLs for the model, sent after the output (engine/turn.py)
+    images: list[str] = field(default_factory=list)  # data URLs for the model, sent after the output (turn/turn.py)
     # what the language servers found this call's change introduced (protocol Diagnostics; the output says it too)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
@@ -193,7 +193,7 @@ class ToolContext:
 class ToolCaller(Protocol):
     """The tools a call may run on its caller's behalf (run_code's program), each call going through the
     tool runtime's whole pipeline — hooks, policy, approval, sandbox, mutation hooks — announced as a child
-    of the calling call (engine/inner_calls.py)."""
+    of the calling call (engine/turn/inner_calls.py)."""
 
     def specs(self) -> Sequence[ToolSpec]:
         """The tools it may call (the caller's catalog, without the calling tool)."""

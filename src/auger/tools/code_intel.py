@@ -2,7 +2,7 @@
 `repo_map` (a ranked outline of the project within a token budget).
 
 Only the specs live here, terse because every schema rides on every request; what they do is lsp/'s,
-reached through the `CodeIntel` the session gives (engine/code_intel.py), which loads lsp/ at the first
+reached through the `CodeIntel` the session gives (engine/session/code_intel.py), which loads lsp/ at the first
 call. Both only read: allowed in plan mode, and parallel-safe.
 """
 

@@ -31,7 +31,7 @@ KINDS = {
     "shell": "execute", "update_plan": "think", "web_fetch": "fetch", "web_search": "search",
     "exec_command": "execute", "write_stdin": "execute", "run_code": "execute",
 }
-# Phrases of the turn's warnings that say why a reply stopped (engine/turn.py, models/*).
+# Phrases of the turn's warnings that say why a reply stopped (engine/turn/turn.py, models/*).
 MAX_TOKENS_WARNING = "cut off at its output token limit"
 REFUSAL_WARNING = "refused the request"
 CALL_CAP_ERROR = "max_model_calls_per_turn"
