@@ -9,17 +9,22 @@ import pytest
 
 from tests.support.mock_openai import MockChatServer
 from tests.support.plain_venv import plain_python  # noqa: F401  (session-scoped: a venv without the extras)
-from tests.support.schema_check import events_match_schema, pytest_terminal_summary  # noqa: F401
+from tests.support.schema_check import (  # noqa: F401
+    events_match_schema,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_testnodedown,
+)
 
 
 def pytest_configure(config) -> None:
     """The suite starts hundreds of `auger` processes. Where PYTHONDONTWRITEBYTECODE is set (CI images set
     it), each would compile every module it imports from the sources again (about 0.2 s apiece): compile
-    them once here, so every process reads the bytecode."""
+    them once here (in pytest-xdist's controller), so every process reads the bytecode."""
     import compileall
     import os
 
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not hasattr(config, "workerinput"):
         compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "src" / "auger"), quiet=1)
 
 

@@ -25,7 +25,7 @@ def test_request_wire_format(project, server):
     assert body["messages"][-1] == {"role": "user", "content": "hello"}
     names = {t["function"]["name"] for t in body["tools"]}
     assert names == {"shell", "exec_command", "write_stdin", "read_file", "write_file", "edit_file", "list_dir",
-                     "glob", "grep", "recall", "update_plan", "spawn_agent", "web_fetch"}
+                     "glob", "grep", "recall", "update_plan", "spawn_agent", "web_fetch", "code_nav", "repo_map"}
 
 
 def test_429_honours_retry_after(project, server):

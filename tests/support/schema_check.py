@@ -8,7 +8,8 @@ Two ways in, both of the real wire form rather than the Python objects:
   and `auger` subprocesses alike persisted — validates each envelope and checks that every session's
   sequence numbers run 1, 2, 3… without a gap or a repeat.
 
-`pytest_terminal_summary` reports how many envelopes of how many event types were validated.
+`pytest_terminal_summary` reports how many envelopes of how many event types were validated (with
+pytest-xdist, the workers' counts summed by `pytest_testnodedown`).
 """
 
 from __future__ import annotations
@@ -80,6 +81,18 @@ def events_match_schema(tmp_path: Path):
     yield
     for db in sorted(tmp_path.rglob("*.db")):
         check_database(db)
+
+
+def pytest_sessionfinish(session) -> None:
+    """Under pytest-xdist each worker hands its counts to the controller, which prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["schema_validated"] = dict(VALIDATED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    VALIDATED.update(getattr(node, "workeroutput", {}).get("schema_validated", {}))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
