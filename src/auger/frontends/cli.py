@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from auger.protocol.ops import UserTurn
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
+# How a goal run (`--until`, `--goal`) that did not pass ended: a limit it reached (refused: EXIT_REFUSED)
+EXIT_GOAL_MAX_TURNS, EXIT_GOAL_BUDGET, EXIT_GOAL_NO_PROGRESS = 4, 5, 6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -522,10 +524,15 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
     schema = read_schema(getattr(args, "output_schema", None))  # refused before any session opens
     output = RunOutput(schema, getattr(args, "output_last_message", None))
     images = _read_images(getattr(args, "image", None) or [])  # ...as are images that cannot be sent
+    until, goal, max_turns = (getattr(args, name, None) for name in ("until", "goal", "max_turns"))
+    if max_turns is not None and until is None and goal is None:
+        raise CliError("--max-turns is for a goal run: give --until CMD or --goal TEXT")
+    if max_turns is not None and max_turns < 1:
+        raise CliError(f"--max-turns must be at least 1, not {max_turns}")
     config, root = _session_config(args)
     return guard_store(lambda: asyncio.run(_headless(args, config, root, UserTurn(
-        prompt, images=images, skills=list(getattr(args, "skill", None) or []), output_schema=output.schema),
-        from_session, fork_before, output)))
+        prompt, images=images, skills=list(getattr(args, "skill", None) or []), output_schema=output.schema,
+        until=until, goal=goal, max_turns=max_turns), from_session, fork_before, output)))
 
 
 def _read_images(paths: list[str]) -> list[str]:
@@ -636,7 +643,7 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
             output.see(envelope)
 
         try:
-            ended = (await run_prompt(session, turn, on_envelope=on_envelope))[-1]
+            ended_turns = await run_prompt(session, turn, on_envelope=on_envelope)
         except StoreError as exc:  # nothing more could be stored, so nothing more shown; the session is shut
             store_failure = str(exc)
         loop.remove_signal_handler(signal.SIGINT)
@@ -652,6 +659,15 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
     summary = tally.summary(changes_known=config.snapshots)
     if summary:
         print(summary, file=sys.stderr)
+    goal = tally.goal
+    if goal is not None and goal.reason not in ("passed", "error", "cancelled"):  # ended by a limit
+        print(f"auger: {goal.message} (session {session.id[:8]})", file=sys.stderr)
+        return {"refused": EXIT_REFUSED, "max_turns": EXIT_GOAL_MAX_TURNS, "budget": EXIT_GOAL_BUDGET,
+                "no_progress": EXIT_GOAL_NO_PROGRESS}[goal.reason]
+    if not ended_turns:  # nothing ran, and no goal said why
+        print(f"auger: no turn ran (session {session.id[:8]})", file=sys.stderr)
+        return EXIT_FAILED
+    ended = ended_turns[-1]
     if ended.reason == "complete":
         if not written:
             return EXIT_FAILED
