@@ -4,8 +4,12 @@ never run is refused before any turn."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import pytest
+
+import auger
 from tests.support.harness import auger_cli, json_events
 from tests.support.mock_openai import Reply, ToolCall
 
@@ -98,3 +102,39 @@ def test_a_goal_in_words_is_judged_by_the_small_model_with_structured_output(pro
     assert checks == [(False, "no file was written"), (True, "notes.md exists")]
     usage = [(e["model"], e["purpose"]) for e in events if e["type"] == "token_usage"]
     assert usage.count(("mini", "goal_check")) == 2 and ("m", "turn") in usage
+
+
+def _api(project, server, **settings):
+    return {"cwd": project, "base_url": server.base_url, "model": "m", "config": {
+        "model_retry_base_delay": 0.01, "generate_titles": False}, **settings}
+
+
+def test_through_the_api_a_goal_command_needing_approval_is_asked_and_the_result_says_how_it_ended(project, server):
+    (project / "check_calc.py").write_text(TEST)
+    server.add(_write("return a + b"), Reply(text="Done."))
+    asked: list[str] = []
+
+    def approve(request) -> bool:
+        asked.append(request.details.subject)
+        return True
+
+    async def main():
+        async with auger.open(**_api(project, server, mode="safe", approve=approve)) as session:
+            return await session.run("make add work", until=CHECK)
+
+    result = asyncio.run(asyncio.wait_for(main(), 60))
+    assert any(CHECK in subject for subject in asked), asked  # safe mode asks for the goal command too
+    assert result.goal is not None and (result.goal.reason, result.goal.attempts) == ("passed", 1)
+    assert result.text == "Done." and result.reason == "complete"
+
+
+def test_through_the_api_a_goal_command_nobody_can_approve_is_refused_before_any_turn(project, server):
+    server.add(Reply(text="never asked"))
+
+    async def main():
+        async with auger.open(**_api(project, server, mode="safe")) as session:
+            return await session.run("make add work", until=CHECK, max_turns=3)
+
+    with pytest.raises(auger.Refused, match="needs approval"):
+        asyncio.run(asyncio.wait_for(main(), 60))
+    assert server.chat_requests == []
