@@ -102,6 +102,9 @@ def test_a_goal_in_words_is_judged_by_the_small_model_with_structured_output(pro
     assert checks == [(False, "no file was written"), (True, "notes.md exists")]
     usage = [(e["model"], e["purpose"]) for e in events if e["type"] == "token_usage"]
     assert usage.count(("mini", "goal_check")) == 2 and ("m", "turn") in usage
+    listed = auger_cli("sessions", "--cost", "--json", home=auger_home, cwd=project)
+    by_model = {row["model"]: row for row in json.loads(listed.stdout.splitlines()[0])["by_model"]}
+    assert set(by_model) == {"m", "mini"} and by_model["mini"]["output_tokens"] > 0  # each model's share, stored
 
 
 def _api(project, server, **settings):

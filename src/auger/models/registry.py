@@ -68,9 +68,17 @@ async def stored_cost(store, session_id: str, config: Config | None = None, *, i
     """A stored session's own cost so far, from its usage rows and today's prices; with `inherited`, the
     cost of what a fork took over from its source."""
     total: float | None = 0.0
-    for model, usage in await store.usage_by_model(session_id, inherited=inherited):
-        total = add_cost(total, model_info(model, config).cost(usage))
+    for _model, _usage, cost in await stored_cost_by_model(store, session_id, config, inherited=inherited):
+        total = add_cost(total, cost)
     return total
+
+
+async def stored_cost_by_model(store, session_id: str, config: Config | None = None, *, inherited: bool = False
+                               ) -> list[tuple[str, Usage, float | None]]:
+    """A stored session's usage and cost per model that made calls for it (its own, a fallback, the small
+    model of its titles and summaries, a sub-agent's), as `stored_cost` sums them."""
+    return [(model, usage, model_info(model, config).cost(usage))
+            for model, usage in await store.usage_by_model(session_id, inherited=inherited)]
 
 
 @dataclass(frozen=True)
