@@ -7,6 +7,8 @@ import asyncio
 import json
 import sqlite3
 
+import pytest
+
 from auger.engine.turn.compact import SUMMARY_PROMPT, keep_user_messages
 from auger.engine.turn.history import cap_output
 from auger.protocol import events as ev
@@ -65,11 +67,16 @@ def long_task_script():
     return replies
 
 
-def test_crossing_the_threshold_repeatedly_keeps_instructions_corrections_and_plan(project, server):
+@pytest.mark.parametrize("small", [None, "mini"], ids=["session-model", "small-model"])
+def test_crossing_the_threshold_repeatedly_keeps_instructions_corrections_and_plan(project, server, small):
     (project / "AGENTS.md").write_text("Project rule: codename ZEBRA-42; always use tabs.\n")
     script = Scripted(long_task_script())
     script.install(server)
-    run = run_session(project, server, "Build the report generator.", *CORRECTIONS, overrides=SMALL)
+    run = run_session(project, server, "Build the report generator.", *CORRECTIONS,
+                      overrides=(*SMALL, *([f"small_model={small}"] if small else [])))
+    summaries = [r.body["model"] for r in server.chat_requests if is_summary_request(r.body)]
+    assert summaries and set(summaries) == {small or "mock-model"}  # the small model summarises, when set
+    assert {u.model for u in run.of(ev.TokenUsage) if u.purpose == "compaction"} == {small or "mock-model"}
     compactions = run.of(ev.ContextCompacted)
     assert len(compactions) >= 3, [e.TYPE for e in run.events]
     assert all(c.reason == "auto" and c.items_archived > 0 and c.tokens_after < c.tokens_before for c in compactions)

@@ -702,3 +702,19 @@ def test_send_input_names_only_the_callers_children(project, server):
                      "y": [Reply(text="done y")]}).install(server)
     run_parent(project, server, "go")
     assert "no sub-agent 'nope' of yours" in tool_messages(routes.bodies("go")[-1])[-1]
+
+
+def test_explore_and_verify_run_on_the_small_model_unless_the_call_says_main(project, server):
+    routes = Routes({
+        "go": [Reply(tool_calls=[spawn("explore it", agent="explore"), spawn("verify it", agent="verify"),
+                                 spawn("explore on main", agent="explore", model="main"),
+                                 spawn("plain task")]),
+               Reply(text="done")],
+        "explore it": [Reply(text="found")], "verify it": [Reply(text="passes")],
+        "explore on main": [Reply(text="found too")], "plain task": [Reply(text="did it")],
+    }).install(server)
+    run = run_parent(project, server, "go", overrides=("small_model=mini",))
+    assert run.ended.reason == "complete", run.ended.message
+    models = {key: {body["model"] for body in routes.bodies(key)} for key in routes.routes}
+    assert models == {"go": {"mock-model"}, "explore it": {"mini"}, "verify it": {"mini"},
+                      "explore on main": {"mock-model"}, "plain task": {"mock-model"}}

@@ -26,8 +26,8 @@ from auger._errors import ApprovalFailed, ConfigError, Refused, SessionClosed, T
 from auger._types import Approver, Decision, Diff, Result, TurnChange, cautious
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
-    AgentMessage, ApprovalRequest, Event, ShutdownComplete, StructuredOutput, TokenUsage, TurnDiff, TurnEnded,
-    TurnStarted, TurnUndone, Usage, UserInputInjected, WarningEvent,
+    AgentMessage, ApprovalRequest, Event, GoalEnded, ShutdownComplete, StructuredOutput, TokenUsage, TurnDiff,
+    TurnEnded, TurnStarted, TurnUndone, Usage, UserInputInjected, WarningEvent,
 )
 from auger.protocol.ops import ApprovalDecision, Interrupt, Op, Redo, Undo, UserTurn
 from auger.protocol.vocab import ApprovalOption
@@ -92,15 +92,23 @@ class Session:
         return self._link.cwd
 
     def run(self, prompt: str, *, output_schema: Mapping[str, Any] | None = None,
-            images: Sequence[str] = ()) -> Run:
+            images: Sequence[str] = (), until: str | None = None, goal: str | None = None,
+            max_turns: int | None = None) -> Run:
         """Send a prompt; iterate the returned `Run` for its events, or await it for its `Result`.
 
         `output_schema` (a JSON Schema) holds the final answer to it: `Result.output` is the checked value.
         `images` are image files on this machine (read here and sent as data, also to a server) or `data:`
         URLs; one that cannot be sent is a `ConfigError`. Sent while another run's turn is running, the
-        prompt is injected into that turn before its next model call, and both runs end with it."""
+        prompt is injected into that turn before its next model call, and both runs end with it.
+
+        `until` (a shell command) and/or `goal` (a condition in words) make it a goal run: turns go on until
+        the command exits 0 in the session's sandbox (and the goal model says the goal is met), or a limit
+        — `max_turns` (default: goal_max_turns), the budget, two turns that changed nothing — ends it;
+        `Result.goal` says how it ended, `Result.text` is the last turn's reply. A goal command the session
+        could never run (refused by its policy, or needing an approval nobody can give) is `Refused`."""
         op = UserTurn(prompt, images=list(images),
-                      output_schema=dict(output_schema) if output_schema is not None else None)
+                      output_schema=dict(output_schema) if output_schema is not None else None,
+                      until=until, goal=goal, max_turns=max_turns)
         return Run(self, op)
 
     async def interrupt(self) -> None:
@@ -212,6 +220,9 @@ class Run:
         self._link = session._link
         self._seen: list[Envelope] = []
         self._ended: TurnEnded | None = None
+        self._goal_run = op.until is not None or op.goal is not None
+        self._goal: GoalEnded | None = None  # how the goal run ended, once it did
+        self._turns: list[str] = []  # the turns of this run (a goal run has one per attempt)
         self._done = False
         self._approval_failure: BaseException | None = None
         self._stream: AsyncGenerator[Envelope, None] | None = None
@@ -278,6 +289,14 @@ class Run:
             if isinstance(event, (TurnStarted, UserInputInjected)) and self.turn_id is None \
                     and envelope.submission_id == self.submission_id:
                 self.turn_id = event.turn_id
+                self._turns.append(event.turn_id)
+            elif isinstance(event, GoalEnded) and self._goal_run and envelope.submission_id == self.submission_id:
+                self._goal = event
+                if event.turn_id is None:  # refused before any turn
+                    await self._finish()
+            elif isinstance(event, TurnEnded) and event.turn_id == self.turn_id and self._goal_run \
+                    and self._goal is None:  # the goal run goes on with another turn
+                self.turn_id = None
             elif (isinstance(event, TurnEnded) and event.turn_id == self.turn_id) \
                     or isinstance(event, ShutdownComplete):
                 self._ended = event if isinstance(event, TurnEnded) else None
@@ -294,7 +313,10 @@ class Run:
             await self._stream.aclose()
 
     def _raise_if_broken(self) -> None:
-        """Raise what ended the run other than its turn's end: the approval callback, or the session closing."""
+        """Raise what ended the run other than its turn's end: the approval callback, a goal refused, or the
+        session closing."""
+        if self._goal is not None and self._goal.turn_id is None:
+            raise Refused(self._goal.message)
         if self._approval_failure is not None:
             raise ApprovalFailed(f"the approval callback raised {type(self._approval_failure).__name__}: "
                                  f"{self._approval_failure}; the turn was aborted",
@@ -304,11 +326,10 @@ class Run:
                                 "ended")
 
     def _result(self) -> Result:
+        turn_id = self.turn_id or (self._turns[-1] if self._turns else None)
         mine = [e.event for e in self._seen if e.parent_call_id is None and getattr(e.event, "turn_id", None)
-                == self.turn_id]
+                == turn_id]
         text, output, diff = "", None, TurnDiff("", [], "")
-        usage = Usage()
-        cost: float | None = 0.0  # no model call, no cost
         for event in mine:
             if isinstance(event, AgentMessage):
                 text = event.text
@@ -316,14 +337,27 @@ class Run:
                 output = event.value
             elif isinstance(event, TurnDiff):
                 diff = event
-            elif isinstance(event, TokenUsage):  # cumulative over the turn, sub-agents' calls included
-                usage, cost = event.turn, event.turn_cost
+        usage, cost = self._usage()
         ended = self._ended
         return Result(session_id=self._session.id, turn_id=self.turn_id or "",
                       reason=str(ended.reason) if ended is not None else "cancelled",
                       message=ended.message if ended is not None else None, text=text, output=output,
                       diff=diff.diff, files=list(diff.files), usage=usage, cost=cost,
-                      events=[e.event for e in self._seen])
+                      events=[e.event for e in self._seen], goal=self._goal)
+
+    def _usage(self) -> tuple[Usage, float | None]:
+        """The run's usage and cost: each of its turns' last token_usage (cumulative over its turn, sub-agents'
+        calls included), summed over the turns (a goal run has several)."""
+        last: dict[str, TokenUsage] = {}
+        for e in self._seen:
+            if e.parent_call_id is None and isinstance(e.event, TokenUsage) and e.event.turn_id in self._turns:
+                last[e.event.turn_id] = e.event
+        usage = Usage()
+        cost: float | None = 0.0  # no model call, no cost
+        for event in last.values():
+            usage = usage + event.turn
+            cost = None if cost is None or event.turn_cost is None else cost + event.turn_cost
+        return usage, cost
 
 
 class Opening:

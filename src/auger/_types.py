@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal
 
-from auger.protocol.events import ApprovalRequest, Event, Usage
+from auger.protocol.events import ApprovalRequest, Event, GoalEnded, Usage
 from auger.protocol.items import ChangedFile
 
 __all__ = ["Approver", "Decision", "Diff", "Result", "Task", "TurnChange"]
@@ -88,6 +88,7 @@ class Result:
     usage: Usage
     cost: float | None
     events: list[Event] = field(repr=False)
+    goal: GoalEnded | None = None  # how a goal run (`run(until=…, goal=…)`) ended: reason, attempts, message
 
 
 @dataclass(frozen=True)

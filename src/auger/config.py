@@ -33,6 +33,18 @@ class Config:
     agents_max_depth: int = 2  # sub-agents may start sub-agents this many levels deep
     agents_max_concurrent: int = 4  # sub-agents running at once per level of a session; more wait their turn
     agents_max_per_turn: int = 16  # sub-agents one turn (of the session or of an agent) may start
+    # Models a call goes on with when the provider fails in a way no retry mends (engine/turn/fallback.py):
+    # "provider:model" (or a model of the session's provider), in order; a model's own `fallback` in its
+    # [providers.NAME.models.MODEL] table wins. `fallback_cooldown`: seconds after a switch before the first
+    # model is tried again (0: the session stays on the fallback).
+    fallback: list[str] = field(default_factory=list)
+    fallback_cooldown: float = 0.0
+    # The small jobs' model (titles, compaction summaries, the goal checker, `model: small` sub-agents) where the
+    # session's provider names none in its table (`small_model` in [providers.NAME]): "provider:model" or a model
+    # of the session's provider. None: they run on the session's model.
+    small_model: str | None = None
+    goal_model: str | None = None  # the model that judges a goal in words (--goal); None: the small model
+    goal_max_turns: int = 10  # a goal run's most turns unless it names its own (--max-turns)
     model_max_attempts: int = 5
     model_retry_base_delay: float = 1.0
     model_retry_max_delay: float = 60.0

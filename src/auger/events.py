@@ -18,21 +18,24 @@ gives each event in its `Envelope` (seq, submission id, the spawn call of a sub-
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
     AgentMessage, ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ContextCompacted, Diagnostic,
-    ElicitationForm, EnteredReviewMode, Event, ExitedReviewMode, ItemEnded, ItemStarted, LoopDetected, MessageDelta,
-    ModeChanged, ModelChanged,
+    ElicitationForm, EnteredReviewMode, Event, ExitedReviewMode, GoalChecked, GoalEnded, ItemEnded, ItemStarted,
+    LoopDetected, MessageDelta, ModeChanged, ModelChanged, ModelSwitched,
     PendingChanged, PlanStep, PlanUpdated, RateLimits, RateLimitWindow, ReasoningDelta, Retrying, RolledBack,
     SecretRedacted, SessionConfigured, SessionTitle, ShutdownComplete, StructuredOutput, TokenUsage, ToolCallEnded,
     ToolCallStarted, ToolOutputDelta, TurnContextChanged, TurnDiff, TurnEnded, TurnStarted, TurnUndone, Usage,
     UserInputInjected, WarningEvent,
 )
 from auger.protocol.items import ChangedFile
-from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, Severity, TurnEndReason
+from auger.protocol.vocab import (
+    ApprovalOption, Effect, GoalEndReason, Mode, PlanStatus, Refusal, Severity, TurnEndReason,
+)
 
 __all__ = [
     "AgentMessage", "ApprovalDetails", "ApprovalOption", "ApprovalRequest", "ApprovalResolved", "BackendChanged",
     "ChangedFile", "ContextCompacted", "Diagnostic", "Effect", "ElicitationForm", "EnteredReviewMode", "Envelope",
-    "Event", "ExitedReviewMode", "ItemEnded", "ItemStarted",
-    "LoopDetected", "MessageDelta", "Mode", "ModeChanged", "ModelChanged", "PendingChanged", "PlanStatus",
+    "Event", "ExitedReviewMode", "GoalChecked", "GoalEndReason", "GoalEnded", "ItemEnded", "ItemStarted",
+    "LoopDetected", "MessageDelta", "Mode", "ModeChanged", "ModelChanged", "ModelSwitched", "PendingChanged",
+    "PlanStatus",
     "PlanStep", "PlanUpdated", "RateLimitWindow", "RateLimits", "ReasoningDelta", "Refusal", "Retrying",
     "RolledBack", "SecretRedacted", "SessionConfigured", "SessionTitle", "Severity", "ShutdownComplete",
     "StructuredOutput", "TokenUsage",

@@ -8,13 +8,16 @@ Markdown files with front matter, the body being the agent's instructions:
     name: reviewer
     description: Reviews a diff for bugs
     tools: read_file, grep, glob, shell      # allow-list; omitted: every tool of the parent
-    model: gpt-5-mini                        # optional, with `provider`
+    model: gpt-5-mini                        # optional, with `provider`; or `small` / `main` (see below)
     mode: plan                               # optional: plan | safe | auto (can only narrow)
     max_model_calls: 30
     code_mode: true                          # optional: it may also run Python programs calling its tools
     ---
     You review ...
 
+`model: small` runs the agent on the session's small model (`small_model`, where one is configured; the
+session's model otherwise), `model: main` on the session's model; `explore` and `verify` run on the small
+model unless the definition or the `spawn_agent` call (`model`) says otherwise. Definitions are
 read from `<config_dir>/agents/*.md` (the user's), `<project>/.claude/agents/*.md` and
 `<project>/.auger/agents/*.md` (later places win on a name clash). Claude's tool names (Read, Grep,
 Glob, Bash, Edit, Write, ...) are mapped to auger's. A project's files come with the repository,
@@ -35,6 +38,8 @@ from auger.policy.fs import RootHandle, read_beneath
 from auger.secrets.protected import refused_beneath
 
 DEFAULT_MAX_MODEL_CALLS = 30
+SMALL = "small"  # `model: small`: the session's small model (`small_model`; the session's own where none is set)
+MAIN = "main"  # `model: main`: the session's model (as when no model is named)
 MAX_FILE_BYTES = 256 * 1024
 MODES_STRICTEST_FIRST = ("plan", "safe", "auto")
 _READ_TOOLS = ("read_file", "list_dir", "glob", "grep", "recall", "web_fetch", "web_search")
@@ -70,7 +75,7 @@ BUILTINS = (
     AgentDef("explore", "Read-only search of the code base; answers a question with file paths and a summary.",
              "You are an exploration agent. Search and read the code to answer the request. Change nothing. "
              "Answer with a concise summary naming the files (and line numbers) that matter.",
-             tools=_READ_TOOLS, mode="plan"),
+             tools=_READ_TOOLS, mode="plan", model=SMALL),
     AgentDef("plan", "Read-only; studies the code and returns a step-by-step implementation plan.",
              "You are a planning agent. Read what you need, change nothing, and answer with a numbered, "
              "concrete plan: files to change, what to change in each, and how to check the result.",
@@ -81,7 +86,7 @@ BUILTINS = (
     AgentDef("verify", "Runs the tests and checks and reports failures; never edits files.",
              "You are a verification agent. Run the relevant tests, linters and checks, read what you need, "
              "and do not modify any file. Answer with what passed, what failed and the likely causes.",
-             tools=(*_READ_TOOLS, "shell")),
+             tools=(*_READ_TOOLS, "shell"), model=SMALL),
 )
 
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from auger.protocol.ops import UserTurn
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_CANCELLED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
+# How a goal run (`--until`, `--goal`) that did not pass ended: a limit it reached (refused: EXIT_REFUSED)
+EXIT_GOAL_MAX_TURNS, EXIT_GOAL_BUDGET, EXIT_GOAL_NO_PROGRESS = 4, 5, 6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +159,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_sessions.add_argument("--json", action="store_true", help="print JSON")
     p_sessions.add_argument("-n", "--limit", type=int, default=30)
     p_sessions.add_argument("--tree", action="store_true", help="show each session's sub-agents under it")
+    p_sessions.add_argument("--cost", action="store_true",
+                            help="show each session's tokens and cost per model (its own, fallbacks, the small model)")
     store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
@@ -318,7 +322,7 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     config = load_cli_config(args)
 
     async def fetch():
-        from auger.models.registry import stored_cost
+        from auger.models.registry import stored_cost, stored_cost_by_model
 
         store = open_store(config)
         try:
@@ -326,16 +330,20 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
             tree = await sub_agent_tree(store) if args.tree else {}
             costs = {s.id: (await stored_cost(store, s.id, config),
                             await stored_cost(store, s.id, config, inherited=True)) for s in sessions}
-            return sessions, costs, tree
+            per_model = {s.id: await stored_cost_by_model(store, s.id, config) for s in sessions} if args.cost else {}
+            return sessions, costs, tree, per_model
         finally:
             await store.aclose()
 
-    sessions, costs, tree = guard_store(lambda: asyncio.run(fetch()))
+    sessions, costs, tree, per_model = guard_store(lambda: asyncio.run(fetch()))
     if args.json:
         for s in sessions:
             row = {"id": s.id, "title": s.title, "updated": s.updated, "created": s.created, "cwd": s.cwd,
                    "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id][0],
                    "inherited_cost_usd": costs[s.id][1]}
+            if args.cost:
+                row["by_model"] = [{"model": m, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                                    "cost_usd": c} for m, u, c in per_model[s.id]]
             print(json.dumps({**row, "children": tree_json(tree, s.id)} if args.tree else row))
         return EXIT_OK
     if not sessions:
@@ -356,6 +364,9 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         own, inherited = costs[s.id]
         print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {money(own):>9} "
                         f"{money(inherited) if inherited != 0 else '-':>9} {title[:40]:<40} {s.cwd}"))
+        for model, usage, cost in per_model.get(s.id, ()):
+            print(printable(f"{'':<10} {'':<16} {model[:20]:<20} {money(cost):>9}   {usage.input_tokens:,} in, "
+                            f"{usage.output_tokens:,} out"))
         for line in tree_lines(tree, s.id):
             print(printable(line))
     return EXIT_OK
@@ -522,10 +533,15 @@ def _run_headless(args: argparse.Namespace, prompt: str, from_session: str | Non
     schema = read_schema(getattr(args, "output_schema", None))  # refused before any session opens
     output = RunOutput(schema, getattr(args, "output_last_message", None))
     images = _read_images(getattr(args, "image", None) or [])  # ...as are images that cannot be sent
+    until, goal, max_turns = (getattr(args, name, None) for name in ("until", "goal", "max_turns"))
+    if max_turns is not None and until is None and goal is None:
+        raise CliError("--max-turns is for a goal run: give --until CMD or --goal TEXT")
+    if max_turns is not None and max_turns < 1:
+        raise CliError(f"--max-turns must be at least 1, not {max_turns}")
     config, root = _session_config(args)
     return guard_store(lambda: asyncio.run(_headless(args, config, root, UserTurn(
-        prompt, images=images, skills=list(getattr(args, "skill", None) or []), output_schema=output.schema),
-        from_session, fork_before, output)))
+        prompt, images=images, skills=list(getattr(args, "skill", None) or []), output_schema=output.schema,
+        until=until, goal=goal, max_turns=max_turns), from_session, fork_before, output)))
 
 
 def _read_images(paths: list[str]) -> list[str]:
@@ -636,7 +652,7 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
             output.see(envelope)
 
         try:
-            ended = (await run_prompt(session, turn, on_envelope=on_envelope))[-1]
+            ended_turns = await run_prompt(session, turn, on_envelope=on_envelope)
         except StoreError as exc:  # nothing more could be stored, so nothing more shown; the session is shut
             store_failure = str(exc)
         loop.remove_signal_handler(signal.SIGINT)
@@ -652,6 +668,15 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
     summary = tally.summary(changes_known=config.snapshots)
     if summary:
         print(summary, file=sys.stderr)
+    goal = tally.goal
+    if goal is not None and goal.reason not in ("passed", "error", "cancelled"):  # ended by a limit
+        print(f"auger: {goal.message} (session {session.id[:8]})", file=sys.stderr)
+        return {"refused": EXIT_REFUSED, "max_turns": EXIT_GOAL_MAX_TURNS, "budget": EXIT_GOAL_BUDGET,
+                "no_progress": EXIT_GOAL_NO_PROGRESS}[goal.reason]
+    if not ended_turns:  # nothing ran, and no goal said why
+        print(f"auger: no turn ran (session {session.id[:8]})", file=sys.stderr)
+        return EXIT_FAILED
+    ended = ended_turns[-1]
     if ended.reason == "complete":
         if not written:
             return EXIT_FAILED

@@ -76,6 +76,14 @@ class PlainRenderer:
             self._tell("redacted", event.describe())
         elif isinstance(event, ev.LoopDetected):
             self._tell("warning", f"{event.tool} repeated {event.repeats}x")
+        elif isinstance(event, ev.GoalChecked):  # progress; how the run ended is told at its end
+            if self.live:
+                how = "passed" if event.passed else "failed" + (
+                    f" (exit {event.exit_code})" if event.exit_code is not None else "")
+                self._say(f"◎ goal check {event.attempt}/{event.max_turns} {how}"
+                          + (f": {event.reason}" if event.reason else ""), "32" if event.passed else "33")
+        elif isinstance(event, ev.ModelSwitched) and self.live:  # its warning line says it everywhere
+            self._say(f"⇄ {event.from_} → {event.to}: {event.reason}", "33")
 
     def _tell(self, kind: str, text: str) -> None:
         """A line that must be seen: marked and coloured on a terminal, `auger: KIND: …` elsewhere."""
@@ -97,9 +105,12 @@ class RunTally:
     refused: list[Refusal] = field(default_factory=list)
     changed: bool = False
     mode: str = ""
+    goal: ev.GoalEnded | None = None  # how a goal run ended (`--until`, `--goal`)
 
     def see(self, event: ev.Event) -> None:
-        if isinstance(event, ev.SessionConfigured):
+        if isinstance(event, ev.GoalEnded):
+            self.goal = event
+        elif isinstance(event, ev.SessionConfigured):
             self.mode = str(event.mode)
         elif isinstance(event, ev.ToolCallEnded) and event.denied is not None:
             self.refused.append(event.denied)

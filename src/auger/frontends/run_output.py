@@ -25,6 +25,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                              "on stdout; a `structured_output` event with --json); one repair, then exit 1")
     parser.add_argument("-o", "--output-last-message", metavar="FILE",
                         help="also write the final message to FILE")
+    parser.add_argument("--until", metavar="CMD",
+                        help="a goal run: after each turn run CMD (in the sandbox, under the mode and policy); "
+                             "exit 0 ends the run, otherwise its output is the next prompt")
+    parser.add_argument("--goal", metavar="TEXT",
+                        help="a goal in words the goal model (goal_model, else small_model) judges after each turn "
+                             "(after --until passed, when both are given)")
+    parser.add_argument("--max-turns", type=int, metavar="N",
+                        help="a goal run's most turns (default: goal_max_turns, 10); exit 4 when reached")
 
 
 def read_schema(path: str | None) -> dict[str, Any] | None:

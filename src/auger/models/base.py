@@ -154,8 +154,12 @@ class ImageRejected(ModelError):
 
 
 class ModelClient(Protocol):
-    provider: str
-    model: str
+    @property
+    def provider(self) -> str:
+        """The provider's name (`[providers.NAME]`, or a built-in one)."""
+
+    @property
+    def model(self) -> str: ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one reply. Raises ModelError on failure (possibly after yielding events)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypedDict
 
 from auger.models.base import ModelClient
 from auger.protocol.events import Usage
@@ -44,6 +44,9 @@ class ModelInfo:
     supports_images: bool = True
     reasoning_efforts: tuple[str, ...] = ()  # what the API accepts as reasoning effort; () = not known
     known: bool = True  # False: defaults for a model nobody described
+    # "provider:model" entries a call goes on with when this model's provider fails (engine/turn/fallback.py);
+    # () = the configured `fallback`
+    fallback: tuple[str, ...] = ()
 
     def cost(self, usage: Usage) -> float | None:
         """Money for one call's usage, or None when a needed price is unknown (never a silent zero)."""
@@ -65,9 +68,17 @@ async def stored_cost(store, session_id: str, config: Config | None = None, *, i
     """A stored session's own cost so far, from its usage rows and today's prices; with `inherited`, the
     cost of what a fork took over from its source."""
     total: float | None = 0.0
-    for model, usage in await store.usage_by_model(session_id, inherited=inherited):
-        total = add_cost(total, model_info(model, config).cost(usage))
+    for _model, _usage, cost in await stored_cost_by_model(store, session_id, config, inherited=inherited):
+        total = add_cost(total, cost)
     return total
+
+
+async def stored_cost_by_model(store, session_id: str, config: Config | None = None, *, inherited: bool = False
+                               ) -> list[tuple[str, Usage, float | None]]:
+    """A stored session's usage and cost per model that made calls for it (its own, a fallback, the small
+    model of its titles and summaries, a sub-agent's), as `stored_cost` sums them."""
+    return [(model, usage, model_info(model, config).cost(usage))
+            for model, usage in await store.usage_by_model(session_id, inherited=inherited)]
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,9 @@ class Provider:
     # for a server that answers 400 to it (the schema is then asked for in words and checked all the same).
     # The Anthropic wire has no such parameter: it always asks in words.
     structured_output: bool = True
+    # A cheaper model of this provider for the small jobs: titles, compaction summaries, the goal checker, review
+    # triage (`review_model = "small"`), and the sub-agents that ask for it (`model: small`). None: the session's.
+    small_model: str | None = None
 
 
 # Known models; anything else gets ModelInfo defaults (override with model_context_window or config).
@@ -133,10 +147,10 @@ BUILTIN: dict[str, Provider] = {p.name: p for p in (
 )}
 
 _PROVIDER_KEYS = {"extends", "wire", "base_url", "key_env", "default_model", "label", "key_required", "disabled",
-                  "models", "structured_output"}
+                  "models", "structured_output", "small_model"}
 _MODEL_KEYS = {"context_window": int, "max_output_tokens": int, "input_price": float, "cached_input_price": float,
                "output_price": float, "supports_tools": bool, "supports_parallel_tools": bool,
-               "supports_images": bool, "reasoning_efforts": tuple}
+               "supports_images": bool, "reasoning_efforts": tuple, "fallback": tuple}
 
 
 class ProviderRegistry:
@@ -228,7 +242,7 @@ def _parse_provider(name: str, entry: Any, known: Mapping[str, Provider], where:
         raise ValueError(f"a new provider needs 'wire' ({', '.join(WIRES)}) or 'extends'")
     values: dict[str, Any] = {}
     for key, kind in (("wire", str), ("base_url", str), ("key_env", str), ("default_model", str), ("label", str),
-                      ("key_required", bool), ("disabled", bool), ("structured_output", bool)):
+                      ("key_required", bool), ("disabled", bool), ("structured_output", bool), ("small_model", str)):
         if key in entry:
             value = entry[key]
             if not isinstance(value, kind):
@@ -260,7 +274,7 @@ def _parse_models(raw: Any, where: str, diagnostics: list[str]) -> dict[str, Mod
         fields: dict[str, Any] = {}
         for key, value in spec.items():
             kind = _MODEL_KEYS.get(key)
-            if kind is tuple:  # a list of names, e.g. reasoning_efforts = ["none", "low", "high"]
+            if kind is tuple:  # a list of names: reasoning_efforts = ["none", "low", "high"], fallback = [...]
                 ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             else:
                 ok = kind is not None and isinstance(value, (int, float) if kind is float else kind) and not (
@@ -309,6 +323,26 @@ def effort_problem(config: Config) -> str | None:
         return (f"model_reasoning_effort {effort!r} is not a known effort ({', '.join(KNOWN_EFFORTS)}); "
                 "it is sent anyway")
     return None
+
+
+def small_model(config: Config, provider: str) -> tuple[str, str] | None:
+    """(provider, model) of the small model for a session on `provider`: the provider's own `small_model`, else
+    the configured `small_model` ("provider:model", or a model of `provider`); None when neither is set."""
+    registry = registry_for(config)
+    own = registry.providers.get(provider)
+    if own is not None and own.small_model:
+        return provider, own.small_model
+    return parse_model_ref(config.small_model or "", provider, list(registry.providers))
+
+
+def parse_model_ref(text: str, provider: str, known: Sequence[str]) -> tuple[str, str] | None:
+    """(provider, model) a setting names: `provider:model` (a known provider's name before the first colon), or
+    a model of `provider` (an Ollama name like `qwen2.5-coder:14b` keeps its colon); None for an empty one."""
+    text = text.strip()
+    head, sep, tail = text.partition(":")
+    if sep and head in known and tail.strip():
+        return head, tail.strip()
+    return (provider, text) if text else None
 
 
 def resolve_provider(name: str, base_url: str | None = None, key_env: str | None = None,

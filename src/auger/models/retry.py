@@ -68,11 +68,14 @@ async def stream_with_retry(
     policy: RetryPolicy,
     on_event: Callable[[StreamEvent], Awaitable[None] | None],
     on_retry: Callable[[int, float, ModelError], Awaitable[None] | None],
+    give_up: Callable[[ModelError], bool] | None = None,
 ) -> None:
     """Run one reply to completion, retrying retryable failures within the policy.
 
     `on_retry(attempt, delay, error)` is called before each wait; the caller must
-    drop what it collected from the failed attempt. The last error is raised.
+    drop what it collected from the failed attempt. The last error is raised, and so is
+    at once one that `give_up` says waiting will not mend (an overloaded provider, when
+    another model can take the call: engine/turn/fallback.py).
     """
     attempt = 0
     while True:
@@ -84,7 +87,7 @@ async def stream_with_retry(
                     await result
             return
         except ModelError as exc:
-            if not exc.retryable or attempt >= policy.max_attempts:
+            if not exc.retryable or attempt >= policy.max_attempts or (give_up is not None and give_up(exc)):
                 raise
             delay = policy.delay(attempt, exc.retry_after, exc.reset_after)
             result = on_retry(attempt, delay, exc)

@@ -26,7 +26,7 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.TYPE}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]  # every tagged subclass is a dataclass
-            out[f.name] = _dump(getattr(self, f.name))
+            out[json_name(f)] = _dump(getattr(self, f.name))
         return out
 
     @classmethod
@@ -70,13 +70,19 @@ def tag(name: str) -> Callable[[type[T]], type[T]]:
     return wrap
 
 
+def json_name(f: dataclasses.Field[Any]) -> str:
+    """A field's key in the JSON form: its name, or the one its metadata gives (`field(metadata={"json":
+    "from"})`) where the JSON word is a Python keyword."""
+    return str(f.metadata.get("json", f.name))
+
+
 def _dump(value: Any) -> Any:
     if isinstance(value, Record):
         return value.to_json()
     if isinstance(value, enum.Enum):
         return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {json_name(f): _dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
         return [_dump(v) for v in value]
     if isinstance(value, dict):
@@ -100,8 +106,9 @@ def load(cls: type, data: dict[str, Any]) -> Any:
     hints = field_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _coerce(hints.get(f.name, Any), data[f.name])
+        key = json_name(f)
+        if key in data:
+            kwargs[f.name] = _coerce(hints.get(f.name, Any), data[key])
     return cls(**kwargs)
 
 

@@ -7,7 +7,9 @@ from typing import Any
 
 from auger.protocol._data import Record, family, tag
 from auger.protocol.items import ChangedFile
-from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, Severity, TurnEndReason
+from auger.protocol.vocab import (
+    ApprovalOption, Effect, GoalEndReason, Mode, PlanStatus, Refusal, Severity, TurnEndReason,
+)
 
 PROTOCOL_VERSION = 1  # bumped when an event, op or item changes incompatibly; sent in session_configured
 
@@ -211,6 +213,23 @@ class TokenUsage(Event):
     model: str = ""  # the model that made this call (a sub-agent's may differ from the session's)
     duration_ms: int = 0  # how long the call took, retries included (its span ends when this event is sent)
     finish_reason: str = ""  # why the reply ended: stop, tool_calls, length, content_filter
+    # what the call was for: "turn" (the model's reply), "compaction" (a hand-off summary), "title", "goal_check"
+    # (the checker model judging a goal in words); the small jobs run on the small model where one is set
+    purpose: str = "turn"
+
+
+@tag("model_switched")
+class ModelSwitched(Event):
+    """The session goes on with another model of its fallback chain (`fallback`): the one it used failed in a
+    way no retry mends — overloaded, out of quota, its key refused, or still failing after the retry policy —
+    or, after the cool-down, the first one is used again. The same conversation goes to the new model (each
+    wire sends it in its own format); nothing of the reply that failed was kept, nothing is sent twice. `from`
+    and `to` are `provider:model`."""
+
+    from_: str = field(metadata={"json": "from"})
+    to: str
+    reason: str
+    turn_id: str | None = None
 
 
 @tag("context_compacted")
@@ -417,6 +436,33 @@ class ExitedReviewMode(Event):
     verdict: str | None = None  # "correct" | "needs changes"; None when no valid review came
     findings: int = 0
     error: str | None = None
+
+
+@tag("goal_checked")
+class GoalChecked(Event):
+    """A goal run's check after one of its turns (`user_turn` with `until` and/or `goal`): the command ran in the
+    session's sandbox under its mode and policy (`exit_code`; `output` is its output's tail, which the model
+    reads next when the check fails), and/or the checker model judged the goal in words (`reason`). `attempt`
+    counts the turns so far (1 after the first); `passed` ends the run."""
+
+    turn_id: str
+    attempt: int
+    passed: bool
+    output: str
+    max_turns: int = 0
+    exit_code: int | None = None  # the goal command's; None: no command, or it did not run
+    reason: str | None = None  # the checker model's reason (a goal in words), when it was asked
+
+
+@tag("goal_ended")
+class GoalEnded(Event):
+    """A goal run is over, and why (before the turn_ended of its last turn; alone, with no turn, when the goal
+    command was refused before any turn ran). `attempts` is the number of turns it ran."""
+
+    reason: GoalEndReason
+    attempts: int
+    message: str
+    turn_id: str | None = None
 
 
 @tag("turn_ended")

@@ -22,6 +22,12 @@ class UserTurn(Op):
     # A JSON Schema the turn's final answer must be valid against (engine/turn/structured_output.py): the value
     # comes as a structured_output event; an answer still invalid after one repair ends the turn in error.
     output_schema: dict[str, Any] | None = None
+    # A goal run (engine/turn/goal.py): after each turn `until` (a shell command) runs in the session's sandbox
+    # under its mode and policy — exit 0 ends the run, otherwise its output is the next prompt — and/or the
+    # checker model judges `goal` (a condition in words); at most `max_turns` turns (default: goal_max_turns).
+    until: str | None = None
+    goal: str | None = None
+    max_turns: int | None = None
 
 
 @tag("interrupt")

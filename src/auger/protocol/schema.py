@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Any
 
-from auger.protocol._data import Record, field_hints
+from auger.protocol._data import Record, field_hints, json_name
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import PROTOCOL_VERSION, Event
 from auger.protocol.items import Item
@@ -86,9 +86,9 @@ def _fields(cls: type, defs: dict[str, Any], skip: frozenset[str] = frozenset())
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        properties[f.name] = _type(hints[f.name], defs)
+        properties[json_name(f)] = _type(hints[f.name], defs)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
+            required.append(json_name(f))
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 

@@ -36,6 +36,18 @@ class TurnEndReason(StrEnum):
     ERROR = "error"
 
 
+class GoalEndReason(StrEnum):
+    """Why a goal run (`user_turn` with `until` or `goal`) stopped: its check passed, or a limit ended it."""
+
+    PASSED = "passed"  # the command exited 0 and the checker model (if asked) said the goal is met
+    MAX_TURNS = "max_turns"  # it ran its most turns (`max_turns`) without passing
+    BUDGET = "budget"  # the session's token or cost budget is used up
+    NO_PROGRESS = "no_progress"  # two turns in a row changed nothing
+    ERROR = "error"  # a turn failed (its turn_ended says why)
+    CANCELLED = "cancelled"  # the user (or a signal) stopped it
+    REFUSED = "refused"  # the goal command may not run here (policy, or nobody to approve it); no turn ran
+
+
 class ApprovalOption(StrEnum):
     """The answers an approval request may offer; each request lists the ones that apply."""
 

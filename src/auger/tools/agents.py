@@ -106,6 +106,9 @@ def agent_toolset(control: Callable[[], AgentControl], available: str) -> Static
                      "prompt": {"type": "string", "description": "the whole task"},
                      "agent": {"type": "string", "description": "default: task"},
                      "background": {"type": "boolean"},
+                     "model": {"type": "string", "enum": ["small", "main"],
+                               "description": "small: the session's cheaper model (the default of explore and "
+                                              "verify); main: the session's model"},
                      "isolation": {"type": "string", "enum": ["none", "worktree"],
                                    "description": "worktree: work in a git worktree of its own"}},
                   "required": ["prompt"]},

@@ -16,7 +16,7 @@ Why it is built this way:
   `exited_review_mode` (the verdict and the number of findings, or the error) before it shuts down, so
   any front end following it can tell the review apart from a conversation.
 * The model is `review_model` when configured (a reviewer may be another, stronger or cheaper model than
-  the one that wrote the change), else the session's: `review_client`.
+  the one that wrote the change; `small` is the provider's small model), else the session's: `review_client`.
 """
 
 from __future__ import annotations
@@ -223,10 +223,17 @@ def repair_prompt(error: str) -> str:
 
 
 def review_client(config: Config, env: Mapping[str, str] | None = None) -> ModelClient:
-    """The client a review runs with: `review_model` on the configured provider, else the configured model."""
-    from auger.models.registry import client_for
+    """The client a review runs with: `review_model` on the configured provider — `small` for the provider's
+    small model (a first triage of a large change costs little there), `main` for the configured one — else
+    the configured model."""
+    from auger.context.agents import MAIN, SMALL
+    from auger.models.registry import client_for, small_model
 
-    if config.review_model:
+    if config.review_model == SMALL:
+        chosen = small_model(config, config.provider)
+        if chosen is not None:  # its own provider's address and key (registry.provider_for)
+            config = dataclasses.replace(config, provider=chosen[0], model=chosen[1])
+    elif config.review_model and config.review_model != MAIN:
         config = dataclasses.replace(config, model=config.review_model)
     return client_for(config, env)
 

@@ -109,9 +109,9 @@ class RollupLedger(UsageLedger):
         super().__init__()
         self.parent = parent
 
-    def add(self, usage: ev.Usage, cost: float | None) -> None:
-        super().add(usage, cost)
-        self.parent.add(usage, cost)
+    def add(self, usage: ev.Usage, cost: float | None, *, turn: bool = True) -> None:
+        super().add(usage, cost, turn=turn)
+        self.parent.add(usage, cost, turn=turn)
 
     def exhausted(self, budgets: Budgets) -> str | None:
         return self.parent.exhausted(budgets)

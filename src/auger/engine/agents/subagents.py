@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from auger.config import Config
-from auger.context.agents import AgentDef, AgentIndex, discover_agents
+from auger.context.agents import MAIN, SMALL, AgentDef, AgentIndex, discover_agents
 from auger.engine.turn.accounting import UsageLedger
 from auger.engine.session.shared import effective_mode, narrower
 from auger.engine.agents.subagent_host import (
@@ -164,12 +164,14 @@ class Control:
         agent = pool.index.get(name)
         if agent is None:
             raise ToolError(f"no agent named {name!r}; available: {', '.join(pool.index.agents)}")
+        if args.get("model") in (SMALL, MAIN):  # the caller's choice over the definition's
+            agent = dataclasses.replace(agent, model=args["model"], provider=None)
         if self.depth + 1 > pool.max_depth:
             raise ToolError(f"sub-agents may nest at most {pool.max_depth} deep (agents_max_depth); "
                             "do this task yourself")
         isolated = (args.get("isolation") or "none") == "worktree"
         parent_ctx = self.context(ctx.turn_id)
-        key = (agent.name, prompt, self.runtime.mode())
+        key = (f"{agent.name}/{agent.model or MAIN}", prompt, self.runtime.mode())
         cached = pool.cache.get(key)
         if cached is not None and cached[0] == pool.generation and not isolated:
             return ToolResult(f"(cached result of an identical earlier run of agent {agent.name}; nothing has "
@@ -334,8 +336,10 @@ class Control:
         run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, cap,
                        inbox=[UserTurn(prompt)])
         now = time.time()
-        await store.create_session(SessionRecord(child_id, now, now, str(ctx.root), parent_ctx.client.provider,
-                                                 agent.model or parent_ctx.model,
+        shared = _shared_client(agent, parent_ctx)  # else a model of its own: as its definition names it
+        provider = shared.provider if shared else agent.provider or parent_ctx.client.provider
+        await store.create_session(SessionRecord(child_id, now, now, str(ctx.root), provider,
+                                                 shared.model if shared else agent.model or parent_ctx.model,
                                                  effective_mode(self.runtime.shared, cap),
                                                  f"{agent.name}: {' '.join(prompt.split())}"[:80]))
         await store.link_child(LinkRecord(child_id, self.owner, ctx.call_id, agent.name, "queued"))
@@ -411,8 +415,9 @@ class Child:
         pool = parent.pool
         agent = run.agent
         config = parent_ctx.workspace.config
-        own_client = _client_for(agent, config) if agent.model or agent.provider else None
-        client = own_client or parent_ctx.client
+        shared_client = _shared_client(agent, parent_ctx)
+        own_client = _client_for(agent, config) if shared_client is None else None
+        client = own_client or shared_client or parent_ctx.client
         prt = parent.runtime
         inherited = frozenset(prt.router.names)  # a child's tools are a subset of its parent's, agent tools too
         if parent.depth == 0 and SPAWN in inherited:  # the session offers its follow-ups once it has a child
@@ -463,7 +468,7 @@ class Child:
         workspace = parent_ctx.workspace if same_root else dataclasses.replace(parent_ctx.workspace, root=root)
         info = parent_ctx.model_info
         instructions = parent_ctx.instructions
-        if own_client is not None:
+        if client is not parent_ctx.client:  # a model of its own, or the small one
             from auger.context.instructions import base_instructions
             from auger.models.registry import model_info
 
@@ -558,11 +563,23 @@ def _result_in_turn(hook: ResultHook, turn_id: str) -> ResultHook:
     return run
 
 
+def _shared_client(agent: AgentDef, parent_ctx: TurnContext) -> ModelClient | None:
+    """The session's client a child runs on — `model: small`: the small model (the session's own where none is
+    configured), `model: main` or none: its parent's — or None when its definition names a model of its own
+    (`_client_for` makes it)."""
+    if agent.model == SMALL:
+        return parent_ctx.small_client or parent_ctx.client
+    if agent.model in (None, MAIN) and not agent.provider:
+        return parent_ctx.client
+    return None
+
+
 def _client_for(agent: AgentDef, config: Config) -> ModelClient:
     from auger.models.registry import ProviderError, client_for
 
     # another provider brings its own address and key (registry.provider_for), never the session's
-    chosen = dataclasses.replace(config, provider=agent.provider or config.provider, model=agent.model or config.model)
+    model = agent.model if agent.model not in (None, MAIN, SMALL) else config.model
+    chosen = dataclasses.replace(config, provider=agent.provider or config.provider, model=model)
     try:
         return client_for(chosen)
     except ProviderError as exc:

@@ -35,6 +35,8 @@ from auger.engine.session.stream import EventStream
 from auger.engine.turn.host import CONTEXT_TURN
 from auger.engine.session.own_files import OwnFiles
 from auger.engine.session.backend import SessionBackend
+from auger.engine.session.goal_loop import SessionGoal
+from auger.engine.session.models import SessionModels
 from auger.engine.session.setup import (
     learn_model_window, open_plugins, open_secrets, open_web_tools, start_mcp_servers,
 )
@@ -75,6 +77,7 @@ from auger.tools.mcp_servers import McpServers
 from auger.tools.shell import end_processes
 
 if TYPE_CHECKING:
+    from auger.engine.turn.model_call import Reply
     from auger.models.context_window import LearnedWindow
     from auger.context.agents import AgentIndex
     from auger.engine.agents.subagents import AgentPool
@@ -115,7 +118,7 @@ class Session:
         """Use `Session.open`: the parts passed here are set up asynchronously."""
         self.workspace = workspace
         self.store = store
-        self.client = client
+        self.models = SessionModels(workspace.config, client, warnings)  # its own, the fallbacks, the small one
         self.meta = meta
         self.history = history
         self.interactive = interactive
@@ -152,6 +155,7 @@ class Session:
         self.backends = SessionBackend(meta.id, store, workspace.config)  # the agent that runs the turns
         self.rate_limits: RateLimits | None = None  # what the provider last said of its limits (for snapshots)
         self.settings = recorded_settings(history.items)  # effort, summary, working directory (set_turn_context)
+        self.goal = SessionGoal(self)  # a goal run (`user_turn` with until/goal): engine/session/goal_loop.py
         runtime.cwd = working_dir(runtime.root, self.settings) if self.settings.cwd else None
 
     @classmethod
@@ -230,6 +234,7 @@ class Session:
         runtime.before_mutation.append(own.before_mutation)
         runtime.after_mutation.append(own.after_mutation)
         runtime.deletes_own = own.deletes_only_own
+        runtime.after_mutation.append(session.goal.note_change)
         snapshots = snapshot_opener(config, workspace.root, dirs["data"], auger_paths(dirs, store),
                                     protected=secret_roots[-1])
         if snapshots is not None:
@@ -258,6 +263,11 @@ class Session:
     @property
     def id(self) -> str:
         return self.meta.id
+
+    @property
+    def client(self) -> ModelClient:
+        """The session's model (a turn calls through its fallback chain: `models.for_turns`)."""
+        return self.models.client
 
     @property
     def mode(self) -> str:
@@ -499,6 +509,11 @@ class Session:
         _SUBMISSION.set(submission_id)
         return op
 
+    def queue_input(self, op: UserTurn) -> None:
+        """Queue user input for the running turn (before its next model call) or the next one, under the
+        submission being handled."""
+        self.pending_input.append((op, _SUBMISSION.get()))
+
     def has_input(self) -> bool:
         """Queued user input, or a background agent's result not yet told (both go in before the next call)."""
         return bool(self.pending_input) or (self.agents is not None and self.agents.root.has_results())
@@ -550,14 +565,23 @@ class Session:
         """Tokens the next request would occupy, as the next turn would count them."""
         return self.meter.estimate(self.instructions(), self.runtime.router.schemas, self.limits)
 
+    @property
+    def budgets(self) -> Budgets:
+        config = self.workspace.config
+        return Budgets(config.session_token_budget or None, config.session_cost_budget)
+
     def turn_context(self, turn_id: str) -> TurnContext:
         """The frozen facts of one turn: model, skills and limits as they are now (the mode is read live)."""
         config = self.workspace.config
+        small, problem = self.models.small()
+        if problem is not None:
+            self.emit(WarningEvent(problem, turn_id))
         return TurnContext(
-            turn_id=turn_id, workspace=self.workspace, skills=self.skills, client=self.client,
+            turn_id=turn_id, workspace=self.workspace, skills=self.skills, client=self.models.for_turns,
+            small_client=small,
             model_info=self.model_info, instructions=self.instructions(), runtime=self.runtime,
             limits_now=lambda: self.limits,
-            budgets=Budgets(config.session_token_budget or None, config.session_cost_budget),
+            budgets=self.budgets,
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
             max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive,
             effort=self.settings.effort, summary=self.settings.summary)
@@ -654,9 +678,10 @@ class Session:
                 self._parked = None
                 self._start_turn(open_calls=True)
         elif isinstance(op, UserTurn):
-            self.pending_input.append((op, _SUBMISSION.get()))
-            if not self.turn_running:
-                self._start_turn()
+            if (op.until is None and op.goal is None) or self.goal.begin(op):
+                self.queue_input(op)
+                if not self.turn_running:
+                    self._start_turn()
         elif isinstance(op, _TurnFinished):
             if self._turn is op.task:
                 self._turn = None
@@ -722,8 +747,10 @@ class Session:
         except ProviderError as exc:
             self.emit(WarningEvent(f"model switch refused: {exc}"))
             return
-        previous = self.client
-        self.client = client
+        warnings: list[str] = []
+        previous = await self.models.switch(client, warnings)
+        for message in warnings:
+            self.emit(WarningEvent(message))
         self.meta.provider, self.meta.model = client.provider, client.model
         await self.store.update_session(self.id, provider=client.provider, model=client.model)
         await self.update_environment()  # the model field changed: told to the model, recorded
@@ -878,7 +905,7 @@ class Session:
             turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
                         interrupt_reason=lambda: self.interrupt_reason, parked=lambda: self._parked is not None,
                         open_calls=open_calls)
-        self._launch(turn.id, turn.run, titled=True)
+        self._launch(turn.id, turn.run if compact_only else self.goal.wrap(turn.id, turn.run), titled=True)
 
     def _start_user_shell(self, command: str) -> None:
         from auger.engine.session.user_shell import run_user_shell
@@ -921,11 +948,15 @@ class Session:
             self._title_task = asyncio.create_task(self._generate_title(), name=f"title-{self.id}")
 
     async def _generate_title(self) -> None:
-        """A short title from the first exchange, in the background; a failure only leaves the provisional one."""
+        """A short title from the first exchange, in the background, on the small model where one is set; a
+        failure only leaves the provisional one. Its usage is the session's, charged to no turn."""
         from auger.engine.session.titles import generate_title
 
+        small, _ = self.models.small()
         try:
-            title = await generate_title(self.client, self.history.items)
+            title, reply = await generate_title(small or self.client, self.history.items)
+            if reply is not None:
+                await self.charge_reply(CONTEXT_TURN, reply, "title")
         except Exception:  # never let a title affect the session
             log.debug("title generation failed", exc_info=True)
             return
@@ -935,6 +966,18 @@ class Session:
             self.meta.title = title
             await self.store.update_session(self.id, title=title)
             self.emit(SessionTitle(title))
+
+    async def charge_reply(self, turn_id: str, reply: Reply, purpose: str) -> None:
+        """Charge a call made for a small job (a title, a goal check) with the model that made it, to the turn
+        (`turn_id`) or to no turn (CONTEXT_TURN: a title, written after its turn), and say so in a token_usage
+        event."""
+        from auger.models.registry import model_info
+
+        cost = model_info(reply.model, self.workspace.config, reply.provider).cost(reply.usage)
+        self.ledger.add(reply.usage, cost, turn=turn_id != CONTEXT_TURN)
+        await self.store.record_usage(self.id, turn_id, reply.model, reply.usage)
+        self.emit(self.ledger.report(turn_id, reply.usage, self.context_estimate(), self.limits.window,
+                                     model=reply.model, duration_ms=reply.duration_ms, purpose=purpose))
 
     async def _shutdown(self) -> None:
         """End everything the session holds, then say so. Each step runs even when one before it failed (a
@@ -987,6 +1030,7 @@ class Session:
         shutil.rmtree(self.runtime.state.scratch_dir, ignore_errors=True)
         try:
             await self.client.aclose()
+            await self.models.aclose()
         except Exception:  # closing a broken connection must not block shutdown
             log.debug("client close failed", exc_info=True)
 

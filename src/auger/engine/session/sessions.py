@@ -22,7 +22,9 @@ from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import stored_cost
 from auger.protocol.envelope import Envelope
-from auger.protocol.events import AgentMessage, BackendChanged, Event, ModelChanged, TurnEnded, WarningEvent
+from auger.protocol.events import (
+    AgentMessage, BackendChanged, Event, GoalEnded, ModelChanged, TurnEnded, WarningEvent,
+)
 from auger.protocol.items import ToolOutput, UserMessage
 from auger.protocol.ops import Shutdown, UserTurn
 from auger.store.base import SessionRecord, Store, StoreError
@@ -205,16 +207,26 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
                      wait_for: type[Event] | None = None) -> list[TurnEnded]:
     """Drive a session to the end of its work, then shut it down and wait until it has.
 
-    Each prompt is submitted once the previous turn ended. After `turns` turns (default: one per
-    prompt) — and, given `wait_for`, once such an event arrived too (a background title) — the
-    session is shut down. Every event goes to `on_envelope` (in its envelope) and `on_event` first.
+    Each prompt is submitted once the previous turn ended (a goal run's, once its last turn ended). After
+    `turns` turns (default: one per prompt; a goal run counts as one) — and, given `wait_for`, once such an
+    event arrived too (a background title) — the session is shut down. Every event goes to `on_envelope`
+    (in its envelope) and `on_event` first.
     Returns the TurnEnded events. When the store fails (a full disk), nothing more can be shown: the
     session is shut down all the same (its sandbox, servers and agents end) and the StoreError raised."""
     queue = [p if isinstance(p, UserTurn) else UserTurn(p) for p in prompts]
     wanted = len(queue) if turns is None else turns
+    in_goal = False  # a goal run's prompt counts once its run ended (engine/session/goal_loop.py), not per turn
+
+    def submit_next() -> None:
+        nonlocal in_goal
+        prompt = queue.pop(0)
+        in_goal = prompt.until is not None or prompt.goal is not None
+        session.submit(prompt)
+
     if queue:
-        session.submit(queue.pop(0))
+        submit_next()
     ended: list[TurnEnded] = []
+    counted = 0  # prompts done
     waited = wait_for is None
     stopping = False
     try:
@@ -224,12 +236,20 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
                 on_envelope(envelope)
             if on_event is not None:
                 on_event(session, event)
-            if isinstance(event, TurnEnded) and envelope.parent_call_id is None:  # not a sub-agent's turn
+            done = False
+            if envelope.parent_call_id is not None:  # a sub-agent's turn is not one of these
+                pass
+            elif isinstance(event, GoalEnded) and in_goal:
+                in_goal = False
+                done = event.turn_id is None  # refused: no turn ran, and none will end
+            elif isinstance(event, TurnEnded):
                 ended.append(event)
-                if queue and len(ended) < wanted:
-                    session.submit(queue.pop(0))
-            waited = waited or (wait_for is not None and isinstance(event, wait_for))
-            if len(ended) >= wanted and waited and not stopping:
+                done = not in_goal
+            if done:
+                counted += 1
+                if queue and counted < wanted:
+                    submit_next()
+            if counted >= wanted and waited and not stopping:
                 stopping = True
                 session.submit(Shutdown())
     except StoreError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from auger.engine.turn.model_call import call_model
+from auger.engine.turn.model_call import Reply, call_model
 from auger.models.base import ModelClient, ModelRequest
 from auger.protocol.items import AssistantMessage, Item, UserMessage
 
@@ -13,15 +13,16 @@ TITLE_INSTRUCTIONS = ("You name conversations. Reply with a title of at most 6 w
 MAX_WORDS = 6
 
 
-async def generate_title(client: ModelClient, items: Sequence[Item]) -> str | None:
-    """One attempt, no retries: a title is a nicety, never worth a delay."""
+async def generate_title(client: ModelClient, items: Sequence[Item]) -> tuple[str | None, Reply | None]:
+    """The title and the reply it came from (for its usage); one attempt, no retries: a title is a nicety,
+    never worth a delay. `client` is the small model where one is configured (engine/session/models.py)."""
     question = next((i.text for i in items if isinstance(i, UserMessage)), "")
     answer = next((i.text for i in items if isinstance(i, AssistantMessage)), "")
     if not question:
-        return None
+        return None, None
     prompt = f"User: {question[:2000]}\n\nAssistant: {answer[:1000]}"
     reply = await call_model(client, ModelRequest(TITLE_INSTRUCTIONS, [UserMessage(prompt)], []))
-    return clean_title(reply.text)
+    return clean_title(reply.text), reply
 
 
 def clean_title(text: str) -> str | None:

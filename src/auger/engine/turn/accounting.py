@@ -88,11 +88,14 @@ class UsageLedger:
     def begin_turn(self) -> None:
         self.turn_usage, self.turn_cost = Usage(), 0.0
 
-    def add(self, usage: Usage, cost: float | None) -> None:
+    def add(self, usage: Usage, cost: float | None, *, turn: bool = True) -> None:
+        """Add one call's usage to the session, and (`turn`) to the turn running now: a title is written
+        after its turn, by no turn."""
         self.usage = self.usage + usage
-        self.turn_usage = self.turn_usage + usage
         self.cost = add_cost(self.cost, cost)
-        self.turn_cost = add_cost(self.turn_cost, cost)
+        if turn:
+            self.turn_usage = self.turn_usage + usage
+            self.turn_cost = add_cost(self.turn_cost, cost)
 
     def exhausted(self, budgets: Budgets) -> str | None:
         """Why the session may not call the model again, if a budget is used up (inherited usage included)."""
@@ -109,9 +112,9 @@ class UsageLedger:
         return None
 
     def report(self, turn_id: str, last: Usage, context_used: int, context_window: int, *, model: str = "",
-               duration_ms: int = 0, finish_reason: str = "") -> TokenUsage:
+               duration_ms: int = 0, finish_reason: str = "", purpose: str = "turn") -> TokenUsage:
         """The token_usage event after a model call that used `last` (already added)."""
         left = round(max(0.0, 100.0 * (1 - context_used / context_window)), 1) if context_window else 100.0
         return TokenUsage(turn_id, last, self.turn_usage, self.usage, context_used, context_window, left,
                           self.turn_cost, self.cost, inherited=self.inherited, inherited_cost=self.inherited_cost,
-                          model=model, duration_ms=duration_ms, finish_reason=finish_reason)
+                          model=model, duration_ms=duration_ms, finish_reason=finish_reason, purpose=purpose)

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from auger.engine.turn.host import TurnHost
 from auger.engine.turn.history import normalise, to_prompt
-from auger.engine.turn.model_call import announce_limits, announce_retries, call_model
+from auger.engine.turn.model_call import announce_limits, announce_retries, announce_switch, call_model
 from auger.engine.turn.tokens import estimate_request, estimate_text
 from auger.engine.turn.turn_context import TurnContext
 from auger.models.base import ContextWindowExceeded, ModelRequest
@@ -105,10 +105,15 @@ async def _summarise(ctx: TurnContext, host: TurnHost, view: list[Item], plan: l
         request = ModelRequest(ctx.instructions, items, list(ctx.tools), tool_choice="none", effort=ctx.effort,
                                summary=ctx.summary)
         try:
-            reply = await call_model(ctx.client, request, ctx.retry,
+            reply = await call_model(ctx.small_client or ctx.client, request, ctx.retry,
                                      on_retry=announce_retries(host.emit, ctx.turn_id, ctx.retry),
-                                     on_limits=announce_limits(host.emit, ctx.turn_id))
-            await host.charge(ctx.turn_id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
+                                     on_limits=announce_limits(host.emit, ctx.turn_id),
+                                     on_switch=announce_switch(host.emit, ctx.turn_id))
+            await host.charge(ctx.turn_id, reply.model, reply.usage,
+                              ctx.info_for(reply.provider, reply.model).cost(reply.usage))
+            host.emit(host.ledger.report(ctx.turn_id, reply.usage, host.meter.estimate(
+                ctx.instructions, ctx.tools, ctx.limits), ctx.limits.window, model=reply.model,
+                duration_ms=reply.duration_ms, finish_reason=reply.finish_reason, purpose="compaction"))
         except ContextWindowExceeded:
             overflows += 1
             if len(rest) <= 1:

@@ -1,11 +1,15 @@
-"""One model reply, streamed and retried: the only place the engine talks to a model client.
+"""One model reply, streamed, retried and moved along the fallback chain: the only place the engine talks to a
+model client.
 
-Turns, compaction summaries and titles all call `call_model`. Deltas are handed to
+Turns, compaction summaries, titles and goal checks all call `call_model`. Deltas are handed to
 `on_delta` as they arrive (a turn emits them; a summary or a title passes None and stays
 quiet), and each tool call to `on_call` as soon as its arguments are complete (a turn starts
 reads then: engine/turn/reply_calls.py); a retry discards the failed attempt's partial reply and is
 reported through `on_retry`; the rate limits each response states (a failed one's too) go to `on_limits`.
-The caller records and accounts the reply: nothing here touches a session.
+A client that is a fallback chain (engine/turn/fallback.py) moves to its next model when its provider fails
+in a way no retry mends, reported through `on_switch` after the failed attempt was discarded like a retry's.
+The reply names the provider and model that wrote it. The caller records and accounts the reply: nothing
+here touches a session.
 
 Pages a provider's hosted web search cited are listed under the reply's text ("Sources:"), streamed
 like the text, so every front end shows them; all the pages it returned are kept in `Reply.sources`.
@@ -17,13 +21,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from auger.engine.turn.fallback import ModelChain, Switch, switch_reason
 from auger.models.base import (
     Completed, ModelClient, ModelError, ModelRequest, RateLimitReport, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
 )
 from auger.models.rate_limits import RateLimitSnapshot
 from auger.models.retry import RetryPolicy, stream_with_retry
-from auger.protocol.events import Event, RateLimits, Retrying, Usage
+from auger.protocol.events import Event, ModelSwitched, RateLimits, Retrying, Usage, WarningEvent
 
 NO_RETRY = RetryPolicy(max_attempts=1)
 
@@ -40,6 +45,8 @@ class Reply:
     warning: str | None = None
     duration_ms: int = 0  # the whole call, retries and their waits included
     sources: list[WebSource] = field(default_factory=list)  # what a hosted web search returned or cited
+    provider: str = ""  # who wrote it: after a fallback switch, not the client's first model
+    model: str = ""
 
     @property
     def text(self) -> str:
@@ -54,10 +61,47 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
                      on_delta: Callable[[StreamEvent], None] | None = None,
                      on_retry: Callable[[int, float, ModelError], None] | None = None,
                      on_limits: Callable[[RateLimitSnapshot], None] | None = None,
-                     on_call: Callable[[ToolCallReady], None] | None = None) -> Reply:
-    """The complete reply; raises ModelError when it cannot be had within the retry policy."""
-    reply = Reply()
+                     on_call: Callable[[ToolCallReady], None] | None = None,
+                     on_switch: Callable[[Switch], None] | None = None) -> Reply:
+    """The complete reply; raises ModelError when it cannot be had within the retry policy (on any model of
+    the chain, when `client` is one)."""
+    chain = client if isinstance(client, ModelChain) else None
+    if chain is not None:
+        back = chain.back_to_first()
+        if back is not None and on_switch is not None:
+            on_switch(back)
     started = time.monotonic()
+    while True:
+        active = chain.client if chain is not None else client
+        try:
+            reply = await _one_model(active, request, retry, on_delta, on_retry, on_limits, on_call,
+                                     chain.give_up if chain is not None else None)
+        except ModelError as exc:
+            limits = exc.rate_limits
+            if limits is not None and on_limits is not None:
+                on_limits(limits)
+            switch = chain.fail_over(exc, retry.max_attempts) if chain is not None else None
+            if switch is None:
+                final = _final(exc, retry, chain)
+                if final is exc:
+                    raise
+                raise final from exc
+            if on_switch is not None:
+                on_switch(switch)
+            continue
+        reply.duration_ms = int((time.monotonic() - started) * 1000)
+        reply.provider, reply.model = active.provider, active.model
+        return reply
+
+
+async def _one_model(client: ModelClient, request: ModelRequest, retry: RetryPolicy,
+                     on_delta: Callable[[StreamEvent], None] | None,
+                     on_retry: Callable[[int, float, ModelError], None] | None,
+                     on_limits: Callable[[RateLimitSnapshot], None] | None,
+                     on_call: Callable[[ToolCallReady], None] | None,
+                     give_up: Callable[[ModelError], bool] | None) -> Reply:
+    """One model's reply, retried within the policy (`give_up`: an error another model should take at once)."""
+    reply = Reply()
 
     def limits(snapshot: RateLimitSnapshot | None) -> None:
         if snapshot is not None and on_limits is not None:
@@ -96,16 +140,23 @@ async def call_model(client: ModelClient, request: ModelRequest, retry: RetryPol
         if on_retry is not None:
             on_retry(attempt, delay, error)
 
-    try:
-        await stream_with_retry(client, request, retry, on_event, retried)
-    except ModelError as exc:
-        limits(exc.rate_limits)
-        if exc.retryable:
-            raise ModelError(f"model request failed after {retry.max_attempts} attempts: {exc}",
-                             retryable=False, status=exc.status) from exc
-        raise
-    reply.duration_ms = int((time.monotonic() - started) * 1000)
+    await stream_with_retry(client, request, retry, on_event, retried, give_up)
     return reply
+
+
+def _final(error: ModelError, retry: RetryPolicy, chain: ModelChain | None) -> ModelError:
+    """The error a failed call ends with: a retryable one says the attempts were spent, and one the chain would
+    have moved on from says no model of it is left (and which could not be set up)."""
+    note = ""
+    if chain is not None and switch_reason(error, retry.max_attempts) is not None:
+        note = f" (no model of the fallback chain is left: {', '.join(chain.labels)}"
+        note += f"; passed over: {'; '.join(chain.passed_over)})" if chain.passed_over else ")"
+    if error.retryable:
+        return ModelError(f"model request failed after {retry.max_attempts} attempts: {error}{note}",
+                          retryable=False, status=error.status, code=error.code)
+    if note:
+        return ModelError(f"{error}{note}", retryable=False, status=error.status, code=error.code)
+    return error
 
 
 def sources_footer(sources: list[WebSource], *, after: str = "") -> str:
@@ -131,6 +182,20 @@ def announce_retries(emit: Callable[[Event], None], turn_id: str,
         emit(Retrying(turn_id, attempt, retry.max_attempts, round(delay, 3), reason))
 
     return on_retry
+
+
+def announce_switch(emit: Callable[[Event], None], turn_id: str | None) -> Callable[[Switch], None]:
+    """An `on_switch` that tells the client the chain moved to another model (`model_switched`), and why in a
+    warning line."""
+    def on_switch(switch: Switch) -> None:
+        emit(ModelSwitched(switch.from_, switch.to, switch.reason, turn_id))
+        if switch.error:
+            emit(WarningEvent(f"{switch.from_} failed ({switch.reason}: {switch.error}); going on with {switch.to}",
+                              turn_id))
+        else:
+            emit(WarningEvent(f"{switch.reason}: going back to {switch.to}", turn_id))
+
+    return on_switch
 
 
 def announce_limits(emit: Callable[[Event], None], turn_id: str) -> Callable[[RateLimitSnapshot], None]:

@@ -177,6 +177,28 @@ class ToolRuntime:
                                roots=self.roots)
         return decision.verdict == Verdict.ALLOW
 
+    def refused_unasked(self, name: str, args: dict[str, Any]) -> str | None:
+        """Why a call the engine makes for the user (a goal's check command: engine/turn/goal.py) would be refused
+        now before running: the policy denies it, or it needs an approval and nobody can give one (a headless
+        run without approve_all). None: it may run, perhaps once the user approved it. Decides only (the same
+        `decide_call` as `run`); the call still takes the whole pipeline when it runs."""
+        spec = self.router.get(name)
+        if spec is None:
+            return f"there is no tool named {name!r}"
+        try:
+            c = spec.classify(spec.validate(args), self.root)
+        except ToolError as exc:
+            return str(exc)
+        policy = self.policy
+        decision = decide_call(spec.name, c, policy.rules, self.mode(), sandboxed=policy.sandboxed, grants=self.grants,
+                               roots=self.roots)
+        if decision.verdict == Verdict.DENY:
+            return f"{decision.reason} (mode {self.mode()})"
+        if decision.verdict == Verdict.ASK and not policy.interactive and not policy.approve_all:
+            return (f"it needs approval ({decision.reason}, mode {self.mode()}) and this is a headless run with nobody "
+                    "to approve it (run it in another mode, or with --approve-all)")
+        return None
+
     async def run(self, call: ToolCall, host: CallHost, *, turn_id: str) -> Outcome:
         return self._redacted(await self._run(call, host, turn_id), host, turn_id, call.call_id)
 

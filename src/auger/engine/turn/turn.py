@@ -15,10 +15,11 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from auger.engine.turn.compact import compact
+from auger.engine.turn.fallback import Switch
 from auger.engine.turn.history import INTERRUPTED_OUTPUT, TOOL_IMAGES, image_rejection
 from auger.engine.turn.host import TurnHost
 from auger.engine.turn.loop_guard import DOOM_REPEATS, LoopGuard, doom_note
-from auger.engine.turn.model_call import Reply, announce_limits, announce_retries, call_model
+from auger.engine.turn.model_call import Reply, announce_limits, announce_retries, announce_switch, call_model
 from auger.engine.turn.reply_calls import ReplyCalls
 from auger.engine.turn.streamed_items import StreamedItems
 from auger.engine.turn.call_outcome import Aborted, call_ended, result_of
@@ -275,6 +276,7 @@ class Turn:
         items = StreamedItems(host.emit, self.id)
         arrived = ReplyCalls(self.ctx.runtime, host, self.id)
         announce = announce_retries(host.emit, self.id, self.ctx.retry)
+        switched = announce_switch(host.emit, self.id)
 
         def on_delta(event: StreamEvent) -> None:
             if isinstance(event, TextDelta):
@@ -287,9 +289,15 @@ class Turn:
             arrived.discard()
             announce(attempt, delay, error)
 
+        def on_switch(switch: Switch) -> None:  # the failed model's partial reply goes, as a retry's does
+            items.end(discarded=True)
+            arrived.discard()
+            switched(switch)
+
         try:
             reply = await call_model(self.ctx.client, request, self.ctx.retry, on_delta=on_delta, on_retry=on_retry,
-                                     on_limits=announce_limits(host.emit, self.id), on_call=arrived.arrived)
+                                     on_limits=announce_limits(host.emit, self.id), on_call=arrived.arrived,
+                                     on_switch=on_switch)
         except BaseException:
             items.end(discarded=True)
             await arrived.cancel()
@@ -314,11 +322,12 @@ class Turn:
         for call in calls:
             await host.record(self.id, call)
         self._calls.extend(calls)
-        await host.charge(self.id, ctx.model, reply.usage, ctx.model_info.cost(reply.usage))
+        cost = ctx.info_for(reply.provider, reply.model).cost(reply.usage)
+        await host.charge(self.id, reply.model, reply.usage, cost)
         if reply.usage.input_tokens:
             host.meter.mark(reply.usage.input_tokens + reply.usage.output_tokens)
         host.emit(host.ledger.report(self.id, reply.usage, self._context_used(), ctx.limits.window,
-                                     model=ctx.model, duration_ms=reply.duration_ms,
+                                     model=reply.model, duration_ms=reply.duration_ms,
                                      finish_reason=reply.finish_reason))
         if reply.warning:
             host.emit(ev.WarningEvent(reply.warning, self.id))

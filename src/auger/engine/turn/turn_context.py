@@ -30,8 +30,8 @@ class TurnContext:
     turn_id: str
     workspace: Workspace  # root, prompts, configuration
     skills: SkillIndex  # the session's current skills
-    client: ModelClient
-    model_info: ModelInfo
+    client: ModelClient  # the session's model, or its fallback chain (a ModelClient too)
+    model_info: ModelInfo  # the session's model's
     instructions: str  # the base system prompt; tool sources add their contributions (system_prompt)
     runtime: ToolRuntime  # and its router: the session's tool catalog
     limits_now: Callable[[], ContextLimits]  # the session's window as known now: see `limits`
@@ -41,6 +41,8 @@ class TurnContext:
     interactive: bool
     effort: str | None = None  # the session's reasoning settings (set_turn_context); None: as configured
     summary: str | None = None
+    # The small jobs' model (compaction summaries; engine/session/models.py); None: they run on `client`.
+    small_client: ModelClient | None = None
 
     @property
     def mode(self) -> str:
@@ -66,7 +68,17 @@ class TurnContext:
 
     @property
     def model(self) -> str:
+        """The model answering now (after a fallback switch, the fallback: engine/turn/fallback.py)."""
         return self.client.model
+
+    def info_for(self, provider: str, model: str) -> ModelInfo:
+        """The description of the model that answered a call (its prices, for the call's cost): the turn's
+        own, or another that took a call — a fallback (engine/turn/fallback.py), the small model."""
+        if model == self.model_info.name or not model:
+            return self.model_info
+        from auger.models.registry import model_info
+
+        return model_info(model, self.workspace.config, provider)
 
     def derive(self, **changes: Any) -> TurnContext:
         """A variant of this context (a sub-agent's, a review's): the same turn's facts with some replaced."""

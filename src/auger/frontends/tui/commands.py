@@ -115,6 +115,20 @@ async def _mode(tui: Tui, arg: str) -> None:
     _open(tui).set_mode(arg)
 
 
+@command("goal", "work until a command passes: /goal CMD [-- TASK] (its output is the next prompt until then)")
+async def _goal(tui: Tui, arg: str) -> None:
+    command, _, task = arg.partition(" -- ")
+    if not command.strip():
+        tui.say("/goal CMD [-- TASK]: after each turn CMD runs in the sandbox; the session works until it exits 0 "
+                "(at most goal_max_turns turns)", "yellow")
+        return
+    if not _between_turns(tui, "/goal"):
+        return
+    task = task.strip() or f"Make `{command.strip()}` pass."
+    tui.say(f"› {task}  (goal: until `{command.strip()}` passes)", "bold")
+    _open(tui).send(task, until=command.strip())
+
+
 @command("compact", "summarise the conversation to free context")
 async def _compact(tui: Tui, arg: str) -> None:
     tui.say("compacting…" if not tui.busy else "compacting before the next model call…")

@@ -260,8 +260,10 @@ class RemoteFeed:
             finally:
                 self._outbox.task_done()
 
-    def send(self, text: str, images: list[str] | None = None, skills: list[str] | None = None) -> None:
-        self._sent.add(self._post(UserTurn(text, images=list(images or []), skills=list(skills or []))))
+    def send(self, text: str, images: list[str] | None = None, skills: list[str] | None = None,
+             until: str | None = None) -> None:
+        self._sent.add(self._post(UserTurn(text, images=list(images or []), skills=list(skills or []),
+                                           until=until)))
 
     def interrupt(self) -> None:
         self._post(Interrupt("interrupted from the terminal"))

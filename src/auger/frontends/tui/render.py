@@ -238,6 +238,16 @@ class Renderer:
             return a.styled(f"⊘ {event.describe()}", "magenta")
         if isinstance(event, ev.LoopDetected):
             return a.styled(f"! {event.tool} repeated {event.repeats} times", "yellow")
+        if isinstance(event, ev.GoalChecked):
+            how = "passed" if event.passed else "not met" + (
+                f" (exit {event.exit_code})" if event.exit_code is not None else "")
+            reason = f": {event.reason}" if event.reason else ""
+            return a.styled(f"◎ goal check {event.attempt}/{event.max_turns} {how}{reason}",
+                            "green" if event.passed else "yellow")
+        if isinstance(event, ev.GoalEnded):
+            return a.styled(f"◎ {event.message}", "green" if event.reason == "passed" else "yellow")
+        if isinstance(event, ev.ModelSwitched):
+            return a.styled(f"⇄ now on {event.to} (was {event.from_}: {event.reason})", "yellow")
         if isinstance(event, ev.PlanUpdated):
             return self._plan(event)
         if isinstance(event, ev.TokenUsage):

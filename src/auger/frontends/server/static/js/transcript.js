@@ -167,6 +167,18 @@ export class Transcript {
       case "secret_redacted":
         this.push({ kind: "notice", level: "info", turn, text: redactedText(e) });
         break;
+      case "goal_checked":
+        this.push({ kind: "notice", level: e.passed ? "info" : "warn", turn,
+          text: `Goal check ${e.attempt}/${e.max_turns} ${e.passed ? "passed" : "not met"}` +
+            (e.exit_code !== null && e.exit_code !== undefined && !e.passed ? ` (exit ${e.exit_code})` : "") +
+            (e.reason ? `: ${e.reason}` : "") });
+        break;
+      case "goal_ended":
+        this.push({ kind: "notice", level: e.reason === "passed" ? "info" : "warn", turn, text: e.message });
+        break;
+      case "model_switched":
+        this.push({ kind: "notice", level: "warn", turn, text: `Now on ${e.to} (was ${e.from}: ${e.reason})` });
+        break;
       case "loop_detected":
         this.push({ kind: "notice", level: "warn", turn, text: `${e.tool} was called ${e.repeats} times the same way.` });
         break;
