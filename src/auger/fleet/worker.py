@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from auger.fleet import queue
 from auger.fleet.checkout import Checkout, CheckoutError, checkout
 from auger.fleet.policy import TaskRefused, TaskSpec, WorkerPolicy, check_endpoint
+from auger.fleet.schedules import Scheduler, fleet_starter
 from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, lease_key
 from auger.protocol import events as ev
 from auger.protocol.envelope import Envelope
@@ -92,6 +93,7 @@ class WorkerOptions:
     allow_providers: tuple[str, ...] = ()  # providers a task may name besides the worker's own and its tables
     health_port: int | None = None  # where `GET /health` is answered (auger/health.py); None: nowhere
     health_host: str = "127.0.0.1"
+    schedules: bool = True  # fire the store's schedules too (fleet/schedules.py; every due time fires once)
 
 
 @dataclass
@@ -118,6 +120,7 @@ class Worker:
                                        concurrency=options.concurrency, heartbeat_timeout_s=options.lease_timeout_s,
                                        poll_s=options.poll_s)
         self._slots = asyncio.Semaphore(options.concurrency)
+        self.scheduler = Scheduler(self.store, fleet_starter(self.store)) if options.schedules else None
         self._running: dict[str, _Running] = {}
         self._stopping = False
         self.completed = 0
@@ -131,11 +134,15 @@ class Worker:
         await queue.install(options.url)
         health = None if options.health_port is None else await serve_health(options.health_host,
                                                                               options.health_port, self.health)
+        firing = asyncio.ensure_future(self.scheduler.run()) if self.scheduler is not None else None
         try:
             await self.consumer.run()
             while self._running:
                 await asyncio.sleep(0.1)
         finally:
+            if firing is not None:
+                await asyncio.wait([firing], timeout=5)
+                firing.cancel()
             if health is not None:
                 health.close()
                 await health.wait_closed()
@@ -156,6 +163,8 @@ class Worker:
         """Take no new task; give the running ones `drain_s` to end, then interrupt them."""
         self._stopping = True
         self.consumer.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
         asyncio.get_running_loop().call_later(self.options.drain_s, self._interrupt_running)
 
     def _interrupt_running(self) -> None:
