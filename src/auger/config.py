@@ -222,6 +222,9 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
             if project and key == "otel":  # telemetry goes where the user sends it, with the user's headers
                 config.diagnostics.append(f"{path}: [otel] ignored: only your user config may configure telemetry")
                 continue
+            if project and key in ("intake", "forge"):  # webhook secrets, push credentials: the operator's alone
+                config.diagnostics.append(f"{path}: [{key}] ignored: only your user config may define it")
+                continue
             if project and key == "plugins":
                 config.diagnostics.append(f"{path}: [plugins] ignored: only your user config may enable a "
                                           "project's plugins")

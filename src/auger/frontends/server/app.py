@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Mount, WebSocketRoute
 
 from auger.frontends.http_guard import Guard
 from auger.frontends.relay import relayed_op
-from auger.frontends.server import fleet_routes, schedule_routes, share_routes, team_routes
+from auger.frontends.server import fleet_routes, intake_routes, schedule_routes, share_routes, team_routes
 from auger.frontends.server.events import list_frames, session_frames
 from auger.frontends.server.routing import Sent, api, json_response as _json, server_of as _server
 from auger.frontends.server.sessions import Refused, describe
@@ -94,6 +94,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         api("GET", "/api/events", _list_events, role="viewer"),
         *fleet_routes.routes(),
         *schedule_routes.routes(),
+        *intake_routes.routes(),  # public to the Guard: the body's signature is their credential
         api("GET", "/api/providers", _list_providers, role="viewer", query={"probe"}),
         api("POST", "/api/providers/{name}/probe", _probe_provider, role="member", body=(), audit="provider.probe"),
         api("PATCH", "/api/providers/{name}", _patch_provider, role="admin", audit="provider.change",
@@ -111,7 +112,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
     app.state.server = server
     return Guard(app, server.people, options.exposure, server.pairing, secure_cookie=options.secure_cookie,
-                 public=frozenset({HEALTH})), server
+                 public=frozenset({HEALTH}), signed=(intake_routes.PREFIX,)), server
 
 
 # -- helpers ------------------------------------------------------------------------------

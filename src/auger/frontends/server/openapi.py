@@ -177,6 +177,22 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {**_ok("the task's record", None, "201"), "200": {"description": "the first task of "
                                                                                "a repeated submission id"},
                               "404": _error("no fleet"), "409": _error("the submission id names another task")}}},
+            "/api/hooks/{name}": {"post": {
+                "summary": "A webhook intake's delivery: no bearer token, the body's HMAC-SHA256 under the intake's "
+                           "secret (X-Hub-Signature-256 or X-Auger-Signature) is its credential",
+                "security": [],
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                               {"name": "X-Hub-Signature-256", "in": "header", "schema": {"type": "string"}},
+                               {"name": "X-Auger-Signature", "in": "header", "schema": {"type": "string"}},
+                               {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string"}},
+                               {"name": "X-GitHub-Event", "in": "header", "schema": {"type": "string"}}],
+                "requestBody": {"content": {"application/json": {"schema": {}}}},
+                "responses": {"200": {"description": "a replay (nothing new), or a ping"},
+                              "202": {"description": "a task queued or started, a message sent, or the delivery "
+                                                     "ignored by the intake's filter"},
+                              "401": _error("no signature, or a wrong one"), "404": _error("no such intake"),
+                              "422": _error("the payload makes no valid task"),
+                              "503": _error("the intake's configuration is unusable")}}},
             "/api/fleet/schedules": {
                 "get": {"summary": "The schedules, each with its next due time and latest runs",
                         "responses": _ok("schedules, and who fires them: the fleet or this server")},
