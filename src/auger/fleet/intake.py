@@ -208,6 +208,7 @@ class Intake:
                 value = value[:200] or None
             fields[key] = value
         fields["prompt"], _ = self.render(event, payload, delivery_id)
+        fields.setdefault("title", f"{self.name} {event}".strip())  # not the preamble's first words
         return check_spec(fields)
 
 

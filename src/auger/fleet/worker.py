@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from auger.fleet import queue
 from auger.fleet.checkout import Checkout, CheckoutError, checkout
+from auger.fleet.deliver import Delivery, DeliveryError
+from auger.fleet.forge import forge_from_config
 from auger.fleet.policy import TaskRefused, TaskSpec, WorkerPolicy, check_endpoint
 from auger.fleet.schedules import Scheduler, fleet_starter
 from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, lease_key
@@ -113,6 +115,7 @@ class Worker:
         self.policy = WorkerPolicy(mode=options.mode or self.own.mode, cap_mode=options.cap_mode,
                                    allow_repos=options.allow_repos, providers=offered_providers(self.own,
                                                                                                 options.allow_providers))
+        self.forge = forge_from_config(self.own.tables)  # ForgeConfigError: the operator's [forge] is unusable
         self.store = PostgresStore(options.url, max_connections=options.concurrency * 2 + 2,
                                    lease_timeout_s=options.lease_timeout_s, heartbeat_s=options.heartbeat_s)
         self.tasks = Tasks(self.store)
@@ -234,6 +237,7 @@ class Worker:
             if task.refusal is not None:
                 raise TaskRefused(task.refusal)
             mode = self.policy.admit(spec)
+            delivery = self._delivery(spec)
         except TaskRefused as exc:
             await self._refuse(task, generation, str(exc))
             return
@@ -258,21 +262,28 @@ class Worker:
                 await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
                 return
             manager = SessionManager(Workspace.open(tree.path, config), self.store)
-            if resuming:
-                session = await self._resume_parked(manager, task, client, mode, tree)
+            reviewed: tuple[Any, Any] | None = None
+            if spec.kind == "review":
+                result, reason, reviewed = await self._review(task, tree, manager, client)
+                if result.session_id:
+                    await self.tasks.attach_session(task.id, result.session_id, generation)
+                outcome: tuple[TaskResult, str, dict[str, Any] | None] = (result, reason, None)
             else:
-                session = await manager.create(client, mode=mode, interactive=True)
-            running.session = session
-            await self.store.claim(session.id)
-            try:
-                cancelled = await self.tasks.attach_session(task.id, session.id, generation)
-                if previous:
-                    await self._interrupted(previous, session.id)
-                if cancelled:
-                    session.submit(Interrupt("cancelled"))
-                outcome = await self._drive(session, task, tree, None if resuming else UserTurn(spec.prompt))
-            finally:
-                await self.store.release(session.id)
+                if resuming:
+                    session = await self._resume_parked(manager, task, client, mode, tree)
+                else:
+                    session = await manager.create(client, mode=mode, interactive=True)
+                running.session = session
+                await self.store.claim(session.id)
+                try:
+                    cancelled = await self.tasks.attach_session(task.id, session.id, generation)
+                    if previous:
+                        await self._interrupted(previous, session.id)
+                    if cancelled:
+                        session.submit(Interrupt("cancelled"))
+                    outcome = await self._drive(session, task, tree, None if resuming else UserTurn(spec.prompt))
+                finally:
+                    await self.store.release(session.id)
         finally:
             tree.remove()
         result, reason, parked = outcome
@@ -288,11 +299,62 @@ class Worker:
             return
         cancel = reason == "cancelled" and await self.tasks.cancel_requested(task.id)
         state = "done" if reason == "complete" else "cancelled" if cancel else "failed"
-        if await self.tasks.finish(task.id, generation, state, result):
+        error = result.exit_reason if state == "failed" and result.exit_reason.startswith("review") else None
+        if state == "done" and delivery is not None:
+            try:
+                shipped = await (delivery.review(spec, task.id, tree.base, *reviewed) if reviewed is not None
+                                 else delivery.change(spec, task.id, tree.base, result.diff, result.final_message))
+                result = dataclasses.replace(result, delivery=shipped)
+            except DeliveryError as exc:
+                state, error = "failed", f"delivery failed: {exc}"
+                result = dataclasses.replace(result, delivery={"error": str(exc)})
+        if await self.tasks.finish(task.id, generation, state, result, error=error):
             self.completed += 1
         else:
             log.warning("task %s: the lease was lost to another worker; this attempt's result is dropped",
                         task.id[:8])
+
+    def _delivery(self, spec: TaskSpec) -> Delivery | None:
+        """Where a task's result goes past the database, when it asks for that: the worker's forge, and its
+        name for the task's repository. TaskRefused when this worker has no forge, or it knows no such
+        repository: the operator decides where its credentials push, never the task."""
+        if spec.deliver == "none":
+            return None
+        if self.forge is None:
+            raise TaskRefused(f"deliver {spec.deliver}: this worker delivers nothing past the database (its operator "
+                              "gives it a [forge] to push and post with)")
+        repository = self.forge.repository(spec.repo)
+        if repository is None:
+            raise TaskRefused(f"deliver {spec.deliver}: repository {spec.repo} is not one this worker's forge knows "
+                              "([forge] hosts, [forge.repos])")
+        return Delivery(self.forge, repository, self.options.data_dir)
+
+    async def _review(self, task: TaskRecord, tree: Checkout, manager: SessionManager, client: ModelClient
+                      ) -> tuple[TaskResult, str, tuple[Any, Any] | None]:
+        """A review task: its ref reviewed against its base in a plan-mode session (engine/review.py); the
+        findings, and the change they are about, for the delivery."""
+        from auger.changes.review_change import ReviewError, ReviewTarget, collect_change
+        from auger.engine.review import ReviewFailed, run_review
+        from auger.fleet.checkout import resolve_branch
+        from auger.models.registry import stored_cost
+
+        spec = task.spec
+        try:
+            base = await resolve_branch(tree.path, spec.base or "HEAD")
+            change = await collect_change(tree.path, ReviewTarget("base", base))
+            reviewed = await run_review(manager, client, change, spec.prompt)
+        except (ReviewError, CheckoutError) as exc:
+            return TaskResult("", "", "", [], ev.Usage(), None, f"review: {exc}"), "error", None
+        except ReviewFailed as exc:
+            return TaskResult(exc.session_id, "", "", [], await self.store.usage_total(exc.session_id), None,
+                              f"review: {exc}"), "error", None
+        lines = [f"{reviewed.verdict}: {reviewed.summary}"] + [
+            f"- {f.file or 'general'}{f':{f.line_start}' if f.line_start else ''} {f.title}: {f.body}"
+            for f in reviewed.findings]
+        usage = await self.store.usage_total(reviewed.session_id)
+        cost = await stored_cost(self.store, reviewed.session_id, manager.workspace.config)
+        return (TaskResult(reviewed.session_id, "\n".join(lines), "", [], usage, cost, "complete"), "complete",
+                (reviewed, change))
 
     async def _resume_parked(self, manager: SessionManager, task: TaskRecord, client: ModelClient, mode: str,
                              tree: Checkout) -> Session:

@@ -239,7 +239,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                             health_host=args.health_host)
 
     async def main() -> int:
-        worker = Worker(options)
+        from auger.fleet.forge import ForgeConfigError
+
+        try:
+            worker = Worker(options)
+        except ForgeConfigError as exc:
+            raise CliError(str(exc)) from None
         for line in worker.own.diagnostics:
             print(f"auger worker: warning: {line}", file=sys.stderr)
         loop = asyncio.get_running_loop()
@@ -258,8 +263,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         repos = ", ".join(policy.allow_repos) if policy.allow_repos else "remote ones only"
         health = "" if options.health_port is None else \
             f"; health checks: http://{options.health_host}:{options.health_port}/health"
+        forge = "" if worker.forge is None else f"; delivers to {worker.forge.api_url}"
         print(f"auger worker: taking tasks of queue '{options.queue}' ({options.concurrency} at once; mode at most "
-              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))}{health})",
+              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))}{forge}{health})",
               file=sys.stderr, flush=True)
         try:
             await worker.run()
