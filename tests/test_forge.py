@@ -179,8 +179,10 @@ def test_a_review_tasks_findings_land_as_line_comments_on_added_lines(bare, tmp_
     with GitHubStandIn(TOKEN, {"org/app": bare}) as github, \
             MockChatServer([Reply(text=json.dumps(review))], loop=True) as model:
         pull = github.add_pull("org/app", "feature", "main")
+        git(bare, "update-ref", f"refs/pull/{pull['number']}/head", "feature")  # as GitHub keeps a PR's head
         configure(isolated_home, github, bare)
-        submit(isolated_home, postgres_url, model, bare, "Review for correctness.", "--review", "--ref", "feature",
+        submit(isolated_home, postgres_url, model, bare, "Review for correctness.", "--review", "--ref",
+               f"refs/pull/{pull['number']}/head",
                "--base", "main", "--deliver", "comment", "--issue", str(pull["number"]))
         worker = start_worker(isolated_home, postgres_url, model, env_extra={"GITHUB_TOKEN": TOKEN},
                               log=tmp_path / "worker.log")

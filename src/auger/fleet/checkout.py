@@ -59,8 +59,11 @@ async def checkout(repo: str, ref: str, where: Path) -> Checkout:
         await git(None, *transports(repo), "clone", "--quiet", "--no-checkout", *shared, source, str(where))
         try:
             base = await _commit(where, ref)
-        except CheckoutError:
-            await git(where, *transports(repo), "fetch", "--quiet", "--no-tags", "origin", ref)
+        except CheckoutError as missing:
+            try:
+                await git(where, *transports(repo), "fetch", "--quiet", "--no-tags", "origin", ref)
+            except CheckoutError:
+                raise missing from None  # what the ref is not says more than the fetch's failure
             base = await _commit(where, "FETCH_HEAD")
         await git(where, "checkout", "--quiet", "--detach", base)
     except CheckoutError:

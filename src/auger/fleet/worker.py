@@ -20,7 +20,13 @@ One delivery, in order:
    again; whichever worker takes it checks out the same base, applies the diff, resumes the session and
    continues the turn with the answer (`Session.continue_parked`): the call that asked runs once.
 4. **Result.** The final message, each turn's diff, the whole diff against the base, usage and cost, and
-   the exit reason are written with the task's final state in one transaction fenced on the lease.
+   the exit reason are written with the task's final state in one transaction fenced on the lease — after
+   the result was delivered past the database, when the task asks for that and the operator's `[forge]`
+   allows it (fleet/deliver.py: a branch, a pull request, a comment; a review task's findings as a review).
+   A review task (`kind = "review"`) runs engine/review.py on its ref against its base instead of a session.
+
+Beside the queue, a worker fires the database's schedules (fleet/schedules.py): each due time becomes one
+task, whichever worker or server claims it.
 
 `cancel` posts an interrupt for the task's session; `terminate` (SIGTERM) takes no new task, gives the
 running ones `drain_s` to end, interrupts the rest, and gives their tasks back to the queue.
