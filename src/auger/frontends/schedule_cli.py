@@ -115,9 +115,13 @@ def _add(args: argparse.Namespace) -> Any:
         raise CliError(str(exc)) from None
     from auger.config import load_config
 
-    if not is_postgres_url(load_config(args.overrides, {"db_path": args.db}).db_path) and is_remote(fields["repo"]):
-        raise CliError("a SQLite store has no fleet: its schedules run in `auger serve`, in a directory of its "
-                       "roots — give --repo a local directory (or use --db postgresql://… and workers)")
+    if not is_postgres_url(load_config(args.overrides, {"db_path": args.db}).db_path):
+        if is_remote(fields["repo"]):
+            raise CliError("a SQLite store has no fleet: its schedules run in `auger serve`, in a directory of its "
+                           "roots — give --repo a local directory (or use --db postgresql://… and workers)")
+        if fields["deliver"] != "none" or fields["kind"] != "change":
+            raise CliError("a SQLite store has no fleet: its schedules' runs answer in their sessions; --deliver "
+                           "and --review need workers with a [forge] (--db postgresql://…)")
 
     async def store_it(store: Any) -> Any:
         try:

@@ -32,6 +32,9 @@ async def run_here(server: Server, spec: TaskSpec, created_by: str, title: str =
     if is_remote(spec.repo):
         return Started(error=f"repository {spec.repo} is a URL: without a fleet (a SQLite store) a run works in "
                              "a directory of this server's roots")
+    if spec.deliver != "none" or spec.kind != "change":
+        return Started(error="a run of this server (no fleet: a SQLite store) changes its directory and answers in "
+                             "its session: delivering past it, and review tasks, need a fleet worker's [forge]")
     if spec.ref not in ("HEAD", ""):
         return Started(error=f"ref {spec.ref!r}: a run of this server works on its directory as it is (ref HEAD); "
                              "a base ref needs a fleet's checkout")

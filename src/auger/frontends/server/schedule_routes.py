@@ -68,6 +68,9 @@ async def add_schedule(request: Request, sent: Sent) -> Response:
         raise Refused(400, str(exc)) from None
     if _fired_by(request) == "server":  # this server runs it: its directory must be one of the server's
         _check_local(server, str(sent.body.get("repo")))
+        if sent.body.get("deliver", "none") != "none" or sent.body.get("kind", "change") != "change":
+            raise Refused(400, "this server has no fleet (a SQLite store): its runs answer in their sessions; "
+                               "delivering past them, and review tasks, need a fleet worker's [forge]")
     sent.note(cadence=record.cadence[:60], repo=str(sent.body.get("repo"))[:200])
     try:
         await add(server.hub.store, record)
