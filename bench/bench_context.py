@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from auger.config import load_config  # noqa: E402
-from auger.engine.sessions import SessionManager  # noqa: E402
+from auger.engine.session.sessions import SessionManager  # noqa: E402
 from auger.engine.workspace import Workspace  # noqa: E402
 from auger.models.registry import client_for  # noqa: E402
 from auger.protocol import events as ev  # noqa: E402

@@ -170,7 +170,7 @@ config = load_config(["base_url=https://api.example.test/v1", "model=m", "provid
 if sys.argv[1] == "ahead":
     from auger.models.registry import prepare_tls
     prepare_tls(config)
-import auger.engine.sessions, auger.engine.workspace, auger.store.sqlite
+import auger.engine.session.sessions, auger.engine.workspace, auger.store.sqlite
 from auger.models.registry import client_for
 client_for(config, env={"OPENAI_API_KEY": "k"})
 print(time.perf_counter() - started)

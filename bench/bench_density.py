@@ -81,7 +81,7 @@ def sample(n: int, phase: str, seconds: float, pid: int | None = None) -> Sample
 async def run(n: int, base_url: str, project: Path, sandbox: str, idle: float) -> list[Sample]:
     """Open N sessions, sample; run one command in each, wait past the idle timeout, sample; close."""
     from auger.config import home_dirs, load_config
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.protocol.events import ToolCallEnded, TurnEnded
@@ -134,7 +134,7 @@ async def run(n: int, base_url: str, project: Path, sandbox: str, idle: float) -
 
 
 def _child(n: int, base_url: str, project: Path, sandbox: str, idle: float) -> None:
-    import auger.engine.sessions  # noqa: F401  (imported before anything is measured)
+    import auger.engine.session.sessions  # noqa: F401  (imported before anything is measured)
 
     print(json.dumps([asdict(s) for s in asyncio.run(run(n, base_url, project, sandbox, idle))]))
 

@@ -127,7 +127,7 @@ async def run_sessions(n: int, base_url: str, project: Path, *, sandbox: str = "
     """N sessions of one workspace in one store, all at once; each must end complete after its three
     tool calls. Needs AUGER_HOME pointing at a scratch directory."""
     from auger.config import home_dirs, load_config
-    from auger.engine.sessions import SessionManager, run_prompt
+    from auger.engine.session.sessions import SessionManager, run_prompt
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.protocol.events import ToolCallEnded, WarningEvent
@@ -196,7 +196,7 @@ def _top_allocations() -> list[str]:
 
 def _child(n: int, base_url: str, project: Path, sandbox: str, trace: bool) -> None:
     """One N in this fresh process: prints its Result as JSON."""
-    import auger.engine.sessions  # noqa: F401  (imported before the baseline is read)
+    import auger.engine.session.sessions  # noqa: F401  (imported before the baseline is read)
 
     result = asyncio.run(run_sessions(n, base_url, project, sandbox=sandbox, trace=trace))
     print(json.dumps(asdict(result)))

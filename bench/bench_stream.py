@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from auger.engine.stream import EventStream  # noqa: E402
+from auger.engine.session.stream import EventStream  # noqa: E402
 from auger.protocol import events as ev  # noqa: E402
 from auger.store.sqlite import SqliteStore  # noqa: E402
 

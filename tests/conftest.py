@@ -28,6 +28,9 @@ def isolated_home(tmp_path: Path, monkeypatch) -> Path:
     """No test reads or writes the real user config/data dirs (rules, config.toml, sessions)."""
     home = tmp_path / "auger-home"
     home.mkdir()
+    # No language servers after edits unless a test asks for them (tests/support/harness.py FAST says why);
+    # a test that writes its own config.toml replaces this one.
+    (home / "config.toml").write_text("diagnostics = false\n")
     monkeypatch.setenv("AUGER_HOME", str(home))
     return home
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.anthropic import AnthropicClient, messages_url
 from auger.models.base import ModelError, ModelRequest, ToolSchema

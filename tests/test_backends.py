@@ -15,7 +15,7 @@ import pytest
 
 from auger.backends.base import BackendSpec
 from auger.backends.pool import BackendPool
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev
@@ -445,8 +445,8 @@ def test_an_agent_that_can_resume_is_resumed_rather_than_made_to_replay(project,
 
 
 def test_a_session_resumed_for_its_agent_opens_without_a_model_of_augers(project, monkeypatch):
-    from auger.engine.resume import ResumeRefused
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.resume import ResumeRefused
+    from auger.engine.session.sessions import SessionManager
     from auger.models.unconfigured import UnconfiguredClient
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 
-from auger.engine.compact import RECORD_SUMMARY_NOTE, SUMMARY_PROMPT
+from auger.engine.turn.compact import RECORD_SUMMARY_NOTE, SUMMARY_PROMPT
 from auger.models.anthropic import AnthropicClient
 from auger.models.base import ModelRequest, ToolSchema
 from auger.models.openai_chat import OpenAIChatClient

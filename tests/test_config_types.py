@@ -13,19 +13,19 @@ def test_wrong_types_in_a_config_file_are_reported_and_ignored(tmp_path):
     config = load_config(config_file=config_file, env={})
     assert (config.model, config.db_path, config.max_model_calls_per_turn, config.base_url) == (None, None, 200, None)
     assert config.provider == "openai"
-    problems = "\n".join(config.diagnostics)
+    problems = "\n".join(config.warnings)
     assert f"{config_file}: 'model' expects a string, got 3 (ignored)" in problems
     assert f"{config_file}: 'db_path' expects a string, got 5 (ignored)" in problems
     assert "'max_model_calls_per_turn' expects a whole number >= 1, got 2.5" in problems
     assert "'base_url' must be an http:// or https:// URL, got 'localhost:8080/v1'" in problems
-    assert len(config.diagnostics) == 4
+    assert len(config.warnings) == 4
 
 
 def test_a_string_key_on_the_command_line_takes_the_text_as_typed(tmp_path):
     config = load_config(["model=3", "max_model_calls_per_turn=7", 'mode="safe"'],
                          config_file=tmp_path / "absent.toml", env={})
     assert (config.model, config.max_model_calls_per_turn, config.mode) == ("3", 7, "safe")
-    assert not config.diagnostics
+    assert not config.warnings
 
 
 def test_relative_paths_in_a_config_file_resolve_next_to_it(tmp_path):

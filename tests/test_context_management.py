@@ -7,8 +7,8 @@ import asyncio
 import json
 import sqlite3
 
-from auger.engine.compact import SUMMARY_PROMPT, keep_user_messages
-from auger.engine.history import cap_output
+from auger.engine.turn.compact import SUMMARY_PROMPT, keep_user_messages
+from auger.engine.turn.history import cap_output
 from auger.protocol import events as ev
 from auger.protocol.ops import Compact, Rollback, SetMode, Shutdown, UserTurn
 from tests.support.harness import conversation, drive, open_session, run_session
@@ -196,7 +196,7 @@ def test_rollback_and_its_refusals(project, server):
 
 
 def test_fork_copies_history_and_can_cut_before_a_user_message(project, server, tmp_path):
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.store.sqlite import SqliteStore

@@ -7,7 +7,7 @@ import asyncio
 import json
 import subprocess
 
-from auger.engine.context import INSTRUCTIONS_CHANGED
+from auger.engine.session.context import INSTRUCTIONS_CHANGED
 from auger.protocol import events as ev
 from auger.protocol.items import ContextMessage
 from auger.protocol.ops import Compact, UserTurn

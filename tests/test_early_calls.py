@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.anthropic import AnthropicClient
 from auger.models.openai_chat import OpenAIChatClient

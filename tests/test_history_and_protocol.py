@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from auger.engine.history import History
+from auger.engine.turn.history import History
 from auger.protocol.events import Event, TokenUsage, Usage
 from auger.protocol.items import AssistantMessage, Item, ToolCall, ToolOutput, TurnAborted, UserMessage
 from auger.protocol.ops import Op

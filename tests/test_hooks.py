@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from auger.engine.hooks import Hooks, ShellHook, configured_hooks, matches
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev

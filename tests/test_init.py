@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from auger.engine.init_doc import document_of
+from auger.engine.session.init_doc import document_of
 from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from auger.config import load_config
-from auger.engine.compact import SUMMARY_PROMPT
+from auger.engine.turn.compact import SUMMARY_PROMPT
 from auger.protocol import events as ev
 from auger.protocol.ops import Compact
 from tests.support.harness import auger_cli, run_session
@@ -93,6 +93,6 @@ def test_project_developer_text_is_kept_apart_from_the_users(project, tmp_path):
     user.write_text('developer_instructions = "U"\ntrust_project_config = true\n')
     config = load_config(env={}, config_file=user, project_dir=project)
     assert (config.developer_instructions, config.project_developer_instructions) == ("U", "P")
-    assert not config.diagnostics
+    assert not config.warnings
     config = load_config(["project_developer_instructions=X"], env={}, config_file=tmp_path / "none.toml")
-    assert config.project_developer_instructions is None and "unknown config key" in config.diagnostics[0]
+    assert config.project_developer_instructions is None and "unknown config key" in config.warnings[0]

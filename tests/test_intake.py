@@ -236,4 +236,4 @@ def test_a_projects_config_may_not_define_an_intake(project, isolated_home):
     (project / ".auger").mkdir()
     (project / ".auger" / "config.toml").write_text(f'[intake.evil]\nsecret = "{SECRET}"\nrepo = "/"\n')
     config = load_config([], {}, project_dir=project, env={})
-    assert "intake" not in config.tables and any("[intake] ignored" in d for d in config.diagnostics)
+    assert "intake" not in config.tables and any("[intake] ignored" in d for d in config.warnings)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelRequest, ToolSchema
 from auger.models.openai_responses import OpenAIResponsesClient, to_input

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from auger.engine.history import INTERRUPTED_OUTPUT
-from auger.engine.sessions import SessionManager, run_prompt
+from auger.engine.turn.history import INTERRUPTED_OUTPUT
+from auger.engine.session.sessions import SessionManager, run_prompt
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev

@@ -425,7 +425,7 @@ def test_the_copy_follows_the_users_edits_between_turns(project, server):
 
 
 def test_pending_is_a_session_option_and_a_session_with_a_queue_resumes_in_it(project, server):
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from tests.support.harness import make_config
@@ -466,7 +466,7 @@ def test_pending_is_a_session_option_and_a_session_with_a_queue_resumes_in_it(pr
 
 
 async def run_prompt_to_end(session, prompt: str) -> None:
-    from auger.engine.sessions import run_prompt
+    from auger.engine.session.sessions import run_prompt
 
     await run_prompt(session, prompt)
 
@@ -492,7 +492,7 @@ server.run()
 def test_an_mcp_servers_writes_land_in_the_copy_and_are_queued(project, server, sandbox):
     import sys
 
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from tests.support.harness import drive, make_config
@@ -526,7 +526,7 @@ def test_an_mcp_servers_writes_land_in_the_copy_and_are_queued(project, server, 
 
 
 def test_a_fork_takes_its_own_copy_of_the_queue(project, server):
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from tests.support.harness import make_config

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.harness import auger_cli, json_events
-from tests.support.mock_openai import MockChatServer, Reply
+from tests.support.mock_openai import MockChatServer, Reply, ToolCall
 
 ACP_AGENT = Path(__file__).parent / "support" / "acp_agent.py"
 
@@ -115,3 +115,19 @@ def test_every_optional_extra_is_known_and_absent_from_the_plain_install(plain_p
     assert optional == set(EXTRAS)
     modules = tuple({name for names in EXTRAS.values() for name in names})
     assert all(modules_missing(plain_python, modules).values())
+
+
+def test_repo_map_and_code_nav_by_name_need_the_lsp_extra(plain_python, project, auger_home):
+    """Without the lsp extra, repo_map and code_nav's tree-sitter answer say so in one line (a language
+    server, a program of its own, needs no extra); the session goes on."""
+    (project / "a.py").write_text("def f():\n    return 1\n")
+    nav = {"op": "references", "symbol": "f", "path": "a.py"}
+    config = "[lsp.ruff]\ndisabled = true\n[lsp.basedpyright]\ndisabled = true\n[lsp.pyright]\ndisabled = true\n"
+    (auger_home / "config.toml").write_text(config)
+    with MockChatServer([Reply(tool_calls=[ToolCall("repo_map", {}), ToolCall("code_nav", nav)]),
+                         Reply(text="done")]) as server:
+        result = _exec(plain_python, server, project, auger_home, "--json", "map it")
+    assert result.returncode == 0, result.stderr
+    outputs = [e["output"] for e in json_events(result.stdout) if e["type"] == "tool_call_ended"]
+    assert len(outputs) == 2 and all("pip install 'auger[lsp]'" in output for output in outputs), outputs
+    assert all("Traceback" not in output and len(output.splitlines()) == 1 for output in outputs), outputs

@@ -131,7 +131,7 @@ def test_a_project_config_cannot_enable_plugins_or_hooks_itself(project):
     (project / ".auger" / "config.toml").write_text("plugins.project = true\n[[hooks.before_tool]]\ncommand = 'x'\n")
     config = load_config(project_dir=project, env={})
     assert "plugins" not in config.tables and "hooks" not in config.tables
-    assert any("[plugins] ignored" in d for d in config.diagnostics)
+    assert any("[plugins] ignored" in d for d in config.warnings)
 
 
 def test_a_plugin_whose_tools_fail_to_open_is_a_warning(project, server):
@@ -163,7 +163,7 @@ def test_a_plugin_whose_tools_fail_to_open_is_a_warning(project, server):
 def test_a_plugin_toolset_whose_revision_moves_is_listed_again_before_the_next_request(project, server):
     import dataclasses
 
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
     from auger.store.sqlite import SqliteStore

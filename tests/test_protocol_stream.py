@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.stream import EventStream
+from auger.engine.session.stream import EventStream
 from auger.protocol import events as ev
 from auger.protocol.envelope import ENVELOPE_FIELDS, Envelope
 from auger.protocol.events import Event
@@ -25,7 +25,7 @@ from auger.protocol.schema import protocol_schema, schema_text
 from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, TurnEndReason
 from auger.store.base import StoreError
 from auger.store.sqlite import SqliteStore
-from auger.engine.sessions import run_prompt
+from auger.engine.session.sessions import run_prompt
 from tests.support.harness import auger_cli, drive, json_events, open_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.schema_check import check_database, check_envelope

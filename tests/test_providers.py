@@ -89,7 +89,7 @@ extends = "vllm"
 base_url = "ftp://nope"
 """)
     config = load_config(config_file=config_file, env={})
-    assert config.provider == "gpu" and not config.diagnostics
+    assert config.provider == "gpu" and not config.warnings
     registry = load_registry(config.tables, str(config_file))
     gpu = registry.get("gpu")
     assert gpu.wire == "openai_chat" and gpu.base_url == "http://gpu-box:8000/v1" and gpu.source.endswith("[providers.gpu]")
@@ -199,7 +199,7 @@ def test_project_config_cannot_redirect_keys_or_widen_trust(project, auger_home)
     config = load_config(config_file=auger_home / "none.toml", env={}, project_dir=project)
     assert config.model == "project-model" and not config.approve_all
     assert "providers" not in config.tables
-    diag = "\n".join(config.diagnostics)
+    diag = "\n".join(config.warnings)
     assert "'approve_all' cannot be set by a project" in diag and "[providers] ignored" in diag
 
 

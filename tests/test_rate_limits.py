@@ -94,7 +94,7 @@ def test_anthropic_429_reset_is_waited_for(project):
     import asyncio
 
     from auger.models.anthropic import AnthropicClient
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.store.sqlite import SqliteStore
 

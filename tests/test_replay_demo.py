@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, TextDelta, ToolCallReady, UsageReport,
@@ -237,7 +237,8 @@ def test_demo_fixes_the_sample_and_cleans_up(isolated_home):
     project = Path(re.search(r"^  project  (\S+)", out, re.M).group(1))
     assert project.name == "booklist" and not project.parent.exists()  # the temp dir is removed
     assert os.environ["AUGER_HOME"] == str(isolated_home)  # restored
-    assert not any(isolated_home.iterdir())  # nothing written to the (test's) user home
+    # nothing written to the (test's) user home: only the config the suite put there
+    assert [p.name for p in isolated_home.iterdir()] == ["config.toml"]
 
 
 def test_demo_json_output_keeps_the_project(isolated_home):

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
-from auger.engine.resume import ResumeRefused
+from auger.engine.session.resume import ResumeRefused
 from auger.models.registry import client_for
 from auger.protocol import events as ev
 from auger.protocol.items import ContextMessage
@@ -133,7 +133,7 @@ def test_resume_with_the_recorded_client_still_works(project, server, tmp_path):
 def test_a_session_open_in_this_process_is_not_opened_twice(project, server):
     """A second Session on one stored conversation would interleave its records with the live one's (and
     close the live one's running calls as interrupted): resume refuses until the first has shut down."""
-    from auger.engine.session import SessionAlreadyOpen
+    from auger.engine.session.session import SessionAlreadyOpen
     from auger.protocol.ops import Shutdown, UserTurn
     from tests.support.harness import Follow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.review import REVIEW_SCHEMA, ReviewInvalid, parse_review, schema_error
+from auger.engine.agents.review import REVIEW_SCHEMA, ReviewInvalid, parse_review, schema_error
 from tests.support.trees import git
 from tests.support.harness import FAST, auger_cli, json_events
 from tests.support.mock_openai import Reply
@@ -286,7 +286,7 @@ def test_quoted_code_never_comes_from_outside_the_project(project):
     import asyncio
 
     from auger.changes.review_change import Change, ReviewTarget
-    from auger.engine.review import Finding, code_lines
+    from auger.engine.agents.review import Finding, code_lines
 
     make_repo(project)
     (project.parent / "secret.txt").write_text("SECRET\n")
@@ -363,7 +363,7 @@ def test_a_long_diff_is_cut_at_a_file_boundary_and_names_what_it_left_out(projec
 
     import auger.changes.review_change as review_module
     from auger.changes.review_change import ReviewTarget, collect_change
-    from auger.engine.review import Finding, ReviewResult, flag_outside, review_prompt
+    from auger.engine.agents.review import Finding, ReviewResult, flag_outside, review_prompt
 
     make_repo(project)
     (project / "notes.txt").write_text("".join(f"line {i}\n" for i in range(40)))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from auger.changes.snapshots import SnapshotStore, snapshot_dir
 from auger.config import home_dirs
-from auger.engine.snapshot_gc import STAMP, collect_garbage, gc_due
-from auger.engine.turn_changes import changing_turns
+from auger.engine.session.snapshot_gc import STAMP, collect_garbage, gc_due
+from auger.engine.turn.changes import changing_turns
 from auger.store.sqlite import SqliteStore
 from tests.support.harness import auger_cli, make_config, run_session
 from tests.support.mock_openai import Reply, ToolCall

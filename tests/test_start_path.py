@@ -36,11 +36,11 @@ def test_exec_loads_nothing_beyond_the_list_before_its_first_request(project, au
         modules = modules_at_first_request(["exec", "--base-url", server.base_url, "-m", "mock-model", "hi"],
                                            env=cli_env(auger_home), cwd=project)
     loaded = _start_path(modules)
-    assert "auger.engine.session" in loaded and "httpx" in loaded  # the list is taken where it should be
+    assert "auger.engine.session.session" in loaded and "httpx" in loaded  # the list is taken where it should be
     unlisted = sorted(loaded - _listed())
     assert not unlisted, (f"new on the way to the first request: {', '.join(unlisted)}; import them where "
                           f"they are first used, or list them in {ALLOWED.name} if the first request needs them")
-    for lazy in ("auger.policy.shell", "auger.changes.snapshots", "auger.engine.subagents", "auger.tools.web_http",
-                 "auger.tools.mcp_config", "auger.engine.structured_output", "auger.tools.memory",
+    for lazy in ("auger.policy.shell", "auger.changes.snapshots", "auger.engine.agents.subagents", "auger.tools.web_http",
+                 "auger.tools.mcp_config", "auger.engine.turn.structured_output", "auger.tools.memory",
                  "auger.observe.telemetry", "auger.frontends.mcp_commands", "jsonschema"):
         assert lazy not in _listed(), f"{lazy} is only needed once something uses it"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from auger.engine.structured_output import OutputSpec, strict_compatible
+from auger.engine.turn.structured_output import OutputSpec, strict_compatible
 from auger.protocol import events as ev
 from auger.protocol.ops import UserTurn
 from tests.support import mock_anthropic, mock_responses

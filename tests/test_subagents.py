@@ -59,7 +59,7 @@ def test_child_events_reach_the_parent_stream_with_the_spawn_call_id(project, se
 
     async def main():
         session, store = await open_session(project, server, project.parent / "s.db")
-        from auger.engine.sessions import run_prompt
+        from auger.engine.session.sessions import run_prompt
 
         async def pull():
             async for event in session.events():

@@ -149,7 +149,7 @@ def test_nothing_of_opentelemetry_is_imported_unless_configured(project, auger_h
         run = auger_cli("exec", "--base-url", server.base_url, "-m", "mock-model", "hi", home=auger_home,
                         cwd=project, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert run.returncode == 0 and version.returncode == 0
-    assert "auger.engine.sessions" in _imported(run.stderr)  # the check sees the engine's imports
+    assert "auger.engine.session.sessions" in _imported(run.stderr)  # the check sees the engine's imports
     for result in (version, run):
         assert not [m for m in _imported(result.stderr) if m.startswith(("opentelemetry", "jsonschema"))]
 

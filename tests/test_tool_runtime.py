@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from auger.engine.tool_runtime import Aborted, Denied, Failed, PlannedCall, Ran
+from auger.engine.turn.tool_runtime import Aborted, Denied, Failed, PlannedCall, Ran
 from auger.frontends.cli import main as cli_main
 from auger.policy.sandbox import detect
 from auger.config import load_config, home_dirs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.protocol import events as ev
 from auger.protocol.ops import ApprovalDecision, Interrupt, UserTurn

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from auger.engine.sessions import SessionManager
+from auger.engine.session.sessions import SessionManager
 from auger.engine.workspace import Workspace
 from auger.protocol import events as ev
 from auger.protocol.ops import SetModel, SetTurnContext, Shutdown, UserTurn

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from auger.engine.accounting import Budgets
-from auger.engine.compact import RECORD_SUMMARY_NOTE, compact
-from auger.engine.turn import Turn
+from auger.engine.turn.accounting import Budgets
+from auger.engine.turn.compact import RECORD_SUMMARY_NOTE, compact
+from auger.engine.turn.turn import Turn
 from auger.engine.workspace import Workspace
 from auger.models.replay import RecordedCall, RecordedReply, ReplayClient
 from auger.protocol import events as ev

@@ -462,7 +462,7 @@ def test_efforts_the_model_accepts_are_taken(model, effort):
 def test_unexpected_efforts_pass_with_a_warning(model, effort):
     config = load_config([f"model={model}", f"model_reasoning_effort={effort}"], env={},
                          config_file=Path("/nonexistent"))
-    assert config.model_reasoning_effort == effort and not config.diagnostics  # loading config never asks models/
+    assert config.model_reasoning_effort == effort and not config.warnings  # loading config never asks models/
     problem = effort_problem(config)
     assert problem is not None and effort in problem
 

@@ -28,8 +28,8 @@ from auger._types import Approver, Result, TurnChange
 
 if TYPE_CHECKING:
     from auger.config import Config
-    from auger.engine.session import Session as EngineSession
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.session import Session as EngineSession
+    from auger.engine.session.sessions import SessionManager
     from auger.protocol.envelope import Envelope
     from auger.protocol.ops import ApprovalDecision, Op
     from auger.store.base import SessionRecord, Store
@@ -114,7 +114,7 @@ def run_sync(prompt: str, *, cwd: PathLike = ".", model: str | None = None, prov
 
 # -- opening -------------------------------------------------------------------------------------
 async def _create(cwd: str, settings: _Settings, approver: Approver | None) -> Session:
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
 
@@ -135,9 +135,9 @@ async def _create(cwd: str, settings: _Settings, approver: Approver | None) -> S
 
 
 async def _resume(session_id: str, cwd: str | None, settings: _Settings, approver: Approver | None) -> Session:
-    from auger.engine.resume import resume_config
-    from auger.engine.session import SessionAlreadyOpen
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.resume import resume_config
+    from auger.engine.session.session import SessionAlreadyOpen
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.models.registry import client_for
 
@@ -176,7 +176,7 @@ def _config(project: str | None, settings: _Settings) -> Config:
     config = load_config(flags=settings.flags(), project_dir=Path(project) if project and os.path.isdir(project)
                          else None)
     problems = []
-    for line in config.diagnostics:
+    for line in config.warnings:
         if line.startswith("--"):  # one of ours: load_config names a flag `--key`
             problems.append(line.partition(": ")[2].removesuffix(" (ignored)"))
         else:
@@ -204,8 +204,8 @@ async def _claim(store: Store, session_id: str) -> None:
 @contextlib.contextmanager
 def engine_errors() -> Iterator[None]:
     """The engine's exceptions as the public API's (auger/_errors.py)."""
-    from auger.engine.session import SessionAlreadyOpen
-    from auger.engine.sessions import SessionNotFound as NoSuchSession
+    from auger.engine.session.session import SessionAlreadyOpen
+    from auger.engine.session.sessions import SessionNotFound as NoSuchSession
     from auger.extras import MissingExtra
     from auger.models.registry import ProviderError
     from auger.store.base import StoreError as StoreFailed
@@ -282,7 +282,7 @@ class _LocalLink:
                 yield envelope
 
     async def changes(self, turn: str | None) -> list[TurnChange]:
-        from auger.engine.turn_changes import numbered_turns
+        from auger.engine.turn.changes import numbered_turns
 
         with engine_errors():
             items = [stored.item for stored in await self._store.store.load_items(self.session_id)]

@@ -1,7 +1,7 @@
 """Layered configuration: defaults < user config file < environment < flags (`-c key=value`).
 
 Bad user input never raises: an unknown key, a wrong type or an unreadable file is
-reported as a diagnostic (what, where) and the previous layer's value is kept. A
+reported as a warning (what, where) and the previous layer's value is kept. A
 relative path in a config file means a path next to that file, wherever auger runs.
 
 `base_url` and `api_key_env` say where a provider lives and which variable holds its key, so they
@@ -76,6 +76,14 @@ class Config:
     exec_sessions_max: int = 8  # interactive processes kept per session (or sub-agent); the oldest idle one ends
     exec_session_idle_timeout: float = 600.0  # seconds an unused interactive process is kept
     code_mode: bool = False  # offer run_code: a Python program calling the session's tools (tools/code_mode.py)
+    # After an edit, what the language servers found that it broke (lsp/): the errors it introduced, told with
+    # the tool's result. Servers come from [lsp.NAME] tables and the defaults found on the machine.
+    diagnostics: bool = True
+    diagnostics_wait: float = 2.0  # seconds an edit's result waits for the servers (then it says it gave up)
+    lsp_idle_timeout: float = 600.0  # seconds an unused language server is kept (0: until the session ends)
+    code_nav: bool = True  # offer code_nav: definitions, references, types, symbols, rename previews (lsp/)
+    repo_map: str = "tool"  # off | tool (offer repo_map) | auto (also put one into an unfamiliar large project's
+    repo_map_tokens: int = 1024  # first turn), of at most this many tokens
     model_reasoning_effort: str | None = None  # Responses API; checked against the model's known efforts
     model_reasoning_summary: str | None = "auto"  # Responses API reasoning summaries; "" turns them off
     thinking_budget: int | None = None  # Anthropic extended thinking, in tokens
@@ -94,7 +102,7 @@ class Config:
     tui_notifications: bool = True  # the terminal UI's desktop notification when a turn ends or an approval waits
     tables: dict = field(default_factory=dict, compare=False)  # [providers...] and other tables, for the registry
     tables_source: str = ""
-    diagnostics: list[str] = field(default_factory=list, compare=False)
+    warnings: list[str] = field(default_factory=list, compare=False)  # what was wrong in the settings (ignored)
     # The provider `base_url` and `api_key_env` are for: the one the user's own settings chose (never a
     # project's choice). None when built directly: the provider it is built with.
     endpoint_provider: str | None = None
@@ -112,7 +120,7 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)
-           if f.name not in ("diagnostics", "tables", "tables_source", "endpoint_provider",
+           if f.name not in ("warnings", "tables", "tables_source", "endpoint_provider",
                              "project_developer_instructions", "remote_approvals")}
 # What a base URL given without a provider means, wherever it is given: some OpenAI-compatible server.
 BASE_URL_PROVIDER = "openai-compatible"
@@ -128,7 +136,7 @@ _ENV = {  # environment variable -> key
 }
 _PATH_KEYS = {"db_path", "cassette"}  # file paths: relative ones in a config file resolve against its directory
 _CHOICES = {"mode": ("plan", "safe", "auto"), "sandbox": ("auto", "bwrap", "landlock", "off"),
-            "sandbox_network": ("none", "proxy", "full"),
+            "sandbox_network": ("none", "proxy", "full"), "repo_map": ("off", "tool", "auto"),
             "model_reasoning_summary": ("", "auto", "concise", "detailed")}
 
 
@@ -150,7 +158,7 @@ def home_dirs() -> dict[str, Path]:
 def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = None,
                 env: dict[str, str] | None = None, config_file: Path | None = None,
                 project_dir: Path | None = None) -> Config:
-    """Build the effective config. Never raises for user mistakes; see `Config.diagnostics`.
+    """Build the effective config. Never raises for user mistakes; see `Config.warnings`.
 
     Layers: defaults < user config.toml < the project's .auger/config.toml (limited keys) < AUGER_*
     environment variables < `-c key=value` < flags. `endpoint_provider` is the provider chosen by all
@@ -168,7 +176,7 @@ def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = No
     for raw in overrides:
         key, sep, value = raw.partition("=")
         if not sep:
-            config.diagnostics.append(f"-c {raw!r}: expected key=value")
+            config.warnings.append(f"-c {raw!r}: expected key=value")
             continue
         key = key.strip()
         if _set(config, key, _parse_value(value.strip(), _kind(_FIELDS[key]) if key in _FIELDS else ""), f"-c {key}"):
@@ -197,24 +205,24 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
     except (FileNotFoundError, NotADirectoryError):  # no such file: a component of its path is a file
         return applied
     except OSError as exc:
-        config.diagnostics.append(f"{path}: cannot read config file ({exc.strerror or exc}); using defaults")
+        config.warnings.append(f"{path}: cannot read config file ({exc.strerror or exc}); using defaults")
         return applied
     import tomllib
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        config.diagnostics.append(f"{path}: invalid TOML ({exc}); using defaults")
+        config.warnings.append(f"{path}: invalid TOML ({exc}); using defaults")
         return applied
     for key, value in data.items():
         if isinstance(value, dict) and key not in _FIELDS:  # tables for other layers (providers...)
             if project and key == "providers" and not config.trust_project_config:
-                config.diagnostics.append(f"{path}: [providers] ignored: a project may not define where API keys "
-                                          "are sent (set trust_project_config = true in your user config)")
+                config.warnings.append(f"{path}: [providers] ignored: a project may not define where API keys "
+                                       "are sent (set trust_project_config = true in your user config)")
                 continue
-            if project and key == "backends":  # an agent is a command to run: only the user's config names one
-                config.diagnostics.append(f"{path}: [backends] ignored: a project may not choose commands auger "
-                                          "starts (define backends in your user config)")
+            if project and key in ("backends", "lsp"):  # a command to run: only the user's config names one
+                config.warnings.append(f"{path}: [{key}] ignored: a project may not choose commands auger "
+                                       f"starts (define {key} in your user config)")
                 continue
             if project and key == "mcp_servers":  # listed apart: started only with trust_project_mcp
                 key = "project_mcp_servers"
@@ -223,14 +231,14 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
             if project and key == "secrets":  # listed apart: a project may add protected files, never remove any
                 key = "project_secrets"
             if project and key == "otel":  # telemetry goes where the user sends it, with the user's headers
-                config.diagnostics.append(f"{path}: [otel] ignored: only your user config may configure telemetry")
+                config.warnings.append(f"{path}: [otel] ignored: only your user config may configure telemetry")
                 continue
             if project and key in ("intake", "forge"):  # webhook secrets, push credentials: the operator's alone
-                config.diagnostics.append(f"{path}: [{key}] ignored: only your user config may define it")
+                config.warnings.append(f"{path}: [{key}] ignored: only your user config may define it")
                 continue
             if project and key == "plugins":
-                config.diagnostics.append(f"{path}: [plugins] ignored: only your user config may enable a "
-                                          "project's plugins")
+                config.warnings.append(f"{path}: [plugins] ignored: only your user config may enable a "
+                                       "project's plugins")
                 continue
             merged = config.tables.setdefault(key, {})
             if isinstance(merged, dict):
@@ -241,7 +249,7 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
             _project_developer_text(config, value, path)
             continue
         if project and key not in PROJECT_KEYS:
-            config.diagnostics.append(f"{path}: '{key}' cannot be set by a project's config file (ignored)")
+            config.warnings.append(f"{path}: '{key}' cannot be set by a project's config file (ignored)")
             continue
         if _set(config, key, value, str(path), relative_to=path.parent):
             applied.add(key)
@@ -252,10 +260,10 @@ def _project_developer_text(config: Config, value: Any, path: Path) -> None:
     """A project's `developer_instructions`: text the model follows as the user's own, so only a user who
     trusts the project's config (trust_project_config) lets it in, and it adds to theirs."""
     if not config.trust_project_config:
-        config.diagnostics.append(f"{path}: 'developer_instructions' ignored: a project adds instructions only "
-                                  "where you trust its config (set trust_project_config = true in your user config)")
+        config.warnings.append(f"{path}: 'developer_instructions' ignored: a project adds instructions only "
+                               "where you trust its config (set trust_project_config = true in your user config)")
     elif not isinstance(value, str):
-        config.diagnostics.append(f"{path}: 'developer_instructions' expects a string, got {value!r} (ignored)")
+        config.warnings.append(f"{path}: 'developer_instructions' expects a string, got {value!r} (ignored)")
     else:
         config.project_developer_instructions = value
 
@@ -293,21 +301,21 @@ def _set(config: Config, key: str, value: Any, where: str, relative_to: Path | N
     """Set one key; False (and a diagnostic) when the value is unusable and the previous one stays."""
     f = _FIELDS.get(key)
     if f is None:
-        config.diagnostics.append(f"{where}: unknown config key '{key}' (ignored)")
+        config.warnings.append(f"{where}: unknown config key '{key}' (ignored)")
         return False
     kind = _kind(f)
     try:
         coerced = _coerce(kind, value)
     except (TypeError, ValueError):
         expected = _DESCRIBE.get(kind.replace(" | None", ""), kind)
-        config.diagnostics.append(f"{where}: '{key}' expects {expected}, got {value!r} (ignored)")
+        config.warnings.append(f"{where}: '{key}' expects {expected}, got {value!r} (ignored)")
         return False
     if key in _CHOICES and coerced not in _CHOICES[key]:
-        config.diagnostics.append(
+        config.warnings.append(
             f"{where}: '{key}' must be one of {', '.join(_CHOICES[key])}, got {value!r} (ignored)")
         return False
     if key == "base_url" and not valid_base_url(coerced):
-        config.diagnostics.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
+        config.warnings.append(f"{where}: 'base_url' must be an http:// or https:// URL, got {value!r} (ignored)")
         return False
     if key in _PATH_KEYS and relative_to is not None and not coerced.startswith("session:") \
             and "://" not in coerced:  # a database URL is no path

@@ -17,7 +17,7 @@ gives each event in its `Envelope` (seq, submission id, the spawn call of a sub-
 
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
-    AgentMessage, ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ContextCompacted,
+    AgentMessage, ApprovalDetails, ApprovalRequest, ApprovalResolved, BackendChanged, ContextCompacted, Diagnostic,
     ElicitationForm, EnteredReviewMode, Event, ExitedReviewMode, ItemEnded, ItemStarted, LoopDetected, MessageDelta,
     ModeChanged, ModelChanged,
     PendingChanged, PlanStep, PlanUpdated, RateLimits, RateLimitWindow, ReasoningDelta, Retrying, RolledBack,
@@ -26,16 +26,16 @@ from auger.protocol.events import (
     UserInputInjected, WarningEvent,
 )
 from auger.protocol.items import ChangedFile
-from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, TurnEndReason
+from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, Severity, TurnEndReason
 
 __all__ = [
     "AgentMessage", "ApprovalDetails", "ApprovalOption", "ApprovalRequest", "ApprovalResolved", "BackendChanged",
-    "ChangedFile", "ContextCompacted", "Effect", "ElicitationForm", "EnteredReviewMode", "Envelope", "Event",
-    "ExitedReviewMode", "ItemEnded", "ItemStarted",
+    "ChangedFile", "ContextCompacted", "Diagnostic", "Effect", "ElicitationForm", "EnteredReviewMode", "Envelope",
+    "Event", "ExitedReviewMode", "ItemEnded", "ItemStarted",
     "LoopDetected", "MessageDelta", "Mode", "ModeChanged", "ModelChanged", "PendingChanged", "PlanStatus",
     "PlanStep", "PlanUpdated", "RateLimitWindow", "RateLimits", "ReasoningDelta", "Refusal", "Retrying",
-    "RolledBack", "SecretRedacted", "SessionConfigured", "SessionTitle", "ShutdownComplete", "StructuredOutput",
-    "TokenUsage",
+    "RolledBack", "SecretRedacted", "SessionConfigured", "SessionTitle", "Severity", "ShutdownComplete",
+    "StructuredOutput", "TokenUsage",
     "ToolCallEnded", "ToolCallStarted", "ToolOutputDelta", "TurnContextChanged", "TurnDiff", "TurnEndReason",
     "TurnEnded", "TurnStarted", "TurnUndone", "Usage", "UserInputInjected", "WarningEvent",
 ]

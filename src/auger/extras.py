@@ -25,6 +25,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "web": ("markdownify", "bs4", "pypdf"),
     "postgres": ("psycopg", "psycopg_pool", "pgqueuer"),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    "lsp": ("tree_sitter", "tree_sitter_language_pack"),
 }
 
 

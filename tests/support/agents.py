@@ -58,7 +58,7 @@ def run_parent(project: Path, server, *prompts: str, overrides: tuple[str, ...] 
                on_envelope=None, db: Path | None = None, tables: dict | None = None) -> Envelopes:
     """Run the prompts in a new session (each after the previous turn ended) and shut it down; `tables` are
     config tables such as `hooks`."""
-    from auger.engine.sessions import run_prompt
+    from auger.engine.session.sessions import run_prompt
 
     seen = Envelopes()
 

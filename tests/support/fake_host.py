@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Callable
 
 from auger.context.skills import SkillIndex
-from auger.engine.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
-from auger.engine.history import History
-from auger.engine.shared import SessionMode, SessionShared
-from auger.engine.tool_runtime import Policy, ToolRuntime
-from auger.engine.turn_context import TurnContext
+from auger.engine.turn.accounting import Budgets, ContextLimits, ContextMeter, UsageLedger
+from auger.engine.turn.history import History
+from auger.engine.session.shared import SessionMode, SessionShared
+from auger.engine.turn.tool_runtime import Policy, ToolRuntime
+from auger.engine.turn.turn_context import TurnContext
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
 from auger.models.registry import model_info

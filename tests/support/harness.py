@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auger.config import Config, home_dirs, load_config
-from auger.engine.sessions import SessionManager, run_prompt
+from auger.engine.session.sessions import SessionManager, run_prompt
 from auger.engine.workspace import Workspace
 from auger.models.registry import client_for
 from auger.protocol import events as ev
@@ -22,7 +22,9 @@ from auger.store.sqlite import SqliteStore
 from tests.support.mock_openai import MockChatServer
 from tests.support.schema_check import check_envelope
 
-FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false"]
+# No background titles, quick retries, and no language servers after edits (a test of diagnostics turns them
+# on: starting a type checker costs a session seconds, which every other test would pay for nothing).
+FAST = ["model_retry_base_delay=0.01", "model_retry_max_delay=0.05", "generate_titles=false", "diagnostics=false"]
 
 
 @dataclass
@@ -46,7 +48,7 @@ def make_config(*overrides: str) -> Config:
     # A missing user config inside the test's own AUGER_HOME (see isolated_home): never a path whose
     # existence depends on the machine.
     config = load_config([*FAST, *overrides], env={}, config_file=home_dirs()["config"] / "absent-config.toml")
-    assert not config.diagnostics, config.diagnostics
+    assert not config.warnings, config.warnings
     return config
 
 

@@ -30,7 +30,7 @@ SOURCE = Path(auger.__file__).resolve().parent.parent  # the `src` directory aug
 PYPROJECT = SOURCE.parent / "pyproject.toml"
 # The top-level modules every optional extra of pyproject.toml brings (what auger imports from them).
 EXTRA_MODULES = ("mcp", "acp", "starlette", "uvicorn", "websockets", "markdownify", "bs4", "pypdf", "psycopg",
-                 "psycopg_pool", "pgqueuer", "opentelemetry")
+                 "psycopg_pool", "pgqueuer", "opentelemetry", "tree_sitter", "tree_sitter_language_pack")
 
 
 def core_requirements() -> list[Requirement]:
@@ -112,7 +112,7 @@ def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = build(tmp_path_factory.mktemp("plain-install") / "venv")
     present = [module for module, absent in modules_missing(python).items() if not absent]
     assert not present, f"the plain venv can import {present}: it is not a plain install"
-    core = subprocess.run([str(python), "-c", "import auger.frontends.cli, auger.engine.session, jsonschema, rich"],
+    core = subprocess.run([str(python), "-c", "import auger.frontends.cli, auger.engine.session.session, jsonschema, rich"],
                           capture_output=True, text=True, env=plain_env(), timeout=60)
     assert core.returncode == 0, core.stderr
     return python

@@ -40,7 +40,7 @@ def model_config(mock: MockChatServer, *overrides: str) -> Any:
     """The server's config: the test's AUGER_HOME config.toml (which PATCH /api/providers edits), the mock."""
     config = load_config([*FAST, "provider=openai-compatible", f"base_url={mock.base_url}", "model=mock-model",
                           "mode=safe", *overrides], env={})
-    assert not config.diagnostics, config.diagnostics
+    assert not config.warnings, config.warnings
     return config
 
 

@@ -1,7 +1,7 @@
 """The client side of ACP: what auger answers when an agent talks to it during a prompt.
 
 Session updates are normalised into `BackendEvent`s; permission and file requests become events
-carrying a future, answered by the turn that consumes the stream (engine/backend_turn.py), which
+carrying a future, answered by the turn that consumes the stream (engine/agents/backend_turn.py), which
 applies auger's policy and path guard. Between prompts nobody is listening: updates are dropped,
 permission is refused (cancelled) and file requests fail, so an agent acting on its own after a
 turn ended can do nothing through auger. Terminals are not offered (`terminal: false` in the

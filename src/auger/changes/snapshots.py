@@ -451,6 +451,15 @@ class SnapshotStore:
             pass  # fast-import gave up: update-index then writes the objects itself, only slower
         proc.wait()
 
+    async def touched(self) -> list[str]:
+        """The paths that may have changed since the last snapshot, cheaply (two listings against the index,
+        no hashing): those whose stat data differs from what the index recorded, and the new ones that are
+        not ignored. More than what changed (a file touched but unchanged is listed), never less."""
+        dirty, fresh = await asyncio.gather(
+            self.git("diff-files", "-z", "--name-only", "--no-renames", "--ignore-submodules=all"),
+            self.git("ls-files", "-z", "-o", "--exclude-standard"))
+        return sorted({os.fsdecode(p) for p in dirty.split(b"\0") + fresh.split(b"\0") if p})
+
     async def _listing(self) -> tuple[set[str], list[str], list[str]]:
         """(recorded paths whose stat data changed, new paths, new ignored paths: a directory whose
         contents are all ignored as one `dir/`). `diff-files` is the plumbing that reports a changed

@@ -20,7 +20,7 @@ read from `<config_dir>/agents/*.md` (the user's), `<project>/.claude/agents/*.m
 Glob, Bash, Edit, Write, ...) are mapped to auger's. A project's files come with the repository,
 so they are read beneath a handle on the project root, and what they say can only narrow: a child's
 mode is never weaker than its parent's whatever a definition asks (enforced where children start,
-engine/subagents.py), and a project agent's own `mode` is kept only when it is stricter than the
+engine/agents/subagents.py), and a project agent's own `mode` is kept only when it is stricter than the
 session's configured mode. Discovery never raises: a bad file is left out with a warning naming it.
 """
 

@@ -87,7 +87,7 @@ def run_demo(*, json_output: bool = False, keep: bool = False, out: TextIO = sys
 async def _session(project: Path, db: Path, home: Path, render: Any, delay: float):
     """One headless turn of the real engine, driven by the cassette; returns its TurnEnded event."""
     from auger.config import load_config
-    from auger.engine.sessions import SessionManager, run_prompt
+    from auger.engine.session.sessions import SessionManager, run_prompt
     from auger.engine.workspace import Workspace
     from auger.models.replay import ReplayClient, load_cassette
     from auger.protocol.events import TurnEnded

@@ -23,7 +23,7 @@ timeout), with their output read up to a cap. They are the user's own commands a
 sandbox, like the user's shell; a project's config hooks run only with `trust_project_hooks`.
 
 Rewritten arguments are not trusted: the tool runtime validates them and puts them through policy
-again (engine/tool_runtime.py), exactly as if the model had sent them.
+again (engine/turn/tool_runtime.py), exactly as if the model had sent them.
 """
 
 from __future__ import annotations

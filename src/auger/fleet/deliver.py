@@ -34,7 +34,7 @@ from auger.fleet.forge import Forge, ForgeError, LineComment, marker
 
 if TYPE_CHECKING:
     from auger.changes.review_change import Change
-    from auger.engine.review import ReviewResult
+    from auger.engine.agents.review import ReviewResult
     from auger.fleet.policy import TaskSpec
 
 MAX_SLUG = 40

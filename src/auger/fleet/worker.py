@@ -23,7 +23,7 @@ One delivery, in order:
    the exit reason are written with the task's final state in one transaction fenced on the lease — after
    the result was delivered past the database, when the task asks for that and the operator's `[forge]`
    allows it (fleet/deliver.py: a branch, a pull request, a comment; a review task's findings as a review).
-   A review task (`kind = "review"`) runs engine/review.py on its ref against its base instead of a session.
+   A review task (`kind = "review"`) runs engine/agents/review.py on its ref against its base instead of a session.
 
 Beside the queue, a worker fires the database's schedules (fleet/schedules.py): each due time becomes one
 task, whichever worker or server claims it.
@@ -60,8 +60,8 @@ from auger.store.postgres import PostgresStore
 
 if TYPE_CHECKING:
     from auger.config import Config
-    from auger.engine.session import Session
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.session import Session
+    from auger.engine.session.sessions import SessionManager
     from auger.models.base import ModelClient
 
 log = logging.getLogger("auger.fleet")
@@ -233,7 +233,7 @@ class Worker:
         """One attempt: a fresh session on a fresh checkout — or, for a parked task that was answered
         (`parked_diff` given), its session resumed on a checkout of the same base brought to where the
         parked attempt left it, continued with the answer."""
-        from auger.engine.sessions import SessionManager
+        from auger.engine.session.sessions import SessionManager
         from auger.engine.workspace import Workspace
         from auger.models.registry import ProviderError, client_for
 
@@ -337,10 +337,10 @@ class Worker:
 
     async def _review(self, task: TaskRecord, tree: Checkout, manager: SessionManager, client: ModelClient
                       ) -> tuple[TaskResult, str, tuple[Any, Any] | None]:
-        """A review task: its ref reviewed against its base in a plan-mode session (engine/review.py); the
+        """A review task: its ref reviewed against its base in a plan-mode session (engine/agents/review.py); the
         findings, and the change they are about, for the delivery."""
         from auger.changes.review_change import ReviewError, ReviewTarget, collect_change
-        from auger.engine.review import ReviewFailed, run_review
+        from auger.engine.agents.review import ReviewFailed, run_review
         from auger.fleet.checkout import resolve_branch
         from auger.models.registry import stored_cost
 
@@ -414,7 +414,7 @@ class Worker:
         task: the turn stops without the request being withdrawn, and the task waits in the database,
         holding no worker, until someone answers it. Anything else unanswered that long (a sub-agent's
         question, the loop guard's, an MCP server's) is denied, by `timeout`."""
-        from auger.engine.sessions import run_prompt
+        from auger.engine.session.sessions import run_prompt
         from auger.models.registry import stored_cost
 
         final = ""

@@ -1,7 +1,7 @@
 """`auger diff`, `auger undo` and `auger gc`: a stored session's per-turn changes, shown and taken
 back, and the snapshots behind them pruned.
 
-Both read the session's `turn_changes` items (engine/turn_changes.py), so they work on any stored
+Both read the session's `turn_changes` items (engine/turn/changes.py), so they work on any stored
 session, after a crash too. `undo` claims the session like `resume` does (a session running in
 another process is never changed under it) and records the same context message the live `undo` op
 records, so the model is told when the session continues.
@@ -53,7 +53,7 @@ async def _diff(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
     from auger.config import home_dirs
-    from auger.engine.turn_changes import auger_paths, numbered_turns, snapshot_store
+    from auger.engine.turn.changes import auger_paths, numbered_turns, snapshot_store
     from auger.frontends.cli_support import CliError, find_session, open_store
     from auger.protocol.events import TurnDiff
     from auger.protocol.jsontext import dumps, printable
@@ -125,7 +125,7 @@ async def _undo(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
     from auger.config import home_dirs
-    from auger.engine.turn_changes import UNDO_TURN, UndoError, auger_paths, redo_turn, snapshot_store, undo_turn
+    from auger.engine.turn.changes import UNDO_TURN, UndoError, auger_paths, redo_turn, snapshot_store, undo_turn
     from auger.frontends.cli_support import CliError, claim_session, find_session, open_store
 
     verb = "redo" if args.redo else "undo"
@@ -170,7 +170,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 async def _gc(args: argparse.Namespace, config) -> int:
     from auger.changes.snapshots import SnapshotError
     from auger.config import home_dirs
-    from auger.engine.snapshot_gc import collect_garbage
+    from auger.engine.session.snapshot_gc import collect_garbage
     from auger.frontends.cli_support import CliError, open_store
 
     store = open_store(config)

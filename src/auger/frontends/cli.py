@@ -549,8 +549,8 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
     import asyncio
     import signal
 
-    from auger.engine.resume import resume_client, resume_config
-    from auger.engine.sessions import SessionManager, SessionNotFound, recorded_backend, run_prompt
+    from auger.engine.session.resume import resume_client, resume_config
+    from auger.engine.session.sessions import SessionManager, SessionNotFound, recorded_backend, run_prompt
     from auger.engine.workspace import Workspace
     from auger.frontends.plain import PlainRenderer, RunTally
     from auger.models.registry import ProviderError, client_for

@@ -47,8 +47,8 @@ def load_cli_config(args: argparse.Namespace):
 
         problem = effort_problem(config)
         if problem:
-            config.diagnostics.append(problem)
-    for line in config.diagnostics:
+            config.warnings.append(problem)
+    for line in config.warnings:
         print(f"auger: warning: {line}", file=sys.stderr)
     return config
 

@@ -245,7 +245,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             worker = Worker(options)
         except ForgeConfigError as exc:
             raise CliError(str(exc)) from None
-        for line in worker.own.diagnostics:
+        for line in worker.own.warnings:
             print(f"auger worker: warning: {line}", file=sys.stderr)
         loop = asyncio.get_running_loop()
         signals = 0

@@ -1,6 +1,6 @@
 """`auger init`: a read-only session drafts the project's AGENTS.md (or improves the one it has), and the
 draft is queued as a pending change: the command prints its diff and how to write it. The engine side is
-engine/init_doc.py, shared with the terminal's /init; this module parses options and prints.
+engine/session/init_doc.py, shared with the terminal's /init; this module parses options and prints.
 
 Exit status: 0 when a draft was queued; 1 when none could be drafted; 2 for a usage problem.
 """
@@ -37,8 +37,8 @@ async def _init(args: argparse.Namespace, config) -> int:
     import os
     from pathlib import Path
 
-    from auger.engine.init_doc import InitFailed, draft_agents_md, settle
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.init_doc import InitFailed, draft_agents_md, settle
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.frontends.cli_support import CliError, ToolProgress, open_store
     from auger.frontends.tui.render import clean

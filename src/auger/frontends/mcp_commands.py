@@ -187,7 +187,7 @@ def _cmd_server(args: argparse.Namespace) -> int:
         return load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
 
     started = config_for(os.getcwd())
-    for line in started.diagnostics:
+    for line in started.warnings:
         print(f"auger: warning: {line}", file=sys.stderr)
     roots = []
     for root in args.root or [os.getcwd()]:

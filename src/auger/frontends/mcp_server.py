@@ -5,7 +5,7 @@ Two tools, over stdio or streamable HTTP:
     auger_run{prompt, cwd, mode?}          a new session in `cwd`, run to the end of its turn
     auger_continue{session_id, prompt}     one more turn of a stored session
 
-Each runs through the engine's one driver (engine/sessions.py `run_prompt`), headless: what would
+Each runs through the engine's one driver (engine/session/sessions.py `run_prompt`), headless: what would
 need an approval is refused unless the server was started with `--approve-all`/`-c approve_all=true`.
 While it runs, every tool call and message is sent as a progress notification; the result is the
 final answer and the session id (structured: session_id, answer, reason, message, mode). A run that
@@ -116,7 +116,7 @@ def _tool_result(result: RunResult) -> Any:
 
 async def _run_session(ctx: Any, load_config: Callable[[str], Any], limits: Limits, prompt: str, *,
                        cwd: str | None, mode: str | None, session_id: str | None) -> RunResult:
-    from auger.engine.sessions import SessionManager, SessionNotFound, run_prompt
+    from auger.engine.session.sessions import SessionManager, SessionNotFound, run_prompt
     from auger.engine.workspace import Workspace
     from auger.models.registry import ProviderError, client_for
     from auger.policy.trust import MODES

@@ -131,8 +131,8 @@ async def _apply(store, record, config, paths: list[str]) -> int:
 
     from auger.changes.pending import APPLIED, apply, note
     from auger.config import home_dirs
-    from auger.engine.pending_mode import APPLY_TURN, CONTEXT_TURN, snapshot_before_apply
-    from auger.engine.turn_changes import ChangeTracker, auger_paths, snapshot_opener
+    from auger.engine.session.pending_mode import APPLY_TURN, CONTEXT_TURN, snapshot_before_apply
+    from auger.engine.turn.changes import ChangeTracker, auger_paths, snapshot_opener
     from auger.protocol.events import Event
 
     root = Path(record.cwd)
@@ -170,7 +170,7 @@ async def _apply(store, record, config, paths: list[str]) -> int:
 
 async def _drop(store, record, command: str, paths: list[str], seq: int) -> int:
     from auger.changes.pending import DISCARDED, REWOUND, discard, note, rewind
-    from auger.engine.host import CONTEXT_TURN
+    from auger.engine.turn.host import CONTEXT_TURN
 
     unknown: list[str] = []
     if command == "discard":

@@ -63,6 +63,9 @@ class PlainRenderer:
             subject = self._subjects.pop(event.call_id, "")
             if event.denied:
                 self._tell("refused", f"{event.name} {subject}".rstrip() + f": {first_sentence(event.output)}")
+            if self.live:  # what a language server found the change broke (`--json` has them typed)
+                for d in event.diagnostics[:8]:
+                    self._say(f"  ⚠ {d.path}:{d.line}:{d.column} {d.message}", "31")
         elif isinstance(event, ev.Retrying):  # progress: a failure that stays one is told at the end, once
             if self.live:
                 self._say(f"↻ retrying {event.attempt}/{event.max_attempts} in {event.delay_s:.1f}s: {event.reason}",

@@ -22,7 +22,7 @@ from auger.protocol.jsontext import dumps
 from auger.protocol.ops import ApprovalDecision, Op
 
 if TYPE_CHECKING:
-    from auger.engine.session import Session
+    from auger.engine.session.session import Session
 
 HANDOFF = "handoff"
 

@@ -1,5 +1,5 @@
 """`auger review`: a read-only session reviews the uncommitted work, a branch or a commit, and the
-findings are printed as a report (or as JSON). The engine side is engine/review.py, shared with any
+findings are printed as a report (or as JSON). The engine side is engine/agents/review.py, shared with any
 other front end; this module only parses options, opens the store and the model, and prints.
 
 With --json, the review session's events are printed as `auger exec --json` prints them (one envelope a
@@ -56,7 +56,7 @@ async def _review(args: argparse.Namespace, config) -> int:
     from pathlib import Path
 
     from auger.changes.review_change import ReviewError, ReviewTarget, collect_change
-    from auger.engine.review import ReviewFailed
+    from auger.engine.agents.review import ReviewFailed
     from auger.frontends.cli_support import CliError
 
     root = Path(os.path.realpath(args.cwd or os.getcwd()))
@@ -99,8 +99,8 @@ async def _review(args: argparse.Namespace, config) -> int:
 async def _run(args, config, root, change):
     """Open the model (`review_model`, else the configured one) and the store, and run the review session;
     its events are printed with --json, else its tool calls shown while a person watches."""
-    from auger.engine.review import review_client, run_review
-    from auger.engine.sessions import SessionManager
+    from auger.engine.agents.review import review_client, run_review
+    from auger.engine.session.sessions import SessionManager
     from auger.engine.workspace import Workspace
     from auger.frontends.cli_support import CliError, JsonRenderer, ToolProgress, open_store
     from auger.models.registry import ProviderError
@@ -121,7 +121,7 @@ async def _run(args, config, root, change):
 async def render_report(root, change, result, *, colour: bool) -> str:
     """The findings for a person: priority tag, title, file:line, body, the code lines (dimmed numbers
     when `colour`). `auger review` prints it; the terminal UI's /review shows it in the transcript."""
-    from auger.engine.review import code_lines
+    from auger.engine.agents.review import code_lines
     from auger.frontends.tui.render import clean
 
     def paint(code: str, text: str) -> str:

@@ -3,7 +3,7 @@
 stdout carries the answer: the final message as text, or — with `--output-schema FILE` — the JSON value
 the engine checked against that schema, compact on one line, so `auger exec --output-schema s.json … | jq`
 works. A run whose answer never matched prints nothing on stdout and fails with the validation error
-(the engine ends the turn in error; engine/structured_output.py). With `--json` the events are the output
+(the engine ends the turn in error; engine/turn/structured_output.py). With `--json` the events are the output
 and the value is its own `structured_output` event. `--output-last-message FILE` also writes the final
 message to FILE, with or without a schema.
 """
@@ -31,7 +31,7 @@ def read_schema(path: str | None) -> dict[str, Any] | None:
     """The schema in `path` (None without one), checked as a JSON Schema; CliError saying what is wrong."""
     if path is None:
         return None
-    from auger.engine.structured_output import OutputSchemaError, OutputSpec
+    from auger.engine.turn.structured_output import OutputSchemaError, OutputSpec
     from auger.protocol.jsontext import loads
 
     try:

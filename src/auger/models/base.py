@@ -26,7 +26,7 @@ class OutputFormat:
     """The JSON Schema a reply's text must match, for a wire that can constrain it natively (OpenAI
     Responses `text.format`, Chat Completions `response_format`). `strict` only when the schema is in the
     subset strict mode accepts. A wire that cannot send it ignores it: the engine's instructions and its
-    validation of the answer (engine/structured_output.py) hold on every wire."""
+    validation of the answer (engine/turn/structured_output.py) hold on every wire."""
 
     name: str
     schema: dict[str, Any]

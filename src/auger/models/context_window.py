@@ -16,7 +16,7 @@ the user's machine: `local_server`): a hosted API's models are described in the 
 trip to it would only slow the start. Explicit configuration (`model_context_window`, a model table) wins
 and is never probed. The question never delays a request: `learn_window` asks in the background while the
 session goes on with the registry's window, and the answer applies from the next use of the window on
-(engine/turn_context.py reads it live). Answers are kept per server and model in the cache directory for
+(engine/turn/turn_context.py reads it live). Answers are kept per server and model in the cache directory for
 CACHE_TTL (a server restarted with another context length is asked again after that), so most sessions
 have the real window before their first request; a failed probe is a quiet fallback, never an error, and
 is not kept.

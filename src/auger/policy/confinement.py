@@ -148,11 +148,13 @@ class Confinement:
     # --- commands --------------------------------------------------------------------------------
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str, mode: str | None = None, tty: bool = False) -> Any:
+                    effect: str, mode: str | None = None, tty: bool = False, offline: bool = False) -> Any:
         """Start a command (stdio: its stdin, stdout, stderr fds) and return its process handle; `mode` is
         the trust mode of whoever runs it now (default: the session's); `tty`: stdin is a pseudo-terminal,
-        which becomes the controlling terminal of the command's session. Starts the sandbox first when it
-        is not running."""
+        which becomes the controlling terminal of the command's session; `offline`: a command that needs no
+        network (a language server) gets none — no proxy variables, and under bubblewrap a network namespace
+        of its own, under Landlock (ABI 4+, read-only commands) no TCP. Starts the sandbox first when it is
+        not running."""
         from auger.policy import supervised
 
         readonly = self.readonly_for(effect, mode)
@@ -162,22 +164,23 @@ class Confinement:
             async with self._guard():
                 await self._start(writes=not readonly)
             if self.box is None:
-                proc: Any = await supervised.spawn_local(argv, cwd, self.command_env(env), stdio, tty)
+                proc: Any = await supervised.spawn_local(argv, cwd, env if offline else self.command_env(env),
+                                                         stdio, tty)
             else:
-                proc = await self._run(self.box, argv, cwd, env, stdio, readonly, tty)
+                proc = await self._run(self.box, argv, cwd, env, stdio, readonly, tty, offline)
         finally:
             self._busy -= 1
         self._track(proc)
         return proc
 
     async def _run(self, box: SessionSandbox, argv: list[str], cwd: Path, env: dict[str, str],
-                   stdio: tuple[int, int, int], readonly: bool, tty: bool) -> SupervisedProcess:
+                   stdio: tuple[int, int, int], readonly: bool, tty: bool, offline: bool) -> SupervisedProcess:
         assert self.sandbox is not None  # a box is only ever built around a sandbox
-        env = self.command_env(env)
+        env = env if offline else self.command_env(env)
         writable: tuple[str, ...] = ()
         remount = False
         if readonly:
-            argv, remount = self.sandbox.readonly_argv(argv, self.policy)
+            argv, remount = self.sandbox.readonly_argv(argv, self.policy, offline)
             if remount:  # bwrap: the supervisor makes every mount read-only but the scratch and /tmp
                 writable = (*(str(p) for p in self.policy.writable), "/tmp")
         layer = self.sandbox.secrets_layer(self._secrets_now()) if self.secrets and self.kind == "landlock" else None
@@ -185,7 +188,8 @@ class Confinement:
             env = {**env, "TMPDIR": "/tmp", "TMP": "/tmp", "TEMP": "/tmp"}
         elif self.policy.tmp is not None:
             env = {**env, "TMPDIR": str(self.policy.tmp), "TMP": str(self.policy.tmp), "TEMP": str(self.policy.tmp)}
-        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty, landlock=layer)
+        proc = await box.run(argv, cwd, env, stdio, readonly=remount, writable=writable, tty=tty, landlock=layer,
+                             offline=offline and self.kind == "bwrap")
         proc.readonly = readonly
         if not readonly:
             self._writers.append(proc)

@@ -141,7 +141,9 @@ class Sandbox(Protocol):
 
     def wrap(self, argv: list[str], cwd: Path, env: dict[str, str], policy: SandboxPolicy) -> Wrapped: ...
 
-    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]: ...
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy, offline: bool = False) -> tuple[list[str], bool]:
+        """(argv to run read-only, whether the supervisor must make the mounts read-only itself); `offline`:
+        without network too, where this sandbox does that in the argv."""
 
     def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None: ...
 
@@ -418,8 +420,9 @@ class BwrapSandbox:
         argv = [*args, "--chdir", "/", "--info-fd", str(info_fd), "--seccomp", str(seccomp_fd), "--", *holder]
         return argv, [(str(path), path.is_dir()) for path in plan.secrets]
 
-    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
-        """(argv, whether the supervisor must make the mounts read-only itself)."""
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy, offline: bool = False) -> tuple[list[str], bool]:
+        """(argv, whether the supervisor must make the mounts read-only itself); the supervisor also gives an
+        offline command its own network namespace (SessionSandbox.run's `offline`)."""
         return argv, True
 
     def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None:
@@ -538,12 +541,15 @@ class LandlockSandbox:
         """The session's ruleset, as the options the supervisor confines itself with (`landlock.confine_self`)."""
         return self._options(env, policy)[0]
 
-    def readonly_argv(self, argv: list[str], policy: SandboxPolicy) -> tuple[list[str], bool]:
-        """`argv` under a nested, stricter ruleset: nothing writable but the scratch dirs."""
+    def readonly_argv(self, argv: list[str], policy: SandboxPolicy, offline: bool = False) -> tuple[list[str], bool]:
+        """`argv` under a nested, stricter ruleset: nothing writable but the scratch dirs; `offline`: no TCP
+        connection or listening port either (ABI 4+; below it Landlock cannot take the network away)."""
         args = [self.python, "-S", "-I", "-c", self.helper_source]
         scratch = [*policy.writable, *([policy.tmp] if policy.tmp is not None else [])]
         for path in [*scratch, *(Path(d) for d in LANDLOCK_DEVICES)]:
             args += ["--rw", str(path)]
+        if offline and self.abi >= 4:
+            args.append("--restrict-net")
         return [*args, "--ro-all", "--", *argv], False
 
     def secrets_layer(self, secrets: Sequence[Path]) -> list[str] | None:

@@ -288,10 +288,11 @@ class SessionSandbox:
 
     async def run(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
                   readonly: bool, writable: tuple[str, ...] = (), tty: bool = False,
-                  landlock: list[str] | None = None) -> SupervisedProcess:
+                  landlock: list[str] | None = None, offline: bool = False) -> SupervisedProcess:
         """Start a command in the sandbox with the given stdin/stdout/stderr fds (the caller keeps its copies);
         `tty`: stdin is a pseudo-terminal, made the controlling terminal of the command's session; `landlock`:
-        options of a ruleset of the command's own (`LandlockSandbox.secrets_layer`), applied before it runs."""
+        options of a ruleset of the command's own (`LandlockSandbox.secrets_layer`), applied before it runs;
+        `offline`: in a network namespace of its own (bubblewrap only: the supervisor can make one there)."""
         await self.ready()
         self._next += 1
         request_id = self._next
@@ -301,6 +302,8 @@ class SessionSandbox:
                    "readonly": readonly, "writable": list(writable), "tty": tty}
         if landlock:
             request["landlock"] = landlock
+        if offline:
+            request["offline"] = True
         self._send(request, stdio)
         return await future
 

@@ -21,8 +21,8 @@ It runs as code auger compiled and sends (never loaded from a path a command can
   the supervisor's are JSON, which is all auger reads from it):
 
       auger -> {"op": "run", "id": N, "argv": [...], "cwd": "/abs", "env": {...},
-                "readonly": bool, "writable": ["/abs", ...], "tty": bool,
-                "landlock": [options]}  + stdin, stdout, stderr fds   (landlock: optional, see below)
+                "readonly": bool, "writable": ["/abs", ...], "tty": bool, "offline": bool,
+                "landlock": [options]}  + stdin, stdout, stderr fds   (landlock, offline: optional, see below)
       auger -> {"op": "kill", "id": N, "sig": 15}
     auger -> {"op": "left", "id": N}       how many processes run below the supervisor
       sup   -> {"ready": true}                  serving
@@ -44,13 +44,15 @@ idle: auger.policy.confinement).
 
 Each command is forked, put in its own session (setsid) — with "tty", its stdin (a pseudo-terminal
 auger opened) becomes that session's controlling terminal, so Ctrl-C typed into it interrupts the
-foreground job —, optionally made read-only (a private mount
-namespace whose every mount is read-only except the `writable` dirs, under bubblewrap; under Landlock
-auger wraps the argv in a nested read-only ruleset instead), under Landlock given a ruleset of its own
-without the project's protected files (`landlock`: auger.policy.landlock's options; under bubblewrap the
-supervisor covered them with mounts as it started, `cover` in the start request), stripped of every
-capability, put under the seccomp filter, and exec'd. The supervisor is a child subreaper, so daemons
-that double-fork are reparented to it; when auger closes the socket, or dies (the kernel closes it then), it kills every
+foreground job —, with "offline" given a network namespace of its own (no route anywhere, not even the
+sandbox's loopback and its bridge: a language server needs no network), optionally made read-only (a
+private mount namespace whose every mount is read-only except the `writable` dirs, under bubblewrap;
+under Landlock auger wraps the argv in a nested read-only ruleset instead, which also takes TCP away for
+"offline"), under Landlock given a ruleset of its own without the project's protected files (`landlock`:
+auger.policy.landlock's options; under bubblewrap the supervisor covered them with mounts as it started,
+`cover` in the start request), stripped of every capability, put under the seccomp filter, and exec'd.
+The supervisor is a child subreaper, so daemons that double-fork are reparented to it; when auger closes
+the socket, or dies (the kernel closes it then), it kills every
 process it can find below it and exits. (No PR_SET_PDEATHSIG: dying at once would orphan those
 processes instead.) Under bubblewrap the holder is pid 1: when auger closes its stdin, or dies (the
 kernel closes it then), the holder ends and the kernel kills everything in the namespace. Nothing may
@@ -98,6 +100,7 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECCOMP_MODE_FILTER = 2
 CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
 AT_FDCWD = -100
 AT_RECURSIVE = 0x8000
 MOUNT_ATTR_RDONLY = 0x1
@@ -113,7 +116,7 @@ SUPERVISOR_CAPS = (CAP_SETPCAP, CAP_SYS_ADMIN)  # to drop capabilities per comma
 # The namespaces a bubblewrap sandbox has of its own: the user namespace first (it owns the others: joining
 # it gives the rights to join them), the mount namespace last (then the root is the sandbox's).
 NAMESPACES = (("user", 0x10000000), ("ipc", 0x08000000), ("uts", 0x04000000), ("cgroup", 0x02000000),
-              ("net", 0x40000000), ("pid", 0x20000000), ("mnt", CLONE_NEWNS))
+              ("net", CLONE_NEWNET), ("pid", 0x20000000), ("mnt", CLONE_NEWNS))
 CHUNK = 64 * 1024
 MESSAGE_MAX = 1 << 20
 TERMINATING = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
@@ -297,6 +300,8 @@ def _child(request, fds, filtered):
             posix.dup2(fd, target)
         if request.get("tty"):
             _take_terminal()
+        if request.get("offline"):  # a network namespace of its own: no route anywhere, not even the bridge
+            _check(_c().unshare(ctypes.c_int(CLONE_NEWNET)), "unshare(CLONE_NEWNET)")
         if request.get("readonly"):
             _make_read_only(request.get("writable", []))
         if request.get("landlock"):  # Landlock: the command's own ruleset, without the protected files

@@ -7,7 +7,7 @@ from typing import Any
 
 from auger.protocol._data import Record, family, tag
 from auger.protocol.items import ChangedFile
-from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, TurnEndReason
+from auger.protocol.vocab import ApprovalOption, Effect, Mode, PlanStatus, Refusal, Severity, TurnEndReason
 
 PROTOCOL_VERSION = 1  # bumped when an event, op or item changes incompatibly; sent in session_configured
 
@@ -124,6 +124,22 @@ class ToolOutputDelta(Event):
     text: str
 
 
+DIAGNOSTICS_MARK = "\n\nDiagnostics"  # where the text about a call's diagnostics begins in its output
+
+
+@dataclass
+class Diagnostic:
+    """One problem a language server found in a file (lsp/: the session's servers, after a change)."""
+
+    path: str  # relative to the project root
+    line: int  # 1-based
+    column: int  # 1-based, in characters
+    severity: Severity
+    message: str
+    source: str = ""  # who reported it: the server's own name for itself (Pyright, Ruff, typescript)
+    code: str = ""  # its rule or error code, when it has one
+
+
 @tag("tool_call_ended")
 class ToolCallEnded(Event):
     turn_id: str
@@ -133,6 +149,16 @@ class ToolCallEnded(Event):
     output: str
     duration_ms: int = 0
     denied: Refusal | None = None  # why it never ran, when it was refused (the output says it in words)
+    # The problems the language servers found that this call's change introduced (the output tells them, and
+    # those it fixed, in words); also those of an earlier change the servers finished checking only now.
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def plain_output(self) -> str:
+        """`output` without the diagnostics text the model read at its end, for a front end that shows
+        `diagnostics` apart."""
+        if self.diagnostics and DIAGNOSTICS_MARK in self.output:
+            return self.output[:self.output.rindex(DIAGNOSTICS_MARK)]
+        return self.output
 
 
 @tag("retrying")
@@ -376,7 +402,7 @@ class StructuredOutput(Event):
 
 @tag("entered_review_mode")
 class EnteredReviewMode(Event):
-    """This session reviews a change (engine/review.py): read-only, answering with structured findings;
+    """This session reviews a change (engine/agents/review.py): read-only, answering with structured findings;
     sent before the review's first turn."""
 
     target: str  # the change, described (`ReviewTarget.describe`): the uncommitted changes, a branch, a commit

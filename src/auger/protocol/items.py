@@ -134,7 +134,7 @@ class TurnChanges(Item):
 @tag("created_file")
 class CreatedFile(Item):
     """A file a tool of this session created, and its SHA-256 right after: while unchanged, the session
-    may delete it without asking (engine/own_files.py). Never shown to the model."""
+    may delete it without asking (engine/session/own_files.py). Never shown to the model."""
 
     path: str  # relative to the project root
     sha256: str  # "" once the file is gone: the session forgets it
@@ -176,7 +176,7 @@ class SearchSources(Item):
 @tag("writable_root")
 class WritableRoot(Item):
     """A directory outside the project the user let commands write beneath for the rest of the session (at
-    an approval: engine/writable_roots.py), recorded so a resumed session keeps it. Never shown to the model."""
+    an approval: engine/session/writable_roots.py), recorded so a resumed session keeps it. Never shown to the model."""
 
     path: str  # resolved, absolute
 

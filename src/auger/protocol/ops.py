@@ -19,7 +19,7 @@ class UserTurn(Op):
     text: str
     images: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)  # skills whose bodies are injected for this turn
-    # A JSON Schema the turn's final answer must be valid against (engine/structured_output.py): the value
+    # A JSON Schema the turn's final answer must be valid against (engine/turn/structured_output.py): the value
     # comes as a structured_output event; an answer still invalid after one repair ends the turn in error.
     output_schema: dict[str, Any] | None = None
 

@@ -1,4 +1,4 @@
-"""The protocol's closed vocabularies: trust modes, effects, turn-end reasons, approval options.
+"""The protocol's closed vocabularies: trust modes, effects, turn-end reasons, approval options, severities.
 
 They are `StrEnum`s so the JSON form is the plain string it always was and a member still equals its
 string (`Mode.AUTO == "auto"`): code that compares strings keeps working while the schema can list
@@ -68,3 +68,12 @@ class PlanStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
+
+
+class Severity(StrEnum):
+    """How serious a language server says a problem is (LSP's DiagnosticSeverity, by name)."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFORMATION = "information"
+    HINT = "hint"

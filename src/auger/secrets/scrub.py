@@ -1,5 +1,5 @@
 """The session's last line before the store and the event stream: every item recorded and every event
-emitted passes here (engine/session.py `record` and `emit_for`, a sub-agent's host), whoever made it.
+emitted passes here (engine/session/session.py `record` and `emit_for`, a sub-agent's host), whoever made it.
 
 What each text gets:
 
@@ -9,7 +9,7 @@ What each text gets:
         (the model's words and calls, the user's own messages)   the user writes is theirs, but a value
                                         auger knows is secret is never kept or shown, whoever wrote it
 
-The tool runtime has already redacted a call's output where it arrived (engine/tool_runtime.py); here it is
+The tool runtime has already redacted a call's output where it arrived (engine/turn/tool_runtime.py); here it is
 found clean again at little cost. Streamed text (a command's output as it runs, the model's deltas) is
 redacted per stream, holding back what could be the start of a secret until the next piece or the end of
 the stream (the event that ends it: item_ended, tool_call_ended, turn_ended), so a value split across
@@ -40,6 +40,7 @@ _OUTSIDE: dict[type, frozenset[str]] = {
     ev.TurnEnded: frozenset({"message"}),
     ev.TurnDiff: frozenset({"diff"}),
     ev.ApprovalDetails: frozenset({"diff"}),
+    ev.Diagnostic: frozenset({"message"}),  # a language server's words about the project
     ev.ExitedReviewMode: frozenset({"error"}),
 }
 _SKIPPED = frozenset({"encrypted", "images", "digest"})  # opaque provider state, data URLs, HMACs

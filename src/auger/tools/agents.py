@@ -1,6 +1,6 @@
 """The sub-agent tools: spawn_agent, wait_agent, send_input, cancel_agent, list_agents, apply_agent_changes.
 
-Only the specs live here; what they do is the engine's (engine/subagents.py), reached through the
+Only the specs live here; what they do is the engine's (engine/agents/subagents.py), reached through the
 `AgentControl` each caller (the session, or a sub-agent that may itself delegate) is given. The
 toolset is built per caller because the handlers must know whose children they start and see.
 
@@ -31,7 +31,7 @@ WAIT_DEFAULT_S, WAIT_MAX_S = 30, 300
 
 
 class AgentControl(Protocol):
-    """One caller's handle on its sub-agents (engine/subagents.py implements it)."""
+    """One caller's handle on its sub-agents (engine/agents/subagents.py implements it)."""
 
     async def spawn(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 

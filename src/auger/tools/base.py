@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, Sequence
 
 from auger.policy.types import Classification, Effect
+from auger.protocol.events import Diagnostic
 
 if TYPE_CHECKING:
     from auger.context.skills import SkillIndex
@@ -57,7 +58,9 @@ class ToolResult:
     metadata: dict[str, Any] = field(default_factory=dict)  # informational, for events and tests
     events: list[Any] = field(default_factory=list)  # protocol events to emit once the output is committed
     sandbox_denial: str | None = None  # why the sandbox blocked the command, when it did (the runtime may ask)
-    images: list[str] = field(default_factory=list)  # data URLs for the model, sent after the output (engine/turn.py)
+    images: list[str] = field(default_factory=list)  # data URLs for the model, sent after the output (turn/turn.py)
+    # what the language servers found this call's change introduced (protocol Diagnostics; the output says it too)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
 class OutputArchive(Protocol):
@@ -190,7 +193,7 @@ class ToolContext:
 class ToolCaller(Protocol):
     """The tools a call may run on its caller's behalf (run_code's program), each call going through the
     tool runtime's whole pipeline — hooks, policy, approval, sandbox, mutation hooks — announced as a child
-    of the calling call (engine/inner_calls.py)."""
+    of the calling call (engine/turn/inner_calls.py)."""
 
     def specs(self) -> Sequence[ToolSpec]:
         """The tools it may call (the caller's catalog, without the calling tool)."""
@@ -204,7 +207,7 @@ class CommandSandbox(Protocol):
     """Confines a command (see auger.policy.confinement.Confinement)."""
 
     async def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], stdio: tuple[int, int, int],
-                    effect: str, mode: str | None = None, tty: bool = False) -> Any: ...
+                    effect: str, mode: str | None = None, tty: bool = False, offline: bool = False) -> Any: ...
 
     def open_log(self) -> tuple[int, Path]: ...
 
@@ -292,6 +295,13 @@ def _validate_object(tool: str, schema: dict[str, Any], args: Any) -> dict[str, 
 def _coerce(tool: str, name: str, prop: dict[str, Any], value: Any) -> Any:
     """Accept what models commonly send (\"10\" for 10, \"true\" for true); refuse the rest."""
     kind = prop.get("type")
+    if isinstance(kind, list):  # one of several types: the first that takes the value
+        for option in kind:
+            try:
+                return _coerce(tool, name, {**prop, "type": option}, value)
+            except ToolError:
+                continue
+        raise ToolError(f"{tool}: argument '{name}' must be {_describe(prop)}, got {value!r}")
     bad = ToolError(f"{tool}: argument '{name}' must be {_describe(prop)}, got {value!r}")
     if kind == "string":
         if not isinstance(value, str):
@@ -346,5 +356,9 @@ def _check_encodable(tool: str, name: str, value: str) -> None:
 def _describe(prop: dict[str, Any]) -> str:
     if "enum" in prop:
         return "one of " + ", ".join(repr(v) for v in prop["enum"])
-    return {"string": "a string", "integer": "an integer", "boolean": "true or false",
-            "array": "an array", "object": "an object"}.get(prop.get("type", ""), "valid")
+    kinds = prop.get("type", "")
+    names = {"string": "a string", "integer": "an integer", "boolean": "true or false", "array": "an array",
+             "object": "an object"}
+    if isinstance(kinds, list):
+        return " or ".join(names.get(kind, str(kind)) for kind in kinds)
+    return names.get(kinds, "valid")

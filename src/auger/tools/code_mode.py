@@ -4,7 +4,7 @@ Why: a chore of many small calls (read 40 files, count, grep) costs a model roun
 every output in the conversation; one program makes the calls, and only what it prints comes back.
 
 The program runs in the session's sandbox (tools/code_runner.py says how it talks to auger). Its prelude is
-generated here from the caller's catalog (`ToolContext.call_tool`, engine/inner_calls.py): one function per
+generated here from the caller's catalog (`ToolContext.call_tool`, engine/turn/inner_calls.py): one function per
 tool, named after it (`read_file(path, offset=None, limit=None)`, `shell(command, …)`,
 `mcp__server__tool(…)`), returning the text the model would have read and raising `ToolFailed` when the call
 was refused or failed. Every call travels back to auger and through the tool runtime, one by one: hooks,

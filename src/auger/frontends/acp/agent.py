@@ -307,8 +307,8 @@ class AugerAgent:
                            **kwargs: Any) -> ForkSessionResponse:
         """A new session continuing from a copy of a stored one's conversation; the source is untouched
         (and may stay open, even mid-prompt: what it has recorded so far is copied)."""
-        from auger.engine.resume import ResumeRefused
-        from auger.engine.sessions import SessionNotFound
+        from auger.engine.session.resume import ResumeRefused
+        from auger.engine.session.sessions import SessionNotFound
 
         root = self.project_dir(cwd)
         record = await self._stored(session_id, root)
@@ -440,9 +440,9 @@ class AugerAgent:
 
     async def _reopen(self, cwd: Any, session_id: Any, mcp_servers: list[Any]) -> AcpSession:
         """A stored session of the project `cwd`, resumed in this process and attached (not yet followed)."""
-        from auger.engine.resume import ResumeRefused
-        from auger.engine.session import SessionAlreadyOpen
-        from auger.engine.sessions import SessionNotFound
+        from auger.engine.session.resume import ResumeRefused
+        from auger.engine.session.session import SessionAlreadyOpen
+        from auger.engine.session.sessions import SessionNotFound
 
         root = self.project_dir(cwd)
         if isinstance(session_id, str) and (session_id in self.sessions or session_id in self._opening):
@@ -471,7 +471,7 @@ class AugerAgent:
             self._opening.discard(record.id)
 
     def _manager(self, root: str) -> Any:
-        from auger.engine.sessions import SessionManager
+        from auger.engine.session.sessions import SessionManager
         from auger.engine.workspace import Workspace
 
         return SessionManager(Workspace.open(root, self.config_for(root)), self.store)

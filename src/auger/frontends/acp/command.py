@@ -49,7 +49,7 @@ def _cmd_acp(args: argparse.Namespace) -> int:
         return load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
 
     config = config_for(os.getcwd())
-    for line in config.diagnostics:
+    for line in config.warnings:
         print(f"auger: warning: {line}", file=sys.stderr)
     require("acp", "`auger acp`")
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)

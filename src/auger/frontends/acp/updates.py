@@ -13,7 +13,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from acp import helpers
 from acp.schema import AvailableCommand, AvailableCommandInput, ToolCallLocation, UnstructuredCommandInput
@@ -31,7 +31,7 @@ KINDS = {
     "shell": "execute", "update_plan": "think", "web_fetch": "fetch", "web_search": "search",
     "exec_command": "execute", "write_stdin": "execute", "run_code": "execute",
 }
-# Phrases of the turn's warnings that say why a reply stopped (engine/turn.py, models/*).
+# Phrases of the turn's warnings that say why a reply stopped (engine/turn/turn.py, models/*).
 MAX_TOKENS_WARNING = "cut off at its output token limit"
 REFUSAL_WARNING = "refused the request"
 CALL_CAP_ERROR = "max_model_calls_per_turn"
@@ -55,6 +55,8 @@ def tool_title(name: str, args: Any) -> str:
     verb = {"read_file": "Read", "write_file": "Write", "edit_file": "Edit", "list_dir": "List", "web_fetch": "Fetch",
             "web_search": "Search the web for"}.get(name, name)
     return f"{verb} {_one_line(str(subject))}" if subject else verb
+
+
 
 
 def _one_line(text: str, limit: int = 120) -> str:
@@ -91,7 +93,7 @@ class UpdateMapper:
         if isinstance(event, ev.ToolOutputDelta):
             return self.output(event.call_id, event.text)
         if isinstance(event, ev.ToolCallEnded):
-            return [self.end(event.call_id, event.name, event.ok, event.output)]
+            return [self.end(event.call_id, event.name, event.ok, event.plain_output(), event.diagnostics)]
         if isinstance(event, ev.PlanUpdated):
             return [plan_update([{"step": s.step, "status": s.status} for s in event.plan])]
         if isinstance(event, ev.ModeChanged):
@@ -148,7 +150,10 @@ class UpdateMapper:
         return helpers.update_tool_call(call_id, status="in_progress",
                                         content=[helpers.tool_content(helpers.text_block(shown))])
 
-    def end(self, call_id: str, name: str, ok: bool, output: str) -> Any:
+    def end(self, call_id: str, name: str, ok: bool, output: str, diagnostics: Sequence[ev.Diagnostic] = ()) -> Any:
+        """The call's end: its diff, terminal and output; what a language server found its change broke as
+        content of its own (the caller takes it out of the output: ToolCallEnded.plain_output), with a location
+        for each."""
         self.live.pop(call_id, None)
         self.held.discard(call_id)
         _, args = self.calls.pop(call_id, (name, None))
@@ -158,7 +163,15 @@ class UpdateMapper:
             content.append(helpers.tool_terminal_ref(terminal))
         shown = output if len(output) <= MAX_SHOWN_OUTPUT else output[:MAX_SHOWN_OUTPUT] + "\n[… cut]"
         content.append(helpers.tool_content(helpers.text_block(shown)))
-        return helpers.update_tool_call(call_id, status="completed" if ok else "failed", content=content)
+        if not diagnostics:
+            return helpers.update_tool_call(call_id, status="completed" if ok else "failed", content=content)
+        problems = "\n".join(f"{d.path}:{d.line}:{d.column}: {d.severity}: {d.message}"
+                             + (f" ({d.source})" if d.source else "") for d in diagnostics)
+        content.append(helpers.tool_content(helpers.text_block(f"Problems this change introduced:\n{problems}")))
+        places = [ToolCallLocation(path=path, line=d.line) for d in diagnostics
+                  if (path := inside(self.root, d.path)) is not None]
+        return helpers.update_tool_call(call_id, status="completed" if ok else "failed", content=content,
+                                        locations=places or None)
 
     @staticmethod
     def has_diff(name: str) -> bool:

@@ -391,7 +391,7 @@ async def _items(request: Request, sent: Sent) -> Response:
 
 async def _diff(request: Request, sent: Sent) -> Response:
     """The turns that changed files, with their diffs; `turn` picks one (its number or an id prefix)."""
-    from auger.engine.turn_changes import numbered_turns
+    from auger.engine.turn.changes import numbered_turns
 
     server = _server(request)
     turn = sent.query.get("turn")

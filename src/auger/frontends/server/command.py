@@ -76,7 +76,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     def config_for(project: str) -> Any:
         return load_config(args.overrides, flags, project_dir=Path(project) if os.path.isdir(project) else None)
 
-    for line in config_for(roots[0]).diagnostics:
+    for line in config_for(roots[0]).warnings:
         print(f"auger: warning: {line}", file=sys.stderr)
     require("server", "`auger serve`")
     try:

@@ -35,7 +35,7 @@ from auger.store.base import log_failure
 
 if TYPE_CHECKING:
     from auger.config import Config
-    from auger.engine.session import Session
+    from auger.engine.session.session import Session
     from auger.store.base import SessionRecord, Store
 
 log = logging.getLogger("auger.serve")
@@ -207,7 +207,7 @@ class Hub:
     async def snapshot(self, record: SessionRecord) -> dict[str, Any]:
         """The session's record and its state now: what a client needs to draw it before following its
         events after `last_seq` (a reload shows the approvals still waiting)."""
-        from auger.engine.sessions import recorded_backend
+        from auger.engine.session.sessions import recorded_backend
 
         session = self.live(record.id)
         pending = len(await self.store.load_pending(record.id))
@@ -362,7 +362,7 @@ class Hub:
         """A copy of a stored session's history — all of it, or what came before one of its user messages:
         the `before`th (1: the first), or the one stored under item seq `before_seq` (a client that paged only
         the newest items names an edited message so)."""
-        from auger.engine.resume import ResumeRefused
+        from auger.engine.session.resume import ResumeRefused
 
         record = await self.record(source_id)
         await self._refuse_to_open(record)
@@ -405,8 +405,8 @@ class Hub:
             return await self._resume(await self.record(session_id))
 
     async def _resume(self, record: SessionRecord) -> Session:
-        from auger.engine.resume import ResumeRefused
-        from auger.engine.session import SessionAlreadyOpen
+        from auger.engine.session.resume import ResumeRefused
+        from auger.engine.session.session import SessionAlreadyOpen
 
         await self._refuse_to_open(record)
         if not os.path.isdir(record.cwd):
@@ -453,7 +453,7 @@ class Hub:
         return config
 
     def _manager(self, root: str, config: Config) -> Any:
-        from auger.engine.sessions import SessionManager
+        from auger.engine.session.sessions import SessionManager
         from auger.engine.workspace import Workspace
 
         # Approvals here come from the server's clients, not from the person whose rules.toml it is.

@@ -395,7 +395,7 @@ _INITS: set = set()  # the running /init task (kept referenced until it ends)
 
 
 async def _run_init(tui: Tui) -> None:
-    from auger.engine.init_doc import settle
+    from auger.engine.session.init_doc import settle
     from auger.frontends.tui.render import clean
 
     def progress(envelope: Any) -> None:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from auger.backends.status import BackendStatus
     from auger.context.agents import AgentDef
     from auger.context.memory import InstructionFile
-    from auger.engine.session import Session
-    from auger.engine.subagent_host import AgentRun
+    from auger.engine.session.session import Session
+    from auger.engine.agents.subagent_host import AgentRun
     from auger.protocol.envelope import Envelope
     from auger.tools.mcp_servers import ServerStatus
 

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from auger.config import Config
     from auger.context.agents import AgentDef
     from auger.context.memory import InstructionFile
-    from auger.engine.init_doc import InitDraft
-    from auger.engine.review import ReviewResult
-    from auger.engine.subagent_host import AgentRun
+    from auger.engine.session.init_doc import InitDraft
+    from auger.engine.agents.review import ReviewResult
+    from auger.engine.agents.subagent_host import AgentRun
     from auger.frontends.tui.feed import Feed
     from auger.protocol.envelope import Envelope
     from auger.tools.mcp_servers import ServerStatus

@@ -25,6 +25,7 @@ DETAIL_TAIL = 20  # ...with details shown (ctrl-o)
 DETAIL_OUTPUT = 40  # lines of a finished call's output printed under it with details shown
 # Calls whose own output is the point (an interactive process's screen): its last lines stay under the call.
 SCREEN_TOOLS = ("exec_command", "write_stdin")
+DIAGNOSTICS_SHOWN = 8  # problems a change introduced, listed under its call (the model reads them all)
 _FENCE = re.compile(r"^\s*(```|~~~)", re.M)
 # whole escape sequences first (CSI, OSC, two-byte), then any other control character but tab and newline
 _CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.?)"
@@ -212,19 +213,20 @@ class Renderer:
             mark, style = ("✓", "green") if event.ok else ("✗", "red")
             line = a.render(_line([(f"{mark} ", style), (f"{event.name} ", "bold"), (detail, ""),
                                    (seconds, "dim")]))
+            output = event.plain_output()  # the diagnostics are shown apart, below, whatever is shown of it
             if self.details:  # the output as the model got it, head kept
-                lines = clean(event.output).rstrip().splitlines()
+                lines = clean(output).rstrip().splitlines()
                 shown = lines[:DETAIL_OUTPUT] + ([f"… {len(lines) - DETAIL_OUTPUT} more lines"]
                                                  if len(lines) > DETAIL_OUTPUT else [])
                 line += a.styled("\n".join("    " + x for x in shown), "dim") if shown else ""
             elif not event.ok:
-                first = clean(event.output).strip().splitlines()[-3:]
+                first = clean(output).strip().splitlines()[-3:]
                 line += a.styled("\n".join("    " + x for x in first), "dim") if first else ""
             elif run is not None and run.name in SCREEN_TOOLS:  # what the process printed during the call
                 screen = [x for x in run.shown() if x.strip()]
                 line += a.styled("\n".join("    " + x for x in screen), "dim") if screen else ""
             diff = self.diffs.pop(event.call_id, "")
-            return line + (a.diff(diff) if diff and event.ok else "")
+            return line + (a.diff(diff) if diff and event.ok else "") + self._diagnostics(event.diagnostics)
         if isinstance(event, ev.Retrying):
             # the reply is asked again: what was streamed of it is superseded
             self.pending = ""
@@ -293,6 +295,17 @@ class Renderer:
                 return out + a.styled(f"✗ error: {event.message or 'the turn failed'}", "red")
             return out
         return ""
+
+    def _diagnostics(self, found: list[ev.Diagnostic]) -> str:
+        """What the language servers found the call's change broke, one line each, under the call."""
+        if not found:
+            return ""
+        shown = found[:DIAGNOSTICS_SHOWN]
+        lines = [clean(f"    ⚠ {d.path}:{d.line}:{d.column} {d.message}" + (f" ({d.source})" if d.source else ""))
+                 [: self.ansi.width - 1] for d in shown]
+        if len(found) > len(shown):
+            lines.append(f"    … {len(found) - len(shown)} more")
+        return "\n" + self.ansi.styled("\n".join(lines), "red" if found[0].severity == "error" else "yellow")
 
     def handle_child(self, parent_call_id: str, event: ev.Event) -> str:
         """A sub-agent's event, as one dimmed line indented under the call that started it (labelled with the

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Callable, Protocol
 if TYPE_CHECKING:
     from auger.config import Config
     from auger.changes.review_change import Change, ReviewTarget
-    from auger.engine.init_doc import InitDraft
-    from auger.engine.review import ReviewResult
+    from auger.engine.session.init_doc import InitDraft
+    from auger.engine.agents.review import ReviewResult
     from auger.frontends.tui.feed import Feed
     from auger.protocol.envelope import Envelope
-    from auger.engine.sessions import SessionManager
+    from auger.engine.session.sessions import SessionManager
     from auger.store.base import Store
 
 
@@ -74,7 +74,7 @@ class LocalSessions:
 
             await asyncio.to_thread(_import_engine)  # the prompt stays responsive meanwhile
 
-            from auger.engine.sessions import SessionManager
+            from auger.engine.session.sessions import SessionManager
             from auger.engine.workspace import Workspace
             from auger.store.factory import open_store
 
@@ -101,8 +101,8 @@ class LocalSessions:
 
     async def open(self, *, resume: str | None = None, fork: str | None = None) -> Feed:
         """A new session, or `resume`/`fork` of a stored one (a full id)."""
-        from auger.engine.resume import ResumeRefused
-        from auger.engine.sessions import SessionNotFound
+        from auger.engine.session.resume import ResumeRefused
+        from auger.engine.session.sessions import SessionNotFound
         from auger.frontends.tui.feed import LocalFeed
         from auger.models.registry import ProviderError, client_for
         from auger.store.sqlite import StoreError
@@ -127,10 +127,10 @@ class LocalSessions:
 
     async def review(self, target: ReviewTarget, instructions: str,
                      on_envelope: Callable[[Envelope], None]) -> tuple[Change, ReviewResult] | str:
-        """Review `target` in a read-only session of its own (engine/review.py, as `auger review` does):
+        """Review `target` in a read-only session of its own (engine/agents/review.py, as `auger review` does):
         the change and the validated findings, or one line saying why there are none."""
         from auger.changes.review_change import ReviewError, collect_change
-        from auger.engine.review import ReviewFailed, review_client, run_review
+        from auger.engine.agents.review import ReviewFailed, review_client, run_review
         from auger.models.registry import ProviderError
 
         try:
@@ -146,9 +146,9 @@ class LocalSessions:
         return change, result
 
     async def draft_agents_md(self, on_envelope: Callable[[Envelope], None]) -> InitDraft | str:
-        """A drafted AGENTS.md queued in a read-only session of its own (engine/init_doc.py, as `auger init`
+        """A drafted AGENTS.md queued in a read-only session of its own (engine/session/init_doc.py, as `auger init`
         does), still open for the user's answer; or one line saying why there is none."""
-        from auger.engine.init_doc import InitFailed, draft_agents_md
+        from auger.engine.session.init_doc import InitFailed, draft_agents_md
         from auger.models.registry import ProviderError, client_for
 
         try:
@@ -177,7 +177,7 @@ class LocalSessions:
 
 
 def _import_engine() -> None:
-    import auger.engine.sessions  # noqa: F401
+    import auger.engine.session.sessions  # noqa: F401
     import auger.engine.workspace  # noqa: F401
     import auger.models.registry  # noqa: F401
     import auger.store.sqlite  # noqa: F401

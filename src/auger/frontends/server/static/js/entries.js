@@ -90,6 +90,22 @@ function ToolCall({ entry, actions, flags }) {
   const status = !entry.done ? "running" : entry.denied ? "denied" : entry.ok ? "ok" : "failed";
   const tail = entry.live ? entry.live.split("\n").slice(-8).join("\n") : "";
   const agent = entry.name === "spawn_agent";
+  const problems = entry.diagnostics?.length ? html`<${Diagnostics} list=${entry.diagnostics} />` : null;
+  return html`<div class="tool-call">${ToolDetails({ entry, status, tail, agent, actions })}${problems}</div>`;
+}
+
+/** What the language servers found that a call's change broke, under the call, visible while it is folded. */
+function Diagnostics({ list }) {
+  return html`<ul class="diagnostics" aria-label="Problems this change introduced">
+    ${list.map((d) => html`<li class=${d.severity}>
+      <span class="where">${d.path}:${d.line}:${d.column}</span>
+      <span class="message">${d.message}</span>
+      ${d.source ? html`<span class="source">${d.source}${d.code ? ` ${d.code}` : ""}</span>` : null}
+    </li>`)}
+  </ul>`;
+}
+
+function ToolDetails({ entry, status, tail, agent, actions }) {
   return html`<details class="tool ${status}" open=${entry.children.length && !entry.done ? true : undefined}>
     <summary>
       <span class="tool-icon" aria-hidden="true">${agent ? "◆" : "›"}</span>

@@ -268,7 +268,8 @@ export class Transcript {
       const live = entry.live + e.text;
       this.touch(entry, { live: live.length > 20000 ? live.slice(-20000) : live });
     } else {
-      this.touch(entry, { output: e.output, ok: e.ok, done: true, denied: e.denied || null, ms: e.duration_ms });
+      this.touch(entry, { output: e.output, ok: e.ok, done: true, denied: e.denied || null, ms: e.duration_ms,
+        diagnostics: e.diagnostics || [] });
     }
     if (entry.parent) this.bubble(this.calls.get(entry.parent));
   }
