@@ -163,6 +163,23 @@ def test_a_signed_delivery_starts_one_session_and_its_replay_starts_nothing(proj
         sorted(t["function"]["name"] for t in plain.get("tools", []))  # the same tools as a benign delivery's
 
 
+def test_without_a_fleet_an_intake_that_delivers_past_its_session_is_refused(project, server, isolated_home,
+                                                                            tmp_path):
+    """SQLite: the server's own session has no push or forge to answer with; the delivery is 422, recorded
+    as failed, and starts nothing."""
+    configure(isolated_home, project, deliver="comment", issue="{{issue.number}}")
+
+    async def main():
+        async with in_process(project, server, tmp_path / "s.db") as (client, srv):
+            answer = await post(client, comment("@auger why?"))
+            sessions = (await client.get("/api/sessions")).json()["sessions"]
+            return answer, sessions, await srv.hub.store.list_deliveries("gh")
+
+    answer, sessions, deliveries = asyncio.run(main())
+    assert answer.status_code == 422 and "[forge]" in answer.json()["error"]
+    assert sessions == [] and not server.chat_requests and [d.outcome for d in deliveries] == ["failed"]
+
+
 def test_a_message_intake_speaks_into_its_session_as_untrusted_input(project, server, isolated_home, tmp_path):
     server.add(Reply(text="first answer"), Reply(text="after the build"))
 

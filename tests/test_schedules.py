@@ -202,7 +202,7 @@ def test_auger_schedule_adds_lists_pauses_resumes_and_removes(project, auger_hom
     assert added.returncode == 0, added.stderr
     shown = json.loads(added.stdout)
     sid = shown["id"]
-    assert shown["cadence"] == "0 3 * * 1-5" and shown["missed"] == "once" and shown["spec"]["prompt"] == "nightly check"
+    assert (shown["cadence"], shown["missed"], shown["spec"]["prompt"]) == ("0 3 * * 1-5", "once", "nightly check")
     listed = auger_cli("schedule", "list", "--db", db, home=auger_home)
     assert sid[:12] in listed.stdout and "0 3 * * 1-5" in listed.stdout
     assert "paused" in auger_cli("schedule", "pause", sid[:8], "--db", db, home=auger_home).stdout
@@ -212,9 +212,14 @@ def test_auger_schedule_adds_lists_pauses_resumes_and_removes(project, auger_hom
                auger_cli("schedule", "add", "--every", "1h", "--repo", str(project), "--db", db, "-c", "notify=x",
                          "x", home=auger_home),
                auger_cli("schedule", "add", "--every", "1h", "--repo", "https://example.com/r.git", "--db", db, "x",
-                         home=auger_home)]
-    assert [r.returncode for r in refused] == [2, 2, 2] and "five fields" in refused[0].stderr
+                         home=auger_home),
+               auger_cli("schedule", "add", "--every", "1h", "--repo", str(project), "--deliver", "pr", "--db", db,
+                         "x", home=auger_home)]
+    assert [r.returncode for r in refused] == [2, 2, 2, 2] and "five fields" in refused[0].stderr
     assert "never configuration" in refused[1].stderr and "no fleet" in refused[2].stderr
+    assert "--deliver" in refused[3].stderr and "[forge]" in refused[3].stderr  # a session has no push to make
+    assert [s["id"] for s in json.loads(auger_cli("schedule", "list", "--json", "--db", db,
+                                                  home=auger_home).stdout)] == [sid]
     assert auger_cli("schedule", "remove", sid, "--db", db, home=auger_home).returncode == 0
     assert json.loads(auger_cli("schedule", "list", "--json", "--db", db, home=auger_home).stdout) == []
 
@@ -234,7 +239,10 @@ def test_a_sqlite_servers_schedule_runs_as_its_own_session_in_its_roots(project,
             bad = await c.post("/api/fleet/schedules", json={"cron": "nope", "prompt": "p", "repo": str(project)})
             config = await c.post("/api/fleet/schedules", json={"every": "2s", "prompt": "p", "repo": str(project),
                                                                   "base_url": "http://evil.example"})
-            added = await c.post("/api/fleet/schedules", json={"every": "1s", "prompt": "nightly", "repo": str(project)})
+            pushing = await c.post("/api/fleet/schedules", json={"every": "2s", "prompt": "p", "repo": str(project),
+                                                                   "deliver": "pr"})
+            added = await c.post("/api/fleet/schedules",
+                                 json={"every": "1s", "prompt": "nightly", "repo": str(project)})
             sid = added.json()["id"]
             for _ in range(100):
                 shown = (await c.get(f"/api/fleet/schedules/{sid}")).json()
@@ -248,10 +256,12 @@ def test_a_sqlite_servers_schedule_runs_as_its_own_session_in_its_roots(project,
             resumed = await c.post(f"/api/fleet/schedules/{sid}/resume")
             removed = await c.delete(f"/api/fleet/schedules/{sid}")
             gone = await c.get(f"/api/fleet/schedules/{sid}")
-            return refused, bad, config, added, paused, listed, session, resumed, removed, gone
+            return refused, bad, config, pushing, added, paused, listed, session, resumed, removed, gone
 
-    refused, bad, config, added, paused, listed, session, resumed, removed, gone = asyncio.run(main())
+    refused, bad, config, pushing, added, paused, listed, session, resumed, removed, gone = asyncio.run(main())
     assert refused.status_code == 403 and bad.status_code == 400 and config.status_code == 400
+    assert pushing.status_code == 400 and "[forge]" in pushing.json()["error"]
+    assert len(listed["schedules"]) == 1  # only the one that may run here
     assert "never configuration" in config.json()["error"]
     assert added.status_code == 201 and listed["fired_by"] == "server"
     assert paused.json()["paused"] is True and resumed.json()["paused"] is False
