@@ -77,6 +77,9 @@ class Config:
     pending: bool = False  # queue file changes for review (`auger pending`) instead of writing them
     project_doc_fallback_filenames: list[str] = field(default_factory=list)  # e.g. ["CLAUDE.md"]
     project_doc_max_bytes: int = 32_768
+    # Read the project's AGENTS.md (and its fallbacks) as instructions. Off where the repository is not the
+    # user's to trust (the GitHub Action on a pull request's text: its AGENTS.md is then untrusted data).
+    project_docs: bool = True
     developer_instructions: str | None = None  # added to every session's instructions (user config only)
     base_instructions: str | None = None  # replaces the packaged base prompt, at the user's own risk
     compact_prompt: str | None = None  # replaces the request for a hand-off summary when compacting
@@ -241,6 +244,9 @@ def _apply_file(config: Config, path: Path, project: bool = False) -> set[str]:
                 key = "project_secrets"
             if project and key == "otel":  # telemetry goes where the user sends it, with the user's headers
                 config.warnings.append(f"{path}: [otel] ignored: only your user config may configure telemetry")
+                continue
+            if project and key in ("intake", "forge"):  # webhook secrets, push credentials: the operator's alone
+                config.warnings.append(f"{path}: [{key}] ignored: only your user config may define it")
                 continue
             if project and key == "plugins":
                 config.warnings.append(f"{path}: [plugins] ignored: only your user config may enable a "

@@ -33,6 +33,9 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 MODES = ("plan", "safe", "auto")  # from the strictest
+KINDS = ("change", "review")
+DELIVERIES = ("none", "branch", "pr", "comment")
+MAX_TITLE_CHARS = 200
 MAX_PROMPT_CHARS = 1 << 20
 MAX_LABELS = 16
 MAX_APPROVAL_TIMEOUT_S = 7 * 86400.0
@@ -63,17 +66,25 @@ class TaskSpec:
     cost_budget: float | None = None
     approval_timeout_s: float = 600.0  # an approval unanswered this long parks the task (fleet/worker.py)
     labels: tuple[str, ...] = ()
+    # What becomes of the result (fleet/deliver.py), where the worker's operator gave it a forge: nothing past
+    # the database, a branch pushed, a pull request opened, or an answer in an issue's or pull request's thread.
+    kind: str = "change"  # change: a session works on the checkout | review: review `ref` against `base`
+    deliver: str = "none"  # none | branch | pr | comment
+    base: str | None = None  # the branch a pull request targets, or a review compares against
+    issue: int | None = None  # the issue or pull request a comment (or a review) answers in
+    title: str | None = None  # a short title: the pull request's, and the branch's name after the task's id
 
     def to_json(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "repo": self.repo, "ref": self.ref, "provider": self.provider,
                 "model": self.model, "mode": self.mode, "token_budget": self.token_budget,
                 "cost_budget": self.cost_budget, "approval_timeout_s": self.approval_timeout_s,
-                "labels": list(self.labels)}
+                "labels": list(self.labels), "kind": self.kind, "deliver": self.deliver, "base": self.base,
+                "issue": self.issue, "title": self.title}
 
 
 SPEC_FIELDS = frozenset(TaskSpec.__dataclass_fields__)
 # What a submitter may have meant by a field a task may not carry, for the refusal.
-_CONFIGURATION = {"overrides": "-c settings", "base_url": "a base URL", "api_key_env": "a key variable",
+CONFIGURATION = {"overrides": "-c settings", "base_url": "a base URL", "api_key_env": "a key variable",
                   "api_key": "a key", "config": "configuration", "notify": "a command"}
 
 
@@ -84,7 +95,7 @@ def check_spec(data: Any) -> TaskSpec:
         raise TaskRefused("a task's spec must be a JSON object")
     extra = sorted(set(data) - SPEC_FIELDS)
     if extra:
-        named = ", ".join(f"{key!r}" + (f" ({_CONFIGURATION[key]})" if key in _CONFIGURATION else "")
+        named = ", ".join(f"{key!r}" + (f" ({CONFIGURATION[key]})" if key in CONFIGURATION else "")
                           for key in extra)
         raise TaskRefused(f"a task carries data, never configuration: {named} may not be set by a task "
                           "(the worker's operator configures its workers)")
@@ -97,13 +108,29 @@ def check_spec(data: Any) -> TaskSpec:
     if not isinstance(repo, str) or not repo:
         raise TaskRefused("a task needs a repository: a git URL or a path on the worker's machine")
     canonical_repo(repo)  # refuses transports and forms no worker checks out
+    kind, deliver = data.get("kind", "change"), data.get("deliver", "none")
+    if kind not in KINDS:
+        raise TaskRefused(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if deliver not in DELIVERIES:
+        raise TaskRefused(f"deliver must be one of {', '.join(DELIVERIES)}, not {deliver!r}")
+    base = None if data.get("base") is None else _ref(data.get("base"))
+    issue = data.get("issue")
+    if issue is not None and (isinstance(issue, bool) or not isinstance(issue, int) or not 1 <= issue < 2**31):
+        raise TaskRefused(f"issue must be an issue or pull request number, not {issue!r}")
+    if kind == "review" and base is None:
+        raise TaskRefused("a review task needs a base: the branch its ref is reviewed against")
+    if kind == "review" and deliver in ("branch", "pr"):
+        raise TaskRefused("a review task changes nothing: it delivers none, or a comment (a pull request review)")
+    if deliver == "comment" and issue is None:
+        raise TaskRefused("deliver comment needs an issue: the issue or pull request number to answer in")
     return TaskSpec(prompt=prompt, repo=repo, ref=_ref(data.get("ref", "HEAD")),
                     provider=_optional_name(data.get("provider"), "provider", _NAME),
                     model=_model(data.get("model")), mode=_mode(data.get("mode")),
                     token_budget=_budget(data.get("token_budget"), "token_budget", whole=True),
                     cost_budget=_budget(data.get("cost_budget"), "cost_budget"),
                     approval_timeout_s=_approval_timeout(data.get("approval_timeout_s", 600.0)),
-                    labels=_labels(data.get("labels", ())))
+                    labels=_labels(data.get("labels", ())), kind=str(kind), deliver=str(deliver), base=base,
+                    issue=issue, title=_title(data.get("title")))
 
 
 def _ref(value: Any) -> str:
@@ -114,6 +141,16 @@ def _ref(value: Any) -> str:
             or ".." in value or value.endswith((".", "/", ".lock")) or "@{" in value:
         raise TaskRefused(f"ref {value!r} is not a branch, tag or commit name")
     return value
+
+
+def _title(value: Any) -> str | None:
+    """A short line of text: no control characters, at most MAX_TITLE_CHARS."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_TITLE_CHARS \
+            or any(ord(c) < 32 or c == "\x7f" for c in value):
+        raise TaskRefused(f"title must be one line of at most {MAX_TITLE_CHARS} characters")
+    return value.strip()
 
 
 def _optional_name(value: Any, what: str, pattern: re.Pattern[str]) -> str | None:

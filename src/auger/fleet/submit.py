@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 
 async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "default", priority: int = 0,
-                 max_attempts: int = 3, submission_id: str | None = None, submitted_by: str = ""
-                 ) -> tuple[TaskRecord, bool]:
+                 max_attempts: int = 3, submission_id: str | None = None, submitted_by: str = "",
+                 origin: str | None = None) -> tuple[TaskRecord, bool]:
     """Record the task and deliver it; a submission id used before for the same task returns the first
     task, delivered then (nothing is queued again) — unless it was recorded and never delivered (the
     submitter died between the two): a task still queued with no job in the queue is delivered now. (Two
@@ -27,7 +27,7 @@ async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "def
     check_row(queue_name, priority, max_attempts)
     record, created = await Tasks(store).submit(spec, queue=queue_name, priority=priority,
                                                 max_attempts=max_attempts, submission_id=submission_id,
-                                                submitted_by=submitted_by)
+                                                submitted_by=submitted_by, origin=origin)
     if created or (record.state == "queued" and not await _waiting(store.url, record.id)):
         await _deliver(store.url, record)
     return record, created

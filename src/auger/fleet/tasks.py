@@ -61,6 +61,7 @@ class TaskRecord:
     submitted_by: str = ""
     parked: dict[str, Any] | None = None  # waiting: the approval it waits for (`request`), its call, its base
     answer: dict[str, Any] | None = None  # the answer that resumed (or will resume) it, and who gave it
+    origin: str | None = None  # what queued it, when not a person: `schedule:ID@DUE`, `intake:NAME:DELIVERY`
     refusal: str | None = None  # why the stored spec may not run (a row no submit route would write)
 
     def to_json(self) -> dict[str, Any]:
@@ -102,15 +103,17 @@ class TaskResult:
     usage: Usage
     cost: float | None
     exit_reason: str  # complete | cancelled | error | budget … (the turn's end reason, or why none ran)
+    delivery: dict[str, Any] | None = None  # what was delivered past the database: a branch, a pull request…
 
     def to_json(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "final_message": self.final_message, "diff": self.diff,
                 "turn_diffs": self.turn_diffs, "usage": asdict(self.usage), "cost": self.cost,
-                "exit_reason": self.exit_reason}
+                "exit_reason": self.exit_reason, "delivery": self.delivery}
 
 
 _COLUMNS = ("id, submission_id, queue, state, spec, priority, attempts, max_attempts, session_id, worker, "
-            "cancel_requested, retried, created, started, finished, exit_reason, error, submitted_by, parked, answer")
+            "cancel_requested, retried, created, started, finished, exit_reason, error, submitted_by, parked, answer, "
+            "origin")
 
 
 def _record(row: tuple[Any, ...]) -> TaskRecord:
@@ -149,7 +152,8 @@ class Tasks:
         self.store = store
 
     async def submit(self, spec: TaskSpec, *, queue: str = "default", priority: int = 0, max_attempts: int = 3,
-                     submission_id: str | None = None, submitted_by: str = "") -> tuple[TaskRecord, bool]:
+                     submission_id: str | None = None, submitted_by: str = "", origin: str | None = None
+                     ) -> tuple[TaskRecord, bool]:
         """Insert the task; (record, True). A submission id used before for the same task: (the first
         record, False); for another task: SubmissionConflict (nothing is inserted)."""
         task_id = uuid.uuid4().hex
@@ -157,9 +161,9 @@ class Tasks:
         async def insert(conn: AsyncConnection) -> tuple[TaskRecord, bool]:
             row = await (await conn.execute(
                 f"INSERT INTO tasks ({_COLUMNS}) VALUES (%s,%s,%s,'queued',%s,%s,0,%s,NULL,NULL,FALSE,0,%s,NULL,NULL,"
-                f"NULL,NULL,%s,NULL,NULL) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
+                f"NULL,NULL,%s,NULL,NULL,%s) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
                 (task_id, submission_id, queue, json.dumps(spec.to_json()), priority, max_attempts, time.time(),
-                 submitted_by))
+                 submitted_by, origin))
             ).fetchone()
             if row is not None:
                 return _record(row), True
@@ -198,13 +202,14 @@ class Tasks:
 
     async def result(self, task_id: str) -> TaskResult | None:
         rows = await self._rows("SELECT session_id, final_message, diff, turn_diffs, input_tokens, cached_tokens, "
-                                "output_tokens, reasoning_tokens, cost, exit_reason FROM task_results "
+                                "output_tokens, reasoning_tokens, cost, exit_reason, delivery FROM task_results "
                                 "WHERE task_id = %s", (task_id,))
         if not rows:
             return None
         r = rows[0]
         return TaskResult(r[0], t(r[1]), t(r[2]), json.loads(r[3]),
-                          Usage(int(r[4]), int(r[5]), int(r[6]), int(r[7])), r[8], r[9])
+                          Usage(int(r[4]), int(r[5]), int(r[6]), int(r[7])), r[8], r[9],
+                          json.loads(r[10]) if r[10] else None)
 
     async def costs(self, task_ids: list[str]) -> dict[str, float | None]:
         """What each finished task's session cost (USD; None: a price is unknown), in one query; a task
@@ -287,12 +292,13 @@ class Tasks:
                 u = result.usage
                 await conn.execute(
                     "INSERT INTO task_results (task_id, session_id, final_message, diff, turn_diffs, input_tokens, "
-                    "cached_tokens, output_tokens, reasoning_tokens, cost, exit_reason, created) "
-                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    "cached_tokens, output_tokens, reasoning_tokens, cost, exit_reason, created, delivery) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                     (task_id, result.session_id, b(result.final_message), b(result.diff),
                      json.dumps(result.turn_diffs),
                      u.input_tokens, u.cached_input_tokens, u.output_tokens, u.reasoning_tokens, result.cost,
-                     result.exit_reason, time.time()))
+                     result.exit_reason, time.time(),
+                     json.dumps(result.delivery) if result.delivery is not None else None))
             return True
 
         return await self.store.transaction(write)

@@ -20,7 +20,13 @@ One delivery, in order:
    again; whichever worker takes it checks out the same base, applies the diff, resumes the session and
    continues the turn with the answer (`Session.continue_parked`): the call that asked runs once.
 4. **Result.** The final message, each turn's diff, the whole diff against the base, usage and cost, and
-   the exit reason are written with the task's final state in one transaction fenced on the lease.
+   the exit reason are written with the task's final state in one transaction fenced on the lease — after
+   the result was delivered past the database, when the task asks for that and the operator's `[forge]`
+   allows it (fleet/deliver.py: a branch, a pull request, a comment; a review task's findings as a review).
+   A review task (`kind = "review"`) runs engine/agents/review.py on its ref against its base instead of a session.
+
+Beside the queue, a worker fires the database's schedules (fleet/schedules.py): each due time becomes one
+task, whichever worker or server claims it.
 
 `cancel` posts an interrupt for the task's session; `terminate` (SIGTERM) takes no new task, gives the
 running ones `drain_s` to end, interrupts the rest, and gives their tasks back to the queue.
@@ -39,7 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 from auger.fleet import queue
 from auger.fleet.checkout import Checkout, CheckoutError, checkout
+from auger.fleet.deliver import Delivery, DeliveryError
+from auger.fleet.forge import forge_from_config
 from auger.fleet.policy import TaskRefused, TaskSpec, WorkerPolicy, check_endpoint
+from auger.fleet.schedules import Scheduler, fleet_starter
 from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, lease_key
 from auger.protocol import events as ev
 from auger.protocol.envelope import Envelope
@@ -92,6 +101,7 @@ class WorkerOptions:
     allow_providers: tuple[str, ...] = ()  # providers a task may name besides the worker's own and its tables
     health_port: int | None = None  # where `GET /health` is answered (auger/health.py); None: nowhere
     health_host: str = "127.0.0.1"
+    schedules: bool = True  # fire the store's schedules too (fleet/schedules.py; every due time fires once)
 
 
 @dataclass
@@ -111,6 +121,7 @@ class Worker:
         self.policy = WorkerPolicy(mode=options.mode or self.own.mode, cap_mode=options.cap_mode,
                                    allow_repos=options.allow_repos, providers=offered_providers(self.own,
                                                                                                 options.allow_providers))
+        self.forge = forge_from_config(self.own.tables)  # ForgeConfigError: the operator's [forge] is unusable
         self.store = PostgresStore(options.url, max_connections=options.concurrency * 2 + 2,
                                    lease_timeout_s=options.lease_timeout_s, heartbeat_s=options.heartbeat_s)
         self.tasks = Tasks(self.store)
@@ -118,6 +129,7 @@ class Worker:
                                        concurrency=options.concurrency, heartbeat_timeout_s=options.lease_timeout_s,
                                        poll_s=options.poll_s)
         self._slots = asyncio.Semaphore(options.concurrency)
+        self.scheduler = Scheduler(self.store, fleet_starter(self.store)) if options.schedules else None
         self._running: dict[str, _Running] = {}
         self._stopping = False
         self.completed = 0
@@ -131,11 +143,15 @@ class Worker:
         await queue.install(options.url)
         health = None if options.health_port is None else await serve_health(options.health_host,
                                                                               options.health_port, self.health)
+        firing = asyncio.ensure_future(self.scheduler.run()) if self.scheduler is not None else None
         try:
             await self.consumer.run()
             while self._running:
                 await asyncio.sleep(0.1)
         finally:
+            if firing is not None:
+                await asyncio.wait([firing], timeout=5)
+                firing.cancel()
             if health is not None:
                 health.close()
                 await health.wait_closed()
@@ -156,6 +172,8 @@ class Worker:
         """Take no new task; give the running ones `drain_s` to end, then interrupt them."""
         self._stopping = True
         self.consumer.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
         asyncio.get_running_loop().call_later(self.options.drain_s, self._interrupt_running)
 
     def _interrupt_running(self) -> None:
@@ -225,6 +243,7 @@ class Worker:
             if task.refusal is not None:
                 raise TaskRefused(task.refusal)
             mode = self.policy.admit(spec)
+            delivery = self._delivery(spec)
         except TaskRefused as exc:
             await self._refuse(task, generation, str(exc))
             return
@@ -249,21 +268,28 @@ class Worker:
                 await self.tasks.finish(task.id, generation, "failed", None, error=str(exc))
                 return
             manager = SessionManager(Workspace.open(tree.path, config), self.store)
-            if resuming:
-                session = await self._resume_parked(manager, task, client, mode, tree)
+            reviewed: tuple[Any, Any] | None = None
+            if spec.kind == "review":
+                result, reason, reviewed = await self._review(task, tree, manager, client)
+                if result.session_id:
+                    await self.tasks.attach_session(task.id, result.session_id, generation)
+                outcome: tuple[TaskResult, str, dict[str, Any] | None] = (result, reason, None)
             else:
-                session = await manager.create(client, mode=mode, interactive=True)
-            running.session = session
-            await self.store.claim(session.id)
-            try:
-                cancelled = await self.tasks.attach_session(task.id, session.id, generation)
-                if previous:
-                    await self._interrupted(previous, session.id)
-                if cancelled:
-                    session.submit(Interrupt("cancelled"))
-                outcome = await self._drive(session, task, tree, None if resuming else UserTurn(spec.prompt))
-            finally:
-                await self.store.release(session.id)
+                if resuming:
+                    session = await self._resume_parked(manager, task, client, mode, tree)
+                else:
+                    session = await manager.create(client, mode=mode, interactive=True)
+                running.session = session
+                await self.store.claim(session.id)
+                try:
+                    cancelled = await self.tasks.attach_session(task.id, session.id, generation)
+                    if previous:
+                        await self._interrupted(previous, session.id)
+                    if cancelled:
+                        session.submit(Interrupt("cancelled"))
+                    outcome = await self._drive(session, task, tree, None if resuming else UserTurn(spec.prompt))
+                finally:
+                    await self.store.release(session.id)
         finally:
             tree.remove()
         result, reason, parked = outcome
@@ -279,11 +305,62 @@ class Worker:
             return
         cancel = reason == "cancelled" and await self.tasks.cancel_requested(task.id)
         state = "done" if reason == "complete" else "cancelled" if cancel else "failed"
-        if await self.tasks.finish(task.id, generation, state, result):
+        error = result.exit_reason if state == "failed" and result.exit_reason.startswith("review") else None
+        if state == "done" and delivery is not None:
+            try:
+                shipped = await (delivery.review(spec, task.id, tree.base, *reviewed) if reviewed is not None
+                                 else delivery.change(spec, task.id, tree.base, result.diff, result.final_message))
+                result = dataclasses.replace(result, delivery=shipped)
+            except DeliveryError as exc:
+                state, error = "failed", f"delivery failed: {exc}"
+                result = dataclasses.replace(result, delivery={"error": str(exc)})
+        if await self.tasks.finish(task.id, generation, state, result, error=error):
             self.completed += 1
         else:
             log.warning("task %s: the lease was lost to another worker; this attempt's result is dropped",
                         task.id[:8])
+
+    def _delivery(self, spec: TaskSpec) -> Delivery | None:
+        """Where a task's result goes past the database, when it asks for that: the worker's forge, and its
+        name for the task's repository. TaskRefused when this worker has no forge, or it knows no such
+        repository: the operator decides where its credentials push, never the task."""
+        if spec.deliver == "none":
+            return None
+        if self.forge is None:
+            raise TaskRefused(f"deliver {spec.deliver}: this worker delivers nothing past the database (its operator "
+                              "gives it a [forge] to push and post with)")
+        repository = self.forge.repository(spec.repo)
+        if repository is None:
+            raise TaskRefused(f"deliver {spec.deliver}: repository {spec.repo} is not one this worker's forge knows "
+                              "([forge] hosts, [forge.repos])")
+        return Delivery(self.forge, repository, self.options.data_dir)
+
+    async def _review(self, task: TaskRecord, tree: Checkout, manager: SessionManager, client: ModelClient
+                      ) -> tuple[TaskResult, str, tuple[Any, Any] | None]:
+        """A review task: its ref reviewed against its base in a plan-mode session (engine/agents/review.py); the
+        findings, and the change they are about, for the delivery."""
+        from auger.changes.review_change import ReviewError, ReviewTarget, collect_change
+        from auger.engine.agents.review import ReviewFailed, run_review
+        from auger.fleet.checkout import resolve_branch
+        from auger.models.registry import stored_cost
+
+        spec = task.spec
+        try:
+            base = await resolve_branch(tree.path, spec.base or "HEAD")
+            change = await collect_change(tree.path, ReviewTarget("base", base))
+            reviewed = await run_review(manager, client, change, spec.prompt)
+        except (ReviewError, CheckoutError) as exc:
+            return TaskResult("", "", "", [], ev.Usage(), None, f"review: {exc}"), "error", None
+        except ReviewFailed as exc:
+            return TaskResult(exc.session_id, "", "", [], await self.store.usage_total(exc.session_id), None,
+                              f"review: {exc}"), "error", None
+        lines = [f"{reviewed.verdict}: {reviewed.summary}"] + [
+            f"- {f.file or 'general'}{f':{f.line_start}' if f.line_start else ''} {f.title}: {f.body}"
+            for f in reviewed.findings]
+        usage = await self.store.usage_total(reviewed.session_id)
+        cost = await stored_cost(self.store, reviewed.session_id, manager.workspace.config)
+        return (TaskResult(reviewed.session_id, "\n".join(lines), "", [], usage, cost, "complete"), "complete",
+                (reviewed, change))
 
     async def _resume_parked(self, manager: SessionManager, task: TaskRecord, client: ModelClient, mode: str,
                              tree: Checkout) -> Session:

@@ -233,6 +233,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from auger.frontends.users_cli import add_commands as add_users
 
     add_users(sub, store_opts)  # `users` (frontends/users_cli.py), parsed by the main parser
+    from auger.frontends.schedule_cli import add_commands as add_schedules
+
+    add_schedules(sub, store_opts)  # `schedule` (frontends/schedule_cli.py), parsed by the main parser
+    from auger.frontends.intake_cli import add_commands as add_intakes
+
+    add_intakes(sub, store_opts)  # `hooks`: webhook intakes (frontends/intake_cli.py), parsed by the main parser
     from auger.frontends.secrets_cli import add_commands as add_secrets
 
     add_secrets(sub, store_opts)  # `secrets check` (frontends/secrets_cli.py)

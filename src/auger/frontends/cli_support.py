@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 
 class CliError(Exception):
@@ -132,3 +133,27 @@ class ToolProgress:
         args = event.arguments if isinstance(event.arguments, dict) else {}
         detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")[:100]
         print(clean(f"▸ {event.name} {detail}"), file=sys.stderr)
+
+
+def with_store(args: Any, body: Any) -> Any:
+    """Run `await body(store)` over the store `--db` (or AUGER_DB, or the config) names, closed after; a
+    StoreError, or a PostgreSQL URL without its extra, as the command's one-line error."""
+    import asyncio
+
+    from auger.config import load_config
+    from auger.store.factory import open_store as open_target
+
+    config = load_config(args.overrides, {"db_path": args.db})
+
+    async def main() -> Any:
+        store = open_target(config.db_path)
+        try:
+            return await body(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return guard_store(lambda: asyncio.run(main()))
+    except ImportError as exc:
+        raise CliError(f"a PostgreSQL database needs the postgres extra: pip install 'auger[postgres]' ({exc})") \
+            from None

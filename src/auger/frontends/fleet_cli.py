@@ -20,25 +20,9 @@ T = TypeVar("T")
 def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]) -> dict[str, argparse.ArgumentParser]:
     p_submit = sub.add_parser("submit", help="queue a task for the fleet's workers; prints its id")
     p_submit.add_argument("prompt", help="what the task is to do")
-    p_submit.add_argument("--repo", help="a local repository path or a git URL (default: the current directory)")
-    p_submit.add_argument("--ref", default="HEAD", help="the base: a branch, tag or commit (default HEAD)")
-    p_submit.add_argument("-m", "--model", help="model name")
-    p_submit.add_argument("-p", "--provider", help="a provider the workers offer, by name (default: the worker's)")
-    p_submit.add_argument("--base-url", help=argparse.SUPPRESS)  # refused: where keys go is the worker's setting
-    p_submit.add_argument("--mode", choices=("plan", "safe", "auto"),
-                          help="trust mode of the task's session (default: the worker's)")
-    p_submit.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
-    p_submit.add_argument("--queue", default="default", help="the queue whose workers take it (default: default)")
+    add_task_options(p_submit)
     p_submit.add_argument("--submission-id", metavar="ID",
                           help="a client-chosen id: submitting it again queues nothing new and prints the task")
-    p_submit.add_argument("--max-attempts", type=int, default=3, help="attempts before it fails (default 3)")
-    p_submit.add_argument("--token-budget", type=int, help="stop the session after this many tokens")
-    p_submit.add_argument("--cost-budget", type=float, help="...or this much money (USD)")
-    p_submit.add_argument("--approval-timeout", type=float, default=600.0, metavar="S",
-                          help="how long a safe-mode task's approval request holds its worker before the task "
-                               "parks (waits, holding no worker) until someone answers it (default 600)")
-    p_submit.add_argument("--label", action="append", default=[], metavar="NAME",
-                          help="a label for the task, to find it by (repeatable)")
     p_submit.add_argument("--json", action="store_true", help="print the task's record as JSON")
     store_opts(p_submit)
     p_submit.set_defaults(run=_cmd_submit)
@@ -105,6 +89,60 @@ def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]
     return {"submit": p_submit, "worker": p_worker}  # `tasks` and `db` have subcommands: the main parser reads them
 
 
+def add_task_options(p: argparse.ArgumentParser) -> None:
+    """What a task is (`auger submit`, `auger schedule add`): data only — fleet/policy.py."""
+    p.add_argument("--repo", help="a local repository path or a git URL (default: the current directory)")
+    p.add_argument("--ref", default="HEAD", help="the base: a branch, tag or commit (default HEAD)")
+    p.add_argument("-m", "--model", help="model name")
+    p.add_argument("-p", "--provider", help="a provider the workers offer, by name (default: the worker's)")
+    p.add_argument("--base-url", help=argparse.SUPPRESS)  # refused: where keys go is the worker's setting
+    p.add_argument("--mode", choices=("plan", "safe", "auto"),
+                   help="trust mode of the task's session (default: the worker's)")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    p.add_argument("--queue", default="default", help="the queue whose workers take it (default: default)")
+    p.add_argument("--max-attempts", type=int, default=3, help="attempts before it fails (default 3)")
+    p.add_argument("--token-budget", type=int, help="stop the session after this many tokens")
+    p.add_argument("--cost-budget", type=float, help="...or this much money (USD)")
+    p.add_argument("--approval-timeout", type=float, default=600.0, metavar="S",
+                   help="how long a safe-mode task's approval request holds its worker before the task "
+                        "parks (waits, holding no worker) until someone answers it (default 600)")
+    p.add_argument("--label", action="append", default=[], metavar="NAME",
+                   help="a label for the task, to find it by (repeatable)")
+    p.add_argument("--deliver", choices=("none", "branch", "pr", "comment"), default="none",
+                   help="what becomes of the result where the worker has a forge: a branch auger/<task>-<title> "
+                        "pushed, a pull request opened, or the answer posted as a comment on --issue "
+                        "(default none: the result stays in the database)")
+    p.add_argument("--base", metavar="BRANCH",
+                   help="the branch a pull request targets (default: --ref), or a --review compares against")
+    p.add_argument("--issue", type=int, metavar="N", help="the issue or pull request a comment answers in")
+    p.add_argument("--title", help="a short title: the pull request's, and the branch's name")
+    p.add_argument("--review", action="store_true",
+                   help="review --ref against --base instead of changing anything (with --deliver comment: a "
+                        "pull request review with line comments on --issue)")
+
+
+def task_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """A task's fields from the options `add_task_options` gave. `-c` settings and `--base-url` would be the
+    worker's configuration, so they are refused here, as the worker refuses them again."""
+    from auger.fleet.policy import is_remote
+
+    refused = [f"-c {o.partition('=')[0]}" for o in args.overrides] + (["--base-url"] if args.base_url else [])
+    if refused:
+        raise CliError(f"{', '.join(refused)}: a task carries data, never configuration — its worker's operator "
+                       "configures the workers (the database is --db or AUGER_DB)")
+    repo = args.repo or os.getcwd()
+    if not is_remote(repo):
+        repo = os.path.realpath(repo)  # a local path, named as the worker will find it
+        if not os.path.isdir(repo):
+            raise CliError(f"--repo {args.repo} is not a directory")
+    fields: dict[str, Any] = {
+        "prompt": args.prompt, "repo": repo, "ref": args.ref, "provider": args.provider, "model": args.model,
+        "mode": args.mode, "token_budget": args.token_budget, "cost_budget": args.cost_budget,
+        "approval_timeout_s": args.approval_timeout, "labels": list(args.label), "deliver": args.deliver,
+        "base": args.base, "issue": args.issue, "title": args.title, "kind": "review" if args.review else "change"}
+    return fields
+
+
 def _db_target(args: argparse.Namespace) -> str | None:
     from auger.config import load_config
 
@@ -142,24 +180,11 @@ def _with_tasks(url: str, body: Callable[[Any], Awaitable[T]]) -> T:
 
 # -- submit ----------------------------------------------------------------------------
 def _cmd_submit(args: argparse.Namespace) -> int:
-    """Queue a task. A task is data (fleet/policy.py): `-c` settings and `--base-url` would be the worker's
-    configuration, so they are refused here, as the worker refuses them again."""
-    from auger.fleet.policy import TaskRefused, check_row, check_spec, is_remote
+    """Queue a task: data only (fleet/policy.py), checked here and again by the worker."""
+    from auger.fleet.policy import TaskRefused, check_row, check_spec
 
-    refused = [f"-c {o.partition('=')[0]}" for o in args.overrides] + (["--base-url"] if args.base_url else [])
-    if refused:
-        raise CliError(f"{', '.join(refused)}: a task carries data, never configuration — its worker's operator "
-                       "configures the workers (the database is --db or AUGER_DB)")
-    repo = args.repo or os.getcwd()
-    if not is_remote(repo):
-        repo = os.path.realpath(repo)  # a local path, named as the worker will find it
-        if not os.path.isdir(repo):
-            raise CliError(f"--repo {args.repo} is not a directory")
     try:
-        spec = check_spec({"prompt": args.prompt, "repo": repo, "ref": args.ref, "provider": args.provider,
-                           "model": args.model, "mode": args.mode, "token_budget": args.token_budget,
-                           "cost_budget": args.cost_budget, "approval_timeout_s": args.approval_timeout,
-                           "labels": list(args.label)})
+        spec = check_spec(task_fields(args))
         check_row(args.queue, args.priority, args.max_attempts)
     except TaskRefused as exc:
         raise CliError(str(exc)) from None
@@ -214,7 +239,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
                             health_host=args.health_host)
 
     async def main() -> int:
-        worker = Worker(options)
+        from auger.fleet.forge import ForgeConfigError
+
+        try:
+            worker = Worker(options)
+        except ForgeConfigError as exc:
+            raise CliError(str(exc)) from None
         for line in worker.own.warnings:
             print(f"auger worker: warning: {line}", file=sys.stderr)
         loop = asyncio.get_running_loop()
@@ -233,8 +263,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         repos = ", ".join(policy.allow_repos) if policy.allow_repos else "remote ones only"
         health = "" if options.health_port is None else \
             f"; health checks: http://{options.health_host}:{options.health_port}/health"
+        forge = "" if worker.forge is None else f"; delivers to {worker.forge.api_url}"
         print(f"auger worker: taking tasks of queue '{options.queue}' ({options.concurrency} at once; mode at most "
-              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))}{health})",
+              f"{policy.mode}; repositories: {repos}; providers: {', '.join(sorted(policy.providers))}{forge}{health})",
               file=sys.stderr, flush=True)
         try:
             await worker.run()
@@ -323,6 +354,8 @@ def _print_list(records: list[Any], as_json: bool) -> None:
 def _print_show(record: Any, result: Any) -> None:
     print(f"task      {record.id}\nstate     {record.state} (attempt {record.attempts} of {record.max_attempts})")
     print(f"repo      {record.spec.repo} @ {record.spec.ref}\nprompt    {record.spec.prompt}")
+    if record.origin:
+        print(f"origin    {record.origin}")
     if record.session_id:
         print(f"session   {record.session_id}")
     if record.error:

@@ -12,9 +12,11 @@ So every request — each route, the SSE streams, a WebSocket, the web UI — sh
 3. a credential (401): `Authorization: Bearer TOKEN` (API clients), or — where the server pairs
    browsers — the cookie a browser got by redeeming a one-use pairing code at `/pair?code=…`
    (`HttpOnly; SameSite=Strict`). A token in the query string is never read, since URLs end up in logs
-   and browser history. Secrets are compared in constant time. The one exception is a `GET` (or `HEAD`)
+   and browser history. Secrets are compared in constant time. The exceptions are a `GET` (or `HEAD`)
    of a path the server names public — `auger serve`'s health check, which tells nothing but "ok", the
-   version and whether the store answers — and it still passes 1 and 2.
+   version and whether the store answers — and a `POST` below a prefix the server names signed — its
+   webhook intakes, whose route checks the body's signature, the one credential a forge sends; both
+   still pass 1 and 2.
 
 Which credentials name whom is the `Credentials` given: `Keys`, the server's one token (`auger
 mcp-server --http`), or `users.People` — the owner's token and each user's (`auger serve`). The
@@ -237,13 +239,15 @@ class Guard:
     configured origins are answered here. The caller's identity is put in `scope["auger.client"]`."""
 
     def __init__(self, app: Any, keys: Credentials, exposed: Exposure, pairing: Pairing | None = None, *,
-                 secure_cookie: bool = False, public: frozenset[str] = frozenset()) -> None:
+                 secure_cookie: bool = False, public: frozenset[str] = frozenset(),
+                 signed: tuple[str, ...] = ()) -> None:
         self.app = app
         self.keys = keys
         self.exposed = exposed
         self.pairing = pairing
         self.secure_cookie = secure_cookie
         self.public = public  # paths a GET or HEAD reaches without credentials (Host and Origin still checked)
+        self.signed = signed  # path prefixes a POST reaches without them: the route checks the body's signature
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -273,6 +277,9 @@ class Guard:
             return
         if scope["type"] == "http" and scope["path"] in self.public and method in ("GET", "HEAD"):
             await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http" and method == "POST" and _below(scope["path"], self.signed):
+            await self.app(scope, receive, send)  # no bearer token: the intake's route checks the signature
             return
         token = bearer_token(headers.get("authorization"))
         principal = await self.keys.bearer(token) if token is not None else None
@@ -336,6 +343,15 @@ class Guard:
             (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
             (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+def _below(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether `path` is one segment below one of `prefixes` (`/api/hooks/NAME`, never deeper, never a dot)."""
+    for prefix in prefixes:
+        rest = path[len(prefix):] if path.startswith(prefix) else None
+        if rest and "/" not in rest and rest not in (".", ".."):
+            return True
+    return False
 
 
 def _headers(scope: Scope) -> dict[str, str]:

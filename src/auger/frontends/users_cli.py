@@ -8,11 +8,9 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Callable
 
-from auger.frontends.cli_support import CliError, guard_store, local_user
-
-T = TypeVar("T")
+from auger.frontends.cli_support import CliError, local_user, with_store as _with_store
 
 
 def add_commands(sub: Any, store_opts: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -75,28 +73,6 @@ def _cmd_users(args: argparse.Namespace) -> int:
         raise CliError(f"no active user named {args.name!r} (list them with `auger users list`)")
     print(json.dumps(_user_json(revoked), indent=2) if args.json else f"{revoked.name} revoked")
     return 0
-
-
-def _with_store(args: argparse.Namespace, body: Callable[[Any], Awaitable[T]]) -> T:
-    import asyncio
-
-    from auger.config import load_config
-    from auger.store.factory import open_store
-
-    config = load_config(args.overrides, {"db_path": args.db})
-
-    async def main() -> T:
-        store = open_store(config.db_path)
-        try:
-            return await body(store)
-        finally:
-            await store.aclose()
-
-    try:
-        return guard_store(lambda: asyncio.run(main()))
-    except ImportError as exc:
-        raise CliError(f"a PostgreSQL database needs the postgres extra: pip install 'auger[postgres]' ({exc})") \
-            from None
 
 
 def _user_json(user: Any) -> dict[str, Any]:

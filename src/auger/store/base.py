@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
@@ -239,7 +239,119 @@ class ShareStore(Protocol):
         """When a share was last made or revoked (an open viewer's watch reads this)."""
 
 
-class Store(PendingStore, TeamStore, ShareStore, Protocol):
+@dataclass
+class ScheduleRecord:
+    """A schedule as stored: when it is due (`cadence` in `tz`; `next_run` is the next due time), what each run
+    is (`spec`: a task's spec as JSON, checked by fleet/policy.py wherever it is read), what a missed run
+    becomes (`missed`: skip or once), and what it did so far."""
+
+    id: str
+    cadence: str
+    tz: str
+    missed: str  # skip | once
+    spec: str
+    queue: str
+    priority: int
+    max_attempts: int
+    paused: bool
+    next_run: float
+    created: float
+    created_by: str = ""
+    last_run: float | None = None
+    last_target: str | None = None  # the last run's task (PostgreSQL) or session (SQLite)
+    runs: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class ScheduleRun:
+    """One due time of a schedule: claimed once (its key is the schedule and the due time), then started —
+    as a task, or as a session of `auger serve` — or failed; or skipped, by the missed-run policy."""
+
+    schedule_id: str
+    due: float
+    state: str  # claimed | started | failed | skipped
+    fired: float
+    late: bool = False  # fired after its due time had passed (missed runs, policy "once")
+    missed: int = 0  # due times that passed unfired before this one was fired or skipped
+    claimed_by: str = ""
+    task_id: str | None = None
+    session_id: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What becomes of a schedule found due (fleet/schedules.py decides): a run for `due` (None: skipped, the
+    missed-run policy being skip), whether it is late, how many due times passed unfired, and the next due
+    time."""
+
+    due: float | None
+    next_run: float
+    late: bool = False
+    missed: int = 0
+
+
+class ScheduleStore(Protocol):
+    """Schedules and their runs. A run is claimed in the transaction that moves its schedule's `next_run`
+    on, under the row's lock, and its (schedule, due) key is unique: however many processes look, each due
+    time is claimed once."""
+
+    async def add_schedule(self, record: ScheduleRecord) -> None: ...
+    async def get_schedule(self, id_or_prefix: str) -> ScheduleRecord | None:
+        """The schedule with this id, or the one whose id starts with it (None: none, or several)."""
+    async def list_schedules(self) -> list[ScheduleRecord]: ...
+    async def update_schedule(self, schedule_id: str, *, paused: bool, next_run: float) -> ScheduleRecord | None: ...
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        """Delete the schedule and its runs' records (the tasks they started stay); whether it existed."""
+    async def claim_runs(self, now: float, plan: Callable[[ScheduleRecord, float], RunPlan],
+                         limit: int = 100) -> list[ScheduleRun]:
+        """In one transaction: the schedules due at `now` (not paused), each locked (another process skips
+        it), planned by `plan`, its run recorded (claimed, or skipped) and its next due time stored. The
+        runs claimed, for the caller to start (and then `finish_run`)."""
+    async def stale_runs(self, now: float, older_than_s: float) -> list[ScheduleRun]:
+        """Runs claimed more than `older_than_s` ago and never started (their claimer died between the two),
+        taken over by this store: each returned once, to whoever calls first."""
+    async def finish_run(self, schedule_id: str, due: float, state: str, *, task_id: str | None = None,
+                         session_id: str | None = None, error: str | None = None) -> None: ...
+    async def list_runs(self, schedule_id: str, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's latest runs, newest first."""
+    async def next_due(self) -> float | None:
+        """The earliest due time of the schedules not paused (None: none)."""
+    async def wait_schedules(self, timeout: float) -> None:
+        """Return when a schedule may have changed (PostgreSQL: a NOTIFY), or after `timeout`."""
+
+
+@dataclass
+class DeliveryRecord:
+    """One delivery to a webhook intake, by the id its sender gave it (or its body's hash): what it was
+    and what became of it."""
+
+    intake: str
+    delivery_id: str
+    received: float
+    event: str
+    outcome: str  # received | queued | started | sent | ignored | failed
+    task_id: str | None = None
+    session_id: str | None = None
+    detail: str | None = None
+
+
+class IntakeStore(Protocol):
+    """The deliveries webhook intakes received: a delivery id is acted on once."""
+
+    async def record_delivery(self, intake: str, delivery_id: str, event: str, now: float,
+                              retry_after_s: float) -> tuple[bool, DeliveryRecord]:
+        """Record a delivery as received: (True, it) when it is new — or when an earlier receipt of it never
+        got past `received` and is older than `retry_after_s` (its receiver died: this one takes it over);
+        else (False, the delivery as first recorded): a replay."""
+    async def settle_delivery(self, intake: str, delivery_id: str, outcome: str, *, task_id: str | None = None,
+                              session_id: str | None = None, detail: str | None = None) -> None: ...
+    async def list_deliveries(self, intake: str | None = None, limit: int = 50) -> list[DeliveryRecord]:
+        """The latest deliveries (to one intake, when given), newest first."""
+
+
+class Store(PendingStore, TeamStore, ShareStore, ScheduleStore, IntakeStore, Protocol):
     holder: str  # who this store's leases name: one process (SQLite), one store instance (PostgreSQL)
 
     async def ping(self) -> None:

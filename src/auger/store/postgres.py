@@ -38,8 +38,8 @@ from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import (
-    AuditRecord, LinkRecord, PendingRecord, SessionRecord, ShareRecord, StoredItem, StoreError, UserExists,
-    UserRecord, audit_filter, listed_sessions_filter,
+    AuditRecord, DeliveryRecord, LinkRecord, PendingRecord, RunPlan, ScheduleRecord, ScheduleRun, SessionRecord,
+    ShareRecord, StoredItem, StoreError, UserExists, UserRecord, audit_filter, listed_sessions_filter,
 )
 from auger.store.migrations import Migration, migrations, newer_schema
 
@@ -334,6 +334,130 @@ class PostgresStore:
                                 "ORDER BY id DESC LIMIT %s", (*params, limit))
         return [AuditRecord(int(r[0]), r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in rows]
 
+    # -- schedules and intake deliveries -----------------------------------------------------
+    async def add_schedule(self, record: ScheduleRecord) -> None:
+        await self._exec(f"INSERT INTO schedules ({_SCHEDULE_COLUMNS}) VALUES ({', '.join(['%s'] * 16)})",
+                         _schedule_values(record))
+
+    async def get_schedule(self, id_or_prefix: str) -> ScheduleRecord | None:
+        rows = await self._read(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = %s", (id_or_prefix,))
+        if not rows and len(id_or_prefix) >= 4 and id_or_prefix.isalnum():
+            rows = await self._read(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id LIKE %s LIMIT 2",
+                                    (id_or_prefix + "%",))
+        return ScheduleRecord(*rows[0]) if len(rows) == 1 else None
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return [ScheduleRecord(*r) for r in await self._read(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules "
+                                                             "ORDER BY created")]
+
+    async def update_schedule(self, schedule_id: str, *, paused: bool, next_run: float) -> ScheduleRecord | None:
+        rows = await self._read(f"UPDATE schedules SET paused = %s, next_run = %s WHERE id = %s "
+                                f"RETURNING {_SCHEDULE_COLUMNS}", (paused, next_run, schedule_id))
+        return ScheduleRecord(*rows[0]) if rows else None
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        async def delete(conn: AsyncConnection) -> bool:
+            await conn.execute("DELETE FROM schedule_runs WHERE schedule_id = %s", (schedule_id,))
+            return (await conn.execute("DELETE FROM schedules WHERE id = %s", (schedule_id,))).rowcount > 0
+
+        return await self.transaction(delete)
+
+    async def claim_runs(self, now: float, plan: Callable[[ScheduleRecord, float], RunPlan],
+                         limit: int = 100) -> list[ScheduleRun]:
+        holder = self.holder
+
+        async def claim(conn: AsyncConnection) -> list[ScheduleRun]:
+            rows = await (await conn.execute(
+                f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_run <= %s ORDER BY next_run "
+                "LIMIT %s FOR UPDATE SKIP LOCKED", (now, limit))).fetchall()
+            claimed: list[ScheduleRun] = []
+            for row in rows:
+                record = ScheduleRecord(*row)
+                planned = plan(record, now)
+                run = ScheduleRun(record.id, planned.due if planned.due is not None else record.next_run,
+                                  "claimed" if planned.due is not None else "skipped", now, planned.late,
+                                  planned.missed, holder)
+                inserted = (await conn.execute(
+                    "INSERT INTO schedule_runs (schedule_id, due, state, fired, late, missed, claimed_by) "
+                    "VALUES (%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+                    (run.schedule_id, run.due, run.state, now, run.late, run.missed, holder))).rowcount
+                ran = planned.due is not None and inserted > 0
+                await conn.execute(
+                    "UPDATE schedules SET next_run = %s, runs = runs + %s, skipped = skipped + %s, "
+                    "last_run = CASE WHEN %s THEN %s ELSE last_run END WHERE id = %s",
+                    (planned.next_run, int(ran), planned.missed + (planned.due is None), ran, now, record.id))
+                if ran:
+                    claimed.append(run)
+            return claimed
+
+        return await self.transaction(claim)
+
+    async def stale_runs(self, now: float, older_than_s: float) -> list[ScheduleRun]:
+        rows = await self._read(
+            f"UPDATE schedule_runs SET claimed_by = %s, fired = %s WHERE (schedule_id, due) IN ("
+            "SELECT schedule_id, due FROM schedule_runs WHERE state = 'claimed' AND fired < %s "
+            f"FOR UPDATE SKIP LOCKED) RETURNING {_RUN_COLUMNS}", (self.holder, now, now - older_than_s))
+        return [ScheduleRun(*r) for r in rows]
+
+    async def finish_run(self, schedule_id: str, due: float, state: str, *, task_id: str | None = None,
+                         session_id: str | None = None, error: str | None = None) -> None:
+        async def update(conn: AsyncConnection) -> None:
+            await conn.execute("UPDATE schedule_runs SET state = %s, task_id = %s, session_id = %s, error = %s "
+                               "WHERE schedule_id = %s AND due = %s",
+                               (state, task_id, session_id, _text(error), schedule_id, due))
+            if task_id or session_id:
+                await conn.execute("UPDATE schedules SET last_target = %s WHERE id = %s",
+                                   (task_id or session_id, schedule_id))
+
+        await self.transaction(update)
+
+    async def list_runs(self, schedule_id: str, limit: int = 20) -> list[ScheduleRun]:
+        rows = await self._read(f"SELECT {_RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = %s "
+                                "ORDER BY due DESC LIMIT %s", (schedule_id, limit))
+        return [ScheduleRun(*r) for r in rows]
+
+    async def next_due(self) -> float | None:
+        rows = await self._read("SELECT MIN(next_run) FROM schedules WHERE NOT paused")
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    async def wait_schedules(self, timeout: float) -> None:
+        await self._wait("auger_schedules", "", timeout)
+
+    async def now(self) -> float:
+        """The database's clock (seconds since the epoch): what every machine's scheduler fires by."""
+        rows = await self._read("SELECT extract(epoch FROM clock_timestamp())")
+        return float(rows[0][0])
+
+    async def record_delivery(self, intake: str, delivery_id: str, event: str, now: float,
+                              retry_after_s: float) -> tuple[bool, DeliveryRecord]:
+        async def insert(conn: AsyncConnection) -> tuple[bool, DeliveryRecord]:
+            row = await (await conn.execute(
+                "INSERT INTO intake_deliveries AS d (intake, delivery_id, received, event, outcome) "
+                "VALUES (%s,%s,%s,%s,'received') ON CONFLICT (intake, delivery_id) DO UPDATE "
+                "SET received = EXCLUDED.received WHERE d.outcome = 'received' AND d.received < %s "
+                f"RETURNING {_DELIVERY_COLUMNS}", (intake, delivery_id, now, _text(event), now - retry_after_s))
+            ).fetchone()
+            if row is not None:
+                return True, DeliveryRecord(*row)
+            first = await (await conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries WHERE intake = %s "
+                                              "AND delivery_id = %s", (intake, delivery_id))).fetchone()
+            assert first is not None, "the conflicting row exists"
+            return False, DeliveryRecord(*first)
+
+        return await self.transaction(insert)
+
+    async def settle_delivery(self, intake: str, delivery_id: str, outcome: str, *, task_id: str | None = None,
+                              session_id: str | None = None, detail: str | None = None) -> None:
+        await self._exec("UPDATE intake_deliveries SET outcome = %s, task_id = %s, session_id = %s, detail = %s "
+                         "WHERE intake = %s AND delivery_id = %s",
+                         (outcome, task_id, session_id, _text(detail), intake, delivery_id))
+
+    async def list_deliveries(self, intake: str | None = None, limit: int = 50) -> list[DeliveryRecord]:
+        where, params = ("WHERE intake = %s", (intake,)) if intake is not None else ("", ())
+        rows = await self._read(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries {where} "
+                                "ORDER BY received DESC LIMIT %s", (*params, limit))
+        return [DeliveryRecord(*r) for r in rows]
+
     # -- sub-agent links ----------------------------------------------------------------
     async def link_child(self, link: LinkRecord) -> None:
         await self._exec(
@@ -573,6 +697,7 @@ class PostgresStore:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                     await conn.execute("LISTEN auger_events")
                     await conn.execute("LISTEN auger_ops")
+                    await conn.execute("LISTEN auger_schedules")
                     while self._wakers:
                         async for note in conn.notifies(timeout=1.0):
                             for event in self._wakers.get((note.channel, note.payload), ()):
@@ -696,6 +821,26 @@ def _cause(exc: BaseException) -> str:
 
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
                    "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id), s.created_by FROM sessions s")
+_SCHEDULE_COLUMNS = ("id, cadence, tz, missed, spec, queue, priority, max_attempts, paused, next_run, created, "
+                     "created_by, last_run, last_target, runs, skipped")
+_RUN_COLUMNS = "schedule_id, due, state, fired, late, missed, claimed_by, task_id, session_id, error"
+_DELIVERY_COLUMNS = "intake, delivery_id, received, event, outcome, task_id, session_id, detail"
+
+
+def _schedule_values(record: ScheduleRecord) -> tuple[Any, ...]:
+    return (record.id, record.cadence, record.tz, record.missed, record.spec, record.queue, record.priority,
+            record.max_attempts, record.paused, record.next_run, record.created, _text(record.created_by),
+            record.last_run, record.last_target, record.runs, record.skipped)
+
+
+def _text(value: str | None) -> str | None:
+    """Text for a TEXT column, which takes neither NUL nor a lone surrogate (short notes, never data that must
+    round-trip: those go to BYTEA)."""
+    if value is None:
+        return None
+    return value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+
+
 _USER_COLUMNS = "name, role, created, created_by, revoked"
 _SHARE_COLUMNS = "id, session_id, created, created_by, expires, revoked"
 

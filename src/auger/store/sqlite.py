@@ -31,8 +31,8 @@ from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.migrations import migrations, newer_schema
 from auger.store.base import (
-    AuditRecord, LinkRecord, PendingRecord, SessionRecord, ShareRecord, StoredItem, StoreError, UserExists,
-    UserRecord, audit_filter, listed_sessions_filter,
+    AuditRecord, DeliveryRecord, LinkRecord, PendingRecord, RunPlan, ScheduleRecord, ScheduleRun, SessionRecord,
+    ShareRecord, StoredItem, StoreError, UserExists, UserRecord, audit_filter, listed_sessions_filter,
 )
 
 __all__ = ["SqliteStore", "StoreError"]
@@ -281,6 +281,156 @@ class SqliteStore:
         def select(conn: sqlite3.Connection) -> float:
             row = conn.execute("SELECT MAX(MAX(created), COALESCE(MAX(revoked), 0)) FROM shares").fetchone()
             return float(row[0] or 0.0)
+
+        return await self._run(select)
+
+    # -- schedules and intake deliveries ------------------------------------------
+    async def add_schedule(self, record: ScheduleRecord) -> None:
+        def insert(conn: sqlite3.Connection) -> None:
+            conn.execute(f"INSERT INTO schedules ({_SCHEDULE_COLUMNS}) VALUES ({', '.join('?' * 16)})",
+                         _schedule_values(record))
+
+        await self._write(insert)
+
+    async def get_schedule(self, id_or_prefix: str) -> ScheduleRecord | None:
+        def select(conn: sqlite3.Connection) -> ScheduleRecord | None:
+            rows = conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (id_or_prefix,)).fetchall()
+            if not rows and len(id_or_prefix) >= 4 and id_or_prefix.isalnum():
+                rows = conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id LIKE ? LIMIT 2",
+                                    (id_or_prefix + "%",)).fetchall()
+            return _schedule(rows[0]) if len(rows) == 1 else None
+
+        return await self._run(select)
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        def select(conn: sqlite3.Connection) -> list[ScheduleRecord]:
+            return [_schedule(r) for r in conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules ORDER BY created")]
+
+        return await self._run(select)
+
+    async def update_schedule(self, schedule_id: str, *, paused: bool, next_run: float) -> ScheduleRecord | None:
+        def update(conn: sqlite3.Connection) -> ScheduleRecord | None:
+            row = conn.execute(f"UPDATE schedules SET paused = ?, next_run = ? WHERE id = ? "
+                               f"RETURNING {_SCHEDULE_COLUMNS}", (int(paused), next_run, schedule_id)).fetchone()
+            return _schedule(row) if row else None
+
+        return await self._write(update)
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM schedule_runs WHERE schedule_id = ?", (schedule_id,))
+                return conn.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount > 0
+
+        return await self._write(delete)
+
+    async def claim_runs(self, now: float, plan: Callable[[ScheduleRecord, float], RunPlan],
+                         limit: int = 100) -> list[ScheduleRun]:
+        holder = self.holder
+
+        def claim(conn: sqlite3.Connection) -> list[ScheduleRun]:
+            claimed: list[ScheduleRun] = []
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")  # another process on the file waits, then sees them moved on
+                rows = conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND next_run <= ? "
+                                    "ORDER BY next_run LIMIT ?", (now, limit)).fetchall()
+                for row in rows:
+                    record = _schedule(row)
+                    planned = plan(record, now)
+                    run = ScheduleRun(record.id, planned.due if planned.due is not None else record.next_run,
+                                      "claimed" if planned.due is not None else "skipped", now, planned.late,
+                                      planned.missed, holder)
+                    inserted = conn.execute(
+                        "INSERT INTO schedule_runs (schedule_id, due, state, fired, late, missed, claimed_by) "
+                        "VALUES (?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                        (run.schedule_id, run.due, run.state, now, int(run.late), run.missed, holder)).rowcount
+                    ran = planned.due is not None and inserted > 0
+                    conn.execute("UPDATE schedules SET next_run = ?, runs = runs + ?, skipped = skipped + ?, "
+                                 "last_run = CASE WHEN ? THEN ? ELSE last_run END WHERE id = ?",
+                                 (planned.next_run, int(ran), planned.missed + (planned.due is None), int(ran), now,
+                                  record.id))
+                    if ran:
+                        claimed.append(run)
+            return claimed
+
+        return await self._write(claim)
+
+    async def stale_runs(self, now: float, older_than_s: float) -> list[ScheduleRun]:
+        def take(conn: sqlite3.Connection) -> list[ScheduleRun]:
+            rows = conn.execute(f"UPDATE schedule_runs SET claimed_by = ?, fired = ? WHERE state = 'claimed' "
+                                f"AND fired < ? RETURNING {_RUN_COLUMNS}",
+                                (self.holder, now, now - older_than_s)).fetchall()
+            return [_run(r) for r in rows]
+
+        return await self._write(take)
+
+    async def finish_run(self, schedule_id: str, due: float, state: str, *, task_id: str | None = None,
+                         session_id: str | None = None, error: str | None = None) -> None:
+        def update(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("UPDATE schedule_runs SET state = ?, task_id = ?, session_id = ?, error = ? "
+                             "WHERE schedule_id = ? AND due = ?",
+                             (state, task_id, session_id, to_db(error) if error else None, schedule_id, due))
+                if task_id or session_id:
+                    conn.execute("UPDATE schedules SET last_target = ? WHERE id = ?", (task_id or session_id,
+                                                                                      schedule_id))
+
+        await self._write(update)
+
+    async def list_runs(self, schedule_id: str, limit: int = 20) -> list[ScheduleRun]:
+        def select(conn: sqlite3.Connection) -> list[ScheduleRun]:
+            rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = ? "
+                                "ORDER BY due DESC LIMIT ?", (schedule_id, limit)).fetchall()
+            return [_run(r) for r in rows]
+
+        return await self._run(select)
+
+    async def next_due(self) -> float | None:
+        def select(conn: sqlite3.Connection) -> float | None:
+            row = conn.execute("SELECT MIN(next_run) FROM schedules WHERE paused = 0").fetchone()
+            return None if row is None or row[0] is None else float(row[0])
+
+        return await self._run(select)
+
+    async def wait_schedules(self, timeout: float) -> None:
+        await asyncio.sleep(timeout)  # no notifications in SQLite: the firing loop keeps its waits short
+
+    async def record_delivery(self, intake: str, delivery_id: str, event: str, now: float,
+                              retry_after_s: float) -> tuple[bool, DeliveryRecord]:
+        def insert(conn: sqlite3.Connection) -> tuple[bool, DeliveryRecord]:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute(
+                    "INSERT INTO intake_deliveries (intake, delivery_id, received, event, outcome) "
+                    "VALUES (?,?,?,?,'received') ON CONFLICT DO UPDATE SET received = excluded.received "
+                    "WHERE outcome = 'received' AND received < ? "
+                    f"RETURNING {_DELIVERY_COLUMNS}", (intake, delivery_id, now, to_db(event), now - retry_after_s)
+                ).fetchone()
+                if row is not None:
+                    return True, _delivery(row)
+                first = conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries WHERE intake = ? AND "
+                                     "delivery_id = ?", (intake, delivery_id)).fetchone()
+                return False, _delivery(first)
+
+        return await self._write(insert)
+
+    async def settle_delivery(self, intake: str, delivery_id: str, outcome: str, *, task_id: str | None = None,
+                              session_id: str | None = None, detail: str | None = None) -> None:
+        def update(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE intake_deliveries SET outcome = ?, task_id = ?, session_id = ?, detail = ? "
+                         "WHERE intake = ? AND delivery_id = ?",
+                         (outcome, task_id, session_id, to_db(detail) if detail else None, intake, delivery_id))
+
+        await self._write(update)
+
+    async def list_deliveries(self, intake: str | None = None, limit: int = 50) -> list[DeliveryRecord]:
+        def select(conn: sqlite3.Connection) -> list[DeliveryRecord]:
+            where, params = ("WHERE intake = ?", (intake,)) if intake is not None else ("", ())
+            rows = conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries {where} "
+                                "ORDER BY received DESC LIMIT ?", (*params, limit)).fetchall()
+            return [_delivery(r) for r in rows]
 
         return await self._run(select)
 
@@ -689,6 +839,34 @@ _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.mode
 
 _USER_COLUMNS = "name, role, created, created_by, revoked"
 _SHARE_COLUMNS = "id, session_id, created, created_by, expires, revoked"
+
+
+_SCHEDULE_COLUMNS = ("id, cadence, tz, missed, spec, queue, priority, max_attempts, paused, next_run, created, "
+                     "created_by, last_run, last_target, runs, skipped")
+_RUN_COLUMNS = "schedule_id, due, state, fired, late, missed, claimed_by, task_id, session_id, error"
+_DELIVERY_COLUMNS = "intake, delivery_id, received, event, outcome, task_id, session_id, detail"
+
+
+def _schedule_values(record: ScheduleRecord) -> tuple[Any, ...]:
+    return (record.id, record.cadence, record.tz, record.missed, record.spec, record.queue, record.priority,
+            record.max_attempts, int(record.paused), record.next_run, record.created, to_db(record.created_by),
+            record.last_run, record.last_target, record.runs, record.skipped)
+
+
+def _schedule(row: Any) -> ScheduleRecord:
+    values = [from_db(v) for v in row]
+    values[8] = bool(values[8])
+    return ScheduleRecord(*values)
+
+
+def _run(row: Any) -> ScheduleRun:
+    values = [from_db(v) for v in row]
+    values[4] = bool(values[4])
+    return ScheduleRun(*values)
+
+
+def _delivery(row: Any) -> DeliveryRecord:
+    return DeliveryRecord(*(from_db(v) for v in row))
 
 
 def _session(row: Any) -> SessionRecord:

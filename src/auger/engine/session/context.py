@@ -17,7 +17,7 @@ from typing import Sequence
 
 from auger.config import Config
 from auger.context.instructions import EnvironmentContext
-from auger.context.project_docs import discover_project_docs, global_docs, user_instructions
+from auger.context.project_docs import ProjectDocs, discover_project_docs, global_docs, user_instructions
 from auger.context.skills import SkillIndex
 from auger.protocol.items import ContextMessage, Item
 from auger.secrets.settings import secrets_settings
@@ -36,7 +36,8 @@ def read_instructions(root: Path, config_dir: Path, skills: SkillIndex, config: 
     `memory` is on, the skills list; "" for none."""
     max_bytes = config.project_doc_max_bytes
     project = discover_project_docs(cwd or root, fallback_names=config.project_doc_fallback_filenames,
-                                    max_bytes=max_bytes, project=root, secrets=secrets_settings(config))
+                                    max_bytes=max_bytes, project=root, secrets=secrets_settings(config)) \
+        if config.project_docs else ProjectDocs()
     personal = global_docs(config_dir, max_bytes)
     memory = None
     if config.memory:  # the memory file's module only where the user turned it on

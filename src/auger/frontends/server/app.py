@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Mount, WebSocketRoute
 
 from auger.frontends.http_guard import Guard
 from auger.frontends.relay import relayed_op
-from auger.frontends.server import fleet_routes, share_routes, team_routes
+from auger.frontends.server import fleet_routes, intake_routes, schedule_routes, share_routes, team_routes
 from auger.frontends.server.events import list_frames, session_frames
 from auger.frontends.server.routing import Sent, api, json_response as _json, server_of as _server
 from auger.frontends.server.sessions import Refused, describe
@@ -70,6 +70,7 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        _start_schedules(server)
         yield
         await server.drain()
 
@@ -92,6 +93,8 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
         api("GET", "/api/sessions/{id}/pending", _pending, role="viewer"),
         api("GET", "/api/events", _list_events, role="viewer"),
         *fleet_routes.routes(),
+        *schedule_routes.routes(),
+        *intake_routes.routes(),  # public to the Guard: the body's signature is their credential
         api("GET", "/api/providers", _list_providers, role="viewer", query={"probe"}),
         api("POST", "/api/providers/{name}/probe", _probe_provider, role="member", body=(), audit="provider.probe"),
         api("PATCH", "/api/providers/{name}", _patch_provider, role="admin", audit="provider.change",
@@ -109,10 +112,20 @@ def create_app(options: ServerOptions) -> tuple[Any, Server]:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Refused: _refused})
     app.state.server = server
     return Guard(app, server.people, options.exposure, server.pairing, secure_cookie=options.secure_cookie,
-                 public=frozenset({HEALTH})), server
+                 public=frozenset({HEALTH}), signed=(intake_routes.PREFIX,)), server
 
 
 # -- helpers ------------------------------------------------------------------------------
+def _start_schedules(server: Server) -> None:
+    """The schedules' firing loop: runs become fleet tasks on PostgreSQL, this server's sessions on SQLite."""
+    from auger.fleet.schedules import Scheduler, fleet_starter
+    from auger.frontends.server.local_runs import local_starter
+
+    store = server.hub.store
+    server.start_schedules(Scheduler(store, fleet_starter(store) if fleet_routes.has_fleet(store)
+                                     else local_starter(server)))
+
+
 def _with_headers(app: Any, headers: list[tuple[bytes, bytes]]) -> Any:
     """An ASGI app whose responses carry `headers` as well."""
     names = {name for name, _ in headers}

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from auger.fleet.policy import SPEC_FIELDS
+from auger.fleet.policy import CONFIGURATION, SPEC_FIELDS
 from auger.frontends.server.routing import Sent, api, json_response, server_of
 from auger.frontends.server.sessions import Refused
 
@@ -24,7 +24,7 @@ _TASK_ID = re.compile(r"[0-9a-f]{32}")  # what fleet/tasks.py gives: uuid4().hex
 _SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 ROW_FIELDS = frozenset({"priority", "queue", "max_attempts", "submission_id"})
 # Fields a submitter may mean as configuration: named here so the body check lets check_spec say why not.
-_CONFIGURATION = frozenset({"overrides", "base_url", "api_key_env", "api_key", "config", "notify"})
+_CONFIGURATION = frozenset(CONFIGURATION)
 
 
 def routes() -> list[Route]:

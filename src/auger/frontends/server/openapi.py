@@ -177,6 +177,58 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {**_ok("the task's record", None, "201"), "200": {"description": "the first task of "
                                                                                "a repeated submission id"},
                               "404": _error("no fleet"), "409": _error("the submission id names another task")}}},
+            "/api/hooks/{name}": {"post": {
+                "summary": "A webhook intake's delivery: no bearer token, the body's HMAC-SHA256 under the intake's "
+                           "secret (X-Hub-Signature-256 or X-Auger-Signature) is its credential",
+                "security": [],
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                               {"name": "X-Hub-Signature-256", "in": "header", "schema": {"type": "string"}},
+                               {"name": "X-Auger-Signature", "in": "header", "schema": {"type": "string"}},
+                               {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string"}},
+                               {"name": "X-GitHub-Event", "in": "header", "schema": {"type": "string"}}],
+                "requestBody": {"content": {"application/json": {"schema": {}}}},
+                "responses": {"200": {"description": "a replay (nothing new), or a ping"},
+                              "202": {"description": "a task queued or started, a message sent, or the delivery "
+                                                     "ignored by the intake's filter"},
+                              "401": _error("no signature, or a wrong one"), "404": _error("no such intake"),
+                              "422": _error("the payload makes no valid task"),
+                              "503": _error("the intake's configuration is unusable")}}},
+            "/api/fleet/schedules": {
+                "get": {"summary": "The schedules, each with its next due time and latest runs",
+                        "responses": _ok("schedules, and who fires them: the fleet or this server")},
+                "post": {"summary": "Add a schedule (a member's): a cadence, a missed-run policy and the task each "
+                                    "run is (data only, as a task's)",
+                         "requestBody": {"content": {"application/json": {"schema": {
+                             "type": "object", "additionalProperties": False, "required": ["prompt", "repo"],
+                             "properties": {
+                                 "cron": {"type": "string", "description": "five cron fields, or @hourly, @daily…"},
+                                 "every": {"type": "string", "description": "instead of cron: 30s, 10m, 2h, 1d"},
+                                 "tz": {"type": "string", "description": "an IANA zone for cron (default UTC)"},
+                                 "missed": {"enum": ["once", "skip"]},
+                                 "prompt": {"type": "string"}, "repo": {"type": "string"}, "ref": {"type": "string"},
+                                 "provider": {"type": "string"}, "model": {"type": "string"}, "mode": _ref("Mode"),
+                                 "token_budget": {"type": "integer", "minimum": 1}, "cost_budget": {"type": "number"},
+                                 "approval_timeout_s": {"type": "number", "minimum": 1},
+                                 "labels": {"type": "array", "items": {"type": "string"}},
+                                 "deliver": {"enum": ["none", "branch", "pr", "comment"]},
+                                 "kind": {"enum": ["change", "review"]}, "base": {"type": "string"},
+                                 "issue": {"type": "integer", "minimum": 1}, "title": {"type": "string"},
+                                 "priority": {"type": "integer"}, "queue": {"type": "string"},
+                                 "max_attempts": {"type": "integer", "minimum": 1, "maximum": 20}}}}}},
+                         "responses": {**_ok("the schedule", status="201"),
+                                       "409": _error("too many schedules")}}},
+            "/api/fleet/schedules/{id}": {
+                "get": {"summary": "One schedule with its latest runs", "parameters": _TASK_ID,
+                        "responses": {**_ok("the schedule"), "404": _error("no such schedule")}},
+                "delete": {"summary": "Remove a schedule (the tasks it started stay)", "parameters": _TASK_ID,
+                           "responses": {**_ok("removed"), "404": _error("no such schedule")}}},
+            "/api/fleet/schedules/{id}/pause": {"post": {
+                "summary": "Pause a schedule", "parameters": _TASK_ID, "requestBody": _EMPTY,
+                "responses": {**_ok("the schedule"), "404": _error("no such schedule")}}},
+            "/api/fleet/schedules/{id}/resume": {"post": {
+                "summary": "Resume a schedule from its next due time after now (paused time is not missed)",
+                "parameters": _TASK_ID, "requestBody": _EMPTY,
+                "responses": {**_ok("the schedule"), "404": _error("no such schedule")}}},
             "/api/fleet/tasks/{id}": {"get": {
                 "summary": "One task, with its stored result", "parameters": _TASK_ID,
                 "responses": {**_ok("the task's record and result"), "404": _error("no such task, or no fleet")}}},

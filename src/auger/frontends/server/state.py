@@ -51,7 +51,15 @@ class Server:
         self.providers = Providers(options.config_for, options.roots[0])
         self._ops_locks: dict[str, asyncio.Lock] = {}
         self.acp: Any = None
+        self.scheduler: Any = None  # fleet/schedules.py: fires the store's schedules while the server runs
+        self._background: list[asyncio.Task[None]] = []
         self._drained = False
+
+    def start_schedules(self, scheduler: Any) -> None:
+        """Fire the store's schedules while the server runs (fleet/schedules.py `Scheduler`): on PostgreSQL
+        one loop of many — workers and servers alike, each due time firing once — on SQLite the only one."""
+        self.scheduler = scheduler
+        self._background.append(asyncio.create_task(scheduler.run(), name="serve-schedules"))
 
     async def drain(self) -> None:
         """Graceful shutdown: turns interrupted and recorded, sessions shut down, then every stream told
@@ -59,6 +67,13 @@ class Server:
         if self._drained:
             return
         self._drained = True
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if self._background:  # a pass under way ends (its runs started), then the loop stops
+            await asyncio.wait(self._background, timeout=5)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         await self.hub.drain()
         self.closing.set()
         if self.acp is not None:

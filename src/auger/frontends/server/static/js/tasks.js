@@ -3,12 +3,14 @@
 // tasks straight to the database, so there is no event to wait for). Each task links to its session —
 // streamed from the store like any other — a queued or running one can be cancelled, a failed or
 // cancelled one retried, and a waiting one (parked at an approval) answered here; "New task" submits one.
+// The schedules that start tasks are listed above them (schedules.js), read with them.
 // A prompt is whatever its submitter wrote: drawn as text, like model text. What a button does is offered
 // only to a role that may do it (the server refuses the rest anyway).
 
 import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { computed } from "../vendor/signals.mjs";
 import { api, submissionId } from "./api.js";
+import { Schedules } from "./schedules.js";
 import { ago, allowedModes, Bar, html, may, money, serverInfo, shortPath, Spinner } from "./ui.js";
 
 const POLL_MS = 3000;
@@ -35,12 +37,13 @@ function usePoll(load) {
 
 export function TasksView({ onMenu }) {
   const [fleet, setFleet] = useState(null);
+  const [schedules, setSchedules] = useState(null);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(null);
   const inFlight = useRef(null);
   const load = () => { // one read at a time: a slow answer is never overtaken by an older one
-    inFlight.current ||= api(`/api/fleet?limit=${LIMIT}`)
-      .then((data) => { setFleet(data); setError(""); })
+    inFlight.current ||= Promise.all([api(`/api/fleet?limit=${LIMIT}`), api("/api/fleet/schedules")])
+      .then(([data, timed]) => { setFleet(data); setSchedules(timed); setError(""); })
       .catch((e) => setError(e.message))
       .finally(() => { inFlight.current = null; });
     return inFlight.current;
@@ -67,6 +70,8 @@ export function TasksView({ onMenu }) {
       ${may("member") ? html`<${NewTask} onQueued=${load} />` : null}
       ${error ? html`<div class="error" role="alert">${error}</div>` : null}
       ${fleet ? html`<${Stats} stats=${fleet.stats} />
+        <${Schedules} data=${schedules} reload=${async () => { await inFlight.current; await load(); }}
+          onError=${setError} />
         <h2>Latest tasks</h2>
         ${fleet.tasks.length ? html`<ul class="tasks">
           ${fleet.tasks.map((t) => html`<${TaskRow} key=${t.id} task=${t} busy=${busy === t.id} act=${act}
