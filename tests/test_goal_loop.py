@@ -14,7 +14,8 @@ from tests.support.harness import auger_cli, json_events
 from tests.support.mock_openai import Reply, ToolCall
 
 FAST = ["-c", "model_retry_base_delay=0.01", "-c", "model_retry_max_delay=0.02", "-c", "generate_titles=false"]
-CHECK = "python3 check_calc.py"
+CHECK = "python3 -B check_calc.py"  # -B: two versions of calc.py written in one second, of one size, would
+# share a cached bytecode file (its key is the source's mtime in seconds and its size)
 TEST = "from calc import add\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}, not 5'\nprint('ok')\n"
 
 

@@ -11,12 +11,10 @@ is reached, the next prompt is queued first, so the session starts the next turn
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 from auger.engine.session.models import SessionModels
-from auger.engine.turn import goal
 from auger.engine.turn.accounting import Budgets
-from auger.engine.turn.goal import GoalRun
 from auger.engine.turn.host import TurnHost
 from auger.engine.turn.model_call import Reply
 from auger.engine.turn.tool_runtime import PlannedCall, ToolRuntime
@@ -24,6 +22,9 @@ from auger.engine.workspace import Workspace
 from auger.protocol.events import GoalEnded, WarningEvent
 from auger.protocol.ops import UserTurn
 from auger.protocol.vocab import GoalEndReason
+
+if TYPE_CHECKING:  # the checks are loaded by the first goal run: most sessions never start one
+    from auger.engine.turn.goal import GoalRun
 
 Body = Callable[[], Awaitable[tuple[str, str | None]]]
 
@@ -60,6 +61,8 @@ class SessionGoal:
 
     def begin(self, op: UserTurn) -> bool:
         """Start the goal run `op` asks for; False (said in a goal_ended) when it may not start."""
+        from auger.engine.turn import goal
+
         session = self.session
         problem = None
         if self.run is not None or session.turn_running:
@@ -75,7 +78,7 @@ class SessionGoal:
         if problem is not None:
             session.emit(GoalEnded(GoalEndReason.REFUSED, 0, f"goal refused: {problem}"))
             return False
-        self.run = GoalRun(op.until, op.goal, op.max_turns or session.workspace.config.goal_max_turns)
+        self.run = goal.GoalRun(op.until, op.goal, op.max_turns or session.workspace.config.goal_max_turns)
         return True
 
     def wrap(self, turn_id: str, body: Body) -> Body:
@@ -85,6 +88,8 @@ class SessionGoal:
         return lambda: self._turn(turn_id, body)
 
     async def _turn(self, turn_id: str, body: Body) -> tuple[str, str | None]:
+        from auger.engine.turn import goal
+
         session, run = self.session, self.run
         assert run is not None  # wrap only wraps with one
         reason, message = await body()
