@@ -522,9 +522,10 @@ class Session:
         requested, self.compact_requested = self.compact_requested, False
         return requested
 
-    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None) -> None:
+    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None,
+                     purpose: str = "turn") -> None:
         self.ledger.add(usage, cost)
-        await self.store.record_usage(self.id, turn_id, model, usage)
+        await self.store.record_usage(self.id, turn_id, model, usage, purpose)
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         await self._refresh(turn_id)
@@ -975,7 +976,7 @@ class Session:
 
         cost = model_info(reply.model, self.workspace.config, reply.provider).cost(reply.usage)
         self.ledger.add(reply.usage, cost, turn=turn_id != CONTEXT_TURN)
-        await self.store.record_usage(self.id, turn_id, reply.model, reply.usage)
+        await self.store.record_usage(self.id, turn_id, reply.model, reply.usage, purpose)
         self.emit(self.ledger.report(turn_id, reply.usage, self.context_estimate(), self.limits.window,
                                      model=reply.model, duration_ms=reply.duration_ms, purpose=purpose))
 
