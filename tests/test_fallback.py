@@ -2,8 +2,8 @@
 quota (429 without Retry-After) or refuses the key (401) hands the turn to the next model, which gets the same
 conversation in its own wire format — the tool call and its result paired as that API demands — with one
 model_switched event, the tool run once and nothing repeated; a 400 (the request's own fault) is not sent
-elsewhere; a 503 on every attempt moves
-the call only once the retry policy is spent; and a goal in words is judged on the Responses and Anthropic wires."""
+elsewhere; a 503 on every attempt moves the call once the retry policy is spent. A goal in words is judged
+on the Responses and Anthropic wires too."""
 
 from __future__ import annotations
 
