@@ -373,7 +373,8 @@ def test_a_goal_runs_checks_and_a_fallbacks_switch_are_lines_in_the_transcript(b
     (project / "check_calc.py").write_text("from calc import add\nassert add(2, 3) == 5\n")
 
     def write(body: str) -> Reply:
-        return Reply(tool_calls=[ToolCall("write_file", {"path": "calc.py", "content": f"def add(a, b):\n    {body}\n"})])
+        return Reply(tool_calls=[ToolCall("write_file", {"path": "calc.py",
+                                                         "content": f"def add(a, b):\n    {body}\n"})])
 
     with MockChatServer() as second:
         (isolated_home / "config.toml").write_text(
