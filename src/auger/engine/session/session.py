@@ -132,6 +132,7 @@ class Session:
         self.pending_input: list[tuple[UserTurn, str | None]] = []  # user turns not yet taken, with submission ids
         self.compact_requested = False
         self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
+        self.turn_purpose = "turn"  # what its turns' calls are charged as (a review session's: review)
         self._window = window  # what the model's server says of its window (models/context_window.py)
         self._startup_warnings = warnings
         self._ops: asyncio.Queue[tuple[Op | _Internal, str | None]] = asyncio.Queue()
@@ -585,7 +586,7 @@ class Session:
             budgets=self.budgets,
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
             max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive,
-            effort=self.settings.effort, summary=self.settings.summary)
+            effort=self.settings.effort, summary=self.settings.summary, purpose=self.turn_purpose)
 
     async def _refresh(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
         """Read the instructions, skills and environment again; record what changed since they were last
