@@ -161,7 +161,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_sessions.add_argument("--tree", action="store_true", help="show each session's sub-agents under it")
     p_sessions.add_argument("--cost", action="store_true",
                             help="show each session's tokens and cost per model (its own, fallbacks, the small model) "
-                                 "and per purpose (turn, title, compaction, goal_check)")
+                                 "and per purpose (turn, title, compaction, goal_check, review)")
     store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
