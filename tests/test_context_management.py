@@ -67,6 +67,16 @@ def long_task_script():
     return replies
 
 
+async def _stored_usage(db, session_id: str):
+    from auger.store.sqlite import SqliteStore
+
+    store = SqliteStore(db)
+    try:
+        return await store.usage_breakdown(session_id)
+    finally:
+        await store.aclose()
+
+
 @pytest.mark.parametrize("small", [None, "mini"], ids=["session-model", "small-model"])
 def test_crossing_the_threshold_repeatedly_keeps_instructions_corrections_and_plan(project, server, small):
     (project / "AGENTS.md").write_text("Project rule: codename ZEBRA-42; always use tabs.\n")
@@ -77,6 +87,9 @@ def test_crossing_the_threshold_repeatedly_keeps_instructions_corrections_and_pl
     summaries = [r.body["model"] for r in server.chat_requests if is_summary_request(r.body)]
     assert summaries and set(summaries) == {small or "mock-model"}  # the small model summarises, when set
     assert {u.model for u in run.of(ev.TokenUsage) if u.purpose == "compaction"} == {small or "mock-model"}
+    stored = asyncio.run(_stored_usage(project.parent / "sessions.db", run.session_id))
+    assert {(model, purpose) for model, purpose, _ in stored} == {("mock-model", "turn"),
+                                                                  (small or "mock-model", "compaction")}
     compactions = run.of(ev.ContextCompacted)
     assert len(compactions) >= 3, [e.TYPE for e in run.events]
     assert all(c.reason == "auto" and c.items_archived > 0 and c.tokens_after < c.tokens_before for c in compactions)

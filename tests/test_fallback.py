@@ -2,12 +2,14 @@
 quota (429 without Retry-After) or refuses the key (401) hands the turn to the next model, which gets the same
 conversation in its own wire format — the tool call and its result paired as that API demands — with one
 model_switched event, the tool run once and nothing repeated; a 400 (the request's own fault) is not sent
-elsewhere."""
+elsewhere; a 503 on every attempt moves the call once the retry policy is spent. A goal in words is judged
+on the Responses and Anthropic wires too."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 import pytest
 
@@ -170,3 +172,63 @@ def test_after_the_cool_down_the_first_model_is_used_again(project, tmp_path, mo
         assert [(s.from_, s.to) for s in run.of(ev.ModelSwitched)] == [
             ("first:first-model", "second:second-model"), ("second:second-model", "first:first-model")]
         assert [m.text for m in run.of(ev.AgentMessage)] == ["second", "first again"]
+
+
+UNAVAILABLE = {"error": {"message": "Service Unavailable", "type": "server_error", "param": None,
+                         "code": "service_unavailable"}}  # a 503 that does not say "overloaded": retried first
+
+
+def test_a_provider_failing_503_on_every_attempt_is_left_once_the_retry_policy_is_spent(project, tmp_path,
+                                                                                        monkeypatch):
+    with _server("openai_chat") as s1, _server("anthropic") as s2:
+        first, second = Wire("openai_chat", s1), Wire("anthropic", s2)
+        s1.add(*[first.fault(503, UNAVAILABLE) for _ in range(3)])
+        s2.add(second.reply("done on the second"))
+        run = asyncio.run(_run(project, tmp_path / "s.db", first, second, monkeypatch))
+        assert run.ended.reason == "complete", run.ended.message
+        assert len(first.requests) == 3, "the retry policy (model_max_attempts=3) ran its course first"
+        assert len(run.of(ev.Retrying)) == 2  # the waits between the three attempts
+        switches = run.of(ev.ModelSwitched)
+        assert [(s.from_, s.to, s.reason) for s in switches] == [
+            ("first:first-model", "second:second-model", "still failing after 3 attempts (HTTP 503)")]
+        assert len(second.requests) == 1 and s2.remaining == []
+        assert [m.text for m in run.of(ev.AgentMessage)] == ["done on the second"]
+
+
+@pytest.mark.parametrize("wire", ["openai_responses", "anthropic"])
+def test_a_goal_in_words_is_judged_on_a_wire_other_than_chat(project, tmp_path, monkeypatch, wire):
+    from auger.protocol.ops import UserTurn
+
+    with _server(wire) as s1:
+        only = Wire(wire, s1)
+        mod = {"anthropic": mock_anthropic, "openai_responses": mock_responses}[wire]
+        s1.add(mod.Reply(text="Wrote nothing yet."), mod.Reply(text='{"met": false, "reason": "no notes"}'),
+               mod.Reply(tool_calls=[mod.ToolCall("write_file", {"path": "notes.md", "content": "# notes\n"})]),
+               mod.Reply(text="Wrote notes.md."), mod.Reply(text='{"met": true, "reason": "notes.md is written"}'))
+
+        async def main():
+            monkeypatch.setenv("FIRST_KEY", "k-anthropic" if wire == "anthropic" else "sk-test")
+            config = make_config("provider=first", "model=first-model", "small_model=first:checker")
+            config.tables["providers"] = {"first": {"wire": wire, "base_url": s1.base_url, "key_env": "FIRST_KEY"}}
+            store = SqliteStore(tmp_path / "g.db")
+            session = await SessionManager(Workspace.open(project, config), store).create(client_for(config))
+            try:
+                return await drive(session, UserTurn("write the notes", goal="notes.md is written"))
+            finally:
+                await store.aclose()
+
+        run = asyncio.run(main())
+        checks = [(c.attempt, c.passed, c.reason) for c in run.of(ev.GoalChecked)]
+        assert checks == [(1, False, "no notes"), (2, True, "notes.md is written")]
+        assert [(e.reason, e.attempts) for e in run.of(ev.GoalEnded)] == [("passed", 2)]
+        assert [r.body["model"] for r in only.requests] == ["first-model", "checker", "first-model", "first-model",
+                                                            "checker"]
+        checker = only.requests[1].body
+        assert "tools" not in checker or not checker["tools"]
+        if wire == "openai_responses":  # the schema sent natively; the Anthropic wire asks for it in words
+            assert checker["text"]["format"]["type"] == "json_schema"
+        assert "notes.md is written" in json.dumps(checker)
+        assert "no notes" in json.dumps(only.requests[2].body)  # the verdict's reason is the next prompt
+        usage = [(u.model, u.purpose) for u in run.of(ev.TokenUsage)]
+        assert usage.count(("checker", "goal_check")) == 2
+        assert (project / "notes.md").read_text() == "# notes\n"

@@ -106,6 +106,12 @@ def test_a_goal_in_words_is_judged_by_the_small_model_with_structured_output(pro
     listed = auger_cli("sessions", "--cost", "--json", home=auger_home, cwd=project)
     by_model = {row["model"]: row for row in json.loads(listed.stdout.splitlines()[0])["by_model"]}
     assert set(by_model) == {"m", "mini"} and by_model["mini"]["output_tokens"] > 0  # each model's share, stored
+    by_purpose = {row["purpose"]: row for row in json.loads(listed.stdout.splitlines()[0])["by_purpose"]}
+    assert set(by_purpose) == {"turn", "goal_check"}  # and each job's: the checks were the small model's calls
+    assert by_purpose["goal_check"]["input_tokens"] == by_model["mini"]["input_tokens"] > 0
+    assert by_purpose["turn"]["output_tokens"] == by_model["m"]["output_tokens"]
+    shown = auger_cli("sessions", "--cost", home=auger_home, cwd=project).stdout
+    assert "· goal_check" in shown and "· turn" in shown and " mini " in shown
 
 
 def _api(project, server, **settings):

@@ -323,6 +323,9 @@ def test_json_prints_the_review_mode_events_in_order_and_the_review_runs_on_revi
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
     assert {r.body["model"] for r in server.chat_requests} == {"reviewer-model"}
     assert last_json(result.stdout)["verdict"] == "needs changes"
+    assert [e["purpose"] for e in events if e["type"] == "token_usage"] == ["review"]  # charged as a review
+    listed = json.loads(auger_cli("sessions", "--cost", "--json", home=auger_home, cwd=project).stdout.splitlines()[0])
+    assert [row["purpose"] for row in listed["by_purpose"]] == ["review"]
 
     server.add(Reply(text=review_json(verdict="correct")))
     default = auger_cli("review", "--base-url", server.base_url, *FAST_ARGS, "-c", "model=writer-model", "--json",

@@ -212,19 +212,59 @@ def test_usage_and_a_forks_copied_history(db_target):
         await store.create_session(record("src"))
         await store.append("src", "t1", UserMessage("one"))
         await store.record_usage("src", "t1", "m1", Usage(10, 2, 5, 1))
+        await store.record_usage("src", "t1", "small", Usage(1, 0, 1, 0), "title")
         await store.append("src", "t1", ToolOutput("c1", "out"), full_output="full", tool_name="shell")
         await asyncio.sleep(0.01)
         cut = await store.append("src", "t2", UserMessage("two"))
         await store.record_usage("src", "t2", "m2", Usage(100, 0, 50, 0))
-        assert await store.usage_total("src") == Usage(110, 2, 55, 1)
-        assert sorted(m for m, _ in await store.usage_by_model("src")) == ["m1", "m2"]
+        await store.record_usage("src", "t2", "m2", Usage(7, 0, 3, 0), "goal_check")
+        await store.record_usage("src", "t2", "m2", Usage(1, 0, 1, 0), "goal_check")
+        assert await store.usage_total("src") == Usage(119, 2, 60, 1)
+        assert await store.usage_breakdown("src") == [("m1", "turn", Usage(10, 2, 5, 1)),
+                                                      ("m2", "goal_check", Usage(8, 0, 4, 0)),
+                                                      ("m2", "turn", Usage(100, 0, 50, 0)),
+                                                      ("small", "title", Usage(1, 0, 1, 0))]
         await store.create_session(record("fork"))
         assert await store.copy_history("src", "fork", cut) == 2
         assert await store.get_output("fork", "c1") == ("shell", "", "full")
         assert await store.usage_total("fork") == Usage(0, 0, 0, 0)
-        assert await store.usage_total("fork", inherited=True) == Usage(10, 2, 5, 1)
+        assert await store.usage_total("fork", inherited=True) == Usage(11, 2, 6, 1)
+        assert await store.usage_breakdown("fork", inherited=True) == [("m1", "turn", Usage(10, 2, 5, 1)),
+                                                                       ("small", "title", Usage(1, 0, 1, 0))]
 
     run(db_target, body)
+
+
+def test_usage_rows_stored_before_purposes_were_kept_read_as_turns_after_the_migration(db_target):
+    """A schema-12 database (no `purpose` column) with a usage row, opened by this auger: the row is a turn's,
+    and a new row keeps its own purpose."""
+    steps = [m for m in migrations("postgres" if db_target.startswith("postgresql") else "sqlite") if m.version <= 12]
+    row = "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created) " \
+          "VALUES ('s', 't1', 'm', 10, 0, 5, 0, 1)"
+    if db_target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(db_target, autocommit=True) as conn:
+            conn.execute("CREATE TABLE auger_schema (version INTEGER NOT NULL)")
+            for step in steps:
+                conn.execute(step.sql.encode())
+                conn.execute("INSERT INTO auger_schema (version) VALUES (%s)", (step.version,))
+            conn.execute(row)
+    else:
+        import sqlite3
+
+        with sqlite3.connect(db_target) as conn:
+            for step in steps:
+                for statement in step.statements():
+                    conn.execute(statement)
+            conn.execute(row)
+            conn.execute("PRAGMA user_version = 12")
+
+    async def body(store):
+        await store.record_usage("s", "t2", "small", Usage(3, 0, 1, 0), "title")
+        return await store.usage_breakdown("s")
+
+    assert run(db_target, body) == [("m", "turn", Usage(10, 0, 5, 0)), ("small", "title", Usage(3, 0, 1, 0))]
 
 
 def test_a_database_of_a_newer_schema_is_refused_with_a_clear_message(db_target):

@@ -2,7 +2,8 @@
 pairing, a session started from the landing page, a streamed reply, an approval answered from its card and
 the command run, the turn's diff undone, a connection cut mid-turn that loses and repeats nothing, hostile
 model text drawn as text, a phone's screen, older pages on scroll, an edited message sent in a fork, a
-regenerated answer, a sub-agent under its spawn call, pending changes, mode and model switches."""
+regenerated answer, a sub-agent under its spawn call, pending changes, mode and model switches, a goal run's
+checks and a fallback's switch in the transcript."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from tests.support import browser as chromium_support
 from tests.support.browser import open_page
-from tests.support.mock_openai import Reply, ToolCall
+from tests.support.mock_openai import Fault, MockChatServer, Reply, ToolCall
 from tests.support.serve import TOKEN, long_session, pairing_link, start_process, stop_process
 
 HEADERS = {"authorization": f"Bearer {TOKEN}"}
@@ -365,3 +366,32 @@ def test_the_settings_page_lists_providers_and_disables_one(browser, serve, isol
     assert "disabled = true" in (isolated_home / "config.toml").read_text()
     assert page.locator(".provider", has_text="anthropic").locator(".pill").inner_text() == "key missing"
     assert errors == []
+
+
+def test_a_goal_runs_checks_and_a_fallbacks_switch_are_lines_in_the_transcript(browser, serve, server, project,
+                                                                                isolated_home):
+    (project / "check_calc.py").write_text("from calc import add\nassert add(2, 3) == 5\n")
+
+    def write(body: str) -> Reply:
+        return Reply(tool_calls=[ToolCall("write_file", {"path": "calc.py",
+                                                         "content": f"def add(a, b):\n    {body}\n"})])
+
+    with MockChatServer() as second:
+        (isolated_home / "config.toml").write_text(
+            f'[providers.second]\nwire = "openai_chat"\nbase_url = "{second.base_url}"\nkey_env = "OPENAI_API_KEY"\n')
+        server.add(Fault.status(529))  # the first model is overloaded: the turn goes on with the second
+        second.add(write("return 0"), Reply(text="Written."), write("return a + b"), Reply(text="Now it adds."))
+        served = serve("--mode", "auto", "-c", "fallback=second:second-model")
+        sid = served.api.post("/api/sessions", json={"cwd": str(project)}).json()["id"]
+        errors: list[str] = []
+        page, _ = open_page(browser, served.pair, errors)
+        page.goto(f"{served.url}/#/s/{sid}")
+        page.locator('[data-role="prompt"]').wait_for(state="visible")
+        served.api.post(f"/api/sessions/{sid}/ops", json={"submission_id": "goal-1", "op": {
+            "type": "user_turn", "text": "make add work", "until": "python3 -B check_calc.py"}})
+        page.locator(".notice", has_text="goal met after 2 turns").wait_for()
+        notices = [t.strip() for t in page.locator(".notice").all_inner_texts()]
+        assert any("Now on second:second-model (was openai-compatible:mock-model: overloaded" in n for n in notices)
+        checks = [n for n in notices if n.startswith("Goal check")]
+        assert checks == ["Goal check 1/10 not met (exit 1)", "Goal check 2/10 passed"], notices
+        assert len(second.chat_requests) == 4 and errors == []

@@ -90,26 +90,29 @@ def resume_session(session_id: str, *, cwd: PathLike | None = None, model: str |
 async def run(prompt: str, *, cwd: PathLike = ".", model: str | None = None, provider: str | None = None,
               base_url: str | None = None, mode: str | None = None, approve: Approver | None = None,
               approve_all: bool | None = None, output_schema: Mapping[str, Any] | None = None,
-              images: Sequence[str] = (), db: PathLike | None = None,
+              images: Sequence[str] = (), until: str | None = None, goal: str | None = None,
+              max_turns: int | None = None, db: PathLike | None = None,
               config: Mapping[str, Any] | None = None) -> Result:
     """Run one prompt in a new session and close it: the Result (final text, diff, usage, and the value
     `output_schema` asked for). A turn that does not complete raises `TurnFailed` / `TurnInterrupted`.
-    The arguments are `open`'s and `Session.run`'s."""
+    The arguments are `open`'s and `Session.run`'s (`until`, `goal`, `max_turns`: a goal run)."""
     chosen = {"generate_titles": False, **(config or {})}  # one prompt keeps its first-prompt title
     async with open_session(cwd, model=model, provider=provider, base_url=base_url, mode=mode, approve=approve,
                             approve_all=approve_all, db=db, config=chosen) as session:
-        return await session.run(prompt, output_schema=output_schema, images=images)
+        return await session.run(prompt, output_schema=output_schema, images=images, until=until, goal=goal,
+                                 max_turns=max_turns)
 
 
 def run_sync(prompt: str, *, cwd: PathLike = ".", model: str | None = None, provider: str | None = None,
              base_url: str | None = None, mode: str | None = None, approve: Approver | None = None,
              approve_all: bool | None = None, output_schema: Mapping[str, Any] | None = None,
-             images: Sequence[str] = (), db: PathLike | None = None,
+             images: Sequence[str] = (), until: str | None = None, goal: str | None = None,
+             max_turns: int | None = None, db: PathLike | None = None,
              config: Mapping[str, Any] | None = None) -> Result:
     """`run` for code without an event loop (a script, a notebook cell that is not async)."""
     return asyncio.run(run(prompt, cwd=cwd, model=model, provider=provider, base_url=base_url, mode=mode,
                            approve=approve, approve_all=approve_all, output_schema=output_schema, images=images,
-                           db=db, config=config))
+                           until=until, goal=goal, max_turns=max_turns, db=db, config=config))
 
 
 # -- opening -------------------------------------------------------------------------------------

@@ -79,11 +79,14 @@ class Client:
 
     async def run(self, prompt: str, *, cwd: str, model: str | None = None, provider: str | None = None,
                   mode: str | None = None, approve: Approver | None = None, approve_all: bool | None = None,
-                  output_schema: Mapping[str, Any] | None = None, images: Sequence[str] = ()) -> Result:
-        """One prompt in a new session on the server, which is shut down after; as `auger.run`."""
+                  output_schema: Mapping[str, Any] | None = None, images: Sequence[str] = (),
+                  until: str | None = None, goal: str | None = None, max_turns: int | None = None) -> Result:
+        """One prompt in a new session on the server, which is shut down after; as `auger.run` (`until`,
+        `goal`, `max_turns`: a goal run, its command run in the server's sandbox)."""
         async with self.open(cwd, model=model, provider=provider, mode=mode, approve=approve,
                              approve_all=approve_all) as session:
-            return await session.run(prompt, output_schema=output_schema, images=images)
+            return await session.run(prompt, output_schema=output_schema, images=images, until=until, goal=goal,
+                                     max_turns=max_turns)
 
     async def submit(self, prompt: str, *, repo: str, ref: str = "HEAD", model: str | None = None,
                      provider: str | None = None, mode: str | None = None, token_budget: int | None = None,

@@ -87,7 +87,7 @@ class FakeHost:
         requested, self.compact_requested = self.compact_requested, False
         return requested
 
-    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None) -> None:
+    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None, purpose: str = "turn") -> None:
         self.ledger.add(usage, cost)
         self.charged.append((model, usage))
 

@@ -308,3 +308,28 @@ def test_pending_changes_are_listed_and_applied_from_the_terminal(term, server, 
     t.submit("/pending apply")
     t.wait_for("◌ applied new.txt; 0 file(s) pending")
     assert (project / "new.txt").read_text() == "held back\n"
+
+
+@both_ways
+def test_goal_works_until_its_command_passes_showing_each_check_and_the_end(term, server, project, way):
+    (project / "check_calc.py").write_text(
+        "from calc import add\nassert add(2, 3) == 5, f'add(2, 3) is {add(2, 3)}, not 5'\nprint('ok')\n")
+
+    def write(body: str) -> Reply:
+        return Reply(tool_calls=[ToolCall("write_file", {"path": "calc.py",
+                                                         "content": f"def add(a, b):\n    {body}\n"})])
+
+    server.add(write("return 0"), Reply(text="Written."), write("return a + b"), Reply(text="Now it adds."))
+    t = term()
+    t.ready()
+    t.submit("/goal python3 -B check_calc.py -- make add work")
+    t.wait_for("(goal: until `python3 -B check_calc.py` passes)")
+    t.wait_for("◎ goal check 1/10 not met (exit 1)")
+    t.wait_for("◎ goal met after 2 turns")
+    screen = t.history()
+    assert "◎ goal check 2/10 passed" in screen and "Now it adds." in screen
+    assert screen.index("not met (exit 1)") < screen.index("check 2/10 passed") < screen.index("goal met after")
+    assert len(server.chat_requests) == 4 and "add(2, 3) is 0, not 5" in str(server.chat_requests[2].body)
+    t.submit("/goal")  # without a command: how to use it, and no turn
+    t.wait_for("/goal CMD [-- TASK]: after each turn CMD runs")
+    assert len(server.chat_requests) == 4

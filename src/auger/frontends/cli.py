@@ -160,7 +160,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     p_sessions.add_argument("-n", "--limit", type=int, default=30)
     p_sessions.add_argument("--tree", action="store_true", help="show each session's sub-agents under it")
     p_sessions.add_argument("--cost", action="store_true",
-                            help="show each session's tokens and cost per model (its own, fallbacks, the small model)")
+                            help="show each session's tokens and cost per model (its own, fallbacks, the small model) "
+                                 "and per purpose (turn, title, compaction, goal_check, review)")
     store_opts(p_sessions)
     p_sessions.set_defaults(run=_cmd_sessions)
 
@@ -328,7 +329,7 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     config = load_cli_config(args)
 
     async def fetch():
-        from auger.models.registry import stored_cost, stored_cost_by_model
+        from auger.models.registry import cost_breakdown, stored_cost, stored_costs
 
         store = open_store(config)
         try:
@@ -336,20 +337,22 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
             tree = await sub_agent_tree(store) if args.tree else {}
             costs = {s.id: (await stored_cost(store, s.id, config),
                             await stored_cost(store, s.id, config, inherited=True)) for s in sessions}
-            per_model = {s.id: await stored_cost_by_model(store, s.id, config) for s in sessions} if args.cost else {}
-            return sessions, costs, tree, per_model
+            breakdown = {s.id: cost_breakdown(await stored_costs(store, s.id, config))
+                         for s in sessions} if args.cost else {}
+            return sessions, costs, tree, breakdown
         finally:
             await store.aclose()
 
-    sessions, costs, tree, per_model = guard_store(lambda: asyncio.run(fetch()))
+    sessions, costs, tree, breakdown = guard_store(lambda: asyncio.run(fetch()))
     if args.json:
         for s in sessions:
             row = {"id": s.id, "title": s.title, "updated": s.updated, "created": s.created, "cwd": s.cwd,
                    "provider": s.provider, "model": s.model, "items": s.items, "cost_usd": costs[s.id][0],
                    "inherited_cost_usd": costs[s.id][1]}
             if args.cost:
-                row["by_model"] = [{"model": m, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                                    "cost_usd": c} for m, u, c in per_model[s.id]]
+                for field, rows in breakdown[s.id].items():
+                    row[f"by_{field}"] = [{field: name, "input_tokens": u.input_tokens,
+                                           "output_tokens": u.output_tokens, "cost_usd": c} for name, u, c in rows]
             print(json.dumps({**row, "children": tree_json(tree, s.id)} if args.tree else row))
         return EXIT_OK
     if not sessions:
@@ -370,9 +373,11 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         own, inherited = costs[s.id]
         print(printable(f"{s.id[:8]:<10} {updated:<16} {s.model[:20]:<20} {money(own):>9} "
                         f"{money(inherited) if inherited != 0 else '-':>9} {title[:40]:<40} {s.cwd}"))
-        for model, usage, cost in per_model.get(s.id, ()):
-            print(printable(f"{'':<10} {'':<16} {model[:20]:<20} {money(cost):>9}   {usage.input_tokens:,} in, "
-                            f"{usage.output_tokens:,} out"))
+        for field, rows in breakdown.get(s.id, {}).items():
+            for name, usage, cost in rows:  # each model's share, then each purpose's (model: a purpose's name)
+                label = name if field == "model" else f"· {name}"
+                print(printable(f"{'':<10} {'':<16} {label[:20]:<20} {money(cost):>9}   {usage.input_tokens:,} in, "
+                                f"{usage.output_tokens:,} out"))
         for line in tree_lines(tree, s.id):
             print(printable(line))
     return EXIT_OK

@@ -68,17 +68,41 @@ async def stored_cost(store, session_id: str, config: Config | None = None, *, i
     """A stored session's own cost so far, from its usage rows and today's prices; with `inherited`, the
     cost of what a fork took over from its source."""
     total: float | None = 0.0
-    for _model, _usage, cost in await stored_cost_by_model(store, session_id, config, inherited=inherited):
-        total = add_cost(total, cost)
+    for share in await stored_costs(store, session_id, config, inherited=inherited):
+        total = add_cost(total, share.cost)
     return total
 
 
-async def stored_cost_by_model(store, session_id: str, config: Config | None = None, *, inherited: bool = False
-                               ) -> list[tuple[str, Usage, float | None]]:
+@dataclass(frozen=True)
+class CostShare:
+    """What one model's calls for one purpose (turn, title, compaction, goal_check…) used and cost."""
+
+    model: str
+    purpose: str
+    usage: Usage
+    cost: float | None  # USD; None when the model's price is unknown
+
+
+async def stored_costs(store, session_id: str, config: Config | None = None, *, inherited: bool = False
+                       ) -> list[CostShare]:
     """A stored session's usage and cost per model that made calls for it (its own, a fallback, the small
-    model of its titles and summaries, a sub-agent's), as `stored_cost` sums them."""
-    return [(model, usage, model_info(model, config).cost(usage))
-            for model, usage in await store.usage_by_model(session_id, inherited=inherited)]
+    model of its titles and summaries, a sub-agent's) and per purpose, as `stored_cost` sums them."""
+    return [CostShare(model, purpose, usage, model_info(model, config).cost(usage))
+            for model, purpose, usage in await store.usage_breakdown(session_id, inherited=inherited)]
+
+
+def cost_breakdown(shares: Sequence[CostShare]) -> dict[str, list[tuple[str, Usage, float | None]]]:
+    """`shares` summed per model and per purpose: {"model": [(model, usage, cost)…], "purpose": […]}, each
+    in first-seen order (`auger sessions --cost` shows both)."""
+    out: dict[str, list[tuple[str, Usage, float | None]]] = {}
+    for kind in ("model", "purpose"):
+        summed: dict[str, tuple[Usage, float | None]] = {}
+        for share in shares:
+            name = getattr(share, kind)
+            usage, cost = summed.get(name, (Usage(), 0.0))
+            summed[name] = (usage + share.usage, add_cost(cost, share.cost))
+        out[kind] = [(name, usage, cost) for name, (usage, cost) in summed.items()]
+    return out
 
 
 @dataclass(frozen=True)

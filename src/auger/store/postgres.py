@@ -532,8 +532,8 @@ class PostgresStore:
                 "SELECT %s, call_id, seq, tool, arguments, full_output FROM tool_outputs "
                 "WHERE session_id = %s AND seq < %s", (target_id, source_id, limit))
             await conn.execute(
-                "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, inherited) "
-                "SELECT %s, turn_id, model, input, cached, output, reasoning, created, 1 FROM usage "
+                "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, inherited, "
+                "purpose) SELECT %s, turn_id, model, input, cached, output, reasoning, created, 1, purpose FROM usage "
                 "WHERE session_id = %s AND created < %s", (target_id, source_id, cut[0] if cut else 1e300))
             return copied
 
@@ -749,21 +749,22 @@ class PostgresStore:
                          "DO UPDATE SET agent_session_id = EXCLUDED.agent_session_id",
                          (session_id, backend, agent_session_id))
 
-    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
+    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage,
+                           purpose: str = "turn") -> None:
         async def insert(conn: AsyncConnection) -> None:
             await conn.execute(
-                "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, purpose) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (session_id, turn_id, model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens,
-                 usage.reasoning_tokens, time.time()))
+                 usage.reasoning_tokens, time.time(), purpose))
 
         await self._in_order(session_id, insert)
 
-    async def usage_by_model(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, Usage]]:
-        rows = await self._read("SELECT model, SUM(input), SUM(cached), SUM(output), SUM(reasoning) FROM usage "
-                                "WHERE session_id = %s AND inherited = %s GROUP BY model",
-                                (session_id, int(inherited)))
-        return [(model, Usage(*(int(n) for n in numbers))) for model, *numbers in rows]
+    async def usage_breakdown(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, str, Usage]]:
+        rows = await self._read("SELECT model, purpose, SUM(input), SUM(cached), SUM(output), SUM(reasoning) "
+                                "FROM usage WHERE session_id = %s AND inherited = %s GROUP BY model, purpose "
+                                "ORDER BY model, purpose", (session_id, int(inherited)))
+        return [(model, purpose, Usage(*(int(n) for n in numbers))) for model, purpose, *numbers in rows]
 
     async def usage_total(self, session_id: str, *, inherited: bool = False) -> Usage:
         rows = await self._read("SELECT COALESCE(SUM(input),0), COALESCE(SUM(cached),0), COALESCE(SUM(output),0), "

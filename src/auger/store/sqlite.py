@@ -667,7 +667,8 @@ class SqliteStore:
                     "WHERE session_id = ? AND seq < ?", (target_id, source_id, limit))
                 conn.execute(
                     "INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, "
-                    "inherited) SELECT ?, turn_id, model, input, cached, output, reasoning, created, 1 FROM usage "
+                    "inherited, purpose) SELECT ?, turn_id, model, input, cached, output, reasoning, created, 1, "
+                    "purpose FROM usage "
                     "WHERE session_id = ? AND created < ?", (target_id, source_id, cut[0] if cut else 1e300))
             return copied
 
@@ -741,23 +742,24 @@ class SqliteStore:
 
         await self._write(write)
 
-    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage) -> None:
+    async def record_usage(self, session_id: str, turn_id: str, model: str, usage: Usage,
+                           purpose: str = "turn") -> None:
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created) "
-                         "VALUES (?,?,?,?,?,?,?,?)",
+            conn.execute("INSERT INTO usage (session_id, turn_id, model, input, cached, output, reasoning, created, "
+                         "purpose) VALUES (?,?,?,?,?,?,?,?,?)",
                          (session_id, turn_id, model, usage.input_tokens, usage.cached_input_tokens,
-                          usage.output_tokens, usage.reasoning_tokens, time.time()))
+                          usage.output_tokens, usage.reasoning_tokens, time.time(), purpose))
 
         await self._write(insert)
 
-    async def usage_by_model(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, Usage]]:
-        """The session's own usage per model; with `inherited`, what it took over from the session it was
-        forked from instead."""
-        def select(conn: sqlite3.Connection) -> list[tuple[str, Usage]]:
-            rows = conn.execute("SELECT model, SUM(input), SUM(cached), SUM(output), SUM(reasoning) FROM usage "
-                                "WHERE session_id = ? AND inherited = ? GROUP BY model",
-                                (session_id, int(inherited))).fetchall()
-            return [(model, Usage(*numbers)) for model, *numbers in rows]
+    async def usage_breakdown(self, session_id: str, *, inherited: bool = False) -> list[tuple[str, str, Usage]]:
+        """The session's own usage per model and purpose; with `inherited`, what it took over from the session
+        it was forked from instead."""
+        def select(conn: sqlite3.Connection) -> list[tuple[str, str, Usage]]:
+            rows = conn.execute("SELECT model, purpose, SUM(input), SUM(cached), SUM(output), SUM(reasoning) "
+                                "FROM usage WHERE session_id = ? AND inherited = ? GROUP BY model, purpose "
+                                "ORDER BY model, purpose", (session_id, int(inherited))).fetchall()
+            return [(model, purpose, Usage(*numbers)) for model, purpose, *numbers in rows]
 
         return await self._run(select)
 

@@ -17,6 +17,8 @@ Why it is built this way:
   any front end following it can tell the review apart from a conversation.
 * The model is `review_model` when configured (a reviewer may be another, stronger or cheaper model than
   the one that wrote the change; `small` is the provider's small model), else the session's: `review_client`.
+* Its model calls are charged as `review` (token_usage.purpose, the stored usage rows), so `auger sessions
+  --cost` tells what reviews cost apart from the work.
 """
 
 from __future__ import annotations
@@ -243,6 +245,7 @@ async def run_review(sessions: SessionManager, client: ModelClient, change: Chan
     """Review `change` in a new stored session in plan mode; the validated, flagged result. A malformed
     answer is sent back once to be repaired; a second one raises ReviewFailed (with both replies)."""
     session = await sessions.create(client, mode="plan")
+    session.turn_purpose = "review"  # its calls are charged as a review's, beside the work it reviews
     target = change.target.describe()
     await session.set_title(f"review: {target}")
     stream = session.subscribe()

@@ -172,10 +172,11 @@ class ChildHost:
     def take_compact_request(self) -> bool:
         return False
 
-    async def charge(self, turn_id: str, model: str, usage: ev.Usage, cost: float | None) -> None:
+    async def charge(self, turn_id: str, model: str, usage: ev.Usage, cost: float | None,
+                     purpose: str = "turn") -> None:
         """Into the child's ledger and its parent's; stored under the top session, whose totals include it."""
         self.ledger.add(usage, cost)
-        await self.session.store.record_usage(self.session.id, turn_id, model, usage)
+        await self.session.store.record_usage(self.session.id, turn_id, model, usage, purpose)
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         """First: the project's instructions, the agent's own and the environment; later only results of the

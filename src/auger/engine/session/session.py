@@ -132,6 +132,7 @@ class Session:
         self.pending_input: list[tuple[UserTurn, str | None]] = []  # user turns not yet taken, with submission ids
         self.compact_requested = False
         self.interrupt_reason = "interrupted by the user"  # what a cancelled turn says; set by Interrupt
+        self.turn_purpose = "turn"  # what its turns' calls are charged as (a review session's: review)
         self._window = window  # what the model's server says of its window (models/context_window.py)
         self._startup_warnings = warnings
         self._ops: asyncio.Queue[tuple[Op | _Internal, str | None]] = asyncio.Queue()
@@ -522,9 +523,10 @@ class Session:
         requested, self.compact_requested = self.compact_requested, False
         return requested
 
-    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None) -> None:
+    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None,
+                     purpose: str = "turn") -> None:
         self.ledger.add(usage, cost)
-        await self.store.record_usage(self.id, turn_id, model, usage)
+        await self.store.record_usage(self.id, turn_id, model, usage, purpose)
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         await self._refresh(turn_id)
@@ -584,7 +586,7 @@ class Session:
             budgets=self.budgets,
             retry=RetryPolicy(config.model_max_attempts, config.model_retry_base_delay, config.model_retry_max_delay),
             max_model_calls=config.max_model_calls_per_turn, interactive=self.interactive,
-            effort=self.settings.effort, summary=self.settings.summary)
+            effort=self.settings.effort, summary=self.settings.summary, purpose=self.turn_purpose)
 
     async def _refresh(self, turn_id: str, *, warnings: list[str] | None = None) -> None:
         """Read the instructions, skills and environment again; record what changed since they were last
@@ -975,7 +977,7 @@ class Session:
 
         cost = model_info(reply.model, self.workspace.config, reply.provider).cost(reply.usage)
         self.ledger.add(reply.usage, cost, turn=turn_id != CONTEXT_TURN)
-        await self.store.record_usage(self.id, turn_id, reply.model, reply.usage)
+        await self.store.record_usage(self.id, turn_id, reply.model, reply.usage, purpose)
         self.emit(self.ledger.report(turn_id, reply.usage, self.context_estimate(), self.limits.window,
                                      model=reply.model, duration_ms=reply.duration_ms, purpose=purpose))
 

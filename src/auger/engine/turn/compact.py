@@ -110,7 +110,7 @@ async def _summarise(ctx: TurnContext, host: TurnHost, view: list[Item], plan: l
                                      on_limits=announce_limits(host.emit, ctx.turn_id),
                                      on_switch=announce_switch(host.emit, ctx.turn_id))
             await host.charge(ctx.turn_id, reply.model, reply.usage,
-                              ctx.info_for(reply.provider, reply.model).cost(reply.usage))
+                              ctx.info_for(reply.provider, reply.model).cost(reply.usage), "compaction")
             host.emit(host.ledger.report(ctx.turn_id, reply.usage, host.meter.estimate(
                 ctx.instructions, ctx.tools, ctx.limits), ctx.limits.window, model=reply.model,
                 duration_ms=reply.duration_ms, finish_reason=reply.finish_reason, purpose="compaction"))

@@ -63,8 +63,10 @@ class TurnHost(CallHost, Protocol):
     def take_compact_request(self) -> bool:
         """True once after the user asked for compaction while a turn ran."""
 
-    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None) -> None:
-        """Add one model call's usage to the ledger, and store it."""
+    async def charge(self, turn_id: str, model: str, usage: Usage, cost: float | None,
+                     purpose: str = "turn") -> None:
+        """Add one model call's usage to the ledger, and store it with what it was for (`purpose`, as its
+        token_usage event says)."""
 
     async def refresh_context(self, turn_id: str) -> SkillIndex:
         """Record what changed in the instructions and environment since they were last told; return the

@@ -323,12 +323,12 @@ class Turn:
             await host.record(self.id, call)
         self._calls.extend(calls)
         cost = ctx.info_for(reply.provider, reply.model).cost(reply.usage)
-        await host.charge(self.id, reply.model, reply.usage, cost)
+        await host.charge(self.id, reply.model, reply.usage, cost, ctx.purpose)
         if reply.usage.input_tokens:
             host.meter.mark(reply.usage.input_tokens + reply.usage.output_tokens)
         host.emit(host.ledger.report(self.id, reply.usage, self._context_used(), ctx.limits.window,
                                      model=reply.model, duration_ms=reply.duration_ms,
-                                     finish_reason=reply.finish_reason))
+                                     finish_reason=reply.finish_reason, purpose=ctx.purpose))
         if reply.warning:
             host.emit(ev.WarningEvent(reply.warning, self.id))
         elif reply.finish_reason == "length":

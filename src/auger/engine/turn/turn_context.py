@@ -43,6 +43,9 @@ class TurnContext:
     summary: str | None = None
     # The small jobs' model (compaction summaries; engine/session/models.py); None: they run on `client`.
     small_client: ModelClient | None = None
+    # What the turn's model calls are charged as (token_usage.purpose, the stored usage row): a review
+    # session's turns are `review`, so `auger sessions --cost` tells a review's share from the work's.
+    purpose: str = "turn"
 
     @property
     def mode(self) -> str:
