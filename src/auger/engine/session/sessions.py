@@ -249,6 +249,7 @@ async def run_prompt(session: Session, *prompts: UserTurn | str, turns: int | No
                 counted += 1
                 if queue and counted < wanted:
                     submit_next()
+            waited = waited or (wait_for is not None and isinstance(event, wait_for))
             if counted >= wanted and waited and not stopping:
                 stopping = True
                 session.submit(Shutdown())
