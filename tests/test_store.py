@@ -90,14 +90,17 @@ def test_sequence_numbers_come_from_the_database_not_a_per_process_cache(db_targ
             for store in (one, two, one, two):  # two writers alternating on one session
                 seqs.append(await store.append("s", "t", UserMessage("x")))
             many = await asyncio.gather(*(store.append("s", "t", UserMessage("y")) for store in (one, two) * 5))
-            return seqs, sorted(many), [i.seq for i in await one.load_items("s")]
+            pending = await asyncio.gather(*(store.add_pending("s", f"f{n}", "absent", b"", None, "main", f"c{n}", "t")
+                                             for n, store in enumerate((one, two) * 5)))
+            return seqs, sorted(many), [i.seq for i in await one.load_items("s")], sorted(pending)
         finally:
             await one.aclose()
             await two.aclose()
 
-    seqs, many, stored = asyncio.run(main())
+    seqs, many, stored, pending = asyncio.run(main())
     assert seqs == [1, 2, 3, 4]
     assert many == list(range(5, 15))
+    assert pending == list(range(1, 11))  # racing writers of pending changes: no collision, no gap
     assert stored == list(range(1, 15))
 
 

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def plant_task(url: str, spec: dict[str, Any], *, queue: str = "default") -> str
     import psycopg
 
     from auger.fleet import queue as delivery
-    from auger.store.postgres import migrate
+    from auger.store.postgres import PostgresStore, migrate
 
     task_id = uuid.uuid4().hex
     asyncio.run(migrate(url))
@@ -99,8 +100,11 @@ def plant_task(url: str, spec: dict[str, Any], *, queue: str = "default") -> str
                      (task_id, queue, json.dumps(spec), time.time()))
 
     async def deliver() -> None:
-        await delivery.install(url)
-        await delivery.enqueue(url, task_id, queue=queue)
+        store = PostgresStore(url)
+        try:
+            await delivery.enqueue(store, task_id, queue=queue)
+        finally:
+            await store.aclose()
 
     asyncio.run(deliver())
     return task_id
@@ -125,3 +129,86 @@ def wait_final(url: str, count: int = 1, timeout: float = 40.0) -> list[tuple[st
             return found
         time.sleep(0.1)
     raise AssertionError(f"the tasks did not end: {task_rows(url)}")
+
+
+# -- what a fleet task costs the database (the benchmark and tests/test_fleet_cost.py) ----------------------
+_OWN = "/* fleet-cost */"  # marks the measuring side's own queries, left out of the counts
+
+
+@dataclass(frozen=True)
+class DatabaseCounts:
+    """What one database was sent so far: statements (all, and the queue library's), committed
+    transactions, and the calls of each statement."""
+
+    statements: int
+    queue_statements: int
+    transactions: int
+    calls: dict[str, int]
+
+    def __sub__(self, earlier: DatabaseCounts) -> DatabaseCounts:
+        return DatabaseCounts(self.statements - earlier.statements,
+                              self.queue_statements - earlier.queue_statements,
+                              self.transactions - earlier.transactions,
+                              {q: n - earlier.calls.get(q, 0) for q, n in self.calls.items()
+                               if n > earlier.calls.get(q, 0)})
+
+
+class CostMeter:
+    """Counts what a database was sent, from pg_stat_statements and pg_stat_database (the server must load
+    the extension: tests/support/postgres.py does), on one connection of its own whose queries are left
+    out of the statements and subtracted from the transactions."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        self.own = 0  # transactions this meter committed
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Rows of a query of the meter's own (not counted)."""
+        self.own += 1
+        return self.conn.execute(f"{_OWN} {sql}", params).fetchall()
+
+    def counts(self) -> DatabaseCounts:
+        xacts = self.query("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")[0][0]
+        rows = self.query("SELECT regexp_replace(query, '\\s+', ' ', 'g'), calls FROM pg_stat_statements s "
+                           "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database() "
+                           "AND query NOT LIKE %s AND query NOT LIKE 'CREATE EXTENSION%%'", f"%{_OWN}%")
+        calls: dict[str, int] = {}
+        for query, n in rows:
+            calls[query] = calls.get(query, 0) + int(n)
+        return DatabaseCounts(sum(calls.values()), sum(n for q, n in calls.items() if "pgqueuer" in q),
+                              int(xacts) - self.own, calls)
+
+    def unfinished(self) -> int:
+        """Tasks not yet done, failed or cancelled."""
+        return int(self.query("SELECT COUNT(*) FROM tasks WHERE state IN ('queued', 'running')")[0][0])
+
+    def consumers_started(self) -> int:
+        """How many times a queue consumer asked for jobs: each worker does once its start is done (its
+        checks of the queue's schema made, its listener up)."""
+        return int(self.query("SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements s JOIN pg_database d "
+                               "ON d.oid = s.dbid WHERE d.datname = current_database() "
+                               "AND query LIKE '%%pgqueuer%%' AND query LIKE '%%SKIP LOCKED%%'")[0][0])
+
+
+async def submit_tasks(url: str, repo: Path, count: int, *, rate: float = 0.0, prefix: str = "b") -> None:
+    """Submit `count` tasks the way `auger serve` and the library do (fleet/submit.py), on one store."""
+    import asyncio
+
+    from auger.fleet.policy import TaskSpec
+    from auger.fleet.submit import submit as submit_task
+    from auger.store.postgres import PostgresStore
+
+    store = PostgresStore(url)
+    try:
+        for n in range(count):
+            await submit_task(store, TaskSpec(prompt=f"task {prefix}{n}", repo=str(repo), model="m", mode="auto"))
+            if rate:
+                await asyncio.sleep(1 / rate)
+    finally:
+        await store.aclose()

@@ -2,7 +2,9 @@
 
 PostgreSQL refuses to run as root, so when the tests run as root its programs run as the `postgres` user
 (or `nobody`) through `runuser`, in a directory that user owns. The server listens on no TCP port and is
-tuned for tests (no fsync); each test gets a database of its own (`fresh_database`)."""
+tuned for tests (no fsync); each test gets a database of its own (`fresh_database`). pg_stat_statements is
+loaded, so a test (or the fleet benchmark) can count what one database was sent, once it has run
+`CREATE EXTENSION pg_stat_statements` there."""
 
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ class PostgresServer:
 
     def start(self) -> None:
         options = (f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=300 -c shared_buffers=64MB " + self.extra)
+                   "-c full_page_writes=off -c max_connections=300 -c shared_buffers=64MB "
+                   "-c shared_preload_libraries=pg_stat_statements " + self.extra)
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -80,9 +83,32 @@ class PostgresServer:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server has used so far: the postmaster, its live processes, and those it reaped."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        total = process_cpu_seconds(postmaster, children=True)
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if int(fields[1]) == postmaster:
+                total += process_cpu_seconds(int(Path(stat).parent.name))
+        return total
+
     def close(self) -> None:
         self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def process_cpu_seconds(pid: int, children: bool = False) -> float:
+    """User and system CPU time of a process (and of the children it reaped, with `children`); 0 once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = sum(int(f) for f in fields[11:15 if children else 13])  # utime stime [cutime cstime]
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _unprivileged_user() -> str:

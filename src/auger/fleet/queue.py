@@ -22,7 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+    from auger.store.postgres import PostgresStore
 
 log = logging.getLogger("auger.fleet")
 
@@ -35,7 +40,9 @@ def entrypoint(queue: str) -> str:
 
 
 async def install(url: str) -> None:
-    """Create the library's tables once (many workers may start together)."""
+    """Create the library's tables once (many workers may start together). A worker does this as it starts;
+    a submitter only when its delivery finds no queue (`enqueue`), so a submission costs no inspection of the
+    schema."""
     import psycopg
     from pgqueuer import Queries
 
@@ -49,26 +56,41 @@ async def install(url: str) -> None:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (_INSTALL_LOCK,))
 
 
-async def enqueue(url: str, task_id: str, *, queue: str = "default", priority: int = 0,
+async def enqueue(store: PostgresStore, task_id: str, *, queue: str = "default", priority: int = 0,
                   delay_s: float | None = None) -> None:
-    """Deliver `task_id` to a worker of `queue` (after `delay_s`); the insert wakes idle workers."""
+    """Deliver `task_id` to a worker of `queue` (after `delay_s`); the insert wakes idle workers. One statement
+    on the store's connections; a database with no queue yet gets one first. Made twice (a lost answer,
+    retried), it is a duplicate delivery, which the worker drops."""
     import psycopg
     from pgqueuer import Queries
 
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await Queries.from_psycopg_connection(conn).enqueue(
-            entrypoint(queue), task_id.encode(), priority=priority,
-            execute_after=timedelta(seconds=delay_s) if delay_s else None)
+    async def insert(conn: AsyncConnection) -> bool:
+        try:
+            await Queries.from_psycopg_connection(conn).enqueue(
+                entrypoint(queue), task_id.encode(), priority=priority,
+                execute_after=timedelta(seconds=delay_s) if delay_s else None)
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedObject):
+            return False
+        return True
+
+    if not await store.autocommit(insert, repeatable=True):
+        await install(store.url)
+        await store.autocommit(insert, repeatable=True)
 
 
-async def waiting(url: str, task_id: str) -> bool:
+async def waiting(store: PostgresStore, task_id: str) -> bool:
     """Whether a job for `task_id` is in the queue (waiting, or taken by a worker)."""
     import psycopg
 
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        row = await (await conn.execute("SELECT 1 FROM pgqueuer WHERE payload = %s LIMIT 1",
-                                        (task_id.encode(),))).fetchone()
+    async def find(conn: AsyncConnection) -> bool:
+        try:
+            row = await (await conn.execute("SELECT 1 FROM pgqueuer WHERE payload = %s LIMIT 1",
+                                            (task_id.encode(),))).fetchone()
+        except psycopg.errors.UndefinedTable:  # no queue yet: nothing waits in it
+            return False
         return row is not None
+
+    return await store.autocommit(find, "read", repeatable=True)
 
 
 async def depth(url: str) -> int:

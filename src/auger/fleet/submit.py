@@ -28,21 +28,16 @@ async def submit(store: PostgresStore, spec: TaskSpec, *, queue_name: str = "def
     record, created = await Tasks(store).submit(spec, queue=queue_name, priority=priority,
                                                 max_attempts=max_attempts, submission_id=submission_id,
                                                 submitted_by=submitted_by, origin=origin)
-    if created or (record.state == "queued" and not await _waiting(store.url, record.id)):
-        await _deliver(store.url, record)
+    if created or (record.state == "queued" and not await queue.waiting(store, record.id)):
+        await _deliver(store, record)
     return record, created
-
-
-async def _waiting(url: str, task_id: str) -> bool:
-    await queue.install(url)
-    return await queue.waiting(url, task_id)
 
 
 async def retry(store: PostgresStore, task_id: str) -> TaskRecord | None:
     """Queue a failed or cancelled task again and deliver it; None when it was neither (nothing changed)."""
     again = await Tasks(store).retry(task_id)
     if again is not None:
-        await _deliver(store.url, again)
+        await _deliver(store, again)
     return again
 
 
@@ -51,10 +46,9 @@ async def answer(store: PostgresStore, task_id: str, request_id: str, decision: 
     """Answer the approval a waiting task parked on and deliver it again, to whichever worker takes it
     (fleet/worker.py resumes it there). AnswerRefused when the answer does not count."""
     answered = await Tasks(store).answer(task_id, request_id, decision, feedback, by)
-    await _deliver(store.url, answered)
+    await _deliver(store, answered)
     return answered
 
 
-async def _deliver(url: str, record: TaskRecord) -> None:
-    await queue.install(url)
-    await queue.enqueue(url, record.id, queue=record.queue, priority=record.priority)
+async def _deliver(store: PostgresStore, record: TaskRecord) -> None:
+    await queue.enqueue(store, record.id, queue=record.queue, priority=record.priority)

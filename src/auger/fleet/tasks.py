@@ -161,21 +161,23 @@ class Tasks:
         async def insert(conn: AsyncConnection) -> tuple[TaskRecord, bool]:
             row = await (await conn.execute(
                 f"INSERT INTO tasks ({_COLUMNS}) VALUES (%s,%s,%s,'queued',%s,%s,0,%s,NULL,NULL,FALSE,0,%s,NULL,NULL,"
-                f"NULL,NULL,%s,NULL,NULL,%s) ON CONFLICT (submission_id) DO NOTHING RETURNING {_COLUMNS}",
+                f"NULL,NULL,%s,NULL,NULL,%s) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
                 (task_id, submission_id, queue, json.dumps(spec.to_json()), priority, max_attempts, time.time(),
                  submitted_by, origin))
             ).fetchone()
             if row is not None:
                 return _record(row), True
-            first = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE submission_id = %s",
-                                              (submission_id,))).fetchone()
+            first = await (await conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = %s OR submission_id = %s",
+                                              (task_id, submission_id))).fetchone()
             assert first is not None, "a conflicting submission id names a task"
             record = _record(first)
+            if record.id == task_id:  # this very insert, made before the connection was lost
+                return record, True
             if not record.same_submission(spec, queue, priority, max_attempts):
                 raise SubmissionConflict(record)
             return record, False
 
-        return await self.store.transaction(insert)
+        return await self.store.autocommit(insert, repeatable=True)  # made twice: found, not doubled
 
     async def get(self, id_or_prefix: str) -> TaskRecord | None:
         """The task with this id, or the one whose id starts with it (None: none, or several)."""
@@ -221,7 +223,7 @@ class Tasks:
         async def select(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             return await (await conn.execute(sql, params)).fetchall()
 
-        return await self.store.transaction(select, "read")
+        return await self.store.autocommit(select, "read", repeatable=True)
 
     # -- a worker's side --------------------------------------------------------------------
     async def begin_attempt(self, task_id: str, generation: int) -> tuple[str, TaskRecord | None, str | None]:
@@ -236,12 +238,14 @@ class Tasks:
         no attempt left, the task is marked failed. Nothing changes unless the lease is ours."""
 
         async def begin(conn: AsyncConnection) -> tuple[str, TaskRecord | None, str | None]:
-            row = await (await conn.execute(f"SELECT {_COLUMNS}, parked_diff FROM tasks WHERE id = %s FOR UPDATE",
-                                            (task_id,))).fetchone()
+            row = await (await conn.execute(
+                f"SELECT {_COLUMNS}, parked_diff, EXISTS (SELECT 1 FROM leases WHERE session_id = %s AND holder = %s "
+                "AND generation = %s) FROM tasks WHERE id = %s FOR UPDATE",
+                (*_lease(self.store, task_id, generation), task_id))).fetchone()
             if row is None:
                 return "final", None, None
-            before = _record(row[:-1])
-            if before.state in (*FINAL, "waiting") or not await _holds(conn, self.store, task_id, generation):
+            before = _record(row[:-2])
+            if before.state in (*FINAL, "waiting") or not row[-1]:
                 return "final", before, None
             if before.cancel_requested:
                 await conn.execute("UPDATE tasks SET state = 'cancelled', finished = %s, exit_reason = 'cancelled' "
@@ -258,7 +262,7 @@ class Tasks:
                 "retried = retried + CASE WHEN attempts > 0 THEN 1 ELSE 0 END WHERE id = %s",
                 (self.store.holder, time.time(), task_id))
             if before.parked is not None and before.answer is not None:
-                return "resume", before, t(row[-1])
+                return "resume", before, t(row[-2])
             return "run", before, None
 
         return await self.store.transaction(begin)
@@ -268,13 +272,13 @@ class Tasks:
         meanwhile (its interrupt could not reach a session that did not exist yet)."""
 
         async def write(conn: AsyncConnection) -> bool:
-            if not await _holds(conn, self.store, task_id, generation, lock=True):
-                return False
-            row = await (await conn.execute("UPDATE tasks SET session_id = %s WHERE id = %s "
-                                            "RETURNING cancel_requested", (session_id, task_id))).fetchone()
+            row = await (await conn.execute(
+                f"{_FENCED} UPDATE tasks SET session_id = %s WHERE id = %s AND EXISTS (SELECT 1 FROM lease) "
+                "RETURNING cancel_requested", (*_lease(self.store, task_id, generation), session_id, task_id))
+            ).fetchone()
             return bool(row and row[0])
 
-        return await self.store.transaction(write)
+        return await self.store.autocommit(write, repeatable=True)
 
     async def finish(self, task_id: str, generation: int, state: str, result: TaskResult | None,
                      error: str | None = None, exit_reason: str | None = None) -> bool:
@@ -282,38 +286,42 @@ class Tasks:
         only while this store still holds the task's lease at `generation`. False: the lease was lost and
         nothing was written (another worker owns the task now)."""
 
-        async def write(conn: AsyncConnection) -> bool:
-            if not await _holds(conn, self.store, task_id, generation, lock=True):
-                return False
-            reason = result.exit_reason if result is not None else exit_reason or (error and "error")
-            await conn.execute("UPDATE tasks SET state = %s, finished = %s, exit_reason = %s, error = %s "
-                               "WHERE id = %s", (state, time.time(), reason, error, task_id))
-            if result is not None:
-                u = result.usage
-                await conn.execute(
-                    "INSERT INTO task_results (task_id, session_id, final_message, diff, turn_diffs, input_tokens, "
-                    "cached_tokens, output_tokens, reasoning_tokens, cost, exit_reason, created, delivery) "
-                    "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                    (task_id, result.session_id, b(result.final_message), b(result.diff),
-                     json.dumps(result.turn_diffs),
-                     u.input_tokens, u.cached_input_tokens, u.output_tokens, u.reasoning_tokens, result.cost,
-                     result.exit_reason, time.time(),
-                     json.dumps(result.delivery) if result.delivery is not None else None))
-            return True
+        reason = result.exit_reason if result is not None else exit_reason or (error and "error")
+        now = time.time()
+        params: tuple[Any, ...] = (*_lease(self.store, task_id, generation), state, now, reason, error, task_id)
+        recorded = ""
+        if result is not None:
+            u = result.usage
+            recorded = (", recorded AS (INSERT INTO task_results (task_id, session_id, final_message, diff, "
+                        "turn_diffs, input_tokens, cached_tokens, output_tokens, reasoning_tokens, cost, exit_reason, "
+                        "created, delivery) SELECT id, %s, %s, %s, %s, %s, %s, %s, %s, %s::double precision, %s, %s, "
+                        "%s::text FROM finished)")
+            params += (result.session_id, b(result.final_message), b(result.diff), json.dumps(result.turn_diffs),
+                       u.input_tokens, u.cached_input_tokens, u.output_tokens, u.reasoning_tokens, result.cost,
+                       result.exit_reason, now,
+                       json.dumps(result.delivery) if result.delivery is not None else None)
 
-        return await self.store.transaction(write)
+        async def write(conn: AsyncConnection) -> bool:
+            row = await (await conn.execute(
+                f"{_FENCED}, finished AS (UPDATE tasks SET state = %s, finished = %s, exit_reason = %s, error = %s "
+                f"WHERE id = %s AND EXISTS (SELECT 1 FROM lease) RETURNING id){recorded} "
+                "SELECT EXISTS (SELECT 1 FROM lease)", params)).fetchone()
+            return bool(row and row[0])
+
+        return await self.store.autocommit(write)
 
     async def release(self, task_id: str, generation: int) -> bool:
         """Give the task back to the queue (a worker shutting down): queued again, its attempt not counted."""
 
         async def write(conn: AsyncConnection) -> bool:
-            if not await _holds(conn, self.store, task_id, generation, lock=True):
-                return False
-            await conn.execute("UPDATE tasks SET state = 'queued', attempts = GREATEST(attempts - 1, 0), "
-                               "worker = NULL WHERE id = %s AND state = 'running'", (task_id,))
-            return True
+            row = await (await conn.execute(
+                f"{_FENCED}, given AS (UPDATE tasks SET state = 'queued', attempts = GREATEST(attempts - 1, 0), "
+                "worker = NULL WHERE id = %s AND state = 'running' AND EXISTS (SELECT 1 FROM lease)) "
+                "SELECT EXISTS (SELECT 1 FROM lease)", (*_lease(self.store, task_id, generation), task_id))
+            ).fetchone()
+            return bool(row and row[0])
 
-        return await self.store.transaction(write)
+        return await self.store.autocommit(write, repeatable=True)  # again: no longer running, nothing changes
 
     async def park(self, task_id: str, generation: int, parked: dict[str, Any], diff: str) -> bool:
         """The attempt stops to wait for a person (fleet/worker.py): the task is `waiting` with the approval
@@ -321,14 +329,15 @@ class Tasks:
         (the resume counts one). Fenced on the lease, as `finish`."""
 
         async def write(conn: AsyncConnection) -> bool:
-            if not await _holds(conn, self.store, task_id, generation, lock=True):
-                return False
-            await conn.execute("UPDATE tasks SET state = 'waiting', parked = %s, parked_diff = %s, answer = NULL, "
-                               "worker = NULL, attempts = GREATEST(attempts - 1, 0) "
-                               "WHERE id = %s AND state = 'running'", (b(json.dumps(parked)), b(diff), task_id))
-            return True
+            row = await (await conn.execute(
+                f"{_FENCED}, waiting AS (UPDATE tasks SET state = 'waiting', parked = %s, parked_diff = %s, "
+                "answer = NULL, worker = NULL, attempts = GREATEST(attempts - 1, 0) "
+                "WHERE id = %s AND state = 'running' AND EXISTS (SELECT 1 FROM lease)) "
+                "SELECT EXISTS (SELECT 1 FROM lease)",
+                (*_lease(self.store, task_id, generation), b(json.dumps(parked)), b(diff), task_id))).fetchone()
+            return bool(row and row[0])
 
-        return await self.store.transaction(write)
+        return await self.store.autocommit(write, repeatable=True)  # again: no longer running, nothing changes
 
     async def answer(self, task_id: str, request_id: str, decision: str, feedback: str | None, by: str
                      ) -> TaskRecord:
@@ -436,11 +445,11 @@ class Tasks:
                 "avg_run_s": None if times[1] is None else round(float(times[1]), 3)}
 
 
-async def _holds(conn: AsyncConnection, store: PostgresStore, task_id: str, generation: int,
-                 lock: bool = False) -> bool:
-    """Whether the store's holder has the task's lease at `generation` (and, `lock`, keeps it locked to
-    the end of this transaction, so a takeover waits for the write fenced on it)."""
-    row = await (await conn.execute(
-        "SELECT 1 FROM leases WHERE session_id = %s AND holder = %s AND generation = %s"
-        + (" FOR UPDATE" if lock else ""), (lease_key(task_id), store.holder, generation))).fetchone()
-    return row is not None
+# A write fenced on the task's lease: it changes the task only while the lease row names this store's holder
+# at the attempt's generation, and it locks that row to its commit, so a takeover waits for the write.
+_FENCED = "WITH lease AS (SELECT 1 FROM leases WHERE session_id = %s AND holder = %s AND generation = %s FOR UPDATE)"
+
+
+def _lease(store: PostgresStore, task_id: str, generation: int) -> tuple[str, str, int]:
+    """The parameters of `_FENCED` (and of a lease check): the task's lease, held by the store at `generation`."""
+    return lease_key(task_id), store.holder, generation

@@ -200,7 +200,7 @@ class Worker:
     async def _redeliver(self, task_id: str, delay_s: float) -> None:
         record = await self.tasks.get(task_id)
         if record is not None and record.state not in FINAL:
-            await queue.enqueue(self.options.url, task_id, queue=record.queue, priority=record.priority,
+            await queue.enqueue(self.store, task_id, queue=record.queue, priority=record.priority,
                                 delay_s=delay_s)
 
     async def _run_task(self, task_id: str) -> None:
@@ -342,7 +342,7 @@ class Worker:
         from auger.changes.review_change import ReviewError, ReviewTarget, collect_change
         from auger.engine.agents.review import ReviewFailed, run_review
         from auger.fleet.checkout import resolve_branch
-        from auger.models.registry import stored_cost
+        from auger.models.registry import stored_usage
 
         spec = task.spec
         try:
@@ -352,13 +352,12 @@ class Worker:
         except (ReviewError, CheckoutError) as exc:
             return TaskResult("", "", "", [], ev.Usage(), None, f"review: {exc}"), "error", None
         except ReviewFailed as exc:
-            return TaskResult(exc.session_id, "", "", [], await self.store.usage_total(exc.session_id), None,
-                              f"review: {exc}"), "error", None
+            usage, _ = await stored_usage(self.store, exc.session_id)
+            return TaskResult(exc.session_id, "", "", [], usage, None, f"review: {exc}"), "error", None
         lines = [f"{reviewed.verdict}: {reviewed.summary}"] + [
             f"- {f.file or 'general'}{f':{f.line_start}' if f.line_start else ''} {f.title}: {f.body}"
             for f in reviewed.findings]
-        usage = await self.store.usage_total(reviewed.session_id)
-        cost = await stored_cost(self.store, reviewed.session_id, manager.workspace.config)
+        usage, cost = await stored_usage(self.store, reviewed.session_id, manager.workspace.config)
         return (TaskResult(reviewed.session_id, "\n".join(lines), "", [], usage, cost, "complete"), "complete",
                 (reviewed, change))
 
@@ -415,7 +414,7 @@ class Worker:
         holding no worker, until someone answers it. Anything else unanswered that long (a sub-agent's
         question, the loop guard's, an MCP server's) is denied, by `timeout`."""
         from auger.engine.session.sessions import run_prompt
-        from auger.models.registry import stored_cost
+        from auger.models.registry import stored_usage
 
         final = ""
         turn_diffs: list[str] = []
@@ -457,8 +456,7 @@ class Worker:
                 handle.cancel()
         reason = ended[-1].reason if ended else "error"
         diff = await tree.diff()
-        usage = await self.store.usage_total(session.id)
-        cost = await stored_cost(self.store, session.id, session.workspace.config)
+        usage, cost = await stored_usage(self.store, session.id, session.workspace.config)
         result = TaskResult(session.id, final, diff, turn_diffs, usage, cost, str(reason))
         if parked and reason == "cancelled":
             request = parked[0].event

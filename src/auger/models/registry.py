@@ -63,14 +63,22 @@ def add_cost(total: float | None, cost: float | None) -> float | None:
     return None if total is None or cost is None else total + cost
 
 
-async def stored_cost(store, session_id: str, config: Config | None = None, *, inherited: bool = False
-                      ) -> float | None:
-    """A stored session's own cost so far, from its usage rows and today's prices; with `inherited`, the
-    cost of what a fork took over from its source."""
+async def stored_usage(store, session_id: str, config: Config | None = None, *, inherited: bool = False
+                       ) -> tuple[Usage, float | None]:
+    """A stored session's own usage so far and its cost at today's prices, from one read of its usage rows;
+    with `inherited`, those of what a fork took over from its source."""
+    usage = Usage()
     total: float | None = 0.0
     for share in await stored_costs(store, session_id, config, inherited=inherited):
+        usage += share.usage
         total = add_cost(total, share.cost)
-    return total
+    return usage, total
+
+
+async def stored_cost(store, session_id: str, config: Config | None = None, *, inherited: bool = False
+                      ) -> float | None:
+    """A stored session's own cost so far (see `stored_usage`)."""
+    return (await stored_usage(store, session_id, config, inherited=inherited))[1]
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,18 @@
 
 psycopg 3 with a connection pool (the `postgres` extra), imported only when a `postgresql://` URL is
 opened; without the extra, making a store (or migrating) is MissingExtra, one line naming it. Every write
-is one transaction. What must hold across machines is held by the database, never by a process's memory:
+is one transaction, and most are one statement: the pool's connections are in autocommit, so a statement
+that is a transaction of its own costs no BEGIN and no COMMIT (a session's item, a batch of its events,
+a usage row, a lease). What must hold across machines is held by the database, never by a process's
+memory:
 
-- **Sequence numbers.** An item's number is taken inside its transaction under a per-session advisory
-  lock, and (session_id, seq) is the primary key of items and events, so concurrent writers — threads,
-  processes, machines — never collide nor leave a gap; an events batch that does not continue the stored
-  numbering is refused.
+- **Sequence numbers.** An item's number is computed inside the statement that inserts it (the session's
+  largest number plus one), and (session_id, seq) is the primary key of items, events and pending changes:
+  two writers that computed the same number cannot both commit it — the second waits for the first, gets
+  a unique violation and computes again (an item, a pending change) or is refused (an events batch, which
+  carries its numbers and is inserted only if the stored numbering ends right before it, checked in the
+  same statement). So concurrent writers — threads, processes, machines — never collide nor leave a gap,
+  and no lock is taken per write.
 - **Order.** A session's writes run in the order they were queued (a chain per session), as SQLite's
   single writer thread gives: a batch of events queued before an item commits before it.
 - **The lease.** A session is open once: the lease row names its holder (this store instance), a
@@ -15,7 +21,10 @@ is one transaction. What must hold across machines is held by the database, neve
   a lease not renewed for `lease_timeout_s` is stale and the next claimant takes it over, bumping the
   generation — a holder that was paused past the timeout finds its lease gone and `fenced` writes fail.
 - **A lost connection** (a database restart, a killed backend) is retried with backoff for a while when
-  the transaction had not reached its commit; a commit whose answer was lost is an error, never replayed.
+  nothing could have been committed yet: no connection could be had, or a transaction had not reached its
+  COMMIT; a read, or a write that changes nothing when made twice, is retried whenever. A commit whose
+  answer was lost — a COMMIT, or a write that is its own transaction, sent and unanswered — is an error,
+  never replayed.
 
 New events and ops are announced with NOTIFY (triggers in migration 0009); `wait_events` and
 `wait_ops` wake on them, with a polling fallback, so a follower on another machine sees a session live.
@@ -54,6 +63,7 @@ LEASE_TIMEOUT_S = float(os.environ.get("AUGER_LEASE_TIMEOUT", "30"))  # unrenewe
 HEARTBEAT_S = float(os.environ.get("AUGER_LEASE_HEARTBEAT", "0")) or LEASE_TIMEOUT_S / 4
 RECONNECT_S = 30.0  # how long a transaction is retried while the database cannot be reached
 POLL_S = 2.0  # the fallback when a notification is missed (the listening connection was lost)
+LISTEN_LINGER_S = 60.0  # the listening connection outlives its last waiter this long (a worker's next task)
 _MIGRATION_LOCK = 0x61756765  # pg_advisory_xact_lock key: one migrator at a time
 
 
@@ -93,6 +103,7 @@ class PostgresStore:
         self._renewer: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._wakers: dict[tuple[str, str], set[asyncio.Event]] = {}  # (channel, session id) -> waiters
+        self._listen_until = 0.0  # monotonic time the listening connection may close at, with no waiter
         self.round_trips = 0  # transactions run (the fleet benchmark's count)
 
     # -- plumbing -----------------------------------------------------------------------
@@ -109,7 +120,8 @@ class PostgresStore:
         try:
             await migrate(self.url)
             pool = AsyncConnectionPool(self.url, min_size=1, max_size=self._max, open=False, timeout=RECONNECT_S,
-                                       check=AsyncConnectionPool.check_connection, name="auger")
+                                       check=AsyncConnectionPool.check_connection, name="auger",
+                                       kwargs={"autocommit": True})
             await pool.open(wait=True, timeout=RECONNECT_S)
             return pool
         except (psycopg.Error, OSError) as exc:
@@ -120,9 +132,25 @@ class PostgresStore:
             raise
 
     async def transaction(self, fn: Callable[[AsyncConnection], Awaitable[T]], verb: str = "write") -> T:
-        """Run `fn` in one transaction and commit it. A connection lost before the commit (the server
-        restarting, the backend killed) is retried with backoff for up to RECONNECT_S; any other failure,
-        and a commit whose answer was lost, is a StoreError."""
+        """Run `fn`'s statements in one transaction (BEGIN … COMMIT): for writes that must see and change
+        several rows at once. A connection lost before the COMMIT is retried; see `_run`."""
+        return await self._run(fn, verb, atomic=True, repeatable=False)
+
+    async def autocommit(self, fn: Callable[[AsyncConnection], Awaitable[T]], verb: str = "write", *,
+                         repeatable: bool = False) -> T:
+        """Run `fn`, each of whose statements is a transaction of its own (no BEGIN, no COMMIT): a read, or
+        a write that is one statement. `repeatable`: running `fn` twice changes nothing more than once (a
+        read, a lease renewed, a row set to a value), so a connection lost under it is retried; otherwise a
+        lost answer is an error, as a lost COMMIT is."""
+        return await self._run(fn, verb, atomic=False, repeatable=repeatable)
+
+    async def _run(self, fn: Callable[[AsyncConnection], Awaitable[T]], verb: str, *, atomic: bool,
+                   repeatable: bool) -> T:
+        """Run `fn` on a pooled connection (autocommit), in BEGIN … COMMIT when `atomic`. A connection lost
+        (the server restarting, the backend killed) while nothing can have been committed — none could be
+        had, an atomic `fn` before its COMMIT, a `repeatable` one anywhere — is retried with backoff for up
+        to RECONNECT_S; any other failure, and an answer lost once a commit was asked for, is a
+        StoreError."""
         import psycopg
 
         pool = await self._ensure()
@@ -133,14 +161,18 @@ class PostgresStore:
             try:
                 async with pool.connection() as conn:
                     self.round_trips += 1
+                    committing = not atomic and not repeatable
+                    if atomic:
+                        await conn.execute("BEGIN")
                     try:
                         result = await fn(conn)
                     except BaseException:
-                        if not conn.closed:
+                        if atomic and not conn.closed:
                             await asyncio.shield(conn.rollback())
                         raise
-                    committing = True
-                    await conn.commit()
+                    if atomic:
+                        committing = True
+                        await conn.commit()
                     return result
             except psycopg.OperationalError as exc:
                 if committing or time.monotonic() > deadline or not _connection_lost(exc):
@@ -157,25 +189,37 @@ class PostgresStore:
             delay = min(delay * 2, 1.0)
 
     async def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one SELECT."""
         async def select(conn: AsyncConnection) -> list[tuple[Any, ...]]:
             return await (await conn.execute(sql, params)).fetchall()
 
-        return await self.transaction(select, "read")
+        return await self.autocommit(select, "read", repeatable=True)
 
-    async def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+    async def _returning(self, sql: str, params: tuple[Any, ...] = (), *, repeatable: bool = False
+                         ) -> list[tuple[Any, ...]]:
+        """The rows of one write … RETURNING, its own transaction (`repeatable`: see `autocommit`)."""
+        async def write(conn: AsyncConnection) -> list[tuple[Any, ...]]:
+            return await (await conn.execute(sql, params)).fetchall()
+
+        return await self.autocommit(write, repeatable=repeatable)
+
+    async def _exec(self, sql: str, params: tuple[Any, ...] = (), *, repeatable: bool = False) -> None:
+        """One statement, its own transaction."""
         async def run(conn: AsyncConnection) -> None:
             await conn.execute(sql, params)
 
-        await self.transaction(run)
+        await self.autocommit(run, repeatable=repeatable)
 
-    def _in_order(self, session_id: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> asyncio.Future[T]:
-        """Queue a write of one session now, to run after every write queued for it before."""
+    def _in_order(self, session_id: str, fn: Callable[[AsyncConnection], Awaitable[T]], *, atomic: bool = False,
+                  repeatable: bool = False) -> asyncio.Future[T]:
+        """Queue a write of one session now, to run after every write queued for it before (`fn` in one
+        transaction when `atomic`, else each of its statements on its own: see `autocommit`)."""
         previous = self._tails.get(session_id)
 
         async def chained() -> T:
             if previous is not None:
                 await asyncio.wait([previous])
-            return await self.transaction(fn)
+            return await self._run(fn, "write", atomic=atomic, repeatable=repeatable)
 
         future: asyncio.Future[T] = asyncio.ensure_future(chained())
         self._tails[session_id] = future
@@ -198,7 +242,7 @@ class PostgresStore:
         if self._held and self._pool is not None:
             try:
                 await self._exec("DELETE FROM leases WHERE holder = %s AND session_id = ANY(%s)",
-                                 (self.holder, list(self._held)))
+                                 (self.holder, list(self._held)), repeatable=True)
             except StoreError as exc:
                 log.debug("leases left to expire: %s", exc)
             self._held.clear()
@@ -228,7 +272,7 @@ class PostgresStore:
             await conn.execute(f"UPDATE sessions SET {assignments}, updated = %s WHERE id = %s",
                                (*values, time.time(), session_id))
 
-        await self._in_order(session_id, update)
+        await self._in_order(session_id, update, repeatable=True)
 
     async def get_session(self, id_or_prefix: str) -> SessionRecord | None:
         found = await self.find_sessions(id_or_prefix, limit=2)
@@ -246,7 +290,7 @@ class PostgresStore:
 
         if "\x00" in id_or_prefix:
             return []
-        return [_session(r) for r in await self.transaction(find, "read")]
+        return [_session(r) for r in await self.autocommit(find, "read", repeatable=True)]
 
     async def list_sessions(self, limit: int = 50, *, cwd: str | None = None,
                             before: tuple[float, str] | None = None) -> list[SessionRecord]:
@@ -283,7 +327,7 @@ class PostgresStore:
         return [UserRecord(*r) for r in await self._read(f"SELECT {_USER_COLUMNS} FROM users ORDER BY created")]
 
     async def revoke_user(self, name: str) -> UserRecord | None:
-        rows = await self._read(f"UPDATE users SET revoked = %s WHERE name = %s AND revoked IS NULL "
+        rows = await self._returning(f"UPDATE users SET revoked = %s WHERE name = %s AND revoked IS NULL "
                                 f"RETURNING {_USER_COLUMNS}", (time.time(), name))
         return UserRecord(*rows[0]) if rows else None
 
@@ -314,7 +358,7 @@ class PostgresStore:
         return [ShareRecord(*r) for r in rows]
 
     async def revoke_share(self, share_id: str) -> ShareRecord | None:
-        rows = await self._read(f"UPDATE shares SET revoked = %s WHERE id = %s AND revoked IS NULL "
+        rows = await self._returning(f"UPDATE shares SET revoked = %s WHERE id = %s AND revoked IS NULL "
                                 f"RETURNING {_SHARE_COLUMNS}", (time.time(), share_id))
         return ShareRecord(*rows[0]) if rows else None
 
@@ -351,8 +395,8 @@ class PostgresStore:
                                                              "ORDER BY created")]
 
     async def update_schedule(self, schedule_id: str, *, paused: bool, next_run: float) -> ScheduleRecord | None:
-        rows = await self._read(f"UPDATE schedules SET paused = %s, next_run = %s WHERE id = %s "
-                                f"RETURNING {_SCHEDULE_COLUMNS}", (paused, next_run, schedule_id))
+        rows = await self._returning(f"UPDATE schedules SET paused = %s, next_run = %s WHERE id = %s "
+                                     f"RETURNING {_SCHEDULE_COLUMNS}", (paused, next_run, schedule_id), repeatable=True)
         return ScheduleRecord(*rows[0]) if rows else None
 
     async def remove_schedule(self, schedule_id: str) -> bool:
@@ -393,7 +437,7 @@ class PostgresStore:
         return await self.transaction(claim)
 
     async def stale_runs(self, now: float, older_than_s: float) -> list[ScheduleRun]:
-        rows = await self._read(
+        rows = await self._returning(
             f"UPDATE schedule_runs SET claimed_by = %s, fired = %s WHERE (schedule_id, due) IN ("
             "SELECT schedule_id, due FROM schedule_runs WHERE state = 'claimed' AND fired < %s "
             f"FOR UPDATE SKIP LOCKED) RETURNING {_RUN_COLUMNS}", (self.holder, now, now - older_than_s))
@@ -481,23 +525,15 @@ class PostgresStore:
                      full_output: str | None = None, tool_name: str = "", arguments: str = "") -> int:
         data = json_dumps(item.to_json())
 
+        now = time.time()
+        sql, params = _APPEND_ITEM, [session_id, turn_id, item.TYPE, data, now, session_id]
+        if isinstance(item, ToolOutput):
+            sql, params = _APPEND_OUTPUT, [*params, session_id, item.call_id, b(tool_name), b(arguments),
+                                           b(full_output if full_output is not None else item.output)]
+
         async def insert(conn: AsyncConnection) -> int:
-            now = time.time()
-            await _lock_session(conn, session_id)
-            row = await (await conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE session_id = %s",
-                                            (session_id,))).fetchone()
-            seq = int(row[0]) if row else 1
-            await conn.execute("INSERT INTO items (session_id, seq, turn_id, type, data, created) "
-                               "VALUES (%s,%s,%s,%s,%s,%s)", (session_id, seq, turn_id, item.TYPE, data, now))
-            if isinstance(item, ToolOutput):
-                await conn.execute(
-                    "INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, full_output) "
-                    "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (session_id, call_id) DO UPDATE SET seq = EXCLUDED.seq, "
-                    "tool = EXCLUDED.tool, arguments = EXCLUDED.arguments, full_output = EXCLUDED.full_output",
-                    (session_id, item.call_id, seq, b(tool_name), b(arguments),
-                     b(full_output if full_output is not None else item.output)))
-            await conn.execute("UPDATE sessions SET updated = %s WHERE id = %s", (now, session_id))
-            return seq
+            row = await _numbered(conn, sql, (*params, now, session_id))
+            return int(row[0])
 
         return await self._in_order(session_id, insert)
 
@@ -537,7 +573,7 @@ class PostgresStore:
                 "WHERE session_id = %s AND created < %s", (target_id, source_id, cut[0] if cut else 1e300))
             return copied
 
-        return await self._in_order(target_id, copy)
+        return await self._in_order(target_id, copy, atomic=True)
 
     async def search_messages(self, session_id: str, query: str, limit: int = 200) -> list[tuple[int, Item]]:
         needle = json_dumps(query)[1:-1]
@@ -556,15 +592,21 @@ class PostgresStore:
         first = envelopes[0].seq if envelopes else 1
 
         async def insert(conn: AsyncConnection) -> None:
-            await _lock_session(conn, session_id)
-            row = await (await conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = %s",
-                                            (session_id,))).fetchone()
-            last = int(row[0]) if row else 0
-            if last != first - 1:
+            import psycopg
+
+            try:
+                stored = (await conn.execute(
+                    "INSERT INTO events (session_id, seq, type, data) "
+                    "SELECT %s, e.seq, e.type, e.data "
+                    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS e(seq, type, data) "
+                    "WHERE (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = %s) = %s",
+                    (session_id, [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], session_id,
+                     first - 1))).rowcount
+            except psycopg.errors.UniqueViolation:  # another writer's numbers, committed meanwhile
+                stored = 0
+            if stored != len(rows):
                 raise StoreError(f"events {first}… of session {session_id[:8]} do not follow the stored "
-                                 f"event {last}: not stored")
-            async with conn.cursor() as cur:
-                await cur.executemany("INSERT INTO events (session_id, seq, type, data) VALUES (%s,%s,%s,%s)", rows)
+                                 f"numbering: not stored")
 
         return self._in_order(session_id, insert)
 
@@ -602,7 +644,7 @@ class PostgresStore:
                          (session_id, b(op), time.time()))
 
     async def take_ops(self, session_id: str) -> list[str]:
-        rows = await self._read("DELETE FROM session_ops WHERE session_id = %s RETURNING id, op", (session_id,))
+        rows = await self._returning("DELETE FROM session_ops WHERE session_id = %s RETURNING id, op", (session_id,))
         return [t(op) for _, op in sorted(rows)]
 
     async def wait_ops(self, session_id: str, timeout: float) -> None:
@@ -630,7 +672,7 @@ class PostgresStore:
                                              (session_id,))).fetchone()
             return False, f"pid {held[0]} on {held[1]}" if held else "another process", 0
 
-        taken, holder, generation = await self.transaction(take)
+        taken, holder, generation = await self.autocommit(take, repeatable=True)  # ours again: the same generation
         if not taken:
             return holder
         self._held[session_id] = generation
@@ -645,7 +687,8 @@ class PostgresStore:
     async def release(self, session_id: str) -> None:
         self._held.pop(session_id, None)
         try:
-            await self._exec("DELETE FROM leases WHERE session_id = %s AND holder = %s", (session_id, self.holder))
+            await self._exec("DELETE FROM leases WHERE session_id = %s AND holder = %s", (session_id, self.holder),
+                             repeatable=True)
         except StoreError as exc:
             log.debug("lease of session %s left to expire: %s", session_id, exc)
 
@@ -657,10 +700,10 @@ class PostgresStore:
             if not held:
                 return
             try:
-                rows = await self._read(
+                rows = await self._returning(
                     "UPDATE leases SET heartbeat = extract(epoch FROM clock_timestamp()) "
                     "WHERE holder = %s AND session_id = ANY(%s) RETURNING session_id, generation",
-                    (self.holder, list(held)))
+                    (self.holder, list(held)), repeatable=True)
             except StoreError as exc:
                 log.warning("cannot renew leases: %s", exc)
                 continue
@@ -675,6 +718,7 @@ class PostgresStore:
         event = asyncio.Event()
         key = (channel, session_id)
         self._wakers.setdefault(key, set()).add(event)
+        self._listen_until = time.monotonic() + LISTEN_LINGER_S
         if self._listener is None or self._listener.done():
             self._listener = asyncio.ensure_future(self._listen())
         try:
@@ -688,17 +732,22 @@ class PostgresStore:
                 if not waiters:
                     del self._wakers[key]
 
+    def _listening(self) -> bool:
+        return bool(self._wakers) or time.monotonic() < self._listen_until
+
     async def _listen(self) -> None:
-        """One LISTEN connection for the store's waiters; reconnected when lost (waiters poll meanwhile)."""
+        """One LISTEN connection for the store's waiters; reconnected when lost (waiters poll meanwhile). It
+        stays a while after the last waiter is gone, so a worker's next task does not connect and LISTEN
+        again."""
         import psycopg
 
-        while self._wakers:
+        while self._listening():
             try:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                     await conn.execute("LISTEN auger_events")
                     await conn.execute("LISTEN auger_ops")
                     await conn.execute("LISTEN auger_schedules")
-                    while self._wakers:
+                    while self._listening():
                         async for note in conn.notifies(timeout=1.0):
                             for event in self._wakers.get((note.channel, note.payload), ()):
                                 event.set()
@@ -710,16 +759,13 @@ class PostgresStore:
     async def add_pending(self, session_id: str, path: str, before_hash: str, content: bytes | None,
                           mode: int | None, agent: str, call_id: str, tool: str) -> int:
         async def insert(conn: AsyncConnection) -> int:
-            await _lock_session(conn, session_id)
-            row = await (await conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM pending_changes WHERE session_id = %s", (session_id,)
-            )).fetchone()
-            seq = int(row[0]) if row else 1
-            await conn.execute(
-                "INSERT INTO pending_changes (session_id, seq, path, before_hash, content, mode, agent, call_id, "
-                "tool, created) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                (session_id, seq, b(path), before_hash, content, mode, b(agent), b(call_id), b(tool), time.time()))
-            return seq
+            row = await _numbered(
+                conn, "INSERT INTO pending_changes (session_id, seq, path, before_hash, content, mode, agent, "
+                "call_id, tool, created) SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s::integer, %s, %s, "
+                "%s, %s FROM pending_changes WHERE session_id = %s RETURNING seq",
+                (session_id, b(path), before_hash, content, mode, b(agent), b(call_id), b(tool), time.time(),
+                 session_id))
+            return int(row[0])
 
         return await self._in_order(session_id, insert)
 
@@ -736,7 +782,7 @@ class PostgresStore:
             await conn.execute("UPDATE pending_changes SET state = %s WHERE session_id = %s AND seq = ANY(%s)",
                                (state, session_id, seqs))
 
-        await self._in_order(session_id, update)
+        await self._in_order(session_id, update, repeatable=True)
 
     # -- backends and usage ------------------------------------------------------------------
     async def get_backend_session(self, session_id: str, backend: str) -> str | None:
@@ -804,9 +850,22 @@ async def _apply(url: str, steps: list[Migration], known: int) -> tuple[int, int
     return before, max(before, known)
 
 
-async def _lock_session(conn: AsyncConnection, session_id: str) -> None:
-    """Serialise the transactions numbering one session's rows, whoever runs them."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (session_id,))
+async def _numbered(conn: AsyncConnection, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Run an INSERT that numbers its row the session's largest number plus one, and return what it
+    returns. Two writers that computed the same number cannot both commit it (the primary key): the one
+    that loses waits for the other's commit, gets a unique violation, and computes its number again."""
+    import psycopg
+
+    for _ in range(_NUMBERING_TRIES - 1):
+        try:
+            row = await (await conn.execute(sql, params)).fetchone()
+        except psycopg.errors.UniqueViolation:
+            continue
+        assert row is not None, "an INSERT … RETURNING returns its row"
+        return row
+    row = await (await conn.execute(sql, params)).fetchone()  # a last try: its violation is the caller's error
+    assert row is not None, "an INSERT … RETURNING returns its row"
+    return row
 
 
 def _connection_lost(exc: Exception) -> bool:
@@ -820,6 +879,17 @@ def _cause(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+_NUMBERING_TRIES = 50  # writers racing for one session's next number: each round, one of them wins
+# An item: numbered in the statement, its full output kept beside it (a tool's), the session marked updated —
+# after the item is inserted (the UPDATE reads its row), so racing writers take their locks in one order.
+_ITEM = ("WITH item AS (INSERT INTO items (session_id, seq, turn_id, type, data, created) "
+         "SELECT %s, COALESCE(MAX(seq), 0) + 1, %s, %s, %s, %s FROM items WHERE session_id = %s RETURNING seq)")
+_TOUCH = ", touched AS (UPDATE sessions SET updated = %s WHERE id = %s AND EXISTS (SELECT 1 FROM item)) "
+_APPEND_ITEM = _ITEM + _TOUCH + "SELECT seq FROM item"
+_APPEND_OUTPUT = (_ITEM + ", output AS (INSERT INTO tool_outputs (session_id, call_id, seq, tool, arguments, "
+                  "full_output) SELECT %s, %s, seq, %s, %s, %s FROM item ON CONFLICT (session_id, call_id) DO UPDATE "
+                  "SET seq = EXCLUDED.seq, tool = EXCLUDED.tool, arguments = EXCLUDED.arguments, "
+                  "full_output = EXCLUDED.full_output)" + _TOUCH + "SELECT seq FROM item")
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
                    "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id), s.created_by FROM sessions s")
 _SCHEDULE_COLUMNS = ("id, cadence, tz, missed, spec, queue, priority, max_attempts, paused, next_run, created, "

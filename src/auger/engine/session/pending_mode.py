@@ -32,10 +32,12 @@ Record = Callable[[str, it.Item], Awaitable[None]]
 Emit = Callable[[Event], None]
 
 
-async def open_pending(store: Store, session_id: str, root: Path, wanted: bool) -> PendingChanges | None:
+async def open_pending(store: Store, session_id: str, root: Path, wanted: bool, *, new: bool = False
+                       ) -> PendingChanges | None:
     """Pending mode's queue and copy when asked for, or when the session already has changes queued (a
-    resumed pending session stays one, so its queue stays in view)."""
-    if not wanted and not await store.load_pending(session_id):
+    resumed pending session stays one, so its queue stays in view). A `new` session (made just now) has
+    nothing queued: the store is not asked."""
+    if not wanted and (new or not await store.load_pending(session_id)):
         return None
     from auger.changes.overlay import PendingChanges
 

@@ -178,7 +178,7 @@ class Session:
                                  exec_limits=ExecLimits(config.exec_sessions_max, config.exec_session_idle_timeout))
         dirs = home_dirs()
         window = learn_model_window(client, config, dirs["cache"])  # never waited for
-        queue = await open_pending(store, meta.id, workspace.root, pending or config.pending)
+        queue = await open_pending(store, meta.id, workspace.root, pending or config.pending, new=not resumed)
         tools_root = workspace.root if queue is None else queue.tree  # what the tools and commands work on
         if queue is not None:
             state.root_handle = queue.handle
@@ -642,7 +642,7 @@ class Session:
 
     async def _start(self, *, resumed: bool) -> None:
         """Announce the session and start serving ops; its events are numbered after the last stored one."""
-        await self._stream.open()
+        await self._stream.open(new=not resumed)
         sandbox = self.confinement.kind if self.confinement is not None else "none"
         self.emit(SessionConfigured(self.id, self.client.model, self.client.provider, str(self.workspace.root),
                                     Mode(self.mode), resumed, len(self.history), sandbox))

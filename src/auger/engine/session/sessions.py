@@ -20,7 +20,7 @@ from auger.engine.session.resume import check_client, resume_client, resume_conf
 from auger.engine.session.session import Session, hold, let_go
 from auger.engine.workspace import Workspace
 from auger.models.base import ModelClient
-from auger.models.registry import stored_cost
+from auger.models.registry import stored_usage
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
     AgentMessage, BackendChanged, Event, GoalEnded, ModelChanged, TurnEnded, WarningEvent,
@@ -142,9 +142,9 @@ class SessionManager:
             record.provider, record.model = client.provider, client.model
             await store.update_session(record.id, provider=record.provider, model=record.model, mode=record.mode)
         prices = self.workspace.config
-        ledger = UsageLedger(await store.usage_total(record.id), await stored_cost(store, record.id, prices),
-                             inherited=await store.usage_total(record.id, inherited=True),
-                             inherited_cost=await stored_cost(store, record.id, prices, inherited=True))
+        own, cost = await stored_usage(store, record.id, prices)
+        inherited, inherited_cost = await stored_usage(store, record.id, prices, inherited=True)
+        ledger = UsageLedger(own, cost, inherited=inherited, inherited_cost=inherited_cost)
         session = await Session.open(self.workspace, store=store, client=client, meta=record, history=history,
                                      interactive=interactive, resumed=True, ledger=ledger,
                                      plan=latest_plan(history.items), pending=pending)

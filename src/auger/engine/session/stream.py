@@ -85,9 +85,10 @@ class EventStream:
         self._writing = 0  # batches queued and not yet committed
         self._saving: asyncio.Future[None] | None = None
 
-    async def open(self) -> None:
-        """Continue the numbering after the last stored event (a resumed session goes on from there)."""
-        self.seq = self.delivered = await self.store.last_event_seq(self.session_id)
+    async def open(self, *, new: bool = False) -> None:
+        """Continue the numbering after the last stored event (a resumed session goes on from there); a `new`
+        session (its id made just now: nothing can have been stored under it) starts at 1 without asking."""
+        self.seq = self.delivered = 0 if new else await self.store.last_event_seq(self.session_id)
         self.first_seq = self.seq + 1
         self._opened = True
         early, self._early = self._early, []
