@@ -19,14 +19,16 @@ beneath its root handle).
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from auger.lazy_regex import lazy_compile
+
 MAX_DEPTH = 5  # an import may import, this many levels deep
 
-_IMPORT = re.compile(r"@(\S+)")
-_FENCE = re.compile(r"\s*(```|~~~)")
+_IMPORT = lazy_compile(r"@(\S+)")
+_FENCE = lazy_compile(r"\s*(```|~~~)")
+
 
 
 class ImportRefused(Exception):

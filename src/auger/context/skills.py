@@ -26,11 +26,11 @@ dir is trusted and read as it is.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.fs import RootHandle, read_beneath
 from auger.secrets.protected import refused_beneath
 
@@ -189,10 +189,10 @@ def _decode(data: bytes) -> str:
 
 # --- front matter -------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"---[ \t]*")
-_END = re.compile(r"(---|\.\.\.)[ \t]*")
-_KEY = re.compile(r"([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]+(.*))?$")
-_BLOCK = re.compile(r"([|>])([+-]?)[ \t]*(?:#.*)?$")
+_FENCE = lazy_compile(r"---[ \t]*")
+_END = lazy_compile(r"(---|\.\.\.)[ \t]*")
+_KEY = lazy_compile(r"([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]+(.*))?$")
+_BLOCK = lazy_compile(r"([|>])([+-]?)[ \t]*(?:#.*)?$")
 
 
 def split_front_matter(text: str) -> tuple[list[str] | None, str]:

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.paths import is_inside
 from auger.policy.types import PROTECTED_BLOCKED
 
@@ -687,18 +688,18 @@ def _write_json(path: Path, data: dict) -> None:
 # "/.ssh", "/.config/gcloud", ...: matched as whole components anywhere in a path an error names.
 _HIDDEN_SUFFIXES = tuple(entry[1:] for entry in DEFAULT_HIDDEN if entry.startswith("~/"))
 _PATH_IN_LINE = (
-    re.compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
-    re.compile(r'"([^"]+)"'),
+    lazy_compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
+    lazy_compile(r'"([^"]+)"'),
     # cat: /x: Permission denied; sh: cannot create /x: ...
-    re.compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
-               r"|No such file or directory|Directory nonexistent|Device or resource busy)", re.I),
+    lazy_compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
+                 r"|No such file or directory|Directory nonexistent|Device or resource busy)", re.I),
 )
-_NETWORK = re.compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
-                      r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
-                      r"|failed to resolve|name resolution", re.I)
-_LOCAL = re.compile(r"127\.0\.0\.1|localhost|::1")
-_PROXY_DENIED = re.compile(r"CONNECT tunnel failed, response 403|Received HTTP code 403 from proxy"
-                           r"|403 Forbidden.*proxy|proxy.*403", re.I)
+_NETWORK = lazy_compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
+                        r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
+                        r"|failed to resolve|name resolution", re.I)
+_LOCAL = lazy_compile(r"127\.0\.0\.1|localhost|::1")
+_PROXY_DENIED = lazy_compile(r"CONNECT tunnel failed, response 403|Received HTTP code 403 from proxy"
+                             r"|403 Forbidden.*proxy|proxy.*403", re.I)
 
 
 def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxPolicy | None = None,
@@ -772,8 +773,8 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
 
 _WRITE_OUTSIDE = "writing outside the project, its temp and scratch dirs is not allowed"
 
-_CONNECT_FAILED = re.compile(r"connection refused|couldn't connect to server|failed to connect to"
-                             r"|connection timed out", re.I)
+_CONNECT_FAILED = lazy_compile(r"connection refused|couldn't connect to server|failed to connect to"
+                               r"|connection timed out", re.I)
 
 
 def _path_in(line: str) -> str | None:

@@ -39,6 +39,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
+from auger.lazy_regex import lazy_compile
 from auger.secrets.settings import (
     DEFAULT_LAYER,
     IGNORE_FILE,
@@ -94,7 +95,8 @@ def compile_rule(text: str, source: str) -> Rule | None:
     anchored = "/" in line  # a '/' at the start or in the middle ties the pattern to the root
     body = _glob_regex(line.lstrip("/"))
     regex = body if anchored else "(?:.*/)?" + body
-    return Rule(text.strip(), source, negated, dir_only, re.compile(regex, re.IGNORECASE | re.DOTALL))
+    # compiled when first used: the rules' joint pattern (Rules) answers most questions without it
+    return Rule(text.strip(), source, negated, dir_only, lazy_compile(regex, re.IGNORECASE | re.DOTALL))
 
 
 def _glob_regex(glob: str) -> str:

@@ -6,10 +6,10 @@ it was asked, so callers can tell a full disk from a bug."""
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from auger.lazy_regex import lazy_compile
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
@@ -46,8 +46,8 @@ class SessionRecord:
     created_by: str = ""  # who opened it through `auger serve` (a user's name); "" for a local process
 
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
-_CURSOR_TIME = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?(e[+-]?[0-9]{1,3})?")  # what repr() of a time gives
+_SESSION_ID = lazy_compile(r"[A-Za-z0-9-]{1,64}")
+_CURSOR_TIME = lazy_compile(r"[0-9]{1,20}(\.[0-9]{1,20})?(e[+-]?[0-9]{1,3})?")  # what repr() of a time gives
 
 
 def page_cursor(record: SessionRecord) -> str:

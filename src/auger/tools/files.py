@@ -31,12 +31,12 @@ import difflib
 import errno
 import io
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.fs import Resolved, RootHandle, read_fd, replace_file
 from auger.policy.gitguard import git_write_refusal
 from auger.policy.paths import PathEscape, display
@@ -65,9 +65,9 @@ ENCODING = "utf-8"
 ERRORS = "surrogateescape"  # undecodable bytes become lone surrogates and round-trip exactly
 
 # read_file shows lines as `{n:>6}\t{line}`; models often paste that prefix into old_string.
-_LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
+_LINE_NUMBER_PREFIX = lazy_compile(r"^\s*\d+\t")
 # Lone surrogates produced by surrogateescape, shown to the model as U+FFFD.
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+_ESCAPED_BYTE = lazy_compile("[\udc80-\udcff]")
 
 
 # --------------------------------------------------------------------------- helpers
