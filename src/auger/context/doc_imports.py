@@ -19,9 +19,10 @@ beneath its root handle).
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 
 MAX_DEPTH = 5  # an import may import, this many levels deep
@@ -44,7 +45,7 @@ Reader = Callable[[str], str]
 
 
 @dataclass
-class Expansion:
+class Expansion(Deferred):
     text: str
     imported: list[str] = field(default_factory=list)  # root-relative paths, in the order they were read
     notes: list[str] = field(default_factory=list)  # one per refused import, for the warnings

@@ -26,10 +26,11 @@ dir is trusted and read as it is.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Literal
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 from auger.policy.fs import RootHandle, read_beneath
 from auger.secrets.protected import refused_beneath
@@ -42,7 +43,7 @@ Source = Literal["project", "user"]
 
 
 @dataclass(frozen=True)
-class Skill:
+class Skill(Deferred):
     name: str
     description: str
     path: Path  # the SKILL.md file
@@ -57,7 +58,7 @@ class Skill:
 
 
 @dataclass
-class SkillIndex:
+class SkillIndex(Deferred):
     skills: list[Skill] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     project_root: Path | None = None

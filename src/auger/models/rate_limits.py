@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import datetime
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 from auger.protocol.events import RateLimitWindow
 
@@ -29,7 +30,7 @@ _DURATION = lazy_compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d
 
 
 @dataclass(frozen=True)
-class RateLimitSnapshot:
+class RateLimitSnapshot(Deferred):
     """What one response said about the provider's limits."""
 
     windows: tuple[RateLimitWindow, ...]

@@ -43,11 +43,11 @@ import re
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable, Mapping, cast
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 
 log = logging.getLogger(__name__)
@@ -444,7 +444,7 @@ OWN_SERVER = "one of auger's own servers, which no sandboxed command may reach"
 
 
 @dataclass
-class Denial:
+class Denial(Deferred):
     """One refused connection attempt: which host and port, through which protocol, when, and why."""
 
     host: str

@@ -47,10 +47,10 @@ import sysconfig
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 from auger.policy.paths import is_inside
 from auger.policy.types import PROTECTED_BLOCKED
@@ -95,7 +95,7 @@ def default_hidden(home: Path) -> tuple[Path, ...]:
 
 
 @dataclass(frozen=True)
-class SandboxPolicy:
+class SandboxPolicy(Deferred):
     """What a command may touch. Paths are taken as given and resolved by `wrap`."""
 
     root: Path                        # resolved project root: writable
@@ -122,7 +122,7 @@ class SandboxPolicy:
 
 
 @dataclass(frozen=True)
-class Wrapped:
+class Wrapped(Deferred):
     """A command ready to run confined.
 
     kind "bwrap": everything in SandboxPolicy is enforced.
@@ -191,7 +191,7 @@ def _essential_paths() -> list[Path]:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _Plan(Deferred):
     """Resolved, de-duplicated paths for one command. Where they nest, the deeper one decides: a
     writable dir inside a hidden one is visible and writable, a read-only one inside a writable one
     is read-only, a hidden one inside either is hidden."""

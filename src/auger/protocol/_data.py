@@ -5,61 +5,24 @@ giving a dict with that tag first, and `from_json()` rebuilding the right class
 (nested records, lists of records and enums included, guided by the field type hints).
 No I/O, no third-party imports: every layer and every front end imports this.
 
-A record is made a dataclass when first used, not when its module is imported: making one
-generates and compiles its methods (most of what importing the protocol would cost), and a
-process uses a few of the eighty. First use is the first instance, or the first look at a
-dataclass attribute of the class (`dataclasses.fields`, `is_dataclass`, a subclass being made):
-`_Deferred.__getattr__` sees the attribute missing and makes it then. `registry()` and
-`from_json` hand out finished classes.
+A record is made a dataclass at its first use, not when its module is imported (lazy_dataclass.py):
+a process uses a few of the eighty, and making them all was most of what importing the protocol cost.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import threading
 import types
 import typing
 from typing import Any, Callable, ClassVar, TypeVar, cast
 
+from auger.lazy_dataclass import Deferred, dataclass
+
 T = TypeVar("T", bound="Record")
 
 
-class _Deferred(type):
-    """The metaclass of records: a class attribute that only its dataclass would have makes it one."""
-
-    def __getattr__(cls, name: str) -> Any:
-        if (name.startswith("__dataclass_") or name == "__match_args__") and _finish(cls):
-            return getattr(cls, name)
-        raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}")
-
-
-_unfinished: set[type] = set()  # tagged classes not yet made dataclasses
-_finishing = threading.RLock()  # one thread makes a class; a base is made (re-entrantly) before its subclass
-
-
-def _finish(cls: type) -> bool:
-    """Make `cls` (and the unfinished records it derives from) a dataclass; whether it was unfinished."""
-    with _finishing:
-        if cls not in _unfinished:
-            return False
-        _unfinished.discard(cls)
-        for base in reversed(cls.__mro__[1:]):
-            _finish(base)
-        if cls.__dict__.get("__init__") is _first_init:
-            del cls.__init__  # type: ignore[misc]  # the dataclass's own replaces the stand-in
-        dataclasses.dataclass(cls)
-        return True
-
-
-def _first_init(self: Any, *args: Any, **kwargs: Any) -> None:
-    """The stand-in `__init__` of an unfinished record: finish its class, then construct as the dataclass."""
-    for cls in type(self).__mro__:
-        _finish(cls)
-    type(self).__init__(self, *args, **kwargs)
-
-
-class Record(metaclass=_Deferred):
+class Record(Deferred):
     """Base of every tagged record; subclasses are dataclasses registered by `tag`."""
 
     TYPE: ClassVar[str] = ""
@@ -83,9 +46,7 @@ class Record(metaclass=_Deferred):
 
     @classmethod
     def registry(cls) -> dict[str, type[Record]]:
-        """Every record class of this family by tag (the schema generator walks it), each a dataclass."""
-        for record in cls._registry.values():
-            _finish(record)
+        """Every record class of this family by tag (the schema generator walks it)."""
         return dict(cls._registry)
 
 
@@ -97,24 +58,18 @@ def family(base: type[T]) -> type[T]:
 
 @typing.dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
 def tag(name: str) -> Callable[[type[T]], type[T]]:
-    """Class decorator: register a record under `name` in its family, to be made a dataclass when
-    first used (see the module docstring).
+    """Class decorator: make a dataclass (at its first use) and register it under `name` in its family.
 
     `dataclass_transform` tells type checkers the decorated class is a dataclass, so they check
     constructor calls against its fields."""
 
     def wrap(cls: type[T]) -> type[T]:
+        cls = dataclass(cls)
         cls.TYPE = name
         registry = cls._registry
         if name in registry:
             raise TypeError(f"duplicate record tag {name!r}")
         registry[name] = cls
-        with _finishing:
-            _unfinished.add(cls)
-            if "__init__" in cls.__dict__:  # its own constructor: no stand-in can go first
-                _finish(cls)
-            else:
-                cls.__init__ = _first_init  # type: ignore[method-assign]
         return cls
 
     return wrap
@@ -141,14 +96,12 @@ def field_hints(cls: type) -> dict[str, Any]:
     """The resolved type hints of a dataclass's fields (cached: resolving them is slow)."""
     hints = _hints_cache.get(cls)
     if hints is None:
-        _finish(cls)
         hints = _hints_cache[cls] = typing.get_type_hints(cls)
     return hints
 
 
 def load(cls: type, data: dict[str, Any]) -> Any:
     """Build dataclass `cls` from a JSON object, converting each field by its type hint."""
-    _finish(cls)
     hints = field_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):

@@ -6,9 +6,9 @@ it was asked, so callers can tell a full disk from a bug."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
@@ -33,7 +33,7 @@ def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
 
 
 @dataclass
-class SessionRecord:
+class SessionRecord(Deferred):
     id: str
     created: float
     updated: float
@@ -89,14 +89,14 @@ def parse_page_cursor(cursor: object) -> tuple[float, str]:
 
 
 @dataclass
-class StoredItem:
+class StoredItem(Deferred):
     seq: int
     turn_id: str
     item: Item
 
 
 @dataclass
-class LinkRecord:
+class LinkRecord(Deferred):
     """A sub-agent's session and where it came from: its parent session and the parent's spawn call."""
 
     child_id: str
@@ -107,7 +107,7 @@ class LinkRecord:
 
 
 @dataclass(frozen=True)
-class PendingRecord:
+class PendingRecord(Deferred):
     """One queued change to one file (changes/pending.py): what the file becomes, and on what it was based."""
 
     seq: int  # per session, never reused (rewind names it)
@@ -142,7 +142,7 @@ class UserExists(ValueError):
 
 
 @dataclass(frozen=True)
-class UserRecord:
+class UserRecord(Deferred):
     """A person who may use `auger serve`: a name, a role, a token kept only as its hash."""
 
     name: str
@@ -153,7 +153,7 @@ class UserRecord:
 
 
 @dataclass(frozen=True)
-class AuditRecord:
+class AuditRecord(Deferred):
     """One thing someone did (or tried) through `auger serve`: who, what, to what, and how it ended."""
 
     id: int
@@ -208,7 +208,7 @@ def audit_filter(before: int | None, actor: str | None, action: str | None, targ
 
 
 @dataclass(frozen=True)
-class ShareRecord:
+class ShareRecord(Deferred):
     """A read-only link to one session: who made it, until when it works, whether it was revoked. Its token
     is never kept: only its hash, looked up by it."""
 

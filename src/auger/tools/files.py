@@ -32,10 +32,10 @@ import errno
 import io
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 from auger.policy.fs import Resolved, RootHandle, read_fd, replace_file
 from auger.policy.gitguard import git_write_refusal
@@ -82,7 +82,7 @@ def root_handle(ctx: ToolContext) -> RootHandle:
 
 
 @dataclass
-class _Target:
+class _Target(Deferred):
     """A model-supplied path, resolved beneath the root: where it is and an open parent directory."""
 
     where: Resolved
@@ -332,7 +332,7 @@ def _check_writable(path: Path, rel: str, st: os.stat_result | None) -> None:
 
 
 @dataclass
-class _Page:
+class _Page(Deferred):
     lines: list[tuple[int, str]]  # (1-based number, decoded line with its ending stripped)
     total: int  # lines in the whole file
     valid_utf8: bool
@@ -602,7 +602,7 @@ def _snippet(text: str, first_line: int, last_line: int) -> str:
 
 
 @dataclass
-class _Edit:
+class _Edit(Deferred):
     old_text: str
     new_text: str
     count: int

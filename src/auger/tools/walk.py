@@ -37,10 +37,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
+
+from auger.lazy_dataclass import Deferred, dataclass
 
 __all__ = [
     "GlobError",
@@ -237,7 +238,7 @@ def glob_to_regex(glob: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Rule:
+class _Rule(Deferred):
     """One gitignore-syntax line: `negated` is a leading `!`, `dir_only` a trailing `/`."""
 
     regex: re.Pattern[str]
@@ -462,7 +463,7 @@ def _ancestors_node(directory: str) -> _Node | None:
 
 
 @dataclass(frozen=True, slots=True)
-class WalkEntry:
+class WalkEntry(Deferred):
     path: str  # absolute
     rel: str  # relative to the start directory, '/'-separated
     name: str
