@@ -595,6 +595,23 @@ def detect(preference: str = "auto") -> tuple[Sandbox | None, str]:
         return _cache[preference]
 
 
+def detect_ahead(preference: str) -> None:
+    """Start `detect(preference)` on a thread now. Front ends call this first, so that on a first start
+    bwrap's two checks (a process each) overlap their imports; the session's own `detect` then waits for the
+    answer (on the lock) instead of asking again. Any problem is left for that call to report."""
+    with _cache_lock:
+        if preference not in PREFERENCES or preference in _cache:
+            return
+
+    def run() -> None:
+        try:
+            detect(preference)
+        except Exception:  # noqa: BLE001 - the session's own call meets it again and reports it
+            pass
+
+    threading.Thread(target=run, name="auger-sandbox-detect", daemon=True).start()
+
+
 def _detect(preference: str) -> tuple[Sandbox | None, str]:
     if preference == "off":
         return None, "no sandbox: turned off by configuration"

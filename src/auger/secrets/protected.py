@@ -155,8 +155,9 @@ class Rules:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
-        self._any = re.compile("|".join(f"(?:{r.regex.pattern})" for r in self.rules),
-                               re.IGNORECASE | re.DOTALL) if self.rules else None
+        # one pattern for all, so most paths are answered by one match; compiled when first asked
+        self._any = lazy_compile("|".join(f"(?:{r.regex.pattern})" for r in self.rules),
+                                 re.IGNORECASE | re.DOTALL) if self.rules else None
 
     def verdict(self, rel: str, is_dir: bool) -> Rule | None:
         """The last rule matching exactly `rel` (not its parents), or None."""
