@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import datetime
 import functools
+import pkgutil
 import platform
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
 
 from auger.context.project_docs import find_repo_root
@@ -46,8 +46,12 @@ def model_family(model: str | None) -> str:
 
 @functools.cache
 def prompt_file(name: str) -> str:
-    """A packaged prompt file, without trailing whitespace; read once per process."""
-    return resources.files("auger.context").joinpath(name).read_text(encoding="utf-8").rstrip()
+    """A packaged prompt file, without trailing whitespace; read once per process (through the package's
+    loader, as importlib.resources would, without loading its readers and zipfile on the start path)."""
+    data = pkgutil.get_data("auger.context", name)
+    if data is None:
+        raise FileNotFoundError(name)
+    return data.decode("utf-8").rstrip()
 
 
 @functools.cache
