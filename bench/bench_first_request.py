@@ -14,7 +14,9 @@ Measured per run:
     cpu@req   CPU time the process (all its threads) had used when the request arrived (/proc/PID/task/*/schedstat)
     cpu       CPU time of the whole run, user + sys, its children included (os.wait4)
 
-Printed as a table of medians, with the wall-time ratio to the floor. Not a test: nothing here is asserted.
+Printed as a table of medians, with the wall-time ratio to the floor, and what one more run of each home
+had done by its first request (tests/support/start_path.py): the modules imported, the dataclasses made and
+the regular expressions compiled. Not a test: nothing here is asserted.
 
     python bench/bench_first_request.py [--runs N]
 """
@@ -35,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' mock server
 
 from tests.support.mock_openai import MockChatServer, Reply  # noqa: E402
+from tests.support.start_path import FirstRequest, at_first_request  # noqa: E402
 
 _FLOOR = """
 import asyncio, sys
@@ -117,7 +120,7 @@ def one(make_cmd: Callable[[str], list[str]], env: dict[str, str], cwd: Path) ->
         return run.measure(make_cmd(server.base_url), env, cwd)
 
 
-def bench(runs: int) -> dict[str, list[tuple[float, float, float]]]:
+def bench(runs: int) -> tuple[dict[str, list[tuple[float, float, float]]], dict[str, FirstRequest]]:
     precompile()
     results: dict[str, list[tuple[float, float, float]]] = {
         "floor": [], "auger exec, fresh home": [], "auger exec, warm home": [], "floor, plain import httpx": []}
@@ -149,14 +152,19 @@ def bench(runs: int) -> dict[str, list[tuple[float, float, float]]]:
             results["floor"].append(one(floor, base, project))
             results["auger exec, warm home"].append(one(auger, {**base, "AUGER_HOME": str(warm)}, project))
             results["floor, plain import httpx"].append(one(plain_floor, base, project))
-    return results
+        counts = {}
+        for name, home in (("auger exec, fresh home", tmp_path / "fresh-counted"), ("auger exec, warm home", warm)):
+            with MockChatServer([Reply(text="done")]) as server:
+                counts[name] = at_first_request(["exec", "--base-url", server.base_url, "-m", "bench", "hi"],
+                                                env={**base, "AUGER_HOME": str(home)}, cwd=project)
+    return results, counts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    results = bench(args.runs)
+    results, counts = bench(args.runs)
     floor_wall = statistics.median(r[0] for r in results["floor"])
     print(f"auger exec: spawn -> first model request ({args.runs} runs each, floor twice as often; medians; "
           f"{sys.platform}, {os.cpu_count()} cpus, python {sys.version.split()[0]})")
@@ -164,6 +172,9 @@ def main() -> None:
     for name, rows in results.items():
         wall, cpu_req, cpu = (statistics.median(r[i] for r in rows) for i in range(3))
         print(f"{name:<24} {wall * 1000:>8.0f} {wall / floor_wall:>6.2f} {cpu_req * 1000:>11.0f} {cpu * 1000:>8.0f}")
+    print(f"\n{'by the first request':<24} {'modules':>8} {'dataclasses':>12} {'regexes':>8}")
+    for name, done in counts.items():
+        print(f"{name:<24} {len(done.modules):>8} {done.dataclasses:>12} {done.regexes:>8}")
 
 
 if __name__ == "__main__":
