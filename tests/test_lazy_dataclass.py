@@ -97,7 +97,12 @@ def test_what_cannot_be_deferred_is_made_at_once():
     class Plain:  # not a Deferred: nothing stands in for it
         n: int
 
-    assert "__init__" in Ordered.__dict__ and "__init__" in Plain.__dict__
+    @dataclass(slots=True)
+    class Slotted(Deferred):  # made at once, and its instances have no dict (Deferred has no slots of its own)
+        n: int
+
+    assert "__init__" in Ordered.__dict__ and "__init__" in Plain.__dict__ and "__init__" in Slotted.__dict__
+    assert not hasattr(Slotted(1), "__dict__")
 
 
 _IMPORTED = """

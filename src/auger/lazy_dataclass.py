@@ -37,6 +37,8 @@ _lock = threading.RLock()  # one thread makes a class; its bases are made (re-en
 class Deferred:
     """Base of the classes this module's `dataclass` makes dataclasses at their first use."""
 
+    __slots__ = ()  # a subclass with slots (made at once) keeps them: no instance dict comes from here
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Stands in for the dataclass's `__init__` until its class is made (see the module docstring)."""
         cls = type(self)

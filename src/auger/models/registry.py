@@ -72,6 +72,8 @@ async def stored_cost(store, session_id: str, config: Config | None = None, *, i
 
 @dataclass(frozen=True)
 class Provider:
+    """Where a provider's models are served: its wire (the API it speaks), address and key, and its models."""
+
     name: str
     wire: str
     base_url: str

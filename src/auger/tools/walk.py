@@ -37,11 +37,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
-
-from auger.lazy_dataclass import Deferred, dataclass
 
 __all__ = [
     "GlobError",
@@ -238,7 +237,7 @@ def glob_to_regex(glob: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Rule(Deferred):
+class _Rule:
     """One gitignore-syntax line: `negated` is a leading `!`, `dir_only` a trailing `/`."""
 
     regex: re.Pattern[str]
@@ -463,7 +462,7 @@ def _ancestors_node(directory: str) -> _Node | None:
 
 
 @dataclass(frozen=True, slots=True)
-class WalkEntry(Deferred):
+class WalkEntry:
     path: str  # absolute
     rel: str  # relative to the start directory, '/'-separated
     name: str
