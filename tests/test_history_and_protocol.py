@@ -74,3 +74,42 @@ def test_nested_usage_round_trips_and_unknown_types_are_refused():
         Op.from_json({"type": "self_destruct"})
     with pytest.raises(ValueError):
         Op.from_json({"type": "turn_started", "turn_id": "t"})  # an event is not an op
+
+
+_FIRST_USE = """
+import dataclasses, sys, threading
+from auger.protocol import events, items, ops
+records = [*events.Event._registry.values(), *items.Item._registry.values(), *ops.Op._registry.values()]
+made = [r.__name__ for r in records if "__init__" in r.__dict__]  # a dataclass has its own
+assert not made, f"made dataclasses at import: {made}"
+assert dataclasses.is_dataclass(events.ItemStarted) and [f.name for f in dataclasses.fields(events.ItemStarted)] \\
+    == ["turn_id", "item_id", "kind"]
+starts, errors = threading.Barrier(8), []
+def build():
+    starts.wait()
+    try:
+        assert ops.UserTurn("hi").images == []
+    except BaseException as exc:
+        errors.append(exc)
+threads = [threading.Thread(target=build) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert not errors, errors
+@dataclasses.dataclass
+class Later(events.MessageDelta):
+    extra: int = 0
+assert [f.name for f in dataclasses.fields(Later)] == ["turn_id", "delta", "item_id", "extra"]
+assert repr(events.TurnStarted("t")) == "TurnStarted(turn_id='t')" and events.TurnStarted.__match_args__ == ("turn_id",)
+print("ok")
+"""
+
+
+def test_a_record_is_made_a_dataclass_at_its_first_use_and_is_the_same_dataclass_then():
+    """Making eighty dataclasses is most of what importing the protocol costs, and a process uses few."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _FIRST_USE], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+    assert [f.name for f in dataclasses.fields(ToolCall)] == ["call_id", "name", "arguments"]
+    assert ToolCall("c", "n", "{}") == ToolCall("c", "n", "{}") and ToolCall.__hash__ is None

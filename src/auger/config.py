@@ -23,6 +23,8 @@ from typing import Any, Iterable, Mapping
 
 @dataclass
 class Config:
+    """Every setting and its default; `load_config` lays the files, the environment and the flags over these."""
+
     provider: str = "openai"
     model: str | None = None
     review_model: str | None = None  # the model reviews (`auger review`, /review) run with; None: `model`

@@ -1,10 +1,13 @@
-"""Which modules a real `auger` process has imported at the moment it sends its first model request.
+"""What a real `auger` process has done by the moment it sends its first model request: the modules it
+imported, the classes it made dataclasses and the regular expressions it compiled.
 
 Run as a program, it runs `auger` with the given arguments after putting an import hook in front of
 everything: once `auger.models.http` has loaded, the hook wraps `SseModelClient.stream` (the one place
-every wire client sends a request from), so the first call writes `sorted(sys.modules)` as JSON to the
-file named by START_PATH_MODULES. Nothing of auger is imported early and nothing in auger knows about
-it, so the list is exactly what `auger exec` loads on its way to the first request.
+every wire client sends a request from), so the first call writes what was done as JSON to the file named
+by START_PATH_MODULES. Making a dataclass (`dataclasses._process_class`) and compiling a pattern that is
+not in `re`'s cache (`re._compiler.compile`) are counted by wrapping the standard library's private
+functions before anything runs. Nothing of auger is imported early and nothing in auger knows about it,
+so the record is exactly what `auger exec` does on its way to the first request.
 
     START_PATH_MODULES=out.json python -m tests.support.start_path exec --base-url URL -m m "hi"
 """
@@ -17,14 +20,22 @@ import json
 import os
 import runpy
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 TARGET = "auger.models.http"
 ENV = "START_PATH_MODULES"
 
 
-def modules_at_first_request(args: list[str], *, env: dict[str, str], cwd: Any, timeout: float = 60) -> list[str]:
-    """Run `auger ARGS` (its own process, `env`, `cwd`) and return the modules loaded when its first model
+class FirstRequest(NamedTuple):
+    """What the process had done when its first model request left."""
+
+    modules: list[str]  # sys.modules, sorted
+    dataclasses: int  # classes made dataclasses (auger's and the libraries')
+    regexes: int  # patterns compiled (re's cache misses)
+
+
+def at_first_request(args: list[str], *, env: dict[str, str], cwd: Any, timeout: float = 60) -> FirstRequest:
+    """Run `auger ARGS` (its own process, `env`, `cwd`) and return what it had done when its first model
     request left; AssertionError if the run failed or never sent one."""
     import subprocess
     import tempfile
@@ -38,7 +49,7 @@ def modules_at_first_request(args: list[str], *, env: dict[str, str], cwd: Any, 
         assert run.returncode == 0, run.stderr
         assert os.path.exists(out), f"no model request was sent: {run.stderr}"
         with open(out, encoding="utf-8") as f:
-            return list(json.load(f))
+            return FirstRequest(**json.load(f))
 
 
 def _repo_root() -> str:
@@ -81,6 +92,7 @@ class _Loader(importlib.abc.Loader):
 
 
 _written = False
+_made = {"dataclasses": 0, "regexes": 0}
 
 
 def _write_once() -> None:
@@ -89,10 +101,27 @@ def _write_once() -> None:
         return
     _written = True
     with open(os.environ[ENV], "w", encoding="utf-8") as f:
-        json.dump(sorted(sys.modules), f)
+        json.dump({"modules": sorted(sys.modules), **_made}, f)
+
+
+def _count(module: Any, name: str, what: str) -> None:
+    """Count the calls of `module.name` in `_made[what]` (until the record is written)."""
+    original = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if not _written:
+            _made[what] += 1
+        return original(*args, **kwargs)
+
+    setattr(module, name, counted)
 
 
 def main() -> None:
+    import dataclasses
+    import re._compiler
+
+    _count(dataclasses, "_process_class", "dataclasses")
+    _count(re._compiler, "compile", "regexes")
     sys.meta_path.insert(0, _Patcher())
     sys.argv = ["auger", *sys.argv[1:]]
     runpy.run_module("auger", run_name="__main__", alter_sys=True)

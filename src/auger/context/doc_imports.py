@@ -19,14 +19,17 @@ beneath its root handle).
 from __future__ import annotations
 
 import posixpath
-import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable
+
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 
 MAX_DEPTH = 5  # an import may import, this many levels deep
 
-_IMPORT = re.compile(r"@(\S+)")
-_FENCE = re.compile(r"\s*(```|~~~)")
+_IMPORT = lazy_compile(r"@(\S+)")
+_FENCE = lazy_compile(r"\s*(```|~~~)")
+
 
 
 class ImportRefused(Exception):
@@ -42,7 +45,7 @@ Reader = Callable[[str], str]
 
 
 @dataclass
-class Expansion:
+class Expansion(Deferred):
     text: str
     imported: list[str] = field(default_factory=list)  # root-relative paths, in the order they were read
     notes: list[str] = field(default_factory=list)  # one per refused import, for the warnings

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import datetime
 import functools
+import pkgutil
 import platform
-import re
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
 
 from auger.context.project_docs import find_repo_root
+from auger.lazy_regex import lazy_compile
 
 __all__ = ["EnvironmentContext", "base_instructions", "git_branch", "model_family", "prompt_file"]
 
@@ -27,10 +27,10 @@ _FAMILY_FILES = {"openai": "base_openai.md", "anthropic": "base_anthropic.md", "
 # Matched against the model name's last path component, lower-cased ("openrouter/anthropic/claude-x"
 # -> "claude-x"; "Qwen/Qwen2.5-Coder" -> "qwen2.5-coder"). Open weights first: "gpt-oss" is an OpenAI
 # model, but it is served by local runtimes whose tool-call parsing is as fragile as for other open models.
-_OPEN_WEIGHTS = re.compile(r"gpt-oss|qwen|qwq|llama|deepseek|mistral|mixtral|codestral|devstral|magistral|gemma"
-                           r"|phi-?\d|granite|glm|kimi|minimax|starcoder|command-r|olmo|yi-")
-_ANTHROPIC = re.compile(r"claude")
-_OPENAI = re.compile(r"^(gpt-|chatgpt|o\d)|codex")
+_OPEN_WEIGHTS = lazy_compile(r"gpt-oss|qwen|qwq|llama|deepseek|mistral|mixtral|codestral|devstral|magistral|gemma"
+                             r"|phi-?\d|granite|glm|kimi|minimax|starcoder|command-r|olmo|yi-")
+_ANTHROPIC = lazy_compile(r"claude")
+_OPENAI = lazy_compile(r"^(gpt-|chatgpt|o\d)|codex")
 
 
 def model_family(model: str | None) -> str:
@@ -46,8 +46,12 @@ def model_family(model: str | None) -> str:
 
 @functools.cache
 def prompt_file(name: str) -> str:
-    """A packaged prompt file, without trailing whitespace; read once per process."""
-    return resources.files("auger.context").joinpath(name).read_text(encoding="utf-8").rstrip()
+    """A packaged prompt file, without trailing whitespace; read once per process (through the package's
+    loader, as importlib.resources would, without loading its readers and zipfile on the start path)."""
+    data = pkgutil.get_data("auger.context", name)
+    if data is None:
+        raise FileNotFoundError(name)
+    return data.decode("utf-8").rstrip()
 
 
 @functools.cache
@@ -130,7 +134,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-_HEX_OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_HEX_OID = lazy_compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 def git_branch(cwd: Path) -> str | None:

@@ -16,20 +16,21 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping
 
 from auger.context.skills import parse_front_matter
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.policy.fs import RootHandle, read_beneath
 from auger.secrets.protected import refused_beneath
 
-_PLACEHOLDER = re.compile(r"\$(\$|ARGUMENTS|[1-9])")
-_SLASH = re.compile(r"/(\S+)(?:\s+|$)")
+_PLACEHOLDER = lazy_compile(r"\$(\$|ARGUMENTS|[1-9])")
+_SLASH = lazy_compile(r"/(\S+)(?:\s+|$)")
 
 
 @dataclass(frozen=True)
-class CustomPrompt:
+class CustomPrompt(Deferred):
     name: str
     body: str
     path: Path

@@ -26,11 +26,12 @@ dir is trusted and read as it is.
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Literal
 
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.policy.fs import RootHandle, read_beneath
 from auger.secrets.protected import refused_beneath
 
@@ -42,7 +43,7 @@ Source = Literal["project", "user"]
 
 
 @dataclass(frozen=True)
-class Skill:
+class Skill(Deferred):
     name: str
     description: str
     path: Path  # the SKILL.md file
@@ -57,7 +58,7 @@ class Skill:
 
 
 @dataclass
-class SkillIndex:
+class SkillIndex(Deferred):
     skills: list[Skill] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     project_root: Path | None = None
@@ -189,10 +190,10 @@ def _decode(data: bytes) -> str:
 
 # --- front matter -------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"---[ \t]*")
-_END = re.compile(r"(---|\.\.\.)[ \t]*")
-_KEY = re.compile(r"([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]+(.*))?$")
-_BLOCK = re.compile(r"([|>])([+-]?)[ \t]*(?:#.*)?$")
+_FENCE = lazy_compile(r"---[ \t]*")
+_END = lazy_compile(r"(---|\.\.\.)[ \t]*")
+_KEY = lazy_compile(r"([A-Za-z_][\w.-]*)[ \t]*:(?:[ \t]+(.*))?$")
+_BLOCK = lazy_compile(r"([|>])([+-]?)[ \t]*(?:#.*)?$")
 
 
 def split_front_matter(text: str) -> tuple[list[str] | None, str]:

@@ -522,9 +522,11 @@ def _read_prompt(prompt: str | None) -> str:
 def _session_config(args: argparse.Namespace) -> tuple[Any, str]:
     """The configuration and project directory a session command runs with (refused: CliError)."""
     from auger.models.registry import prepare_tls
+    from auger.policy.sandbox import detect_ahead
 
     config = load_cli_config(args)
     prepare_tls(config)  # on a thread, while the engine is imported
+    detect_ahead(config.sandbox)  # likewise: the session's sandbox is chosen from its answer
     _choose_backend(args, config)
     root = os.path.abspath(args.cwd or os.getcwd())
     problem = _dir_problem(root)
@@ -570,6 +572,8 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
     import asyncio
     import signal
 
+    store = open_store(config, ahead=True)  # opened on its thread while the engine is imported
+
     from auger.engine.session.resume import resume_client, resume_config
     from auger.engine.session.sessions import SessionManager, SessionNotFound, recorded_backend, run_prompt
     from auger.engine.workspace import Workspace
@@ -580,7 +584,6 @@ async def _headless(args, config, root: str, turn: UserTurn, resume_id: str | No
 
     from auger.frontends.worktree_cli import session_root
 
-    store = open_store(config)
     leased: str | None = None
     store_failure = ""
     try:

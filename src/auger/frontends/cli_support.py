@@ -64,11 +64,12 @@ def local_user() -> str:
         return f"uid {os.getuid()}"
 
 
-def open_store(config):
-    """The session store `--db` / AUGER_DB names: a SQLite file, or a postgresql:// URL."""
+def open_store(config, *, ahead: bool = False):
+    """The session store `--db` / AUGER_DB names: a SQLite file, or a postgresql:// URL (`ahead`: see
+    store/factory.py)."""
     from auger.store.factory import open_store as open_target
 
-    return open_target(config.db_path)
+    return open_target(config.db_path, ahead=ahead)
 
 
 def guard_store(fn):

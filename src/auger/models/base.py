@@ -6,23 +6,24 @@ own streaming format into these events, so the turn loop never sees a vendor for
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, AsyncIterator, Protocol
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.models.rate_limits import RateLimitSnapshot
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
 
 
 @dataclass
-class ToolSchema:
+class ToolSchema(Deferred):
     name: str
     description: str
     parameters: dict[str, Any]
 
 
 @dataclass(frozen=True)
-class OutputFormat:
+class OutputFormat(Deferred):
     """The JSON Schema a reply's text must match, for a wire that can constrain it natively (OpenAI
     Responses `text.format`, Chat Completions `response_format`). `strict` only when the schema is in the
     subset strict mode accepts. A wire that cannot send it ignores it: the engine's instructions and its
@@ -34,7 +35,7 @@ class OutputFormat:
 
 
 @dataclass
-class ModelRequest:
+class ModelRequest(Deferred):
     instructions: str
     items: list[Item]  # normalised history (every tool call has its output)
     tools: list[ToolSchema] = field(default_factory=list)
@@ -52,17 +53,17 @@ class ModelRequest:
 
 
 @dataclass
-class TextDelta:
+class TextDelta(Deferred):
     text: str
 
 
 @dataclass
-class ReasoningDelta:
+class ReasoningDelta(Deferred):
     text: str
 
 
 @dataclass
-class ReasoningDone:
+class ReasoningDone(Deferred):
     """A complete reasoning item with the provider state to send back (see items.Reasoning)."""
 
     text: str
@@ -73,21 +74,21 @@ class ReasoningDone:
 
 
 @dataclass
-class ToolCallReady:
+class ToolCallReady(Deferred):
     call_id: str
     name: str
     arguments: str  # raw JSON text
 
 
 @dataclass
-class WebSource:
+class WebSource(Deferred):
     url: str
     title: str = ""
     cited: bool = False  # the reply's text cites it (else the search only returned it)
 
 
 @dataclass
-class WebSources:
+class WebSources(Deferred):
     """The pages the provider's hosted web search returned or cited in this reply (`web_search = true`).
     The engine lists the cited ones under the reply's text and records all of them apart (items.SearchSources)."""
 
@@ -95,12 +96,12 @@ class WebSources:
 
 
 @dataclass
-class UsageReport:
+class UsageReport(Deferred):
     usage: Usage
 
 
 @dataclass
-class Completed:
+class Completed(Deferred):
     """The reply is complete. `warning` says what the user must know about how it ended (a refusal, a
     content filter, a cut-off), so such an ending is never a silent empty turn."""
 
@@ -109,7 +110,7 @@ class Completed:
 
 
 @dataclass
-class RateLimitReport:
+class RateLimitReport(Deferred):
     """The provider's rate limits as the response's headers stated them (first, when it has them)."""
 
     limits: RateLimitSnapshot

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
+from auger.lazy_regex import lazy_compile
 from auger.models.base import ModelClient
 from auger.models.registry import BUILTIN, LOCAL_PREFIXES
 
@@ -45,7 +46,7 @@ CACHE_FILE = "context-windows.json"  # in the cache directory: {"<base url> <mod
 CACHE_TTL = 3600.0  # seconds an answer is believed
 _MODEL_KEYS = ("loaded_context_length", "max_model_len", "context_length", "context_window", "max_context_length")
 _SANE = range(256, 100_000_001)  # a server's number outside this is not believed
-_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+_NUM_CTX = lazy_compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 # providers whose server runs on the user's machine, wherever the user points them
 _LOCAL_PROVIDERS = frozenset(p.name for p in BUILTIN.values() if p.base_url.startswith(LOCAL_PREFIXES))
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, AsyncIterator
 
 import httpx
 from httpx_sse import EventSource
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
     UsageReport,
@@ -80,14 +81,14 @@ class OpenAIChatClient(SseModelClient):
 
 
 @dataclass
-class _Call:
+class _Call(Deferred):
     id: str = ""
     name: list[str] = field(default_factory=list)
     arguments: list[str] = field(default_factory=list)
 
 
 @dataclass
-class _Reasoning:
+class _Reasoning(Deferred):
     """The reply's reasoning and how to send it back: the field it came in, OpenRouter's details."""
 
     parts: list[str] = field(default_factory=list)

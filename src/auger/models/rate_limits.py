@@ -16,20 +16,21 @@ A value that does not parse is left out (None); the raw headers are kept beside 
 from __future__ import annotations
 
 import datetime
-import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.protocol.events import RateLimitWindow
 
-_OPENAI = re.compile(r"x-ratelimit-(limit|remaining|reset)-(requests|tokens)")
-_ANTHROPIC = re.compile(r"anthropic-ratelimit-(requests|tokens|input-tokens|output-tokens)-(limit|remaining|reset)")
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?")
+_OPENAI = lazy_compile(r"x-ratelimit-(limit|remaining|reset)-(requests|tokens)")
+_ANTHROPIC = lazy_compile(r"anthropic-ratelimit-(requests|tokens|input-tokens|output-tokens)-(limit|remaining|reset)")
+_DURATION = lazy_compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?")
 
 
 @dataclass(frozen=True)
-class RateLimitSnapshot:
+class RateLimitSnapshot(Deferred):
     """What one response said about the provider's limits."""
 
     windows: tuple[RateLimitWindow, ...]

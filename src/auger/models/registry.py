@@ -115,6 +115,8 @@ def cost_breakdown(shares: Sequence[CostShare]) -> dict[str, list[tuple[str, Usa
 
 @dataclass(frozen=True)
 class Provider:
+    """Where a provider's models are served: its wire (the API it speaks), address and key, and its models."""
+
     name: str
     wire: str
     base_url: str

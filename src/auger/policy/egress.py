@@ -43,10 +43,12 @@ import re
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable, Mapping, cast
+
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +110,8 @@ LINGER = 2.0  # seconds an error reply's connection keeps draining input before 
 # ------------------------------------------------------------------------------------------------
 # The allowlist
 
-_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z")
-_NUMERIC_LABEL = re.compile(r"(?:[0-9]+|0x[0-9a-f]*)\Z")
+_LABEL = lazy_compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\Z")
+_NUMERIC_LABEL = lazy_compile(r"(?:[0-9]+|0x[0-9a-f]*)\Z")
 
 
 def _host_error(name: str) -> str | None:
@@ -442,7 +444,7 @@ OWN_SERVER = "one of auger's own servers, which no sandboxed command may reach"
 
 
 @dataclass
-class Denial:
+class Denial(Deferred):
     """One refused connection attempt: which host and port, through which protocol, when, and why."""
 
     host: str
@@ -452,8 +454,8 @@ class Denial:
     why: str = NOT_ALLOWED
 
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_VERSION = re.compile(r"HTTP/1\.[01]\Z")
+_TOKEN = lazy_compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_VERSION = lazy_compile(r"HTTP/1\.[01]\Z")
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "upgrade"}
 _REASONS = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}
 

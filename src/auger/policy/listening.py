@@ -18,15 +18,15 @@ sandboxed command cannot remove one: the host's temp dir is not writable in a sa
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from contextlib import contextmanager
 from typing import Iterator
 
+from auger.lazy_regex import lazy_compile
 from auger.process import owned_temp_dir, process_alive
 
-_ANNOUNCEMENT = re.compile(r"auger-listen-(\d+)-.+")
+_ANNOUNCEMENT = lazy_compile(r"auger-listen-(\d+)-.+")
 
 # Local TCP ports a dev server in the session may use under Landlock ABI 4+ (bwrap's network
 # namespace needs no list: everything on its loopback is the session's own).

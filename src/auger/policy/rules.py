@@ -15,16 +15,17 @@ never silently widen what runs without asking.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from auger.lazy_dataclass import Deferred, dataclass
 
 DECISIONS = ("allow", "prompt", "forbidden")
 _STRICTNESS = {d: i for i, d in enumerate(DECISIONS)}
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(Deferred):
     prefix: tuple[str, ...]
     decision: str
     source: str  # "file:line" or a description
@@ -39,7 +40,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class RuleOutcome:
+class RuleOutcome(Deferred):
     decision: str | None  # strictest decision over the command line, or None when no rule applies
     rule: Rule | None
 

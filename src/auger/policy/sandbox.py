@@ -47,10 +47,11 @@ import sysconfig
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.policy.paths import is_inside
 from auger.policy.types import PROTECTED_BLOCKED
 
@@ -94,7 +95,7 @@ def default_hidden(home: Path) -> tuple[Path, ...]:
 
 
 @dataclass(frozen=True)
-class SandboxPolicy:
+class SandboxPolicy(Deferred):
     """What a command may touch. Paths are taken as given and resolved by `wrap`."""
 
     root: Path                        # resolved project root: writable
@@ -121,7 +122,7 @@ class SandboxPolicy:
 
 
 @dataclass(frozen=True)
-class Wrapped:
+class Wrapped(Deferred):
     """A command ready to run confined.
 
     kind "bwrap": everything in SandboxPolicy is enforced.
@@ -190,7 +191,7 @@ def _essential_paths() -> list[Path]:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _Plan(Deferred):
     """Resolved, de-duplicated paths for one command. Where they nest, the deeper one decides: a
     writable dir inside a hidden one is visible and writable, a read-only one inside a writable one
     is read-only, a hidden one inside either is hidden."""
@@ -594,6 +595,23 @@ def detect(preference: str = "auto") -> tuple[Sandbox | None, str]:
         return _cache[preference]
 
 
+def detect_ahead(preference: str) -> None:
+    """Start `detect(preference)` on a thread now. Front ends call this first, so that on a first start
+    bwrap's two checks (a process each) overlap their imports; the session's own `detect` then waits for the
+    answer (on the lock) instead of asking again. Any problem is left for that call to report."""
+    with _cache_lock:
+        if preference not in PREFERENCES or preference in _cache:
+            return
+
+    def run() -> None:
+        try:
+            detect(preference)
+        except Exception:  # noqa: BLE001 - the session's own call meets it again and reports it
+            pass
+
+    threading.Thread(target=run, name="auger-sandbox-detect", daemon=True).start()
+
+
 def _detect(preference: str) -> tuple[Sandbox | None, str]:
     if preference == "off":
         return None, "no sandbox: turned off by configuration"
@@ -687,18 +705,18 @@ def _write_json(path: Path, data: dict) -> None:
 # "/.ssh", "/.config/gcloud", ...: matched as whole components anywhere in a path an error names.
 _HIDDEN_SUFFIXES = tuple(entry[1:] for entry in DEFAULT_HIDDEN if entry.startswith("~/"))
 _PATH_IN_LINE = (
-    re.compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
-    re.compile(r'"([^"]+)"'),
+    lazy_compile(r"'([^']+)'"),                      # touch: cannot touch '/x': ...
+    lazy_compile(r'"([^"]+)"'),
     # cat: /x: Permission denied; sh: cannot create /x: ...
-    re.compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
-               r"|No such file or directory|Directory nonexistent|Device or resource busy)", re.I),
+    lazy_compile(r"(?:^|\s)(\S+?):\s*(?:Permission denied|Read-only file system|Operation not permitted"
+                 r"|No such file or directory|Directory nonexistent|Device or resource busy)", re.I),
 )
-_NETWORK = re.compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
-                      r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
-                      r"|failed to resolve|name resolution", re.I)
-_LOCAL = re.compile(r"127\.0\.0\.1|localhost|::1")
-_PROXY_DENIED = re.compile(r"CONNECT tunnel failed, response 403|Received HTTP code 403 from proxy"
-                           r"|403 Forbidden.*proxy|proxy.*403", re.I)
+_NETWORK = lazy_compile(r"could not resolve host|temporary failure in name resolution|name or service not known"
+                        r"|network is unreachable|no route to host|nodename nor servname|getaddrinfo failed"
+                        r"|failed to resolve|name resolution", re.I)
+_LOCAL = lazy_compile(r"127\.0\.0\.1|localhost|::1")
+_PROXY_DENIED = lazy_compile(r"CONNECT tunnel failed, response 403|Received HTTP code 403 from proxy"
+                             r"|403 Forbidden.*proxy|proxy.*403", re.I)
 
 
 def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxPolicy | None = None,
@@ -772,8 +790,8 @@ def blocked_by_sandbox(exit_code: int | None, stderr_text: str, policy: SandboxP
 
 _WRITE_OUTSIDE = "writing outside the project, its temp and scratch dirs is not allowed"
 
-_CONNECT_FAILED = re.compile(r"connection refused|couldn't connect to server|failed to connect to"
-                             r"|connection timed out", re.I)
+_CONNECT_FAILED = lazy_compile(r"connection refused|couldn't connect to server|failed to connect to"
+                               r"|connection timed out", re.I)
 
 
 def _path_in(line: str) -> str | None:

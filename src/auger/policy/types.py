@@ -8,9 +8,9 @@ equal to the strings stored in sessions, configs and JSON events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.protocol.vocab import Effect as Effect, Mode as Mode  # one vocabulary: the protocol's, re-exported
 
 
@@ -24,14 +24,14 @@ MODES = tuple(m.value for m in Mode)
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(Deferred):
     verdict: Verdict
     reason: str  # one line, shown to the user at an approval and to the model when a call is refused
     rule: str = ""  # the exec-policy rule that decided, described, if one did
 
 
 @dataclass(frozen=True)
-class Classification:
+class Classification(Deferred):
     """What a call would do, decided before it runs; the policy decision reads only this."""
 
     effect: str

@@ -4,6 +4,9 @@ Ops, events and items all share this: a dataclass with a `type` tag, `to_json()`
 giving a dict with that tag first, and `from_json()` rebuilding the right class
 (nested records, lists of records and enums included, guided by the field type hints).
 No I/O, no third-party imports: every layer and every front end imports this.
+
+A record is made a dataclass at its first use, not when its module is imported (lazy_dataclass.py):
+a process uses a few of the eighty, and making them all was most of what importing the protocol cost.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import types
 import typing
 from typing import Any, Callable, ClassVar, TypeVar, cast
 
+from auger.lazy_dataclass import Deferred, dataclass
+
 T = TypeVar("T", bound="Record")
 
 
-class Record:
+class Record(Deferred):
     """Base of every tagged record; subclasses are dataclasses registered by `tag`."""
 
     TYPE: ClassVar[str] = ""
@@ -53,13 +58,13 @@ def family(base: type[T]) -> type[T]:
 
 @typing.dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
 def tag(name: str) -> Callable[[type[T]], type[T]]:
-    """Class decorator: make a dataclass and register it under `name` in its family.
+    """Class decorator: make a dataclass (at its first use) and register it under `name` in its family.
 
     `dataclass_transform` tells type checkers the decorated class is a dataclass, so they check
     constructor calls against its fields."""
 
     def wrap(cls: type[T]) -> type[T]:
-        cls = dataclasses.dataclass(cls)
+        cls = dataclass(cls)
         cls.TYPE = name
         registry = cls._registry
         if name in registry:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.protocol._data import Record, family, tag
 from auger.protocol.items import ChangedFile
 from auger.protocol.vocab import (
@@ -15,7 +16,7 @@ PROTOCOL_VERSION = 1  # bumped when an event, op or item changes incompatibly; s
 
 
 @dataclass
-class Usage:
+class Usage(Deferred):
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
@@ -130,7 +131,7 @@ DIAGNOSTICS_MARK = "\n\nDiagnostics"  # where the text about a call's diagnostic
 
 
 @dataclass
-class Diagnostic:
+class Diagnostic(Deferred):
     """One problem a language server found in a file (lsp/: the session's servers, after a change)."""
 
     path: str  # relative to the project root
@@ -173,7 +174,7 @@ class Retrying(Event):
 
 
 @dataclass
-class RateLimitWindow:
+class RateLimitWindow(Deferred):
     """One limit a provider enforces, as its response headers state it."""
 
     name: str  # "requests" | "tokens" | "input_tokens" | "output_tokens"
@@ -251,7 +252,7 @@ class RolledBack(Event):
 
 
 @dataclass
-class PlanStep:
+class PlanStep(Deferred):
     step: str
     status: PlanStatus
 
@@ -269,7 +270,7 @@ class SessionTitle(Event):
 
 
 @dataclass
-class ApprovalDetails:
+class ApprovalDetails(Deferred):
     """What a tool approval is about, so a front end can show it without parsing `message`."""
 
     call_id: str
@@ -286,7 +287,7 @@ class ApprovalDetails:
 
 
 @dataclass
-class ElicitationForm:
+class ElicitationForm(Deferred):
     """What an MCP server asks the user to fill in mid-call; the answer is a JSON object matching
     `schema`, sent as the decision's feedback with `accept`."""
 

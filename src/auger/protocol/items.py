@@ -6,9 +6,10 @@ item (it can be 200 KB); the store keeps it beside the item for `recall`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.protocol._data import Record, family, tag
 
 
@@ -93,7 +94,7 @@ class TurnAborted(Item):
 
 
 @dataclass
-class ChangedFile:
+class ChangedFile(Deferred):
     """One file a turn changed. `kind`: added, deleted, modified, renamed, copied, type changed or
     mode changed; line counts are None for a binary file."""
 

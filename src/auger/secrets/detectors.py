@@ -33,12 +33,15 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from auger.lazy_regex import lazy_compile
+
 _B64 = "A-Za-z0-9+/"
 _B64URL = "A-Za-z0-9_-"
 _AFTER = "(?![A-Za-z0-9_-])"  # a token ends where its characters end
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 Check = Callable[[re.Match[str]], bool]
+
 
 
 class Finder(Protocol):
@@ -141,7 +144,7 @@ def _mixed(value: str) -> bool:
     return any(c.isupper() for c in value) and any(c.islower() for c in value)
 
 
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_DOTTED = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _PLACEHOLDERS = frozenset({"changeme", "password", "yourpassword", "your_password", "your-password", "secret",
                            "yoursecret", "your_token", "your-token", "placeholder", "example", "redacted",
                            "none", "null", "undefined", "true", "false", "required", "optional"})
@@ -162,8 +165,8 @@ def looks_secret(value: str) -> bool:
     return bool(_DIGIT_OR_SYMBOL.search(value)) or (lower != value and value.upper() != value)
 
 
-_CODE = re.compile(r"[()\[\]{}<>$`%]")
-_DIGIT_OR_SYMBOL = re.compile(r"[^A-Za-z_.\-]")
+_CODE = lazy_compile(r"[()\[\]{}<>$`%]")
+_DIGIT_OR_SYMBOL = lazy_compile(r"[^A-Za-z_.\-]")
 
 
 def _basic(value: str) -> bool:

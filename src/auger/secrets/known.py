@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.secrets.settings import DEFAULT_ENV_PATTERNS, MIN_VALUE_CHARS, secrets_settings
 
 if TYPE_CHECKING:
     from auger.config import Config
 
 _AUTH_HEADERS = ("authorization", "proxy-authorization", "cookie", "x-api-key", "api-key")
-_SCHEME = re.compile(r"^(?:bearer|basic|token|digest)\s+", re.I)
+_SCHEME = lazy_compile(r"^(?:bearer|basic|token|digest)\s+", re.I)
 
 
 @dataclass(frozen=True)
-class KnownSecret:
+class KnownSecret(Deferred):
     kind: str  # the marker's kind: env-<name>, mcp-<server>
     value: str
     label: str  # what it is, in words: "the value of $GITHUB_TOKEN", "a credential of the MCP server x"

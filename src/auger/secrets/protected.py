@@ -39,6 +39,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
+from auger.lazy_regex import lazy_compile
 from auger.secrets.settings import (
     DEFAULT_LAYER,
     IGNORE_FILE,
@@ -94,7 +95,8 @@ def compile_rule(text: str, source: str) -> Rule | None:
     anchored = "/" in line  # a '/' at the start or in the middle ties the pattern to the root
     body = _glob_regex(line.lstrip("/"))
     regex = body if anchored else "(?:.*/)?" + body
-    return Rule(text.strip(), source, negated, dir_only, re.compile(regex, re.IGNORECASE | re.DOTALL))
+    # compiled when first used: the rules' joint pattern (Rules) answers most questions without it
+    return Rule(text.strip(), source, negated, dir_only, lazy_compile(regex, re.IGNORECASE | re.DOTALL))
 
 
 def _glob_regex(glob: str) -> str:
@@ -153,8 +155,9 @@ class Rules:
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
-        self._any = re.compile("|".join(f"(?:{r.regex.pattern})" for r in self.rules),
-                               re.IGNORECASE | re.DOTALL) if self.rules else None
+        # one pattern for all, so most paths are answered by one match; compiled when first asked
+        self._any = lazy_compile("|".join(f"(?:{r.regex.pattern})" for r in self.rules),
+                                 re.IGNORECASE | re.DOTALL) if self.rules else None
 
     def verdict(self, rel: str, is_dir: bool) -> Rule | None:
         """The last rule matching exactly `rel` (not its parents), or None."""

@@ -34,17 +34,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 from urllib.parse import quote
 
+from auger.lazy_regex import lazy_compile
+
 if TYPE_CHECKING:
     from auger.secrets.detectors import Finder
     from auger.secrets.known import KnownSecret
     from auger.secrets.numbering import Numbering
 
-MARKER = re.compile(r"\[secret:([a-z0-9][a-z0-9.-]{0,80})#(\d{1,6})\]")
+MARKER = lazy_compile(r"\[secret:([a-z0-9][a-z0-9.-]{0,80})#(\d{1,6})\]")
 ENCODED_CHARS = 256  # a value longer than this is looked for as written only (its encodings would be huge)
 LINE_HOLD = 4096  # a stream holds back an unfinished line of up to this many characters (the shapes need it)
 BLOCK_HOLD = 65536  # and an unfinished private key block of up to this many
 LEARNED = 64  # values found by their shape that are then looked for in every form (each costs ~10 `find`s)
 CLEAN_CACHED = 4096  # a text at least this long that a full redaction left clean is not searched again
+
 
 
 class Unrestorable(Exception):

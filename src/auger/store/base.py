@@ -6,10 +6,10 @@ it was asked, so callers can tell a full disk from a bug."""
 from __future__ import annotations
 
 import asyncio
-import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item
@@ -33,7 +33,7 @@ def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
 
 
 @dataclass
-class SessionRecord:
+class SessionRecord(Deferred):
     id: str
     created: float
     updated: float
@@ -46,8 +46,8 @@ class SessionRecord:
     created_by: str = ""  # who opened it through `auger serve` (a user's name); "" for a local process
 
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
-_CURSOR_TIME = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?(e[+-]?[0-9]{1,3})?")  # what repr() of a time gives
+_SESSION_ID = lazy_compile(r"[A-Za-z0-9-]{1,64}")
+_CURSOR_TIME = lazy_compile(r"[0-9]{1,20}(\.[0-9]{1,20})?(e[+-]?[0-9]{1,3})?")  # what repr() of a time gives
 
 
 def page_cursor(record: SessionRecord) -> str:
@@ -89,14 +89,14 @@ def parse_page_cursor(cursor: object) -> tuple[float, str]:
 
 
 @dataclass
-class StoredItem:
+class StoredItem(Deferred):
     seq: int
     turn_id: str
     item: Item
 
 
 @dataclass
-class LinkRecord:
+class LinkRecord(Deferred):
     """A sub-agent's session and where it came from: its parent session and the parent's spawn call."""
 
     child_id: str
@@ -107,7 +107,7 @@ class LinkRecord:
 
 
 @dataclass(frozen=True)
-class PendingRecord:
+class PendingRecord(Deferred):
     """One queued change to one file (changes/pending.py): what the file becomes, and on what it was based."""
 
     seq: int  # per session, never reused (rewind names it)
@@ -142,7 +142,7 @@ class UserExists(ValueError):
 
 
 @dataclass(frozen=True)
-class UserRecord:
+class UserRecord(Deferred):
     """A person who may use `auger serve`: a name, a role, a token kept only as its hash."""
 
     name: str
@@ -153,7 +153,7 @@ class UserRecord:
 
 
 @dataclass(frozen=True)
-class AuditRecord:
+class AuditRecord(Deferred):
     """One thing someone did (or tried) through `auger serve`: who, what, to what, and how it ended."""
 
     id: int
@@ -208,7 +208,7 @@ def audit_filter(before: int | None, actor: str | None, action: str | None, targ
 
 
 @dataclass(frozen=True)
-class ShareRecord:
+class ShareRecord(Deferred):
     """A read-only link to one session: who made it, until when it works, whether it was revoked. Its token
     is never kept: only its hash, looked up by it."""
 
@@ -240,7 +240,7 @@ class ShareStore(Protocol):
 
 
 @dataclass
-class ScheduleRecord:
+class ScheduleRecord(Deferred):
     """A schedule as stored: when it is due (`cadence` in `tz`; `next_run` is the next due time), what each run
     is (`spec`: a task's spec as JSON, checked by fleet/policy.py wherever it is read), what a missed run
     becomes (`missed`: skip or once), and what it did so far."""
@@ -264,7 +264,7 @@ class ScheduleRecord:
 
 
 @dataclass
-class ScheduleRun:
+class ScheduleRun(Deferred):
     """One due time of a schedule: claimed once (its key is the schedule and the due time), then started —
     as a task, or as a session of `auger serve` — or failed; or skipped, by the missed-run policy."""
 
@@ -281,7 +281,7 @@ class ScheduleRun:
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class RunPlan(Deferred):
     """What becomes of a schedule found due (fleet/schedules.py decides): a run for `due` (None: skipped, the
     missed-run policy being skip), whether it is late, how many due times passed unfired, and the next due
     time."""
@@ -323,7 +323,7 @@ class ScheduleStore(Protocol):
 
 
 @dataclass
-class DeliveryRecord:
+class DeliveryRecord(Deferred):
     """One delivery to a webhook intake, by the id its sender gave it (or its body's hash): what it was
     and what became of it."""
 

@@ -19,16 +19,21 @@ def default_db_path() -> Path:
     return home_dirs()["data"] / "sessions.db"
 
 
-def open_store(target: str | Path | None = None) -> Store:
+def open_store(target: str | Path | None = None, *, ahead: bool = False) -> Store:
     """The store `--db` / `AUGER_DB` / `db_path` names. Opening is lazy: nothing touches the database
-    until the first call, and a failure then is a StoreError naming it."""
+    until the first call, and a failure then is a StoreError naming it. `ahead`: a SQLite file starts
+    opening on its thread at once (the first call still reports a failure), so a caller that has imports
+    to do before its first call overlaps them with it."""
     if is_postgres_url(target):
         from auger.store.postgres import PostgresStore
 
         return PostgresStore(str(target))
     from auger.store.sqlite import SqliteStore
 
-    return SqliteStore(Path(target) if target else default_db_path())
+    store = SqliteStore(Path(target) if target else default_db_path())
+    if ahead:
+        store.open_ahead()
+    return store
 
 
 def describe(target: str | Path | None) -> str:

@@ -84,6 +84,11 @@ class SqliteStore:
             cause = _CAUSES.get(getattr(exc, "sqlite_errorname", ""), str(exc))
             raise StoreError(f"cannot {verb} the session store {self.path}: {cause}") from exc
 
+    def open_ahead(self) -> None:
+        """Start opening (and migrating) the database on the writer thread now, so the caller's own work
+        overlaps it; the first call finds it open. A failure is met again, and raised, by that call."""
+        self._executor.submit(self._call, lambda conn: None, "read")
+
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

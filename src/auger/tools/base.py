@@ -8,10 +8,11 @@ model reads. Any other exception is an internal bug and is reported as such.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, Sequence
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.types import Classification, Effect
 from auger.protocol.events import Diagnostic
 
@@ -51,7 +52,7 @@ class CallsAborted(Exception):
 
 
 @dataclass
-class ToolResult:
+class ToolResult(Deferred):
     output: str  # the text the model sees
     ok: bool = True
     full_output: str | None = None  # stored for `recall` when larger than `output`
@@ -77,7 +78,7 @@ class OutputArchive(Protocol):
 
 
 @dataclass
-class FileStamp:
+class FileStamp(Deferred):
     mtime_ns: int
     size: int
 
@@ -123,7 +124,7 @@ class LiveSessions(Protocol):
 
 
 @dataclass(frozen=True)
-class ExecLimits:
+class ExecLimits(Deferred):
     """How many interactive processes a runtime keeps (the oldest idle one ends to make room), and how long
     one may sit unused before it ends (config: exec_sessions_max, exec_session_idle_timeout)."""
 
@@ -132,7 +133,7 @@ class ExecLimits:
 
 
 @dataclass
-class SessionToolState:
+class SessionToolState(Deferred):
     """Mutable per-session state the tools share; one per Session (a sub-agent has its own), never shared."""
 
     scratch_dir: Path
@@ -149,7 +150,7 @@ class SessionToolState:
 
 
 @dataclass(frozen=True)
-class Transcript:
+class Transcript(Deferred):
     """A caller's conversation, for a tool that must know where a text came from: `web_fetch` fetches only
     URLs that reached the conversation from outside the model (tools/provenance.py).
 
@@ -168,7 +169,7 @@ class Transcript:
 
 
 @dataclass
-class ToolContext:
+class ToolContext(Deferred):
     root: Path
     state: SessionToolState
     call_id: str
@@ -234,7 +235,7 @@ Gate = Callable[[dict[str, Any], ToolContext], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Deferred):
     name: str
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments object

@@ -24,12 +24,12 @@ import asyncio
 import dataclasses
 import fcntl
 import os
-import re
 import struct
 import termios
 import time
 from typing import TYPE_CHECKING, Any
 
+from auger.lazy_regex import lazy_compile
 from auger.tools.base import (
     LOCAL_MUTATION, READ_ONLY, Classification, ToolContext, ToolError, ToolResult, ToolSpec,
 )
@@ -50,7 +50,7 @@ BYTES_PER_TOKEN = 4
 KEYSTROKES = "an interactive process: what is typed into it later runs without asking again"
 WINDOW = (40, 120)  # rows, columns of a session's terminal
 
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ESCAPES = lazy_compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
 def _as_shell(args: dict[str, Any]) -> dict[str, Any]:

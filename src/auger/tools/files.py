@@ -31,12 +31,12 @@ import difflib
 import errno
 import io
 import os
-import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from auger.lazy_dataclass import Deferred, dataclass
+from auger.lazy_regex import lazy_compile
 from auger.policy.fs import Resolved, RootHandle, read_fd, replace_file
 from auger.policy.gitguard import git_write_refusal
 from auger.policy.paths import PathEscape, display
@@ -65,9 +65,9 @@ ENCODING = "utf-8"
 ERRORS = "surrogateescape"  # undecodable bytes become lone surrogates and round-trip exactly
 
 # read_file shows lines as `{n:>6}\t{line}`; models often paste that prefix into old_string.
-_LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
+_LINE_NUMBER_PREFIX = lazy_compile(r"^\s*\d+\t")
 # Lone surrogates produced by surrogateescape, shown to the model as U+FFFD.
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+_ESCAPED_BYTE = lazy_compile("[\udc80-\udcff]")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -82,7 +82,7 @@ def root_handle(ctx: ToolContext) -> RootHandle:
 
 
 @dataclass
-class _Target:
+class _Target(Deferred):
     """A model-supplied path, resolved beneath the root: where it is and an open parent directory."""
 
     where: Resolved
@@ -332,7 +332,7 @@ def _check_writable(path: Path, rel: str, st: os.stat_result | None) -> None:
 
 
 @dataclass
-class _Page:
+class _Page(Deferred):
     lines: list[tuple[int, str]]  # (1-based number, decoded line with its ending stripped)
     total: int  # lines in the whole file
     valid_utf8: bool
@@ -602,7 +602,7 @@ def _snippet(text: str, first_line: int, last_line: int) -> str:
 
 
 @dataclass
-class _Edit:
+class _Edit(Deferred):
     old_text: str
     new_text: str
     count: int

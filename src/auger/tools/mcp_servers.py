@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.tools.base import CommandSandbox, ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.router import ToolRegistry
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from auger.tools.mcp_config import McpServerConfig
 
 @dataclass(frozen=True)
-class ServerStatus:
+class ServerStatus(Deferred):
     name: str
     kind: str  # stdio | streamable_http | sse
     target: str  # its command line or URL

@@ -26,10 +26,11 @@ import functools
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.tools.base import ToolContext, ToolError, ToolResult, ToolSpec
 from auger.tools.toolset import Contribution, StaticToolset, Toolset, contributions_of
 
@@ -42,7 +43,7 @@ MAX_PLUGIN_BYTES = 1 << 20  # a project plugin module larger than this is not a 
 
 
 @dataclass(frozen=True)
-class HookRegistration:
+class HookRegistration(Deferred):
     """A Python hook: `fn(event: dict)` returns None or a reply dict (engine/hooks.py), possibly awaitable."""
 
     event: str
@@ -52,7 +53,7 @@ class HookRegistration:
 
 
 @dataclass
-class Plugins:
+class Plugins(Deferred):
     """What the workspace's plugins registered, and what went wrong loading them."""
 
     names: list[str] = field(default_factory=list)

@@ -34,10 +34,10 @@ import os
 import re
 import shutil
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.fs import RootHandle, read_beneath
 from auger.policy.paths import PathEscape, display
 from auger.tools.base import READ_ONLY, ToolContext, ToolError, ToolResult, ToolSpec
@@ -273,7 +273,7 @@ Match = tuple[str, int, str]  # (display path, line number, line text)
 
 
 @dataclass
-class _GrepJob:
+class _GrepJob(Deferred):
     """Everything both backends need, worked out once so they cannot disagree."""
 
     handle: RootHandle

@@ -18,11 +18,12 @@ import posixpath
 import shutil
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Callable
 
 from auger.context.instructions import COMMAND_SHELL
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.paths import PathEscape, display, resolve_inside
 from auger.tools.base import (
     LOCAL_MUTATION, READ_ONLY, Classification, ClientTerminal, SessionToolState, ToolContext, ToolError, ToolResult,
@@ -45,7 +46,7 @@ SYSTEM_BIN = "/usr/bin:/bin:/usr/local/bin:/run/current-system/sw/bin"
 
 
 @dataclass
-class CapturedStream:
+class CapturedStream(Deferred):
     """Counts every line, keeps the head and tail of the text within a byte cap."""
 
     head: bytearray = field(default_factory=bytearray)

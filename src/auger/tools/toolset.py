@@ -22,9 +22,9 @@ so a model that calls it anyway reads that instead of "there is no tool named â€
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, Sequence
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.types import Effect
 from auger.tools.base import ToolContext, ToolError, ToolResult, ToolSpec
 
@@ -42,7 +42,7 @@ class Toolset(Protocol):
 
 
 @dataclass(frozen=True)
-class Contribution:
+class Contribution(Deferred):
     """Text for the system prompt, after the base instructions: grouped by `slot` (in SLOTS order),
     ordered by `priority` (lower first) within one. Shown only while one of `tools` is in the catalog,
     unless `tools` is empty."""

@@ -23,7 +23,6 @@ import os
 import shutil
 import tempfile
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
@@ -49,6 +48,7 @@ from auger.engine.turn.changes import UNDO_TURN, ChangeTracker, UndoError, redo_
 from auger.engine.turn.changes import auger_paths
 from auger.engine.session.writable_roots import WritableRoots
 from auger.engine.turn.tool_runtime import PlannedCall, Policy, ToolRuntime
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.tools.router import ToolRouter
 from auger.engine.turn.turn import Turn
 from auger.engine.turn.turn_context import TurnContext
@@ -1113,7 +1113,7 @@ def _failure_message(exc: Exception, where: str) -> str:
 
 
 @dataclass
-class _Waiting:
+class _Waiting(Deferred):
     """An approval request waiting for its answer: what resolves it, what may answer it, how it was asked."""
 
     future: asyncio.Future[ApprovalDecision]
@@ -1132,14 +1132,14 @@ class _TurnFinished:
 
 
 @dataclass
-class _Park:
+class _Park(Deferred):
     """Internal op (`Session.park`): stop the turn to wait for the answer to `request_id`."""
 
     request_id: str
 
 
 @dataclass
-class _Continue:
+class _Continue(Deferred):
     """Internal op (`Session.continue_parked`): the answer a parked turn waited for has come."""
 
     answer: ApprovalDecision

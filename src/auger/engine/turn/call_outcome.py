@@ -12,8 +12,8 @@ so both end a call the same way.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.protocol import events as ev
 from auger.protocol.items import ToolCall
 from auger.protocol.vocab import Refusal
@@ -21,23 +21,23 @@ from auger.tools.base import ToolResult
 
 
 @dataclass(frozen=True)
-class Ran:
+class Ran(Deferred):
     result: ToolResult
 
 
 @dataclass(frozen=True)
-class Failed:
+class Failed(Deferred):
     message: str
 
 
 @dataclass(frozen=True)
-class Denied:
+class Denied(Deferred):
     message: str
     cause: Refusal  # told to clients: only an unapproved call is one a headless run could have approved
 
 
 @dataclass(frozen=True)
-class Aborted:
+class Aborted(Deferred):
     message: str
 
 

@@ -10,7 +10,6 @@ is deleted from the store; `recall` still finds the archived items.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Sequence
 
 from auger.engine.turn.host import TurnHost
@@ -18,6 +17,7 @@ from auger.engine.turn.history import normalise, to_prompt
 from auger.engine.turn.model_call import announce_limits, announce_retries, announce_switch, call_model
 from auger.engine.turn.tokens import estimate_request, estimate_text
 from auger.engine.turn.turn_context import TurnContext
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.models.base import ContextWindowExceeded, ModelRequest
 from auger.protocol import events as ev
 from auger.protocol.items import Compaction, ContextMessage, Item, ToolCall, ToolOutput, UserMessage
@@ -45,7 +45,7 @@ USER_BUDGET_CAP = 20_000  # tokens
 
 
 @dataclass
-class Kept:
+class Kept(Deferred):
     messages: list[str]
     dropped: int
 

@@ -45,12 +45,12 @@ import asyncio
 import dataclasses
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from auger.engine.turn.call_outcome import Aborted, Denied, Failed, Outcome, Ran
 from auger.engine.session.shared import SessionShared, effective_mode
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.decision import Grants, decide_call
 from auger.policy.rules import RuleSet, append_rule
 from auger.policy.types import PROTECTED_BLOCKED, Classification, Effect, Mode, Verdict
@@ -86,7 +86,7 @@ APPROVE, APPROVE_SESSION, APPROVE_ALWAYS, APPROVE_ROOT, DENY_CALL, ABORT = (
 
 
 @dataclass(frozen=True)
-class PlannedCall:
+class PlannedCall(Deferred):
     """A call that passed policy, as hooks see it."""
 
     turn_id: str

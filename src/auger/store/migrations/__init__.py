@@ -11,11 +11,13 @@ not write to tables it does not know.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
+from typing import Any
 
-_NAME = re.compile(r"^(\d{4})_(\w+)\.(sqlite|postgres)\.sql$")
+from auger.lazy_regex import lazy_compile
+
+_NAME = lazy_compile(r"^(\d{4})_(\w+)\.(sqlite|postgres)\.sql$")
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,23 @@ class Migration:
 def migrations(backend: str) -> list[Migration]:
     """Every migration of `backend` ("sqlite" or "postgres"), oldest first."""
     found = []
-    for entry in resources.files(__package__).iterdir():
+    for entry in _directory().iterdir():
         match = _NAME.match(entry.name)
         if match and match.group(3) == backend:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
     return sorted(found, key=lambda m: m.version)
+
+
+def _directory() -> Any:
+    """This package's files: its directory on disk, as importlib.resources gives it (without loading the
+    readers and zipfile it imports first, as every store's opening would), else through importlib.resources
+    (an installation in a zip file)."""
+    here = Path(__file__).parent
+    if here.is_dir():
+        return here
+    from importlib import resources
+
+    return resources.files(__package__)
 
 
 def latest(backend: str) -> int:
