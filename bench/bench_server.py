@@ -12,6 +12,10 @@ bench runs on its loop), the wire protocol is unchanged, both clocks are this ma
 one buffered line per batch. What it leaves out is the hop from the store's writer thread to the loop: that
 belongs to the store, and is inside the "from emission" figures.
 
+One session followed by one client takes `--turns` turns, one after the other, so its figures are not
+those of the one batch that holds most of a turn's deltas (nor only of a server that has not yet made the
+records and loaded the modules a turn needs); the S × C run takes one turn in each session.
+
 The machine may be shared, so the configurations run interleaved, `--rounds` times, and the table shows the
 median of each figure over the rounds.
 
@@ -21,17 +25,19 @@ model's chunk to the client, which times opencode's model client and its own str
 server; and one `opencode serve` runs one process per project with its own SQLite writer, so 50 sessions ×
 100 clients is a different workload there.
 
-The server is the real command in its own process; the mock model and the clients share this one. Not a
-test: tests/test_bench_server.py runs the machinery small.
+The server is the real command in its own process, the mock model in another, and the clients have this
+one to themselves. Not a test: tests/test_bench_server.py runs the machinery small.
 
-    python bench/bench_server.py [--sessions 50] [--clients 100] [--rounds 3] [--sandbox off|auto]
+    python bench/bench_server.py [--sessions 50] [--clients 100] [--turns 5] [--rounds 3] [--sandbox off|auto]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -42,7 +48,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -54,13 +61,38 @@ ANSWER = "The readme says hello, and so do the twenty modules under src. " * 6
 
 
 def reply_for(body: dict[str, Any]) -> Reply:
-    """A session's next step from its own request, so any number of sessions share the server."""
-    done = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+    """A session's next step from its own request (two tool steps, then the answer, in every turn), so any
+    number of sessions share the server."""
+    messages = body.get("messages", [])
+    user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    done = sum(1 for m in messages[user + 1:] if m.get("role") == "tool")
     return Reply(tool_calls=[STEPS[done]]) if done < len(STEPS) else Reply(text=ANSWER, chunk_chars=12)
 
 
-def mock_server() -> MockChatServer:
-    return MockChatServer([reply_for], loop=True)
+@contextlib.contextmanager
+def mock_server() -> Iterator[SimpleNamespace]:
+    """The mock model in a process of its own (its `base_url`): its threads stream replies at full speed,
+    and in this process they would hold the interpreter while a client has an event to read."""
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve_mock, args=(theirs,), daemon=True)
+    process.start()
+    try:
+        yield SimpleNamespace(base_url=ours.recv())
+    finally:
+        ours.close()  # its recv() ends: it stops serving
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+
+
+def _serve_mock(conn: Any) -> None:
+    with MockChatServer([reply_for], loop=True) as server:
+        conn.send(server.base_url)
+        try:
+            conn.recv()
+        except EOFError:
+            pass
 
 
 def make_project(root: Path) -> Path:
@@ -76,6 +108,7 @@ def make_project(root: Path) -> Path:
 class Result:
     sessions: int
     clients: int
+    turns: int  # per session, one after the other
     envelopes: int  # delivered, over all clients
     complete: int  # clients that saw their session's turn end, every envelope once and in order
     wall_s: float
@@ -136,10 +169,11 @@ def commit_times(trace: Path) -> dict[tuple[str, int], float]:
     return times
 
 
-async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event,
+async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event, ended: list[asyncio.Event],
                  receipts: list[Receipt]) -> tuple[int, bool]:
     """One SSE client, from the session's state when it was created (as a page that drew it would): every
-    envelope after that until its turn ends; (how many, all once and in order)."""
+    envelope after that until its last turn ends, setting `ended[k]` when turn k ends; (how many, all once
+    and in order)."""
     seqs: list[int] = []
     async with client.stream("GET", f"/api/sessions/{session_id}/events", params={"after_seq": after}) as response:
         event: dict[str, str] = {}
@@ -154,14 +188,18 @@ async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event,
                 receipts.append((session_id, data["seq"], received, data["time"]))
                 seqs.append(data["seq"])
                 if data["type"] == "turn_ended":
-                    return len(seqs), seqs == list(range(after + 1, after + 1 + len(seqs)))
+                    waiting = [e for e in ended if not e.is_set()]
+                    waiting[0].set()
+                    if len(waiting) == 1:
+                        return len(seqs), seqs == list(range(after + 1, after + 1 + len(seqs)))
             elif event.get("event") == "state":
                 ready.set()
             event = {}
     return len(seqs), False
 
 
-async def drive(url: str, project: Path, sessions: int, clients: int) -> tuple[int, int, list[Receipt], float]:
+async def drive(url: str, project: Path, sessions: int, clients: int,
+                turns: int) -> tuple[int, int, list[Receipt], float]:
     import httpx
 
     limits = httpx.Limits(max_connections=clients + sessions + 10)
@@ -175,20 +213,28 @@ async def drive(url: str, project: Path, sessions: int, clients: int) -> tuple[i
             last.append(created.json()["state"]["last_seq"])
         receipts: list[Receipt] = []
         readies = [asyncio.Event() for _ in range(clients)]
-        followers = [asyncio.create_task(follow(client, ids[i % sessions], last[i % sessions], readies[i], receipts))
-                     for i in range(clients)]
+        ended = [[asyncio.Event() for _ in range(turns)] for _ in range(clients)]
+        followers = [asyncio.create_task(follow(client, ids[i % sessions], last[i % sessions], readies[i], ended[i],
+                                                receipts)) for i in range(clients)]
         await asyncio.gather(*(r.wait() for r in readies))  # everyone is listening before any turn starts
+
+        async def converse(n: int) -> None:
+            """The session's turns, each asked once the last one ended (as its first client saw)."""
+            for turn in range(turns):
+                posted = await client.post(f"/api/sessions/{ids[n]}/ops", json={
+                    "submission_id": f"bench-{n}-{turn}",
+                    "op": {"type": "user_turn", "text": "read the readme, grep hello"}})
+                posted.raise_for_status()
+                await ended[n][turn].wait()
+
         started = time.perf_counter()
-        for n, session_id in enumerate(ids):
-            posted = await client.post(f"/api/sessions/{session_id}/ops", json={
-                "submission_id": f"bench-{n}", "op": {"type": "user_turn", "text": "read the readme, grep hello"}})
-            posted.raise_for_status()
+        await asyncio.gather(*(converse(n) for n in range(sessions)))
         outcomes = await asyncio.gather(*followers)
         wall = time.perf_counter() - started
     return sum(n for n, _ in outcomes), sum(ok for _, ok in outcomes), receipts, wall
 
 
-def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str = "off") -> Result:
+def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str = "off", turns: int = 1) -> Result:
     run = root / f"run-{sessions}-{clients}-{time.monotonic_ns()}"
     home = run / "home"
     home.mkdir(parents=True)
@@ -196,7 +242,7 @@ def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str
     trace = run / "commits.trace"
     proc, url = start_server(project, home, base_url, sandbox, trace=trace)
     try:
-        delivered, complete, receipts, wall = asyncio.run(drive(url, project, sessions, clients))
+        delivered, complete, receipts, wall = asyncio.run(drive(url, project, sessions, clients, turns))
         rss, peak = memory_mb(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -205,7 +251,7 @@ def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str
         except subprocess.TimeoutExpired:
             proc.kill()
     committed = commit_times(trace)
-    return Result(sessions, clients, delivered, complete, wall,
+    return Result(sessions, clients, turns, delivered, complete, wall,
                   [(received - committed[s, seq]) * 1000 for s, seq, received, _ in receipts],
                   [(received - emitted) * 1000 for _, _, received, emitted in receipts], rss, peak)
 
@@ -224,13 +270,13 @@ def figures(r: Result) -> list[float]:
 def table(results: list[Result]) -> str:
     """One row per configuration (sessions × clients): each figure is its median over that
     configuration's runs; `complete` and `envelopes` are the worst run's."""
-    rows = [f"{'sessions':>8} {'clients':>7} {'runs':>4} {'complete':>8} {'envelopes':>9} "
+    rows = [f"{'sessions':>8} {'clients':>7} {'turns':>5} {'runs':>4} {'complete':>8} {'envelopes':>9} "
             + " ".join(f"{name:>{width}}" for name, width in COLUMNS)]
-    configs = dict.fromkeys((r.sessions, r.clients) for r in results)
-    for sessions, clients in configs:
-        runs = [r for r in results if (r.sessions, r.clients) == (sessions, clients)]
+    configs = dict.fromkeys((r.sessions, r.clients, r.turns) for r in results)
+    for sessions, clients, turns in configs:
+        runs = [r for r in results if (r.sessions, r.clients, r.turns) == (sessions, clients, turns)]
         medians = [statistics.median(column) for column in zip(*(figures(r) for r in runs), strict=True)]
-        rows.append(f"{sessions:>8} {clients:>7} {len(runs):>4} {min(r.complete for r in runs):>8} "
+        rows.append(f"{sessions:>8} {clients:>7} {turns:>5} {len(runs):>4} {min(r.complete for r in runs):>8} "
                     f"{min(r.envelopes for r in runs):>9} "
                     + " ".join(f"{value:>{width}.1f}" for value, (_, width) in zip(medians, COLUMNS, strict=True)))
     return "\n".join(rows)
@@ -241,13 +287,14 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=5, help="turns of the one session followed by one client")
     parser.add_argument("--sandbox", default="off", choices=("auto", "bwrap", "landlock", "off"))
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp, mock_server() as server:
         for _ in range(args.rounds):  # interleaved, so a busy spell of the machine touches both alike
-            for sessions, clients in ((1, 1), (args.sessions, args.clients)):
-                results.append(measure(sessions, clients, server.base_url, Path(tmp), args.sandbox))
+            for sessions, clients, turns in ((1, 1, args.turns), (args.sessions, args.clients, 1)):
+                results.append(measure(sessions, clients, server.base_url, Path(tmp), args.sandbox, turns))
     print(table(results))
     print(f"milliseconds from commit / from emission to a client's read; medians of {args.rounds} interleaved "
           f"rounds; sandbox={args.sandbox}")
