@@ -19,11 +19,11 @@ records and loaded the modules a turn needs); the S × C run takes one turn in e
 The machine may be shared, so the configurations run interleaved, `--rounds` times, and the table shows the
 median of each figure over the rounds.
 
-opencode (`opencode serve`) is not put beside it: its events carry no commit or emission time and it has no
-trace of when its storage wrote a part, so the only latency measurable from outside is from the mock
-model's chunk to the client, which times opencode's model client and its own stream parser as much as its
-server; and one `opencode serve` runs one process per project with its own SQLite writer, so 50 sessions ×
-100 clients is a different workload there.
+opencode (`opencode serve`, npm opencode-ai) is not put beside it. It could be driven against the same mock
+model (a session by `POST /session`, a prompt, its `GET /event` stream), but what this bench reports is
+latency from the commit, and opencode neither says in its events when it stored one nor offers a trace
+of it; the only figure both could share is from the mock model's chunk to the client, which also times
+each one's model client and stream parser, and the mock does not stamp its chunks.
 
 The server is the real command in its own process, the mock model in another, and the clients have this
 one to themselves. Not a test: tests/test_bench_server.py runs the machinery small.

@@ -84,3 +84,16 @@ def test_a_source_that_fails_ends_the_stream_saying_why():
     sent = asyncio.run(main())
     assert sent[1].startswith(b"id: 1\n")
     assert sent[-2].startswith(b"event: closing\n") and b"disk I/O error" in sent[-2] and sent[-1] == b""
+
+
+def test_frames_ready_together_go_out_in_one_write():
+    async def main():
+        async def frames():
+            for n in range(1, 6):  # a committed batch: all of it there at once
+                yield frame({"n": n}, seq=n)
+            await asyncio.sleep(10)
+
+        return await drive(SseResponse(frames(), asyncio.Event(), ping_s=5), stop_after=0.3)
+
+    sent = asyncio.run(main())
+    assert sent[1] == b"".join(frame({"n": n}, seq=n) for n in range(1, 6))
