@@ -1,19 +1,43 @@
 """`auger serve` under load on loopback: S concurrent sessions, each followed by C/S SSE clients, against the
-mock model (a streamed reply after two read-only tool steps). Prints the event latency — from the moment the
-server emitted an envelope (its `time`) to the moment a client read it — at p50/p99/max, and the server
-process's RSS (now and peak), and checks that every client got every envelope of its session once, in order.
+mock model (a streamed reply after two read-only tool steps). Prints the event latency at p50/p99/max — from
+the envelope's commit (its row stored) to the moment a client read it, and from its emission (its `time`) —
+and the server process's RSS (now and peak), and checks that every client got every envelope of its
+session once, in order.
 
-The server is the real command in its own process (so its memory is its own); the mock model and the clients
-share this one. Not a test: tests/test_bench_server.py runs the machinery small.
+The commit time comes from the server itself: the bench starts it with `AUGER_TRACE_COMMITS` naming a file,
+the session's stream appends `SESSION FIRST LAST TIME` to it for each batch as its commit reaches the event
+loop (before any subscriber is offered it), and the bench reads the file once the server has exited. That
+is the simplest honest way: the server keeps its own process (so its RSS is its own, and nothing of the
+bench runs on its loop), the wire protocol is unchanged, both clocks are this machine's, and the trace costs
+one buffered line per batch. What it leaves out is the hop from the store's writer thread to the loop: that
+belongs to the store, and is inside the "from emission" figures.
 
-    python bench/bench_server.py [--sessions 50] [--clients 100] [--sandbox off|auto]
+One session followed by one client takes `--turns` turns, one after the other, so its figures are not
+those of the one batch that holds most of a turn's deltas (nor only of a server that has not yet made the
+records and loaded the modules a turn needs); the S × C run takes one turn in each session.
+
+The machine may be shared, so the configurations run interleaved, `--rounds` times, and the table shows the
+median of each figure over the rounds.
+
+opencode (`opencode serve`, npm opencode-ai) is not put beside it. It could be driven against the same mock
+model (a session by `POST /session`, a prompt, its `GET /event` stream), but what this bench reports is
+latency from the commit, and opencode neither says in its events when it stored one nor offers a trace
+of it; the only figure both could share is from the mock model's chunk to the client, which also times
+each one's model client and stream parser, and the mock does not stamp its chunks.
+
+The server is the real command in its own process, the mock model in another, and the clients have this
+one to themselves. Not a test: tests/test_bench_server.py runs the machinery small.
+
+    python bench/bench_server.py [--sessions 50] [--clients 100] [--turns 5] [--rounds 3] [--sandbox off|auto]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -24,7 +48,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -36,13 +61,38 @@ ANSWER = "The readme says hello, and so do the twenty modules under src. " * 6
 
 
 def reply_for(body: dict[str, Any]) -> Reply:
-    """A session's next step from its own request, so any number of sessions share the server."""
-    done = sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+    """A session's next step from its own request (two tool steps, then the answer, in every turn), so any
+    number of sessions share the server."""
+    messages = body.get("messages", [])
+    user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    done = sum(1 for m in messages[user + 1:] if m.get("role") == "tool")
     return Reply(tool_calls=[STEPS[done]]) if done < len(STEPS) else Reply(text=ANSWER, chunk_chars=12)
 
 
-def mock_server() -> MockChatServer:
-    return MockChatServer([reply_for], loop=True)
+@contextlib.contextmanager
+def mock_server() -> Iterator[SimpleNamespace]:
+    """The mock model in a process of its own (its `base_url`): its threads stream replies at full speed,
+    and in this process they would hold the interpreter while a client has an event to read."""
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve_mock, args=(theirs,), daemon=True)
+    process.start()
+    try:
+        yield SimpleNamespace(base_url=ours.recv())
+    finally:
+        ours.close()  # its recv() ends: it stops serving
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+
+
+def _serve_mock(conn: Any) -> None:
+    with MockChatServer([reply_for], loop=True) as server:
+        conn.send(server.base_url)
+        try:
+            conn.recv()
+        except EOFError:
+            pass
 
 
 def make_project(root: Path) -> Path:
@@ -58,25 +108,31 @@ def make_project(root: Path) -> Path:
 class Result:
     sessions: int
     clients: int
+    turns: int  # per session, one after the other
     envelopes: int  # delivered, over all clients
     complete: int  # clients that saw their session's turn end, every envelope once and in order
     wall_s: float
-    latencies_ms: list[float] = field(default_factory=list, repr=False)
+    from_commit_ms: list[float] = field(default_factory=list, repr=False)
+    from_emission_ms: list[float] = field(default_factory=list, repr=False)
     rss_mb: float = 0.0
     peak_rss_mb: float = 0.0
 
-    def percentile(self, p: float) -> float:
-        if not self.latencies_ms:
-            return float("nan")
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def start_server(project: Path, home: Path, base_url: str, sandbox: str, *, mode: str = "safe",
-                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
-    """The real `auger serve` on a free loopback port, in its own process; (the process, its base URL)."""
+                 extra: tuple[str, ...] = (), trace: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """The real `auger serve` on a free loopback port, in its own process; (the process, its base URL).
+    With `trace`, the server appends each committed batch of events to that file (see above)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
     env.update({"AUGER_HOME": str(home), "OPENAI_API_KEY": "sk-bench", "AUGER_SERVER_TOKEN": TOKEN})
+    if trace is not None:
+        env["AUGER_TRACE_COMMITS"] = str(trace)
     proc = subprocess.Popen([sys.executable, "-m", "auger", "serve", "--port", "0", "--mode", mode,
                              "--base-url", base_url, "--model", "bench", "-c", "generate_titles=false",
                              "-c", f"sandbox={sandbox}", *extra], cwd=project, env=env, stdout=subprocess.PIPE,
@@ -100,10 +156,24 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return values.get("VmRSS", 0.0), values.get("VmHWM", 0.0)
 
 
-async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event,
-                 latencies: list[float]) -> tuple[int, bool]:
+Receipt = tuple[str, int, float, float]  # (session, seq, when a client read it, its emission time)
+
+
+def commit_times(trace: Path) -> dict[tuple[str, int], float]:
+    """(session, seq) -> when its batch's commit reached the server's loop, from the server's trace."""
+    times = {}
+    for line in trace.read_text().splitlines():
+        session_id, first, last, when = line.split()
+        for seq in range(int(first), int(last) + 1):
+            times[session_id, seq] = float(when)
+    return times
+
+
+async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event, ended: list[asyncio.Event],
+                 receipts: list[Receipt]) -> tuple[int, bool]:
     """One SSE client, from the session's state when it was created (as a page that drew it would): every
-    envelope after that until its turn ends; (how many, all once and in order)."""
+    envelope after that until its last turn ends, setting `ended[k]` when turn k ends; (how many, all once
+    and in order)."""
     seqs: list[int] = []
     async with client.stream("GET", f"/api/sessions/{session_id}/events", params={"after_seq": after}) as response:
         event: dict[str, str] = {}
@@ -115,17 +185,21 @@ async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event,
             if "data" in event and "id" in event:
                 received = time.time()
                 data = json.loads(event["data"])
-                latencies.append((received - data["time"]) * 1000)
+                receipts.append((session_id, data["seq"], received, data["time"]))
                 seqs.append(data["seq"])
                 if data["type"] == "turn_ended":
-                    return len(seqs), seqs == list(range(after + 1, after + 1 + len(seqs)))
+                    waiting = [e for e in ended if not e.is_set()]
+                    waiting[0].set()
+                    if len(waiting) == 1:
+                        return len(seqs), seqs == list(range(after + 1, after + 1 + len(seqs)))
             elif event.get("event") == "state":
                 ready.set()
             event = {}
     return len(seqs), False
 
 
-async def drive(url: str, project: Path, sessions: int, clients: int) -> tuple[int, int, list[float], float]:
+async def drive(url: str, project: Path, sessions: int, clients: int,
+                turns: int) -> tuple[int, int, list[Receipt], float]:
     import httpx
 
     limits = httpx.Limits(max_connections=clients + sessions + 10)
@@ -137,28 +211,38 @@ async def drive(url: str, project: Path, sessions: int, clients: int) -> tuple[i
             created.raise_for_status()
             ids.append(created.json()["id"])
             last.append(created.json()["state"]["last_seq"])
-        latencies: list[float] = []
+        receipts: list[Receipt] = []
         readies = [asyncio.Event() for _ in range(clients)]
-        followers = [asyncio.create_task(follow(client, ids[i % sessions], last[i % sessions], readies[i], latencies))
-                     for i in range(clients)]
+        ended = [[asyncio.Event() for _ in range(turns)] for _ in range(clients)]
+        followers = [asyncio.create_task(follow(client, ids[i % sessions], last[i % sessions], readies[i], ended[i],
+                                                receipts)) for i in range(clients)]
         await asyncio.gather(*(r.wait() for r in readies))  # everyone is listening before any turn starts
+
+        async def converse(n: int) -> None:
+            """The session's turns, each asked once the last one ended (as its first client saw)."""
+            for turn in range(turns):
+                posted = await client.post(f"/api/sessions/{ids[n]}/ops", json={
+                    "submission_id": f"bench-{n}-{turn}",
+                    "op": {"type": "user_turn", "text": "read the readme, grep hello"}})
+                posted.raise_for_status()
+                await ended[n][turn].wait()
+
         started = time.perf_counter()
-        for n, session_id in enumerate(ids):
-            posted = await client.post(f"/api/sessions/{session_id}/ops", json={
-                "submission_id": f"bench-{n}", "op": {"type": "user_turn", "text": "read the readme, grep hello"}})
-            posted.raise_for_status()
+        await asyncio.gather(*(converse(n) for n in range(sessions)))
         outcomes = await asyncio.gather(*followers)
         wall = time.perf_counter() - started
-    return sum(n for n, _ in outcomes), sum(ok for _, ok in outcomes), latencies, wall
+    return sum(n for n, _ in outcomes), sum(ok for _, ok in outcomes), receipts, wall
 
 
-def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str = "off") -> Result:
-    home = root / f"home-{sessions}-{clients}"
-    home.mkdir()
-    project = make_project(root / f"p-{sessions}-{clients}")
-    proc, url = start_server(project, home, base_url, sandbox)
+def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str = "off", turns: int = 1) -> Result:
+    run = root / f"run-{sessions}-{clients}-{time.monotonic_ns()}"
+    home = run / "home"
+    home.mkdir(parents=True)
+    project = make_project(run)
+    trace = run / "commits.trace"
+    proc, url = start_server(project, home, base_url, sandbox, trace=trace)
     try:
-        delivered, complete, latencies, wall = asyncio.run(drive(url, project, sessions, clients))
+        delivered, complete, receipts, wall = asyncio.run(drive(url, project, sessions, clients, turns))
         rss, peak = memory_mb(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -166,16 +250,35 @@ def measure(sessions: int, clients: int, base_url: str, root: Path, sandbox: str
             proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return Result(sessions, clients, delivered, complete, wall, latencies, rss, peak)
+    committed = commit_times(trace)
+    return Result(sessions, clients, turns, delivered, complete, wall,
+                  [(received - committed[s, seq]) * 1000 for s, seq, received, _ in receipts],
+                  [(received - emitted) * 1000 for _, _, received, emitted in receipts], rss, peak)
+
+
+COLUMNS = (("commit p50", 8), ("p99", 6), ("max", 6), ("emit p50", 8), ("p99", 6), ("max", 6), ("RSS MB", 6),
+           ("peak MB", 7), ("wall s", 6))
+
+
+def figures(r: Result) -> list[float]:
+    """One run's figures, in the order of COLUMNS."""
+    return [percentile(r.from_commit_ms, 50), percentile(r.from_commit_ms, 99), max(r.from_commit_ms, default=0),
+            percentile(r.from_emission_ms, 50), percentile(r.from_emission_ms, 99),
+            max(r.from_emission_ms, default=0), r.rss_mb, r.peak_rss_mb, r.wall_s]
 
 
 def table(results: list[Result]) -> str:
-    rows = [f"{'sessions':>8} {'clients':>7} {'complete':>8} {'envelopes':>9} {'wall s':>7} {'p50 ms':>7} "
-            f"{'p99 ms':>7} {'max ms':>7} {'RSS MB':>7} {'peak MB':>7}"]
-    for r in results:
-        rows.append(f"{r.sessions:>8} {r.clients:>7} {r.complete:>8} {r.envelopes:>9} {r.wall_s:>7.2f} "
-                    f"{r.percentile(50):>7.1f} {r.percentile(99):>7.1f} "
-                    f"{max(r.latencies_ms, default=float('nan')):>7.1f} {r.rss_mb:>7.1f} {r.peak_rss_mb:>7.1f}")
+    """One row per configuration (sessions × clients): each figure is its median over that
+    configuration's runs; `complete` and `envelopes` are the worst run's."""
+    rows = [f"{'sessions':>8} {'clients':>7} {'turns':>5} {'runs':>4} {'complete':>8} {'envelopes':>9} "
+            + " ".join(f"{name:>{width}}" for name, width in COLUMNS)]
+    configs = dict.fromkeys((r.sessions, r.clients, r.turns) for r in results)
+    for sessions, clients, turns in configs:
+        runs = [r for r in results if (r.sessions, r.clients, r.turns) == (sessions, clients, turns)]
+        medians = [statistics.median(column) for column in zip(*(figures(r) for r in runs), strict=True)]
+        rows.append(f"{sessions:>8} {clients:>7} {turns:>5} {len(runs):>4} {min(r.complete for r in runs):>8} "
+                    f"{min(r.envelopes for r in runs):>9} "
+                    + " ".join(f"{value:>{width}.1f}" for value, (_, width) in zip(medians, COLUMNS, strict=True)))
     return "\n".join(rows)
 
 
@@ -183,14 +286,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=5, help="turns of the one session followed by one client")
     parser.add_argument("--sandbox", default="off", choices=("auto", "bwrap", "landlock", "off"))
     args = parser.parse_args()
+    results = []
     with tempfile.TemporaryDirectory() as tmp, mock_server() as server:
-        result = measure(args.sessions, args.clients, server.base_url, Path(tmp), args.sandbox)
-    print(table([result]))
-    if result.latencies_ms:
-        print(f"mean {statistics.mean(result.latencies_ms):.1f} ms over {len(result.latencies_ms)} deliveries; "
-              f"sandbox={args.sandbox}")
+        for _ in range(args.rounds):  # interleaved, so a busy spell of the machine touches both alike
+            for sessions, clients, turns in ((1, 1, args.turns), (args.sessions, args.clients, 1)):
+                results.append(measure(sessions, clients, server.base_url, Path(tmp), args.sandbox, turns))
+    print(table(results))
+    print(f"milliseconds from commit / from emission to a client's read; medians of {args.rounds} interleaved "
+          f"rounds; sandbox={args.sandbox}")
 
 
 if __name__ == "__main__":

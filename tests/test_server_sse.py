@@ -66,9 +66,9 @@ def test_a_client_that_does_not_drain_its_stream_has_it_closed_to_resume_by_curs
         return await drive(response, hold=hold)
 
     sent = asyncio.run(main())
-    numbered = [chunk for chunk in sent if chunk.startswith(b"id: ")]
+    numbered = [f for f in b"".join(sent[:-2]).split(b"\n\n") if f.startswith(b"id: ")]  # a write may hold several
     assert numbered[0].startswith(b"id: 1\n") and len(numbered) < 49
-    ids = [int(chunk.split(b"\n")[0][4:]) for chunk in numbered]
+    ids = [int(f.split(b"\n")[0][4:]) for f in numbered]
     assert ids == list(range(1, len(ids) + 1))  # what it got is contiguous: it resumes after the last id
     assert sent[-2].startswith(b"event: closing\n") and b"lagging" in sent[-2]
 
@@ -84,3 +84,16 @@ def test_a_source_that_fails_ends_the_stream_saying_why():
     sent = asyncio.run(main())
     assert sent[1].startswith(b"id: 1\n")
     assert sent[-2].startswith(b"event: closing\n") and b"disk I/O error" in sent[-2] and sent[-1] == b""
+
+
+def test_frames_ready_together_go_out_in_one_write():
+    async def main():
+        async def frames():
+            for n in range(1, 6):  # a committed batch: all of it there at once
+                yield frame({"n": n}, seq=n)
+            await asyncio.sleep(10)
+
+        return await drive(SseResponse(frames(), asyncio.Event(), ping_s=5), stop_after=0.3)
+
+    sent = asyncio.run(main())
+    assert sent[1] == b"".join(frame({"n": n}, seq=n) for n in range(1, 6))

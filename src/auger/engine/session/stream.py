@@ -21,15 +21,21 @@ A batch the store cannot write (a full disk) ends the stream: nothing after it i
 (a later batch would leave a gap), and every subscriber, once it has read what was committed, gets
 the `StoreError`, so a client can say why the session stopped instead of waiting for events that will
 never come.
+
+With `AUGER_TRACE_COMMITS` set to a file's path, each committed batch appends one line to it, `SESSION
+FIRST_SEQ LAST_SEQ UNIX_TIME`, stamped as the batch's commit reaches this loop (before any subscriber is
+offered it): bench/bench_server.py measures its clients' latency from there, without the wire changing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import os
 import time
 from collections import deque
-from typing import AsyncIterator
+from typing import AsyncIterator, TextIO
 
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Event, ShutdownComplete
@@ -40,6 +46,20 @@ log = logging.getLogger("auger.stream")
 # Bounds on memory per session and per subscriber (a tool_call_ended can carry tens of KB of output).
 RECENT = 512  # envelopes kept in memory for subscribers that start or fall a little behind
 SUBSCRIBER_LIMIT = 512  # envelopes a subscriber may have unread before it falls back to catching up
+COMMIT_TRACE = "AUGER_TRACE_COMMITS"  # the environment variable naming the commit trace's file (see above)
+
+
+def _commit_trace() -> TextIO | None:
+    """The commit trace's file, opened once and closed (so flushed) at exit; None when it is off."""
+    path = os.environ.get(COMMIT_TRACE)
+    if not path:
+        return None
+    trace = open(path, "a", encoding="utf-8")  # noqa: SIM115  # held for the process's life
+    atexit.register(trace.close)
+    return trace
+
+
+_trace = _commit_trace()
 
 
 class _Subscriber:
@@ -149,6 +169,8 @@ class EventStream:
             return
         if self.failure is not None:  # an earlier batch failed: this one is refused by the store too
             return
+        if _trace is not None:
+            _trace.write(f"{self.session_id} {batch[0].seq} {batch[-1].seq} {time.time():.6f}\n")
         for envelope in batch:
             self._recent.append(envelope)
             for subscriber in self._subscribers:

@@ -6,11 +6,16 @@ ring or the store first), else from the store — and, while the session is not 
 reading the store, so a session another process runs (`auger exec` on the same `--db`) is followed
 too, and one this server opens later is joined live. Because the store is the source, a client that
 saw up to N resumes at N + 1 after a dropped connection or a server restart alike.
+
+An envelope's frame is encoded once for all the clients of its session (`session_frame`): a session's
+number is never given to another event, so (session, seq) names the same bytes wherever the envelope
+came from, and the few hundred newest are kept, which is what clients following live ask for.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from auger.frontends.server.sse import frame
@@ -23,6 +28,20 @@ STORE_POLL_S = 0.5  # how often the store is read for a session this server does
 STORE_POLL_MAX_S = 4.0  # ...and at most this seldom while it does not
 LIST_POLL_S = 2.0  # how often the store is read for sessions other processes run, for the session list
 LIST_POLLED = 50  # the most recently updated sessions compared at each read
+FRAMES_KEPT = 256  # encoded envelope frames kept for the other clients of their session
+
+_frames: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+
+
+def session_frame(envelope: Envelope) -> bytes:
+    """The envelope's SSE frame, encoded by the first client of its session that sends it."""
+    key = (envelope.session_id, envelope.seq)
+    encoded = _frames.get(key)
+    if encoded is None:
+        encoded = _frames[key] = frame(envelope.to_json(), seq=envelope.seq)
+        if len(_frames) > FRAMES_KEPT:
+            _frames.popitem(last=False)
+    return encoded
 
 
 async def session_envelopes(hub: Hub, session_id: str, after: int) -> AsyncIterator[Envelope]:
@@ -48,7 +67,7 @@ async def session_frames(hub: Hub, session_id: str, after: int, state: dict[str,
     """The SSE frames of one client's stream: the unnumbered `state` snapshot, then the envelopes."""
     yield frame(state, event="state")
     async for envelope in session_envelopes(hub, session_id, after):
-        yield frame(envelope.to_json(), seq=envelope.seq)
+        yield session_frame(envelope)
 
 
 async def list_frames(hub: Hub, poll_s: float = LIST_POLL_S) -> AsyncIterator[bytes]:

@@ -3,10 +3,15 @@
 A frame is `id: SEQ` (only for numbered events: an unnumbered one never moves the client's
 `Last-Event-ID`), `event: NAME` (only for the stream's own events, not the session's envelopes), one
 `data:` line of JSON, and a blank line. While nothing is sent, a `: ping` comment goes out every
-`ping_s` seconds, which also finds clients that went away. Frames are read from their source into a
-bounded buffer; a client that does not drain it has its stream closed with a `closing` event naming
+`ping_s` seconds or so, which also finds clients that went away. Frames are read from their source into
+a bounded buffer, and whatever is in it goes out in one write (a committed batch of envelopes reaches the
+client together); a client that does not drain it has its stream closed with a `closing` event naming
 the reason, so it reconnects and resumes by cursor instead of the server holding its backlog. A source
 that fails (a store that cannot be read) ends the stream with a `closing` event saying so.
+
+Between a batch's commit and the client's socket there are two hops of the event loop (the subscriber's
+queue wakes the reader, the reader wakes the writer) and nothing per event that waits or allocates a
+task or a timer: on a loaded loop every hop waits behind everything else that is ready.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from auger.protocol.jsontext import dumps
@@ -43,7 +49,13 @@ def frame(data: Any, *, event: str | None = None, seq: int | None = None) -> byt
 class SseResponse:
     """Streams `frames` to the client until they end, the client leaves, `closing` is set (then a final
     `closing` event says the server is going away), or — watched for `principal` — its user loses access
-    (the final word says so)."""
+    (the final word says so).
+
+    Two tasks and nothing per event: a reader moves frames from the source into a bounded buffer and
+    wakes the writer, which sends everything buffered in one write. Going away, closing and losing
+    access wake the writer too, through callbacks set once; the ping is one timer that re-arms itself and
+    sends `: ping` when nothing was sent since it last ran (so an idle stream gets one every `ping_s` to
+    2 × `ping_s` seconds)."""
 
     def __init__(self, frames: AsyncIterator[bytes], closing: asyncio.Event, *, ping_s: float = PING_S,
                  buffer: int = BUFFER, watch: Watch | None = None, principal: Principal | None = None) -> None:
@@ -54,21 +66,30 @@ class SseResponse:
         self.watch = watch
         self.principal = principal
         self.failure: str | None = None  # why the source broke off, told in the final `closing` event
+        self._pending: deque[bytes] = deque()  # read from the source, not yet sent
+        self._read_all = False  # the source ended, failed or was given up on: nothing more comes
+        self._lagged = False  # the client let `buffer` frames pile up: its stream is closed
+        self._sent = False  # something went out since the ping timer last ran
+        self._ping_due = False
+        self._wake: asyncio.Future[None] | None = None  # the writer waits on it while it has nothing to do
+        self._ping: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store"),
             (b"x-accel-buffering", b"no")]})
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue(self.buffer)
-        lagged = asyncio.Event()
+        loop = asyncio.get_running_loop()
         revoked = self.watch.follow(self.principal) if self.watch and self.principal else asyncio.Event()
-        reader = asyncio.create_task(self._read(queue, lagged))
+        reader = asyncio.create_task(self._read())
         gone = asyncio.create_task(_disconnected(receive))
         closing = asyncio.create_task(self.closing.wait())
         ending = asyncio.create_task(revoked.wait())
+        for task in (gone, closing, ending):
+            task.add_done_callback(lambda _: self._nudge())
+        self._ping = loop.call_later(self.ping_s, self._tick, loop)
         try:
             await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
-            final = await self._pump(send, queue, lagged, gone, closing, ending)
+            final = await self._write(send, loop, gone, closing, ending)
             if final is not None:
                 await send({"type": "http.response.body", "body": frame({"reason": final}, event="closing"),
                             "more_body": True})
@@ -76,61 +97,73 @@ class SseResponse:
         except OSError:  # the client went away mid-write
             pass
         finally:
+            if self._ping is not None:
+                self._ping.cancel()
             if self.watch is not None:
                 self.watch.forget(revoked)
             for task in (reader, gone, closing, ending):
                 task.cancel()
             await asyncio.gather(reader, gone, closing, ending, return_exceptions=True)
 
-    async def _pump(self, send: Send, queue: asyncio.Queue[bytes | None], lagged: asyncio.Event,
-                    gone: asyncio.Task[None], closing: asyncio.Task[bool], revoked: asyncio.Task[bool]
-                    ) -> str | None:
+    async def _write(self, send: Send, loop: asyncio.AbstractEventLoop, gone: asyncio.Task[None],
+                     closing: asyncio.Task[bool], revoked: asyncio.Task[bool]) -> str | None:
         """Send frames as they come; returns the reason for a final `closing` event, or None."""
         while True:
             if revoked.done():
                 return self.revoked_reason()
-            if queue.empty() and lagged.is_set():
+            if gone.done():
+                return None
+            if self._pending:  # all of it in one write: a committed batch reaches the client at once
+                body = b"".join(self._pending)
+                self._pending.clear()
+                self._sent = True
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                continue
+            if self._lagged:
                 return "lagging: reconnect with Last-Event-ID to resume"
-            getter = asyncio.create_task(queue.get())
-            done, _ = await asyncio.wait({getter, gone, closing, revoked}, timeout=self.ping_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done or revoked in done:
-                getter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await getter
-                if revoked in done:
-                    return self.revoked_reason()
-                if getter.cancelled() or not getter.done():
-                    if gone in done:
-                        return None
-                    if closing in done:
-                        return "the server is shutting down"
-                    await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
-                    continue
-            chunk = getter.result()
-            if chunk is None:
+            if self._read_all:
                 return self.failure
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if closing.done():
+                return "the server is shutting down"
+            if self._ping_due:
+                self._ping_due = False
+                await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+                continue
+            self._wake = loop.create_future()
+            await self._wake
+
+    def _nudge(self) -> None:
+        """Wake the writer: there is something to send or to decide."""
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The ping timer: a ping is due when nothing went out since the last tick."""
+        if not self._sent:
+            self._ping_due = True
+            self._nudge()
+        self._sent = False
+        self._ping = loop.call_later(self.ping_s, self._tick, loop)
 
     def revoked_reason(self) -> str:
         if self.principal is not None and self.principal.session is not None:
             return "access revoked: this share link was revoked or has expired"
         return "access revoked: this user's token no longer opens this server"
 
-    async def _read(self, queue: asyncio.Queue[bytes | None], lagged: asyncio.Event) -> None:
+    async def _read(self) -> None:
         try:
             async for chunk in self.frames:
-                try:
-                    queue.put_nowait(chunk)
-                except asyncio.QueueFull:
-                    lagged.set()
+                if len(self._pending) >= self.buffer:
+                    self._lagged = True
                     return
-            await queue.put(None)
+                self._pending.append(chunk)
+                self._nudge()
         except Exception as exc:  # the source failed (a store that cannot be read): say so, then end
             log_failure(log, "an event stream", exc)
             self.failure = f"the stream failed: {exc}"
-            await queue.put(None)
         finally:
+            self._read_all = True
+            self._nudge()
             with contextlib.suppress(Exception):
                 await self.frames.aclose()  # type: ignore[attr-defined]  # an async generator
 
