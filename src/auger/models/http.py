@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import sys
 from typing import Any, AsyncIterator, Callable
 
 import httpx
@@ -25,6 +27,7 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum contex
 
 
 def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float) -> httpx.AsyncClient:
+    _note_sniffio_absent()
     verify: Any = tls.context() if base_url.startswith("https:") else False  # built once, maybe ahead (tls.py)
     return httpx.AsyncClient(
         headers=headers,
@@ -32,6 +35,15 @@ def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float
         verify=verify,
         http2=False,
     )
+
+
+def _note_sniffio_absent() -> None:
+    """httpcore imports sniffio each time it sets up a lock, which is every request; anyio no longer
+    needs sniffio, and where it is not installed each of those imports searched all of sys.path before
+    failing. Recording once that it is absent makes them fail at once, as Python's import system does for
+    a None in sys.modules; an installed sniffio is left alone."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 
 def transport_error(exc: httpx.HTTPError, url: str) -> ModelError:
