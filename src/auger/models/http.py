@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
 import sys
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import httpx
 
@@ -20,6 +21,9 @@ from auger.protocol.jsontext import dumps as json_dumps
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.models.retry import parse_retry_after
 
+if TYPE_CHECKING:
+    import ssl
+
 log = logging.getLogger("auger.models")
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
@@ -28,13 +32,26 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum contex
 
 def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float) -> httpx.AsyncClient:
     _note_sniffio_absent()
-    verify: Any = tls.context() if base_url.startswith("https:") else False  # built once, maybe ahead (tls.py)
+    # built once, maybe ahead (tls.py); a plain-HTTP client's is never used, and is shared
+    verify: Any = tls.context() if base_url.startswith("https:") else _unverified_context()
     return httpx.AsyncClient(
         headers=headers,
         timeout=httpx.Timeout(connect=15.0, read=idle_timeout, write=30.0, pool=30.0),
         verify=verify,
         http2=False,
     )
+
+
+@functools.cache
+def _unverified_context() -> ssl.SSLContext:
+    """What httpx would build for `verify=False`, made once: every client of a plain-HTTP server (a local
+    one, a hundred sessions' worth) would otherwise build its own."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _note_sniffio_absent() -> None:
