@@ -62,6 +62,7 @@ class Result:
     completed: int
     tool_calls: int
     wall_s: float
+    cpu_s: float  # our CPU time (user + system, all threads) while the sessions ran: less noisy than wall
     baseline_mb: float  # our RSS once the engine is imported and the store open, before any session
     peak_mb: float  # our peak RSS while the sessions ran
     sandbox_procs: int  # processes beside ours (sandboxes, supervisors) with all N sessions open
@@ -171,17 +172,17 @@ async def run_sessions(n: int, base_url: str, project: Path, *, sandbox: str = "
 
         tracemalloc.start(10)
     baseline = _rss_mb()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         outcomes = await asyncio.gather(*(one() for _ in range(n)))
     finally:
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         if trace:
             import tracemalloc
 
             tracemalloc.stop()
         await store.aclose()
-    return Result(n, sum(outcomes), calls, wall, baseline, _peak_mb(), *beside[0], top,
+    return Result(n, sum(outcomes), calls, wall, cpu, baseline, _peak_mb(), *beside[0], top,
                   dict(problems.most_common(10)))
 
 
@@ -215,11 +216,12 @@ def measure(n: int, base_url: str, project: Path, home: Path, sandbox: str, trac
 
 
 def table(results: list[Result]) -> str:
-    rows = [f"{'sessions':>8} {'done':>5} {'calls':>6} {'wall s':>7} {'base MB':>8} {'peak MB':>8} "
+    rows = [f"{'sessions':>8} {'done':>5} {'calls':>6} {'wall s':>7} {'cpu s':>6} {'base MB':>8} {'peak MB':>8} "
             f"{'MB/session':>10} {'sandbox procs':>13} {'their PSS MB':>12}"]
     for r in results:
-        rows.append(f"{r.sessions:>8} {r.completed:>5} {r.tool_calls:>6} {r.wall_s:>7.2f} {r.baseline_mb:>8.1f} "
-                    f"{r.peak_mb:>8.1f} {r.per_session_mb:>10.3f} {r.sandbox_procs:>13} {r.sandbox_mb:>12.1f}")
+        rows.append(f"{r.sessions:>8} {r.completed:>5} {r.tool_calls:>6} {r.wall_s:>7.2f} {r.cpu_s:>6.2f} "
+                    f"{r.baseline_mb:>8.1f} {r.peak_mb:>8.1f} {r.per_session_mb:>10.3f} {r.sandbox_procs:>13} "
+                    f"{r.sandbox_mb:>12.1f}")
     at_100 = next((r for r in results if r.sessions == 100), None)
     if at_100 is not None:
         verdict = "met" if at_100.peak_mb <= TARGET_MB_AT_100 else "NOT met"
@@ -243,7 +245,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, mock_server() as server:
         project = make_project(Path(tmp))
         for n in args.sessions:
-            home = Path(tmp) / f"home-{n}"
+            home = Path(tmp) / f"home-{len(results)}-{n}"  # an N may be given twice: each run starts afresh
             home.mkdir()
             results.append(measure(n, server.base_url, project, home, args.sandbox, args.trace))
             for line in results[-1].top_allocations:

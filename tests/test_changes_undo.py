@@ -163,6 +163,20 @@ def test_user_repository_untouched_by_snapshots(tmp_path: Path) -> None:
     assert not (root / ".git/auger-index").exists() and store.snapdir not in root.parents
 
 
+def test_sessions_opened_together_take_one_first_snapshot(tmp_path: Path) -> None:
+    """Several sessions of one project warming up at once (each with its own store): the first takes the
+    first snapshot, the others find it taken once they hold the repository, and take none."""
+    root = tmp_path / "proj"
+    make_project(root, git=False)
+    stores = [store_for(tmp_path, root) for _ in range(4)]
+
+    async def warm_all() -> None:
+        await asyncio.gather(*(s.first_snapshot(f"session {i}: session start") for i, s in enumerate(stores)))
+
+    asyncio.run(warm_all())
+    assert len(asyncio.run(stores[0].list())) == 1 and stores[0].indexed
+
+
 def test_conflicting_edit_after_turn_refuses_and_changes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     make_project(root, git=False)

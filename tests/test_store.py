@@ -140,6 +140,41 @@ def test_concurrent_event_writers_on_other_connections_never_leave_a_gap(db_targ
     assert asyncio.run(main()) == list(range(1, 31))
 
 
+def test_writes_queued_together_run_in_order_and_each_fails_alone(db_target):
+    """Many sessions writing at once (the SQLite store runs the writes queued meanwhile in one pass): every
+    write is stored in the order it was queued, a refused one fails only its own caller, and a closed
+    store refuses a write at once."""
+    async def body(store):
+        for n in range(20):
+            await store.create_session(record(f"s{n}"))
+        writes = []
+        for first in (1, 4, 7):
+            for n in range(20):
+                writes.append(store.append_events(f"s{n}", envelopes(f"s{n}", first, 3)))
+            writes.append(store.append_events("s0", envelopes("s0", 99, 1)))  # does not follow: refused
+        items = [store.append(f"s{n % 20}", "t", UserMessage(f"u{n}")) for n in range(40)]
+        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+        seqs = await asyncio.gather(*items)
+        refused = [o for o in outcomes if o is not None]
+        assert len(refused) == 3 and all(isinstance(o, StoreError) for o in refused), refused
+        assert all(outcomes[i] is None for i in range(len(outcomes)) if i % 21 != 20)
+        assert sorted(seqs) == sorted([1, 2] * 20)
+        return [[e.seq for e in await store.load_events(f"s{n}")] for n in range(20)]
+
+    assert run(db_target, body) == [list(range(1, 10))] * 20
+
+
+def test_a_closed_sqlite_store_refuses_a_write_at_once(tmp_path):
+    async def main():
+        store = open_store(str(tmp_path / "s.db"))
+        await store.create_session(record("s"))
+        await store.aclose()
+        with pytest.raises(RuntimeError):
+            store.append_events("s", envelopes("s", 1, 1))
+
+    asyncio.run(main())
+
+
 def test_a_submission_id_is_used_once(db_target):
     async def body(store):
         await store.create_session(record("s"))

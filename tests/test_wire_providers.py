@@ -342,6 +342,25 @@ def test_probe_is_skipped_for_explicit_config_and_cached():
         assert len(server.requests) == 2 * once, "a client asks its server once per model"
 
 
+def test_clients_asking_one_server_at_once_share_one_question(tmp_path):
+    """Sessions opened together (each with its own client) ask the server once between them; one that stops
+    waiting leaves the others their answer."""
+    with MockChatServer(routes={"POST /api/show": rec.ollama_show(131072, num_ctx=9000)}) as server:
+        clients = [_chat(server, "gpt-oss:20b") for _ in range(5)]
+
+        async def main():
+            try:
+                learned = [learn_window(c, explicit=False, cache_dir=tmp_path) for c in clients]
+                await learned[0].aclose()
+                return [await w.wait() for w in learned[1:]]
+            finally:
+                for c in clients:
+                    await c.aclose()
+
+        assert asyncio.run(main()) == [9000] * 4
+        assert [r.path for r in server.requests] == ["/v1/models", "/api/show"]
+
+
 def test_session_uses_the_ollama_window_and_warns_when_the_first_request_fills_it(project):
     routes = {"POST /api/show": rec.ollama_show(131072, num_ctx=1024)}
     with MockChatServer([Reply(text="summary")] * 4, routes=routes) as server:

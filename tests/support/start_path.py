@@ -29,7 +29,7 @@ ENV = "START_PATH_MODULES"
 class FirstRequest(NamedTuple):
     """What the process had done when its first model request left."""
 
-    modules: list[str]  # sys.modules, sorted
+    modules: list[str]  # sys.modules, sorted (not the names recorded as absent: a None is no module)
     dataclasses: int  # classes made dataclasses (auger's and the libraries')
     regexes: int  # patterns compiled (re's cache misses)
 
@@ -101,7 +101,7 @@ def _write_once() -> None:
         return
     _written = True
     with open(os.environ[ENV], "w", encoding="utf-8") as f:
-        json.dump({"modules": sorted(sys.modules), **_made}, f)
+        json.dump({"modules": sorted(name for name, module in sys.modules.items() if module is not None), **_made}, f)
 
 
 def _count(module: Any, name: str, what: str) -> None:

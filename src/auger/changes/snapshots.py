@@ -321,65 +321,76 @@ class SnapshotStore:
     async def snapshot(self, message: str = "auger snapshot") -> Snapshot:
         """Record the working tree now, as a commit referenced under refs/auger/snapshots/."""
         async with self._exclusive():
-            new_own = self._sync_excludes()
-            kept = self._load_kept()
-            if kept is None:  # bits written down against other usual bits, or lost: look at every
-                with contextlib.suppress(FileNotFoundError):  # file again, once
-                    os.unlink(self.snapdir / "auger-index")
-                kept = _Kept({}, [])
-            started = int(time.time())
-            protects = await self.protects()
-            if not self.indexed:  # nothing recorded yet: nothing to clear out of the index
-                self._purged_for = self.protected.rules
-            changed, new, ignored = await self._listing()
-            recorded, unrecorded = self._ignored([p for p in ignored if not protects(p.rstrip("/"))])
-            pick = self._select({p for p in changed | set(kept.recheck) if not protects(p)},
-                                [p for p in new if not protects(p.rstrip("/"))], recorded)
-            if new_own:  # auger's own files that an earlier snapshot recorded: out of the index
-                held = await self.git("ls-files", "-z", "-c", "--", *(f":(literal){rel}" for rel in new_own))
-                pick.odd += [os.fsdecode(p) for p in held.split(b"\0") if p]
-            if self._purged_for is not self.protected.rules or any(map(protects, changed)):
-                # protected files an earlier snapshot (or an earlier rule set) recorded: out of the index
-                held = await self.git("ls-files", "-z", "-c")
-                pick.odd += [path for path in (os.fsdecode(p) for p in held.split(b"\0") if p) if protects(path)]
-                self._purged_for = self.protected.rules
-            for path in pick.gone + pick.odd + pick.present:
-                kept.files.pop(path, None)
-            kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
-            # A chmod in the same second as the ctime the index records is invisible to git (it
-            # keeps whole seconds): such files are looked at again next time.
-            kept.recheck = [p for p, ctime in pick.ctimes.items() if ctime >= started]
-            self._save_kept(kept)  # before the index: a kill in between only means another look
-            if pick.odd:  # paths now beyond a symlink or turned into directories: git would refuse them
-                await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(pick.odd))
-            if len(pick.present) >= self.bulk_files:
-                await asyncio.to_thread(self._pack_blobs, pick.present)
-            if pick.present or pick.gone:  # one pass over the index: it is rewritten whole each time
-                await self.git("update-index", "-z", "--add", "--remove", "--replace", "--stdin",
-                               stdin=_nul(pick.present + pick.gone))
-            bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
-            trailers = f"{_MODES_TRAILER}{bits}\n"
-            if unrecorded:
-                listed = dict(sorted(unrecorded.items())[:UNRECORDED_LISTED])
-                trailers += f"{_UNRECORDED_TRAILER}{json.dumps(listed, sort_keys=True)}\n"
-            last = self._last
-            if last is not None and (last.trailers != trailers or time.monotonic() - last.at > REUSE_WINDOW):
-                last = None
-            if last is not None and not (pick.odd or pick.present or pick.gone) and \
-                    last.index == _stamp(self.snapdir / "auger-index"):
-                return Snapshot(last.commit, last.tree, tuple(pick.warnings))  # nothing changed since
-            tree = (await self.git("write-tree")).decode().strip()  # (it may write the index: stamped after)
-            if last is not None and last.tree == tree:  # files looked at again, found as they were
-                self._last = dataclasses.replace(last, index=_stamp(self.snapdir / "auger-index"))
-                return Snapshot(last.commit, tree, tuple(pick.warnings))
-            text = f"{message or 'auger snapshot'}\n\n{trailers}"
-            commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
-            await self.git("update-ref", REF_PREFIX + commit, commit)
-            self._last = _Made(commit, tree, trailers, _stamp(self.snapdir / "auger-index"), time.monotonic())
-            self._messages[commit] = text
-            while len(self._messages) > 64:
-                del self._messages[next(iter(self._messages))]
-            return Snapshot(commit, tree, tuple(pick.warnings))
+            return await self._snapshot_held(message)
+
+    async def first_snapshot(self, message: str) -> None:
+        """A first snapshot, unless one was taken here already: asked again once the repository is held,
+        so sessions of one project opened together take one first snapshot, not one each."""
+        async with self._exclusive():
+            if not self.indexed:
+                await self._snapshot_held(message)
+
+    async def _snapshot_held(self, message: str) -> Snapshot:
+        """`snapshot`, with the repository held."""
+        new_own = self._sync_excludes()
+        kept = self._load_kept()
+        if kept is None:  # bits written down against other usual bits, or lost: look at every
+            with contextlib.suppress(FileNotFoundError):  # file again, once
+                os.unlink(self.snapdir / "auger-index")
+            kept = _Kept({}, [])
+        started = int(time.time())
+        protects = await self.protects()
+        if not self.indexed:  # nothing recorded yet: nothing to clear out of the index
+            self._purged_for = self.protected.rules
+        changed, new, ignored = await self._listing()
+        recorded, unrecorded = self._ignored([p for p in ignored if not protects(p.rstrip("/"))])
+        pick = self._select({p for p in changed | set(kept.recheck) if not protects(p)},
+                            [p for p in new if not protects(p.rstrip("/"))], recorded)
+        if new_own:  # auger's own files that an earlier snapshot recorded: out of the index
+            held = await self.git("ls-files", "-z", "-c", "--", *(f":(literal){rel}" for rel in new_own))
+            pick.odd += [os.fsdecode(p) for p in held.split(b"\0") if p]
+        if self._purged_for is not self.protected.rules or any(map(protects, changed)):
+            # protected files an earlier snapshot (or an earlier rule set) recorded: out of the index
+            held = await self.git("ls-files", "-z", "-c")
+            pick.odd += [path for path in (os.fsdecode(p) for p in held.split(b"\0") if p) if protects(path)]
+            self._purged_for = self.protected.rules
+        for path in pick.gone + pick.odd + pick.present:
+            kept.files.pop(path, None)
+        kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
+        # A chmod in the same second as the ctime the index records is invisible to git (it
+        # keeps whole seconds): such files are looked at again next time.
+        kept.recheck = [p for p, ctime in pick.ctimes.items() if ctime >= started]
+        self._save_kept(kept)  # before the index: a kill in between only means another look
+        if pick.odd:  # paths now beyond a symlink or turned into directories: git would refuse them
+            await self.git("update-index", "-z", "--force-remove", "--stdin", stdin=_nul(pick.odd))
+        if len(pick.present) >= self.bulk_files:
+            await asyncio.to_thread(self._pack_blobs, pick.present)
+        if pick.present or pick.gone:  # one pass over the index: it is rewritten whole each time
+            await self.git("update-index", "-z", "--add", "--remove", "--replace", "--stdin",
+                           stdin=_nul(pick.present + pick.gone))
+        bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
+        trailers = f"{_MODES_TRAILER}{bits}\n"
+        if unrecorded:
+            listed = dict(sorted(unrecorded.items())[:UNRECORDED_LISTED])
+            trailers += f"{_UNRECORDED_TRAILER}{json.dumps(listed, sort_keys=True)}\n"
+        last = self._last
+        if last is not None and (last.trailers != trailers or time.monotonic() - last.at > REUSE_WINDOW):
+            last = None
+        if last is not None and not (pick.odd or pick.present or pick.gone) and \
+                last.index == _stamp(self.snapdir / "auger-index"):
+            return Snapshot(last.commit, last.tree, tuple(pick.warnings))  # nothing changed since
+        tree = (await self.git("write-tree")).decode().strip()  # (it may write the index: stamped after)
+        if last is not None and last.tree == tree:  # files looked at again, found as they were
+            self._last = dataclasses.replace(last, index=_stamp(self.snapdir / "auger-index"))
+            return Snapshot(last.commit, tree, tuple(pick.warnings))
+        text = f"{message or 'auger snapshot'}\n\n{trailers}"
+        commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
+        await self.git("update-ref", REF_PREFIX + commit, commit)
+        self._last = _Made(commit, tree, trailers, _stamp(self.snapdir / "auger-index"), time.monotonic())
+        self._messages[commit] = text
+        while len(self._messages) > 64:
+            del self._messages[next(iter(self._messages))]
+        return Snapshot(commit, tree, tuple(pick.warnings))
 
     def _load_kept(self) -> _Kept | None:
         """The permission bits kept beside the index, or None when they cannot be trusted (written

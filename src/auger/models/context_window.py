@@ -16,7 +16,8 @@ the user's machine: `local_server`): a hosted API's models are described in the 
 trip to it would only slow the start. Explicit configuration (`model_context_window`, a model table) wins
 and is never probed. The question never delays a request: `learn_window` asks in the background while the
 session goes on with the registry's window, and the answer applies from the next use of the window on
-(engine/turn/turn_context.py reads it live). Answers are kept per server and model in the cache directory for
+(engine/turn/turn_context.py reads it live); sessions asking the same server at once share one question.
+Answers are kept per server and model in the cache directory for
 CACHE_TTL (a server restarted with another context length is asked again after that), so most sessions
 have the real window before their first request; a failed probe is a quiet fallback, never an error, and
 is not kept.
@@ -51,6 +52,7 @@ _NUM_CTX = lazy_compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 _LOCAL_PROVIDERS = frozenset(p.name for p in BUILTIN.values() if p.base_url.startswith(LOCAL_PREFIXES))
 
 _answers: weakref.WeakKeyDictionary[ModelClient, dict[str, int | None]] = weakref.WeakKeyDictionary()
+_in_flight: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[int | None]] = {}  # (loop, key): see _asking
 
 
 class LearnedWindow:
@@ -102,6 +104,22 @@ def learn_window(client: ModelClient, *, explicit: bool, cache_dir: Path | None)
     if found:
         return LearnedWindow(client.model, window)
 
+    asked = _asking(client, key, cache_dir)
+
+    async def ask() -> int | None:
+        return await asyncio.shield(asked)  # a session that stops waiting leaves the others their answer
+
+    return LearnedWindow(client.model, asking=asyncio.create_task(ask(), name=f"window-{client.model}"))
+
+
+def _asking(client: ModelClient, key: str, cache_dir: Path | None) -> asyncio.Task[int | None]:
+    """The one question to `key`'s server in flight on this loop: sessions opened together (a server's
+    many clients, a benchmark's hundred) share it instead of asking the same thing once each."""
+    loop = asyncio.get_running_loop()
+    found = _in_flight.get((loop, key))
+    if found is not None:
+        return found
+
     async def ask() -> int | None:
         answer = await _probe(client)
         if isinstance(answer, _Failed):
@@ -109,7 +127,10 @@ def learn_window(client: ModelClient, *, explicit: bool, cache_dir: Path | None)
         _keep(cache_dir, key, answer)
         return answer
 
-    return LearnedWindow(client.model, asking=asyncio.create_task(ask(), name=f"window-{client.model}"))
+    task = loop.create_task(ask(), name=f"window-probe-{client.model}")
+    _in_flight[(loop, key)] = task
+    task.add_done_callback(lambda _: _in_flight.pop((loop, key), None))
+    return task
 
 
 def local_server(client: ModelClient) -> bool:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
-from typing import Any, AsyncIterator, Callable
+import sys
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import httpx
 
@@ -18,6 +21,9 @@ from auger.protocol.jsontext import dumps as json_dumps
 from auger.protocol.jsontext import loads as loads_bounded
 from auger.models.retry import parse_retry_after
 
+if TYPE_CHECKING:
+    import ssl
+
 log = logging.getLogger("auger.models")
 
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
@@ -25,13 +31,36 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum contex
 
 
 def make_http_client(base_url: str, headers: dict[str, str], idle_timeout: float) -> httpx.AsyncClient:
-    verify: Any = tls.context() if base_url.startswith("https:") else False  # built once, maybe ahead (tls.py)
+    _note_sniffio_absent()
+    # built once, maybe ahead (tls.py); a plain-HTTP client's is never used, and is shared
+    verify: Any = tls.context() if base_url.startswith("https:") else _unverified_context()
     return httpx.AsyncClient(
         headers=headers,
         timeout=httpx.Timeout(connect=15.0, read=idle_timeout, write=30.0, pool=30.0),
         verify=verify,
         http2=False,
     )
+
+
+@functools.cache
+def _unverified_context() -> ssl.SSLContext:
+    """What httpx would build for `verify=False`, made once: every client of a plain-HTTP server (a local
+    one, a hundred sessions' worth) would otherwise build its own."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _note_sniffio_absent() -> None:
+    """httpcore imports sniffio each time it sets up a lock, which is every request; anyio no longer
+    needs sniffio, and where it is not installed each of those imports searched all of sys.path before
+    failing. Recording once that it is absent makes them fail at once, as Python's import system does for
+    a None in sys.modules; an installed sniffio is left alone."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 
 def transport_error(exc: httpx.HTTPError, url: str) -> ModelError:

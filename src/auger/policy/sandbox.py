@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
@@ -153,6 +153,14 @@ class Sandbox(Protocol):
 
 def _real(path: Path | str) -> Path:
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
+
+
+def _existing_real(paths: Iterable[Path | str]) -> set[Path]:
+    """The resolved forms of those of `paths` that exist. Whether a path exists is asked first, with one
+    stat (which follows symlinks as resolving does): most credential paths a sandbox hides are absent, and
+    resolving one walks each of its components."""
+    return {r for r in (_real(p) for p in paths if os.path.exists(os.path.expanduser(os.fspath(p))))
+            if os.path.exists(r)}
 
 
 def user_homes(env: Mapping[str, str]) -> list[Path]:
@@ -266,7 +274,7 @@ def _plan(env: dict[str, str], policy: SandboxPolicy, tmp: Path | None) -> _Plan
     # command starts must not decide what it can read.
     # Containment is looked up by ancestors in a set: a project may hold thousands of protected files.
     needed = [*_essential_paths(), *(_real(p) for p in policy.exposed)]
-    hidden_real = sorted({r for r in map(_real, hidden) if os.path.exists(r)}, key=lambda p: len(p.parts))
+    hidden_real = sorted(_existing_real(hidden), key=lambda p: len(p.parts))
     hidden_final: list[Path] = []
     kept: set[Path] = set()
     for h in hidden_real:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from auger.lazy_dataclass import Deferred, dataclass
@@ -75,6 +76,13 @@ def known_secrets(config: Config | None, env: Mapping[str, str], key_envs: Itera
 
 def secret_name(name: str, patterns: Iterable[str]) -> bool:
     """Whether a variable (or setting) named `name` holds a secret, by the `[secrets] env` patterns."""
+    return _secret_name(name, tuple(patterns))
+
+
+@lru_cache(maxsize=4096)
+def _secret_name(name: str, patterns: tuple[str, ...]) -> bool:
+    """Kept per name and patterns: every session of a process asks it of each variable of the same
+    environment, against the same patterns."""
     upper = name.upper()
     return any(fnmatch.fnmatchcase(upper, p.upper()) for p in patterns)
 

@@ -36,6 +36,7 @@ import re
 import stat
 import threading
 from collections import deque
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
@@ -76,8 +77,10 @@ class Rule(NamedTuple):
     regex: re.Pattern[str]
 
 
+@lru_cache(maxsize=4096)
 def compile_rule(text: str, source: str) -> Rule | None:
-    """A gitignore-syntax line as a Rule; None for a blank line or a comment."""
+    """A gitignore-syntax line as a Rule; None for a blank line or a comment. Kept per line: every
+    session of a process starts from the same few dozen default patterns, and a Rule never changes."""
     line = text.rstrip("\n\r")
     if line.startswith("#"):
         return None

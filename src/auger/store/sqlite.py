@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import sqlite3
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +39,7 @@ from auger.store.base import (
 __all__ = ["SqliteStore", "StoreError"]
 
 T = TypeVar("T")
+_Outcome = tuple["asyncio.Future[Any]", Any, "Exception | None"]  # a write's waiter, its result, its failure
 log = logging.getLogger("auger.store")
 
 # Columns older files may lack that schema 8's idempotent statements do not add (7: a fork's inherited usage).
@@ -56,6 +58,10 @@ class SqliteStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="auger-sqlite")
+        self._writes: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []  # not yet run
+        self._writes_lock = threading.Lock()
+        self._draining = False  # a pass of _drain_writes is queued or running: it will see new writes
+        self._closed = False
         self._conn: sqlite3.Connection | None = None
         self._owner = (os.getpid(), socket.gethostname())
         self.holder = f"{self._owner[1]}:{self._owner[0]}"
@@ -70,8 +76,47 @@ class SqliteStore:
         return await self._queue_write(fn)
 
     def _queue_write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        """Queue a write on the writer thread now (writes run in the order they were queued)."""
-        return asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn, "write")
+        """Queue a write on the writer thread now (writes run in the order they were queued). Writes queued
+        while others wait are run by one pass of the thread and answered with one wake-up of the loop, so
+        many sessions writing at once cost a hand-over per batch, not per write; each write is still its
+        own transaction, committed before its future is done."""
+        if self._closed:
+            raise RuntimeError("the session store is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._writes_lock:
+            self._writes.append((fn, future))
+            idle, self._draining = not self._draining, True
+        if idle:
+            try:
+                self._executor.submit(self._drain_writes)
+            except RuntimeError:  # the executor was shut down: refuse the write as it would have been
+                with self._writes_lock:
+                    self._writes, self._draining = [], False
+                raise
+        return future
+
+    def _drain_writes(self) -> None:
+        """On the writer thread: run the queued writes in order, a batch at a time, and hand each batch's
+        outcomes to the loops waiting for them; stop once none is left."""
+        while True:
+            with self._writes_lock:
+                batch, self._writes = self._writes, []
+                if not batch:
+                    self._draining = False
+                    return
+            outcomes: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+            for fn, future in batch:
+                outcome: _Outcome
+                try:
+                    outcome = (future, self._call(fn, "write"), None)
+                except Exception as exc:  # noqa: BLE001 - the write's own failure, handed to its waiter
+                    outcome = (future, None, exc)
+                outcomes.setdefault(future.get_loop(), []).append(outcome)
+            for loop, settled in outcomes.items():
+                try:
+                    loop.call_soon_threadsafe(_settle, settled)
+                except RuntimeError:  # that loop is closed: nobody waits for these any more
+                    pass
 
     def _call(self, fn: Callable[[sqlite3.Connection], T], verb: str) -> T:
         """`fn` on the connection; a database error becomes one StoreError line naming the file and the
@@ -105,6 +150,7 @@ class SqliteStore:
             conn.close()
             self._conn = None
 
+        self._closed = True
         if self._conn is not None:
             await self._run(close)
         self._executor.shutdown(wait=False)
@@ -792,6 +838,17 @@ def migrate_file(path: Path) -> tuple[int, int]:
             conn.close()
     except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"cannot open session database {path}: {exc}") from exc
+
+
+def _settle(outcomes: list[_Outcome]) -> None:
+    """On the loop: give each write's waiter its result or failure (unless it stopped waiting)."""
+    for future, result, exc in outcomes:
+        if future.done():
+            continue
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
 
 
 def _migrate(conn: sqlite3.Connection, where: str) -> None:

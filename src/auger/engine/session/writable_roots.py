@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import cached_property
 from pathlib import Path
 
 from auger.policy.types import Classification
@@ -26,17 +27,21 @@ class WritableRoots:
     def __init__(self, *, projects: Sequence[Path], homes: Sequence[Path], own: Iterable[Path],
                  hidden: Iterable[Path] = (), bind: Callable[[Path], None] | None = None,
                  record: Record | None = None, warn: Callable[[str, str], None] = lambda turn_id, text: None) -> None:
-        self.projects = tuple(Path(os.path.realpath(p)) for p in projects)
-        self.homes = tuple(Path(os.path.realpath(p)) for p in homes)
-        self.own = tuple(Path(os.path.realpath(p)) for p in own)
-        self.hidden = tuple(Path(os.path.realpath(p)) for p in hidden)
+        self._given = (tuple(projects), tuple(homes), tuple(own), tuple(hidden))
         self.bind = bind  # makes a root writable in the session's sandbox (Confinement.add_writable)
         self.record = record
         self.warn = warn  # (turn id, text): what the user is shown
         self.paths: tuple[Path, ...] = ()
 
+    @cached_property
+    def _bounds(self) -> tuple[tuple[Path, ...], ...]:
+        """(projects, homes, own, hidden), resolved when a root is first judged: most sessions never
+        judge one, and resolving the few dozen credential paths is most of what opening them would cost."""
+        return tuple(tuple(Path(os.path.realpath(p)) for p in paths) for paths in self._given)
+
     def refusal(self, root: Path) -> str | None:
-        return refusal(root, projects=self.projects, homes=self.homes, own=self.own, hidden=self.hidden)
+        projects, homes, own, hidden = self._bounds
+        return refusal(root, projects=projects, homes=homes, own=own, hidden=hidden)
 
     def offer(self, c: Classification) -> Path | None:
         """The root an approval of `c` offers, or None: nothing outside, already granted, or refused."""

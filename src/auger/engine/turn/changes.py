@@ -129,7 +129,7 @@ class ChangeTracker:
         try:
             if self.snapshots.indexed:
                 return
-            await self.snapshots.snapshot(f"auger {self.session_id}: session start")
+            await self.snapshots.first_snapshot(f"auger {self.session_id}: session start")
         except Exception as exc:  # the turn's own snapshot reports a lasting problem
             log.debug("the start-up snapshot failed: %s", exc)
 
