@@ -37,7 +37,7 @@ import json
 import re
 import secrets as random_tokens
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from auger.fleet.policy import DELIVERIES, KINDS, MODES, TaskRefused, TaskSpec, check_row, check_spec
 
@@ -322,21 +322,21 @@ def _probe_value(key: str) -> Any:
 def delivery_id(headers: Mapping[str, str], body: bytes) -> str:
     """The id the sender gave this delivery (GitHub's `X-GitHub-Delivery`, or `X-Auger-Delivery`), or the
     hash of its body: the same delivery sent again is recognised either way."""
-    for header in DELIVERY_HEADERS:
-        value = headers.get(header, "").strip()
-        if value:
-            if not _DELIVERY_ID.fullmatch(value):
-                raise ValueError(f"{header} must be 1-128 letters, digits or '._:-'")
-            return value
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+    given = _first_header(headers, DELIVERY_HEADERS, _DELIVERY_ID, "1-128 letters, digits or '._:-'")
+    return given or "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def event_name(headers: Mapping[str, str]) -> str:
-    for header in EVENT_HEADERS:
+    return _first_header(headers, EVENT_HEADERS, _EVENT, "1-64 letters, digits or '._-'")
+
+
+def _first_header(headers: Mapping[str, str], names: Sequence[str], shape: re.Pattern[str], said: str) -> str:
+    """The first of `names` the sender set ("" for none), refused unless it has `shape` (`said` in words)."""
+    for header in names:
         value = headers.get(header, "").strip()
         if value:
-            if not _EVENT.fullmatch(value):
-                raise ValueError(f"{header} must be 1-64 letters, digits or '._-'")
+            if not shape.fullmatch(value):
+                raise ValueError(f"{header} must be {said}")
             return value
     return ""
 

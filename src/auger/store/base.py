@@ -239,6 +239,15 @@ class ShareStore(Protocol):
         """When a share was last made or revoked (an open viewer's watch reads this)."""
 
 
+
+# The columns of the schedule and intake tables, in the order of their records' fields: both backends select
+# and insert them by these lists, so a record built from a row (`ScheduleRecord(*row)`) fits either.
+SCHEDULE_COLUMNS = ("id, cadence, tz, missed, spec, queue, priority, max_attempts, paused, next_run, created, "
+                    "created_by, last_run, last_target, runs, skipped")
+RUN_COLUMNS = "schedule_id, due, state, fired, late, missed, claimed_by, task_id, session_id, error"
+DELIVERY_COLUMNS = "intake, delivery_id, received, event, outcome, task_id, session_id, detail"
+
+
 @dataclass
 class ScheduleRecord(Deferred):
     """A schedule as stored: when it is due (`cadence` in `tz`; `next_run` is the next due time), what each run

@@ -47,8 +47,9 @@ from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.base import (
-    AuditRecord, DeliveryRecord, LinkRecord, PendingRecord, RunPlan, ScheduleRecord, ScheduleRun, SessionRecord,
-    ShareRecord, StoredItem, StoreError, UserExists, UserRecord, audit_filter, listed_sessions_filter,
+    DELIVERY_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS, AuditRecord, DeliveryRecord, LinkRecord, PendingRecord, RunPlan,
+    ScheduleRecord, ScheduleRun, SessionRecord, ShareRecord, StoredItem, StoreError, UserExists, UserRecord,
+    audit_filter, listed_sessions_filter,
 )
 from auger.store.migrations import Migration, migrations, newer_schema
 
@@ -380,23 +381,23 @@ class PostgresStore:
 
     # -- schedules and intake deliveries -----------------------------------------------------
     async def add_schedule(self, record: ScheduleRecord) -> None:
-        await self._exec(f"INSERT INTO schedules ({_SCHEDULE_COLUMNS}) VALUES ({', '.join(['%s'] * 16)})",
+        await self._exec(f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({', '.join(['%s'] * 16)})",
                          _schedule_values(record))
 
     async def get_schedule(self, id_or_prefix: str) -> ScheduleRecord | None:
-        rows = await self._read(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = %s", (id_or_prefix,))
+        rows = await self._read(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = %s", (id_or_prefix,))
         if not rows and len(id_or_prefix) >= 4 and id_or_prefix.isalnum():
-            rows = await self._read(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id LIKE %s LIMIT 2",
+            rows = await self._read(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id LIKE %s LIMIT 2",
                                     (id_or_prefix + "%",))
         return ScheduleRecord(*rows[0]) if len(rows) == 1 else None
 
     async def list_schedules(self) -> list[ScheduleRecord]:
-        return [ScheduleRecord(*r) for r in await self._read(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules "
+        return [ScheduleRecord(*r) for r in await self._read(f"SELECT {SCHEDULE_COLUMNS} FROM schedules "
                                                              "ORDER BY created")]
 
     async def update_schedule(self, schedule_id: str, *, paused: bool, next_run: float) -> ScheduleRecord | None:
         rows = await self._returning(f"UPDATE schedules SET paused = %s, next_run = %s WHERE id = %s "
-                                     f"RETURNING {_SCHEDULE_COLUMNS}", (paused, next_run, schedule_id), repeatable=True)
+                                     f"RETURNING {SCHEDULE_COLUMNS}", (paused, next_run, schedule_id), repeatable=True)
         return ScheduleRecord(*rows[0]) if rows else None
 
     async def remove_schedule(self, schedule_id: str) -> bool:
@@ -412,7 +413,7 @@ class PostgresStore:
 
         async def claim(conn: AsyncConnection) -> list[ScheduleRun]:
             rows = await (await conn.execute(
-                f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_run <= %s ORDER BY next_run "
+                f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_run <= %s ORDER BY next_run "
                 "LIMIT %s FOR UPDATE SKIP LOCKED", (now, limit))).fetchall()
             claimed: list[ScheduleRun] = []
             for row in rows:
@@ -440,7 +441,7 @@ class PostgresStore:
         rows = await self._returning(
             f"UPDATE schedule_runs SET claimed_by = %s, fired = %s WHERE (schedule_id, due) IN ("
             "SELECT schedule_id, due FROM schedule_runs WHERE state = 'claimed' AND fired < %s "
-            f"FOR UPDATE SKIP LOCKED) RETURNING {_RUN_COLUMNS}", (self.holder, now, now - older_than_s))
+            f"FOR UPDATE SKIP LOCKED) RETURNING {RUN_COLUMNS}", (self.holder, now, now - older_than_s))
         return [ScheduleRun(*r) for r in rows]
 
     async def finish_run(self, schedule_id: str, due: float, state: str, *, task_id: str | None = None,
@@ -456,7 +457,7 @@ class PostgresStore:
         await self.transaction(update)
 
     async def list_runs(self, schedule_id: str, limit: int = 20) -> list[ScheduleRun]:
-        rows = await self._read(f"SELECT {_RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = %s "
+        rows = await self._read(f"SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = %s "
                                 "ORDER BY due DESC LIMIT %s", (schedule_id, limit))
         return [ScheduleRun(*r) for r in rows]
 
@@ -479,11 +480,11 @@ class PostgresStore:
                 "INSERT INTO intake_deliveries AS d (intake, delivery_id, received, event, outcome) "
                 "VALUES (%s,%s,%s,%s,'received') ON CONFLICT (intake, delivery_id) DO UPDATE "
                 "SET received = EXCLUDED.received WHERE d.outcome = 'received' AND d.received < %s "
-                f"RETURNING {_DELIVERY_COLUMNS}", (intake, delivery_id, now, _text(event), now - retry_after_s))
+                f"RETURNING {DELIVERY_COLUMNS}", (intake, delivery_id, now, _text(event), now - retry_after_s))
             ).fetchone()
             if row is not None:
                 return True, DeliveryRecord(*row)
-            first = await (await conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries WHERE intake = %s "
+            first = await (await conn.execute(f"SELECT {DELIVERY_COLUMNS} FROM intake_deliveries WHERE intake = %s "
                                               "AND delivery_id = %s", (intake, delivery_id))).fetchone()
             assert first is not None, "the conflicting row exists"
             return False, DeliveryRecord(*first)
@@ -498,7 +499,7 @@ class PostgresStore:
 
     async def list_deliveries(self, intake: str | None = None, limit: int = 50) -> list[DeliveryRecord]:
         where, params = ("WHERE intake = %s", (intake,)) if intake is not None else ("", ())
-        rows = await self._read(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries {where} "
+        rows = await self._read(f"SELECT {DELIVERY_COLUMNS} FROM intake_deliveries {where} "
                                 "ORDER BY received DESC LIMIT %s", (*params, limit))
         return [DeliveryRecord(*r) for r in rows]
 
@@ -892,10 +893,6 @@ _APPEND_OUTPUT = (_ITEM + ", output AS (INSERT INTO tool_outputs (session_id, ca
                   "full_output = EXCLUDED.full_output)" + _TOUCH + "SELECT seq FROM item")
 _SESSION_SELECT = ("SELECT s.id, s.created, s.updated, s.cwd, s.provider, s.model, s.mode, s.title, "
                    "(SELECT COUNT(*) FROM items i WHERE i.session_id = s.id), s.created_by FROM sessions s")
-_SCHEDULE_COLUMNS = ("id, cadence, tz, missed, spec, queue, priority, max_attempts, paused, next_run, created, "
-                     "created_by, last_run, last_target, runs, skipped")
-_RUN_COLUMNS = "schedule_id, due, state, fired, late, missed, claimed_by, task_id, session_id, error"
-_DELIVERY_COLUMNS = "intake, delivery_id, received, event, outcome, task_id, session_id, detail"
 
 
 def _schedule_values(record: ScheduleRecord) -> tuple[Any, ...]:

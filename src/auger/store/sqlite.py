@@ -32,8 +32,9 @@ from auger.protocol.items import Item, ToolOutput
 from auger.protocol.jsontext import dumps as json_dumps
 from auger.store.migrations import migrations, newer_schema
 from auger.store.base import (
-    AuditRecord, DeliveryRecord, LinkRecord, PendingRecord, RunPlan, ScheduleRecord, ScheduleRun, SessionRecord,
-    ShareRecord, StoredItem, StoreError, UserExists, UserRecord, audit_filter, listed_sessions_filter,
+    DELIVERY_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS, AuditRecord, DeliveryRecord, LinkRecord, PendingRecord, RunPlan,
+    ScheduleRecord, ScheduleRun, SessionRecord, ShareRecord, StoredItem, StoreError, UserExists, UserRecord,
+    audit_filter, listed_sessions_filter,
 )
 
 __all__ = ["SqliteStore", "StoreError"]
@@ -338,16 +339,16 @@ class SqliteStore:
     # -- schedules and intake deliveries ------------------------------------------
     async def add_schedule(self, record: ScheduleRecord) -> None:
         def insert(conn: sqlite3.Connection) -> None:
-            conn.execute(f"INSERT INTO schedules ({_SCHEDULE_COLUMNS}) VALUES ({', '.join('?' * 16)})",
+            conn.execute(f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({', '.join('?' * 16)})",
                          _schedule_values(record))
 
         await self._write(insert)
 
     async def get_schedule(self, id_or_prefix: str) -> ScheduleRecord | None:
         def select(conn: sqlite3.Connection) -> ScheduleRecord | None:
-            rows = conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (id_or_prefix,)).fetchall()
+            rows = conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?", (id_or_prefix,)).fetchall()
             if not rows and len(id_or_prefix) >= 4 and id_or_prefix.isalnum():
-                rows = conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE id LIKE ? LIMIT 2",
+                rows = conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id LIKE ? LIMIT 2",
                                     (id_or_prefix + "%",)).fetchall()
             return _schedule(rows[0]) if len(rows) == 1 else None
 
@@ -355,14 +356,14 @@ class SqliteStore:
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         def select(conn: sqlite3.Connection) -> list[ScheduleRecord]:
-            return [_schedule(r) for r in conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules ORDER BY created")]
+            return [_schedule(r) for r in conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY created")]
 
         return await self._run(select)
 
     async def update_schedule(self, schedule_id: str, *, paused: bool, next_run: float) -> ScheduleRecord | None:
         def update(conn: sqlite3.Connection) -> ScheduleRecord | None:
             row = conn.execute(f"UPDATE schedules SET paused = ?, next_run = ? WHERE id = ? "
-                               f"RETURNING {_SCHEDULE_COLUMNS}", (int(paused), next_run, schedule_id)).fetchone()
+                               f"RETURNING {SCHEDULE_COLUMNS}", (int(paused), next_run, schedule_id)).fetchone()
             return _schedule(row) if row else None
 
         return await self._write(update)
@@ -384,7 +385,7 @@ class SqliteStore:
             claimed: list[ScheduleRun] = []
             with conn:
                 conn.execute("BEGIN IMMEDIATE")  # another process on the file waits, then sees them moved on
-                rows = conn.execute(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND next_run <= ? "
+                rows = conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND next_run <= ? "
                                     "ORDER BY next_run LIMIT ?", (now, limit)).fetchall()
                 for row in rows:
                     record = _schedule(row)
@@ -410,7 +411,7 @@ class SqliteStore:
     async def stale_runs(self, now: float, older_than_s: float) -> list[ScheduleRun]:
         def take(conn: sqlite3.Connection) -> list[ScheduleRun]:
             rows = conn.execute(f"UPDATE schedule_runs SET claimed_by = ?, fired = ? WHERE state = 'claimed' "
-                                f"AND fired < ? RETURNING {_RUN_COLUMNS}",
+                                f"AND fired < ? RETURNING {RUN_COLUMNS}",
                                 (self.holder, now, now - older_than_s)).fetchall()
             return [_run(r) for r in rows]
 
@@ -432,7 +433,7 @@ class SqliteStore:
 
     async def list_runs(self, schedule_id: str, limit: int = 20) -> list[ScheduleRun]:
         def select(conn: sqlite3.Connection) -> list[ScheduleRun]:
-            rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = ? "
+            rows = conn.execute(f"SELECT {RUN_COLUMNS} FROM schedule_runs WHERE schedule_id = ? "
                                 "ORDER BY due DESC LIMIT ?", (schedule_id, limit)).fetchall()
             return [_run(r) for r in rows]
 
@@ -457,11 +458,11 @@ class SqliteStore:
                     "INSERT INTO intake_deliveries (intake, delivery_id, received, event, outcome) "
                     "VALUES (?,?,?,?,'received') ON CONFLICT DO UPDATE SET received = excluded.received "
                     "WHERE outcome = 'received' AND received < ? "
-                    f"RETURNING {_DELIVERY_COLUMNS}", (intake, delivery_id, now, to_db(event), now - retry_after_s)
+                    f"RETURNING {DELIVERY_COLUMNS}", (intake, delivery_id, now, to_db(event), now - retry_after_s)
                 ).fetchone()
                 if row is not None:
                     return True, _delivery(row)
-                first = conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries WHERE intake = ? AND "
+                first = conn.execute(f"SELECT {DELIVERY_COLUMNS} FROM intake_deliveries WHERE intake = ? AND "
                                      "delivery_id = ?", (intake, delivery_id)).fetchone()
                 return False, _delivery(first)
 
@@ -479,7 +480,7 @@ class SqliteStore:
     async def list_deliveries(self, intake: str | None = None, limit: int = 50) -> list[DeliveryRecord]:
         def select(conn: sqlite3.Connection) -> list[DeliveryRecord]:
             where, params = ("WHERE intake = ?", (intake,)) if intake is not None else ("", ())
-            rows = conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM intake_deliveries {where} "
+            rows = conn.execute(f"SELECT {DELIVERY_COLUMNS} FROM intake_deliveries {where} "
                                 "ORDER BY received DESC LIMIT ?", (*params, limit)).fetchall()
             return [_delivery(r) for r in rows]
 
@@ -905,10 +906,6 @@ _USER_COLUMNS = "name, role, created, created_by, revoked"
 _SHARE_COLUMNS = "id, session_id, created, created_by, expires, revoked"
 
 
-_SCHEDULE_COLUMNS = ("id, cadence, tz, missed, spec, queue, priority, max_attempts, paused, next_run, created, "
-                     "created_by, last_run, last_target, runs, skipped")
-_RUN_COLUMNS = "schedule_id, due, state, fired, late, missed, claimed_by, task_id, session_id, error"
-_DELIVERY_COLUMNS = "intake, delivery_id, received, event, outcome, task_id, session_id, detail"
 
 
 def _schedule_values(record: ScheduleRecord) -> tuple[Any, ...]:

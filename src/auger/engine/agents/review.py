@@ -153,11 +153,10 @@ def _json_type(value: Any) -> str:
 
 def parse_review(text: str) -> ReviewResult:
     """The review in a model's reply: one JSON object (a whole-reply code fence is tolerated)."""
+    from auger.engine.turn.structured_output import unfenced
     from auger.protocol.jsontext import loads
 
-    body = text.strip()
-    if body.startswith("```") and body.endswith("```") and "\n" in body:
-        body = body[body.index("\n") + 1:-3].strip()
+    body = unfenced(text)
     if not body:
         raise ReviewInvalid("the reply is empty; it must be one JSON object")
     try:

@@ -114,13 +114,19 @@ def repair_request(error: str) -> str:
             "only the corrected JSON value: no other text, no code fence.")
 
 
+def unfenced(text: str) -> str:
+    """A reply's text without the code fence a model may wrap a whole JSON answer in, stripped."""
+    body = text.strip()
+    if body.startswith("```") and body.endswith("```") and "\n" in body:
+        body = body[body.index("\n") + 1:-3].strip()
+    return body
+
+
 def parse_answer(text: str, schema: dict[str, Any]) -> Any:
     """The JSON value in a final answer, valid against `schema`; ValueError saying why not."""
     from auger.protocol.jsontext import loads
 
-    body = text.strip()
-    if body.startswith("```") and body.endswith("```") and "\n" in body:
-        body = body[body.index("\n") + 1:-3].strip()
+    body = unfenced(text)
     if not body:
         raise ValueError("the answer is empty")
     try:
