@@ -212,7 +212,6 @@ class SnapshotStore:
         if self._ready:
             return
         if not (self.snapdir / "HEAD").exists():
-            self.snapdir.mkdir(parents=True, exist_ok=True)
             proc = await asyncio.create_subprocess_exec(
                 "git", "init", "--bare", "-q", "--template=", str(self.snapdir),
                 env={k: v for k, v in self._env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")},
@@ -297,10 +296,11 @@ class SnapshotStore:
     @contextlib.asynccontextmanager
     async def _exclusive(self) -> AsyncIterator[None]:
         """Hold the snapshot repository alone: within this process (an asyncio lock) and across
-        processes (flock, which the kernel releases when a holder dies). Holding it, an index
-        lock file left by a killed git is stale, and is removed."""
+        processes (flock, which the kernel releases when a holder dies). Holding it, the repository
+        is created if it is not there yet (sessions opened together would otherwise run `git init` in
+        one directory at once), and an index lock file left by a killed git is stale, and is removed."""
         async with self._lock:
-            await self._ensure()
+            self.snapdir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.snapdir / "auger.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 for attempt in itertools.count():
@@ -312,6 +312,7 @@ class SnapshotStore:
                             raise SnapshotError(f"the snapshot repository {self.snapdir} is busy "
                                                 f"(another auger has held it for {_LOCK_WAIT:.0f} s)") from None
                         await asyncio.sleep(_LOCK_POLL)
+                await self._ensure()
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.snapdir / "auger-index.lock")
                 yield
