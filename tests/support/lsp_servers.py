@@ -60,4 +60,6 @@ def lsp_table(**servers: dict) -> dict:
 
 def fake_server(behaviour: str, marker: str = "") -> dict:
     """A `[lsp.NAME]` table for tests/support/fake_lsp.py behaving as `behaviour` (see that module)."""
-    return {"command": [sys.executable, str(FAKE), behaviour, *([marker] if marker else [])], "languages": ["python"]}
+    # the script's text, not its path: the server runs in the session's sandbox, which need not show this checkout
+    return {"command": [sys.executable, "-c", FAKE.read_text(), behaviour, *([marker] if marker else [])],
+            "languages": ["python"]}
