@@ -5,17 +5,17 @@ tests/support/fake_lsp.py's (every line containing "BROKEN" is an error), so no 
 from __future__ import annotations
 
 import re
-import sys
+import json
 
 import pytest
 
 from auger.protocol import events as ev
 from auger.protocol.vocab import Severity
 from tests.support.harness import auger_cli, json_events
-from tests.support.lsp_servers import FAKE
+from tests.support.lsp_servers import fake_command
 from tests.support.mock_openai import MockChatServer, Reply, ToolCall
 
-CONFIG = (f'[lsp.fake]\ncommand = ["{sys.executable}", "{FAKE}", "pull"]\nlanguages = ["python"]\n'
+CONFIG = (f'[lsp.fake]\ncommand = {json.dumps(fake_command("pull"))}\nlanguages = ["python"]\n'
           "[lsp.ruff]\ndisabled = true\n[lsp.basedpyright]\ndisabled = true\n[lsp.pyright]\ndisabled = true\n")
 BREAK = ToolCall("edit_file", {"path": "app.py", "old_string": "x = 1", "new_string": "x = 1  # BROKEN"})
 FOUND = ev.Diagnostic("app.py", 1, 1, Severity.ERROR, "this line is BROKEN", "fake")

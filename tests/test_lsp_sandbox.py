@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import sys
+import shlex
 import threading
 
 import pytest
@@ -15,7 +15,7 @@ import pytest
 from auger.protocol import events as ev
 from auger.protocol.ops import UserTurn
 from tests.support.harness import Follow, open_session
-from tests.support.lsp_servers import FAKE, lsp_table
+from tests.support.lsp_servers import fake_command, lsp_table
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.redteam_sandbox import KINDS, require
 
@@ -51,9 +51,9 @@ def test_a_language_server_cannot_write_the_project_nor_reach_the_network(projec
     host = f"mirror.test:{port}"
     (project / "app.py").write_text("x = 1\n")
     tables = lsp_table(basedpyright={"disabled": True}, pyright={"disabled": True}, ruff={"disabled": True},
-                       escape={"command": [sys.executable, str(FAKE), "escape", str(project)],
+                       escape={"command": fake_command("escape", str(project)),
                                "languages": ["python"]})
-    control = f"{sys.executable} {FAKE} escape {project} < /dev/null; cat escaped.txt"
+    control = f"{shlex.join(fake_command('escape', str(project)))} < /dev/null; cat escaped.txt"
     server.add(Reply(tool_calls=[ToolCall("shell", {"command": "echo ${HTTP_PROXY##*:}"})]), Reply(text="ready"),
                Reply(tool_calls=[ToolCall("edit_file", {"path": "app.py", "old_string": "1", "new_string": "2"})]),
                Reply(text="edited"),

@@ -60,6 +60,10 @@ def lsp_table(**servers: dict) -> dict:
 
 def fake_server(behaviour: str, marker: str = "") -> dict:
     """A `[lsp.NAME]` table for tests/support/fake_lsp.py behaving as `behaviour` (see that module)."""
-    # the script's text, not its path: the server runs in the session's sandbox, which need not show this checkout
-    return {"command": [sys.executable, "-c", FAKE.read_text(), behaviour, *([marker] if marker else [])],
-            "languages": ["python"]}
+    return {"command": fake_command(behaviour, *([marker] if marker else [])), "languages": ["python"]}
+
+
+def fake_command(*args: str) -> list[str]:
+    """The command running tests/support/fake_lsp.py with `args`: its text, not its path, since the server runs
+    in the session's sandbox, which need not show this checkout."""
+    return [sys.executable, "-c", FAKE.read_text(), *args]
