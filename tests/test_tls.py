@@ -78,3 +78,17 @@ def test_a_broken_ssl_cert_file_is_one_clear_line(project, isolated_home, where)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert f"from SSL_CERT_FILE ({path})" in result.stderr
+
+
+def test_a_process_that_exits_while_the_context_is_being_built_exits_cleanly():
+    """An early error (a bad `-C`, a broken config) ends the process while the certificates may still be
+    loading on their thread; OpenSSL frees its tables at exit, so the thread must be waited for first.
+    The exit is tried at several moments of the build; every one must be the process's own code."""
+    import subprocess
+    import sys
+
+    script = ("import sys, time\nfrom auger.models import tls\ntls.prepare('https://example.invalid')\n"
+              "time.sleep(float(sys.argv[1]))\nraise SystemExit(2)\n")
+    codes = [subprocess.run([sys.executable, "-c", script, str(delay / 1000)], capture_output=True).returncode
+             for delay in range(0, 40, 2)]
+    assert codes == [2] * len(codes), codes

@@ -3,11 +3,14 @@
 Loading the CA certificates takes 25–45 ms, most of it in OpenSSL with the GIL released. A front end
 that knows it will call an HTTPS provider calls `prepare` first thing, and the context is built on a
 thread while the engine's modules are imported; `context` waits for it (or builds it, if nobody did).
+A process that exits early (a bad argument, a config error) waits for that thread first: OpenSSL frees
+its tables at exit, and a thread still loading certificates then crashes the process.
 The certificates are those httpx would use: SSL_CERT_FILE, else SSL_CERT_DIR, else certifi's bundle.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from typing import TYPE_CHECKING
@@ -33,6 +36,7 @@ def prepare(base_url: str | None) -> None:
         if _builder is None and _context is None:
             _builder = threading.Thread(target=_build_ahead, name="auger-tls", daemon=True)
             _builder.start()
+            atexit.register(_builder.join)
 
 
 def context() -> ssl.SSLContext:
