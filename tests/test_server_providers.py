@@ -20,9 +20,16 @@ def run(coro):
 
 def test_providers_and_agents_have_statuses_probes_and_patches_in_the_user_config(project, server, tmp_path,
                                                                                    isolated_home, monkeypatch):
+    import socket
+
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     (project / ".auger").mkdir()
     (project / ".auger" / "config.toml").write_text("model = 'mock-model'\n")
+    with socket.socket() as sock:  # vLLM's default port may be another test's server: point it where nothing is
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    with (isolated_home / "config.toml").open("a") as user_config:
+        user_config.write(f'[providers.vllm]\nbase_url = "http://127.0.0.1:{closed}/v1"\n')
 
     async def main():
         async with in_process(project, server, tmp_path / "s.db") as (client, _):
@@ -45,12 +52,12 @@ def test_providers_and_agents_have_statuses_probes_and_patches_in_the_user_confi
     assert rows["opencode"]["kind"] == "agent" and rows["opencode"]["status"] in ("not installed", "available")
     assert probed["status"] == "available" and probed["checked"] is not None
     assert any(r.method == "GET" and r.path == "/v1/models" for r in server.requests)
-    assert dead["status"] == "unreachable"  # nothing listens on vLLM's default port here
+    assert dead["status"] == "unreachable"  # nothing listens where vLLM is configured
     assert disabled["status"] == "disabled"
     assert added["status"] == "available" and added["kind"] == "agent" and "checked" in added
     assert listed["mine"]["label"] == "my agent" and listed["ollama"]["status"] == "disabled"
     user = tomllib.loads((isolated_home / "config.toml").read_text())
-    assert user["providers"]["ollama"] == {"disabled": True}
+    assert user["providers"]["ollama"] == {"disabled": True} and user["providers"]["vllm"]["base_url"].endswith("/v1")
     assert user["backends"]["mine"]["command"] == sys.executable
     assert (project / ".auger" / "config.toml").read_text() == "model = 'mock-model'\n"
     assert bad.status_code == 400 and injected.status_code == 400 and unknown.status_code == 404

@@ -316,7 +316,10 @@ def test_a_sub_agents_work_is_shown_under_its_spawn_call(browser, serve, server)
     send(page, "delegate")
     page.locator(AGENT, has_text="the parent is done").wait_for()
     spawn = page.locator(".tool", has_text="look around")
-    spawn.locator("summary").first.click()
+    spawn.locator(".tool-status", has_text="done").first.wait_for()  # the call ended: the page closed it
+    if not spawn.evaluate("details => details.open"):
+        spawn.locator("summary").first.click()
+    assert spawn.evaluate("details => details.open"), spawn.evaluate("details => details.outerHTML")
     spawn.locator(f".children {AGENT}", has_text="the child looked").wait_for()  # drawn once opened
     assert spawn.locator(f".children {AGENT}", has_text="the child looked").count() == 1
     assert page.locator(f".transcript > {AGENT}", has_text="the child looked").count() == 0

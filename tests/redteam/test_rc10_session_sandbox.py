@@ -15,6 +15,7 @@ from tests.support.redteam_sandbox import KINDS, kill_all, none_alive, processes
 PORT = 8000  # one of the dev ports Landlock lets a session bind and connect to
 
 
+@pytest.mark.xdist_group("dev-port-8000")  # under Landlock the server binds the host's port: one test at a time
 @pytest.mark.parametrize("kind", KINDS)
 def test_background_server_is_reached_and_killed_by_pid_from_later_calls(project, server, kind):
     marker = f"rc10-{uuid.uuid4().hex[:8]}"

@@ -137,6 +137,7 @@ def test_http_refuses_a_token_file_others_may_read_and_a_short_token(tmp_path, p
     assert short.returncode == 2 and "at least 16 characters" in short.stderr, short.stderr
 
 
+@pytest.mark.xdist_group("dev-port-8000")  # it looks for a free dev port, then binds it: one test at a time
 def test_http_refuses_a_dev_port_a_landlock_sandbox_could_reach(tmp_path, project, server):
     """Before: `--http 8000` listened where Landlock lets every sandboxed command connect; the command
     reached the server. Now the server refuses the port, and the command finds nothing there."""

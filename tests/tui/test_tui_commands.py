@@ -230,12 +230,12 @@ def test_sub_agent_activity_is_nested_under_its_spawn_call(term, server, project
     t.ready()
     t.submit("explore please")
     # printed lines reach the scrollback a moment after the live area shows the streamed answer
-    shown = t.wait_until(lambda s: "✓ spawn_agent" in s and "the parent is done" in s, "the turn's transcript")
+    shown = t.wait_until(lambda s: "✓ spawn_agent" in s and "the parent is done" in s and "tokens" in status_line(s),
+                         "the turn's transcript and the status line after it")
     lines = [line.strip() for line in shown.splitlines()]
     start = lines.index("▸ spawn_agent explore: look at the notes")
     assert lines[start + 1:start + 4] == ["↳ [explore] ✓ read_file notes.md", "↳ [explore] answer: The notes say hello.",
                                           lines[start + 3]] and "✓ spawn_agent explore" in lines[start + 3], shown
-    assert "tokens" in status_line(shown)
     t.submit("/agents")
     listed = t.wait_for("started in this session")
     assert re.search(r"explore +plan +.*\(built-in\)", listed), listed
