@@ -4,6 +4,7 @@ processes below auger's (from /proc), what commands print, and what survives a k
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -198,7 +199,10 @@ def test_live_sandboxes_share_one_template_and_each_costs_little(tmp_path):
                 assert result.ok, result.output
                 pss_kb.append(sum(_pss_kb(pid) for pid in helpers(before)))
             live = helpers(before)
-            supervisors = {pid for pid in live if _parent(pid) == TEMPLATE.pid and _comm(pid).startswith("python")}
+            # forked from the template (its command line), a child of its sandbox's holder, which bwrap started
+            # as the template's child
+            supervisors = {pid for pid in live if pid != TEMPLATE.pid and _cmdline(pid) == _cmdline(TEMPLATE.pid)
+                           and _parent(_parent(_parent(pid))) == TEMPLATE.pid}
             return live, TEMPLATE.pid, supervisors, pss_kb
         finally:
             for confinement in confinements:
@@ -212,13 +216,19 @@ def test_live_sandboxes_share_one_template_and_each_costs_little(tmp_path):
     assert TEMPLATE.pid is None and all_gone(live) == set()
 
 
+def _importing_tests(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a Python process that imports `tests.support`: the checkout first on its path."""
+    path = [str(Path(__file__).parents[1]), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _parent(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_bytes()
     return int(stat[stat.rfind(b")") + 2:].split()[1])
 
 
-def _comm(pid: int) -> str:
-    return Path(f"/proc/{pid}/comm").read_text().strip()
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def _pss_kb(pid: int) -> int:
@@ -312,3 +322,97 @@ def test_nothing_outlives_auger_killed_while_its_sandbox_starts(tmp_path, projec
     left = processes_with(str(project))
     assert not left, f"{len(left)} processes outlived auger, e.g. " + Path(f"/proc/{left[0]}/cmdline").read_bytes()[
         :60].decode(errors="replace")
+
+
+# Run as a process of its own that is a child subreaper and never reaps (a container's pid 1 that does not wait
+# for orphans): it starts auger, kills auger's process group once the sandbox is up, and prints the processes of
+# the sandbox still running after 3 s (zombies are not); then ends and reaps them all.
+UNREAPED_ORPHANS = """
+import ctypes, json, os, signal, subprocess, sys, time
+from tests.support.redteam_sandbox import all_gone, descendants
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: auger's orphans come here, and stay unreaped
+argv, cwd = json.loads(sys.argv[1]), sys.argv[2]
+proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+limit = time.monotonic() + 30
+while len(descendants(proc.pid)) < 4:  # the template, bwrap, its holder, the supervisor
+    assert time.monotonic() < limit and proc.poll() is None, "the sandbox did not start"
+    time.sleep(0.05)
+time.sleep(0.2)
+running = descendants(proc.pid)
+os.killpg(proc.pid, signal.SIGKILL)
+proc.wait()
+left = all_gone(running)
+print(json.dumps({pid: open(f"/proc/{pid}/cmdline", "rb").read()[:60].decode(errors="replace") for pid in left}))
+for pid in left:
+    os.kill(pid, signal.SIGKILL)
+limit = time.monotonic() + 10
+while time.monotonic() < limit:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        break
+    time.sleep(0.01)
+"""
+
+
+def test_nothing_outlives_auger_killed_where_nothing_reaps_its_orphans(tmp_path, project, server):
+    """auger killed with SIGKILL once its sandbox is up, where the orphans it leaves are never reaped (a
+    container whose pid 1 does not wait for them): the sandbox still ends, bwrap and its holder with it. (A
+    PID namespace ends only when each of its processes is reaped: a supervisor whose parent were outside it
+    would keep its pid 1, and bwrap, waiting for whatever reaps auger's orphans.)"""
+    require("bwrap")
+    server.add(Reply(text="never read", delay=60))
+    argv = [sys.executable, "-m", "auger", "exec", "--base-url", server.base_url, "-m", "mock", "-c", "sandbox=bwrap",
+            "go"]
+    env = _importing_tests(cli_env(tmp_path / "auger-home"))
+    done = subprocess.run([sys.executable, "-c", UNREAPED_ORPHANS, json.dumps(argv), str(project)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {}, f"still running after auger was killed: {done.stdout}"
+
+
+# Run as auger: start a session's sandbox with `bwrap` standing for one whose start never ends, then die.
+STUCK_START = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from auger.policy.sandbox import BwrapSandbox, SandboxPolicy
+from auger.policy.supervised import SessionSandbox
+from tests.support.redteam_sandbox import processes_with
+bwrap, project, log, marker = sys.argv[1:]
+
+async def main():
+    sandbox, policy = BwrapSandbox(bwrap, (0, 8, 0)), SandboxPolicy(root=Path(project))
+    start = asyncio.ensure_future(SessionSandbox.start(sandbox, policy, dict(os.environ), Path(log)))
+    while len(processes_with(marker)) < 2:  # the fake bwrap and its child
+        if start.done():
+            sys.exit(f"the start ended: {start.exception()!r}")
+        await asyncio.sleep(0.02)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def test_a_sandbox_start_that_never_ends_ends_with_auger(tmp_path, project):
+    """auger killed while its sandbox's bwrap has not let the holder run yet — and never would (a `bwrap`
+    whose start hangs, it and a child of its): both end with auger, instead of running on."""
+    marker = f"stuck-bwrap-{uuid.uuid4().hex[:8]}"
+    bwrap = tmp_path / marker / "bwrap"
+    bwrap.parent.mkdir()
+    bwrap.write_text(f"#!/bin/sh\nsh -c 'sleep 300; :' {marker} &\nwait\n")
+    bwrap.chmod(0o755)
+    env = _importing_tests(dict(os.environ))
+    try:
+        done = subprocess.run([sys.executable, "-c", STUCK_START, str(bwrap), str(project), str(tmp_path / "log"),
+                               marker], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        deadline = time.monotonic() + 3
+        while processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_with(marker) == [], "the stuck bwrap outlived auger"
+    finally:
+        for pid in processes_with(marker):  # with its `sleep`: the fake is a process group of its own
+            try:
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+            except OSError:
+                pass

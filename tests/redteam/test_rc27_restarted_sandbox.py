@@ -124,14 +124,18 @@ def _user_repository(project: Path) -> None:
 
 
 def test_the_sandbox_own_processes_give_commands_nothing(project, server):
-    """Besides the commands, a bubblewrap sandbox holds its pid 1 (the holder) and the supervisor. The holder
-    is a process of the commands' own user: it keeps nothing of auger's open (no socket, no file of
-    auger's private dir to write through /proc/1/fd); the supervisor cannot be read or traced."""
+    """Besides the commands, a bubblewrap sandbox holds its pid 1 (the holder) and the supervisor (the
+    command's parent, the holder's child). The holder is a process of the commands' own user: it keeps
+    nothing of auger's open (no socket, no file of auger's private dir to write through /proc/1/fd); the
+    supervisor cannot be read or traced."""
     from tests.support.redteam_sandbox import shell
 
     outs = shell(project, server, "bwrap",
-                 "for fd in /proc/1/fd/*; do echo \"fd $(readlink $fd)\"; done; cat /proc/2/environ; ls /proc/2/fd/ >/dev/null; echo traced=$(python3 -c \"import ctypes; "
-                 "print(ctypes.CDLL(None, use_errno=True).ptrace(16, 2, 0, 0))\")")
+                 "for fd in /proc/1/fd/*; do echo \"fd $(readlink $fd)\"; done; "
+                 "echo parent=$(cut -d' ' -f4 /proc/$PPID/stat); "
+                 "cat /proc/$PPID/environ; ls /proc/$PPID/fd/ >/dev/null; echo traced=$(python3 -c \"import ctypes; "
+                 "print(ctypes.CDLL(None, use_errno=True).ptrace(16, $PPID, 0, 0))\")")
     held = [line.split(" ", 1)[1] for line in outs[0].splitlines() if line.startswith("fd ")]
     assert held and all(target.startswith("pipe:") or target == "/dev/null" for target in held), held
-    assert "Permission denied" in outs[0] and "traced=-1" in outs[0], outs[0]
+    assert "parent=1" in outs[0], outs[0]
+    assert "Permission denied" in outs[0] and "No such file" not in outs[0] and "traced=-1" in outs[0], outs[0]

@@ -13,8 +13,8 @@ It runs as code auger compiled and sends (never loaded from a path a command can
 * **A supervisor**, inside one session's sandbox. Under bubblewrap, the sandbox holds a holder (`sh`,
   pid 1 of the sandbox's PID namespace, reading its stdin until auger closes it); once the holder says
   it runs (every mount is made then), the forked child joins the holder's namespaces (user first,
-  then the rest, the mount namespace last with its root), forks the supervisor inside the PID
-  namespace, and exits. Under
+  then the rest, the mount namespace last with its root), forks inside the PID namespace, and that
+  child forks the supervisor and exits, so the supervisor is the holder's child. Under
   Landlock the forked child restricts itself with the session's ruleset (auger.policy.landlock, its
   text sent to the template once). The supervisor serves one session over an inherited Unix socketpair
   (SOCK_SEQPACKET, one message per packet: auger's are `marshal`led dicts, which only auger writes;
@@ -58,7 +58,10 @@ processes instead.) Under bubblewrap the holder is pid 1: when auger closes its 
 kernel closes it then), the holder ends and the kernel kills everything in the namespace. Nothing may
 end bwrap halfway through its start (between making the namespaces and letting its child run, which
 would then wait for it forever): it runs without --die-with-parent, and keeps a reader of its info
-pipe of its own (see _Starting).
+pipe of its own; when auger dies, the template kills bwrap and its child together, as one process group,
+if the holder does not run yet (see _Starting). The supervisor is a child of the holder (forked twice
+inside the PID namespace), so the namespace ends without waiting for anything outside it to reap a
+process of its own.
 
 The seccomp filter refuses the kernel keyring (add_key, request_key, keyctl: the keyring is not
 namespaced), creating Unix-domain sockets, and io_uring (which could create and connect sockets
@@ -697,10 +700,12 @@ def template(fd):
         for ready_fd, _ in ready:
             if ready_fd == wake_r:
                 _drain(wake_r)
-                _reap_all()
+                _reap_all(starting)
             elif ready_fd == fd:
                 data, fds = _receive(control, 4)
                 if not data:
+                    for sandbox in set(starting.values()):
+                        sandbox.kill()
                     posix._exit(0)
                 _template_request(_request(data), fds, poller, starting, control, wake_r)
             elif ready_fd in starting:
@@ -738,10 +743,12 @@ class _Starting:
     loop does not wait), with the holder's stdin on 0, the pipe the holder says it runs on on 1, the
     log on 2, the pipe bwrap writes the holder's pid and namespaces to on 3 (`--info-fd 3`), the
     seccomp filter on 4 (`--seccomp 4`) and that pipe's other end on 5: bwrap writes there before it
-    lets its child run, and a write to a pipe nobody reads (the template gone with auger) would end
-    bwrap then and leave the child waiting for it forever. The holder closes 3 to 5 at once."""
+    lets its child run, and a write to a pipe nobody reads (the template gone) would end bwrap then and
+    leave the child waiting for it forever. The holder closes 3 to 5 at once. When the template's socket
+    ends (auger is gone, or let its last sandbox go), whatever is still starting is killed (`kill`):
+    a start can take seconds on a loaded machine, and it may never end at all."""
 
-    __slots__ = ("request", "sock", "log", "ready", "info", "reading", "up", "facts")
+    __slots__ = ("request", "sock", "log", "ready", "info", "reading", "up", "facts", "pid")
 
     def __init__(self, request, fds):
         self.request = request
@@ -755,14 +762,28 @@ class _Starting:
                    (posix.POSIX_SPAWN_DUP2, self.log, 2), (posix.POSIX_SPAWN_DUP2, info_w, 3),
                    (posix.POSIX_SPAWN_DUP2, seccomp, 4), (posix.POSIX_SPAWN_DUP2, self.info, 5)]
         argv = request["argv"]
+        self.pid = None  # bwrap's, while it may still have to be killed (`kill`)
         try:
-            posix.posix_spawn(argv[0], argv, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, file_actions=actions,
-                              setsid=True)
+            self.pid = posix.posix_spawn(argv[0], argv, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                                         file_actions=actions, setsid=True)
         except OSError as exc:
             posix.write(self.log, ("auger sandbox: cannot run bwrap: %s\n" % (exc.strerror or exc)).encode())
         finally:  # without a writer left (bwrap failed to run), both pipes are at their end
             posix.close(ready_w)
             posix.close(info_w)
+
+    def kill(self):
+        """End bwrap and its child, wherever they are in the sandbox's start: they are one process group
+        until the child has been let run (bwrap's --new-session comes after that), and SIGKILL to the group
+        reaches both at once, so neither is left waiting for the other. A child already let run is out of
+        the group; it runs the holder, which ends at the end of its input as always. Only while bwrap is
+        not reaped (see `_reap_all`): its pid cannot be another process group's then."""
+        if self.pid is not None:
+            try:
+                posix.killpg(self.pid, _signal.SIGKILL)
+            except OSError:
+                pass
+            self.pid = None
 
     def read(self, fd):
         """Take what arrived on one of the pipes (one at its end is read no more)."""
@@ -803,6 +824,7 @@ class _Starting:
         for fd in (self.ready, self.info):
             posix.close(fd)
         if not self.up or pid is None or mnt is None:
+            self.kill()  # whatever is left of it: a child bwrap never let run would wait forever
             posix.write(self.log, b"auger sandbox: bwrap did not start the sandbox\n")
             posix.close(self.sock)
             posix.close(self.log)
@@ -830,14 +852,21 @@ def _fork_supervisor(request, sock, log, control, wake_r):
     posix.close(log)
 
 
-def _reap_all():
+def _reap_all(starting):
+    """Reap every child that ended. A bwrap that ended before its sandbox came up (killed, or it failed)
+    may leave its child waiting for it forever: the child is killed first, while bwrap's pid, and so its
+    process group's, cannot be another's yet (it is reaped only after)."""
+    bwraps = {sandbox.pid: sandbox for sandbox in starting.values()}
     while True:
         try:
-            pid, _ = posix.waitpid(-1, posix.WNOHANG)
+            ended = posix.waitid(posix.P_ALL, 0, posix.WEXITED | posix.WNOHANG | posix.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if ended is None:
             return
+        if ended.si_pid in bwraps:
+            bwraps[ended.si_pid].kill()
+        posix.waitpid(ended.si_pid, 0)
 
 
 def _start(request, sock_fd, log_fd):
@@ -848,8 +877,7 @@ def _start(request, sock_fd, log_fd):
     sock = _socket.socket(fileno=sock_fd)
     if request.get("kind") == "bwrap":
         _enter(int(request["pid"]), int(request["mnt"]))
-        if posix.fork() != 0:  # the supervisor is this child's child: inside the sandbox's PID namespace
-            posix._exit(0)
+        _become_child_of_holder()
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _limit_capabilities(SUPERVISOR_CAPS)
         _cover(request.get("cover"))
@@ -864,6 +892,24 @@ def _start(request, sock_fd, log_fd):
     _check(_prctl(PR_SET_DUMPABLE, 0), "prctl(SET_DUMPABLE)")
     install_seccomp()
     _supervise(sock, (), filtered=True)
+
+
+def _become_child_of_holder():
+    """Go on as a child of the sandbox's pid 1 (the holder), in its PID namespace (which `_enter` joined).
+
+    A process forked from outside into a PID namespace keeps its parent outside, and the kernel ends a
+    namespace only once each of its processes is reaped: its pid 1 waits in exit, and bwrap for pid 1,
+    for as long as nobody reaps such a process. Its parent outside is the template, gone with auger, then
+    whatever the host's init is, which reaps late (seconds) or never (a container's pid 1 that does not
+    wait for orphans). So the first child, inside, forks the supervisor and exits: an orphan inside the
+    namespace goes to its pid 1, which reaps it as the namespace ends; the first child is reaped here,
+    at once, before this process exits. Returns in the supervisor only."""
+    first = posix.fork()
+    if first != 0:
+        posix.waitpid(first, 0)
+        posix._exit(0)
+    if posix.fork() != 0:
+        posix._exit(0)
 
 
 def _enter(pid, mnt):
