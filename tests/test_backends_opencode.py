@@ -9,7 +9,6 @@ skipped, saying why, only when npm is not installed."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,14 +18,14 @@ import pytest
 from auger.protocol import events as ev
 from auger.protocol import items as it
 from tests.support.mock_openai import Reply, ToolCall
+from tests.support.downloads import cached
 from tests.test_backends import answering, open_with_backend, stored_items
 
 OPENCODE = "opencode-ai@1.18.33"
 
 
 def opencode_prefix() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "auger-tests" / OPENCODE.replace("@", "-")
+    return cached(OPENCODE.replace("@", "-"))
 
 
 @pytest.fixture(scope="session")

@@ -10,17 +10,18 @@ import pytest
 
 from auger.protocol import events as ev
 from tests.support.mock_openai import Reply, ToolCall
+from tests.support.downloads import cached
 from tests.test_mcp_client import _names, _system, run_mcp
 
 PACKAGES = ("@modelcontextprotocol/server-filesystem", "@modelcontextprotocol/server-everything")
 
 
 @pytest.fixture(scope="session")
-def npm_cache(tmp_path_factory):
-    """An npm cache holding both servers, filled once per test run (later `npx -y` starts from it)."""
+def npm_cache():
+    """An npm cache holding both servers, kept across runs (`.ci/run` fills it; later `npx -y` starts from it)."""
     if shutil.which("npx") is None or shutil.which("npm") is None:
         pytest.skip("npm/npx are not installed (.ci/run installs them); the reference servers cannot run")
-    cache = tmp_path_factory.mktemp("npm-cache")
+    cache = cached("npm-mcp-reference")
     for package in PACKAGES:
         done = subprocess.run(["npx", "-y", f"--package={package}", "--", "true"], capture_output=True, text=True,
                               timeout=300, env={**_base_env(), "npm_config_cache": str(cache)})

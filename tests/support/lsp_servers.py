@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.downloads import cached
+
 NPM_PACKAGES = ("pyright@1.1.414", "typescript-language-server@5.3.0", "typescript@5.9.3")
 FAKE = Path(__file__).with_name("fake_lsp.py")
 
 
 def npm_prefix() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "auger-tests" / "lsp-servers-1"
+    return cached("lsp-servers-1")
 
 
 def npm_bin() -> Path:
