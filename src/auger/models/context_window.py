@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
-import os
 import re
 import time
 import weakref
@@ -36,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
+from auger import json_cache
 from auger.lazy_regex import lazy_compile
 from auger.models.base import ModelClient
 from auger.models.registry import BUILTIN, LOCAL_PREFIXES
@@ -208,24 +207,11 @@ def _keep(cache_dir: Path | None, key: str, window: int | None) -> None:
     entries = {k: v for k, v in _read_cache(cache_dir).items()
                if isinstance(v, dict) and isinstance(v.get("at"), (int, float)) and now - v["at"] < CACHE_TTL}
     entries[key] = {"window": window, "at": now}
-    path = cache_dir / CACHE_FILE
-    temp = path.with_name(f"{CACHE_FILE}.{os.getpid()}.tmp")
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        temp.write_text(json.dumps(entries), encoding="utf-8")
-        os.replace(temp, path)
-    except OSError:
-        temp.unlink(missing_ok=True)
+    json_cache.write(cache_dir / CACHE_FILE, entries)
 
 
 def _read_cache(cache_dir: Path | None) -> dict[str, Any]:
-    if cache_dir is None:
-        return {}
-    try:
-        data = json.loads((cache_dir / CACHE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return {} if cache_dir is None else json_cache.read(cache_dir / CACHE_FILE)
 
 
 async def _ask(http: Any, base_url: str, model: str) -> int | None:

@@ -15,13 +15,13 @@ each with a one-line detail a person can act on.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeGuard
 
+from auger import json_cache
 from auger.models.registry import registry_for
 
 PROBE_TTL_S = 300.0  # how long what a check found is believed
@@ -193,26 +193,11 @@ class ProbeCache:
         return {k: v for k, v in self._read().items() if _believable(v) and 0 <= now - v["at"] < self.ttl}
 
     def _write(self, entries: dict[str, Any]) -> None:
-        if self.path is None:
-            return
-        temp = self.path.with_name(f"{CACHE_FILE}.{os.getpid()}.tmp")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # details name URLs: the user's only
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(json.dumps(entries))
-            os.replace(temp, self.path)
-        except OSError:
-            temp.unlink(missing_ok=True)
+        if self.path is not None:
+            json_cache.write(self.path, entries, private=True)  # details name URLs: the user's only
 
     def _read(self) -> dict[str, Any]:
-        if self.path is None:
-            return {}
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return {} if self.path is None else json_cache.read(self.path)
 
 
 def _believable(entry: Any) -> TypeGuard[dict[str, Any]]:

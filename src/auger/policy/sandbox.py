@@ -36,7 +36,6 @@ a write it can never make.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import re
@@ -50,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Protocol, Sequence
 
+from auger import json_cache
 from auger.lazy_dataclass import Deferred, dataclass
 from auger.lazy_regex import lazy_compile
 from auger.policy.paths import is_inside
@@ -666,7 +666,7 @@ def _checked_bwrap(path: str) -> tuple[tuple[int, ...], str | None]:
 
     cache_dir = home_dirs()["cache"]
     key = _bwrap_key(path)
-    kept = _read_json(cache_dir / DETECTION_FILE)
+    kept = json_cache.read(cache_dir / DETECTION_FILE)
     at = kept.get("at")
     if key is not None and kept.get("key") == key and isinstance(at, (int, float)) \
             and 0 <= time.time() - at < DETECTION_TTL and isinstance(kept.get("version"), list):
@@ -675,7 +675,7 @@ def _checked_bwrap(path: str) -> tuple[tuple[int, ...], str | None]:
     version = _bwrap_version(path)
     failure = BwrapSandbox(path, version).probe()
     if key is not None:
-        _write_json(cache_dir / DETECTION_FILE, {"key": key, "at": time.time(), "version": list(version),
+        json_cache.write(cache_dir / DETECTION_FILE, {"key": key, "at": time.time(), "version": list(version),
                                                  "failure": failure})
     return version, failure
 
@@ -687,25 +687,6 @@ def _bwrap_key(path: str) -> dict[str, object] | None:
     except OSError:
         return None
     return {"path": path, "mtime_ns": st.st_mtime_ns, "size": st.st_size, "kernel": os.uname().release}
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Replace the file whole (a reader never sees half of it); a cache that cannot be written is no error."""
-    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(temp, path)
-    except OSError:
-        temp.unlink(missing_ok=True)
 
 
 # --- explaining failures ----------------------------------------------------------------------
