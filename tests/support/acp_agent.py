@@ -35,8 +35,11 @@ import sys
 import uuid
 from typing import Any
 
-import acp
-from acp import schema
+from auger.pydantic_lazy import imported
+
+imported("acp")  # as auger's own ACP processes import it: the SDK's models made at their first use
+import acp  # noqa: E402
+from acp import schema  # noqa: E402
 
 
 _RESUMES = os.environ.get("ACP_TEST_AGENT_RESUME") == "1"

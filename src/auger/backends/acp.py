@@ -99,6 +99,9 @@ class AcpBackend:
 
         try:
             with importing("acp", f"backend {self.spec.name!r}"):
+                from auger.pydantic_lazy import imported
+
+                imported("acp")  # the SDK's models made at their first use (auger/pydantic_lazy.py)
                 import acp
                 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
         except MissingExtra as exc:

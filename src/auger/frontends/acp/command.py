@@ -62,6 +62,9 @@ def _cmd_acp(args: argparse.Namespace) -> int:
 async def _serve(config_for: Callable[[str], Any], store: Any, protocol_out: Any, *, editor_terminal: bool) -> None:
     import asyncio
 
+    from auger.pydantic_lazy import imported
+
+    imported("acp")  # the SDK's models made at their first use: an editor waits ~0.5 s less (pydantic_lazy.py)
     from acp import run_agent
 
     from auger.frontends.acp.agent import AugerAgent

@@ -39,6 +39,9 @@ class AcpOverWebSocket:
     """An ASGI app for the websocket scope; `close` ends every connection's sessions."""
 
     def __init__(self, config_for: Callable[[str], Any], store: Any, hub: Hub, watch: Watch | None = None) -> None:
+        from auger.pydantic_lazy import imported
+
+        imported("acp")  # the SDK's models made at their first use (auger/pydantic_lazy.py)
         from acp.http.server import AcpServer
 
         self.config_for = lambda root: dataclasses.replace(config_for(root), remote_approvals=True)
