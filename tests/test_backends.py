@@ -163,6 +163,24 @@ def test_permission_for_one_file_does_not_cover_a_write_to_another(project, serv
     assert not (project / "b.txt").exists() and (project / "a.txt").read_text() == "fine\n"
 
 
+def test_a_file_the_agent_was_allowed_to_create_is_the_sessions_own_also_when_it_made_it_first(project, server):
+    # opencode, once allowed, sends fs/write_text_file and writes the file with its own tool too, not waiting:
+    # its own write may land before auger answers the request
+    (project / "old.txt").write_text("before\n")
+    new, old = str(project / "new.txt"), str(project / "old.txt")
+    on_event, asked = answering("approve")
+    run = run_backend(project, server, script(
+        {"tool": "t1", "title": "Write two files", "kind": "edit", "input": {"path": new}},
+        {"permission": "t1", "locations": [new, old]},
+        {"touch": new, "content": "made\n"}, {"touch": old, "content": "changed\n"},
+        {"write": new, "content": "made\n"}, {"write": old, "content": "changed\n"}, {"done": "t1"}),
+        overrides=("mode=safe",), interactive=True, on_event=on_event)
+    assert run.ended.reason == "complete", run.ended.message
+    assert len(asked) == 1 and agent_text(run).count("wrote") == 2
+    created = [i.path for i in stored_items(project, run.session_id) if isinstance(i, it.CreatedFile)]
+    assert created == ["new.txt"], "the file that did not exist when allowed is the session's; the other is not"
+
+
 def test_a_turn_diff_covers_changes_the_agent_made_itself(project, server):
     import subprocess
 

@@ -5,8 +5,10 @@ calls are — and which an interrupt, its timeout and the loop guard stop."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,19 @@ def require_bwrap():
 
 def run_code(code: str, **more) -> Reply:
     return Reply(tool_calls=[ToolCall("run_code", {"code": code, **more})])
+
+
+def programs_in(project: Path) -> list[str]:
+    """The pids of the run_code programs running in `project`: pgrep alone sees every program on the machine,
+    those of the tests running beside this one too (the suite runs on several processes)."""
+    found = []
+    for pid in subprocess.run(["pgrep", "-f", RUNNER], capture_output=True, text=True).stdout.split():
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == str(project):
+                found.append(pid)
+        except OSError:
+            pass  # it ended meanwhile
+    return found
 
 
 def tool_outputs(server) -> list[str]:
@@ -111,13 +126,19 @@ def test_a_program_that_loops_forever_is_stopped_by_its_timeout_and_by_the_loop_
     server.add(run_code("while True:\n    pass", timeout=1),
                run_code("while True:\n    read_file('a.txt')"),
                Reply(text="stopped"))
+    left: list[str] = []
+
+    def at_the_end(session, event):  # the session and its sandbox still run: a program left behind is seen
+        if isinstance(event, ev.TurnEnded):
+            left.extend(programs_in(project))
+
     started = time.monotonic()
-    run_session(project, server, "spin", overrides=ON)
+    run_session(project, server, "spin", overrides=ON, on_event=at_the_end)
     timed, guarded = tool_outputs(server)
     assert timed.startswith("Stopped: it ran past its timeout of 1s")
     assert guarded.startswith("Stopped: the program called read_file with the same arguments 20 times in a row")
     assert time.monotonic() - started < 30
-    assert not subprocess.run(["pgrep", "-f", RUNNER], capture_output=True).stdout
+    assert not left and not programs_in(project)
 
 
 def test_an_interrupt_stops_a_program_that_loops_forever(project, server):
@@ -133,7 +154,7 @@ def test_an_interrupt_stops_a_program_that_loops_forever(project, server):
             session.submit(Interrupt())
             ended = await follow.until(ev.TurnEnded)
             waited = time.monotonic() - sent
-            running = subprocess.run(["pgrep", "-f", RUNNER], capture_output=True).stdout
+            running = programs_in(project)
             session.submit(Shutdown())
             await session.wait_closed()
         finally:

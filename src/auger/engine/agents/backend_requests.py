@@ -20,6 +20,12 @@ Files are opened beneath the root handle the session's tools use, on the directo
 pending mode that is the copy (the project's absolute paths name its files), so the agent's writes
 are queued for review like auger's own and its reads see them. Hooks are the same object the session's
 tool runtime runs, reached through `_hook` alone.
+
+A write makes the file the session's own (engine/session/own_files.py) when the file is new, or when it did
+not exist as the agent got permission to change it in this prompt: an agent may write the file itself as
+well, without waiting for auger's write (opencode, once its permission is allowed, sends fs/write_text_file
+and then writes the file with its own tool), so by the time the request is answered the file may already be
+there, made by the agent with the permission auger gave.
 """
 
 from __future__ import annotations
@@ -53,10 +59,11 @@ class AgentRequests:
         self.host = host
         self.agent = agent
         self._permitted: set[str] = set()  # files the agent got permission to change in the running prompt
+        self._creating: set[str] = set()  # of those, the ones that did not exist when it got it
         self._count = 0  # reads and writes so far, for their call ids
 
     def new_prompt(self) -> None:
-        self._permitted = set()
+        self._permitted, self._creating = set(), set()
 
     async def answer(self, request: PermissionAsked | ReadRequested | WriteRequested) -> None:
         from auger.backends.acp_client import RequestRefused
@@ -88,7 +95,9 @@ class AgentRequests:
         request = read_request(asked.kind, asked.title, asked.raw_input, asked.locations, asked.edits, root)
         allowed = await self._permit(asked, request)
         if allowed and request.classification.effect != Effect.READ_ONLY:
-            self._permitted.update(resolved(p, root) for p in request.paths)
+            paths = {resolved(p, root) for p in request.paths}
+            self._permitted |= paths
+            self._creating |= {p for p in paths if not os.path.lexists(p)}
         _resolve(asked.answer, pick(asked.options, allowed))
 
     async def _permit(self, asked: PermissionAsked, request: AgentRequest) -> bool:
@@ -181,7 +190,7 @@ class AgentRequests:
         planned = PlannedCall(self.ctx.turn_id, call_id, WRITE_FILE.name, {"path": rel, "content": args["content"]}, c)
         await self.before_change(planned)
         created = await asyncio.to_thread(agent_files.write_text, handle, rel, content)
-        if created:
+        if created or resolved(rel, runtime.root) in self._creating:  # the agent's own tool may have made it first
             runtime.state.created_files.add(runtime.root / rel)
         await self.after_change(planned)
         await self.reported(call_id, WRITE_FILE.name, planned.args, True, f"Wrote {rel}")
