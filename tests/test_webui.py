@@ -2,8 +2,8 @@
 pairing, a session started from the landing page, a streamed reply, an approval answered from its card and
 the command run, the turn's diff undone, a connection cut mid-turn that loses and repeats nothing, hostile
 model text drawn as text, a phone's screen, older pages on scroll, an edited message sent in a fork, a
-regenerated answer, a sub-agent under its spawn call, pending changes, mode and model switches, a goal run's
-checks and a fallback's switch in the transcript."""
+regenerated answer, a sub-agent under its spawn call (its reply redrawn as it streams), pending changes, mode
+and model switches, a goal run's checks and a fallback's switch in the transcript."""
 
 from __future__ import annotations
 
@@ -323,6 +323,48 @@ def test_a_sub_agents_work_is_shown_under_its_spawn_call(browser, serve, server)
     spawn.locator(f".children {AGENT}", has_text="the child looked").wait_for()  # drawn once opened
     assert spawn.locator(f".children {AGENT}", has_text="the child looked").count() == 1
     assert page.locator(f".transcript > {AGENT}", has_text="the child looked").count() == 0
+    assert errors == []
+
+
+# The page's own modules, fed a spawn call whose sub-agent streams its reply, drawn after every envelope as
+# the session view draws them (one Entry per entry, memoized by `v`): the page may draw at any point of the
+# stream (a busy machine draws mid-reply), and what it shows at the end is the whole reply, no longer streaming.
+DRAW_A_SUB_AGENT_REPLY_MID_STREAM = """async () => {
+  const { Transcript } = await import("/js/transcript.js");
+  const { Entry } = await import("/js/entries.js");
+  const { render } = await import("/vendor/preact.mjs");
+  const { html } = await import("/js/ui.js");
+  const t = new Transcript();
+  const box = document.createElement("div");
+  document.body.append(box);
+  const draw = () => render(html`${t.entries.map((entry) => html`<${Entry} key=${entry.key} entry=${entry}
+    v=${entry.v} actions=${{}} flags=${{}} />`)}`, box);
+  let seq = 0;
+  const child = { turn_id: "t1", parent_call_id: "call_1" };
+  for (const e of [
+    { type: "tool_call_started", turn_id: "t1", call_id: "call_1", name: "spawn_agent",
+      arguments: { prompt: "look around", agent: "task" } },
+    { ...child, type: "item_started", kind: "message", item_id: "m1" },
+    { ...child, type: "message_delta", item_id: "m1", delta: "the child " },
+    { ...child, type: "message_delta", item_id: "m1", delta: "looked" },
+    { ...child, type: "item_ended", item_id: "m1" },
+    { ...child, type: "agent_message", item_id: "m1", text: "the child looked" },
+  ]) {
+    t.apply({ ...e, seq: ++seq });
+    draw();
+  }
+  const shown = box.querySelector('.children [data-role="agent-message"]');
+  const drawn = { text: shown.textContent, streaming: shown.dataset.streaming };
+  box.remove();
+  return drawn;
+}"""
+
+
+def test_a_sub_agents_reply_drawn_mid_stream_is_drawn_whole_once_it_ends(browser, serve):
+    served = serve()
+    errors: list[str] = []
+    page, _ = open_page(browser, served.pair, errors)
+    assert page.evaluate(DRAW_A_SUB_AGENT_REPLY_MID_STREAM) == {"text": "the child looked", "streaming": "false"}
     assert errors == []
 
 

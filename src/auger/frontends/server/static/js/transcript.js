@@ -6,7 +6,8 @@
 // each, by seq. Items and envelopes can describe the same thing when a turn runs while the page loads;
 // they are matched by what identifies it — a tool call by its call id, a reply or an injected message by
 // its turn and text — so it is shown once. A sub-agent's envelopes (`parent_call_id`) go into the entry
-// of the spawn call that started it, at any depth.
+// of the spawn call that started it, at any depth; a change to an entry there moves its own `v` too, as its
+// view is memoized like any other (a sub-agent's reply drawn mid-stream is redrawn as it grows).
 
 export class Transcript {
   constructor() {
@@ -225,18 +226,18 @@ export class Transcript {
         break;
       case "message_delta": {
         const entry = this.streams.get(e.item_id);
-        if (entry) entry.text += e.delta;
+        if (entry) this.touch(entry, { text: entry.text + e.delta });
         break;
       }
       case "item_ended": {
         const entry = this.streams.get(e.item_id);
         if (entry && e.discarded) list.splice(list.indexOf(entry), 1);
-        else if (entry) entry.streaming = false;
+        else if (entry) this.touch(entry, { streaming: false });
         break;
       }
       case "agent_message": {
         const entry = this.streams.get(e.item_id);
-        if (entry) Object.assign(entry, { text: e.text, streaming: false });
+        if (entry) this.touch(entry, { text: e.text, streaming: false });
         else this.pushInto(parent, { kind: "agent", text: e.text });
         break;
       }
