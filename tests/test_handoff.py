@@ -91,10 +91,14 @@ def test_a_terminal_session_is_handed_to_the_server_and_its_approval_answered_on
         t.wait_for(f"session {session_id} runs in {url} now", whole=True)
         page.locator('[data-role="agent-message"]', has_text="All done after the phone answered.").wait_for()
         assert (project / "made.txt").read_text() == "made\n"
-        history = t.history()
-        for once in ("I will write the file.", "All done after the phone answered.", "approval needed",
-                     "✓ shell echo made > made.txt", "› make the file"):
-            assert history.count(once) == 1, f"{once!r} shown {history.count(once)} times:\n{history}"
+        once = ("I will write the file.", "All done after the phone answered.", "approval needed",
+                "✓ shell echo made > made.txt", "› make the file")
+        # printed lines reach the scrollback through prompt_toolkit's stdout proxy, up to 0.2 s after the live area
+        deadline = time.monotonic() + 5
+        while not all((history := t.history()).count(line) == 1 for line in once) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for line in once:
+            assert history.count(line) == 1, f"{line!r} shown {history.count(line)} times:\n{history}"
 
         api = httpx.Client(base_url=url, headers=HEADERS, timeout=30)
         snap = _until(lambda: (s := api.get(f"/api/sessions/{full_id}").json())["state"]["open"] and s,

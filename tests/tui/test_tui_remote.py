@@ -41,7 +41,9 @@ def test_attach_offers_running_sessions_first_and_leaving_leaves_them_running(pr
 
         t = Terminal(project, auger_home, ["attach", "--connect", url], env={"AUGER_SERVER_TOKEN": TOKEN})
         terms.append(t)
-        shown = t.wait_for("resume which session?")
+        # the question is drawn at once, the printed rows up to 0.2 s later (prompt_toolkit's stdout proxy)
+        shown = t.wait_until(lambda s: "resume which session?" in s and busy[:8] in s and idle[:8] in s,
+                             "the question and both sessions")
         rows = [line for line in shown.splitlines() if line.strip()[:2] in ("1.", "2.")]
         assert busy[:8] in rows[0] and "(running)" in rows[0] and idle[:8] in rows[1], shown
         assert f"sessions in {url} (running first)" in shown
