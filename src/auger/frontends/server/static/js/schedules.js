@@ -5,7 +5,7 @@
 
 import { useRef, useState } from "../vendor/hooks.mjs";
 import { api } from "./api.js";
-import { ago, allowedModes, html, may, shortPath, Spinner } from "./ui.js";
+import { ago, html, may, shortPath, Spinner, WorkerModeAndModel } from "./ui.js";
 
 export function Schedules({ data, reload, onError }) {
   const [busy, setBusy] = useState(null);
@@ -129,15 +129,7 @@ function NewSchedule({ onAdded }) {
       <label>Base
         <input data-field="ref" type="text" value=${form.ref} onInput=${set("ref")} />
       </label>
-      <label>Mode
-        <select data-field="mode" value=${form.mode} onChange=${set("mode")}>
-          <option value="">the worker's</option>
-          ${allowedModes("auto").map((m) => html`<option value=${m}>${m}</option>`)}
-        </select>
-      </label>
-      <label>Model (optional)
-        <input data-field="model" type="text" value=${form.model} onInput=${set("model")} />
-      </label>
+      <${WorkerModeAndModel} form=${form} set=${set} />
     </div>
     ${error ? html`<div class="error" role="alert">${error}</div>` : null}
     <div class="row">

@@ -11,7 +11,7 @@ import { useEffect, useRef, useState } from "../vendor/hooks.mjs";
 import { computed } from "../vendor/signals.mjs";
 import { api, submissionId } from "./api.js";
 import { Schedules } from "./schedules.js";
-import { ago, allowedModes, Bar, html, may, money, serverInfo, shortPath, Spinner } from "./ui.js";
+import { ago, Bar, html, may, money, serverInfo, shortPath, Spinner, WorkerModeAndModel } from "./ui.js";
 
 const POLL_MS = 3000;
 const LIMIT = 50;
@@ -125,15 +125,7 @@ function NewTask({ onQueued }) {
       <label>Base (branch, tag or commit)
         <input data-field="ref" type="text" value=${form.ref} onInput=${set("ref")} />
       </label>
-      <label>Mode
-        <select data-field="mode" value=${form.mode} onChange=${set("mode")}>
-          <option value="">the worker's</option>
-          ${allowedModes("auto").map((m) => html`<option value=${m}>${m}</option>`)}
-        </select>
-      </label>
-      <label>Model (optional)
-        <input data-field="model" type="text" value=${form.model} onInput=${set("model")} />
-      </label>
+      <${WorkerModeAndModel} form=${form} set=${set} />
       <label>Labels (optional)
         <input data-field="labels" type="text" value=${form.labels} onInput=${set("labels")} placeholder="ci, nightly" />
       </label>

@@ -78,6 +78,19 @@ export function allowedModes(ceiling) {
   return MODES.slice(0, MODES.indexOf(ceiling) + 1 || 1);
 }
 
+/** A fleet task's (or schedule's) mode, up to auto and else the worker's own, and model: the task and schedule forms. */
+export function WorkerModeAndModel({ form, set }) {
+  return html`<label>Mode
+      <select data-field="mode" value=${form.mode} onChange=${set("mode")}>
+        <option value="">the worker's</option>
+        ${allowedModes("auto").map((m) => html`<option value=${m}>${m}</option>`)}
+      </select>
+    </label>
+    <label>Model (optional)
+      <input data-field="model" type="text" value=${form.model} onInput=${set("model")} />
+    </label>`;
+}
+
 export function Spinner() {
   return html`<span class="spinner" aria-hidden="true"></span>`;
 }
