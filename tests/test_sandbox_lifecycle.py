@@ -109,6 +109,7 @@ def _line(output: str, prefix: str) -> str:
     return next(line for line in output.splitlines() if line.startswith(prefix))
 
 
+@pytest.mark.xdist_group("dev-port-8000")  # under Landlock the server binds the host's port: one test at a time
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("how", ["background", "left behind"])
 def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, how):
