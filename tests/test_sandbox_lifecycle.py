@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from auger.policy.listening import DEV_PORTS
 from auger.protocol import events as ev
 from auger.protocol.ops import RunShell, SetTurnContext, UserTurn
 from tests.support.harness import cli_env, follow_session
@@ -105,6 +107,15 @@ def test_an_idle_sandbox_stops_and_the_next_command_runs_as_before(project, serv
     assert _line(first, "sandbox=") != _line(again, "sandbox="), (first, again)
 
 
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _line(output: str, prefix: str) -> str:
     return next(line for line in output.splitlines() if line.startswith(prefix))
 
@@ -119,7 +130,9 @@ def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, h
     marker = f"lifecycle-{uuid.uuid4().hex[:8]}"
     (project / "site").mkdir()
     (project / "site" / "index.html").write_text(f"{marker}\n")
-    serve = "python3 -m http.server 8000 --bind 127.0.0.1 --directory site"
+    port = next((p for p in DEV_PORTS if _free(p)), None)  # a dev port: Landlock lets a session bind those
+    assert port is not None, f"every dev port {DEV_PORTS} is taken on this machine; the test needs one free"
+    serve = f"python3 -m http.server {port} --bind 127.0.0.1 --directory site"
     if how == "background":
         server.add(Reply(tool_calls=[ToolCall("shell", {"command": f"exec {serve}", "background": True})]),
                    Reply(text="started"))
@@ -130,11 +143,12 @@ def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, h
             session.submit(UserTurn("start the server"))
             await follow.until(ev.TurnEnded)
         else:
-            # (the pause: the command's group is killed when it ends, and setsid must have run by then)
-            await shell_turn(session, follow, f"setsid {serve} >/dev/null 2>&1 </dev/null & sleep 0.5")
+            # (the wait: the command's group is killed when it ends, so it ends once the server answers)
+            await shell_turn(session, follow, f"setsid {serve} >/dev/null 2>&1 </dev/null & for i in $(seq 200); "
+                                              f"do curl -s -o /dev/null http://127.0.0.1:{port}/ && break; sleep 0.05; done")
         await asyncio.sleep(1.0)  # five idle timeouts
         assert session.confinement.running
-        outs.append(await shell_turn(session, follow, "for i in $(seq 50); do curl -s http://127.0.0.1:8000/ && "
+        outs.append(await shell_turn(session, follow, f"for i in $(seq 50); do curl -s http://127.0.0.1:{port}/ && "
                                                       "break; sleep 0.1; done"))
 
     follow_session(project, server, steps, f"sandbox={kind}", IDLE, "approve_all=true")
