@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -162,8 +163,13 @@ def test_after_the_cool_down_the_first_model_is_used_again(project, tmp_path, mo
             config.tables["providers"] = tables
             store = SqliteStore(tmp_path / "c.db")
             session = await SessionManager(Workspace.open(project, config), store).create(client_for(config))
+            def outlast_the_cool_down(_session, event) -> None:
+                # a fast machine ends the first turn within the 0.01 s; the second must start after it
+                if isinstance(event, ev.TurnEnded):
+                    time.sleep(0.05)
+
             try:
-                run = await drive(session, "one", "two")
+                run = await drive(session, "one", "two", on_event=outlast_the_cool_down)
             finally:
                 await store.aclose()
             return run
