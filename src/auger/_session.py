@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import uuid
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Mapping, Protocol, Sequence
 
 from auger._errors import ApprovalFailed, ConfigError, Refused, SessionClosed, TurnFailed, TurnInterrupted
 from auger._types import Approver, Decision, Diff, Result, TurnChange, cautious
+from auger.ids import new_hex
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import (
     AgentMessage, ApprovalRequest, Event, GoalEnded, ShutdownComplete, StructuredOutput, TokenUsage, TurnDiff,
@@ -68,7 +68,7 @@ class Link(Protocol):
 
 def new_id(kind: str) -> str:
     """A submission id of the caller's choosing (the server takes 1-64 of `A-Za-z0-9_.:-`)."""
-    return f"{kind}-{uuid.uuid4().hex[:16]}"
+    return f"{kind}-{new_hex(16)}"
 
 
 class Session:

@@ -4,7 +4,7 @@ imported, the classes it made dataclasses and the regular expressions it compile
 Run as a program, it runs `auger` with the given arguments after putting an import hook in front of
 everything: once `auger.models.http` has loaded, the hook wraps `SseModelClient.stream` (the one place
 every wire client sends a request from), so the first call writes what was done as JSON to the file named
-by START_PATH_MODULES. Making a dataclass (`dataclasses._process_class`) and compiling a pattern that is
+by START_PATH_MODULES, with how often the garbage collector had walked its youngest generation. Making a dataclass (`dataclasses._process_class`) and compiling a pattern that is
 not in `re`'s cache (`re._compiler.compile`) are counted by wrapping the standard library's private
 functions before anything runs. Nothing of auger is imported early and nothing in auger knows about it,
 so the record is exactly what `auger exec` does on its way to the first request.
@@ -14,6 +14,7 @@ so the record is exactly what `auger exec` does on its way to the first request.
 
 from __future__ import annotations
 
+import gc
 import importlib.abc
 import importlib.machinery
 import json
@@ -32,6 +33,7 @@ class FirstRequest(NamedTuple):
     modules: list[str]  # sys.modules, sorted (not the names recorded as absent: a None is no module)
     dataclasses: int  # classes made dataclasses (auger's and the libraries')
     regexes: int  # patterns compiled (re's cache misses)
+    young_collections: int  # collections of the garbage collector's youngest generation (gc.get_stats)
 
 
 def at_first_request(args: list[str], *, env: dict[str, str], cwd: Any, timeout: float = 60) -> FirstRequest:
@@ -101,7 +103,8 @@ def _write_once() -> None:
         return
     _written = True
     with open(os.environ[ENV], "w", encoding="utf-8") as f:
-        json.dump({"modules": sorted(name for name, module in sys.modules.items() if module is not None), **_made}, f)
+        json.dump({"modules": sorted(name for name, module in sys.modules.items() if module is not None), **_made,
+                   "young_collections": gc.get_stats()[0]["collections"]}, f)
 
 
 def _count(module: Any, name: str, what: str) -> None:

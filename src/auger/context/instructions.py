@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 import pkgutil
-import platform
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -100,7 +100,8 @@ class EnvironmentContext:
         The shell named is the one commands run in, bash (`auger.tools.shell.bash_argv`), never the
         user's login shell (`$SHELL`): a model told zsh or fish writes their syntax, which bash then
         runs, or refuses."""
-        system = " ".join(p for p in (platform.system(), platform.release()) if p) or None
+        uname = os.uname()  # what platform.system() and .release() read, without importing platform
+        system = " ".join(p for p in (uname.sysname, uname.release) if p) or None
         return cls(cwd=str(cwd), shell=COMMAND_SHELL, os=system, date=(today or datetime.date.today()).isoformat(),
                    git_branch=git_branch(Path(cwd)), trust_mode=mode or None, model=model or None)
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auger.fleet.checkout import CheckoutError, checkout, default_branch, git, transports
 from auger.fleet.forge import Forge, ForgeError, LineComment, marker
+from auger.ids import new_hex
 
 if TYPE_CHECKING:
     from auger.changes.review_change import Change
@@ -93,7 +93,7 @@ class Delivery:
     async def _push(self, spec: TaskSpec, task_id: str, base_commit: str, diff: str, branch: str, title: str
                     ) -> tuple[str, str]:
         """Commit the diff on `branch` in a fresh clone and push it; (the commit, the pull request's base)."""
-        where = self.data_dir / "deliveries" / f"{task_id}-{uuid.uuid4().hex[:6]}"
+        where = self.data_dir / "deliveries" / f"{task_id}-{new_hex(6)}"
         tree = await checkout(spec.repo, base_commit, where)
         try:
             await tree.apply(diff)

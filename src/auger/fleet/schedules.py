@@ -40,12 +40,12 @@ import dataclasses
 import json
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from auger.fleet.cron import Cadence, CadenceError, parse
 from auger.fleet.policy import TaskRefused, TaskSpec, check_row, check_spec
+from auger.ids import new_hex
 from auger.store.base import RunPlan, ScheduleRecord, ScheduleRun, StoreError
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def new_schedule(cadence: str, spec: TaskSpec, *, tz: str = "UTC", missed: str =
         check_row(queue, priority, max_attempts)
     except (CadenceError, TaskRefused) as exc:
         raise ScheduleRefused(str(exc)) from None
-    return ScheduleRecord(uuid.uuid4().hex, parsed.text, tz, missed, json.dumps(spec.to_json()), queue, priority,
+    return ScheduleRecord(new_hex(32), parsed.text, tz, missed, json.dumps(spec.to_json()), queue, priority,
                           max_attempts, False, parsed.next_after(created), created, created_by)
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from auger.fleet.policy import TaskRefused, TaskSpec, check_spec
+from auger.ids import new_hex
 from auger.protocol.events import Usage
 from auger.protocol.ops import Interrupt
 from auger.store.postgres import b, t
@@ -156,7 +156,7 @@ class Tasks:
                      ) -> tuple[TaskRecord, bool]:
         """Insert the task; (record, True). A submission id used before for the same task: (the first
         record, False); for another task: SubmissionConflict (nothing is inserted)."""
-        task_id = uuid.uuid4().hex
+        task_id = new_hex(32)
 
         async def insert(conn: AsyncConnection) -> tuple[TaskRecord, bool]:
             row = await (await conn.execute(

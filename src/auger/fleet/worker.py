@@ -38,7 +38,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from auger.fleet.forge import forge_from_config
 from auger.fleet.policy import TaskRefused, TaskSpec, WorkerPolicy, check_endpoint
 from auger.fleet.schedules import Scheduler, fleet_starter
 from auger.fleet.tasks import FINAL, TaskRecord, TaskResult, Tasks, lease_key
+from auger.ids import new_hex
 from auger.protocol import events as ev
 from auger.protocol.envelope import Envelope
 from auger.protocol.items import TurnAborted
@@ -248,7 +248,7 @@ class Worker:
             await self._refuse(task, generation, str(exc))
             return
         previous = None if resuming else task.session_id  # an attempt before this one: died, or was given back
-        where = self.options.data_dir / "checkouts" / f"{task.id}-{task.attempts + 1}-{uuid.uuid4().hex[:6]}"
+        where = self.options.data_dir / "checkouts" / f"{task.id}-{task.attempts + 1}-{new_hex(6)}"
         try:
             tree = await checkout(spec.repo, str(task.parked["base"]) if resuming and task.parked else spec.ref,
                                   where)

@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from auger import start_gc
 from auger._version import __version__
 from auger.extras import MissingExtra
 from auger.frontends.cli_support import (
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"auger {__version__}")
         return EXIT_OK
     if argv and argv[0] in _RUN_COMMANDS:  # their parser alone: no other command's module is imported
+        start_gc.hold()  # until the first model request has gone out
         args = _run_parsers(_standalone)[argv[0]].parse_intermixed_args(argv[1:])
         return _run(args)
     from auger.frontends.mcp_commands import split_command
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         # Per-command parsing lets options sit between positionals: `auger resume ID --json PROMPT`.
         args = commands[argv[0]].parse_intermixed_args(argv[1:])
     elif not argv or argv[0] not in (*_subcommands(parser), "-h", "--help"):
+        start_gc.hold()  # one session, until its first model request (servers hold none: see start_gc)
         args = commands[""].parse_intermixed_args(argv)  # `auger [OPTIONS] [PROMPT]`: interactive
     else:
         args = parser.parse_args(argv)

@@ -27,13 +27,13 @@ Wire rules this module keeps, and why:
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 import httpx
 from httpx_sse import EventSource
 
+from auger.ids import new_hex
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
@@ -396,7 +396,7 @@ def _finish_block(block: _Block | None) -> StreamEvent | None:
         return None
     if block.type == "tool_use":
         arguments = "".join(block.parts)
-        return ToolCallReady(block.id or f"toolu_{uuid.uuid4().hex[:24]}", block.name,
+        return ToolCallReady(block.id or f"toolu_{new_hex(24)}", block.name,
                              arguments if arguments.strip() else "{}")
     if block.type == "thinking":
         return ReasoningDone("".join(block.parts), encrypted=block.signature or None, provider=PROVIDER)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import httpx
 
+from auger import start_gc
 from auger.models import tls
 from auger.models.base import (
     ContextWindowExceeded, ImageRejected, ModelError, ModelRequest, RateLimitReport, StreamEvent,
@@ -232,6 +233,7 @@ class SseModelClient:
         try:
             async with self._http.stream("POST", self.url, content=body,
                                          headers={"content-type": "application/json"}) as response:
+                start_gc.release()  # the process's first request has gone out: start-up is over
                 if response.status_code != 200:
                     raise status_error(response, await response.aread(), self.url,
                                        model=self.model, key_env=self._key_env)

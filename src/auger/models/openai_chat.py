@@ -23,13 +23,13 @@ assembles in linear time.
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import field
 from typing import Any, AsyncIterator
 
 import httpx
 from httpx_sse import EventSource
 
+from auger.ids import new_hex
 from auger.lazy_dataclass import Deferred, dataclass
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent, TextDelta, ToolCallReady,
@@ -187,7 +187,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
 def _ready(slot: _Call) -> ToolCallReady:
     """`slot` is complete: the call as the engine gets it (an id made up where the server sent none)."""
     if not slot.id:
-        slot.id = f"call_{uuid.uuid4().hex[:12]}"
+        slot.id = f"call_{new_hex(12)}"
     return ToolCallReady(slot.id, "".join(slot.name), "".join(slot.arguments))
 
 

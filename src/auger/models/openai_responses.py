@@ -34,12 +34,12 @@ when it gives one. Every `response.incomplete` reason becomes a warning.
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any, AsyncIterator
 
 import httpx
 from httpx_sse import EventSource
 
+from auger.ids import new_hex
 from auger.models.base import (
     Completed, ModelError, ModelRequest, ReasoningDelta, ReasoningDone, StreamEvent,
     TextDelta, ToolCallReady, UsageReport, WebSource, WebSources,
@@ -237,7 +237,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
             kind_of_item = item.get("type")
             if kind_of_item == "function_call":
                 saw_call = True
-                yield ToolCallReady(item.get("call_id") or f"call_{uuid.uuid4().hex[:12]}", item.get("name", ""),
+                yield ToolCallReady(item.get("call_id") or f"call_{new_hex(12)}", item.get("name", ""),
                                     item.get("arguments") or "".join(arguments.get(str(item.get("id")), [])))
             elif kind_of_item == "reasoning":
                 done = _reasoning_done(item)

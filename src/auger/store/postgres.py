@@ -38,10 +38,10 @@ import logging
 import os
 import socket
 import time
-import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, TypeVar
 
 from auger.extras import require
+from auger.ids import new_hex
 from auger.protocol.envelope import Envelope
 from auger.protocol.events import Usage
 from auger.protocol.items import Item, ToolOutput
@@ -93,7 +93,7 @@ class PostgresStore:
         require("postgres", "a PostgreSQL session database")
         self.url = url
         self.where = redact(url)
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{new_hex(8)}"
         self.lease_timeout_s = lease_timeout_s if lease_timeout_s is not None else LEASE_TIMEOUT_S
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else min(HEARTBEAT_S, self.lease_timeout_s / 3)
         self._max = max_connections

@@ -47,7 +47,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -61,6 +60,7 @@ from auger.engine.agents.subagent_host import (
 from auger.engine.turn.tool_runtime import MutationHook, PlannedCall, ResultHook, ToolRuntime
 from auger.engine.turn.turn import Turn
 from auger.engine.turn.turn_context import TurnContext
+from auger.ids import new_hex, new_uuid
 from auger.models.base import ModelClient
 from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, ContextMessage, UserMessage
@@ -331,7 +331,7 @@ class Control:
         """The child's stored session and its link, before it runs (so a crash finds it)."""
         pool = self.pool
         store = pool.session.store
-        child_id = str(uuid.uuid4())
+        child_id = new_uuid()
         cap = narrower(self.runtime.cap, agent.mode)
         run = AgentRun(child_id[:8], child_id, agent, prompt, ctx.call_id, background, self.depth + 1, cap,
                        inbox=[UserTurn(prompt)])
@@ -474,7 +474,7 @@ class Child:
 
             info = model_info(client.model, config, client.provider)
             instructions = base_instructions(client.model, config.base_instructions)
-        ctx = parent_ctx.derive(turn_id=uuid.uuid4().hex[:12], workspace=workspace, client=client, model_info=info,
+        ctx = parent_ctx.derive(turn_id=new_hex(12), workspace=workspace, client=client, model_info=info,
                                 instructions=instructions, runtime=runtime, max_model_calls=agent.max_model_calls)
         host = ChildHost(pool.session, run, child_control, ledger, runtime.archive, ctx)
         return cls(child_control, run, ctx, host, own_client, confinement)
@@ -482,7 +482,7 @@ class Child:
     async def run(self) -> tuple[str, str | None]:
         """One turn of the child's, on what its inbox holds (a turn of its own each time it is run)."""
         host, run = self.host, self.agent_run
-        ctx = self.ctx.derive(turn_id=uuid.uuid4().hex[:12])
+        ctx = self.ctx.derive(turn_id=new_hex(12))
         host.emit(ev.TurnStarted(ctx.turn_id))
         turn = Turn(ctx, host, interrupt_reason=lambda: run.cancel_reason)
         reason, message = await turn.run()
@@ -593,7 +593,7 @@ async def _worktree(root: Path, protected: ProtectedFiles | None) -> Any:
     from auger.changes.worktree import WorktreeError, create_worktree_async
 
     try:
-        return await create_worktree_async(root, base="snapshot", name=f"agent-{uuid.uuid4().hex[:8]}",
+        return await create_worktree_async(root, base="snapshot", name=f"agent-{new_hex(8)}",
                                            protected=protected)
     except (WorktreeError, OSError) as exc:  # a tree that cannot have a worktree: the model can go without one
         raise ToolError(f"cannot create a worktree: {exc}") from None

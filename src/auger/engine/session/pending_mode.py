@@ -9,12 +9,12 @@ be diffed and undone).
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Sequence
 
 from auger.engine.turn.host import CONTEXT_TURN
 from auger.engine.turn.tool_runtime import PlannedCall
+from auger.ids import new_hex
 from auger.policy.types import Classification
 from auger.protocol import items as it
 from auger.protocol.events import Event, PendingChanged, WarningEvent
@@ -116,7 +116,7 @@ async def pending_op(queue: PendingChanges, op: PendingApply | PendingDiscard | 
 
     await capture_pending(queue, None, emit)
     if isinstance(op, PendingApply):
-        turn_id = f"{APPLY_TURN}-{uuid.uuid4().hex[:12]}"
+        turn_id = f"{APPLY_TURN}-{new_hex(12)}"
         report = await pending.apply(store, session_id, root, op.paths or None,
                                      before_write=lambda: snapshot_before_apply(changes, turn_id))
         if changes is not None:

@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
@@ -48,6 +47,7 @@ from auger.engine.turn.changes import UNDO_TURN, ChangeTracker, UndoError, redo_
 from auger.engine.turn.changes import auger_paths
 from auger.engine.session.writable_roots import WritableRoots
 from auger.engine.turn.tool_runtime import PlannedCall, Policy, ToolRuntime
+from auger.ids import new_hex
 from auger.lazy_dataclass import Deferred, dataclass
 from auger.tools.router import ToolRouter
 from auger.engine.turn.turn import Turn
@@ -285,7 +285,7 @@ class Session:
         the events it causes carry."""
         if self._closed:
             raise RuntimeError("session is shut down")
-        submission_id = submission_id or uuid.uuid4().hex[:12]
+        submission_id = submission_id or new_hex(12)
         self._ops.put_nowait((op, submission_id))
         return submission_id
 
@@ -467,7 +467,7 @@ class Session:
                   parent_call_id: str | None = None) -> ApprovalDecision:
         """Ask the client to decide; with nobody to ask (headless), take `headless_default`. A sub-agent's
         question comes with `parent_call_id`, the spawn call its envelope names."""
-        request_id = uuid.uuid4().hex[:12]
+        request_id = new_hex(12)
         answered = self._answers.pop(str((details or {}).get("call_id")), None) if kind == "tool" else None
         if answered is not None:  # asked before this session was parked, and answered since
             return answered
@@ -901,10 +901,10 @@ class Session:
         if self.backend and not compact_only and not open_calls:
             from auger.engine.agents.backend_turn import BackendTurn
 
-            turn = BackendTurn(self.turn_context(uuid.uuid4().hex[:12]), self, self.backends.link(),
+            turn = BackendTurn(self.turn_context(new_hex(12)), self, self.backends.link(),
                                interrupt_reason=lambda: self.interrupt_reason)
         else:
-            turn = Turn(self.turn_context(uuid.uuid4().hex[:12]), self, compact_only=compact_only,
+            turn = Turn(self.turn_context(new_hex(12)), self, compact_only=compact_only,
                         interrupt_reason=lambda: self.interrupt_reason, parked=lambda: self._parked is not None,
                         open_calls=open_calls)
         self._launch(turn.id, turn.run if compact_only else self.goal.wrap(turn.id, turn.run), titled=True)
@@ -912,7 +912,7 @@ class Session:
     def _start_user_shell(self, command: str) -> None:
         from auger.engine.session.user_shell import run_user_shell
 
-        turn_id = uuid.uuid4().hex[:12]
+        turn_id = new_hex(12)
         self._launch(turn_id, lambda: run_user_shell(self.runtime, self, turn_id=turn_id, command=command,
                                                      interrupt_reason=lambda: self.interrupt_reason))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-import uuid
 from typing import AsyncIterator, Callable
 
 from auger.engine.turn.accounting import UsageLedger
@@ -19,6 +18,7 @@ from auger.engine.turn.history import INTERRUPTED_OUTPUT, History, latest_plan
 from auger.engine.session.resume import check_client, resume_client, resume_config
 from auger.engine.session.session import Session, hold, let_go
 from auger.engine.workspace import Workspace
+from auger.ids import new_uuid
 from auger.models.base import ModelClient
 from auger.models.registry import stored_usage
 from auger.protocol.envelope import Envelope
@@ -51,7 +51,7 @@ class SessionManager:
         `backend` names another agent to run its turns (backends/); `created_by` names who asked for it (a
         server's user), for the record."""
         now = time.time()
-        record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=str(self.workspace.root),
+        record = SessionRecord(id=new_uuid(), created=now, updated=now, cwd=str(self.workspace.root),
                                provider=client.provider, model=client.model, mode=mode or self.workspace.config.mode,
                                created_by=created_by)
         await self.store.create_session(record)
@@ -86,7 +86,7 @@ class SessionManager:
                                  f"cannot cut before message {before_user_message}")
             cut = seqs[before_user_message - 1]
         now = time.time()
-        record = SessionRecord(id=str(uuid.uuid4()), created=now, updated=now, cwd=source.cwd,
+        record = SessionRecord(id=new_uuid(), created=now, updated=now, cwd=source.cwd,
                                provider=client.provider, model=client.model, mode=mode or source.mode,
                                title=f"fork of {source.title or source.id[:8]}"[:80], created_by=created_by)
         await store.create_session(record)

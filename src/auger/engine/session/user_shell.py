@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from typing import TYPE_CHECKING, Callable
 
 from auger.engine.turn.tool_runtime import Ran
+from auger.ids import new_hex
 from auger.protocol import events as ev
 from auger.protocol.items import ToolCall, UserMessage
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 async def run_user_shell(runtime: ToolRuntime, host: TurnHost, *, turn_id: str, command: str,
                          interrupt_reason: Callable[[], str]) -> tuple[str, str | None]:
     """Run `command` through the tool runtime's `shell`; return the turn's (end reason, message)."""
-    call = ToolCall("user-" + uuid.uuid4().hex[:10], "shell", json.dumps({"command": command}))
+    call = ToolCall("user-" + new_hex(10), "shell", json.dumps({"command": command}))
     started = time.monotonic()
     try:
         outcome = await runtime.run(call, host, turn_id=turn_id)

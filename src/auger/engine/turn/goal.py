@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from auger.engine.turn.call_outcome import Ran, call_ended, result_of
 from auger.engine.turn.model_call import Reply, call_model
+from auger.ids import new_hex
 from auger.models.base import ModelClient, ModelError, ModelRequest, OutputFormat
 from auger.protocol import events as ev
 from auger.protocol.items import AssistantMessage, Item, ToolCall, UserMessage
@@ -94,7 +94,7 @@ async def check(run: GoalRun, runtime: ToolRuntime, host: TurnHost, turn_id: str
 
 async def _run_command(runtime: ToolRuntime, host: TurnHost, turn_id: str, command: str) -> tuple[str, int | None]:
     """The command's output tail and exit status (None: it did not run — refused, or failed to start)."""
-    call = ToolCall("goal-" + uuid.uuid4().hex[:10], "shell", json.dumps({"command": command}))
+    call = ToolCall("goal-" + new_hex(10), "shell", json.dumps({"command": command}))
     started = time.monotonic()
     try:
         outcome = await runtime.run(call, host, turn_id=turn_id)

@@ -8,9 +8,9 @@ piece's `item_id`, and `item_ended` closes it — `discarded` when what was show
 
 from __future__ import annotations
 
-import uuid
 from typing import Callable
 
+from auger.ids import new_hex
 from auger.protocol import events as ev
 
 MESSAGE, REASONING = "message", "reasoning"
@@ -40,6 +40,6 @@ class StreamedItems:
     def _item(self, kind: str) -> str:
         item_id = self._open.get(kind)
         if item_id is None:
-            item_id = self._open[kind] = uuid.uuid4().hex[:12]
+            item_id = self._open[kind] = new_hex(12)
             self._emit(ev.ItemStarted(self._turn_id, item_id, kind))
         return item_id
