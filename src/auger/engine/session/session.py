@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
@@ -170,11 +169,14 @@ class Session:
         from auger.policy.confinement import confine
         from auger.policy.env import command_env
         from auger.policy.rules import load_rules
+        from auger.process import owned_temp_dir
         from auger.secrets.protected import protected_files
 
         config = workspace.config
         warnings: list[str] = []
-        state = SessionToolState(scratch_dir=Path(tempfile.gettempdir()) / f"auger-{meta.id}", plan=plan,
+        # private to this user (0700: Landlock's TMPDIR is inside it), and removed by the next process of
+        # this user should this one be killed before it could remove it at the session's end
+        state = SessionToolState(scratch_dir=owned_temp_dir("scratch"), plan=plan,
                                  exec_limits=ExecLimits(config.exec_sessions_max, config.exec_session_idle_timeout))
         dirs = home_dirs()
         window = learn_model_window(client, config, dirs["cache"])  # never waited for
@@ -192,8 +194,6 @@ class Session:
         unshare_repository_unless_confined(queue, confinement)
         if queue is not None:
             warnings.extend(pending_warnings(queue, confinement))
-        if confinement is not None:
-            state.scratch_dir.mkdir(parents=True, exist_ok=True)
         user_rules = dirs["config"] / "rules.toml"
         rules, problems = load_rules(user_rules, workspace.root / ".auger" / "rules.toml",
                                      trust_project=config.trust_project_rules)
