@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -84,3 +85,32 @@ def test_only_the_commands_that_run_one_session_hold_it(argv, holds):
     held, threshold = run.stdout.split()[-2:]
     assert held == str(holds), run.stderr
     assert (int(threshold) == start_gc.HELD[0]) == holds
+
+
+def test_a_server_freezes_what_it_made_before_serving(tmp_path):
+    """`auger serve` holds nothing back (see start_gc), but what exists when it starts serving lives as long
+    as it does: frozen, no full collection walks it again, so the pauses every event stream waits out are
+    shorter. Watched from a thread of the server's own process."""
+    program = textwrap.dedent("""
+        import gc, os, signal, sys, threading, time
+        from auger.frontends.cli import main
+
+        def watch():
+            for _ in range(600):
+                if gc.get_freeze_count():
+                    print("frozen", gc.get_freeze_count(), gc.get_threshold()[0], flush=True)
+                    break
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, daemon=True).start()
+        main(["serve", "--port", "0", "-c", "sandbox=off"])
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
+    env.update({"AUGER_HOME": str(tmp_path / "home"), "AUGER_SERVER_TOKEN": "t" * 32})
+    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=60)
+    frozen = [line.split() for line in run.stdout.splitlines() if line.startswith("frozen")]
+    assert frozen, run.stdout + run.stderr
+    assert int(frozen[0][1]) > 10_000  # the server's modules and app, not a handful
+    assert int(frozen[0][2]) == gc.get_threshold()[0]  # nothing held back in a server
