@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from auger.protocol.ops import RunShell, SetTurnContext, UserTurn
 from tests.support.harness import cli_env, follow_session
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.redteam_sandbox import KINDS, all_gone, descendants, processes_with, require
+from tests.support.sockets import free_dev_port
 
 IDLE = "sandbox_idle_timeout=0.2"
 # When the supervisor that started the command (bash's parent) started: another one, in a sandbox started again.
@@ -107,15 +107,6 @@ def test_an_idle_sandbox_stops_and_the_next_command_runs_as_before(project, serv
     assert _line(first, "sandbox=") != _line(again, "sandbox="), (first, again)
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _line(output: str, prefix: str) -> str:
     return next(line for line in output.splitlines() if line.startswith(prefix))
 
@@ -130,7 +121,7 @@ def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, h
     marker = f"lifecycle-{uuid.uuid4().hex[:8]}"
     (project / "site").mkdir()
     (project / "site" / "index.html").write_text(f"{marker}\n")
-    port = next((p for p in DEV_PORTS if _free(p)), None)  # a dev port: Landlock lets a session bind those
+    port = free_dev_port()  # a dev port: Landlock lets a session bind those
     assert port is not None, f"every dev port {DEV_PORTS} is taken on this machine; the test needs one free"
     serve = f"python3 -m http.server {port} --bind 127.0.0.1 --directory site"
     if how == "background":

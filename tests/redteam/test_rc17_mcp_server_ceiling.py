@@ -18,7 +18,7 @@ from auger.policy.listening import DEV_PORTS
 from tests.support.harness import auger_cli
 from tests.support.mock_openai import Reply, ToolCall
 from tests.support.redteam_sandbox import KINDS, shell
-from tests.support.sockets import wait_for_port
+from tests.support.sockets import free_dev_port, wait_for_port
 from tests.test_mcp_cli import _env, _model_flags, auger_http, http_client
 
 WRITE = ToolCall("write_file", {"path": "owned.txt", "content": "pwned\n"})
@@ -141,7 +141,7 @@ def test_http_refuses_a_token_file_others_may_read_and_a_short_token(tmp_path, p
 def test_http_refuses_a_dev_port_a_landlock_sandbox_could_reach(tmp_path, project, server):
     """Before: `--http 8000` listened where Landlock lets every sandboxed command connect; the command
     reached the server. Now the server refuses the port, and the command finds nothing there."""
-    port = next((p for p in DEV_PORTS if _free(p)), None)
+    port = free_dev_port()
     if port is None:
         pytest.fail(f"every dev port {DEV_PORTS} is taken on this machine; the test needs one free")
     proc = subprocess.Popen([sys.executable, "-m", "auger", "mcp-server", "--http", str(port), *_model_flags(server)],
@@ -185,15 +185,6 @@ def test_bad_http_options_are_clear_errors(tmp_path):
     assert out.returncode == 2 and "cannot listen" in out.stderr and "Traceback" not in out.stderr
     out = auger_cli("mcp-server", "--root", str(tmp_path / "missing"), home=home, cwd=tmp_path)
     assert out.returncode == 2 and "not a directory" in out.stderr
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,5 +1,5 @@
 """Small socket helpers the tests share: a Unix socket that answers every connection with fixed bytes,
-and waiting until a freshly started server accepts TCP connections."""
+waiting until a freshly started server accepts TCP connections, and a dev port nothing listens on."""
 
 from __future__ import annotations
 
@@ -39,3 +39,21 @@ def wait_for_port(port: int, timeout: float) -> bool:
         except OSError:
             time.sleep(0.1)
     return False
+
+
+def free_dev_port() -> int | None:
+    """The first of the dev ports (a Landlock sandbox may listen on and reach those) that nothing listens
+    on now, or None. Tried with SO_REUSEADDR, as servers bind (Python's http.server, uvicorn): the
+    connections a server of an earlier test closed wait out TIME_WAIT on its port for a minute, and a plain
+    bind would take them for a server still there."""
+    from auger.policy.listening import DEV_PORTS
+
+    for port in DEV_PORTS:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return None
