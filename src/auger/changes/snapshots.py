@@ -343,16 +343,20 @@ class SnapshotStore:
         protects = await self.protects()
         if not self.indexed:  # nothing recorded yet: nothing to clear out of the index
             self._purged_for = self.protected.rules
-        changed, new, ignored = await self._listing()
+        indexed: bytes | None = None  # every path the index holds, when known to be needed (below)
+        if self._purged_for is not self.protected.rules:  # read beside the listing, which reads the same index
+            (changed, new, ignored), indexed = await asyncio.gather(self._listing(), self.git("ls-files", "-z", "-c"))
+        else:
+            changed, new, ignored = await self._listing()
         recorded, unrecorded = self._ignored([p for p in ignored if not protects(p.rstrip("/"))])
         pick = self._select({p for p in changed | set(kept.recheck) if not protects(p)},
                             [p for p in new if not protects(p.rstrip("/"))], recorded)
         if new_own:  # auger's own files that an earlier snapshot recorded: out of the index
             held = await self.git("ls-files", "-z", "-c", "--", *(f":(literal){rel}" for rel in new_own))
             pick.odd += [os.fsdecode(p) for p in held.split(b"\0") if p]
-        if self._purged_for is not self.protected.rules or any(map(protects, changed)):
+        if indexed is not None or any(map(protects, changed)):
             # protected files an earlier snapshot (or an earlier rule set) recorded: out of the index
-            held = await self.git("ls-files", "-z", "-c")
+            held = indexed if indexed is not None else await self.git("ls-files", "-z", "-c")
             pick.odd += [path for path in (os.fsdecode(p) for p in held.split(b"\0") if p) if protects(path)]
             self._purged_for = self.protected.rules
         for path in pick.gone + pick.odd + pick.present:
