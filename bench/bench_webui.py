@@ -90,19 +90,24 @@ def measure(turns: int, runs: int, root: Path) -> Result:
 
 
 def older_page(page, shown: int) -> float:
-    """Milliseconds from scrolling to the top (once) to the next older page drawn."""
-    page.evaluate("""() => {
+    """Milliseconds from scrolling to the top to the next older page drawn (more messages than the `shown`
+    at first paint). The scroll is repeated every 100 ms until then: on a busy machine the page's own first
+    scroll to the newest message can land after this one, as a reader would simply scroll up again."""
+    page.evaluate("""(shown) => {
       window.__olderAt = performance.now();
       window.__olderDone = null;
-      const before = document.querySelectorAll('[data-role="agent-message"]').length;
+      const more = () => document.querySelectorAll('[data-role="agent-message"]').length > shown;
+      const done = () => requestAnimationFrame(() => { window.__olderDone = performance.now(); });
       new MutationObserver((_, observer) => {
-        if (document.querySelectorAll('[data-role="agent-message"]').length > before) {
-          observer.disconnect();
-          requestAnimationFrame(() => { window.__olderDone = performance.now(); });
-        }
+        if (more()) { observer.disconnect(); done(); }
       }).observe(document.querySelector('.transcript'), { childList: true });
-      document.querySelector('.scroller').scrollTop = 0;
-    }""")
+      const scroller = document.querySelector('.scroller');
+      scroller.scrollTop = 0;
+      const again = setInterval(() => {
+        if (window.__olderDone !== null) { clearInterval(again); } else { scroller.scrollTop = 0; }
+      }, 100);
+      if (more()) { done(); }
+    }""", shown)
     page.wait_for_function("() => window.__olderDone !== null", timeout=60_000)
     return float(page.evaluate("window.__olderDone - window.__olderAt"))
 

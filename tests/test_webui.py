@@ -279,6 +279,35 @@ def test_a_long_session_draws_its_newest_page_and_one_scroll_to_the_top_loads_ev
     assert errors == []
 
 
+def test_a_reader_who_scrolled_up_is_not_pulled_back_down_by_a_change_drawn_before_the_scroll_event(
+        browser, serve, server):
+    """A scroll's event comes a frame after the scroll: a batch of changes drawn in between used to take the
+    reader back to the bottom (the page still believed them there). Made certain here by holding the page's
+    scroll events back while a new reply is drawn."""
+    server.add(*[Reply(text=f"Answer number {n} " + "with some words " * 40) for n in range(8)])
+    served = serve()
+    errors: list[str] = []
+    page, _ = open_page(browser, served.pair, errors, viewport={"width": 800, "height": 500})
+    page.locator('[data-role="prompt"]').wait_for(state="visible")
+    for n in range(6):  # a transcript taller than the window
+        send(page, f"question {n}")
+        page.locator(AGENT, has_text=f"Answer number {n}").wait_for()
+    sid = session_id(page)
+    served.wait_idle(sid)
+    page.wait_for_timeout(200)  # the last scroll to the bottom and its event are in
+    page.eval_on_selector(".scroller", """(el) => {
+      el.addEventListener('scroll', (e) => e.stopImmediatePropagation(), true);  // its event never reaches the page
+      el.scrollTop = 0;
+    }""")
+    answer = served.api.post(f"/api/sessions/{sid}/ops", json={"submission_id": "api-1", "op": {
+        "type": "user_turn", "text": "one more"}})
+    assert answer.status_code == 202, answer.text
+    page.locator(AGENT, has_text="Answer number 6").wait_for()
+    page.wait_for_timeout(200)
+    assert page.eval_on_selector(".scroller", "el => el.scrollTop") < 50
+    assert errors == []
+
+
 def test_an_edited_message_is_sent_again_in_a_fork_and_an_answer_is_regenerated(browser, serve, server):
     server.add(Reply(text="one"), Reply(text="two"), Reply(text="an answer to the edit"), Reply(text="regenerated"))
     served = serve()

@@ -39,6 +39,9 @@ export function ChatView({ id, onMenu }) {
     const el = scroller.current;
     if (!el) return;
     const kept = anchor.current;
+    // a scroll up whose event has not come yet (it comes on the next frame) while a change is drawn: the
+    // reader has left the bottom, and is not pulled back to it
+    if (scrolledTo.current !== null && el.scrollTop < scrolledTo.current - 1) stick.current = false;
     if (kept && kept.before !== session.t.nextBefore) { // the older page is drawn (not some other change)
       // at the very top the reader stays at the top and sees the older page, as the browser's own scroll
       // anchoring does; anywhere else they stay on what they read
