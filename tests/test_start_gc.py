@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from auger import start_gc
 from auger.models.base import ModelError, ModelRequest
 from auger.models.openai_chat import OpenAIChatClient
 from auger.protocol.items import UserMessage
+from tests.support.harness import cli_env
 from tests.support.mock_openai import Fault, MockChatServer, Reply
 
 
@@ -106,10 +106,8 @@ def test_a_server_freezes_what_it_made_before_serving(tmp_path):
         threading.Thread(target=watch, daemon=True).start()
         main(["serve", "--port", "0", "-c", "sandbox=off"])
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUGER_", "OPENAI_"))}
-    env.update({"AUGER_HOME": str(tmp_path / "home"), "AUGER_SERVER_TOKEN": "t" * 32})
-    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=60)
+    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env=cli_env(tmp_path / "home", {"AUGER_SERVER_TOKEN": "t" * 32}))
     frozen = [line.split() for line in run.stdout.splitlines() if line.startswith("frozen")]
     assert frozen, run.stdout + run.stderr
     assert int(frozen[0][1]) > 10_000  # the server's modules and app, not a handful

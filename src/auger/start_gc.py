@@ -11,7 +11,10 @@ copying them as a collection touches them.
 
 Only the commands that run one session hold it (`auger exec`, `resume`, `fork`, the terminal UI): what they
 freeze lives as long as the process anyway. A server or worker holds nothing, since what its first
-session leaves behind would stay frozen after that session ended.
+session leaves behind would stay frozen after that session ended; `auger serve` calls `serving` instead,
+once its app is built and before any session: what exists then (the modules, the app, its routes) lives
+as long as the server, and frozen, a full collection — a pause of the event loop, which every event
+stream waits out — walks only what the sessions made since.
 
 Holding back is not turning off: a held process that never sends a request (a run on an agent backend)
 still collects, every HELD allocations instead of every 700, which bounds what cyclic garbage can pile up
@@ -48,3 +51,8 @@ def release() -> None:
 def held() -> bool:
     """Whether the collector is held back now."""
     return _saved is not None
+
+
+def serving() -> None:
+    """A server is about to serve: freeze what exists now (see the module docstring)."""
+    gc.freeze()

@@ -343,9 +343,10 @@ class SnapshotStore:
         protects = await self.protects()
         if not self.indexed:  # nothing recorded yet: nothing to clear out of the index
             self._purged_for = self.protected.rules
-        indexed: bytes | None = None  # every path the index holds, when known to be needed (below)
+        index_paths: bytes | None = None  # every path the index holds, when known to be needed (below)
         if self._purged_for is not self.protected.rules:  # read beside the listing, which reads the same index
-            (changed, new, ignored), indexed = await asyncio.gather(self._listing(), self.git("ls-files", "-z", "-c"))
+            (changed, new, ignored), index_paths = await asyncio.gather(
+                self._listing(), self.git("ls-files", "-z", "-c"))
         else:
             changed, new, ignored = await self._listing()
         recorded, unrecorded = self._ignored([p for p in ignored if not protects(p.rstrip("/"))])
@@ -354,9 +355,9 @@ class SnapshotStore:
         if new_own:  # auger's own files that an earlier snapshot recorded: out of the index
             held = await self.git("ls-files", "-z", "-c", "--", *(f":(literal){rel}" for rel in new_own))
             pick.odd += [os.fsdecode(p) for p in held.split(b"\0") if p]
-        if indexed is not None or any(map(protects, changed)):
+        if index_paths is not None or any(map(protects, changed)):
             # protected files an earlier snapshot (or an earlier rule set) recorded: out of the index
-            held = indexed if indexed is not None else await self.git("ls-files", "-z", "-c")
+            held = index_paths if index_paths is not None else await self.git("ls-files", "-z", "-c")
             pick.odd += [path for path in (os.fsdecode(p) for p in held.split(b"\0") if p) if protects(path)]
             self._purged_for = self.protected.rules
         for path in pick.gone + pick.odd + pick.present:

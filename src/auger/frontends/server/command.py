@@ -12,12 +12,12 @@ connections (a second signal quits at once).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from auger import start_gc
 from auger.frontends.cli_support import CliError
 
 DEFAULT_PORT = 8765
@@ -140,10 +140,7 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
                             timeout_graceful_shutdown=30)
     from auger.policy.listening import announced
 
-    # What is alive now (the modules, the app, its routes) lives as long as the server: frozen, it is never
-    # walked again by a collection, so a full one — a pause of the event loop, which every event stream
-    # waits out — walks only what the sessions made since.
-    gc.freeze()
+    start_gc.serving()  # what exists now lives as long as the server: no full collection walks it again
     try:
         with announced(port):  # no session's sandbox may reach this port through its egress proxy
             await _draining_server(config, server.drain).serve(sockets=[sock])
