@@ -4,8 +4,8 @@ imported, the classes it made dataclasses and the regular expressions it compile
 Run as a program, it runs `auger` with the given arguments after putting an import hook in front of
 everything: once `auger.models.http` has loaded, the hook wraps `SseModelClient.stream` (the one place
 every wire client sends a request from), so the first call writes what was done as JSON to the file named
-by START_PATH_MODULES, with how often the garbage collector had walked its youngest generation. Making a dataclass (`dataclasses._process_class`) and compiling a pattern that is
-not in `re`'s cache (`re._compiler.compile`) are counted by wrapping the standard library's private
+by START_PATH_MODULES, with how often the garbage collector had walked its youngest generation. Making a dataclass (`dataclasses._process_class`), compiling one of
+its methods (`dataclasses._create_fn`) and compiling a pattern that is not in `re`'s cache (`re._compiler.compile`) are counted by wrapping the standard library's private
 functions before anything runs. Nothing of auger is imported early and nothing in auger knows about it,
 so the record is exactly what `auger exec` does on its way to the first request.
 
@@ -34,6 +34,7 @@ class FirstRequest(NamedTuple):
     dataclasses: int  # classes made dataclasses (auger's and the libraries')
     regexes: int  # patterns compiled (re's cache misses)
     young_collections: int  # collections of the garbage collector's youngest generation (gc.get_stats)
+    methods_compiled: int  # dataclass methods compiled (dataclasses._create_fn; 0 where Python has none)
 
 
 def at_first_request(args: list[str], *, env: dict[str, str], cwd: Any, timeout: float = 60) -> FirstRequest:
@@ -94,7 +95,7 @@ class _Loader(importlib.abc.Loader):
 
 
 _written = False
-_made = {"dataclasses": 0, "regexes": 0}
+_made = {"dataclasses": 0, "regexes": 0, "methods_compiled": 0}
 
 
 def _write_once() -> None:
@@ -125,6 +126,8 @@ def main() -> None:
 
     _count(dataclasses, "_process_class", "dataclasses")
     _count(re._compiler, "compile", "regexes")
+    if hasattr(dataclasses, "_create_fn"):  # Python 3.11, 3.12 (what auger.dataclass_methods defers)
+        _count(dataclasses, "_create_fn", "methods_compiled")
     sys.meta_path.insert(0, _Patcher())
     sys.argv = ["auger", *sys.argv[1:]]
     runpy.run_module("auger", run_name="__main__", alter_sys=True)

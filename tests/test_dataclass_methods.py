@@ -1,0 +1,140 @@
+"""dataclass_methods: classes made while it is installed behave exactly as dataclasses made them."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from auger import dataclass_methods
+
+deferring = sys.version_info < (3, 13)
+
+
+@pytest.fixture
+def installed() -> Iterator[None]:
+    dataclass_methods.install()
+    try:
+        yield
+    finally:
+        dataclass_methods.uninstall()
+
+
+def _kinds() -> dict[str, Any]:
+    """The same classes, made by whichever builder is in place now."""
+
+    @dataclasses.dataclass
+    class Plain:
+        a: int
+        b: list[int] = dataclasses.field(default_factory=list)
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        a: int
+        b: str = "x"
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted:
+        a: int
+
+    @dataclasses.dataclass(order=True)
+    class Ordered:
+        a: int
+        b: int = 0
+
+    @dataclasses.dataclass(frozen=True)
+    class Child(Frozen):
+        c: float = 1.5
+
+    @dataclasses.dataclass(unsafe_hash=True)
+    class Hashed:
+        a: int
+
+    return {"Plain": Plain, "Frozen": Frozen, "Slotted": Slotted, "Ordered": Ordered, "Child": Child,
+            "Hashed": Hashed}
+
+
+def _behaviour(kinds: dict[str, Any]) -> list[Any]:
+    """Everything a caller can see of the classes' generated methods."""
+    seen: list[Any] = []
+    plain = kinds["Plain"](1, [2])
+    plain.b.append(plain)  # a recursive repr: dataclasses guards __repr__ against it
+    seen += [repr(plain).replace(kinds["Plain"].__qualname__, "P"), plain == kinds["Plain"](1, [2]),
+             kinds["Plain"].__hash__ is None]
+    frozen = kinds["Frozen"](1)
+    seen += [repr(frozen).split(".")[-1], frozen == kinds["Frozen"](1), frozen != kinds["Frozen"](2),
+             hash(frozen) == hash((1, "x")), frozen == 1]
+    for attempt in (lambda: setattr(frozen, "a", 3), lambda: delattr(frozen, "a")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            attempt()
+    slotted = kinds["Slotted"](4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        slotted.a = 5
+    seen += [hash(slotted) == hash((4,)), copy.deepcopy(slotted) == slotted,
+             not hasattr(slotted, "__dict__")]
+    ordered = sorted([kinds["Ordered"](2), kinds["Ordered"](1, 5), kinds["Ordered"](1, 2)])
+    seen += [[(o.a, o.b) for o in ordered], kinds["Ordered"](1) <= kinds["Ordered"](1)]
+    child = kinds["Child"](1, "y", 2.0)
+    seen += [repr(child).split(".")[-1], child == kinds["Child"](1, "y", 2.0), child == kinds["Frozen"](1, "y"),
+             hash(child) == hash((1, "y", 2.0))]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        child.c = 0.0
+    seen += [hash(kinds["Hashed"](7)) == hash((7,)), {kinds["Hashed"](7), kinds["Hashed"](7)} == {kinds["Hashed"](7)}]
+    seen += [str(inspect.signature(kinds["Child"])), dataclasses.replace(child, c=3.0).c,
+             dataclasses.asdict(child)]
+    return seen
+
+
+def test_classes_made_while_installed_behave_as_dataclasses_makes_them(installed: None) -> None:
+    deferred = _behaviour(_kinds())
+    dataclass_methods.uninstall()
+    assert deferred == _behaviour(_kinds())
+
+
+@pytest.mark.skipif(not deferring, reason="Python 3.13 and later compile a class's methods at once")
+def test_a_method_is_compiled_at_its_first_call_and_then_is_the_class_own(installed: None) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        x: int
+        y: int
+
+    assert Point.__init__.__code__.co_varnames[:3] == ("self", "x", "y")
+    stand_in = Point.__dict__["__eq__"]
+    assert stand_in.__code__.co_name == "stand_in"
+    assert Point(1, 2) == Point(1, 2)
+    method = Point.__dict__["__eq__"]
+    assert method is not stand_in and method.__code__.co_name == "__eq__"
+    assert method.__qualname__ == f"{Point.__qualname__}.__eq__"
+    assert Point(1, 2) != Point(2, 1)  # the compiled one, from now on
+
+
+@pytest.mark.skipif(not deferring, reason="Python 3.13 and later compile a class's methods at once")
+def test_a_subclass_that_inherits_a_stand_in_puts_the_method_on_the_class_it_came_from(installed: None) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Base:
+        a: int
+
+    class Sub(Base):  # not a dataclass: inherits Base's methods
+        pass
+
+    assert Sub(1) == Sub(1)
+    assert Base.__dict__["__eq__"].__code__.co_name == "__eq__"
+    assert "__eq__" not in Sub.__dict__
+
+
+def test_the_command_line_installs_it_and_a_host_program_importing_auger_does_not() -> None:
+    builder = "print(getattr(getattr(dataclasses, '_create_fn', None), '__module__', 'none'))"
+    host = subprocess.run([sys.executable, "-c", f"import dataclasses, auger, auger.events; {builder}"],
+                          capture_output=True, text=True, check=True)
+    assert host.stdout.strip() in ("dataclasses", "none")
+    command = ("import dataclasses\nfrom auger.frontends.cli import main\n"
+               f"try:\n    main(['exec', '--help'])\nexcept SystemExit:\n    {builder}")
+    cli = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, check=True)
+    expected = "auger.dataclass_methods" if deferring else host.stdout.strip()
+    assert cli.stdout.strip().splitlines()[-1] == expected
