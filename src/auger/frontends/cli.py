@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from auger import child_watch  # (imports asyncio: here, once the collector is held back)
+
+    child_watch.install()  # the children of the command's event loops watched through pidfds, not threads
     try:
         return args.run(args)
     except (CliError, MissingExtra) as exc:

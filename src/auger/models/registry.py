@@ -192,6 +192,7 @@ class ProviderRegistry:
         self.providers = providers
         self.errors = errors  # provider name -> why its configuration is unusable
         self.diagnostics = diagnostics
+        self._infos: dict[tuple[str, str | None], ModelInfo] = {}  # model_info's answers: a turn asks often
 
     def get(self, name: str) -> Provider:
         if name in self.errors:
@@ -217,7 +218,14 @@ class ProviderRegistry:
         return "configured"
 
     def model_info(self, model: str, provider: str | None = None) -> ModelInfo:
-        """The provider's own description, else the known models (exact, then longest prefix), else defaults."""
+        """The provider's own description, else the known models (exact, then longest prefix), else defaults
+        (found once per model: the tables behind them do not change, and a turn asks at every step)."""
+        found = self._infos.get((model, provider))
+        if found is None:
+            found = self._infos[(model, provider)] = self._model_info(model, provider)
+        return found
+
+    def _model_info(self, model: str, provider: str | None) -> ModelInfo:
         owner = self.providers.get(provider or "")
         if owner is not None and model in owner.models:
             return owner.models[model]

@@ -300,10 +300,10 @@ class ProtectedFiles:
         rule, matched = found
         return Reason(rel, rule.text, rule.source, matched)
 
-    def check(self, rel: str, st: os.stat_result | None = None) -> Reason | None:
+    def check(self, rel: str, st: os.stat_result | None = None, *, refresh: bool = True) -> Reason | None:
         """Why the file at `rel`, whose stat is `st` (when it exists), is protected: by its name, or as the
-        same inode as a protected file. None: it is not."""
-        reason = self.why(rel, is_dir=st is not None and stat.S_ISDIR(st.st_mode))
+        same inode as a protected file. None: it is not. `refresh` as for `why`."""
+        reason = self.why(rel, is_dir=st is not None and stat.S_ISDIR(st.st_mode), refresh=refresh)
         if st is None or not stat.S_ISREG(st.st_mode):
             return reason
         key = (st.st_dev, st.st_ino)

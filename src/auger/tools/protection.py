@@ -71,7 +71,7 @@ class WalkFilter:
             st = os.lstat(self.protected.root / rel)
         except OSError:
             return False
-        if rel not in self.grant and self.protected.check(rel, st) is not None:
+        if rel not in self.grant and self.protected.check(rel, st, refresh=False) is not None:
             self.left_out.add(rel)
             return True
         return False
