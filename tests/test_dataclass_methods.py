@@ -138,3 +138,14 @@ def test_the_command_line_installs_it_and_a_host_program_importing_auger_does_no
     cli = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, check=True)
     expected = "auger.dataclass_methods" if deferring else host.stdout.strip()
     assert cli.stdout.strip().splitlines()[-1] == expected
+
+
+def test_auger_version_imports_neither_dataclasses_nor_asyncio() -> None:
+    """`auger --version` answers before anything is installed: what it imports stays as small as it was."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                           "import sys; sys.argv = ['auger', '--version']\n"
+                           "from auger.frontends.cli import main\nsys.exit(main())"],
+                          capture_output=True, text=True, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "auger.frontends.cli" in imported and done.stdout.startswith("auger ")
+    assert not imported & {"dataclasses", "asyncio", "auger.dataclass_methods", "auger.child_watch"}

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from auger import dataclass_methods, start_gc
+from auger import start_gc
 from auger._version import __version__
 from auger.extras import MissingExtra
 from auger.frontends.cli_support import (
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv in (["--version"], ["-V"]):
         print(f"auger {__version__}")
         return EXIT_OK
+    from auger import dataclass_methods  # (imports dataclasses, which --version never needs)
+
     dataclass_methods.install()  # every command: a class's methods other than __init__ compiled when called
     if argv and argv[0] in _RUN_COMMANDS:  # their parser alone: no other command's module is imported
         start_gc.hold()  # until the first model request has gone out
