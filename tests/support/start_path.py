@@ -1,13 +1,14 @@
 """What a real `auger` process has done by the moment it sends its first model request: the modules it
-imported, the classes it made dataclasses and the regular expressions it compiled.
+imported, the classes it made dataclasses, the dataclass methods and the regular expressions it compiled.
 
 Run as a program, it runs `auger` with the given arguments after putting an import hook in front of
 everything: once `auger.models.http` has loaded, the hook wraps `SseModelClient.stream` (the one place
 every wire client sends a request from), so the first call writes what was done as JSON to the file named
-by START_PATH_MODULES, with how often the garbage collector had walked its youngest generation. Making a dataclass (`dataclasses._process_class`), compiling one of
-its methods (`dataclasses._create_fn`) and compiling a pattern that is not in `re`'s cache (`re._compiler.compile`) are counted by wrapping the standard library's private
-functions before anything runs. Nothing of auger is imported early and nothing in auger knows about it,
-so the record is exactly what `auger exec` does on its way to the first request.
+by START_PATH_MODULES, with how often the garbage collector had walked its youngest generation. Making a
+dataclass (`dataclasses._process_class`), compiling one of its methods (`dataclasses._create_fn`) and
+compiling a pattern that is not in `re`'s cache (`re._compiler.compile`) are counted by wrapping the
+standard library's private functions before anything runs. Nothing of auger is imported early and nothing
+in auger knows about it, so the record is exactly what `auger exec` does on its way to the first request.
 
     START_PATH_MODULES=out.json python -m tests.support.start_path exec --base-url URL -m m "hi"
 """
