@@ -30,7 +30,7 @@ async def health(store: Any, **extra: Any) -> tuple[int, dict[str, Any]]:
     try:
         await asyncio.wait_for(store.ping(), STORE_TIMEOUT_S)
     except Exception as exc:  # unreachable, for whatever reason: the reason goes to the log, not the probe
-        log.warning("health check: the store did not answer: %s", exc or type(exc).__name__)
+        log.warning("health check: the store did not answer: %s", str(exc) or type(exc).__name__)
         return 503, {"status": "unavailable", "version": __version__, "store": "unreachable", **extra}
     return 200, {"status": "ok", "version": __version__, "store": "ok", **extra}
 
