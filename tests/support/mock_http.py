@@ -433,6 +433,7 @@ class MockServer(Generic[StepT, RecordT]):
         self._errors: list[BaseException] = []
         self._ids = itertools.count(1)
         self._connections: dict[socket.socket, threading.Thread] = {}
+        self._opened = 0  # connections clients have opened, all told
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -474,6 +475,12 @@ class MockServer(Generic[StepT, RecordT]):
         """Exceptions raised by callable steps."""
         with self._lock:
             return list(self._errors)
+
+    @property
+    def connections_opened(self) -> int:
+        """How many connections clients opened (a client that keeps its connection alive opens one)."""
+        with self._lock:
+            return self._opened
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` requests arrived (for subprocess clients)."""
@@ -559,6 +566,7 @@ class MockServer(Generic[StepT, RecordT]):
     def _register(self, sock: socket.socket) -> None:
         with self._lock:
             self._connections[sock] = threading.current_thread()
+            self._opened += 1
             stopping = self._stopping.is_set()
         if stopping:  # accepted just as stop() took its snapshot
             _shutdown(sock)

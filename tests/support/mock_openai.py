@@ -304,6 +304,7 @@ class Raw:
 
     chunks: list[dict[str, Any] | str]
     done: bool = True
+    hold: float = 0.0  # seconds the body stays open after the last chunk before it ends (a server slow to end it)
 
 
 Step = Union[Reply, Fault, Raw, Callable[[dict], Union[Reply, Fault, Raw]]]
@@ -653,6 +654,8 @@ class _Handler(MockHandler):
                 self._write_chunk(chunk.encode() + b"\n\n" if isinstance(chunk, str) else sse_event(chunk))
             if step.done:
                 self._write_chunk(_SSE_DONE)
+            if step.hold and not self._delay(step.hold):
+                return
             self._end_chunks()
             return
         reply = step if isinstance(step, Reply) else (step.reply or Reply(text=_PARTIAL_TEXT))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 import httpx
-from httpx_sse import EventSource
+from httpx_sse import ServerSentEvent
 
 from auger.ids import new_hex
 from auger.models.base import (
@@ -125,8 +125,9 @@ class AnthropicClient(SseModelClient):
         mark_cache_breakpoints(body)
         return body
 
-    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
-        return _parse_stream(response, self.url, self.model, self._key_env)
+    def parse_stream(self, response: httpx.Response, events: AsyncIterator[ServerSentEvent]
+                     ) -> AsyncIterator[StreamEvent]:
+        return _parse_stream(response, events, self.url, self.model, self._key_env)
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -298,8 +299,8 @@ class _Usage:
                      cached_input_tokens=self.cache_read, output_tokens=self.output)
 
 
-async def _parse_stream(response: httpx.Response, url: str, model: str, key_env: str | None
-                        ) -> AsyncIterator[StreamEvent]:
+async def _parse_stream(response: httpx.Response, events: AsyncIterator[ServerSentEvent], url: str, model: str,
+                        key_env: str | None) -> AsyncIterator[StreamEvent]:
     ctype = response.headers.get("content-type", "")
     if "text/event-stream" not in ctype:
         raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
@@ -309,7 +310,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     usage = _Usage()
     stop_reason: str | None = None
     complete = False
-    async for sse in EventSource(response).aiter_sse():
+    async for sse in events:
         if not sse.data.strip():
             continue
         data = stream_json(sse.data, url)

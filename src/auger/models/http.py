@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import json
@@ -10,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import httpx
+from httpx_sse import EventSource, ServerSentEvent
 
 from auger import start_gc
 from auger.models import tls
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("auger.models")
 
+REST_WAIT = 0.2  # seconds a reply's body may take to end after its last event before its connection is dropped
+REST_EVENTS = 4  # events after the last one read (and ignored) before it is dropped
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
                     "prompt is too long", "context window", "context_window_exceeded")
 
@@ -200,8 +204,12 @@ class SseModelClient:
     """What every streaming wire client shares: one keep-alive HTTP client, POST a JSON body, parse
     the server-sent events, and turn HTTP and transport failures into readable ModelErrors.
 
-    Subclasses give `build_body(request)` and `parse_stream(response)` (the response's events as
-    internal stream events)."""
+    Subclasses give `build_body(request)` and `parse_stream(response, events)` (the response's server-sent
+    events as internal stream events).
+
+    A reply's body is read to its end, past the event that ended the reply (`_read_rest`): httpx keeps a
+    connection for the next request only when its last response was read whole, and a new one costs a TCP and
+    a TLS handshake on every request of a turn."""
 
     def __init__(self, *, provider: str, model: str, url: str, headers: dict[str, str], key_env: str | None,
                  idle_timeout: float) -> None:
@@ -210,6 +218,7 @@ class SseModelClient:
         self.url = url
         self._key_env = key_env
         self._http = make_http_client(url, {"accept": "text/event-stream", **headers}, idle_timeout)
+        self._ends_replies = True  # the server ends a body soon after its last event (until one did not)
         # the last check on a body before it leaves (secrets/outgoing.py; set by registry.create_client):
         # None, or why the request is not sent
         self.outgoing: Callable[[str], str | None] | None = None
@@ -217,7 +226,8 @@ class SseModelClient:
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
-    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
+    def parse_stream(self, response: httpx.Response, events: AsyncIterator[ServerSentEvent]
+                     ) -> AsyncIterator[StreamEvent]:
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -240,10 +250,29 @@ class SseModelClient:
                 limits = read_rate_limits(response.headers)
                 if limits is not None:
                     yield RateLimitReport(limits)
-                async for event in _shape_checked(self.parse_stream(response), self.url):
+                events = EventSource(response).aiter_sse()
+                async for event in _shape_checked(self.parse_stream(response, events), self.url):
                     yield event
+                await self._read_rest(events)
         except httpx.HTTPError as exc:
             raise transport_error(exc, self.url) from exc
+
+    async def _read_rest(self, events: AsyncIterator[ServerSentEvent]) -> None:
+        """Read what follows the event that ended a reply (the chunked body's terminator, normally received
+        with it), so the connection goes back to the pool. A server that sends more, or keeps the body open,
+        is not waited for: the connection is closed, and this client stops waiting on later replies."""
+        if not self._ends_replies:
+            return
+        try:
+            async with asyncio.timeout(REST_WAIT):
+                for _ in range(REST_EVENTS + 1):
+                    if await anext(events, None) is None:
+                        return
+        except TimeoutError:
+            pass
+        except httpx.HTTPError:
+            return  # the reply was whole; the connection is gone, as it would have been
+        self._ends_replies = False
 
 
 async def _shape_checked(events: AsyncIterator[StreamEvent], url: str) -> AsyncIterator[StreamEvent]:

@@ -27,7 +27,7 @@ from dataclasses import field
 from typing import Any, AsyncIterator
 
 import httpx
-from httpx_sse import EventSource
+from httpx_sse import ServerSentEvent
 
 from auger.ids import new_hex
 from auger.lazy_dataclass import Deferred, dataclass
@@ -54,8 +54,9 @@ class OpenAIChatClient(SseModelClient):
         # do; some servers answer 400): the provider's `structured_output` says (models/registry.py)
         self.structured_output = structured_output
 
-    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
-        return _parse_stream(response, self.url, self.model, self._key_env)
+    def parse_stream(self, response: httpx.Response, events: AsyncIterator[ServerSentEvent]
+                     ) -> AsyncIterator[StreamEvent]:
+        return _parse_stream(response, events, self.url, self.model, self._key_env)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The request body. Raises ModelError (not retryable) for an image that cannot be sent."""
@@ -104,8 +105,8 @@ class _Reasoning(Deferred):
         return ReasoningDone("".join(self.parts), encrypted=json.dumps(state, ensure_ascii=False), provider=WIRE)
 
 
-async def _parse_stream(response: httpx.Response, url: str, model: str, key_env: str | None
-                        ) -> AsyncIterator[StreamEvent]:
+async def _parse_stream(response: httpx.Response, events: AsyncIterator[ServerSentEvent], url: str, model: str,
+                        key_env: str | None) -> AsyncIterator[StreamEvent]:
     calls: dict[int, _Call] = {}
     ready: set[int] = set()  # indexes of the calls handed on
     reasoning = _Reasoning()
@@ -113,12 +114,11 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     answered = False  # a chunk carried a choice
     finish: str | None = None
     done = False
-    source = EventSource(response)
     ctype = response.headers.get("content-type", "")
     if "text/event-stream" not in ctype:
         raise ModelError(f"{url} answered with {ctype or 'no content type'} instead of an event stream; "
                          "is the base URL an OpenAI-compatible /v1 endpoint?", retryable=False)
-    async for sse in source.aiter_sse():
+    async for sse in events:
         data = sse.data.strip()
         if not data:
             continue

@@ -37,7 +37,7 @@ import re
 from typing import Any, AsyncIterator
 
 import httpx
-from httpx_sse import EventSource
+from httpx_sse import ServerSentEvent
 
 from auger.ids import new_hex
 from auger.models.base import (
@@ -89,8 +89,9 @@ class OpenAIResponsesClient(SseModelClient):
         self.structured_output = structured_output  # send `text.format` (a server may not take it)
         self.web_search = web_search  # offer the hosted web_search tool with the function tools
 
-    def parse_stream(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
-        return _parse_stream(response, self.url, self.model, self._key_env)
+    def parse_stream(self, response: httpx.Response, events: AsyncIterator[ServerSentEvent]
+                     ) -> AsyncIterator[StreamEvent]:
+        return _parse_stream(response, events, self.url, self.model, self._key_env)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The request body. Raises ModelError (not retryable) for an image that cannot be sent."""
@@ -190,8 +191,8 @@ def _user_content(item: UserMessage, *, strict: bool) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- #
 
 
-async def _parse_stream(response: httpx.Response, url: str, model: str, key_env: str | None
-                        ) -> AsyncIterator[StreamEvent]:
+async def _parse_stream(response: httpx.Response, events: AsyncIterator[ServerSentEvent], url: str, model: str,
+                        key_env: str | None) -> AsyncIterator[StreamEvent]:
     """Translate one Responses event stream.
 
     Text and reasoning summaries are forwarded delta by delta; tool calls and
@@ -210,7 +211,7 @@ async def _parse_stream(response: httpx.Response, url: str, model: str, key_env:
     refused = False
     sources: list[WebSource] = []  # pages a hosted web search returned or cited
     reasoned = False  # a summary delta was streamed: the next summary part starts a new paragraph
-    async for sse in EventSource(response).aiter_sse():
+    async for sse in events:
         data = sse.data.strip()
         if not data:
             continue
