@@ -41,10 +41,11 @@ Why this way:
   project's usual ones, so an undo never restores a private file readable by all.
 * Speed: the index is kept between snapshots, so `git diff-files` finds what changed by stat alone,
   `ls-files -o` what is new, and only those paths are hashed (`update-index`); `write-tree` reuses
-  the cached subtrees. A snapshot that finds nothing changed since this store's last one (its index
-  untouched since, the same permission bits and left-out paths) is that snapshot: no tree written,
-  no commit made. A commit's message is remembered where this store made it, so its trailers are
-  read without git. Each git process counts: a tool step takes one snapshot or two.
+  the cached subtrees; the commit and its ref are written without git (git_objects.py). A snapshot
+  that finds nothing changed since this store's last one (its index untouched since, the same
+  permission bits and left-out paths) is that snapshot: no tree written, no commit made. A commit's
+  message is remembered where this store made it, so its trailers are read without git. Each git
+  process counts: a tool step takes one snapshot or two.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
+from auger.changes import git_objects
 from auger.policy.fs import read_fd
 from auger.secrets.protected import ProtectedFiles, default_protected
 
@@ -175,6 +177,7 @@ class SnapshotStore:
         self._own: tuple[str, ...] | None = None  # relative to the root; read from auger-own.json when needed
         self._lock = asyncio.Lock()
         self._ready = False
+        self._plain: bool | None = None  # whether commits and refs can be written without git (asked once)
         self._last: _Made | None = None  # the last snapshot this store made, while it may stand for the next
         self._messages: dict[str, str] = {}  # commit -> message, of the commits this store made (the latest)
         self._env = {
@@ -390,13 +393,26 @@ class SnapshotStore:
             self._last = dataclasses.replace(last, index=_stamp(self.snapdir / "auger-index"))
             return Snapshot(last.commit, tree, tuple(pick.warnings))
         text = f"{message or 'auger snapshot'}\n\n{trailers}"
-        commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
-        await self.git("update-ref", REF_PREFIX + commit, commit)
+        commit = await self._commit(tree, text)
         self._last = _Made(commit, tree, trailers, _stamp(self.snapdir / "auger-index"), time.monotonic())
         self._messages[commit] = text
         while len(self._messages) > 64:
             del self._messages[next(iter(self._messages))]
         return Snapshot(commit, tree, tuple(pick.warnings))
+
+    async def _commit(self, tree: str, text: str) -> str:
+        """Store a commit of `tree` and the ref that keeps it: written directly (git_objects: two git
+        processes fewer on a tool step's path) in a repository as `git init` made it, else by git."""
+        if self._plain is None:
+            self._plain = git_objects.plain(self.snapdir)
+        if self._plain and len(tree) == 40:
+            commit = git_objects.write_object(self.snapdir, "commit", git_objects.commit_body(
+                tree, text, self._env["GIT_COMMITTER_NAME"], self._env["GIT_COMMITTER_EMAIL"]))
+            git_objects.write_ref(self.snapdir, REF_PREFIX + commit, commit)
+            return commit
+        commit = (await self.git("commit-tree", tree, "-F", "-", stdin=text.encode())).decode().strip()
+        await self.git("update-ref", REF_PREFIX + commit, commit)
+        return commit
 
     def _load_kept(self) -> _Kept | None:
         """The permission bits kept beside the index, or None when they cannot be trusted (written
