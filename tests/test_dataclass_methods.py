@@ -56,8 +56,14 @@ def _kinds() -> dict[str, Any]:
     class Hashed:
         a: int
 
+    @dataclasses.dataclass
+    class Documented:
+        """Its own docstring."""
+
+        a: int
+
     return {"Plain": Plain, "Frozen": Frozen, "Slotted": Slotted, "Ordered": Ordered, "Child": Child,
-            "Hashed": Hashed}
+            "Hashed": Hashed, "Documented": Documented}
 
 
 def _behaviour(kinds: dict[str, Any]) -> list[Any]:
@@ -88,6 +94,8 @@ def _behaviour(kinds: dict[str, Any]) -> list[Any]:
     seen += [hash(kinds["Hashed"](7)) == hash((7,)), {kinds["Hashed"](7), kinds["Hashed"](7)} == {kinds["Hashed"](7)}]
     seen += [str(inspect.signature(kinds["Child"])), dataclasses.replace(child, c=3.0).c,
              dataclasses.asdict(child)]
+    seen += [(kinds["Slotted"](1).__doc__, child.__doc__)]  # read through an instance first
+    seen += [(name, kind.__doc__, kind.__doc__, inspect.getdoc(kind)) for name, kind in kinds.items()]
     return seen
 
 
@@ -112,6 +120,26 @@ def test_a_method_is_compiled_at_its_first_call_and_then_is_the_class_own(instal
     assert method is not stand_in and method.__code__.co_name == "__eq__"
     assert method.__qualname__ == f"{Point.__qualname__}.__eq__"
     assert Point(1, 2) != Point(2, 1)  # the compiled one, from now on
+
+
+@pytest.mark.skipif(not deferring, reason="Python 3.13 and later compile a class's methods at once")
+def test_a_docstring_made_from_the_signature_is_written_when_first_read(installed: None) -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: str = "a"
+
+    assert not isinstance(Point.__dict__["__doc__"], str)
+    assert Point.__doc__ == "Point(x: 'int', y: 'str' = 'a')"  # (this module's annotations are strings)
+    assert Point.__dict__["__doc__"] == Point.__doc__  # written in its place
+
+    class NotMade:
+        x: int = "no default may follow"  # type: ignore[assignment]
+        y: int
+
+    with pytest.raises(TypeError):  # a class dataclasses refuses keeps no placeholder docstring
+        dataclasses.dataclass(NotMade)
+    assert NotMade.__doc__ is None
 
 
 @pytest.mark.skipif(not deferring, reason="Python 3.13 and later compile a class's methods at once")

@@ -10,6 +10,10 @@ source, at its first call, puts it in the stand-in's place on the class, and cal
 class has exactly what it would have had. `__init__` is compiled at once: it is called at once, and tools
 read its signature.
 
+A class given no docstring gets `Name(field: type, …)` as one, which dataclasses writes from
+`inspect.signature` of the class: as much time again as the methods, for a text only `help()` reads. With
+`install`, it is written when first read (a descriptor on the class, replaced by the text).
+
 Only the command line installs it (`auger` on its way to a command; `import auger` changes nothing in a
 host program), and only where `dataclasses` builds methods this way: Python 3.13 compiles a class's
 methods in one go, and there `install` does nothing.
@@ -18,25 +22,63 @@ methods in one go, and there `install` does nothing.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 _EAGER = frozenset({"__init__"})  # called as the class is used, and inspected (signatures): made at once
 _BUILD: Callable[..., Any] | None = getattr(dataclasses, "_create_fn", None)  # dataclasses' own (3.11, 3.12)
+_PROCESS: Callable[..., Any] | None = getattr(dataclasses, "_process_class", None)
+_PENDING = "(a dataclass being made)"  # a class's docstring while it is: dataclasses writes none then
 
 
 def install() -> None:
     """Defer the compiling of every dataclass method but `__init__` to its first call, from now on, for
     every class made in this process (idempotent; a no-op where dataclasses has no `_create_fn`)."""
-    if _BUILD is not None and sys.version_info < (3, 13):
+    if _BUILD is not None and _PROCESS is not None and sys.version_info < (3, 13):
         dataclasses._create_fn = _create_on_first_call  # type: ignore[attr-defined]
+        dataclasses._process_class = _process_with_doc_on_demand  # type: ignore[attr-defined]
 
 
 def uninstall() -> None:
     """Give `dataclasses` its own builder back (classes already made keep their stand-ins, which work)."""
-    if _BUILD is not None:
+    if _BUILD is not None and _PROCESS is not None:
         dataclasses._create_fn = _BUILD  # type: ignore[attr-defined]
+        dataclasses._process_class = _PROCESS  # type: ignore[attr-defined]
+
+
+def _process_with_doc_on_demand(cls: type, *args: Any, **kwargs: Any) -> type:
+    """`dataclasses._process_class`, leaving the docstring it would write from the signature to be written
+    when first read."""
+    process = _PROCESS
+    assert process is not None  # installed only where dataclasses has it
+    if getattr(cls, "__doc__", None):  # its own docstring (dataclasses' test): kept
+        return process(cls, *args, **kwargs)  # type: ignore[no-any-return]
+    cls.__doc__ = _PENDING
+    try:
+        made: type = process(cls, *args, **kwargs)
+    except BaseException:
+        cls.__doc__ = None
+        raise
+    made.__doc__ = _SignatureDoc()  # type: ignore[assignment]  # (a new class, for slots)
+    return made
+
+
+class _SignatureDoc:
+    """A dataclass's docstring as dataclasses writes it, `Name(field: type, …)`, made on first reading and
+    then put on the class in its place (`type.__doc__` calls a descriptor found in the class's dict)."""
+
+    def __get__(self, instance: object, owner: type | None = None) -> str:
+        klass = owner if owner is not None else type(instance)
+        try:
+            text = str(inspect.signature(klass)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            text = ""
+        doc = klass.__name__ + text
+        if klass.__dict__.get("__doc__") is self:
+            klass.__doc__ = doc
+        return doc
 
 
 def _create_on_first_call(name: str, args: Iterable[str], body: Iterable[str], *,

@@ -74,7 +74,7 @@ def _record(cls: type, defs: dict[str, Any], tag: str | None = None) -> dict[str
 def _described(cls: type, schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with the class docstring as its description (not a dataclass's generated signature,
     nor the docstring an enum inherits)."""
-    doc = cls.__dict__.get("__doc__") or ""
+    doc = (cls.__doc__ or "") if "__doc__" in vars(cls) else ""  # (read through: it may be written on demand)
     if not doc.strip() or doc.startswith(f"{cls.__name__}("):
         return schema
     return {"description": " ".join(doc.split()), **schema}
