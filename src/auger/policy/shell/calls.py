@@ -11,6 +11,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import Iterable, Sequence
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.shell.lexer import ASSIGN, SAFE_SUBSCRIPT
 from auger.policy.shell.programs import (
     CONFIG_VAR_PREFIXES,
@@ -212,8 +213,8 @@ def cluster(args: Sequence[str], letters: str, default: str) -> str:
     return default
 
 
-BLOCK_DEVICE = re.compile(r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d|"
-                          r"loop\d|mapper/|mem$|kmem$|port$)")
+BLOCK_DEVICE = lazy_compile(r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d|"
+                            r"loop\d|mapper/|mem$|kmem$|port$)")
 DISCARD_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 HARMLESS_DEVICES = DISCARD_TARGETS + ("/dev/stdin", "/dev/zero", "/dev/random", "/dev/urandom")
 WRITE_REDIRS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})

@@ -9,6 +9,7 @@ import os
 import re
 from typing import Iterator
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.shell.analyzer import Analyzer, Handler
 from auger.policy.shell.calls import BLOCK_DEVICE, DISCARD_TARGETS, Call, cluster, is_device, parse_opts
 from auger.policy.shell.programs import DOWNLOADERS, MUTATING_PROGRAMS, OUTPUT_OPERAND, REMOTE_PROGRAMS, fs
@@ -222,7 +223,7 @@ def _sed_program_writes(script: str) -> bool:
     return False
 
 
-_AWK_UNSAFE = re.compile(r"\bsystem\s*\(|\|\s*&|\|\s*getline|\bprintf?\b[^;{}\n]*?[>|]")
+_AWK_UNSAFE = lazy_compile(r"\bsystem\s*\(|\|\s*&|\|\s*getline|\bprintf?\b[^;{}\n]*?[>|]")
 
 
 def _awk(an: Analyzer, call: Call, i: int, end: int, name: str) -> Iterator[Finding]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.shell.syntax import MAX_DEPTH, Pipeline, Redir, Script, TooDeep, Word
 
 WORD, OP, REDIR, EOF = range(4)
@@ -23,12 +24,12 @@ ARITH_NOTE = ("arithmetic reads variables, and bash evaluates a variable's text 
 STOP_PAREN = frozenset({")"})
 STOP_BRACE = frozenset({"}"})
 CASE_STOPS = frozenset({";;", ";&", ";;&", "esac"})
-_PLAIN = re.compile(r"[^ \t\n;&|()<>\\'\"`$*?\[]+")
-_DQ_PLAIN = re.compile(r"[^\"\\`$]+")
-_HEREDOC_PLAIN = re.compile(r"[^\\`$]+")
-_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
-ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
-_FD_WORD = re.compile(r"[0-9]+|\{[A-Za-z_][A-Za-z0-9_]*\}")
+_PLAIN = lazy_compile(r"[^ \t\n;&|()<>\\'\"`$*?\[]+")
+_DQ_PLAIN = lazy_compile(r"[^\"\\`$]+")
+_HEREDOC_PLAIN = lazy_compile(r"[^\\`$]+")
+_VAR = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
+ASSIGN = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_FD_WORD = lazy_compile(r"[0-9]+|\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ANSI_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b",
                  "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v", "?": "?"}
 
@@ -492,8 +493,8 @@ class Lexer:
         self.pending.clear()
 
 
-SAFE_SUBSCRIPT = re.compile(r"[0-9@*]*")
-_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-]")
+SAFE_SUBSCRIPT = lazy_compile(r"[0-9@*]*")
+_PARAM_NAME = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-]")
 
 
 def _param_risk(content: str) -> str | None:
@@ -518,7 +519,7 @@ def _param_risk(content: str) -> str | None:
     return None
 
 
-_NUMERIC_LITERALS = re.compile(r"0[xX][0-9A-Fa-f]+|[0-9]+#[0-9A-Za-z@_]+|\$[#?$!0-9-]")
+_NUMERIC_LITERALS = lazy_compile(r"0[xX][0-9A-Fa-f]+|[0-9]+#[0-9A-Za-z@_]+|\$[#?$!0-9-]")
 
 
 def arith_reads_variables(text: str) -> bool:

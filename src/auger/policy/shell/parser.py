@@ -6,8 +6,8 @@ parsing goes on. Control flow is flattened (every branch may run). It knows noth
 
 from __future__ import annotations
 
-import re
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.shell.calls import name_risk
 from auger.policy.shell.lexer import (
     ASSIGN,
@@ -319,7 +319,7 @@ class Parser(Lexer):
 
 
 _BRACE_LIMIT = 256
-_SEQUENCE = re.compile(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?")
+_SEQUENCE = lazy_compile(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?")
 
 
 def _brace_expand(text: str) -> list[str]:

@@ -8,9 +8,9 @@ allow-lists); the code elsewhere only interprets it. Names are matched on the ba
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
+from auger.lazy_regex import lazy_compile
 from auger.policy.shell.verdict import DESTRUCTIVE, LOCAL_MUTATION, READ_ONLY, REMOTE_ACTION
 
 
@@ -122,7 +122,7 @@ RUN_VARS = COMMAND_VARS | CODE_VARS | {"PATH", "CDPATH", "HOME"}
 
 SHELLS = fs("sh bash zsh dash ksh mksh ash yash posh fish")
 INTERPRETERS = fs("python pypy node nodejs deno bun ruby perl php lua Rscript tclsh")
-VERSIONED = re.compile(r"(python|pypy|pip|ruby|perl|php|node|lua)[0-9.]*$")
+VERSIONED = lazy_compile(r"(python|pypy|pip|ruby|perl|php|node|lua)[0-9.]*$")
 
 
 @dataclass(frozen=True)
