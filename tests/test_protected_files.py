@@ -134,6 +134,43 @@ def test_snapshots_never_record_a_protected_file_and_undo_neither_restores_nor_r
     assert ".env" not in result.written + result.removed
 
 
+def test_an_index_cleared_by_the_same_rules_is_not_listed_again_and_one_another_rule_set_filled_is(tmp_path,
+                                                                                                     monkeypatch):
+    """Each process's first snapshot used to list the whole index to clear it of protected paths; now only when
+    the rules differ from those it was last cleared by. A session allowed to record `.env` (other rules) leaves
+    it in the index: the next snapshot by the usual rules, in a new process or one already running, clears it."""
+    import auger.changes.snapshots as snapshots
+
+    listed_whole: list[int] = []
+    git = SnapshotStore.git
+
+    async def counted(self, *args, **kwargs):
+        if args[:3] == ("ls-files", "-z", "-c") and len(args) == 3:
+            listed_whole.append(1)
+        return await git(self, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots.SnapshotStore, "git", counted)
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.txt").write_text("one\n")
+    (root / ".env").write_text("SECRET\n")
+    running = _store(tmp_path, root, ProtectedFiles(root))
+    asyncio.run(running.snapshot())
+    (root / "a.txt").write_text("two\n")
+    asyncio.run(_store(tmp_path, root, ProtectedFiles(root)).snapshot())  # a new process, the same rules
+    assert listed_whole == []
+    allowing = _store(tmp_path, root, ProtectedFiles(root, SecretsSettings(allow=(".env",))))
+    with_env = asyncio.run(allowing.snapshot())
+    assert ".env" in asyncio.run(allowing.entries(with_env))
+    (root / "a.txt").write_text("three\n")
+    after = asyncio.run(running.snapshot())  # the process that cleared it before
+    assert ".env" not in asyncio.run(running.entries(after)) and listed_whole == [1, 1]
+    assert ".env" not in asyncio.run(_store(tmp_path, root, ProtectedFiles(root)).entries(after))
+    (root / "a.txt").write_text("four\n")
+    asyncio.run(_store(tmp_path, root, ProtectedFiles(root)).snapshot())
+    assert listed_whole == [1, 1]
+
+
 def test_landlock_keeps_a_split_writable_directory_writable_but_not_readable(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b.txt").write_text("b")

@@ -82,6 +82,7 @@ BULK_FILES = 2000  # from this many files to hash, their blobs are first packed 
 REF_PREFIX = "refs/auger/snapshots/"
 _KEPT = "auger-modes.json"
 _OWN = "auger-own.json"  # auger's own paths inside the project, relative to it
+_CLEARED = "auger-cleared"  # the digest of the protection rules the index was last cleared by (_rules_digest)
 _MODES_TRAILER = "auger-modes: "  # a commit message line: {"perms": [plain, exec], "files": {path: bits}}
 _UNRECORDED_TRAILER = "auger-unrecorded: "  # {"dir/": ["dir"], "file": ["size" | "budget", bytes, mtime_ns]}
 REUSE_WINDOW = 600.0  # seconds a snapshot may stand for a later one of the same tree (`auger gc` spares
@@ -164,7 +165,6 @@ class SnapshotStore:
         default, as the defaults and its `.augerignore` say), never recorded."""
         self.root = Path(os.path.realpath(root))
         self.protected = protected if protected is not None else default_protected(self.root)
-        self._purged_for: object = None  # the protection rules the index was last cleared of protected paths by
         self.perms = perms
         self.bulk_files = BULK_FILES
         self.snapdir = Path(snapdir)
@@ -276,9 +276,7 @@ class SnapshotStore:
         self._own = tuple(sorted(remembered | given))
         new = sorted(given - remembered)
         if new:
-            tmp = self.snapdir / (_OWN + ".tmp")
-            tmp.write_text(json.dumps(list(self._own)))
-            os.replace(tmp, self.snapdir / _OWN)
+            _write_atomically(self.snapdir / _OWN, json.dumps(list(self._own)).encode())
         return new
 
     async def protects(self) -> Callable[[str], bool]:
@@ -344,10 +342,10 @@ class SnapshotStore:
             kept = _Kept({}, [])
         started = int(time.time())
         protects = await self.protects()
-        if not self.indexed:  # nothing recorded yet: nothing to clear out of the index
-            self._purged_for = self.protected.rules
+        rules = _rules_digest(self.protected)
+        cleared = _read(self.snapdir / _CLEARED) == rules
         index_paths: bytes | None = None  # every path the index holds, when known to be needed (below)
-        if self._purged_for is not self.protected.rules:  # read beside the listing, which reads the same index
+        if self.indexed and not cleared:  # read beside the listing, which reads the same index
             (changed, new, ignored), index_paths = await asyncio.gather(
                 self._listing(), self.git("ls-files", "-z", "-c"))
         else:
@@ -362,7 +360,6 @@ class SnapshotStore:
             # protected files an earlier snapshot (or an earlier rule set) recorded: out of the index
             held = index_paths if index_paths is not None else await self.git("ls-files", "-z", "-c")
             pick.odd += [path for path in (os.fsdecode(p) for p in held.split(b"\0") if p) if protects(path)]
-            self._purged_for = self.protected.rules
         for path in pick.gone + pick.odd + pick.present:
             kept.files.pop(path, None)
         kept.files.update({p: m for p, m in pick.perms.items() if m not in self.perms})
@@ -377,6 +374,8 @@ class SnapshotStore:
         if pick.present or pick.gone:  # one pass over the index: it is rewritten whole each time
             await self.git("update-index", "-z", "--add", "--remove", "--replace", "--stdin",
                            stdin=_nul(pick.present + pick.gone))
+        if not cleared:  # the index now holds nothing these rules protect
+            _write_atomically(self.snapdir / _CLEARED, rules)
         bits = json.dumps({"perms": list(self.perms), "files": kept.files}, sort_keys=True)
         trailers = f"{_MODES_TRAILER}{bits}\n"
         if unrecorded:
@@ -426,10 +425,8 @@ class SnapshotStore:
             return None if (self.snapdir / "auger-index").exists() else _Kept({}, [])
 
     def _save_kept(self, kept: _Kept) -> None:
-        path = self.snapdir / _KEPT
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"perms": list(self.perms), "files": kept.files, "recheck": kept.recheck}))
-        os.replace(tmp, path)
+        _write_atomically(self.snapdir / _KEPT, json.dumps(
+            {"perms": list(self.perms), "files": kept.files, "recheck": kept.recheck}).encode())
 
     async def modes(self, snapshot: Snapshot | str) -> tuple[tuple[int, int], dict[str, int]]:
         """The permission bits of a snapshot's regular files: the usual (plain, executable) pair,
@@ -760,6 +757,21 @@ def _commit(snapshot: Snapshot | str) -> str:
 
 def _nul(paths: list[str]) -> bytes:
     return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _rules_digest(protected: ProtectedFiles) -> bytes:
+    """What decides which paths are protected by name (the patterns, and those allowed), as a digest: an index
+    cleared of protected paths by one process needs no clearing by the next with the same rules. Whatever
+    another rule set recorded since (a session allowed a `.env`) is cleared out, as the digest differs."""
+    rules = [[r.regex.pattern, r.negated, r.dir_only] for r in protected.rules.rules]
+    allowed = [[r.regex.pattern, r.dir_only] for r in protected.allow.rules]
+    return hashlib.sha256(json.dumps([rules, allowed]).encode()).hexdigest().encode()
 
 
 def _read(path: Path) -> bytes | None:
