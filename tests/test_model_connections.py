@@ -12,6 +12,7 @@ import pytest
 
 from auger.models.anthropic import AnthropicClient
 from auger.models.base import ModelRequest, TextDelta
+from auger.models import http
 from auger.models.http import REST_WAIT
 from auger.models.openai_chat import OpenAIChatClient
 from auger.models.openai_responses import OpenAIResponsesClient
@@ -84,3 +85,31 @@ def test_events_past_the_end_of_a_reply_are_ignored():
                                                 api_key="k"), 2)
     assert texts == ["kept", "next"]
     assert max(took) < 10
+
+
+def test_an_idle_client_lets_its_connection_go_and_opens_one_for_its_next_request(monkeypatch):
+    """A session idle for IDLE_RELEASE holds no socket (a server may hold many idle sessions); a request in
+    flight keeps the connection."""
+    monkeypatch.setattr(http, "IDLE_RELEASE", 0.3)
+
+    async def main(server: mock_openai.MockChatServer) -> list[int]:
+        client = OpenAIChatClient(provider="openai-compatible", model="m", base_url=server.base_url, api_key="k")
+        seen = []
+        try:
+            async for _ in client.stream(ModelRequest("s", [UserMessage("one")])):
+                await asyncio.sleep(0.5)  # longer than IDLE_RELEASE, mid-reply: the connection stays
+            seen.append(server.connections_open)
+            for _ in range(100):
+                if server.connections_open == 0:
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(server.connections_open)
+            seen.append(len([e async for e in client.stream(ModelRequest("s", [UserMessage("two")]))]) > 0)
+        finally:
+            await client.aclose()
+        return seen
+
+    with mock_openai.MockChatServer([mock_openai.Reply(text="a"), mock_openai.Reply(text="b")]) as server:
+        open_after_reply, open_when_idle, answered = asyncio.run(main(server))
+        assert (open_after_reply, open_when_idle, answered) == (1, 0, True)
+        assert server.connections_opened == 2

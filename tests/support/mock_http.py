@@ -482,6 +482,12 @@ class MockServer(Generic[StepT, RecordT]):
         with self._lock:
             return self._opened
 
+    @property
+    def connections_open(self) -> int:
+        """How many client connections are open now."""
+        with self._lock:
+            return len(self._connections)
+
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` requests arrived (for subprocess clients)."""
         with self._changed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.util
 import json
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("auger.models")
 
+IDLE_RELEASE = 60.0  # seconds a client keeps its connection with no request before it lets the connection go
 REST_WAIT = 0.2  # seconds a reply's body may take to end after its last event before its connection is dropped
 REST_EVENTS = 4  # events after the last one read (and ignored) before it is dropped
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "maximum context", "too many tokens",
@@ -209,7 +211,7 @@ class SseModelClient:
 
     A reply's body is read to its end, past the event that ended the reply (`_read_rest`): httpx keeps a
     connection for the next request only when its last response was read whole, and a new one costs a TCP and
-    a TLS handshake on every request of a turn."""
+    a TLS handshake on every request of a turn. A client idle for IDLE_RELEASE lets it go (`_let_go`)."""
 
     def __init__(self, *, provider: str, model: str, url: str, headers: dict[str, str], key_env: str | None,
                  idle_timeout: float) -> None:
@@ -217,8 +219,13 @@ class SseModelClient:
         self.model = model
         self.url = url
         self._key_env = key_env
-        self._http = make_http_client(url, {"accept": "text/event-stream", **headers}, idle_timeout)
+        self._new_http = functools.partial(make_http_client, url, {"accept": "text/event-stream", **headers},
+                                           idle_timeout)
+        self._http = self._new_http()
         self._ends_replies = True  # the server ends a body soon after its last event (until one did not)
+        self._in_flight = 0  # requests streaming now
+        self._release: asyncio.TimerHandle | None = None  # lets the connection go once idle (`_let_go`)
+        self._closing: set[asyncio.Future[None]] = set()
         # the last check on a body before it leaves (secrets/outgoing.py; set by registry.create_client):
         # None, or why the request is not sent
         self.outgoing: Callable[[str], str | None] | None = None
@@ -231,6 +238,8 @@ class SseModelClient:
         raise NotImplementedError
 
     async def aclose(self) -> None:
+        if self._release is not None:
+            self._release.cancel()
         await self._http.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
@@ -240,6 +249,10 @@ class SseModelClient:
         if refused is not None:
             raise ModelError(refused, retryable=False)
         body = text.encode("utf-8")  # every byte rides on every request
+        if self._release is not None:
+            self._release.cancel()
+            self._release = None
+        self._in_flight += 1
         try:
             async with self._http.stream("POST", self.url, content=body,
                                          headers={"content-type": "application/json"}) as response:
@@ -256,6 +269,22 @@ class SseModelClient:
                 await self._read_rest(events)
         except httpx.HTTPError as exc:
             raise transport_error(exc, self.url) from exc
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                with contextlib.suppress(RuntimeError):  # no loop: a stream finalized after its loop ended
+                    self._release = asyncio.get_running_loop().call_later(IDLE_RELEASE, self._let_go)
+
+    def _let_go(self) -> None:
+        """A client idle for IDLE_RELEASE lets its connection go, so an idle session holds no socket (nor a TLS
+        session's memory: a server may hold a thousand idle sessions); its next request opens a new one."""
+        self._release = None
+        if self._in_flight:
+            return
+        idle, self._http = self._http, self._new_http()
+        closing = asyncio.ensure_future(idle.aclose())
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     async def _read_rest(self, events: AsyncIterator[ServerSentEvent]) -> None:
         """Read what follows the event that ended a reply (the chunked body's terminator, normally received
