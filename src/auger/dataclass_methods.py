@@ -54,7 +54,7 @@ def _process_with_doc_on_demand(cls: type, *args: Any, **kwargs: Any) -> type:
     process = _PROCESS
     assert process is not None  # installed only where dataclasses has it
     if getattr(cls, "__doc__", None):  # its own docstring (dataclasses' test): kept
-        return process(cls, *args, **kwargs)  # type: ignore[no-any-return]
+        return process(cls, *args, **kwargs)
     cls.__doc__ = _PENDING
     try:
         made: type = process(cls, *args, **kwargs)
