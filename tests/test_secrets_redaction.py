@@ -155,6 +155,24 @@ def test_a_model_stream_holds_back_only_what_could_begin_a_known_value():
     assert stream.feed("wn-Value-8c1d2e3f4a done").text == "[secret:env-x#1] done"
 
 
+def test_sessions_that_know_the_same_values_share_what_their_streams_hold_back_by():
+    """What a stream holds back is decided by every prefix of every known value in its encodings: hundreds of
+    strings per session, the same for a server's sessions (they know the same environment), so shared; a
+    session that learned another value has its own."""
+    known = KnownSecret("env-x", "Known-Value-8c1d2e3f4a", "$X")
+    one, two = redactor(known), redactor(known)
+    for r in (one, two):
+        stream = r.stream(shapes=False)
+        assert stream.feed("plan Kno").text == "plan "
+        assert stream.feed("wn-Value-8c1d2e3f4a").text == "[secret:env-x#1]"
+    assert one._known._prefixes is two._known._prefixes and "Known-Val" in one._known._prefixes
+    two.redact("ghp_R7x2Kq9LmN4pV8sT1wY6zB3cD5fG0hJ2kL4m")  # learned by this session only
+    stream = two.stream(shapes=False)
+    assert stream.feed("x ghp_R7x2Kq9").text == "x "
+    assert stream.feed("LmN4pV8sT1wY6zB3cD5fG0hJ2kL4m").text == "[secret:github-token#1]"
+    assert "ghp_R7x2Kq9" in two._learned._prefixes and one._learned._prefixes is None
+
+
 def test_reveal_puts_back_what_a_file_holds_and_refuses_any_other_marker():
     token = "ghp_R7x2Kq9LmN4pV8sT1wY6zB3cD5fG0hJ2kL4m"
     r = redactor()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import json
 import re
 import threading
@@ -112,7 +113,7 @@ class Needles:
         self._kinds: dict[str, str] = {}  # text (no whitespace) -> kind
         self._values: set[str] = set()  # the values added
         self._order: list[str] = []  # longest first: a value containing another is found whole
-        self._prefixes: set[str] | None = None
+        self._prefixes: frozenset[str] | None = None  # every proper prefix of a needle, once `tail` asks
 
     def __bool__(self) -> bool:
         return bool(self._kinds)
@@ -164,7 +165,7 @@ class Needles:
         if not self._kinds:
             return len(text)
         if self._prefixes is None:
-            self._prefixes = {n[:k] for n in self._order for k in range(1, len(n))}
+            self._prefixes = _prefixes(tuple(self._order))
         longest = max(map(len, self._order))
         window = text[max(after, len(text) - 4 * longest):]
         ends = [i for i, c in enumerate(window) if not c.isspace()]  # positions of the window's characters
@@ -173,6 +174,14 @@ class Needles:
             if squeezed[k:] in self._prefixes:
                 return len(text) - len(window) + ends[k]
         return len(text)
+
+
+@functools.lru_cache(maxsize=32)
+def _prefixes(needles: tuple[str, ...]) -> frozenset[str]:
+    """Every proper prefix of the needles: hundreds of strings for a few secrets in their encodings, the same for
+    every session that looks for the same values (a server's sessions all know its environment's), so made once
+    and shared instead of kept by each session (55 KB each, a thousand idle sessions' 55 MB)."""
+    return frozenset(n[:k] for n in needles for k in range(1, len(n)))
 
 
 class _Unsqueeze:
