@@ -425,8 +425,11 @@ class SnapshotStore:
             return None if (self.snapdir / "auger-index").exists() else _Kept({}, [])
 
     def _save_kept(self, kept: _Kept) -> None:
-        _write_atomically(self.snapdir / _KEPT, json.dumps(
-            {"perms": list(self.perms), "files": kept.files, "recheck": kept.recheck}).encode())
+        """Write the kept bits down, unless the file holds them already (most snapshots change none: a read
+        costs less than a write and a rename)."""
+        data = json.dumps({"perms": list(self.perms), "files": kept.files, "recheck": kept.recheck}).encode()
+        if _read(self.snapdir / _KEPT) != data:
+            _write_atomically(self.snapdir / _KEPT, data)
 
     async def modes(self, snapshot: Snapshot | str) -> tuple[tuple[int, int], dict[str, int]]:
         """The permission bits of a snapshot's regular files: the usual (plain, executable) pair,
