@@ -6,7 +6,7 @@ a large parent, the repository's configuration read) than the few hundred bytes 
 path of a tool step. Both are git's stable on-disk formats:
 
 * a loose object is `<type> <size>\\0<body>`, zlib-compressed, stored as `objects/xx/yyyy…` under its
-  SHA-1 (git writes it to a temporary file and renames it in place, read-only);
+  SHA-1 (written, as git does, to a new temporary file of a random name, made read-only and renamed in place);
 * a loose ref is a file under `refs/` holding the id and a newline, put in place by renaming a
   `<ref>.lock` file, as git does.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -52,13 +53,16 @@ def write_object(gitdir: Path, kind: str, body: bytes) -> str:
     if final.exists():
         return oid
     folder.mkdir(exist_ok=True)
-    tmp = folder / f"tmp_obj_{os.getpid()}_{oid[2:10]}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o444)
+    fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)  # a new file of a random name, as git makes it
     try:
-        os.write(fd, zlib.compress(data, LOOSE_COMPRESSION))
-    finally:
-        os.close(fd)
-    os.replace(tmp, final)
+        with os.fdopen(fd, "wb") as out:
+            out.write(zlib.compress(data, LOOSE_COMPRESSION))
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return oid
 
 
