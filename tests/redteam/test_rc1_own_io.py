@@ -9,6 +9,8 @@ thing a background command in the sandbox can do while the model calls a tool.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,7 @@ from tests.support.redteam import (  # noqa: F401 - fixtures
 
 SECRET = "RC1-OWN-IO-SECRET-7d3f"
 ROUNDS = 400
+CONTROL_SECONDS = 20.0  # how long a control may try to win a race before it says the race cannot be won
 
 
 @pytest.fixture
@@ -52,9 +55,11 @@ def ctx_for(project: Path, tmp: Path) -> ToolContext:
 
 
 def control_read_leaks(path: Path, outside: Path) -> bool:
-    """Control: opening by name while the swap runs reaches the outside file at least once."""
+    """Control: opening by name while the swap runs reaches the outside file at least once (tried for up to
+    CONTROL_SECONDS: on a busy machine the swapping thread may get little time for a while)."""
+    deadline = time.monotonic() + CONTROL_SECONDS
     with Swapper(path.parent, outside):
-        for _ in range(ROUNDS * 5):
+        while time.monotonic() < deadline:
             try:
                 if SECRET in path.read_text():
                     return True
@@ -81,12 +86,15 @@ def test_read_file_race_never_reads_outside(fs_mode, world, tmp_path) -> None:
 def test_write_file_race_never_writes_outside(fs_mode, world, tmp_path) -> None:
     project, outside = world
     before = files_under(outside)
+    deadline = time.monotonic() + CONTROL_SECONDS
     with Swapper(project / "sub", outside):  # control: a plain open by name lands outside
-        for i in range(ROUNDS * 5):
+        for i in itertools.count():
             try:
                 (project / "sub" / f"control-{i}.txt").write_text("x")
             except OSError:
                 pass
+            if i % 100 == 99 and (files_under(outside) - before or time.monotonic() > deadline):
+                break
     planted = files_under(outside) - before
     assert planted, "control: the race never redirected a plain write"
     for name in planted:
