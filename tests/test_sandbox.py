@@ -459,3 +459,18 @@ def test_a_session_sandbox_gives_no_process_bwrap_starts_a_capability(bwrap_box:
     assert session[session.index("--seccomp") + 1] == "6" and session[session.index("--info-fd") + 1] == "5"
     for argv in (one_shot, session):  # fresh /tmp and /run: no host Unix socket is visible
         assert argv[argv.index("/tmp") - 1] == "--tmpfs" and argv[argv.index("/run") - 1] == "--tmpfs"
+
+
+def test_the_stdlib_the_sandbox_exposes_is_sysconfigs_without_loading_its_data():
+    """The sandbox names the standard library's directory as sysconfig does, found without sysconfig (whose
+    build data costs milliseconds to load at a sandbox's first start)."""
+    import sysconfig
+
+    from auger.policy.sandbox import _essential_paths, _stdlib_dir
+
+    assert _stdlib_dir() == sysconfig.get_paths()["stdlib"]
+    assert Path(os.path.realpath(sysconfig.get_paths()["stdlib"])) in _essential_paths()
+    probe = ("import sys; from auger.policy.sandbox import _essential_paths; _essential_paths(); "
+             "print(any(m.startswith('_sysconfigdata') for m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
