@@ -454,3 +454,29 @@ def test_a_reply_interrupted_mid_stream_ends_its_item_discarded(project, server)
     ended = [e for e in events if isinstance(e, ev.ItemEnded)]
     assert [(e.item_id, e.discarded) for e in ended] == [(delta.item_id, True)]
     assert not [e for e in events if isinstance(e, ev.AgentMessage)]
+
+
+def test_an_envelope_is_encoded_once_and_reads_back_as_itself(tmp_path):
+    """The store, every SSE client and `exec --json` write one text per envelope, made at its first use: the
+    same as encoding it afresh, kept on the envelope (not a field: equality and copies are untouched), and
+    read back by the store as the same envelope."""
+    envelope = Envelope("s1", 3, ev.WarningEvent("caf\u00e9 \ud800 line\nbreak", "t1"), "sub-1", None, 12.5)
+    text = envelope.text()
+    assert text == dumps(envelope.to_json()) and "\n" not in text
+    assert envelope.text() is text  # kept, not encoded again
+    assert Envelope.from_json(json.loads(text)) == envelope
+    copy = dataclasses.replace(envelope, seq=4)
+    assert copy.text() != text and json.loads(copy.text())["seq"] == 4
+    assert copy == dataclasses.replace(envelope, seq=4) and "_text" not in {f.name for f in dataclasses.fields(Envelope)}
+
+    async def round_trip() -> list[Envelope]:
+        store = SqliteStore(tmp_path / "s.db")
+        try:
+            await store.append_events("s1", [Envelope("s1", 1, ev.WarningEvent("first"), None, None, 1.0),
+                                             Envelope("s1", 2, ev.WarningEvent("caf\u00e9"), None, None, 2.0)])
+            return await store.load_events("s1", 0)
+        finally:
+            await store.aclose()
+
+    back = asyncio.run(round_trip())
+    assert [e.event.message for e in back] == ["first", "caf\u00e9"] and [e.seq for e in back] == [1, 2]

@@ -107,9 +107,7 @@ class JsonRenderer:
     """One envelope per line on stdout (`--json`): the event's fields, then the envelope's (seq, submission id…)."""
 
     def __call__(self, envelope) -> None:
-        from auger.protocol.jsontext import dumps
-
-        sys.stdout.write(dumps(envelope.to_json()) + "\n")
+        sys.stdout.write(envelope.text() + "\n")
         sys.stdout.flush()
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from auger.protocol.events import Event
+from auger.protocol.jsontext import dumps
 
 ENVELOPE_FIELDS = ("session_id", "seq", "submission_id", "parent_call_id", "time")
 
@@ -35,6 +36,16 @@ class Envelope:
     def to_json(self) -> dict[str, Any]:
         return {**self.event.to_json(), "session_id": self.session_id, "seq": self.seq,
                 "submission_id": self.submission_id, "parent_call_id": self.parent_call_id, "time": self.time}
+
+    def text(self) -> str:
+        """The envelope as its one JSON line (`jsontext.dumps` of `to_json`), encoded at the first call and
+        kept: the store, every SSE client of the session and `exec --json` write the same text, and an
+        envelope never changes (its event is frozen too)."""
+        found: str | None = self.__dict__.get("_text")
+        if found is None:
+            found = dumps(self.to_json())
+            object.__setattr__(self, "_text", found)  # a cache beside the fields, not one of them
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Envelope:

@@ -589,7 +589,7 @@ class PostgresStore:
 
     # -- events -------------------------------------------------------------------------
     def append_events(self, session_id: str, envelopes: list[Envelope]) -> asyncio.Future[None]:
-        rows = [(session_id, e.seq, e.event.TYPE, json_dumps(e.to_json())) for e in envelopes]
+        rows = [(session_id, e.seq, e.event.TYPE, e.text()) for e in envelopes]
         first = envelopes[0].seq if envelopes else 1
 
         async def insert(conn: AsyncConnection) -> None:

@@ -545,7 +545,7 @@ class SqliteStore:
         event emitted before it. A batch must continue the stored numbering: after a batch that failed
         (a full disk) the next one is refused too, so the stored numbers never have a gap; and a number
         once stored is never written again."""
-        rows = [(session_id, e.seq, e.event.TYPE, json_dumps(e.to_json())) for e in envelopes]
+        rows = [(session_id, e.seq, e.event.TYPE, e.text()) for e in envelopes]
         first = envelopes[0].seq if envelopes else 1
 
         def insert(conn: sqlite3.Connection) -> None:

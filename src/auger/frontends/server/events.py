@@ -18,7 +18,7 @@ import asyncio
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from auger.frontends.server.sse import frame
+from auger.frontends.server.sse import frame, frame_of
 from auger.protocol.envelope import Envelope
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def session_frame(envelope: Envelope) -> bytes:
     key = (envelope.session_id, envelope.seq)
     encoded = _frames.get(key)
     if encoded is None:
-        encoded = _frames[key] = frame(envelope.to_json(), seq=envelope.seq)
+        encoded = _frames[key] = frame_of(envelope.text(), seq=envelope.seq)
         if len(_frames) > FRAMES_KEPT:
             _frames.popitem(last=False)
     return encoded

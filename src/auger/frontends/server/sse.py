@@ -42,8 +42,13 @@ log = logging.getLogger("auger.serve")
 
 def frame(data: Any, *, event: str | None = None, seq: int | None = None) -> bytes:
     """One SSE frame; JSON never holds a raw newline, so one `data:` line carries it."""
+    return frame_of(dumps(data), event=event, seq=seq)
+
+
+def frame_of(text: str, *, event: str | None = None, seq: int | None = None) -> bytes:
+    """One SSE frame of JSON already encoded (`jsontext.dumps`: one line)."""
     head = (f"id: {seq}\n" if seq is not None else "") + (f"event: {event}\n" if event else "")
-    return f"{head}data: {dumps(data)}\n\n".encode("utf-8", "surrogatepass")
+    return f"{head}data: {text}\n\n".encode("utf-8", "surrogatepass")
 
 
 class SseResponse:
