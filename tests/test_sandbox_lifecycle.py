@@ -24,6 +24,23 @@ from tests.support.redteam_sandbox import KINDS, all_gone, descendants, processe
 from tests.support.sockets import free_dev_port
 
 IDLE = "sandbox_idle_timeout=0.2"
+
+
+def _why_stopped(session, serve: str) -> str:
+    """What a failure needs to be told apart: the server's processes as /proc has them (state and parent),
+    the supervisor's, and the end of its log."""
+    def described(pid: int) -> str:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+            return f"{pid} ({fields[0].decode()}, parent {fields[1].decode()})"
+        except (OSError, IndexError):
+            return f"{pid} (gone)"
+
+    confinement = session.confinement
+    log = confinement.private_dir / "supervisor.log" if confinement.private_dir else None
+    tail = log.read_text(errors="replace")[-800:] if log is not None and log.exists() else "(no log)"
+    return (f"the sandbox stopped; server processes: {[described(p) for p in processes_with(serve)]}; "
+            f"box: {confinement.box!r}; supervisor log: {tail}")
 # When the supervisor that started the command (bash's parent) started: another one, in a sandbox started again.
 SUPERVISOR_STARTED = "$(cut -d' ' -f22 /proc/$PPID/stat)"
 
@@ -138,7 +155,7 @@ def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, h
             await shell_turn(session, follow, f"setsid {serve} >/dev/null 2>&1 </dev/null & for i in $(seq 200); "
                                               f"do curl -s -o /dev/null http://127.0.0.1:{port}/ && break; sleep 0.05; done")
         await asyncio.sleep(1.0)  # five idle timeouts
-        assert session.confinement.running
+        assert session.confinement.running, _why_stopped(session, serve)
         outs.append(await shell_turn(session, follow, f"for i in $(seq 50); do curl -s http://127.0.0.1:{port}/ && "
                                                       "break; sleep 0.1; done"))
 
