@@ -151,9 +151,11 @@ def test_a_server_keeps_its_sandbox_alive_and_reachable(project, server, kind, h
             session.submit(UserTurn("start the server"))
             await follow.until(ev.TurnEnded)
         else:
-            # (the wait: the command's group is killed when it ends, so it ends once the server answers)
-            await shell_turn(session, follow, f"setsid {serve} >/dev/null 2>&1 </dev/null & for i in $(seq 200); "
-                                              f"do curl -s -o /dev/null http://127.0.0.1:{port}/ && break; sleep 0.05; done")
+            # (the wait: the command's group is killed when it ends, so it ends once this test's server answers)
+            started = await shell_turn(session, follow, f"setsid {serve} >/dev/null 2>&1 </dev/null & for i in "
+                                                        f"$(seq 200); do curl -s http://127.0.0.1:{port}/ | grep -q "
+                                                        f"{marker} && echo SERVED && break; sleep 0.05; done")
+            assert "SERVED" in started, f"the server never answered with this test's page: {started}"
         await asyncio.sleep(1.0)  # five idle timeouts
         assert session.confinement.running, _why_stopped(session, serve)
         outs.append(await shell_turn(session, follow, f"for i in $(seq 50); do curl -s http://127.0.0.1:{port}/ && "
