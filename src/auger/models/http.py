@@ -240,6 +240,7 @@ class SseModelClient:
     async def aclose(self) -> None:
         if self._release is not None:
             self._release.cancel()
+        await asyncio.gather(*self._closing, return_exceptions=True)  # connections let go that still close
         await self._http.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -190,9 +190,8 @@ def temp_dir(env: dict[str, str]) -> Path:
 
 def _essential_paths() -> list[Path]:
     """What the sandbox itself needs to read: the interpreter, its stdlib, and auger."""
-    paths = [_real(sys.executable), _real(sys.prefix), _real(sys.base_prefix), Path(__file__).resolve().parents[1]]
-    paths.append(_real(_stdlib_dir()))
-    return paths
+    return [_real(sys.executable), _real(sys.prefix), _real(sys.base_prefix), Path(__file__).resolve().parents[1],
+            _real(_stdlib_dir())]
 
 
 def _stdlib_dir() -> str:
