@@ -26,7 +26,9 @@ of it; the only figure both could share is from the mock model's chunk to the cl
 each one's model client and stream parser, and the mock does not stamp its chunks.
 
 The server is the real command in its own process, the mock model in another, and the clients have this
-one to themselves. Not a test: tests/test_bench_server.py runs the machinery small.
+one to themselves. Each client reads its stream straight from an asyncio stream (`sse_lines`): a hundred
+clients driven through an HTTP library's streaming machinery took half a core of the machine's two, and
+their own delay was half of what was measured. Not a test: tests/test_bench_server.py runs the machinery small.
 
     python bench/bench_server.py [--sessions 50] [--clients 100] [--turns 5] [--rounds 3] [--sandbox off|auto]
 """
@@ -49,7 +51,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -169,32 +171,64 @@ def commit_times(trace: Path) -> dict[tuple[str, int], float]:
     return times
 
 
-async def follow(client: Any, session_id: str, after: int, ready: asyncio.Event, ended: list[asyncio.Event],
+async def sse_lines(url: str, path: str) -> AsyncIterator[bytes]:
+    """The lines of one SSE stream, read with nothing between the socket and the parser but asyncio's stream:
+    a hundred clients in one process must not be what the latency measures (an HTTP library's per-chunk
+    machinery costs a hundred times what reading a line does). HTTP/1.1, the body chunked as the server sends
+    it; raises on anything else."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nhost: {host}:{port}\r\nauthorization: Bearer {TOKEN}\r\n"
+                     "accept: text/event-stream\r\n\r\n".encode())
+        status = await reader.readline()
+        if not status.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"GET {path}: {status!r}")
+        headers = {}
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            headers[name.strip().lower()] = value.strip().lower()
+        if headers.get("transfer-encoding") != "chunked":
+            raise RuntimeError(f"GET {path}: not a chunked body ({headers})")
+        pending = b""
+        while True:
+            size = int((await reader.readline()).split(b";")[0], 16)
+            if size == 0:
+                return
+            pending += await reader.readexactly(size)
+            await reader.readexactly(2)  # the chunk's CRLF
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line
+    finally:
+        writer.close()
+
+
+async def follow(url: str, session_id: str, after: int, ready: asyncio.Event, ended: list[asyncio.Event],
                  receipts: list[Receipt]) -> tuple[int, bool]:
     """One SSE client, from the session's state when it was created (as a page that drew it would): every
     envelope after that until its last turn ends, setting `ended[k]` when turn k ends; (how many, all once
     and in order)."""
     seqs: list[int] = []
-    async with client.stream("GET", f"/api/sessions/{session_id}/events", params={"after_seq": after}) as response:
-        event: dict[str, str] = {}
-        async for line in response.aiter_lines():
-            if line:
-                key, _, value = line.partition(": ")
-                event[key] = value
-                continue
-            if "data" in event and "id" in event:
-                received = time.time()
-                data = json.loads(event["data"])
-                receipts.append((session_id, data["seq"], received, data["time"]))
-                seqs.append(data["seq"])
-                if data["type"] == "turn_ended":
-                    waiting = [e for e in ended if not e.is_set()]
-                    waiting[0].set()
-                    if len(waiting) == 1:
-                        return len(seqs), seqs == list(range(after + 1, after + 1 + len(seqs)))
-            elif event.get("event") == "state":
-                ready.set()
-            event = {}
+    event: dict[bytes, bytes] = {}
+    async for line in sse_lines(url, f"/api/sessions/{session_id}/events?after_seq={after}"):
+        if line:
+            key, _, value = line.partition(b": ")
+            event[key] = value
+            continue
+        if b"data" in event and b"id" in event:
+            received = time.time()
+            data = json.loads(event[b"data"])
+            receipts.append((session_id, data["seq"], received, data["time"]))
+            seqs.append(data["seq"])
+            if data["type"] == "turn_ended":
+                waiting = [e for e in ended if not e.is_set()]
+                waiting[0].set()
+                if len(waiting) == 1:
+                    return len(seqs), seqs == list(range(after + 1, after + 1 + len(seqs)))
+        elif event.get(b"event") == b"state":
+            ready.set()
+        event = {}
     return len(seqs), False
 
 
@@ -202,7 +236,7 @@ async def drive(url: str, project: Path, sessions: int, clients: int,
                 turns: int) -> tuple[int, int, list[Receipt], float]:
     import httpx
 
-    limits = httpx.Limits(max_connections=clients + sessions + 10)
+    limits = httpx.Limits(max_connections=sessions + 10)
     async with httpx.AsyncClient(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}, timeout=300,
                                  limits=limits) as client:
         ids, last = [], []
@@ -214,7 +248,7 @@ async def drive(url: str, project: Path, sessions: int, clients: int,
         receipts: list[Receipt] = []
         readies = [asyncio.Event() for _ in range(clients)]
         ended = [[asyncio.Event() for _ in range(turns)] for _ in range(clients)]
-        followers = [asyncio.create_task(follow(client, ids[i % sessions], last[i % sessions], readies[i], ended[i],
+        followers = [asyncio.create_task(follow(url, ids[i % sessions], last[i % sessions], readies[i], ended[i],
                                                 receipts)) for i in range(clients)]
         await asyncio.gather(*(r.wait() for r in readies))  # everyone is listening before any turn starts
 

@@ -97,3 +97,65 @@ def test_frames_ready_together_go_out_in_one_write():
 
     sent = asyncio.run(main())
     assert sent[1] == b"".join(frame({"n": n}, seq=n) for n in range(1, 6))
+
+
+def test_a_frame_goes_out_in_the_turn_of_the_loop_its_source_made_it():
+    """On a busy server each turn of the event loop between a commit and the client's socket costs
+    milliseconds: a frame made while the writer has nothing to do is written by the reader at once, not
+    handed to the writer for its next turn."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        turns = 0
+
+        def tick():
+            nonlocal turns
+            turns += 1
+            loop.call_soon(tick)
+
+        tick()
+        made: dict[bytes, int] = {}
+        written: dict[bytes, int] = {}
+
+        async def frames():
+            for n in range(1, 4):
+                await asyncio.sleep(0.05)  # the writer is idle by then
+                made[b"id: %d\n" % n] = turns
+                yield frame({"n": n}, seq=n)
+            await asyncio.sleep(10)
+
+        async def receive():
+            await asyncio.sleep(10)
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            for head in made:
+                if head in message.get("body", b""):
+                    written[head] = turns
+
+        task = asyncio.create_task(SseResponse(frames(), asyncio.Event(), ping_s=5)({"type": "http"}, receive, send))
+        await asyncio.sleep(0.4)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return made, written
+
+    made, written = asyncio.run(main())
+    assert len(made) == 3 and written == made
+
+
+def test_a_write_the_client_is_slow_to_take_is_finished_and_nothing_is_lost_or_reordered():
+    async def main():
+        hold = asyncio.Event()
+
+        async def frames():
+            for n in range(1, 50):
+                yield frame({"n": n}, seq=n)
+                await asyncio.sleep(0.002)
+            await asyncio.sleep(10)
+
+        asyncio.get_running_loop().call_later(0.05, hold.set)  # the client reads again, in time
+        return await drive(SseResponse(frames(), asyncio.Event(), ping_s=5), hold=hold, stop_after=0.5)
+
+    sent = asyncio.run(main())
+    numbered = [f for f in b"".join(sent).split(b"\n\n") if f.startswith(b"id: ")]
+    assert [int(f.split(b"\n")[0][4:]) for f in numbered] == list(range(1, 50))
+    assert sent[-2].startswith(b"id: ") and sent[-1] == b""  # a client gone away: no closing event is owed

@@ -9,9 +9,10 @@ client together); a client that does not drain it has its stream closed with a `
 the reason, so it reconnects and resumes by cursor instead of the server holding its backlog. A source
 that fails (a store that cannot be read) ends the stream with a `closing` event saying so.
 
-Between a batch's commit and the client's socket there are two hops of the event loop (the subscriber's
-queue wakes the reader, the reader wakes the writer) and nothing per event that waits or allocates a
-task or a timer: on a loaded loop every hop waits behind everything else that is ready.
+Between a batch's commit and the client's socket there is one hop of the event loop (the subscriber's
+queue wakes the reader, which sends what it read once its source has nothing more ready, when the writer
+is idle) and nothing per event that waits or allocates a task or a timer: on a loaded loop every hop
+waits behind everything else that is ready, milliseconds each.
 """
 
 from __future__ import annotations
@@ -56,8 +57,10 @@ class SseResponse:
     `closing` event says the server is going away), or — watched for `principal` — its user loses access
     (the final word says so).
 
-    Two tasks and nothing per event: a reader moves frames from the source into a bounded buffer and
-    wakes the writer, which sends everything buffered in one write. Going away, closing and losing
+    Two tasks and nothing per event: a reader moves frames from the source into a bounded buffer; once the
+    source has nothing more ready, everything buffered goes out in one write — from the reader itself when
+    the writer is idle (waking the writer would cost a hop of the loop), else by the writer, which takes
+    what is buffered after each write of its own. Only one of them writes at a time. Going away, closing and losing
     access wake the writer too, through callbacks set once; the ping is one timer that re-arms itself and
     sends `: ping` when nothing was sent since it last ran (so an idle stream gets one every `ping_s` to
     2 × `ping_s` seconds)."""
@@ -78,6 +81,9 @@ class SseResponse:
         self._ping_due = False
         self._wake: asyncio.Future[None] | None = None  # the writer waits on it while it has nothing to do
         self._ping: asyncio.TimerHandle | None = None
+        self._send: Send | None = None  # set once the stream's head went out: the reader may write then
+        self._stalled: _Resumed | None = None  # a write the reader began that must wait: the writer finishes it
+        self._broken = False  # a write the reader began failed: the client is gone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
@@ -94,6 +100,7 @@ class SseResponse:
         self._ping = loop.call_later(self.ping_s, self._tick, loop)
         try:
             await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
+            self._send = send
             final = await self._write(send, loop, gone, closing, ending)
             if final is not None:
                 await send({"type": "http.response.body", "body": frame({"reason": final}, event="closing"),
@@ -114,6 +121,12 @@ class SseResponse:
                      closing: asyncio.Task[bool], revoked: asyncio.Task[bool]) -> str | None:
         """Send frames as they come; returns the reason for a final `closing` event, or None."""
         while True:
+            if self._stalled is not None:
+                stalled, self._stalled = self._stalled, None
+                await stalled
+                continue
+            if self._broken:
+                return None
             if revoked.done():
                 return self.revoked_reason()
             if gone.done():
@@ -157,12 +170,15 @@ class SseResponse:
 
     async def _read(self) -> None:
         try:
-            async for chunk in self.frames:
+            while True:
+                try:
+                    chunk = await self._next_frame()
+                except StopAsyncIteration:
+                    return
                 if len(self._pending) >= self.buffer:
                     self._lagged = True
                     return
                 self._pending.append(chunk)
-                self._nudge()
         except Exception as exc:  # the source failed (a store that cannot be read): say so, then end
             log_failure(log, "an event stream", exc)
             self.failure = f"the stream failed: {exc}"
@@ -171,6 +187,71 @@ class SseResponse:
             self._nudge()
             with contextlib.suppress(Exception):
                 await self.frames.aclose()  # type: ignore[attr-defined]  # an async generator
+
+
+    async def _next_frame(self) -> bytes:
+        """The source's next frame; when it has none ready, what was read goes out first (`_flush`).
+
+        The source's step is started here, not awaited: a frame it has at once comes back without waiting,
+        and only when it must wait is what was read flushed, so a batch of frames goes out in one write."""
+        step: Any = self.frames.__anext__()  # an async generator's step: it has send and throw
+        try:
+            waiting = step.send(None)
+        except StopIteration as ready:
+            made: bytes = ready.value  # what the source yielded, at once
+            return made
+        self._flush()
+        made = await _Resumed(step, waiting)
+        return made
+
+    def _flush(self) -> None:
+        """Send what was read: from here when the writer waits for something to do (else it is the writer's
+        to send next). The write is begun here and never waited for: one the client is not ready for (its
+        socket's buffer is full) is finished by the writer, so the reader goes on reading and a client that
+        does not drain its stream still has it closed for lagging."""
+        if not self._pending:
+            return
+        if self._send is None or self._wake is None or self._wake.done():
+            self._nudge()  # the writer is busy (it takes what is buffered next) or has not begun
+            return
+        body = b"".join(self._pending)
+        self._pending.clear()
+        self._sent = True
+        write: Any = self._send({"type": "http.response.body", "body": body, "more_body": True})  # a coroutine
+        try:
+            waiting = write.send(None)
+        except StopIteration:
+            return  # written
+        except OSError:  # the client went away mid-write
+            self._broken = True
+        else:
+            self._stalled = _Resumed(write, waiting)
+        self._nudge()
+
+
+class _Resumed:
+    """Awaits the rest of a coroutine step already begun (`send(None)` once, which gave `waiting`): what
+    `yield from` does, without its first `send`."""
+
+    def __init__(self, step: Any, waiting: Any) -> None:
+        self.step = step
+        self.waiting = waiting
+
+    def __await__(self) -> Any:
+        step, waiting = self.step, self.waiting
+        while True:
+            try:
+                value = yield waiting
+            except BaseException as exc:  # a cancellation: the step gets it where it waits
+                try:
+                    waiting = step.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                waiting = step.send(value)
+            except StopIteration as done:
+                return done.value
 
 
 async def _disconnected(receive: Receive) -> None:
