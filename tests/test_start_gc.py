@@ -56,6 +56,26 @@ def test_hold_raises_the_young_threshold_and_release_restores_it_and_freezes(col
     assert gc.isenabled()  # held back, never turned off
 
 
+def test_a_process_running_sessions_collects_its_young_generation_less_often(collector, tmp_path):
+    from auger.config import load_config
+    from auger.engine.session.sessions import SessionManager
+    from auger.engine.workspace import Workspace
+    from auger.store.sqlite import SqliteStore
+
+    gc.set_threshold(700, 10, 10)  # CPython's default
+    SessionManager(Workspace.open(tmp_path, load_config([], {})), SqliteStore(tmp_path / "s.db"))
+    assert gc.get_threshold() == (start_gc.YOUNG, 10, 10)
+    gc.set_threshold(700, 10, 10)
+    start_gc.hold()
+    start_gc.running_sessions()
+    assert gc.get_threshold() == start_gc.HELD  # still held: the first request gives it YOUNG
+    start_gc.release()
+    assert gc.get_threshold() == (start_gc.YOUNG, 10, 10)
+    gc.set_threshold(5000, 20, 30)  # a host that chose its own
+    start_gc.running_sessions()
+    assert gc.get_threshold() == (5000, 20, 30)
+
+
 def test_the_first_request_that_goes_out_releases_it(collector):
     with MockChatServer([Fault.status(503), Reply(text="ok")]) as server:
         start_gc.hold()

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from typing import AsyncIterator, Callable
 
+from auger import start_gc
 from auger.engine.turn.accounting import UsageLedger
 from auger.engine.turn.history import INTERRUPTED_OUTPUT, History, latest_plan
 from auger.engine.session.resume import check_client, resume_client, resume_config
@@ -40,6 +41,7 @@ class SessionManager:
     def __init__(self, workspace: Workspace, store: Store) -> None:
         self.workspace = workspace
         self.store = store
+        start_gc.running_sessions()
 
     async def list(self, limit: int = 50) -> list[SessionRecord]:
         """This workspace's conversations, newest first."""
