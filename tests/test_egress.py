@@ -649,6 +649,36 @@ def test_stop_closes_open_tunnels_promptly(loop_thread, up_port):
             socket.create_connection(("127.0.0.1", p.http_port), timeout=1)
 
 
+def test_a_proxy_opens_only_the_listeners_its_callers_use(loop_thread, up_port, tmp_path):
+    """A bubblewrap sandbox reaches its proxy through Unix sockets only (no loopback port held per session);
+    a command on the host's network reaches its ports only (no socket directory made)."""
+    socket_dir = Path(tempfile.mkdtemp(prefix="eg-", dir="/tmp"))
+    bridged = EgressProxy(Allowlist(PATTERNS), socket_dir=socket_dir, tcp=False, hosts=HOSTS)
+    loop_thread.run(bridged.start())
+    try:
+        assert (bridged.http_port, bridged.socks_port) == (0, 0) and len(bridged._servers) == 2
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(5)
+            sock.connect(str(bridged.http_socket))
+            assert connect_tunnel(sock, "allowed.test", up_port).startswith(b"HTTP/1.1 200 ")
+    finally:
+        loop_thread.run(bridged.stop())
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    ported = EgressProxy(Allowlist(PATTERNS), hosts=HOSTS)
+    loop_thread.run(ported.start())
+    try:
+        assert ported.socket_dir is None and ported.http_socket is None and len(ported._servers) == 2
+        with socket.create_connection(("127.0.0.1", ported.http_port), timeout=5) as sock:
+            assert connect_tunnel(sock, "allowed.test", up_port).startswith(b"HTTP/1.1 200 ")
+        sock, _, code, _ = socks(ported.socks_port, domain("blocked.test"), up_port)
+        sock.close()
+        assert code != 0 and [(d.host, d.via) for d in ported.denials] == [("blocked.test", "socks")]
+    finally:
+        loop_thread.run(ported.stop())
+    with pytest.raises(ValueError, match="Unix sockets, on loopback ports, or on both"):
+        EgressProxy(Allowlist([]), tcp=False)
+
+
 def test_start_reports_a_socket_path_that_is_too_long(loop_thread):
     socket_dir = Path("/tmp") / ("x" * 120)
     p = EgressProxy(Allowlist([]), socket_dir=socket_dir)

@@ -373,10 +373,13 @@ class Confinement:
             return dataclasses.replace(self.policy, network="none")
         from auger.policy.egress import EgressProxy, make_socket_dir
 
-        if self._socket_dir is None:
+        # bubblewrap gives the sandbox a network of its own, reached through the proxy's Unix sockets; any
+        # other command is on the host's network and reaches its loopback ports: each gets only what it uses
+        bridged = self.sandbox is not None and self.sandbox.kind == "bwrap"
+        if bridged and self._socket_dir is None:
             self._socket_dir = make_socket_dir()
-        proxy = EgressProxy(settings.allowlist, socket_dir=self._socket_dir, hosts=dict(settings.hosts),
-                            denials=self._denials)
+        proxy = EgressProxy(settings.allowlist, socket_dir=self._socket_dir if bridged else None, tcp=not bridged,
+                            hosts=dict(settings.hosts), denials=self._denials)
         try:
             await proxy.start()
         except OSError as exc:
@@ -384,10 +387,11 @@ class Confinement:
             self.warn(proxy_failure(self.sandbox, str(exc)))
             return dataclasses.replace(self.policy, network="none")
         self.proxy = proxy
-        if self.sandbox is not None and self.sandbox.kind == "bwrap":  # the bridge inside listens on fixed ports
+        sockets: tuple[tuple[int, Path | None], ...]
+        if bridged:  # the bridge inside listens on fixed ports
             sockets = ((3128, proxy.http_socket), (1080, proxy.socks_socket))
         else:  # same network as the host: point straight at the proxy's own ports
-            sockets = ((proxy.http_port, proxy.http_socket), (proxy.socks_port, proxy.socks_socket))
+            sockets = ((proxy.http_port, None), (proxy.socks_port, None))
         return dataclasses.replace(self.policy, proxy_sockets=sockets)
 
     def _track(self, proc: SupervisedProcess | LocalProcess) -> None:

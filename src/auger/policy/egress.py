@@ -10,12 +10,14 @@ they support:
   origin-form with `Connection: close`;
 - a SOCKS5 proxy (RFC 1928, no authentication, CONNECT only).
 
-Both decide with the same `Allowlist` of host names, and both are served on loopback
-TCP ports (for unsandboxed callers and tests) and on Unix sockets in `socket_dir`.
-The Unix sockets are what the sandbox sees: the sandbox's 127.0.0.1 is not the
-host's, so the session's supervisor (policy/supervisor.py, its network bridge) listens
-on the sandbox's loopback and forwards every connection to those sockets. A session's
-proxy runs while its sandbox does (policy/confinement.py).
+Both decide with the same `Allowlist` of host names, and both are served on Unix
+sockets in `socket_dir`, on loopback TCP ports, or on both (tests). The Unix sockets are
+what a bubblewrap sandbox sees: its 127.0.0.1 is not the host's, so the session's
+supervisor (policy/supervisor.py, its network bridge) listens on the sandbox's loopback
+and forwards every connection to those sockets; such a session's proxy opens no port.
+A command on the host's network (Landlock, which restricts TCP by port) reaches the
+ports, and that session's proxy makes no socket directory. A session's proxy runs while
+its sandbox does (policy/confinement.py).
 
 The proxy resolves names itself (static `hosts` entries first, then DNS), so a
 client cannot choose the address an allowed name connects to, and it checks the
@@ -35,6 +37,7 @@ task and no extra buffer per chunk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import ipaddress
 import logging
@@ -609,21 +612,29 @@ def make_socket_dir(parent: Path | None = None) -> Path:
 class EgressProxy:
     """A per-session HTTP + SOCKS5 proxy that only connects to allowlisted hosts.
 
+    It listens on Unix sockets in `socket_dir` (what a bubblewrap sandbox, with a network of its own,
+    reaches through its bridge), on two ephemeral 127.0.0.1 ports with `tcp` (what a command on the
+    host's network reaches), or both: each session's proxy opens only what its sandbox uses, so a
+    thousand sandboxed sessions hold no loopback ports.
+
     `hosts` holds static name -> IP entries consulted before DNS (like /etc/hosts). Every refused
     attempt is appended to `denials`, so the engine can tell the model why a command's download
     failed (`denials_since` the command started).
     """
 
-    def __init__(self, allowlist: Allowlist, *, socket_dir: Path, hosts: Mapping[str, str] | None = None,
-                 denials: list[Denial] | None = None) -> None:
+    def __init__(self, allowlist: Allowlist, *, socket_dir: Path | None = None, tcp: bool = True,
+                 hosts: Mapping[str, str] | None = None, denials: list[Denial] | None = None) -> None:
         """`denials`: where refusals are appended (a list that outlives this proxy, say)."""
+        if socket_dir is None and not tcp:
+            raise ValueError("an egress proxy listens on Unix sockets, on loopback ports, or on both")
         self.allowlist = allowlist
-        self.socket_dir = Path(socket_dir)
+        self.socket_dir = Path(socket_dir) if socket_dir is not None else None
+        self.tcp = tcp
         self.hosts = check_hosts(hosts or {})
-        self.http_port = 0
+        self.http_port = 0  # with `tcp`
         self.socks_port = 0
-        self.http_socket = self.socket_dir / "http.sock"
-        self.socks_socket = self.socket_dir / "socks.sock"
+        self.http_socket = self.socket_dir / "http.sock" if self.socket_dir is not None else None
+        self.socks_socket = self.socket_dir / "socks.sock" if self.socket_dir is not None else None
         self.denials: list[Denial] = [] if denials is None else denials
         self._servers: list[asyncio.Server] = []
         self._pipes: set[_Pipe] = set()
@@ -631,26 +642,33 @@ class EgressProxy:
         self._stopping = False
 
     async def start(self) -> None:
-        """Listen on two ephemeral 127.0.0.1 ports and on `http.sock`/`socks.sock` in `socket_dir`."""
+        """Listen on `http.sock`/`socks.sock` in `socket_dir` and, with `tcp`, on two ephemeral 127.0.0.1
+        ports (`http_port`, `socks_port`)."""
         if self._servers:
             raise RuntimeError("EgressProxy.start() called twice")
         loop = asyncio.get_running_loop()
-        for path in (self.http_socket, self.socks_socket):
-            if len(os.fsencode(path)) > 107:
-                raise OSError(errno.ENAMETOOLONG, f"Unix socket path longer than 107 bytes: {path}")
-        self.socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.socket_dir is not None:
+            for name in ("http.sock", "socks.sock"):
+                if len(os.fsencode(self.socket_dir / name)) > 107:
+                    raise OSError(errno.ENAMETOOLONG,
+                                  f"Unix socket path longer than 107 bytes: {self.socket_dir / name}")
+            self.socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ports: list[int] = []
         try:
             for serve, path in ((self._serve_http, self.http_socket), (self._serve_socks, self.socks_socket)):
-                tcp = await loop.create_server(partial(_Pipe, self, serve), "127.0.0.1", 0)
-                self._servers.append(tcp)
-                unix = await loop.create_unix_server(partial(_Pipe, self, serve), os.fspath(path))
-                self._servers.append(unix)
-                os.chmod(path, 0o600)  # only this user (and its sandboxes) may use the proxy
+                if self.tcp:
+                    tcp = await loop.create_server(partial(_Pipe, self, serve), "127.0.0.1", 0)
+                    self._servers.append(tcp)
+                    ports.append(tcp.sockets[0].getsockname()[1])
+                if path is not None:
+                    unix = await loop.create_unix_server(partial(_Pipe, self, serve), os.fspath(path))
+                    self._servers.append(unix)
+                    os.chmod(path, 0o600)  # only this user (and its sandboxes) may use the proxy
         except BaseException:
             await self.stop()
             raise
-        self.http_port = self._servers[0].sockets[0].getsockname()[1]
-        self.socks_port = self._servers[2].sockets[0].getsockname()[1]
+        if ports:
+            self.http_port, self.socks_port = ports
         log.debug("egress proxy: http on 127.0.0.1:%d and %s, socks on 127.0.0.1:%d and %s",
                   self.http_port, self.http_socket, self.socks_port, self.socks_socket)
 
@@ -669,10 +687,9 @@ class EgressProxy:
             await server.wait_closed()
         self._servers.clear()
         for path in (self.http_socket, self.socks_socket):
-            try:
-                path.unlink()
-            except OSError:
-                pass
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def denials_since(self, t: float) -> list[Denial]:
         return [d for d in self.denials if d.at >= t]

@@ -106,7 +106,9 @@ class SandboxPolicy(Deferred):
     hidden: tuple[Path, ...] = ()     # not readable, on top of DEFAULT_HIDDEN (auger's own dirs, say)
     exposed: tuple[Path, ...] = ()    # readable although inside a hidden path (what the session's commands need)
     network: str = "none"             # "none" | "proxy" | "full"
-    proxy_sockets: tuple[tuple[int, Path], ...] = ()   # (port inside, unix socket on the host): HTTP, then SOCKS
+    # (the port commands connect to, the Unix socket on the host a bwrap sandbox's bridge forwards it to; None
+    # for a command on the host's own network, which reaches the proxy's port itself): HTTP, then SOCKS
+    proxy_sockets: tuple[tuple[int, Path | None], ...] = ()
     tmp: Path | None = None           # the session's own temp dir (Landlock; bwrap gives /tmp a fresh tmpfs)
     dev_ports: tuple[int, ...] = ()   # Landlock ABI 4+: local TCP ports commands may bind and connect to
     # The project's protected files and directories (secrets/protected.py) found as the sandbox starts: bwrap
@@ -118,6 +120,19 @@ class SandboxPolicy(Deferred):
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
             raise ValueError(f"network must be one of {NETWORK_MODES}, not {self.network!r}")
+
+    def bridged(self) -> list[tuple[int, Path]]:
+        """The (port inside, Unix socket on the host) pairs a bubblewrap sandbox's bridge forwards: none
+        unless the network goes through the proxy. ValueError for a policy made for the host's network
+        (its proxy listens on loopback ports only)."""
+        if self.network != "proxy":
+            return []
+        pairs = []
+        for port, sock in self.proxy_sockets:
+            if sock is None:
+                raise ValueError("the egress proxy has no Unix socket for a sandbox's bridge")
+            pairs.append((port, sock))
+        return pairs
 
 
 @dataclass(frozen=True)
@@ -387,7 +402,7 @@ class BwrapSandbox:
             mounts.append((path, 1, ["--ro-bind", str(path), str(path)]))
         if policy.network == "proxy" and policy.proxy_sockets:
             # Read-only: reachable (connect() needs no write access) but not replaceable.
-            for sock_dir in sorted({_real(sock).parent for _, sock in policy.proxy_sockets}):
+            for sock_dir in sorted({_real(sock).parent for _, sock in policy.bridged()}):
                 mounts.append((sock_dir, 1, ["--ro-bind", str(sock_dir), str(sock_dir)]))
         shown = [*plan.writable, *plan.read_only, *plan.exposed]
         for path in plan.hidden:
@@ -414,7 +429,7 @@ class BwrapSandbox:
         if policy.network != "proxy" or not policy.proxy_sockets:
             return []
         bridge = [_python(), "-S", "-I", "-c", _source(SUPERVISOR_SCRIPT)]
-        for port, sock in policy.proxy_sockets:
+        for port, sock in policy.bridged():
             bridge += ["--listen", f"{port}={_real(sock)}"]
         return [*bridge, "--"]
 

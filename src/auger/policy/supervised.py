@@ -144,8 +144,7 @@ class SessionSandbox:
             argv, covers = await asyncio.to_thread(sandbox.holder_argv, env, policy, [sh, "-c", HOLDER_SCRIPT],
                                                    info_fd=3, seccomp_fd=4)
             request = {"op": "start", "kind": "bwrap", "argv": argv,
-                       "bridge": [[port, os.path.realpath(path)] for port, path in policy.proxy_sockets]
-                       if policy.network == "proxy" else [],
+                       "bridge": [[port, os.path.realpath(path)] for port, path in policy.bridged()],
                        # the protected files, covered by the supervisor before it serves (supervisor.py `_cover`)
                        "cover": [str(policy.cover), [[path, is_dir] for path, is_dir in covers]]
                        if covers and policy.cover is not None else None}
