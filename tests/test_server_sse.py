@@ -32,6 +32,14 @@ async def drive(response: SseResponse, *, hold: asyncio.Event | None = None, sto
     return sent
 
 
+async def counting_frames(count: int, pause: float):
+    """Frames 1 to `count`, `pause` seconds apart; then the source stays open with nothing more."""
+    for n in range(1, count + 1):
+        yield frame({"n": n}, seq=n)
+        await asyncio.sleep(pause)
+    await asyncio.sleep(10)
+
+
 def test_an_idle_stream_gets_pings_and_a_closing_server_says_so_last():
     async def main():
         closing = asyncio.Event()
@@ -54,14 +62,7 @@ def test_an_idle_stream_gets_pings_and_a_closing_server_says_so_last():
 def test_a_client_that_does_not_drain_its_stream_has_it_closed_to_resume_by_cursor():
     async def main():
         hold = asyncio.Event()
-
-        async def frames():
-            for n in range(1, 50):
-                yield frame({"n": n}, seq=n)
-                await asyncio.sleep(0)
-            await asyncio.sleep(10)
-
-        response = SseResponse(frames(), asyncio.Event(), ping_s=5, buffer=8)
+        response = SseResponse(counting_frames(49, 0), asyncio.Event(), ping_s=5, buffer=8)
         asyncio.get_running_loop().call_later(0.3, hold.set)  # the client reads again, too late
         return await drive(response, hold=hold)
 
@@ -145,15 +146,9 @@ def test_a_frame_goes_out_in_the_turn_of_the_loop_its_source_made_it():
 def test_a_write_the_client_is_slow_to_take_is_finished_and_nothing_is_lost_or_reordered():
     async def main():
         hold = asyncio.Event()
-
-        async def frames():
-            for n in range(1, 50):
-                yield frame({"n": n}, seq=n)
-                await asyncio.sleep(0.002)
-            await asyncio.sleep(10)
-
         asyncio.get_running_loop().call_later(0.05, hold.set)  # the client reads again, in time
-        return await drive(SseResponse(frames(), asyncio.Event(), ping_s=5), hold=hold, stop_after=0.5)
+        response = SseResponse(counting_frames(49, 0.002), asyncio.Event(), ping_s=5)
+        return await drive(response, hold=hold, stop_after=0.5)
 
     sent = asyncio.run(main())
     numbered = [f for f in b"".join(sent).split(b"\n\n") if f.startswith(b"id: ")]
