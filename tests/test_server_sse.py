@@ -154,3 +154,43 @@ def test_a_write_the_client_is_slow_to_take_is_finished_and_nothing_is_lost_or_r
     numbered = [f for f in b"".join(sent).split(b"\n\n") if f.startswith(b"id: ")]
     assert [int(f.split(b"\n")[0][4:]) for f in numbered] == list(range(1, 50))
     assert sent[-2].startswith(b"id: ") and sent[-1] == b""  # a client gone away: no closing event is owed
+
+
+def test_any_async_iterator_and_any_awaitable_send_will_do():
+    """The source need not be an async generator, nor `send` a coroutine (the reader steps both when it can)."""
+    class Frames:
+        def __init__(self):
+            self.n = 0
+
+        def __aiter__(self):
+            return self
+
+        def __anext__(self):
+            self.n += 1
+            made = asyncio.get_running_loop().create_future()
+            if self.n <= 3:
+                asyncio.get_running_loop().call_later(0.01, made.set_result, frame({"n": self.n}, seq=self.n))
+            return made  # a future: no send, no throw
+
+    async def main():
+        sent: list[bytes] = []
+
+        async def receive():
+            await asyncio.sleep(10)
+            return {"type": "http.disconnect"}
+
+        def send(message):
+            sent.append(message.get("body", b""))
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+        task = asyncio.create_task(SseResponse(Frames(), asyncio.Event(), ping_s=5)({"type": "http"}, receive, send))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return sent
+
+    sent = asyncio.run(main())
+    numbered = [f for f in b"".join(sent).split(b"\n\n") if f.startswith(b"id: ")]
+    assert [int(f.split(b"\n")[0][4:]) for f in numbered] == [1, 2, 3]

@@ -82,7 +82,7 @@ class SseResponse:
         self._wake: asyncio.Future[None] | None = None  # the writer waits on it while it has nothing to do
         self._ping: asyncio.TimerHandle | None = None
         self._send: Send | None = None  # set once the stream's head went out: the reader may write then
-        self._stalled: _Resumed | None = None  # a write the reader began that must wait: the writer finishes it
+        self._stalled: Awaitable[None] | None = None  # a write the reader began that must wait: the writer's
         self._broken = False  # a write the reader began failed: the client is gone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -194,11 +194,15 @@ class SseResponse:
 
         The source's step is started here, not awaited: a frame it has at once comes back without waiting,
         and only when it must wait is what was read flushed, so a batch of frames goes out in one write."""
-        step: Any = self.frames.__anext__()  # an async generator's step: it has send and throw
+        step: Any = self.frames.__anext__()
+        if not hasattr(step, "send"):  # not an async generator's step (it has send and throw): just await it
+            self._flush()
+            made: bytes = await step
+            return made
         try:
             waiting = step.send(None)
         except StopIteration as ready:
-            made: bytes = ready.value  # what the source yielded, at once
+            made = ready.value  # what the source yielded, at once
             return made
         self._flush()
         made = await _Resumed(step, waiting)
@@ -217,7 +221,11 @@ class SseResponse:
         body = b"".join(self._pending)
         self._pending.clear()
         self._sent = True
-        write: Any = self._send({"type": "http.response.body", "body": body, "more_body": True})  # a coroutine
+        write: Any = self._send({"type": "http.response.body", "body": body, "more_body": True})
+        if not hasattr(write, "send"):  # not a coroutine: the writer awaits it
+            self._stalled = write
+            self._nudge()
+            return
         try:
             waiting = write.send(None)
         except StopIteration:
@@ -242,6 +250,9 @@ class _Resumed:
         while True:
             try:
                 value = yield waiting
+            except GeneratorExit:  # closed unfinished: so is the step
+                step.close()
+                raise
             except BaseException as exc:  # a cancellation: the step gets it where it waits
                 try:
                     waiting = step.throw(exc)
