@@ -60,8 +60,8 @@ class SseResponse:
     Two tasks and nothing per event: a reader moves frames from the source into a bounded buffer; once the
     source has nothing more ready, everything buffered goes out in one write — from the reader itself when
     the writer is idle (waking the writer would cost a hop of the loop), else by the writer, which takes
-    what is buffered after each write of its own. Only one of them writes at a time. Going away, closing and losing
-    access wake the writer too, through callbacks set once; the ping is one timer that re-arms itself and
+    what is buffered after each write of its own. Only one of them writes at a time. Going away, closing
+    and losing access wake the writer too, through callbacks set once; the ping is one timer that re-arms itself and
     sends `: ping` when nothing was sent since it last ran (so an idle stream gets one every `ping_s` to
     2 × `ping_s` seconds)."""
 
@@ -187,7 +187,6 @@ class SseResponse:
             self._nudge()
             with contextlib.suppress(Exception):
                 await self.frames.aclose()  # type: ignore[attr-defined]  # an async generator
-
 
     async def _next_frame(self) -> bytes:
         """The source's next frame; when it has none ready, what was read goes out first (`_flush`).
