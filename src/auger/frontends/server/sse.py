@@ -61,9 +61,9 @@ class SseResponse:
     source has nothing more ready, everything buffered goes out in one write — from the reader itself when
     the writer is idle (waking the writer would cost a hop of the loop), else by the writer, which takes
     what is buffered after each write of its own. Only one of them writes at a time. Going away, closing
-    and losing access wake the writer too, through callbacks set once; the ping is one timer that re-arms itself and
-    sends `: ping` when nothing was sent since it last ran (so an idle stream gets one every `ping_s` to
-    2 × `ping_s` seconds)."""
+    and losing access wake the writer too, through callbacks set once; the ping is one timer that re-arms
+    itself and sends `: ping` when nothing was sent since it last ran (so an idle stream gets one every
+    `ping_s` to 2 × `ping_s` seconds)."""
 
     def __init__(self, frames: AsyncIterator[bytes], closing: asyncio.Event, *, ping_s: float = PING_S,
                  buffer: int = BUFFER, watch: Watch | None = None, principal: Principal | None = None) -> None:
