@@ -18,7 +18,7 @@ from auger.config import load_config
 from auger.models.anthropic import AnthropicClient
 from auger.models.base import (
     Completed, ContextWindowExceeded, ImageRejected, ModelRequest, ReasoningDelta, ReasoningDone, TextDelta,
-    ToolCallReady,
+    ToolCallReady, ToolSchema,
 )
 from auger.models.context_window import learn_window
 from auger.models.http import stream_error
@@ -588,3 +588,41 @@ def test_reasoning_of_a_reply_without_tool_calls_is_not_sent_back(project):
         assert [e.text for e in run.of(ev.AgentMessage)] == ["no tools needed", "ok"]
         assistant = [m for m in server.chat_requests[1].messages if m["role"] == "assistant"]
         assert assistant == [{"role": "assistant", "content": "no tools needed"}]
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses", "anthropic"])
+def test_every_request_carries_the_tools_it_was_given_encoded_once_while_they_stay_the_same(wire):
+    """Each wire's tools are encoded once and kept while equal (models/http.py `_encode`): what each server
+    parses is still exactly the request's tools, in every request, and a changed list is sent as changed."""
+    first = [ToolSchema("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}},
+                                                     "required": ["path"]}),
+             ToolSchema("shell", "Run a command — ünïcode too.", {"type": "object", "properties": {
+                 "command": {"type": "string"}}, "required": ["command"]})]
+    changed = [first[0], ToolSchema("grep", "Search.", {"type": "object", "properties": {}})]
+    if wire == "chat":
+        server, make, posts = MockChatServer([Reply(text="ok")] * 3), OpenAIChatClient, "chat_requests"
+        names = lambda body: [t["function"]["name"] for t in body["tools"]]  # noqa: E731
+    elif wire == "responses":
+        server, make, posts = (mock_responses.MockResponsesServer([mock_responses.Reply(text="ok")] * 3),
+                               OpenAIResponsesClient, "responses_requests")
+        names = lambda body: [t["name"] for t in body["tools"]]  # noqa: E731
+    else:
+        server, make, posts = (mock_anthropic.MockAnthropicServer([mock_anthropic.Reply(text="ok")] * 3),
+                               AnthropicClient, "message_requests")
+        names = lambda body: [t["name"] for t in body["tools"]]  # noqa: E731
+
+    async def main(url: str) -> None:
+        client = make(provider="test", model="m", base_url=url, api_key="sk-test")
+        try:
+            for tools in (first, list(first), changed):
+                async for _ in client.stream(ModelRequest("be brief", [UserMessage("hi")], tools)):
+                    pass
+        finally:
+            await client.aclose()
+
+    with server:
+        asyncio.run(main(server.base_url))
+        sent = [r.body for r in getattr(server, posts)]
+    assert [names(body) for body in sent] == [["read_file", "shell"], ["read_file", "shell"], ["read_file", "grep"]]
+    assert sent[0]["tools"] == sent[1]["tools"] and "ünïcode" in json.dumps(sent[0]["tools"], ensure_ascii=False)
+    assert all(body["model"] == "m" and body.get("stream") is True for body in sent)

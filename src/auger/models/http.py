@@ -226,6 +226,7 @@ class SseModelClient:
         self._in_flight = 0  # requests streaming now
         self._release: asyncio.TimerHandle | None = None  # lets the connection go once idle (`_let_go`)
         self._closing: set[asyncio.Future[None]] = set()
+        self._tools: tuple[Any, str] | None = None  # the last request's tools, and their JSON (`_encode`)
         # the last check on a body before it leaves (secrets/outgoing.py; set by registry.create_client):
         # None, or why the request is not sent
         self.outgoing: Callable[[str], str | None] | None = None
@@ -243,9 +244,21 @@ class SseModelClient:
         await asyncio.gather(*self._closing, return_exceptions=True)  # connections let go that still close
         await self._http.aclose()
 
+    def _encode(self, body: dict[str, Any]) -> str:
+        """The body's JSON text. Its `tools` (every wire puts them there: ten kilobytes and more, the same from
+        one request to the next) are encoded once and kept while they stay equal, which costs a twentieth of
+        encoding them; they go last in the object, where their order does not matter."""
+        tools = body.pop("tools", None)
+        text = json_dumps(body, compact=True)
+        if tools is None:
+            return text
+        if self._tools is None or self._tools[0] != tools:
+            self._tools = (tools, json_dumps(tools, compact=True))
+        return f"{text[:-1]}{',' if body else ''}\"tools\":{self._tools[1]}}}"
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # Serialised here, not by httpx: its encoder fails on a lone surrogate the model sent earlier.
-        text = json_dumps(self.build_body(request), compact=True)
+        text = self._encode(self.build_body(request))
         refused = self.outgoing(text) if self.outgoing is not None else None
         if refused is not None:
             raise ModelError(refused, retryable=False)
