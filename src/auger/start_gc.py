@@ -61,13 +61,14 @@ def running_sessions() -> None:
     """This process runs sessions: collect the young generation every YOUNG allocations, unless its host
     chose a threshold of its own (then it is left as it is). While held, `release` gives back YOUNG."""
     global _saved
-    if _saved is not None:
-        if _saved[0] == _DEFAULT_YOUNG:
-            _saved = (YOUNG, _saved[1], _saved[2])
+    current = _saved if _saved is not None else gc.get_threshold()
+    if current[0] != _DEFAULT_YOUNG:
         return
-    threshold = gc.get_threshold()
-    if threshold[0] == _DEFAULT_YOUNG:
-        gc.set_threshold(YOUNG, threshold[1], threshold[2])
+    raised = (YOUNG, current[1], current[2])
+    if _saved is not None:
+        _saved = raised
+    else:
+        gc.set_threshold(*raised)
 
 
 def held() -> bool:

@@ -647,11 +647,10 @@ class EgressProxy:
         if self._servers:
             raise RuntimeError("EgressProxy.start() called twice")
         loop = asyncio.get_running_loop()
+        for sock in (self.http_socket, self.socks_socket):
+            if sock is not None and len(os.fsencode(sock)) > 107:
+                raise OSError(errno.ENAMETOOLONG, f"Unix socket path longer than 107 bytes: {sock}")
         if self.socket_dir is not None:
-            for name in ("http.sock", "socks.sock"):
-                if len(os.fsencode(self.socket_dir / name)) > 107:
-                    raise OSError(errno.ENAMETOOLONG,
-                                  f"Unix socket path longer than 107 bytes: {self.socket_dir / name}")
             self.socket_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         ports: list[int] = []
         try:

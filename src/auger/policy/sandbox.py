@@ -400,10 +400,9 @@ class BwrapSandbox:
             mounts.append((git, 0, ["--bind", str(git), str(git)]))
         for path in [*plan.read_only, *plan.exposed]:
             mounts.append((path, 1, ["--ro-bind", str(path), str(path)]))
-        if policy.network == "proxy" and policy.proxy_sockets:
-            # Read-only: reachable (connect() needs no write access) but not replaceable.
-            for sock_dir in sorted({_real(sock).parent for _, sock in policy.bridged()}):
-                mounts.append((sock_dir, 1, ["--ro-bind", str(sock_dir), str(sock_dir)]))
+        # The proxy's sockets read-only: reachable (connect() needs no write access) but not replaceable.
+        for sock_dir in sorted({_real(sock).parent for _, sock in policy.bridged()}):
+            mounts.append((sock_dir, 1, ["--ro-bind", str(sock_dir), str(sock_dir)]))
         shown = [*plan.writable, *plan.read_only, *plan.exposed]
         for path in plan.hidden:
             if path in covered and not secrets:
@@ -426,10 +425,11 @@ class BwrapSandbox:
 
     def _bridge(self, policy: SandboxPolicy) -> list[str]:
         """The network bridge in front of a single command, when the network goes through the proxy."""
-        if policy.network != "proxy" or not policy.proxy_sockets:
+        pairs = policy.bridged()
+        if not pairs:
             return []
         bridge = [_python(), "-S", "-I", "-c", _source(SUPERVISOR_SCRIPT)]
-        for port, sock in policy.bridged():
+        for port, sock in pairs:
             bridge += ["--listen", f"{port}={_real(sock)}"]
         return [*bridge, "--"]
 
