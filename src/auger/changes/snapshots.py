@@ -45,7 +45,9 @@ Why this way:
   that finds nothing changed since this store's last one (its index untouched since, the same
   permission bits and left-out paths) is that snapshot: no tree written, no commit made. A commit's
   message is remembered where this store made it, so its trailers are read without git. Each git
-  process counts: a tool step takes one snapshot or two.
+  process counts: a tool step takes one snapshot or two. After a snapshot by git, a small tree is described
+  (tree_manifest.py), and the next snapshot, when every name in the tree is one that one saw, takes no git
+  process at all; a snapshot by git after such a one first makes the index its tree (`_index_the_last`).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
-from auger.changes import git_objects
+from auger.changes import git_objects, tree_manifest
 from auger.policy.fs import read_fd
 from auger.secrets.protected import ProtectedFiles, default_protected
 
@@ -167,6 +169,7 @@ class SnapshotStore:
         self.protected = protected if protected is not None else default_protected(self.root)
         self.perms = perms
         self.bulk_files = BULK_FILES
+        self.describes = True  # whether a snapshot by git describes a small tree for the next (tree_manifest.py)
         self.snapdir = Path(snapdir)
         self.max_file_bytes = max_file_bytes
         self.max_dir_files = max_dir_files
@@ -333,8 +336,25 @@ class SnapshotStore:
                 await self._snapshot_held(message)
 
     async def _snapshot_held(self, message: str) -> Snapshot:
-        """`snapshot`, with the repository held."""
+        """`snapshot`, with the repository held: from what the last snapshot saw when every name in the tree is
+        one it saw (tree_manifest.py), else by git, which then describes the tree for the next one."""
         new_own = self._sync_excludes()
+        key = self._manifest_key()
+        if not new_own and self.plain and self.describes:
+            made = await self._snapshot_known(message, key)
+            if made is not None:
+                return made
+        await self._index_the_last()
+        tree_manifest.forget(self.snapdir)
+        snap, described = await self._snapshot_by_git(message, new_own)
+        if described is not None and self.describes:
+            with contextlib.suppress(OSError, SnapshotError):
+                await self._describe(snap, key, *described)
+        return snap
+
+    async def _snapshot_by_git(self, message: str, new_own: list[str]) -> tuple[Snapshot, tuple | None]:
+        """The snapshot as git lists and hashes the tree; with what `_describe` needs when the tree may be
+        described for the next snapshot (None: it may not, as something was left out with a warning)."""
         kept = self._load_kept()
         if kept is None:  # bits written down against other usual bits, or lost: look at every
             with contextlib.suppress(FileNotFoundError):  # file again, once
@@ -381,30 +401,179 @@ class SnapshotStore:
         if unrecorded:
             listed = dict(sorted(unrecorded.items())[:UNRECORDED_LISTED])
             trailers += f"{_UNRECORDED_TRAILER}{json.dumps(listed, sort_keys=True)}\n"
+        described = None if pick.warnings or any(why[0] == "budget" for why in unrecorded.values()) \
+            or len(unrecorded) > UNRECORDED_LISTED else (dict(kept.files), unrecorded, trailers.partition("\n")[2],
+                                                          protects)
         last = self._last
         if last is not None and (last.trailers != trailers or time.monotonic() - last.at > REUSE_WINDOW):
             last = None
         if last is not None and not (pick.odd or pick.present or pick.gone) and \
                 last.index == _stamp(self.snapdir / "auger-index"):
-            return Snapshot(last.commit, last.tree, tuple(pick.warnings))  # nothing changed since
+            return Snapshot(last.commit, last.tree, tuple(pick.warnings)), described  # nothing changed since
         tree = (await self.git("write-tree")).decode().strip()  # (it may write the index: stamped after)
         if last is not None and last.tree == tree:  # files looked at again, found as they were
             self._last = dataclasses.replace(last, index=_stamp(self.snapdir / "auger-index"))
-            return Snapshot(last.commit, tree, tuple(pick.warnings))
+            return Snapshot(last.commit, tree, tuple(pick.warnings)), described
+        commit = await self._made(message, tree, trailers, _stamp(self.snapdir / "auger-index"))
+        return Snapshot(commit, tree, tuple(pick.warnings)), described
+
+    async def _made(self, message: str, tree: str, trailers: str, index: tuple[int, int, int] | None) -> str:
+        """Store the commit of a new snapshot, and remember it (`index`: the index file's stamp it was written
+        from, None when it was not)."""
         text = f"{message or 'auger snapshot'}\n\n{trailers}"
         commit = await self._commit(tree, text)
-        self._last = _Made(commit, tree, trailers, _stamp(self.snapdir / "auger-index"), time.monotonic())
+        self._last = _Made(commit, tree, trailers, index, time.monotonic())
         self._messages[commit] = text
         while len(self._messages) > 64:
             del self._messages[next(iter(self._messages))]
-        return Snapshot(commit, tree, tuple(pick.warnings))
+        return commit
+
+    # ------------------------------------------------------------------ the tree as the last snapshot saw it
+
+    @property
+    def plain(self) -> bool:
+        """Whether objects and refs may be written here without git (git_objects.plain), asked once."""
+        if self._plain is None:
+            self._plain = git_objects.plain(self.snapdir)
+        return self._plain
+
+    def _manifest_key(self) -> str:
+        """What a manifest must have been made under to describe what a snapshot now would hold: the limits,
+        the usual bits, auger's own paths, the protection rules and the exclude file."""
+        exclude = _read(self.snapdir / "info" / "exclude") or b""
+        return json.dumps([1, str(self.root), list(self.perms), self.max_file_bytes, list(self.own),
+                           _rules_digest(self.protected).decode(), hashlib.sha1(exclude).hexdigest()])
+
+    async def _index_the_last(self) -> None:
+        """Make the snapshot index the last snapshot's when that one was taken from the manifest, with its
+        permission bits: git then starts from the last snapshot, as it does after one of its own (a file it
+        skips keeps what that one held). `read-tree --reset` keeps the stat data of the entries that are the same."""
+        last = tree_manifest.unindexed(self.snapdir)
+        if last is None:
+            return
+        tree, kept = last
+        try:
+            await self.git("read-tree", "--reset", tree)
+        except SnapshotError:
+            with contextlib.suppress(FileNotFoundError):  # every file is looked at again
+                os.unlink(self.snapdir / "auger-index")
+        was = self._load_kept()
+        self._save_kept(_Kept(kept, was.recheck if was is not None else []))
+
+    async def _snapshot_known(self, message: str, key: str) -> Snapshot | None:
+        """The snapshot from the manifest the last one left, when the tree has no name that one did not see
+        (tree_manifest.py); None when git must take it. Nothing but the files whose stat data moved is read."""
+        known = tree_manifest.load(self.snapdir, key)
+        if known is None:
+            return None
+        looked = tree_manifest.look(self.root, known, self.is_own)
+        if looked is None:
+            return None
+        changed, gone, gone_dirs = looked
+        since = tree_manifest.now_racy()
+        files, kept = dict(known.files), dict(known.kept)
+        touched = set(gone)
+        for path in gone:
+            del files[path]
+            kept.pop(path, None)
+        protects: Callable[[str], bool] | None = None
+        for path, st in changed.items():
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) or \
+                    (stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes):
+                return None  # git skips it with a warning
+            if protects is None:
+                protects = await self.protects()
+            if protects(path):
+                return None
+            data = tree_manifest.read_blob(self.root, path, st, self.max_file_bytes)
+            if data is None:
+                return None  # changed while read: git looks
+            mode, oid = tree_manifest.git_mode(st), tree_manifest.blob_id(data)
+            if files[path][:2] != [mode, oid]:
+                if os.path.basename(path) in tree_manifest.RULE_FILES:
+                    return None  # what is ignored or protected may have changed: git's to judge
+                git_objects.write_object(self.snapdir, "blob", data)
+                touched.add(path)
+            files[path] = [mode, oid, *tree_manifest.stat_of(st)]
+            kept.pop(path, None)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) not in self.perms:
+                kept[path] = stat.S_IMODE(st.st_mode)
+        try:
+            trees = tree_manifest.write_trees(self.snapdir, files, known.trees, touched) if touched else known.trees
+        except KeyError:
+            return None
+        bits = json.dumps({"perms": list(self.perms), "files": kept}, sort_keys=True)
+        trailers = f"{_MODES_TRAILER}{bits}\n{known.unrecorded}"
+        tree = trees[""]
+        last = self._last
+        if last is not None and last.tree == tree and last.trailers == trailers and \
+                time.monotonic() - last.at <= REUSE_WINDOW:
+            commit = last.commit
+        else:
+            commit = await self._made(message, tree, trailers, None)
+        away = gone | gone_dirs
+        dirs = {d: [n for n in names if (f"{d}/{n}" if d else n) not in away]
+                for d, names in known.dirs.items() if not (d in gone_dirs or tree_manifest.below(d, gone_dirs))}
+        tree_manifest.save(self.snapdir, dataclasses.replace(known, since=since, tree=tree, kept=kept, files=files,
+                                                             trees=trees, dirs=dirs, indexed=False))
+        return Snapshot(commit, tree)
+
+    async def _describe(self, snap: Snapshot, key: str, kept: dict[str, int], unrecorded: dict[str, list],
+                        unrecorded_line: str, protects: Callable[[str], bool]) -> None:
+        """After a snapshot by git, keep what it saw for the next one (tree_manifest.py), when the tree is small
+        enough to walk and every name in it is accounted for. Each recorded file is hashed here, unless the last
+        manifest had it with the same stat data: its stat data is kept only for the content git recorded."""
+        if not self.plain or _index_bytes(self.snapdir) > tree_manifest.MAX_INDEX_BYTES:
+            return
+        since = tree_manifest.now_racy()
+        listed = await self.git("ls-tree", "-r", "-t", "-z", "--full-tree", snap.tree)
+        files: dict[str, list] = {}
+        trees = {"": snap.tree}
+        for record in listed.split(b"\0"):
+            if not record:
+                continue
+            meta, _, raw = record.partition(b"\t")
+            mode, kind, oid = meta.decode().split(" ")
+            if kind == "tree":
+                trees[os.fsdecode(raw)] = oid
+            elif kind == "blob" and mode in ("100644", "100755", "120000"):
+                files[os.fsdecode(raw)] = [mode, oid]
+            else:
+                return  # a submodule's commit: git's to look at
+        collapsed = [p[:-1] for p in unrecorded if p.endswith("/")]
+        never = await self.ignored(collapsed)
+        earlier = tree_manifest.load(self.snapdir, key)
+
+        def walk() -> tree_manifest.Manifest | None:
+            surveyed = tree_manifest.survey(
+                self.root, files, never_entered=never, all_ignored=set(collapsed) - never,
+                left_out={p: why for p, why in unrecorded.items() if not p.endswith("/")}, own=self.is_own,
+                protected=protects)
+            if surveyed is None:
+                return None
+            dirs, seen, watch = surveyed
+            if sum(st.st_size for st in seen.values()) > tree_manifest.MAX_HASHED:
+                return None
+            for path, st in seen.items():
+                mode, oid = files[path]
+                now = tree_manifest.stat_of(st)
+                was = earlier.files.get(path) if earlier is not None else None
+                if not (earlier is not None and was is not None and was[:2] == [mode, oid] and was[2:] == now
+                        and max(st.st_mtime_ns, st.st_ctime_ns) < earlier.since):
+                    data = tree_manifest.read_blob(self.root, path, st, self.max_file_bytes)
+                    if data is None or tree_manifest.blob_id(data) != oid or tree_manifest.git_mode(st) != mode:
+                        now = [0, 0, 0, 0, 0]  # not what git recorded (changed since): hashed again next time
+                files[path] = [mode, oid, *now]
+            return tree_manifest.Manifest(key, since, snap.tree, unrecorded_line, kept, files, trees, dirs, watch)
+
+        made = await asyncio.to_thread(walk)
+        if made is not None:
+            tree_manifest.save(self.snapdir, made)
 
     async def _commit(self, tree: str, text: str) -> str:
         """Store a commit of `tree` and the ref that keeps it: written directly (git_objects: two git
         processes fewer on a tool step's path) in a repository as `git init` made it, else by git."""
-        if self._plain is None:
-            self._plain = git_objects.plain(self.snapdir)
-        if self._plain and len(tree) == 40:
+        if self.plain and len(tree) == 40:
             commit = git_objects.write_object(self.snapdir, "commit", git_objects.commit_body(
                 tree, text, self._env["GIT_COMMITTER_NAME"], self._env["GIT_COMMITTER_EMAIL"]))
             git_objects.write_ref(self.snapdir, REF_PREFIX + commit, commit)
@@ -616,12 +785,14 @@ class SnapshotStore:
     async def drop(self, snapshot: Snapshot | str) -> None:
         """Forget a snapshot (its objects go at the next `git gc` unless another snapshot shares them)."""
         commit = _commit(snapshot)
+        tree_manifest.forget(self.snapdir)  # it may name objects only this snapshot kept
         await self.git("update-ref", "-d", REF_PREFIX + commit, commit)
 
     async def compact(self) -> None:
         """Pack the snapshot repository's loose objects (git never does it on its own here: gc.auto
         is off so that no git command starts a background gc while a snapshot is being taken)."""
         async with self._exclusive():
+            tree_manifest.forget(self.snapdir)
             await self.git("gc", "--quiet")
 
     async def prune(self, keep: set[str], drop: set[str], older_than: float) -> PruneResult:
@@ -635,6 +806,8 @@ class SnapshotStore:
             drop = {commit for commit, when in dated
                     if commit not in keep and (commit in drop or int(when) < older_than)}
             before = _disk_bytes(self.snapdir / "objects")
+            await self._index_the_last()  # what an older index holds, gc would keep
+            tree_manifest.forget(self.snapdir)  # it may name objects pruned now
             if drop:
                 await self.git("update-ref", "--stdin",
                                stdin="".join(f"delete {REF_PREFIX}{c} {c}\n" for c in drop).encode())
@@ -663,6 +836,16 @@ class PruneResult:
     kept: int
     bytes_before: int
     bytes_after: int
+
+
+def _index_bytes(snapdir: Path) -> int:
+    """The size of the snapshot index with its shared part (core.splitIndex): about 60 bytes and a path a file."""
+    total = 0
+    with contextlib.suppress(OSError):
+        total = os.stat(snapdir / "auger-index").st_size
+        total += max((e.stat().st_size for e in os.scandir(snapdir) if e.name.startswith("sharedindex.")),
+                     default=0)
+    return total
 
 
 def _disk_bytes(top: Path) -> int:
