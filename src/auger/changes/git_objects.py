@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -53,7 +52,8 @@ def write_object(gitdir: Path, kind: str, body: bytes) -> str:
     if final.exists():
         return oid
     folder.mkdir(exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)  # a new file of a random name, as git makes it
+    tmp = folder / f"tmp_obj_{os.urandom(8).hex()}"  # a new file of a random name, as git makes it
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(zlib.compress(data, LOOSE_COMPRESSION))

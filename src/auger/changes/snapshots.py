@@ -65,11 +65,12 @@ import stat
 import subprocess
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from auger.changes import git_objects, tree_manifest
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.fs import read_fd
 from auger.secrets.protected import ProtectedFiles, default_protected
 
@@ -111,7 +112,7 @@ class SnapshotError(Exception):
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Deferred):
     """One recorded state of the tree: its commit and tree ids, and what was left out and why."""
 
     commit: str
@@ -120,7 +121,7 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Deferred):
     """A file in a snapshot: git mode ('100644', '100755', '120000'), blob id, path."""
 
     mode: str
@@ -829,7 +830,7 @@ class SnapshotStore:
 
 
 @dataclass(frozen=True)
-class PruneResult:
+class PruneResult(Deferred):
     """What a prune did: snapshots forgotten and kept, and the size of the objects before and after."""
 
     removed: int
@@ -858,7 +859,7 @@ def _disk_bytes(top: Path) -> int:
 
 
 @dataclass(frozen=True)
-class _Made:
+class _Made(Deferred):
     """A snapshot this store made, and what a later one must find unchanged to be the same snapshot."""
 
     commit: str
@@ -878,7 +879,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 @dataclass
-class _Selection:
+class _Selection(Deferred):
     """One snapshot's plan: paths to drop from the index, paths to hash (with their permission
     bits and ctime seconds), and what was left out."""
 
@@ -891,7 +892,7 @@ class _Selection:
 
 
 @dataclass
-class _Kept:
+class _Kept(Deferred):
     """What is kept beside the index (auger-modes.json): files whose bits are not the usual ones,
     and files to look at again because git's whole-second ctime could hide their next chmod."""
 

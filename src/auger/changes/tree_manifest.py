@@ -31,11 +31,12 @@ import json
 import os
 import stat
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from auger.changes import git_objects
+from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.fs import read_fd
 
 MANIFEST = "auger-tree.json"
@@ -52,7 +53,7 @@ Stat = list[int]  # [inode, size, mtime ns, ctime ns, st_mode]
 
 
 @dataclass
-class Manifest:
+class Manifest(Deferred):
     """One snapshot's view of the tree; `key` names the limits and rules it was made under."""
 
     key: str
