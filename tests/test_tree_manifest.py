@@ -309,3 +309,43 @@ def test_augers_own_files_may_come_and_go(tmp_path):
         assert ran == []
 
     asyncio.run(run())
+
+
+def test_names_that_are_not_utf8_or_hold_newlines(tmp_path):
+    root, known, by_git = stores(tmp_path)
+    odd = [os.fsdecode(b"caf\xe9.txt"), "two\nlines.txt", "sp ace/\u00e9t\u00e9.md"]
+    for rel in odd:
+        place(root, rel).write_text(f"{rel!r}\n")
+
+    async def run():
+        await same(known, by_git)
+        ran = counting(known)
+        for rel in odd:
+            (root / rel).write_text("changed\n")
+        await same(known, by_git)
+        (root / odd[0]).unlink()
+        await same(known, by_git)
+        assert ran == []
+
+    asyncio.run(run())
+
+
+def test_a_directory_swapped_for_a_link_to_elsewhere_is_never_read_through(tmp_path):
+    root, known, by_git = stores(tmp_path)
+    place(root, "d/notes.txt").write_text("mine\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("NOT THE PROJECT'S\n")
+
+    async def run():
+        await same(known, by_git)
+        shutil.rmtree(root / "d")
+        (root / "d").symlink_to(outside)
+        await same(known, by_git)
+        entries = await known.entries(await known.snapshot())
+        assert set(entries) == {"d"} and entries["d"].mode == "120000"
+
+    asyncio.run(run())
+    leaked = subprocess.run(["git", "hash-object", "--stdin"], input=b"NOT THE PROJECT'S\n", capture_output=True,
+                            check=True).stdout.decode().strip()
+    assert subprocess.run(["git", "--git-dir", str(known.snapdir), "cat-file", "-e", leaked]).returncode != 0

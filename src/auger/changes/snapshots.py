@@ -452,22 +452,28 @@ class SnapshotStore:
         last = tree_manifest.unindexed(self.snapdir)
         if last is None:
             return
-        tree, kept = last
+        tree, kept, files = last
         try:
             await self.git("read-tree", "--reset", tree)
         except SnapshotError:
             with contextlib.suppress(FileNotFoundError):  # every file is looked at again
                 os.unlink(self.snapdir / "auger-index")
         was = self._load_kept()
-        self._save_kept(_Kept(kept, was.recheck if was is not None else []))
+        self._save_kept(_Kept(kept, [p for p in (was.recheck if was is not None else []) if p in files]))
 
     async def _snapshot_known(self, message: str, key: str) -> Snapshot | None:
         """The snapshot from the manifest the last one left, when the tree has no name that one did not see
         (tree_manifest.py); None when git must take it. Nothing but the files whose stat data moved is read."""
         known = tree_manifest.load(self.snapdir, key)
-        if known is None:
+        if known is None or known.packs != tree_manifest.packs_stamp(self.snapdir):
             return None
-        looked = tree_manifest.look(self.root, known, self.is_own)
+        with tree_manifest.Dirs(self.root) as opened:
+            return await self._snapshot_from(message, key, known, opened)
+
+    async def _snapshot_from(self, message: str, key: str, known: tree_manifest.Manifest,
+                             opened: tree_manifest.Dirs) -> Snapshot | None:
+        """`_snapshot_known` with the manifest read and the tree's directories at hand."""
+        looked = tree_manifest.look(opened, known, self.is_own)
         if looked is None:
             return None
         changed, gone, gone_dirs = looked
@@ -486,7 +492,7 @@ class SnapshotStore:
                 protects = await self.protects()
             if protects(path):
                 return None
-            data = tree_manifest.read_blob(self.root, path, st, self.max_file_bytes)
+            data = opened.read(path, st, self.max_file_bytes)
             if data is None:
                 return None  # changed while read: git looks
             mode, oid = tree_manifest.git_mode(st), tree_manifest.blob_id(data)
@@ -546,13 +552,17 @@ class SnapshotStore:
         earlier = tree_manifest.load(self.snapdir, key)
 
         def walk() -> tree_manifest.Manifest | None:
+            with tree_manifest.Dirs(self.root) as opened:
+                return walked(opened)
+
+        def walked(opened: tree_manifest.Dirs) -> tree_manifest.Manifest | None:
             surveyed = tree_manifest.survey(
-                self.root, files, never_entered=never, all_ignored=set(collapsed) - never,
+                opened, files, never_entered=never, all_ignored=set(collapsed) - never,
                 left_out={p: why for p, why in unrecorded.items() if not p.endswith("/")}, own=self.is_own,
                 protected=protects)
             if surveyed is None:
                 return None
-            dirs, seen, watch = surveyed
+            dirs, seen, watch, witness = surveyed
             if sum(st.st_size for st in seen.values()) > tree_manifest.MAX_HASHED:
                 return None
             for path, st in seen.items():
@@ -561,11 +571,12 @@ class SnapshotStore:
                 was = earlier.files.get(path) if earlier is not None else None
                 if not (earlier is not None and was is not None and was[:2] == [mode, oid] and was[2:] == now
                         and max(st.st_mtime_ns, st.st_ctime_ns) < earlier.since):
-                    data = tree_manifest.read_blob(self.root, path, st, self.max_file_bytes)
+                    data = opened.read(path, st, self.max_file_bytes)
                     if data is None or tree_manifest.blob_id(data) != oid or tree_manifest.git_mode(st) != mode:
                         now = [0, 0, 0, 0, 0]  # not what git recorded (changed since): hashed again next time
                 files[path] = [mode, oid, *now]
-            return tree_manifest.Manifest(key, since, snap.tree, unrecorded_line, kept, files, trees, dirs, watch)
+            return tree_manifest.Manifest(key, since, snap.tree, unrecorded_line, kept, files, trees, dirs, watch,
+                                          packs=tree_manifest.packs_stamp(self.snapdir), witness=witness)
 
         made = await asyncio.to_thread(walk)
         if made is not None:

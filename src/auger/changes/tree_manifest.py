@@ -66,6 +66,9 @@ class Manifest(Deferred):
     dirs: dict[str, list[str]]  # directory walked -> its names (parents before children)
     watch: dict[str, Stat] = field(default_factory=dict)  # left-out paths: a file's Stat, or a type marker
     indexed: bool = True  # whether the snapshot index holds `tree` (False once a snapshot was taken from this)
+    packs: list[int] = field(default_factory=list)  # `packs_stamp` then: a gc since may have pruned its objects
+    # a directory git never enters -> a file in it: git names such a directory only while it holds a file
+    witness: dict[str, str] = field(default_factory=dict)
 
 
 def load(snapdir: Path, key: str) -> Manifest | None:
@@ -78,17 +81,28 @@ def load(snapdir: Path, key: str) -> Manifest | None:
     return manifest if manifest.key == key else None
 
 
-def unindexed(snapdir: Path) -> tuple[str, dict[str, int]] | None:
-    """The tree and permission bits of the last snapshot when one was taken from the manifest (whatever it was
-    made under): the snapshot index is older, and must be made that tree before git takes the next."""
+def packs_stamp(snapdir: Path) -> list[int]:
+    """The pack directory's inode and mtime: any `git gc` (this auger's, another's) writes a pack there, and
+    only a gc prunes objects, so a manifest made before one may name objects gone (this auger's own gc forgets
+    the manifest too)."""
+    try:
+        st = os.stat(snapdir / "objects" / "pack")
+    except OSError:
+        return []
+    return [st.st_ino, st.st_mtime_ns]
+
+
+def unindexed(snapdir: Path) -> tuple[str, dict[str, int], set[str]] | None:
+    """The tree, permission bits and files of the last snapshot when one was taken from the manifest (whatever
+    it was made under): the snapshot index is older, and must be made that tree before git takes the next."""
     try:
         data = json.loads((snapdir / MANIFEST).read_bytes())
-        tree, kept, indexed = data["tree"], data["kept"], data["indexed"]
+        tree, kept, indexed, files = data["tree"], data["kept"], data["indexed"], set(data["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if indexed or not (isinstance(tree, str) and len(tree) == 40 and isinstance(kept, dict)):
         return None
-    return tree, kept
+    return tree, kept, files
 
 
 def save(snapdir: Path, manifest: Manifest) -> None:
@@ -125,47 +139,88 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def read_blob(root: Path, path: str, seen: os.stat_result, limit: int) -> bytes | None:
-    """A file's bytes (a symlink's target), as long as it is what `seen` saw and within `limit`; else None."""
-    full = root / path
-    if stat.S_ISLNK(seen.st_mode):
+class Dirs:
+    """The tree's directories, each opened beneath its parent without following a symlink (O_NOFOLLOW): a
+    directory swapped for a link while the tree is looked at makes the look fail, never read what lies
+    elsewhere. A few are kept open (parents are looked at before their children)."""
+
+    KEEP = 64
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._open: dict[str, int] = {}
+
+    def __enter__(self) -> Dirs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
+
+    def fd(self, rel: str) -> int:
+        """An open descriptor of the directory `rel` ("" is the root); OSError when it is none (now)."""
+        fd = self._open.pop(rel, None)
+        if fd is None:
+            if rel:
+                parent, _, name = rel.rpartition("/")
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=self.fd(parent))
+            else:
+                fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._open[rel] = fd  # (most recently used last)
+        while len(self._open) > self.KEEP:
+            os.close(self._open.pop(next(iter(self._open))))
+        return fd
+
+    def names(self, rel: str) -> list[str]:
+        return os.listdir(self.fd(rel))
+
+    def lstat(self, path: str) -> os.stat_result:
+        parent, _, name = path.rpartition("/")
+        return os.lstat(name, dir_fd=self.fd(parent))
+
+    def read(self, path: str, seen: os.stat_result, limit: int) -> bytes | None:
+        """A file's bytes (a symlink's target), as long as it is what `seen` saw and within `limit`; else None."""
+        parent, _, name = path.rpartition("/")
         try:
-            target = os.fsencode(os.readlink(full))
-            again = os.lstat(full)
+            where = self.fd(parent)
+            if stat.S_ISLNK(seen.st_mode):
+                target = os.fsencode(os.readlink(name, dir_fd=where))
+                return target if stat_of(os.lstat(name, dir_fd=where)) == stat_of(seen) else None
+            if not stat.S_ISREG(seen.st_mode) or seen.st_size > limit:
+                return None
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=where)
         except OSError:
             return None
-        return target if stat_of(again) == stat_of(seen) else None
-    if not stat.S_ISREG(seen.st_mode) or seen.st_size > limit:
-        return None
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = read_fd(fd)
-        after = os.fstat(fd)
-    finally:
-        os.close(fd)
-    return data if stat_of(after) == stat_of(seen) and len(data) == seen.st_size else None
+        try:
+            data = read_fd(fd)
+            after = os.fstat(fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return data if stat_of(after) == stat_of(seen) and len(data) == seen.st_size else None
 
 
-def survey(root: Path, files: Mapping[str, object], *, never_entered: set[str], all_ignored: set[str],
+def survey(dirs_of: Dirs, files: Mapping[str, object], *, never_entered: set[str], all_ignored: set[str],
            left_out: Mapping[str, list], own: Callable[[str], bool], protected: Callable[[str], bool],
-           ) -> tuple[dict[str, list[str]], dict[str, os.stat_result], dict[str, Stat]] | None:
-    """Walk the tree as a snapshot just recorded it: (dirs, the stat data of each recorded file, watch), or
-    None when a name cannot be accounted for or the tree is too large. `files`: the snapshot's files;
+           ) -> tuple[dict[str, list[str]], dict[str, os.stat_result], dict[str, Stat], dict[str, str]] | None:
+    """Walk the tree as a snapshot just recorded it: (dirs, the stat data of each recorded file, watch,
+    witnesses), or None when a name cannot be accounted for or the tree is too large. `files`: the snapshot's files;
     `never_entered`: directories an ignore pattern names; `all_ignored`: directories whose contents git found
     all ignored; `left_out`: ignored files left out for their size (as the commit message has them: [why,
     size, mtime]); `own`: auger's own paths (excluded: never entered); `protected`: files never recorded."""
     dirs: dict[str, list[str]] = {}
     seen: dict[str, os.stat_result] = {}
     watch: dict[str, Stat] = {}
+    witness: dict[str, str] = {}
     pending = [""]
     names = 0
     while pending:
         here = pending.pop()
         try:
-            listed = sorted(os.listdir(root / here if here else root))
+            listed = sorted(dirs_of.names(here))
         except OSError:
             return None
         names += len(listed)
@@ -180,7 +235,7 @@ def survey(root: Path, files: Mapping[str, object], *, never_entered: set[str], 
                     return None  # a repository of its own: git lists it apart
                 continue  # the project's own repository: never recorded
             try:
-                st = os.lstat(root / path)
+                st = dirs_of.lstat(path)
             except OSError:
                 return None
             if path in files:
@@ -188,7 +243,13 @@ def survey(root: Path, files: Mapping[str, object], *, never_entered: set[str], 
                     return None
                 seen[path] = st
             elif stat.S_ISDIR(st.st_mode):
-                if path in never_entered or own(path):
+                if path in never_entered:
+                    found = _a_file_in(dirs_of, path)
+                    if found is None:
+                        return None
+                    witness[path] = found
+                    watch[path] = _NEVER_ENTERED
+                elif own(path):
                     watch[path] = _NEVER_ENTERED
                 else:
                     pending.append(path)
@@ -202,10 +263,32 @@ def survey(root: Path, files: Mapping[str, object], *, never_entered: set[str], 
                 return None  # a name the snapshot did not account for
     if len(seen) != len(files) or any(d not in dirs for d in all_ignored):
         return None
-    return dict(sorted(dirs.items())), seen, watch
+    return dict(sorted(dirs.items())), seen, watch, witness
 
 
-def look(root: Path, manifest: Manifest, own: Callable[[str], bool]
+def _a_file_in(dirs_of: Dirs, top: str, budget: int = 256) -> str | None:
+    """A file somewhere in the directory `top` (looking at no more than `budget` names), or None."""
+    pending = [top]
+    while pending and budget > 0:
+        here = pending.pop()
+        try:
+            listed = dirs_of.names(here)
+        except OSError:
+            return None
+        for name in listed[:budget]:
+            budget -= 1
+            path = f"{here}/{name}"
+            try:
+                is_dir = stat.S_ISDIR(dirs_of.lstat(path).st_mode)
+            except OSError:
+                return None
+            if not is_dir:
+                return path
+            pending.append(path)
+    return None
+
+
+def look(dirs_of: Dirs, manifest: Manifest, own: Callable[[str], bool]
          ) -> tuple[dict[str, os.stat_result], set[str], set[str]] | None:
     """What may have changed since the manifest: (recorded paths whose stat data moved or is racy, with their
     stat data now; recorded paths gone; directories walked gone), or None when git must look (see the module
@@ -216,9 +299,7 @@ def look(root: Path, manifest: Manifest, own: Callable[[str], bool]
         if here in gone_dirs or below(here, gone_dirs):
             continue
         try:
-            if here and not stat.S_ISDIR(os.lstat(root / here).st_mode):
-                return None
-            now = os.listdir(root / here if here else root)
+            now = dirs_of.names(here)  # (opened without following a link: a directory turned link fails)
         except OSError:
             return None
         if any(not own(f"{here}/{name}" if here else name) for name in set(now).difference(names)):
@@ -236,12 +317,20 @@ def look(root: Path, manifest: Manifest, own: Callable[[str], bool]
     for path in manifest.files:
         if below(path, gone_dirs):
             gone.add(path)
+    if any(os.path.basename(path) in RULE_FILES for path in gone):
+        return None  # what is ignored or protected changes with it
+    for path in manifest.witness.values():
+        try:
+            if stat.S_ISDIR(dirs_of.lstat(path).st_mode):
+                return None
+        except OSError:
+            return None  # maybe empty now: then git names it no more
     changed: dict[str, os.stat_result] = {}
     for path, (_mode, _oid, *was) in manifest.files.items():
         if path in gone:
             continue
         try:
-            st = os.lstat(root / path)
+            st = dirs_of.lstat(path)
         except OSError:
             return None
         if stat_of(st) != was or max(st.st_mtime_ns, st.st_ctime_ns) >= manifest.since:
@@ -252,7 +341,7 @@ def look(root: Path, manifest: Manifest, own: Callable[[str], bool]
         if own(path):
             continue
         try:
-            st = os.lstat(root / path)
+            st = dirs_of.lstat(path)
         except OSError:
             return None
         if was in (_NEVER_ENTERED, _NOT_A_DIRECTORY):
