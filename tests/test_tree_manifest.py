@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -56,10 +57,12 @@ async def same(known: SnapshotStore, by_git: SnapshotStore) -> None:
 
 
 def clear(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
+    """Nothing at `path` any more, whatever was there."""
+    try:
+        is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    shutil.rmtree(path) if is_dir else path.unlink()
 
 
 def place(root: Path, rel: str) -> Path:
@@ -68,9 +71,9 @@ def place(root: Path, rel: str) -> Path:
     parent = root
     for part in Path(rel).parts[:-1]:
         parent = parent / part
-        if parent.is_symlink() or parent.is_file():
-            parent.unlink()
-        parent.mkdir(exist_ok=True)
+        if not (parent.is_dir() and not parent.is_symlink()):
+            clear(parent)
+            parent.mkdir()
     return path
 
 
@@ -78,10 +81,8 @@ def apply(root: Path, op: tuple) -> None:
     kind, rel, arg = op
     path = place(root, rel)
     if kind == "write":
-        if path.is_dir() and not path.is_symlink():
+        if path.is_symlink() or not (path.is_file() or not os.path.lexists(path)):
             clear(path)
-        if path.is_symlink():
-            path.unlink()
         path.write_bytes(b"x" * (MAX_FILE + 10) if arg == 3 else f"{rel} {arg}\n".encode())
     elif kind == "remove":
         clear(path)
@@ -102,6 +103,18 @@ def apply(root: Path, op: tuple) -> None:
     elif kind == "hardlink" and (root / ".env").is_file():
         clear(path)
         os.link(root / ".env", path)
+    elif kind == "rename" and rel != arg and (root / arg).is_file() and not (root / arg).is_symlink():
+        clear(path)
+        os.replace(root / arg, path)
+    elif kind == "fifo":
+        clear(path)
+        os.mkfifo(path)
+    elif kind == "repo":  # a repository nested in the project
+        clear(path)
+        (path / ".git").mkdir(parents=True)
+        (path / "inside.txt").write_text("nested\n")
+    elif kind == "protect":
+        (root / ".augerignore").write_text(f"{arg}\n")
 
 
 OPS = st.one_of(
@@ -113,6 +126,10 @@ OPS = st.one_of(
     st.tuples(st.just("touch"), st.sampled_from(NAMES), st.none()),
     st.tuples(st.just("ignore"), st.just(".gitignore"), st.lists(st.sampled_from(IGNORES), unique=True)),
     st.tuples(st.just("hardlink"), st.sampled_from(["a.txt", "b.py"]), st.none()),
+    st.tuples(st.just("rename"), st.sampled_from(NAMES), st.sampled_from(["a.txt", "d/c.txt", "x.log"])),
+    st.tuples(st.just("fifo"), st.sampled_from(["a.txt", "pipe"]), st.none()),
+    st.tuples(st.just("repo"), st.sampled_from(["nested", "d/e"]), st.none()),
+    st.tuples(st.just("protect"), st.just(".augerignore"), st.sampled_from(["b.py", "d/", "*.txt"])),
 )
 
 
