@@ -18,8 +18,8 @@ deferring = sys.version_info < (3, 13)
 
 
 @pytest.fixture
-def installed() -> Iterator[None]:
-    dataclass_methods.install()
+def installed(tmp_path) -> Iterator[None]:
+    dataclass_methods.install(cache=tmp_path / "dataclass-init.bin")
     try:
         yield
     finally:
@@ -177,3 +177,57 @@ def test_auger_version_imports_neither_dataclasses_nor_asyncio() -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "auger.frontends.cli" in imported and done.stdout.startswith("auger ")
     assert not imported & {"dataclasses", "asyncio", "auger.dataclass_methods", "auger.child_watch"}
+
+
+_MAKE = """
+import dataclasses, inspect, json, sys
+from pathlib import Path
+from auger import dataclass_methods
+dataclass_methods.install(cache=Path(sys.argv[1]))
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: "list[str]" = dataclasses.field(default_factory=list)
+    z: float = 1.5
+
+p = Point(1)
+print(json.dumps({"new": dataclass_methods._COMPILED.new, "known": len(dataclass_methods._COMPILED.code),
+                  "signature": str(inspect.signature(Point)), "annotations": repr(Point.__init__.__annotations__),
+                  "file": Point.__init__.__code__.co_filename, "value": repr(p), "qualname": Point.__init__.__qualname__}))
+"""
+
+
+def _made(cache) -> dict:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _MAKE, str(cache)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not deferring, reason="Python 3.13 compiles a class's methods in one go: nothing to cache")
+def test_init_is_compiled_once_a_machine_and_the_cached_code_is_what_exec_compiles(tmp_path) -> None:
+    cache = tmp_path / "cache" / "dataclass-init.bin"
+    first = _made(cache)
+    assert first["new"] >= 1 and cache.exists()
+    assert cache.stat().st_mode & 0o777 == 0o600
+    again = _made(cache)
+    assert again["new"] == 0 and again["known"] >= first["new"]  # every __init__ came from the cache
+    assert {k: v for k, v in again.items() if k not in ("new", "known")} == \
+        {k: v for k, v in first.items() if k not in ("new", "known")}
+    assert "<class 'int'>" in again["annotations"]  # evaluated, as dataclasses' own exec leaves them
+    assert again["file"] == "<string>" and again["value"] == "Point(x=1, y=[], z=1.5)"
+
+
+@pytest.mark.skipif(not deferring, reason="Python 3.13 compiles a class's methods in one go: nothing to cache")
+@pytest.mark.parametrize("content", [b"not marshal at all", b"", "foreign"])
+def test_a_broken_or_foreign_cache_is_compiled_past_and_replaced(tmp_path, content) -> None:
+    import marshal
+
+    cache = tmp_path / "dataclass-init.bin"
+    if content == "foreign":  # another Python's: its code objects are not read
+        content = marshal.dumps(("2.7.18 (other)", {"def __create_fn__():\n pass": compile("1", "x", "eval")}))
+    cache.write_bytes(content)
+    made = _made(cache)
+    assert made["new"] >= 1 and made["value"] == "Point(x=1, y=[], z=1.5)"
+    assert _made(cache)["new"] == 0

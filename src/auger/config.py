@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from auger.home import home_dirs as home_dirs  # (where it is asked for by most)
+
 
 @dataclass
 class Config:
@@ -152,21 +154,6 @@ _PATH_KEYS = {"db_path", "cassette"}  # file paths: relative ones in a config fi
 _CHOICES = {"mode": ("plan", "safe", "auto"), "sandbox": ("auto", "bwrap", "landlock", "off"),
             "sandbox_network": ("none", "proxy", "full"), "repo_map": ("off", "tool", "auto"),
             "model_reasoning_summary": ("", "auto", "concise", "detailed")}
-
-
-def home_dirs() -> dict[str, Path]:
-    """Where auger keeps its config, data and cache; all under AUGER_HOME when it is set."""
-    home = os.environ.get("AUGER_HOME")
-    if home:
-        base = Path(home).expanduser()
-        return {"config": base, "data": base, "cache": base / "cache"}
-    import platformdirs
-
-    return {
-        "config": Path(platformdirs.user_config_dir("auger", appauthor=False)),
-        "data": Path(platformdirs.user_data_dir("auger", appauthor=False)),
-        "cache": Path(platformdirs.user_cache_dir("auger", appauthor=False)),
-    }
 
 
 def load_config(overrides: Iterable[str] = (), flags: dict[str, Any] | None = None,
