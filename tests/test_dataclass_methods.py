@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -184,6 +185,7 @@ import dataclasses, inspect, json, sys
 from pathlib import Path
 from auger import dataclass_methods
 dataclass_methods.install(cache=Path(sys.argv[1]))
+dataclass_methods.keep()
 
 @dataclasses.dataclass
 class Point:
@@ -231,3 +233,11 @@ def test_a_broken_or_foreign_cache_is_compiled_past_and_replaced(tmp_path, conte
     made = _made(cache)
     assert made["new"] >= 1 and made["value"] == "Point(x=1, y=[], z=1.5)"
     assert _made(cache)["new"] == 0
+
+
+def test_a_command_that_only_edits_the_config_writes_no_cache(tmp_path) -> None:
+    home = tmp_path / "home"
+    done = subprocess.run([sys.executable, "-m", "auger", "mcp", "list"], capture_output=True, text=True,
+                          env={**os.environ, "AUGER_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert not (home / "cache").exists()

@@ -18,8 +18,8 @@ A class given no docstring gets `Name(field: type, …)` as one, which dataclass
 class, 14 ms of the 170 classes a run with tools makes); `install` gives `dataclasses` an `exec` that looks the
 source text up in a cache of code objects kept in auger's cache dir (`dataclass-init.<python>.bin`, marshal,
 read once) and compiles only what it has not seen, exactly as `exec` would (no inherited `__future__` flags).
-What a run compiled anew is added at its exit. The cache dir is hidden from the session's commands as all of
-auger's own files are, so no command a model runs can put code there.
+What a command that runs sessions compiled anew is added at its exit (`keep`). The cache dir is hidden from
+the session's commands as all of auger's own files are, so no command a model runs can put code there.
 
 Only the command line installs it (`auger` on its way to a command; `import auger` changes nothing in a
 host program), and only where `dataclasses` builds methods this way: Python 3.13 compiles a class's
@@ -55,10 +55,15 @@ def install(cache: Path | None = None) -> None:
     if _BUILD is not None and _PROCESS is not None and sys.version_info < (3, 13):
         if "exec" not in vars(dataclasses):
             _COMPILED.load(cache if cache is not None else _default_cache())
-            atexit.register(_COMPILED.save)
         dataclasses._create_fn = _create_on_first_call  # type: ignore[attr-defined]
         dataclasses._process_class = _process_with_doc_on_demand  # type: ignore[attr-defined]
         dataclasses.exec = _COMPILED.exec  # type: ignore[attr-defined]  # (its globals come before builtins)
+
+
+def keep() -> None:
+    """Write what this process compiles anew into the cache at its exit (the commands that run sessions: a
+    command that only edits the config leaves auger's cache dir as it was)."""
+    atexit.register(_COMPILED.save)
 
 
 def uninstall() -> None:

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dataclass_methods.install()  # every command: a class's methods other than __init__ compiled when called
     if argv and argv[0] in _RUN_COMMANDS:  # their parser alone: no other command's module is imported
+        dataclass_methods.keep()
         start_gc.hold()  # until the first model request has gone out
         args = _run_parsers(_standalone)[argv[0]].parse_intermixed_args(argv[1:])
         return _run(args)
@@ -44,9 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     parser, commands = _parser()
     argv, server_command = split_command(argv)
     if argv and argv[0] in commands:
+        if argv[0] in _SERVING_COMMANDS:
+            dataclass_methods.keep()
         # Per-command parsing lets options sit between positionals: `auger resume ID --json PROMPT`.
         args = commands[argv[0]].parse_intermixed_args(argv[1:])
     elif not argv or argv[0] not in (*_subcommands(parser), "-h", "--help"):
+        dataclass_methods.keep()
         start_gc.hold()  # one session, until its first model request (servers hold none: see start_gc)
         args = commands[""].parse_intermixed_args(argv)  # `auger [OPTIONS] [PROMPT]`: interactive
     else:
@@ -90,6 +94,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
 
 
 _RUN_COMMANDS = ("exec", "resume", "fork")  # the commands that run a session headless
+_SERVING_COMMANDS = ("acp", "serve", "mcp-server", "worker")  # and those that run sessions for others
 
 
 def _standalone(name: str, **options: Any) -> argparse.ArgumentParser:
