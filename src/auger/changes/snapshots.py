@@ -67,7 +67,7 @@ import time
 from collections import Counter
 from dataclasses import field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 from auger.changes import git_objects, tree_manifest
 from auger.lazy_dataclass import Deferred, dataclass
@@ -536,15 +536,11 @@ class SnapshotStore:
         listed = await self.git("ls-tree", "-r", "-t", "-z", "--full-tree", snap.tree)
         files: dict[str, list] = {}
         trees = {"": snap.tree}
-        for record in listed.split(b"\0"):
-            if not record:
-                continue
-            meta, _, raw = record.partition(b"\t")
-            mode, kind, oid = meta.decode().split(" ")
+        for mode, kind, oid, path in _tree_records(listed):
             if kind == "tree":
-                trees[os.fsdecode(raw)] = oid
+                trees[path] = oid
             elif kind == "blob" and mode in ("100644", "100755", "120000"):
-                files[os.fsdecode(raw)] = [mode, oid]
+                files[path] = [mode, oid]
             else:
                 return  # a submodule's commit: git's to look at
         collapsed = [p[:-1] for p in unrecorded if p.endswith("/")]
@@ -765,16 +761,7 @@ class SnapshotStore:
     async def entries(self, snapshot: Snapshot | str) -> dict[str, Entry]:
         """Every file of a snapshot, by path."""
         out = await self.git("ls-tree", "-r", "-z", "--full-tree", _commit(snapshot))
-        files: dict[str, Entry] = {}
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            meta, _, raw = record.partition(b"\t")
-            mode, kind, oid = meta.decode().split(" ")
-            if kind == "blob":
-                path = os.fsdecode(raw)
-                files[path] = Entry(mode, oid, path)
-        return files
+        return {path: Entry(mode, oid, path) for mode, kind, oid, path in _tree_records(out) if kind == "blob"}
 
     async def blobs(self, oids: list[str]) -> dict[str, bytes]:
         """The contents of blobs by id, read in one `cat-file --batch`."""
@@ -848,6 +835,15 @@ class PruneResult(Deferred):
     kept: int
     bytes_before: int
     bytes_after: int
+
+
+def _tree_records(listed: bytes) -> Iterator[tuple[str, str, str, str]]:
+    """(mode, kind, id, path) of each line of `git ls-tree -z`."""
+    for record in listed.split(b"\0"):
+        if record:
+            meta, _, raw = record.partition(b"\t")
+            mode, kind, oid = meta.decode().split(" ")
+            yield mode, kind, oid, os.fsdecode(raw)
 
 
 def _index_bytes(snapdir: Path) -> int:
