@@ -286,9 +286,9 @@ class SnapshotStore:
     async def protects(self) -> Callable[[str], bool]:
         """Whether a path (relative to the root) is protected, as things stand now: by its name, or as a hard link
         to (or a renamed) protected file the project's scan found."""
-        found = set((await asyncio.to_thread(self.protected.look_again)).paths)
+        found = set((await asyncio.to_thread(self.protected.look_again)).paths)  # (its rules read again first)
         why = self.protected.why
-        return lambda path: path in found or why(path) is not None
+        return lambda path: path in found or why(path, refresh=False) is not None
 
     def own_pathspec(self) -> list[str]:
         """Arguments that keep a git diff away from auger's own paths (none when there are none)."""
