@@ -261,7 +261,7 @@ def test_a_tree_too_large_to_walk_is_not_described(tmp_path, monkeypatch):
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("corrupt", ["garbage", "other-key", "missing-tree"])
+@pytest.mark.parametrize("corrupt", ["garbage", "other-key", "missing-tree", "wrong-types"])
 def test_a_broken_or_foreign_manifest_falls_back_to_git(tmp_path, corrupt):
     root, known, by_git = stores(tmp_path)
     (root / "a.txt").write_text("a\n")
@@ -274,8 +274,14 @@ def test_a_broken_or_foreign_manifest_falls_back_to_git(tmp_path, corrupt):
             path.write_text("{not json")
         elif corrupt == "other-key":
             path.write_text(data.replace('"key":"[1,', '"key":"[0,'))
-        else:  # the manifest names trees gc has pruned
+        elif corrupt == "missing-tree":  # the manifest names trees gc has pruned
             path.write_text(data.replace('"trees":{', '"trees":{"gone/dir":"' + "0" * 40 + '",', 1))
+        else:  # well-formed JSON, fields of the wrong types
+            import json
+
+            damaged = json.loads(data)
+            damaged.update(files={"a.txt": 7}, dirs={"": 5})
+            path.write_text(json.dumps(damaged))
         (root / "a.txt").write_text("changed\n")
         await same(known, by_git)
 

@@ -60,6 +60,7 @@ import fcntl
 import hashlib
 import itertools
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -73,6 +74,8 @@ from auger.changes import git_objects, tree_manifest
 from auger.lazy_dataclass import Deferred, dataclass
 from auger.policy.fs import read_fd
 from auger.secrets.protected import ProtectedFiles, default_protected
+
+log = logging.getLogger("auger.changes")
 
 DEFAULT_MAX_FILE_BYTES = 10 << 20
 DEFAULT_MAX_DIR_FILES = 5000
@@ -467,8 +470,12 @@ class SnapshotStore:
         known = tree_manifest.load(self.snapdir, key)
         if known is None or known.packs != tree_manifest.packs_stamp(self.snapdir):
             return None
-        with tree_manifest.Dirs(self.root) as opened:
-            return await self._snapshot_from(message, key, known, opened)
+        try:
+            with tree_manifest.Dirs(self.root) as opened:
+                return await self._snapshot_from(message, key, known, opened)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:  # a damaged manifest
+            log.debug("the tree manifest could not be used (%s): git takes the snapshot", exc)
+            return None
 
     async def _snapshot_from(self, message: str, key: str, known: tree_manifest.Manifest,
                              opened: tree_manifest.Dirs) -> Snapshot | None:

@@ -100,7 +100,8 @@ def unindexed(snapdir: Path) -> tuple[str, dict[str, int], set[str]] | None:
         tree, kept, indexed, files = data["tree"], data["kept"], data["indexed"], set(data["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if indexed or not (isinstance(tree, str) and len(tree) == 40 and isinstance(kept, dict)):
+    if indexed or not (isinstance(tree, str) and len(tree) == 40 and isinstance(kept, dict)
+                       and all(isinstance(bits, int) for bits in kept.values())):
         return None
     return tree, kept, files
 
