@@ -241,3 +241,26 @@ def test_a_command_that_only_edits_the_config_writes_no_cache(tmp_path) -> None:
                           env={**os.environ, "AUGER_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     assert not (home / "cache").exists()
+
+
+@pytest.mark.skipif(not deferring, reason="Python 3.13 compiles a class's methods in one go: nothing to cache")
+def test_a_server_lets_the_cache_go_once_it_serves(tmp_path) -> None:
+    cache = tmp_path / "dataclass-init.bin"
+    _made(cache)  # the cache holds Point's __init__
+    done = subprocess.run([sys.executable, "-c", """
+import dataclasses, sys
+from pathlib import Path
+from auger import dataclass_methods
+dataclass_methods.install(cache=Path(sys.argv[1]))
+dataclass_methods.keep()
+assert dataclass_methods._COMPILED.code
+dataclass_methods.release()
+
+@dataclasses.dataclass
+class Later:
+    a: int
+
+assert Later(1).a == 1 and not dataclass_methods._COMPILED.code
+""", str(cache)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _made(cache)["new"] == 0  # the file was left as it was, not emptied

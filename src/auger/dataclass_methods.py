@@ -18,8 +18,10 @@ A class given no docstring gets `Name(field: type, …)` as one, which dataclass
 class, 14 ms of the 170 classes a run with tools makes); `install` gives `dataclasses` an `exec` that looks the
 source text up in a cache of code objects kept in auger's cache dir (`dataclass-init.<python>.bin`, marshal,
 read once) and compiles only what it has not seen, exactly as `exec` would (no inherited `__future__` flags).
-What a command that runs sessions compiled anew is added at its exit (`keep`). The cache dir is hidden from
-the session's commands as all of auger's own files are, so no command a model runs can put code there.
+What a command that runs one session (`exec`, `resume`, `fork`, the terminal UI) compiled anew is added at its
+exit (`keep`); `auger serve` reads it too, and lets it go when it starts serving (`release`). The cache dir is
+hidden from the session's commands as all of auger's own files are, so no command a model runs can put code
+there.
 
 Only the command line installs it (`auger` on its way to a command; `import auger` changes nothing in a
 host program), and only where `dataclasses` builds methods this way: Python 3.13 compiles a class's
@@ -60,6 +62,14 @@ def install(cache: Path | None = None) -> None:
         dataclasses.exec = _COMPILED.exec  # type: ignore[attr-defined]  # (its globals come before builtins)
 
 
+def release() -> None:
+    """A server is about to serve, its start-up's classes made: let the cache's code go (what the classes made
+    use stays theirs) and compile what comes later without keeping it — a long-running process would hold the
+    whole cache for the few classes its sessions make later."""
+    _COMPILED.code = {}
+    _COMPILED.keeping = False
+
+
 def keep() -> None:
     """Write what this process compiles anew into the cache at its exit (the commands that run sessions: a
     command that only edits the config leaves auger's cache dir as it was)."""
@@ -91,6 +101,7 @@ class _Compiled:
         self.path: Path | None = None
         self.code: dict[str, CodeType] = {}
         self.new = 0
+        self.keeping = True  # whether what is compiled is kept (`release` stops it)
 
     def load(self, path: Path) -> None:
         self.path = path
@@ -106,7 +117,7 @@ class _Compiled:
             code = self.code.get(source)
             if code is None:
                 code = compile(source, "<string>", "exec", dont_inherit=True)  # as dataclasses' own exec would
-                if len(self.code) < CACHE_ENTRIES:
+                if self.keeping and len(self.code) < CACHE_ENTRIES:
                     self.code[source] = code
                     self.new += 1
             source = code
@@ -115,7 +126,7 @@ class _Compiled:
     def save(self) -> None:
         """Write the cache back if this run compiled anything anew (at exit): whole, to a new file renamed in
         place, so a reader sees the old file or the new one; a failure only means compiling again."""
-        if not self.new or self.path is None:
+        if not (self.new and self.keeping) or self.path is None:
             return
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:

@@ -45,8 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     parser, commands = _parser()
     argv, server_command = split_command(argv)
     if argv and argv[0] in commands:
-        if argv[0] in _SERVING_COMMANDS:
-            dataclass_methods.keep()
         # Per-command parsing lets options sit between positionals: `auger resume ID --json PROMPT`.
         args = commands[argv[0]].parse_intermixed_args(argv[1:])
     elif not argv or argv[0] not in (*_subcommands(parser), "-h", "--help"):
@@ -94,7 +92,6 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
 
 
 _RUN_COMMANDS = ("exec", "resume", "fork")  # the commands that run a session headless
-_SERVING_COMMANDS = ("acp", "serve", "mcp-server", "worker")  # and those that run sessions for others
 
 
 def _standalone(name: str, **options: Any) -> argparse.ArgumentParser:

@@ -140,6 +140,9 @@ async def _serve(args: argparse.Namespace, sock: Any, config_for: Callable[[str]
                             timeout_graceful_shutdown=30)
     from auger.policy.listening import announced
 
+    from auger import dataclass_methods
+
+    dataclass_methods.release()  # the compiled-code cache served start-up; a server would hold it for nothing
     start_gc.serving()  # what exists now lives as long as the server: no full collection walks it again
     try:
         with announced(port):  # no session's sandbox may reach this port through its egress proxy
