@@ -222,13 +222,18 @@ def test_init_is_compiled_once_a_machine_and_the_cached_code_is_what_exec_compil
 
 
 @pytest.mark.skipif(not deferring, reason="Python 3.13 compiles a class's methods in one go: nothing to cache")
-@pytest.mark.parametrize("content", [b"not marshal at all", b"", "foreign"])
+@pytest.mark.parametrize("content", [b"not marshal at all", b"", "foreign", "writable by others"])
 def test_a_broken_or_foreign_cache_is_compiled_past_and_replaced(tmp_path, content) -> None:
     import marshal
 
     cache = tmp_path / "dataclass-init.bin"
     if content == "foreign":  # another Python's: its code objects are not read
         content = marshal.dumps(("2.7.18 (other)", {"def __create_fn__():\n pass": compile("1", "x", "eval")}))
+    if content == "writable by others":  # code anyone could have put there is not run
+        _made(cache)
+        cache.chmod(0o666)
+        assert _made(cache)["new"] >= 1
+        return
     cache.write_bytes(content)
     made = _made(cache)
     assert made["new"] >= 1 and made["value"] == "Point(x=1, y=[], z=1.5)"

@@ -104,11 +104,23 @@ class _Compiled:
         self.keeping = True  # whether what is compiled is kept (`release` stops it)
 
     def load(self, path: Path) -> None:
+        """Read the cache, if it is this user's own file and no one else may write it: it is code this process
+        runs."""
         self.path = path
         try:
-            kept = marshal.loads(path.read_bytes())
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return
+            with os.fdopen(os.dup(fd), "rb") as source:
+                kept = marshal.loads(source.read())
         except (OSError, ValueError, EOFError, TypeError):
             return
+        finally:
+            os.close(fd)
         if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == sys.version and isinstance(kept[1], dict):
             self.code = {k: v for k, v in kept[1].items() if isinstance(k, str) and isinstance(v, CodeType)}
 
@@ -131,7 +143,11 @@ class _Compiled:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.unlink(tmp)  # one a killed run left (or anything planted there: never written through)
+            except FileNotFoundError:
+                pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(marshal.dumps((sys.version, self.code)))
             os.replace(tmp, self.path)
