@@ -12,15 +12,18 @@ What keeps it exact (the snapshot store makes and checks the manifest; this modu
 * It is made only for a tree it can describe whole: at most MAX_NAMES names; the snapshot left nothing out with
   a warning or for lack of budget; no repository nested in a directory it walks.
 * Every name is accounted for: a recorded file, a directory walked, a directory git never enters (an ignore
-  pattern names it: what appears inside stays ignored), a file left out for its size (its stat data is kept: the
-  commit message names size and mtime), or a name the caller explains (auger's own, a protected file). A
-  directory whose contents are all ignored is walked, and what is inside it is then explained: a new name there
-  could change what git lists. An unexplained name (one that appeared since) means no manifest.
+  pattern names it: what appears inside stays ignored; one file in it is kept as a witness, since git stops
+  naming it once it is empty), a file left out for its size (its stat data is kept: the commit message names
+  size and mtime), or a name the caller explains (auger's own, a protected file; such a file must stay a file).
+  A directory whose contents are all ignored is walked, and what is inside it is then explained: a new name
+  there could change what git lists. An unexplained name (one that appeared since) means no manifest.
+* Directories are opened beneath their parents without following links (`Dirs`): one swapped for a link makes
+  the look fail; nothing outside the tree is ever read.
 * Stat data is compared as git's index compares it (inode, mode, size, mtime and ctime in ns), with git's rule for
   racy entries: a file whose mtime or ctime is not older than the moment its stat data was taken (less a margin
   for coarse file-system clocks) is hashed again.
-* A new name, a gone directory or left-out path, a type turned directory or symlink directory, a changed
-  `.gitignore` or `.augerignore`, a left-out file changed: `look` says so (None) and git takes the snapshot.
+* A new name, a gone left-out path or witness, a type turned directory or a directory turned link, a changed or
+  removed `.gitignore` or `.augerignore`, a left-out file changed: `look` says so (None) and git takes it.
 The git index is left as it was: what git compares next is then more than what changed, never less.
 """
 
