@@ -108,19 +108,13 @@ class _Compiled:
         runs."""
         self.path = path
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            st = os.fstat(fd)
-            if st.st_uid != os.getuid() or st.st_mode & 0o022:
-                return
-            with os.fdopen(os.dup(fd), "rb") as source:
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as source:
+                st = os.fstat(source.fileno())
+                if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                    return
                 kept = marshal.loads(source.read())
         except (OSError, ValueError, EOFError, TypeError):
             return
-        finally:
-            os.close(fd)
         if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == sys.version and isinstance(kept[1], dict):
             self.code = {k: v for k, v in kept[1].items() if isinstance(k, str) and isinstance(v, CodeType)}
 

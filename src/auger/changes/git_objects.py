@@ -43,10 +43,15 @@ def commit_body(tree: str, message: str, name: str, email: str, when: int | None
     return f"tree {tree}\nauthor {stamp}\ncommitter {stamp}\n\n{message}".encode()
 
 
-def write_object(gitdir: Path, kind: str, body: bytes) -> str:
-    """Store an object (if it is not stored already) and return its id."""
+def object_id(kind: str, body: bytes) -> str:
+    """An object's id: the SHA-1 of its header and body."""
+    return hashlib.sha1(f"{kind} {len(body)}\0".encode() + body).hexdigest()
+
+
+def write_object(gitdir: Path, kind: str, body: bytes, oid: str | None = None) -> str:
+    """Store an object (if it is not stored already) and return its id (`oid`: its id, when already known)."""
     data = f"{kind} {len(body)}\0".encode() + body
-    oid = hashlib.sha1(data).hexdigest()
+    oid = oid or hashlib.sha1(data).hexdigest()
     folder = gitdir / "objects" / oid[:2]
     final = folder / oid[2:]
     if final.exists():

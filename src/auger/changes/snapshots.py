@@ -344,16 +344,18 @@ class SnapshotStore:
         one it saw (tree_manifest.py), else by git, which then describes the tree for the next one."""
         new_own = self._sync_excludes()
         key = self._manifest_key()
-        if not new_own and self.plain and self.describes:
-            made = await self._snapshot_known(message, key)
+        manifest = tree_manifest.read(self.snapdir)
+        known = manifest if manifest is not None and manifest.key == key else None
+        if known is not None and not new_own and self.plain and self.describes:
+            made = await self._snapshot_known(message, known)
             if made is not None:
                 return made
-        await self._index_the_last()
+        await self._index_the_last(manifest)
         tree_manifest.forget(self.snapdir)
         snap, described = await self._snapshot_by_git(message, new_own)
         if described is not None and self.describes:
             with contextlib.suppress(OSError, SnapshotError):
-                await self._describe(snap, key, *described)
+                await self._describe(snap, key, *described, earlier=known)
         return snap
 
     async def _snapshot_by_git(self, message: str, new_own: list[str]) -> tuple[Snapshot, tuple | None]:
@@ -448,11 +450,11 @@ class SnapshotStore:
         return json.dumps([1, str(self.root), list(self.perms), self.max_file_bytes, list(self.own),
                            _rules_digest(self.protected).decode(), hashlib.sha1(exclude).hexdigest()])
 
-    async def _index_the_last(self) -> None:
+    async def _index_the_last(self, manifest: tree_manifest.Manifest | None) -> None:
         """Make the snapshot index the last snapshot's when that one was taken from the manifest, with its
         permission bits: git then starts from the last snapshot, as it does after one of its own (a file it
         skips keeps what that one held). `read-tree --reset` keeps the stat data of the entries that are the same."""
-        last = tree_manifest.unindexed(self.snapdir)
+        last = tree_manifest.unindexed(manifest)
         if last is None:
             return
         tree, kept, files = last
@@ -464,20 +466,19 @@ class SnapshotStore:
         was = self._load_kept()
         self._save_kept(_Kept(kept, [p for p in (was.recheck if was is not None else []) if p in files]))
 
-    async def _snapshot_known(self, message: str, key: str) -> Snapshot | None:
+    async def _snapshot_known(self, message: str, known: tree_manifest.Manifest) -> Snapshot | None:
         """The snapshot from the manifest the last one left, when the tree has no name that one did not see
         (tree_manifest.py); None when git must take it. Nothing but the files whose stat data moved is read."""
-        known = tree_manifest.load(self.snapdir, key)
-        if known is None or known.packs != tree_manifest.packs_stamp(self.snapdir):
+        if known.packs != tree_manifest.packs_stamp(self.snapdir):
             return None
         try:
             with tree_manifest.Dirs(self.root) as opened:
-                return await self._snapshot_from(message, key, known, opened)
+                return await self._snapshot_from(message, known, opened)
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:  # a damaged manifest
             log.debug("the tree manifest could not be used (%s): git takes the snapshot", exc)
             return None
 
-    async def _snapshot_from(self, message: str, key: str, known: tree_manifest.Manifest,
+    async def _snapshot_from(self, message: str, known: tree_manifest.Manifest,
                              opened: tree_manifest.Dirs) -> Snapshot | None:
         """`_snapshot_known` with the manifest read and the tree's directories at hand."""
         looked = tree_manifest.look(opened, known, self.is_own)
@@ -506,7 +507,7 @@ class SnapshotStore:
             if files[path][:2] != [mode, oid]:
                 if os.path.basename(path) in tree_manifest.RULE_FILES:
                     return None  # what is ignored or protected may have changed: git's to judge
-                git_objects.write_object(self.snapdir, "blob", data)
+                git_objects.write_object(self.snapdir, "blob", data, oid)
                 touched.add(path)
             files[path] = [mode, oid, *tree_manifest.stat_of(st)]
             kept.pop(path, None)
@@ -533,10 +534,12 @@ class SnapshotStore:
         return Snapshot(commit, tree)
 
     async def _describe(self, snap: Snapshot, key: str, kept: dict[str, int], unrecorded: dict[str, list],
-                        unrecorded_line: str, protects: Callable[[str], bool]) -> None:
+                        unrecorded_line: str, protects: Callable[[str], bool], *,
+                        earlier: tree_manifest.Manifest | None) -> None:
         """After a snapshot by git, keep what it saw for the next one (tree_manifest.py), when the tree is small
-        enough to walk and every name in it is accounted for. Each recorded file is hashed here, unless the last
-        manifest had it with the same stat data: its stat data is kept only for the content git recorded."""
+        enough to walk and every name in it is accounted for. Each recorded file is hashed here, unless the
+        `earlier` manifest had it with the same stat data: its stat data is kept only for the content git
+        recorded."""
         if not self.plain or _index_bytes(self.snapdir) > tree_manifest.MAX_INDEX_BYTES:
             return
         since = tree_manifest.now_racy()
@@ -552,7 +555,8 @@ class SnapshotStore:
                 return  # a submodule's commit: git's to look at
         collapsed = [p[:-1] for p in unrecorded if p.endswith("/")]
         never = await self.ignored(collapsed)
-        earlier = tree_manifest.load(self.snapdir, key)
+        if earlier is not None and not (isinstance(earlier.files, dict) and isinstance(earlier.since, int)):
+            earlier = None  # damaged: every file is hashed
 
         def walk() -> tree_manifest.Manifest | None:
             with tree_manifest.Dirs(self.root) as opened:
@@ -572,7 +576,7 @@ class SnapshotStore:
                 mode, oid = files[path]
                 now = tree_manifest.stat_of(st)
                 was = earlier.files.get(path) if earlier is not None else None
-                if not (earlier is not None and was is not None and was[:2] == [mode, oid] and was[2:] == now
+                if not (earlier is not None and isinstance(was, list) and was[:2] == [mode, oid] and was[2:] == now
                         and max(st.st_mtime_ns, st.st_ctime_ns) < earlier.since):
                     data = opened.read(path, st, self.max_file_bytes)
                     if data is None or tree_manifest.blob_id(data) != oid or tree_manifest.git_mode(st) != mode:
@@ -812,7 +816,7 @@ class SnapshotStore:
             drop = {commit for commit, when in dated
                     if commit not in keep and (commit in drop or int(when) < older_than)}
             before = _disk_bytes(self.snapdir / "objects")
-            await self._index_the_last()  # what an older index holds, gc would keep
+            await self._index_the_last(tree_manifest.read(self.snapdir))  # what an older index holds, gc keeps
             tree_manifest.forget(self.snapdir)  # it may name objects pruned now
             if drop:
                 await self.git("update-ref", "--stdin",

@@ -29,7 +29,6 @@ The git index is left as it was: what git compares next is then more than what c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -74,14 +73,12 @@ class Manifest(Deferred):
     witness: dict[str, str] = field(default_factory=dict)
 
 
-def load(snapdir: Path, key: str) -> Manifest | None:
-    """The manifest kept in the snapshot repository, if there is one made under `key`."""
+def read(snapdir: Path) -> Manifest | None:
+    """The manifest kept in the snapshot repository, whatever it was made under (its `key` says)."""
     try:
-        data = json.loads((snapdir / MANIFEST).read_bytes())
-        manifest = Manifest(**data)
+        return Manifest(**json.loads((snapdir / MANIFEST).read_bytes()))
     except (OSError, ValueError, TypeError):
         return None
-    return manifest if manifest.key == key else None
 
 
 def packs_stamp(snapdir: Path) -> list[int]:
@@ -95,18 +92,16 @@ def packs_stamp(snapdir: Path) -> list[int]:
     return [st.st_ino, st.st_mtime_ns]
 
 
-def unindexed(snapdir: Path) -> tuple[str, dict[str, int], set[str]] | None:
-    """The tree, permission bits and files of the last snapshot when one was taken from the manifest (whatever
-    it was made under): the snapshot index is older, and must be made that tree before git takes the next."""
-    try:
-        data = json.loads((snapdir / MANIFEST).read_bytes())
-        tree, kept, indexed, files = data["tree"], data["kept"], data["indexed"], set(data["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+def unindexed(manifest: Manifest | None) -> tuple[str, dict[str, int], set[str]] | None:
+    """The tree, permission bits and files of the last snapshot when one was taken from `manifest` (whatever it
+    was made under): the snapshot index is older, and must be made that tree before git takes the next."""
+    if manifest is None or manifest.indexed:
         return None
-    if indexed or not (isinstance(tree, str) and len(tree) == 40 and isinstance(kept, dict)
-                       and all(isinstance(bits, int) for bits in kept.values())):
+    tree, kept = manifest.tree, manifest.kept
+    if not (isinstance(tree, str) and len(tree) == 40 and isinstance(kept, dict)
+            and all(isinstance(bits, int) for bits in kept.values()) and isinstance(manifest.files, dict)):
         return None
-    return tree, kept, files
+    return tree, kept, set(manifest.files)
 
 
 def save(snapdir: Path, manifest: Manifest) -> None:
@@ -140,7 +135,7 @@ def git_mode(st: os.stat_result) -> str:
 
 
 def blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return git_objects.object_id("blob", data)
 
 
 class Dirs:
@@ -231,7 +226,7 @@ def survey(dirs_of: Dirs, files: Mapping[str, object], *, never_entered: set[str
         if names > MAX_NAMES:
             return None
         dirs[here] = listed
-        ignored_here = any(here == d or here.startswith(d + "/") for d in all_ignored)
+        ignored_here = here in all_ignored or below(here, all_ignored)
         for name in listed:
             path = f"{here}/{name}" if here else name
             if name == ".git":
